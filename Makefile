@@ -1,0 +1,28 @@
+# make run / make test create .venv on first use. TORCH picks the torch requirement:
+# the default lets pip choose; CI passes TORCH=torch==2.13.0 (a CPU wheel).
+PYTHON ?= python3
+TORCH ?= torch
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: run test bench export clean
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q "$(TORCH)"
+	$(BIN)/python -m pip install -q -e ".[test]"
+	touch $(STAMP)
+
+run: $(STAMP)
+	$(BIN)/attn-gui
+
+test: $(STAMP)
+	QT_QPA_PLATFORM=offscreen $(BIN)/python -m pytest -q $(PYTEST_ARGS)
+
+bench: $(STAMP)
+	$(BIN)/attn-gui bench
+
+clean:
+	rm -rf $(VENV) build *.egg-info .pytest_cache

@@ -1,0 +1,3 @@
+from attn_gui.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,114 @@
+"""The ``attn-gui`` command: the window (default), ``export`` and ``bench``.
+
+Bad options print one line and exit with status 2; no traceback reaches the user.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from . import __version__
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str):  # one clear line, exit 2 (argparse would print the whole usage)
+        raise UsageError(f"{self.prog}: {message} (see --help)")
+
+
+class UsageError(Exception):
+    """A bad command line; printed as one line, exit status 2."""
+
+
+def add_engine_options(p: argparse.ArgumentParser) -> None:
+    """One flag per AttentionConfig field, named after it."""
+    from .engine.config import CHOICES, PRESETS
+
+    g = p.add_argument_group("engine options (default: the chosen preset, else the tutorial default)")
+    g.add_argument("--preset", choices=list(PRESETS), help="start from a named config")
+    g.add_argument("--sentence", help='the text (default "When in doubt look intelligent")')
+    g.add_argument("--tokenizer", choices=CHOICES["tokenizer"])
+    g.add_argument("--d-model", type=int, metavar="N", help="embedding size d (default 5)")
+    g.add_argument("--d-k", type=int, metavar="N", help="per-head query/key size d_q = d_k (default 3)")
+    g.add_argument("--d-v", type=int, metavar="N", help="per-head value size (default 3)")
+    g.add_argument("--heads", type=int, metavar="N", help="number of heads (default 1)")
+    g.add_argument("--seed", type=int, metavar="N", help="seed for the inputs (default 123)")
+    g.add_argument("--weight-seed", type=int, metavar="N",
+                   help="seed for the projections (default: continue the inputs' stream)")
+    g.add_argument("--inputs", choices=CHOICES["inputs"])
+    g.add_argument("--positional", action="store_true", default=None, help="add sinusoidal positions to X")
+    g.add_argument("--init", choices=CHOICES["init"])
+    g.add_argument("--layout", choices=CHOICES["layout"], help="row: q = x W; column: q = W x")
+    g.add_argument("--no-projections", dest="projections", action="store_false", default=None,
+                   help="q = k = v = x (simplified attention)")
+    g.add_argument("--no-scale", dest="scale", action="store_false", default=None,
+                   help="do not divide scores by sqrt(d_k)")
+    g.add_argument("--temperature", type=float, metavar="T", help="further divide scores by T (default 1)")
+    g.add_argument("--causal", action="store_true", default=None, help="mask keys after the query")
+    g.add_argument("--similarity", choices=CHOICES["similarity"])
+    g.add_argument("--device", help="cpu, cuda, cuda:N or mps (default cpu)")
+    g.add_argument("--dtype", choices=CHOICES["dtype"])
+
+
+def config_from_args(args: argparse.Namespace):
+    """The AttentionConfig the options describe (ValueError with a readable message if invalid)."""
+    from .engine import AttentionConfig, preset
+
+    base = preset(args.preset) if getattr(args, "preset", None) else AttentionConfig()
+    changes = {
+        name: getattr(args, name)
+        for name in AttentionConfig.field_names()
+        if getattr(args, name, None) is not None
+    }
+    return base.replace(**changes)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="attn-gui", description="Attention Explorer: watch self-attention computed, step by step.")
+    p.add_argument("--version", action="version", version=f"attn-gui {__version__}")
+    sub = p.add_subparsers(dest="command", parser_class=_Parser, metavar="{gui,export,bench}")
+
+    gui = sub.add_parser("gui", help="open the window (the default)")
+    add_engine_options(gui)
+
+    ex = sub.add_parser("export", help="write every map as PNG/SVG and every tensor as .npy/.csv, no window")
+    ex.add_argument("--out", required=True, metavar="DIR", help="folder to write (created if missing)")
+    ex.add_argument("--format", default="png,svg,npy,csv", metavar="LIST",
+                    help="comma-separated subset of png,svg,npy,csv (default: all four)")
+    ex.add_argument("--width", type=int, default=None, metavar="PX", help="pixel width of each PNG")
+    add_engine_options(ex)
+
+    b = sub.add_parser("bench", help="measure speed, latency and memory; print a table")
+    b.add_argument("--quick", action="store_true", help="fewer sizes and repeats")
+    b.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N or mps")
+    b.add_argument("--json", metavar="FILE", help="also write the figures as JSON")
+    b.add_argument("--engine-only", action="store_true", help="skip the parts that need Qt")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if not argv or argv[0].startswith("-") and argv[0] not in ("-h", "--help", "--version"):
+        argv = ["gui", *argv]
+    try:
+        args = build_parser().parse_args(argv)
+        if args.command in (None, "gui"):
+            config = config_from_args(args) if args.command == "gui" else None
+            from .ui.app import run_gui
+
+            return run_gui(config)
+        if args.command == "export":
+            from .export import run_export_cli
+
+            return run_export_cli(args, config_from_args(args))
+        if args.command == "bench":
+            from .bench import run_bench_cli
+
+            return run_bench_cli(args)
+    except UsageError as exc:
+        print(exc, file=sys.stderr)
+        return 2
+    except (ValueError, OSError, RuntimeError) as exc:
+        print(f"attn-gui: {exc}", file=sys.stderr)
+        return 2
+    return 0

@@ -1,0 +1,88 @@
+"""The math of (multi-head) scaled dot-product self-attention, every step kept.
+
+Shapes: T tokens, d = d_model, h heads, d_k per-head query/key size, d_v per-head
+value size. All functions are batched over heads; there is no loop over tokens or heads.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+
+
+def project(x: torch.Tensor, w: torch.Tensor, layout: str) -> torch.Tensor:
+    """Project the inputs for every head.
+
+    Parameters
+    ----------
+    x : (T, d)
+    w : (h, d, n) in "row" layout (q = x W) or (h, n, d) in "column" layout (q = W x)
+
+    Returns
+    -------
+    (h, T, n)
+    """
+    if layout == "row":
+        return x @ w  # (T, d) @ (h, d, n) -> (h, T, n)
+    return x @ w.transpose(-2, -1)  # q_i = W x_i for every row i: (h, T, n)
+
+
+def attention_scores(q: torch.Tensor, k: torch.Tensor, similarity: str = "dot") -> torch.Tensor:
+    """omega = q k^T, or the cosine of the angle between each query and key.
+
+    q, k : (h, T, d_k) -> (h, T, T)
+    """
+    if similarity == "cosine":
+        # F.normalize keeps a zero vector at zero, so its similarity is 0, not NaN
+        q = F.normalize(q, dim=-1)
+        k = F.normalize(k, dim=-1)
+    return q @ k.transpose(-2, -1)
+
+
+def scale_and_mask(
+    scores: torch.Tensor, d_k: int, scale: bool = True, temperature: float = 1.0, causal: bool = False
+) -> torch.Tensor:
+    """omega / sqrt(d_k) / temperature, with keys after the query set to -inf when causal."""
+    divisor = (math.sqrt(d_k) if scale else 1.0) * temperature
+    scaled = scores / divisor if divisor != 1.0 else scores.clone()
+    if causal:
+        T = scores.size(-1)
+        future = torch.ones(T, T, dtype=torch.bool, device=scores.device).triu_(1)
+        scaled.masked_fill_(future, float("-inf"))
+    return scaled
+
+
+def attention_weights(scaled: torch.Tensor) -> torch.Tensor:
+    """alpha = softmax over keys. torch.softmax subtracts each row's maximum, so large scores do not overflow."""
+    return torch.softmax(scaled, dim=-1)
+
+
+def context_vectors(weights: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    """z_i = sum_j alpha_ij v_j.  (h, T, T) @ (h, T, d_v) -> (h, T, d_v)"""
+    return weights @ v
+
+
+def concat_heads(z: torch.Tensor) -> torch.Tensor:
+    """(h, T, d_v) -> (T, h * d_v), head 0's columns first (as torch.cat of the heads)."""
+    h, T, d_v = z.shape
+    return z.transpose(0, 1).reshape(T, h * d_v)
+
+
+def output_projection(concat: torch.Tensor, w_o: torch.Tensor | None, layout: str) -> torch.Tensor:
+    """concat W_o (row: W_o is (h*d_v, d)) or W_o concat (column: W_o is (d, h*d_v))."""
+    if w_o is None:
+        return concat
+    return concat @ w_o if layout == "row" else concat @ w_o.T
+
+
+def sinusoidal_positions(T: int, d: int, dtype=torch.float32, device=None) -> torch.Tensor:
+    """The sinusoidal positional encoding of "Attention Is All You Need": (T, d)."""
+    pos = torch.arange(T, dtype=torch.float64, device=device).unsqueeze(1)  # (T, 1)
+    i = torch.arange(0, d, 2, dtype=torch.float64, device=device)  # even dims
+    angle = pos / torch.pow(10000.0, i / d)  # (T, ceil(d/2))
+    pe = torch.zeros(T, d, dtype=torch.float64, device=device)
+    pe[:, 0::2] = torch.sin(angle)
+    pe[:, 1::2] = torch.cos(angle[:, : d // 2])
+    return pe.to(dtype)

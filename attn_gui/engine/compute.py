@@ -1,0 +1,221 @@
+"""compute(config) -> AttentionResult: draw the inputs and weights, run every step, keep them all."""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+
+from . import attention as A
+from .config import AttentionConfig
+from .devices import DeviceError, free_bytes, resolve_device, synchronize
+from .fields import FIELDS, TENSOR_FIELDS
+from .reduce import reduce_matrix
+from .tokens import tokenize
+
+DTYPES = {"float32": torch.float32, "float64": torch.float64}
+
+
+class TooLargeError(ValueError):
+    """The compute would need more memory than the device has free."""
+
+
+@dataclass(frozen=True)
+class AttentionResult:
+    """Every intermediate of one self-attention computation, named after the paper.
+
+    Tensors live on ``device``; per-head fields keep their head axis even when h = 1.
+    ``w_q``, ``w_k``, ``w_v`` and ``w_o`` are None when the config has no projections.
+    """
+
+    config: AttentionConfig
+    tokens: tuple[str, ...]
+    token_ids: torch.Tensor  # (T,)
+    vocab: tuple[str, ...]
+    x: torch.Tensor  # (T, d)
+    w_q: torch.Tensor | None  # (h, d, d_k) row / (h, d_k, d) column
+    w_k: torch.Tensor | None
+    w_v: torch.Tensor | None  # (h, d, d_v) row / (h, d_v, d) column
+    w_o: torch.Tensor | None  # (h*d_v, d) row / (d, h*d_v) column
+    q: torch.Tensor  # (h, T, d_k)
+    k: torch.Tensor  # (h, T, d_k)
+    v: torch.Tensor  # (h, T, d_v)
+    scores: torch.Tensor  # (h, T, T) omega
+    scaled: torch.Tensor  # (h, T, T) omega / sqrt(d_k) / temperature, masked -inf
+    weights: torch.Tensor  # (h, T, T) alpha
+    head_outputs: torch.Tensor  # (h, T, d_v) z
+    concat: torch.Tensor  # (T, h*d_v)
+    output: torch.Tensor  # (T, d)
+    elapsed_ms: float
+    device: str
+    notes: tuple[str, ...] = field(default=())
+
+    @property
+    def seq_len(self) -> int:
+        return len(self.tokens)
+
+    @property
+    def heads(self) -> int:
+        return self.q.shape[0]
+
+    def fields(self) -> tuple[str, ...]:
+        """Names of the tensor fields present in this result, in data-flow order."""
+        return tuple(n for n in TENSOR_FIELDS if getattr(self, n) is not None)
+
+    def numpy(self, name: str) -> np.ndarray:
+        """The full field ``name`` as a host numpy array (copies from the device)."""
+        return getattr(self, name).detach().cpu().numpy()
+
+    def to_numpy(self) -> dict[str, np.ndarray]:
+        """Every tensor field as a numpy array, plus ``token_ids``."""
+        out = {n: self.numpy(n) for n in self.fields()}
+        out["token_ids"] = self.token_ids.cpu().numpy()
+        return out
+
+    def display(self, name: str, max_rows: int = 512, max_cols: int = 512) -> np.ndarray:
+        """Field ``name`` reduced on its device to at most max_rows x max_cols per matrix, as numpy."""
+        t = getattr(self, name)
+        return reduce_matrix(t, max_rows, max_cols, FIELDS[name].kind).detach().cpu().numpy()
+
+
+def estimate_bytes(config: AttentionConfig) -> int:
+    """Peak bytes the compute allocates on its device, counted before anything is allocated."""
+    T = config.seq_len
+    V = len(tokenize(config.sentence, config.tokenizer).vocab)
+    h, d = config.heads, config.d_model
+    d_k, d_v = config.head_dims
+    elem = 8 if config.dtype == "float64" else 4
+    n = 4 * h * T * T  # scores, scaled, weights, and one softmax temporary
+    n += T * d * 3 + h * T * (2 * d_k + 2 * d_v) + T * h * d_v
+    n += h * d * (2 * d_k + d_v) + h * d_v * d + V * d
+    return n * elem
+
+
+def _human(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if n < 1024 or unit == "TiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n} B"
+
+
+def draw_parameters(config: AttentionConfig, token_ids: tuple[int, ...], vocab_size: int):
+    """X and the projections, drawn on the CPU in float32 from seeded generators.
+
+    Order (so the tutorials' numbers come out): X (V x d table, or T x d uniform),
+    then from the weight generator W_q, W_k, W_v, W_o. Returns float32 CPU tensors.
+    """
+    h, d = config.heads, config.d_model
+    d_k, d_v = config.d_k, config.d_v
+    gen = torch.Generator().manual_seed(config.seed)
+    if config.inputs == "embedding":
+        table = torch.randn(vocab_size, d, generator=gen)  # nn.Embedding's N(0, 1) init
+        x = table[torch.tensor(token_ids, dtype=torch.long)]
+    else:
+        x = torch.rand(len(token_ids), d, generator=gen)
+    if not config.projections:
+        return x, None, None, None, None
+    wgen = gen if config.weight_seed is None else torch.Generator().manual_seed(config.weight_seed)
+
+    def draw(rows: int, cols: int, fan_in: int, lead: tuple[int, ...] = ()) -> torch.Tensor:
+        shape = (*lead, rows, cols)
+        if config.init == "uniform":
+            return torch.rand(shape, generator=wgen)
+        return torch.randn(shape, generator=wgen) / math.sqrt(fan_in)
+
+    col = config.layout == "column"
+    w_q = draw(d_k, d, d, (h,)) if col else draw(d, d_k, d, (h,))
+    w_k = draw(d_k, d, d, (h,)) if col else draw(d, d_k, d, (h,))
+    w_v = draw(d_v, d, d, (h,)) if col else draw(d, d_v, d, (h,))
+    w_o = draw(d, h * d_v, h * d_v) if col else draw(h * d_v, d, h * d_v)
+    return x, w_q, w_k, w_v, w_o
+
+
+def compute(config: AttentionConfig) -> AttentionResult:
+    """Run self-attention for ``config`` and return every intermediate.
+
+    Raises
+    ------
+    DeviceError
+        The device is absent, gone away or out of memory.
+    TooLargeError
+        The estimate exceeds the memory free on the device (checked before allocating).
+    """
+    device = resolve_device(config.device)
+    toks = tokenize(config.sentence, config.tokenizer)
+    need = estimate_bytes(config)
+    free = free_bytes(device)
+    if free is not None and need > 0.8 * free:
+        raise TooLargeError(
+            f"T = {len(toks.tokens):,} with {config.heads} head(s) needs about {_human(need)}; "
+            f"{config.device} has {_human(free)} free"
+        )
+    try:
+        return _compute(config, toks, device)
+    except torch.cuda.OutOfMemoryError as exc:
+        raise DeviceError(f"{config.device} ran out of memory ({_human(need)} needed)") from exc
+    except RuntimeError as exc:
+        if device.type != "cpu" and not isinstance(exc, DeviceError):
+            raise DeviceError(f"{config.device} failed: {str(exc).splitlines()[0]}") from exc
+        raise
+
+
+def _compute(config: AttentionConfig, toks, device: torch.device) -> AttentionResult:
+    dtype = DTYPES[config.dtype]
+    start = time.perf_counter()
+    params = draw_parameters(config, toks.token_ids, len(toks.vocab))
+    x, w_q, w_k, w_v, w_o = (None if p is None else p.to(device=device, dtype=dtype) for p in params)
+    T, d = x.shape  # tokens, embedding size
+    if config.positional:
+        x = x + A.sinusoidal_positions(T, d, dtype=dtype, device=device)
+
+    if config.projections:
+        q = A.project(x, w_q, config.layout)  # (h, T, d_k)
+        k = A.project(x, w_k, config.layout)  # (h, T, d_k)
+        v = A.project(x, w_v, config.layout)  # (h, T, d_v)
+    else:
+        q = k = v = x.expand(config.heads, T, d)  # simplified attention: q = k = v = x, (h, T, d)
+    d_k = q.shape[-1]
+
+    scores = A.attention_scores(q, k, config.similarity)  # omega (h, T, T)
+    scaled = A.scale_and_mask(scores, d_k, config.scale, config.temperature, config.causal)
+    weights = A.attention_weights(scaled)  # alpha (h, T, T)
+    head_outputs = A.context_vectors(weights, v)  # z (h, T, d_v)
+    concat = A.concat_heads(head_outputs)  # (T, h*d_v)
+    output = A.output_projection(concat, w_o, config.layout)  # (T, d)
+    synchronize(device)
+    elapsed_ms = (time.perf_counter() - start) * 1e3
+
+    notes = []
+    if not bool(torch.isfinite(scores).all()):
+        notes.append("some scores are not finite (overflow in this dtype); their weights are not defined")
+    return AttentionResult(
+        config=config,
+        tokens=toks.tokens,
+        token_ids=torch.tensor(toks.token_ids, dtype=torch.long, device=device),
+        vocab=toks.vocab,
+        x=x, w_q=w_q, w_k=w_k, w_v=w_v, w_o=w_o,
+        q=q, k=k, v=v,
+        scores=scores, scaled=scaled, weights=weights,
+        head_outputs=head_outputs, concat=concat, output=output,
+        elapsed_ms=elapsed_ms,
+        device=str(device),
+        notes=tuple(notes),
+    )
+
+
+def as_dict(result: AttentionResult) -> dict[str, Any]:
+    """Shapes and metadata of a result, JSON-ready (no tensor data)."""
+    return {
+        "tokens": list(result.tokens),
+        "token_ids": result.token_ids.tolist(),
+        "vocab": list(result.vocab),
+        "shapes": {n: list(getattr(result, n).shape) for n in result.fields()},
+        "device": result.device,
+        "elapsed_ms": result.elapsed_ms,
+        "notes": list(result.notes),
+    }

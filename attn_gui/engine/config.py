@@ -1,0 +1,164 @@
+"""The frozen, validated description of one attention computation."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from .tokens import TOKENIZERS, tokenize
+
+DEFAULT_SENTENCE = "When in doubt look intelligent"
+
+CHOICES: dict[str, tuple[str, ...]] = {
+    "tokenizer": TOKENIZERS,
+    "inputs": ("embedding", "uniform"),
+    "init": ("uniform", "scaled_normal"),
+    "layout": ("row", "column"),
+    "similarity": ("dot", "cosine"),
+    "dtype": ("float32", "float64"),
+}
+
+# Inclusive ranges for the integer fields. Large enough for real model sizes,
+# small enough that a typo cannot ask for terabytes before the memory check runs.
+LIMITS: dict[str, tuple[int, int]] = {
+    "d_model": (1, 8192),
+    "d_k": (1, 4096),
+    "d_v": (1, 4096),
+    "heads": (1, 128),
+    "seed": (0, 2**63 - 1),
+    "weight_seed": (0, 2**63 - 1),
+}
+
+MAX_CHARS = 1_000_000
+_DEVICE_RE = re.compile(r"^(cpu|mps|cuda(:\d+)?)$")
+
+
+@dataclass(frozen=True)
+class AttentionConfig:
+    """Everything that decides the numbers of one self-attention computation.
+
+    Construction validates every field and raises ``ValueError`` with a message
+    a person can act on. See the README for the meaning of each field.
+    """
+
+    sentence: str = DEFAULT_SENTENCE
+    tokenizer: str = "word"
+    d_model: int = 5
+    d_k: int = 3
+    d_v: int = 3
+    heads: int = 1
+    seed: int = 123
+    weight_seed: int | None = None
+    inputs: str = "embedding"
+    projections: bool = True
+    positional: bool = False
+    init: str = "uniform"
+    layout: str = "row"
+    scale: bool = True
+    temperature: float = 1.0
+    causal: bool = False
+    similarity: str = "dot"
+    device: str = "cpu"
+    dtype: str = "float32"
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.sentence, str):
+            raise ValueError("sentence must be text")
+        if len(self.sentence) > MAX_CHARS:
+            raise ValueError(
+                f"the sentence is {len(self.sentence):,} characters; the limit is {MAX_CHARS:,}"
+            )
+        for name, choices in CHOICES.items():
+            value = getattr(self, name)
+            if value not in choices:
+                raise ValueError(f"{name} must be one of {', '.join(choices)}; got {value!r}")
+        for name, (lo, hi) in LIMITS.items():
+            value = getattr(self, name)
+            if name == "weight_seed" and value is None:
+                continue
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise ValueError(f"{name} must be a whole number; got {value!r}")
+            if not lo <= value <= hi:
+                raise ValueError(f"{name} must be between {lo} and {hi}; got {value}")
+        for name in ("projections", "positional", "scale", "causal"):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"{name} must be true or false; got {getattr(self, name)!r}")
+        t = self.temperature
+        if isinstance(t, bool) or not isinstance(t, (int, float)) or not math.isfinite(t) or t <= 0:
+            raise ValueError(f"temperature must be a positive number; got {t!r}")
+        if not isinstance(self.device, str) or not _DEVICE_RE.match(self.device):
+            raise ValueError(f"device must be cpu, cuda, cuda:N or mps; got {self.device!r}")
+        if self.device == "mps" and self.dtype == "float64":
+            raise ValueError("float64 is not supported on MPS; choose float32")
+        if not self.tokens:
+            raise ValueError("the sentence has no tokens: type at least one word")
+
+    @property
+    def tokens(self) -> tuple[str, ...]:
+        """The tokens of the sentence (cached by the tokenizer)."""
+        return tokenize(self.sentence, self.tokenizer).tokens
+
+    @property
+    def seq_len(self) -> int:
+        """T, the number of tokens."""
+        return len(self.tokens)
+
+    @property
+    def head_dims(self) -> tuple[int, int]:
+        """(d_k, d_v) as used: without projections both equal d_model."""
+        if not self.projections:
+            return self.d_model, self.d_model
+        return self.d_k, self.d_v
+
+    def replace(self, **changes: Any) -> "AttentionConfig":
+        """A copy with ``changes`` applied (validated like any new config)."""
+        return dataclasses.replace(self, **changes)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON-ready dict of every field."""
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Any) -> "AttentionConfig":
+        """Build a config from a dict such as ``to_dict`` gives; unknown keys are an error."""
+        if not isinstance(data, dict):
+            raise ValueError("a config must be a mapping of field names to values")
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(str(k) for k in data if k not in known)
+        if unknown:
+            raise ValueError(f"unknown config field(s): {', '.join(unknown)}")
+        values = dict(data)
+        if isinstance(values.get("temperature"), int) and not isinstance(values["temperature"], bool):
+            values["temperature"] = float(values["temperature"])
+        return cls(**values)
+
+    @classmethod
+    def field_names(cls) -> tuple[str, ...]:
+        return tuple(f.name for f in dataclasses.fields(cls))
+
+
+PRESETS: dict[str, AttentionConfig] = {
+    # The explorer's start: the "follow x_2 'in'" walk, d = 5, d_q = d_k = d_v = 3.
+    "default": AttentionConfig(),
+    # Seed 004: torch.manual_seed(42); inputs = torch.rand(4, 3); W = torch.rand(3, 2), q = x W.
+    "tutorial-uniform": AttentionConfig(
+        sentence="I am learning this", inputs="uniform", seed=42, layout="row",
+        d_model=3, d_k=2, d_v=2, heads=1,
+    ),
+    # Raschka's walk: nn.Embedding(6, 16) after manual_seed(123), reseed, W = torch.rand(24, 16), q = W x.
+    "tutorial-embedding": AttentionConfig(
+        sentence="Life is short, eat dessert first", seed=123, weight_seed=123, layout="column",
+        d_model=16, d_k=24, d_v=28, heads=1,
+    ),
+}
+
+
+def preset(name: str) -> AttentionConfig:
+    """The named preset config; ``ValueError`` naming the choices otherwise."""
+    try:
+        return PRESETS[name]
+    except KeyError:
+        raise ValueError(f"unknown preset {name!r}; choose one of {', '.join(PRESETS)}") from None

@@ -1,0 +1,1 @@
+from attn_gui.cli import main; raise SystemExit(main())  # noqa: E702

@@ -1,0 +1,1 @@
+"""Shipped resources: style sheet, example sentences, icons."""
