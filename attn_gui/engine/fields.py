@@ -41,20 +41,20 @@ class FieldInfo:
 FIELDS: dict[str, FieldInfo] = {
     f.name: f
     for f in (
-        FieldInfo("x", "X", "embeddings", False, "token", "dim"),
-        FieldInfo("w_q", "W_q", "query projection", True, "dim", "dim"),
-        FieldInfo("w_k", "W_k", "key projection", True, "dim", "dim"),
-        FieldInfo("w_v", "W_v", "value projection", True, "dim", "dim"),
+        FieldInfo("x", "X", "X: token embeddings", False, "token", "dim"),
+        FieldInfo("w_q", "W_q", "W_q", True, "dim", "dim"),
+        FieldInfo("w_k", "W_k", "W_k", True, "dim", "dim"),
+        FieldInfo("w_v", "W_v", "W_v", True, "dim", "dim"),
         FieldInfo("q", "Q", "Q = X W_q", True, "token", "dim"),
         FieldInfo("k", "K", "K = X W_k", True, "token", "dim"),
         FieldInfo("v", "V", "V = X W_v", True, "token", "dim"),
-        FieldInfo("scores", "omega", "omega = Q K^T", True, "token", "key"),
-        FieldInfo("scaled", "omega'", "omega / sqrt(d_k)", True, "token", "key"),
-        FieldInfo("weights", "alpha", "alpha = softmax(omega / sqrt(d_k))", True, "token", "key", "weights"),
-        FieldInfo("head_outputs", "Z", "Z = alpha V", True, "token", "dim"),
-        FieldInfo("concat", "concat", "Concat(Z_1..Z_h)", False, "token", "dim"),
-        FieldInfo("w_o", "W_O", "output projection", False, "dim", "dim"),
-        FieldInfo("output", "output", "Concat(Z) W_O", False, "token", "dim"),
+        FieldInfo("scores", "ω", "ω = Q Kᵀ", True, "token", "key"),
+        FieldInfo("scaled", "ω′", "ω′ = ω / √d_k", True, "token", "key"),
+        FieldInfo("weights", "α", "α = softmax(ω / √d_k)", True, "token", "key", "weights"),
+        FieldInfo("head_outputs", "Z", "Z = α V", True, "token", "dim"),
+        FieldInfo("concat", "concat", "Concat(Z₁…Z_h)", False, "token", "dim"),
+        FieldInfo("w_o", "W_O", "W_O", False, "dim", "dim"),
+        FieldInfo("output", "output", "output = Concat(Z) W_O", False, "token", "dim"),
     )
 }
 
@@ -65,29 +65,27 @@ def formula(name: str, config) -> str:
     """The formula of ``name`` as ``config`` computes it (layout, scale, mask, similarity)."""
     info = FIELDS[name]
     col = config.layout == "column"
-    if not config.projections and name in ("q", "k", "v"):
-        return f"{info.symbol} = X (no projection)"
     if name in ("q", "k", "v"):
+        if not config.projections:
+            return f"{info.symbol} = X (no projection)"
         w = "W_" + name
-        return f"{info.symbol}^T = {w} X^T" if col else f"{info.symbol} = X {w}"
+        return f"{info.symbol}ᵀ = {w} Xᵀ" if col else f"{info.symbol} = X {w}"
     if name == "scores":
-        if config.similarity == "cosine":
-            return "omega = cos(Q, K)"
-        return "omega = Q K^T"
+        return "ω = cos(Q, K)" if config.similarity == "cosine" else "ω = Q Kᵀ"
     if name in ("scaled", "weights"):
         parts = []
         if config.scale:
-            parts.append("sqrt(d_k)")
+            parts.append("√d_k")
         if config.temperature != 1.0:
             parts.append(f"{config.temperature:g}")
-        inner = "omega / " + " / ".join(parts) if parts else "omega"
+        inner = "ω / " + " / ".join(parts) if parts else "ω"
         if config.causal:
-            inner += " + causal mask"
-        return f"omega' = {inner}" if name == "scaled" else f"alpha = softmax({inner})"
+            inner += " + mask"
+        return f"ω′ = {inner}" if name == "scaled" else f"α = softmax({inner})"
     if name == "output":
         if not config.projections:
-            return "output = Concat(Z) (no W_O)"
-        return "output^T = W_O Concat(Z)^T" if col else "output = Concat(Z) W_O"
+            return "output = Concat(Z), no W_O"
+        return "outputᵀ = W_O Concat(Z)ᵀ" if col else "output = Concat(Z) W_O"
     if name in ("w_q", "w_k", "w_v", "w_o"):
-        return f"{info.symbol} ({'column: q = W x' if col else 'row: q = x W'})"
+        return f"{info.symbol}  ({'W x' if col else 'x W'})"
     return info.formula

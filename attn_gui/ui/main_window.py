@@ -1,0 +1,229 @@
+"""The explorer window: controls on the left, the pipeline of maps, the token walk below."""
+
+from __future__ import annotations
+
+from PySide6 import QtCore, QtGui, QtWidgets
+
+from ..engine import AttentionConfig
+from .controls import ControlPanel
+from .maps import Frame
+from .pipeline import PipelineView
+from .settings import Settings
+from .token_focus import TokenFocus
+from .worker import ComputeService
+
+
+class MainWindow(QtWidgets.QMainWindow):
+    """Attention Explorer's main window.
+
+    Parameters
+    ----------
+    config : AttentionConfig, optional
+        Start from this config instead of the saved one (or the default).
+    settings : Settings, optional
+        Where to read and save the window's settings.
+
+    Signals
+    -------
+    frameShown(Frame)
+        A new result has been drawn in every map.
+    computeFailed(str)
+        The newest request failed; the message is also shown under the sentence.
+    """
+
+    frameShown = QtCore.Signal(object)
+    computeFailed = QtCore.Signal(str)
+
+    def __init__(self, config: AttentionConfig | None = None, settings: Settings | None = None):
+        super().__init__()
+        self.setWindowTitle("Attention Explorer")
+        self.setObjectName("mainWindow")
+        self.settings = settings or Settings()
+        self.frame: Frame | None = None
+        self.last_good_device = "cpu"
+
+        self.panel = ControlPanel()
+        scroll = QtWidgets.QScrollArea()
+        scroll.setObjectName("controlScroll")
+        scroll.setWidget(self.panel)
+        scroll.setWidgetResizable(True)
+        scroll.setHorizontalScrollBarPolicy(QtCore.Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        scroll.setMinimumWidth(330)
+        self.pipeline = PipelineView()
+        self.splitter = QtWidgets.QSplitter(QtCore.Qt.Orientation.Horizontal)
+        self.splitter.addWidget(scroll)
+        self.splitter.addWidget(self.pipeline)
+        self.splitter.setStretchFactor(1, 1)
+        self.splitter.setSizes([340, 1260])
+        self.setCentralWidget(self.splitter)
+
+        self.focus = TokenFocus()
+        dock = QtWidgets.QDockWidget("Follow one token", self)
+        dock.setObjectName("tokenFocusDock")
+        dock.setWidget(self.focus)
+        self.addDockWidget(QtCore.Qt.DockWidgetArea.BottomDockWidgetArea, dock)
+        self.focusDock = dock
+        self.resizeDocks([dock], [170], QtCore.Qt.Orientation.Vertical)
+
+        self.statusLabel = QtWidgets.QLabel()
+        self.statusLabel.setObjectName("statusLabel")
+        self.statusBar().addWidget(self.statusLabel, 1)
+        self._build_menus(dock)
+
+        self.service = ComputeService(self)
+        self.service.resultReady.connect(self.show_frame)
+        self.service.failed.connect(self._on_failed)
+        self.panel.configChanged.connect(self._on_config)
+        self.panel.configInvalid.connect(self._on_invalid)
+        self.pipeline.tokenSelected.connect(self._on_token)
+        self.pipeline.headSelected.connect(lambda _h: self._refresh_focus())
+
+        self._restore(config)
+
+    # menus -----------------------------------------------------------------------------------
+
+    def _build_menus(self, dock: QtWidgets.QDockWidget) -> None:
+        file_menu = self.menuBar().addMenu("&File")
+        self.exportAllAction = file_menu.addAction("Export all…", self.export_all)
+        self.exportAllAction.setObjectName("exportAllAction")
+        self.exportAllAction.setShortcut(QtGui.QKeySequence("Ctrl+E"))
+        self.exportAllAction.setToolTip("Every map as PNG and SVG, the whole figure, every tensor as .npy "
+                                        "and .csv, and manifest.json, into one folder")
+        file_menu.addSeparator()
+        file_menu.addAction("Quit", self.close, QtGui.QKeySequence.StandardKey.Quit)
+        view_menu = self.menuBar().addMenu("&View")
+        view_menu.addAction(dock.toggleViewAction())
+        focus = view_menu.addAction("Edit the sentence", self.panel.focus_sentence)
+        focus.setShortcut(QtGui.QKeySequence("Ctrl+L"))
+        presets = self.menuBar().addMenu("&Presets")
+        for i in range(1, self.panel.presetCombo.count()):
+            name = self.panel.presetCombo.itemData(i)
+            presets.addAction(name, lambda i=i: self.panel._apply_preset(i))
+        help_menu = self.menuBar().addMenu("&Help")
+        help_menu.addAction("How to read the maps", self._show_help)
+
+    def _show_help(self) -> None:
+        QtWidgets.QMessageBox.information(
+            self, "How to read the maps",
+            "Each map is one step of self-attention, left to right:\n\n"
+            "X (one row per token) is projected by W_q, W_k, W_v into Q, K, V.\n"
+            "omega = Q K^T compares every query row with every key column.\n"
+            "omega' divides by sqrt(d_k) (and the temperature); hatched cells are masked.\n"
+            "alpha = softmax(omega') over each row: every row sums to 1 (colour scale fixed 0..1).\n"
+            "Z = alpha V mixes the values; the heads are concatenated and multiplied by W_O.\n\n"
+            "Signed maps use blue for negative, white for 0, red for positive, scaled to the largest "
+            "magnitude. Hover a cell for its exact value; click a row to follow that token; "
+            "right-click a map to export it; scroll to zoom.")
+
+    # compute flow ----------------------------------------------------------------------------
+
+    def _restore(self, config: AttentionConfig | None) -> None:
+        geometry = self.settings.get("geometry")
+        if not geometry.isEmpty():
+            self.restoreGeometry(geometry)
+        else:
+            self.resize(1600, 1000)
+        state = self.settings.get("window_state")
+        if not state.isEmpty():
+            self.restoreState(state)
+        splitter = self.settings.get("splitter")
+        if not splitter.isEmpty():
+            self.splitter.restoreState(splitter)
+        start = config or self.settings.config() or AttentionConfig()
+        self.panel.set_config(start)
+
+    def _on_config(self, config: AttentionConfig) -> None:
+        self.service.submit(config)
+        if self.frame is None or self.frame.result.config.seq_len < 2000:
+            return
+        self.statusLabel.setText(self.statusLabel.text().split("  ·  computing")[0] + "  ·  computing…")
+
+    def _on_invalid(self, message: str) -> None:
+        self.statusLabel.setText(f"⚠ {message} — the maps show the last valid input")
+
+    def show_frame(self, frame: Frame) -> None:
+        """Draw ``frame`` in every map, the token walk and the status bar."""
+        self.frame = frame
+        result = frame.result
+        self.last_good_device = result.config.device
+        self.pipeline.show_frame(frame)
+        self._refresh_focus()
+        cfg = result.config
+        d_k, d_v = cfg.head_dims
+        note = ("  ·  ⚠ " + "; ".join(result.notes)) if result.notes else ""
+        self.statusLabel.setText(
+            f"T = {result.seq_len:,}  ·  V = {len(result.vocab):,}  ·  h = {result.heads}  ·  "
+            f"d_model = {cfg.d_model}, d_k = {d_k}, d_v = {d_v}  ·  "
+            f"X {result.seq_len}×{cfg.d_model}, alpha {result.heads}×{result.seq_len}×{result.seq_len}  ·  "
+            f"{result.device}, {cfg.dtype}  ·  {result.elapsed_ms:.2f} ms{note}")
+        self.panel.show_message("")
+        self.frameShown.emit(frame)
+
+    def _on_failed(self, _request_id: int, config: AttentionConfig, message: str, device_error: bool) -> None:
+        first_line = message.splitlines()[0]
+        if device_error and config.device != self.last_good_device:
+            first_line += f" — back on {self.last_good_device}"
+            self.panel.set_device(self.last_good_device)
+            self.panel.force_emit()
+        self.panel.show_message(first_line)
+        self.statusLabel.setText(f"⚠ {first_line} — the maps show the last good result")
+        self.computeFailed.emit(first_line)
+
+    def _on_token(self, token: int) -> None:
+        self.focus.token = token
+        self._refresh_focus()
+        self.focusDock.show()
+
+    def _refresh_focus(self) -> None:
+        result = self.frame.result if self.frame else None
+        self.focus.show_walk(result, self.pipeline.token, self.pipeline.head)
+
+    def select_token(self, token: int | None) -> None:
+        """Follow query ``token`` (as a click on its row does)."""
+        self.pipeline.select_token(token)
+        self._refresh_focus()
+
+    # export ----------------------------------------------------------------------------------
+
+    def export_all(self, folder: str | None = None) -> list | None:
+        """Write every map, the figure, the tensors and a manifest into ``folder`` (asks if None)."""
+        from .. import export
+
+        if self.frame is None:
+            return None
+        if folder is None:
+            folder = QtWidgets.QFileDialog.getExistingDirectory(
+                self, "Export all maps and tensors into…", self.settings.get("export_dir"))
+            if not folder:
+                return None
+        progress = QtWidgets.QProgressDialog("Exporting…", "", 0, 100, self)
+        progress.setCancelButton(None)
+        progress.setMinimumDuration(400)
+        progress.setWindowModality(QtCore.Qt.WindowModality.WindowModal)
+
+        def report(done: int, total: int) -> None:
+            progress.setMaximum(total)
+            progress.setValue(done)
+
+        try:
+            written = export.export_all(self.frame, folder, figure=self.pipeline, progress=report)
+        except OSError as exc:
+            progress.close()
+            QtWidgets.QMessageBox.warning(self, "Export failed", str(exc))
+            return None
+        progress.close()
+        self.settings.set("export_dir", str(folder))
+        self.statusBar().showMessage(f"Exported {len(written)} files to {folder}", 8000)
+        return written
+
+    # lifetime --------------------------------------------------------------------------------
+
+    def closeEvent(self, event: QtGui.QCloseEvent) -> None:
+        self.settings.set("geometry", self.saveGeometry())
+        self.settings.set("window_state", self.saveState())
+        self.settings.set("splitter", self.splitter.saveState())
+        if self.frame is not None:
+            self.settings.set_config(self.frame.result.config)
+        self.settings.sync()
+        self.service.shutdown()
+        super().closeEvent(event)

@@ -1,0 +1,159 @@
+"""The heatmaps laid out as the data flows: X -> W -> Q, K, V -> omega -> alpha -> Z -> output.
+
+Per-head fields show the selected head; with more than one head an "all heads"
+strip of alpha thumbnails sits on top, and clicking one selects that head.
+"""
+
+from __future__ import annotations
+
+from PySide6 import QtCore, QtWidgets
+
+from ..engine import FIELDS
+from .heatmap import HeatmapView
+from .maps import Frame, map_data
+
+STAGES: list[tuple[str, tuple[str, ...], int]] = [
+    ("1  Embeddings and weights", ("x", "w_q", "w_k", "w_v"), 10),
+    ("2  Queries, keys, values", ("q", "k", "v"), 10),
+    ("3  Scores → weights", ("scores", "scaled", "weights"), 12),
+    ("4  Per-head output", ("head_outputs", "concat"), 10),
+    ("5  Output", ("w_o", "output"), 10),
+]
+MAP_MIN_W, MAP_MIN_H = 230, 190
+TOKEN_ROW_FIELDS = {name for name, info in FIELDS.items() if info.rows == "token"}
+
+
+class PipelineView(QtWidgets.QWidget):
+    """Every map of a frame, in data-flow order.
+
+    Signals
+    -------
+    tokenSelected(int)
+        A query row was clicked in any map.
+    headSelected(int)
+        The shown head changed.
+    """
+
+    tokenSelected = QtCore.Signal(int)
+    headSelected = QtCore.Signal(int)
+
+    def __init__(self, parent: QtWidgets.QWidget | None = None):
+        super().__init__(parent)
+        self.frame: Frame | None = None
+        self.head = 0
+        self.token: int | None = None
+        self.views: dict[str, HeatmapView] = {}
+        self.overview: list[HeatmapView] = []
+
+        outer = QtWidgets.QVBoxLayout(self)
+        outer.setContentsMargins(4, 4, 4, 4)
+        outer.setSpacing(4)
+        self.headBar = QtWidgets.QWidget()
+        bar = QtWidgets.QHBoxLayout(self.headBar)
+        bar.setContentsMargins(0, 0, 0, 0)
+        self.headLabel = QtWidgets.QLabel("<b>All heads</b> (alpha; click one to show it below):")
+        bar.addWidget(self.headLabel)
+        self.overviewBox = QtWidgets.QHBoxLayout()
+        self.overviewBox.setSpacing(2)
+        bar.addLayout(self.overviewBox, 1)
+        self.headBar.setFixedHeight(125)
+        self.headBar.hide()
+        outer.addWidget(self.headBar)
+
+        canvas = QtWidgets.QWidget()
+        grid = QtWidgets.QHBoxLayout(canvas)
+        grid.setContentsMargins(0, 0, 0, 0)
+        grid.setSpacing(6)
+        for title, names, stretch in STAGES:
+            column = QtWidgets.QVBoxLayout()
+            column.setSpacing(2)
+            header = QtWidgets.QLabel(f"<b>{title}</b>")
+            header.setAlignment(QtCore.Qt.AlignmentFlag.AlignCenter)
+            header.setStyleSheet("color:#334; padding:2px; background:#eef1f6; border-radius:3px;")
+            column.addWidget(header)
+            for name in names:
+                view = HeatmapView(self._object_name(name))
+                view.setMinimumSize(MAP_MIN_W, MAP_MIN_H)
+                view.rowClicked.connect(self._on_row_clicked)
+                self.views[name] = view
+                column.addWidget(view, 1)
+            grid.addLayout(column, stretch)
+        self.noProjection = QtWidgets.QLabel("No projections: q = k = v = x, so there are no W_q, W_k, W_v, W_O.")
+        self.noProjection.setObjectName("noProjectionNote")
+        self.noProjection.setWordWrap(True)
+        self.noProjection.hide()
+        scroll = QtWidgets.QScrollArea()
+        scroll.setObjectName("pipelineScroll")
+        scroll.setWidget(canvas)
+        scroll.setWidgetResizable(True)
+        scroll.setFrameShape(QtWidgets.QFrame.Shape.NoFrame)
+        outer.addWidget(scroll, 1)
+        outer.addWidget(self.noProjection)
+
+    def _object_name(self, name: str) -> str:
+        return f"heatmap:{name}:{self.head}" if FIELDS[name].per_head else f"heatmap:{name}"
+
+    def show_frame(self, frame: Frame) -> None:
+        """Render every map of ``frame`` (per-head maps for the selected head)."""
+        self.frame = frame
+        result = frame.result
+        if self.head >= result.heads:
+            self.head = 0
+        if self.token is not None and self.token >= result.seq_len:
+            self.token = None
+        present = set(result.fields())
+        for name, view in self.views.items():
+            view.setVisible(name in present)
+            if name in present:
+                view.setObjectName(self._object_name(name))
+                view.set_data(map_data(frame, name, self.head if FIELDS[name].per_head else None))
+                view.set_highlight(self.token if name in TOKEN_ROW_FIELDS else None)
+        self.noProjection.setVisible(result.w_q is None)
+        self._show_overview(frame)
+
+    def _show_overview(self, frame: Frame) -> None:
+        heads = frame.result.heads
+        self.headBar.setVisible(heads > 1)
+        if heads <= 1:
+            return
+        while len(self.overview) < heads:
+            i = len(self.overview)
+            view = HeatmapView(f"headgrid:weights:{i}", compact=True)
+            view.setMinimumSize(90, 90)
+            view.rowClicked.connect(lambda _row, i=i: self.select_head(i))
+            self.overview.append(view)
+            self.overviewBox.addWidget(view)
+        for i, view in enumerate(self.overview):
+            view.setVisible(i < heads)
+            if i < heads:
+                data = map_data(frame, "weights", i)
+                data.title = f"head {i + 1}" + ("  (shown)" if i == self.head else "")
+                view.values.show_values = False
+                view.set_data(data)
+                view.set_highlight(self.token)
+
+    def select_head(self, head: int) -> None:
+        """Show head ``head`` (0-based) in the per-head maps."""
+        if self.frame is None or not 0 <= head < self.frame.result.heads or head == self.head:
+            return
+        self.head = head
+        self.show_frame(self.frame)
+        self.headSelected.emit(head)
+
+    def select_token(self, token: int | None) -> None:
+        """Outline query row ``token`` in every map with token rows."""
+        self.token = token
+        for name, view in self.views.items():
+            view.set_highlight(token if name in TOKEN_ROW_FIELDS else None)
+        for view in self.overview:
+            view.set_highlight(token)
+
+    def _on_row_clicked(self, row: int) -> None:
+        view = self.sender()
+        name = next((n for n, v in self.views.items() if v is view), None)
+        if name in TOKEN_ROW_FIELDS:
+            self.select_token(row)
+            self.tokenSelected.emit(row)
+
+    def visible_views(self) -> list[HeatmapView]:
+        return [v for v in (*self.views.values(), *self.overview) if v.isVisible()]

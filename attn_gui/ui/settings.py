@@ -1,0 +1,70 @@
+"""Saved settings: one module, typed reads, unknown keys are errors.
+
+The file lives in the user's config folder; ``ATTN_GUI_CONFIG_DIR`` points it
+elsewhere (the tests use a temporary folder).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from PySide6 import QtCore
+
+from ..engine import AttentionConfig
+
+_DEFAULTS: dict[str, Any] = {
+    "config": "",  # AttentionConfig as JSON
+    "geometry": QtCore.QByteArray(),
+    "window_state": QtCore.QByteArray(),
+    "splitter": QtCore.QByteArray(),
+    "export_dir": "",
+}
+
+
+def settings_path() -> Path:
+    base = os.environ.get("ATTN_GUI_CONFIG_DIR")
+    if not base:
+        base = QtCore.QStandardPaths.writableLocation(
+            QtCore.QStandardPaths.StandardLocation.GenericConfigLocation) + "/attn-gui"
+    return Path(base) / "settings.ini"
+
+
+class Settings:
+    """Typed access to the settings file."""
+
+    def __init__(self, path: Path | None = None):
+        self.path = path or settings_path()
+        self._qs = QtCore.QSettings(str(self.path), QtCore.QSettings.Format.IniFormat)
+
+    def get(self, key: str) -> Any:
+        if key not in _DEFAULTS:
+            raise KeyError(f"unknown setting {key!r}")
+        default = _DEFAULTS[key]
+        value = self._qs.value(key, default)
+        if isinstance(default, QtCore.QByteArray):
+            return value if isinstance(value, QtCore.QByteArray) else default
+        return type(default)(value) if value is not None else default
+
+    def set(self, key: str, value: Any) -> None:
+        if key not in _DEFAULTS:
+            raise KeyError(f"unknown setting {key!r}")
+        self._qs.setValue(key, value)
+
+    def config(self) -> AttentionConfig | None:
+        """The last config, or None when absent or no longer valid."""
+        text = self.get("config")
+        if not text:
+            return None
+        try:
+            return AttentionConfig.from_dict(json.loads(text))
+        except (ValueError, TypeError):
+            return None
+
+    def set_config(self, config: AttentionConfig) -> None:
+        self.set("config", json.dumps(config.to_dict()))
+
+    def sync(self) -> None:
+        self._qs.sync()
