@@ -1,0 +1,21 @@
+import pytest
+
+from attn_gui.ui import MainWindow
+from attn_gui.ui.settings import Settings
+
+
+@pytest.fixture
+def settings(tmp_path, monkeypatch):
+    monkeypatch.setenv("ATTN_GUI_CONFIG_DIR", str(tmp_path / "config"))
+    return Settings()
+
+
+@pytest.fixture
+def window(qtbot, settings):
+    win = MainWindow(settings=settings)
+    qtbot.addWidget(win)
+    win.resize(1600, 1000)
+    win.show()
+    qtbot.waitUntil(lambda: win.frame is not None, timeout=10000)
+    yield win
+    win.service.shutdown()

@@ -1,0 +1,201 @@
+"""Drive the real window through its controls' objectNames and check the maps' data."""
+
+import numpy as np
+import pytest
+import torch
+from PySide6 import QtCore
+
+from attn_gui.engine import AttentionConfig, compute, preset
+from attn_gui.ui import MainWindow
+from attn_gui.ui.heatmap import HeatmapView
+
+
+def heatmap(win, name):
+    view = win.findChild(HeatmapView, f"heatmap:{name}")
+    assert view is not None, f"no map heatmap:{name}"
+    return view
+
+
+def shown(win, name):
+    return heatmap(win, name).image.image
+
+
+def wait_for(qtbot, win, predicate):
+    qtbot.waitUntil(lambda: win.frame is not None and predicate(win.frame.result.config), timeout=10000)
+
+
+def test_opens_on_the_tutorial_default(window):
+    cfg = window.frame.result.config
+    assert cfg == AttentionConfig()
+    expected = compute(AttentionConfig())
+    np.testing.assert_allclose(shown(window, "weights:0"), expected.numpy("weights")[0], atol=1e-6)
+    np.testing.assert_allclose(shown(window, "x"), expected.numpy("x"), atol=1e-6)
+    for name in ("x", "w_q:0", "w_k:0", "w_v:0", "q:0", "k:0", "v:0", "scores:0", "scaled:0", "weights:0",
+                 "head_outputs:0", "concat", "w_o", "output"):
+        assert heatmap(window, name).isVisible(), name
+    assert shown(window, "w_q:0").shape == (5, 3) and shown(window, "output").shape == (5, 5)
+    assert "α = softmax(ω / √d_k)" in heatmap(window, "weights:0").data.title
+    assert "(5 × 5)" in heatmap(window, "weights:0").data.title
+    assert "T = 5" in window.statusLabel.text() and "cpu" in window.statusLabel.text()
+
+
+def test_typing_recomputes_live(window, qtbot):
+    box = window.panel.sentenceInput
+    box.moveCursor(box.textCursor().MoveOperation.End)
+    qtbot.keyClicks(box, " today")
+    wait_for(qtbot, window, lambda c: c.sentence.endswith("today"))
+    assert shown(window, "weights:0").shape == (6, 6)
+    assert heatmap(window, "weights:0").data.row_labels[-1] == "today"
+    assert "today" in window.panel.tokenChips.text()
+
+
+def test_weights_rows_sum_to_one_and_hover_reads_out(window):
+    w = shown(window, "weights:0")
+    np.testing.assert_allclose(w.sum(axis=1), np.ones(5), atol=1e-5)
+    text = heatmap(window, "weights:0").describe(1, 4)
+    assert text.startswith("α[in → intelligent] = ") and text.endswith("head 1")
+    assert f"{w[1, 4]:.4f}"[:5] in text
+
+
+def test_second_head_appears_and_can_be_selected(window, qtbot):
+    window.panel.headsSpin.setValue(2)
+    wait_for(qtbot, window, lambda c: c.heads == 2)
+    expected = compute(AttentionConfig(heads=2))
+    overview = [window.findChild(HeatmapView, f"headgrid:weights:{i}") for i in range(2)]
+    assert all(v is not None and v.isVisible() for v in overview)
+    np.testing.assert_allclose(overview[1].image.image, expected.numpy("weights")[1], atol=1e-6)
+    window.pipeline.select_head(1)
+    np.testing.assert_allclose(shown(window, "weights:1"), expected.numpy("weights")[1], atol=1e-6)
+    np.testing.assert_allclose(shown(window, "q:1"), expected.numpy("q")[1], atol=1e-6)
+    assert shown(window, "concat").shape == (5, 6)
+
+
+def test_causal_masks_the_upper_triangle(window, qtbot):
+    window.panel.causalCheck.setChecked(True)
+    wait_for(qtbot, window, lambda c: c.causal)
+    upper = np.triu(np.ones((5, 5), dtype=bool), 1)
+    assert np.all(shown(window, "weights:0")[upper] == 0)
+    scaled = heatmap(window, "scaled:0")
+    assert np.all(np.isneginf(scaled.data.matrix[upper]))
+    assert not scaled.mask_hatch.path().isEmpty()  # masked cells are drawn hatched, not as a colour
+    assert "masked" in scaled.describe(0, 4)
+
+
+def test_every_knob_reaches_the_engine(window, qtbot):
+    p = window.panel
+    p.dModelSpin.setValue(8)
+    p.dKSpin.setValue(4)
+    p.dVSpin.setValue(2)
+    p.seedSpin.setValue(7)
+    p.sameStreamCheck.setChecked(False)
+    p.weightSeedSpin.setValue(11)
+    p.layoutCombo.setCurrentIndex(p.layoutCombo.findData("column"))
+    p.initCombo.setCurrentIndex(p.initCombo.findData("scaled_normal"))
+    p.inputsCombo.setCurrentIndex(p.inputsCombo.findData("uniform"))
+    p.positionalCheck.setChecked(True)
+    p.similarityCombo.setCurrentIndex(p.similarityCombo.findData("cosine"))
+    p.temperatureSpin.setValue(0.5)
+    p.scaleCheck.setChecked(False)
+    p.dtypeCombo.setCurrentIndex(p.dtypeCombo.findData("float64"))
+    want = AttentionConfig(d_model=8, d_k=4, d_v=2, seed=7, weight_seed=11, layout="column",
+                           init="scaled_normal", inputs="uniform", positional=True, similarity="cosine",
+                           temperature=0.5, scale=False, dtype="float64")
+    wait_for(qtbot, window, lambda c: c == want)
+    expected = compute(want)
+    np.testing.assert_allclose(shown(window, "weights:0"), expected.numpy("weights")[0], atol=1e-9)
+    assert shown(window, "w_q:0").shape == (4, 8)  # column layout: W is d_k x d
+
+
+def test_projections_off_hides_the_weight_maps(window, qtbot):
+    window.panel.projectionsCheck.setChecked(False)
+    wait_for(qtbot, window, lambda c: not c.projections)
+    assert not heatmap(window, "w_q:0").isVisible()
+    assert window.pipeline.noProjection.isVisible()
+    assert not window.panel.dKSpin.isEnabled()
+
+
+def test_preset_reproduces_the_tutorial(window, qtbot):
+    combo = window.panel.presetCombo
+    combo.activated.emit(combo.findData("tutorial-uniform"))
+    wait_for(qtbot, window, lambda c: c == preset("tutorial-uniform"))
+    np.testing.assert_allclose(shown(window, "weights:0")[2], [0.2773, 0.2594, 0.2700, 0.1933], atol=1e-4)
+    np.testing.assert_allclose(shown(window, "head_outputs:0")[2], [0.6762, 0.3120], atol=1e-4)
+
+
+def test_bad_input_says_why_and_keeps_the_last_good_maps(window, qtbot):
+    before = shown(window, "weights:0").copy()
+    with qtbot.waitSignal(window.panel.configInvalid, timeout=5000) as blocker:
+        window.panel.sentenceInput.setPlainText("?! ...")
+    assert "no tokens" in blocker.args[0]
+    assert window.panel.messageLabel.isVisible() and "no tokens" in window.panel.messageLabel.text()
+    assert "last valid input" in window.statusLabel.text()
+    np.testing.assert_array_equal(shown(window, "weights:0"), before)
+    window.panel.sentenceInput.setPlainText("back again")
+    wait_for(qtbot, window, lambda c: c.sentence == "back again")
+    assert not window.panel.messageLabel.isVisible()
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="simulates a missing CUDA device")
+def test_failing_device_says_why_and_falls_back(window, qtbot):
+    combo = window.panel.deviceCombo
+    combo.addItem("CUDA 0 (gone)", "cuda:0")
+    before = shown(window, "weights:0").copy()
+    with qtbot.waitSignal(window.computeFailed, timeout=5000) as blocker:
+        combo.setCurrentIndex(combo.findData("cuda:0"))
+    assert "CUDA is not available" in blocker.args[0] and "back on cpu" in blocker.args[0]
+    assert combo.currentData() == "cpu"
+    assert "CUDA is not available" in window.panel.messageLabel.text()
+    np.testing.assert_array_equal(shown(window, "weights:0"), before)
+
+
+def test_only_the_newest_request_is_drawn(window, qtbot):
+    seen = []
+    window.frameShown.connect(lambda f: seen.append(f.result.config.seed))
+    for seed in range(1, 30):
+        window.service.submit(AttentionConfig(seed=seed))
+    qtbot.waitUntil(lambda: bool(seen) and seen[-1] == 29, timeout=10000)
+    assert len(seen) < 29  # superseded requests were skipped, not queued
+    assert seen == sorted(seen)
+    np.testing.assert_allclose(shown(window, "x"), compute(AttentionConfig(seed=29)).numpy("x"))
+
+
+def test_clicking_a_row_follows_that_token(window, qtbot):
+    view = heatmap(window, "weights:0")
+    scene_pt = view.plot.getViewBox().mapViewToScene(QtCore.QPointF(2, 1))
+    pos = view.mapFromScene(scene_pt)
+    with qtbot.waitSignal(window.pipeline.tokenSelected, timeout=3000) as blocker:
+        qtbot.mouseClick(view.viewport(), QtCore.Qt.MouseButton.LeftButton, pos=pos)
+    assert blocker.args == [1]
+    assert heatmap(window, "q:0").highlight.isVisible()
+    text = window.focus.toPlainText()
+    assert "Following x2 “in”" in text
+    alpha = shown(window, "weights:0")[1]
+    assert f"{alpha[3]:.4f}" in text
+    z = compute(AttentionConfig()).numpy("head_outputs")[0, 1]
+    assert f"{z[0]:.2f}" in text
+
+
+def test_settings_persist_between_runs(window, qtbot, settings):
+    window.panel.sentenceInput.setPlainText("remember me please")
+    wait_for(qtbot, window, lambda c: c.sentence == "remember me please")
+    window.close()
+    again = MainWindow(settings=type(settings)())
+    qtbot.addWidget(again)
+    qtbot.waitUntil(lambda: again.frame is not None, timeout=10000)
+    assert again.frame.result.config.sentence == "remember me please"
+    again.service.shutdown()
+
+
+def test_long_input_is_reduced_for_display(window, qtbot):
+    words = " ".join(f"w{i}" for i in range(700))
+    window.panel.sentenceInput.setPlainText(words)
+    wait_for(qtbot, window, lambda c: c.seq_len == 700)
+    view = heatmap(window, "weights:0")
+    assert view.image.image.shape == (512, 512)
+    assert view.data.row_blocks is not None
+    full = window.frame.result.weights[0]
+    # each shown cell is the maximum of the block it stands for
+    r0, r1 = view.data.row_blocks[3]
+    c0, c1 = view.data.col_blocks[5]
+    assert view.image.image[3, 5] == pytest.approx(float(full[r0:r1, c0:c1].max()))
+    assert "shown 512 × 512" in view.data.title
