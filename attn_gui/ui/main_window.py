@@ -143,9 +143,12 @@ class MainWindow(QtWidgets.QMainWindow):
 
     def show_frame(self, frame: Frame) -> None:
         """Draw ``frame`` in every map, the token walk and the status bar."""
-        self.frame = frame
         result = frame.result
         self.last_good_device = result.config.device
+        first = self.frame is None
+        self.frame = frame
+        if first and self.pipeline.token is None and result.seq_len > 1:
+            self.pipeline.token = 1  # the tutorials' walk follows x_2 "in"
         self.pipeline.show_frame(frame)
         self._refresh_focus()
         cfg = result.config
