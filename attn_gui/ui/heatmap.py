@@ -68,6 +68,21 @@ def format_value(v: float) -> str:
     return f"{v:.2f}"
 
 
+def format_compact(v: float) -> str:
+    """Shorter cell text for narrow cells: 2 significant figures, no leading zero."""
+    if not np.isfinite(v) or abs(v) >= 100:
+        return format_value(v)
+    if abs(v) >= 9.95:
+        return f"{v:.0f}"
+    text = f"{v:.1f}"
+    if text in ("0.0", "-0.0"):
+        return "0"
+    return text.replace("0.", ".", 1) if text.startswith(("0.", "-0.")) else text
+
+
+FORMATS = (format_value, format_compact)
+
+
 def _axis_name(labels: list[str], blocks, i: int) -> str:
     if blocks is None:
         return labels[i] if i < len(labels) else str(i)
@@ -103,19 +118,24 @@ class CellValues(pg.GraphicsObject):
         R, C = self._matrix.shape if self._matrix.ndim == 2 else (0, 0)
         return QtCore.QRectF(-0.5, -0.5, C, R)
 
-    def values_visible(self, painter_transform: QtGui.QTransform | None = None) -> bool:
-        """Whether cell values fit (checked against the current view scale)."""
+    def value_format(self, painter_transform: QtGui.QTransform | None = None):
+        """The first cell-text format whose widest value fits a cell, or None: values hidden."""
         R, C = self._matrix.shape
         if not self.show_values or R * C == 0 or R * C > MAX_VALUE_CELLS:
-            return False
+            return None
         t = painter_transform if painter_transform is not None else self.deviceTransform()
         if t is None:
-            return False
+            return None
         cell_w = abs(t.m11()) + abs(t.m21())
         cell_h = abs(t.m22()) + abs(t.m12())
         metrics = QtGui.QFontMetricsF(self._font)
-        widest = max(metrics.horizontalAdvance(format_value(v)) for v in self._matrix.ravel()[:MAX_VALUE_CELLS])
-        return cell_w >= widest + 4 and cell_h >= metrics.height() + 1
+        if cell_h < metrics.height() + 1:
+            return None
+        for fmt in FORMATS:
+            widest = max(metrics.horizontalAdvance(fmt(float(v))) for v in self._matrix.ravel())
+            if cell_w >= widest + 4:
+                return fmt
+        return None
 
     def paint(self, painter: QtGui.QPainter, *args) -> None:
         R, C = self._matrix.shape if self._matrix.ndim == 2 else (0, 0)
@@ -133,7 +153,8 @@ class CellValues(pg.GraphicsObject):
                 painter.drawLine(t.map(QtCore.QPointF(-0.5, r - 0.5)), t.map(QtCore.QPointF(C - 0.5, r - 0.5)))
             for c in range(1, C):
                 painter.drawLine(t.map(QtCore.QPointF(c - 0.5, -0.5)), t.map(QtCore.QPointF(c - 0.5, R - 0.5)))
-        if self.values_visible(t):
+        fmt = self.value_format(t)
+        if fmt is not None:
             painter.setFont(self._font)
             cell_h = abs(t.m22()) + abs(t.m12())
             for r in range(R):
@@ -142,7 +163,7 @@ class CellValues(pg.GraphicsObject):
                     white = self._colors is not None and bool(self._colors[r, c])
                     painter.setPen(QtGui.QColor("white") if white else QtGui.QColor(20, 20, 20))
                     rect = QtCore.QRectF(centre.x() - cell_w / 2, centre.y() - cell_h / 2, cell_w, cell_h)
-                    painter.drawText(rect, QtCore.Qt.AlignmentFlag.AlignCenter, format_value(self._matrix[r, c]))
+                    painter.drawText(rect, QtCore.Qt.AlignmentFlag.AlignCenter, fmt(float(self._matrix[r, c])))
         painter.restore()
 
 
@@ -201,7 +222,10 @@ class HeatmapView(pg.GraphicsLayoutWidget):
         self.plot.addItem(self.highlight)
         self.colorbar = pg.ColorBarItem(values=(0, 1), colorMap=pg.colormap.get(WEIGHTS_CMAP),
                                         interactive=False, width=12, colorMapMenu=False)
-        self.colorbar.setImageItem(self.image, insert_in=self.plot)
+        # thumbnails share the weights' fixed 0..1 scale with the full maps, so they skip the bar
+        self.colorbar.setImageItem(self.image, insert_in=None if compact else self.plot)
+        if compact:
+            self.plot.hideAxis("top")
         self._highlight_row: int | None = None
         self.scene().sigMouseMoved.connect(self._on_mouse_moved)
         self.scene().sigMouseClicked.connect(self._on_mouse_clicked)
@@ -267,13 +291,18 @@ class HeatmapView(pg.GraphicsLayoutWidget):
         plot_w = max(40, self.width() - 120)
         self._set_ticks("left", R, self.data.row_labels, self.data.row_blocks,
                         per_label_px=plot_h / R, need_px=axis_font.height(), char_px=None)
-        self._set_ticks("top", C, self.data.col_labels, self.data.col_blocks,
-                        per_label_px=plot_w / C, need_px=None, char_px=axis_font.averageCharWidth())
+        if not self.compact:
+            self._set_ticks("top", C, self.data.col_labels, self.data.col_blocks,
+                            per_label_px=plot_w / C, need_px=None, char_px=axis_font.averageCharWidth())
         title = self.plot.titleLabel
-        title.item.setTextWidth(max(50, self.width() - self.plot.getAxis("left").width() - 75))  # above the image only
-        option = title.item.document().defaultTextOption()
-        option.setAlignment(QtCore.Qt.AlignmentFlag.AlignCenter)
-        title.item.document().setDefaultTextOption(option)
+        bar = 0 if self.compact else 75  # the title sits above the image only, not the colour bar
+        width = max(50, self.width() - self.plot.getAxis("left").width() - bar)
+        title.item.setTextWidth(-1)
+        if title.item.boundingRect().width() > width:  # wrap only when it does not fit on one line
+            title.item.setTextWidth(width)
+            option = title.item.document().defaultTextOption()
+            option.setAlignment(QtCore.Qt.AlignmentFlag.AlignCenter)
+            title.item.document().setDefaultTextOption(option)
         title.updateMin()
 
     def _title_min(self) -> None:
