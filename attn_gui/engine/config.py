@@ -36,6 +36,19 @@ MAX_CHARS = 1_000_000
 _DEVICE_RE = re.compile(r"^(cpu|mps|cuda(:\d+)?)$")
 
 
+def _short(value: Any) -> str:
+    """repr() cut to a readable length, so a hostile value cannot flood a message."""
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _finite(x: float) -> bool:
+    try:
+        return math.isfinite(x)
+    except OverflowError:  # an int too large for a float
+        return False
+
+
 @dataclass(frozen=True)
 class AttentionConfig:
     """Everything that decides the numbers of one self-attention computation.
@@ -74,25 +87,27 @@ class AttentionConfig:
         for name, choices in CHOICES.items():
             value = getattr(self, name)
             if value not in choices:
-                raise ValueError(f"{name} must be one of {', '.join(choices)}; got {value!r}")
+                raise ValueError(f"{name} must be one of {', '.join(choices)}; got {_short(value)}")
         for name, (lo, hi) in LIMITS.items():
             value = getattr(self, name)
             if name == "weight_seed" and value is None:
                 continue
             if isinstance(value, bool) or not isinstance(value, int):
-                raise ValueError(f"{name} must be a whole number; got {value!r}")
+                raise ValueError(f"{name} must be a whole number; got {_short(value)}")
             if not lo <= value <= hi:
                 raise ValueError(f"{name} must be between {lo} and {hi}; got {value}")
         for name in ("projections", "positional", "scale", "causal"):
             if not isinstance(getattr(self, name), bool):
-                raise ValueError(f"{name} must be true or false; got {getattr(self, name)!r}")
+                raise ValueError(f"{name} must be true or false; got {_short(getattr(self, name))}")
         t = self.temperature
-        if isinstance(t, bool) or not isinstance(t, (int, float)) or not math.isfinite(t) or t <= 0:
-            raise ValueError(f"temperature must be a positive number; got {t!r}")
+        if isinstance(t, bool) or not isinstance(t, (int, float)) or not _finite(t) or t <= 0:
+            raise ValueError(f"temperature must be a positive number; got {_short(t)}")
         if not isinstance(self.device, str) or not _DEVICE_RE.match(self.device):
-            raise ValueError(f"device must be cpu, cuda, cuda:N or mps; got {self.device!r}")
+            raise ValueError(f"device must be cpu, cuda, cuda:N or mps; got {_short(self.device)}")
         if self.device == "mps" and self.dtype == "float64":
             raise ValueError("float64 is not supported on MPS; choose float32")
+        if not self.projections and self.heads != 1:
+            raise ValueError("without projections every head would be the same (q = k = v = x); use 1 head")
         if not self.tokens:
             raise ValueError("the sentence has no tokens: type at least one word")
 
@@ -127,12 +142,15 @@ class AttentionConfig:
         if not isinstance(data, dict):
             raise ValueError("a config must be a mapping of field names to values")
         known = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(str(k) for k in data if k not in known)
+        unknown = sorted(_short(k) for k in data if k not in known)
         if unknown:
-            raise ValueError(f"unknown config field(s): {', '.join(unknown)}")
+            raise ValueError(f"unknown config field(s): {', '.join(unknown[:5])}")
         values = dict(data)
-        if isinstance(values.get("temperature"), int) and not isinstance(values["temperature"], bool):
-            values["temperature"] = float(values["temperature"])
+        t = values.get("temperature")
+        if isinstance(t, int) and not isinstance(t, bool):
+            if abs(t) > 1e300:
+                raise ValueError(f"temperature must be a positive number; got {_short(t)}")
+            values["temperature"] = float(t)
         return cls(**values)
 
     @classmethod

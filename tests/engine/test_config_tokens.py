@@ -84,3 +84,8 @@ def test_engine_import_pulls_in_no_qt():
             "print(bad); sys.exit(1 if bad else 0)")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_heads_without_projections_are_refused():
+    with pytest.raises(ValueError, match="use 1 head"):
+        AttentionConfig(projections=False, heads=2)

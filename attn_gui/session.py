@@ -1,0 +1,93 @@
+"""Saved sessions: a small JSON file with the config, the window layout and a version.
+
+Loading is strict: a file that is not exactly what ``save_session`` writes (too big,
+truncated, wrong version, wrong types, extra keys, deep nesting) raises ``ValueError``
+with a message a person understands, and nothing is changed. No pickle anywhere.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from .engine import AttentionConfig
+
+SESSION_VERSION = 1
+MAX_BYTES = 1_000_000 + 64_000  # the longest sentence a config allows, plus the layout
+LAYOUT_KEYS = ("geometry", "window_state", "splitter")
+
+
+def atomic_write(path: str | os.PathLike, data: bytes) -> None:
+    """Write ``data`` to ``path`` through a temporary file in the same folder, then rename."""
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def session_dict(config: AttentionConfig, layout: dict[str, str] | None = None) -> dict[str, Any]:
+    return {
+        "app": "attn-gui",
+        "version": SESSION_VERSION,
+        "config": config.to_dict(),
+        "layout": dict(layout or {}),
+    }
+
+
+def save_session(path: str | os.PathLike, config: AttentionConfig, layout: dict[str, str] | None = None) -> None:
+    """Save ``config`` and the window ``layout`` (base64 strings) as JSON, atomically."""
+    text = json.dumps(session_dict(config, layout), indent=2, ensure_ascii=False)
+    atomic_write(path, text.encode("utf-8"))
+
+
+def parse_session(text: str | bytes) -> tuple[AttentionConfig, dict[str, str]]:
+    """Validate a session's text; returns (config, layout) or raises ValueError."""
+    if len(text) > MAX_BYTES:
+        raise ValueError(f"this file is {len(text):,} bytes; a session is at most {MAX_BYTES:,}")
+    try:
+        data = json.loads(text)
+    except RecursionError:
+        raise ValueError("this file is nested too deeply to be a session") from None
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ValueError(f"this is not a session file (not valid JSON: {exc})") from None
+    if not isinstance(data, dict) or data.get("app") != "attn-gui":
+        raise ValueError("this is not an Attention Explorer session file")
+    extra = sorted(set(data) - {"app", "version", "config", "layout"})
+    if extra:
+        raise ValueError(f"unknown session field(s): {', '.join(map(str, extra))}")
+    version = data.get("version")
+    if version != SESSION_VERSION or isinstance(version, bool):
+        raise ValueError(f"session version {version!r} is not supported (this app reads version {SESSION_VERSION})")
+    if "config" not in data:
+        raise ValueError("the session has no config")
+    try:
+        config = AttentionConfig.from_dict(data["config"])
+    except TypeError as exc:
+        raise ValueError(f"the session's config is not valid: {exc}") from None
+    layout = data.get("layout", {})
+    if not isinstance(layout, dict) or not all(
+            k in LAYOUT_KEYS and isinstance(v, str) and len(v) < 64_000 for k, v in layout.items()):
+        raise ValueError("the session's window layout is not valid")
+    return config, layout
+
+
+def load_session(path: str | os.PathLike) -> tuple[AttentionConfig, dict[str, str]]:
+    """Read and validate a session file; OSError or ValueError with a clear message."""
+    path = Path(path)
+    size = path.stat().st_size
+    if size > MAX_BYTES:
+        raise ValueError(f"{path.name} is {size:,} bytes; a session is at most {MAX_BYTES:,}")
+    return parse_session(path.read_bytes())

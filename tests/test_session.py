@@ -1,0 +1,91 @@
+"""Sessions round-trip, and every malformed or hostile file is refused with a clear message."""
+
+import json
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from attn_gui.engine import AttentionConfig
+from attn_gui.session import load_session, parse_session, save_session, session_dict
+
+
+def test_round_trip(tmp_path):
+    cfg = AttentionConfig(sentence="Life is short, eat dessert first", heads=2, causal=True, weight_seed=3)
+    path = tmp_path / "s.json"
+    save_session(path, cfg, {"geometry": "AAAA"})
+    assert load_session(path) == (cfg, {"geometry": "AAAA"})
+    assert [p.name for p in tmp_path.iterdir()] == ["s.json"]  # no temp file left behind
+
+
+def good() -> dict:
+    return session_dict(AttentionConfig())
+
+
+@pytest.mark.parametrize("mutate,message", [
+    (lambda d: d.update(version=2), "version 2 is not supported"),
+    (lambda d: d.update(version=True), "not supported"),
+    (lambda d: d.pop("config"), "has no config"),
+    (lambda d: d.update(app="other"), "not an Attention Explorer session"),
+    (lambda d: d.update(extra=1), "unknown session field"),
+    (lambda d: d["config"].update(d_model=10**30), "d_model must be between"),
+    (lambda d: d["config"].update(d_model="5"), "d_model must be a whole number"),
+    (lambda d: d["config"].update(evil="x"), "unknown config field"),
+    (lambda d: d["config"].update(temperature=10**400), "temperature must be a positive number"),
+    (lambda d: d.update(config=[1, 2, 3]), "mapping"),
+    (lambda d: d.update(layout={"geometry": 5}), "layout is not valid"),
+    (lambda d: d.update(layout={"other": "x"}), "layout is not valid"),
+])
+def test_malformed_sessions_are_refused(mutate, message):
+    data = good()
+    mutate(data)
+    with pytest.raises(ValueError, match=message):
+        parse_session(json.dumps(data))
+
+
+@pytest.mark.parametrize("text,message", [
+    ("", "not valid JSON"),
+    ('{"app": "attn-gui", "vers', "not valid JSON"),
+    ("[" * 100_000 + "]" * 100_000, "not valid JSON|nested too deeply|not an Attention Explorer"),
+    ("x" * 2_000_000, "at most"),
+    ("null", "not an Attention Explorer"),
+    (b"\xff\xfe\x00garbage", "not valid JSON"),
+])
+def test_broken_files_are_refused(text, message):
+    with pytest.raises(ValueError, match=message):
+        parse_session(text)
+
+
+def test_truncated_file_on_disk(tmp_path):
+    path = tmp_path / "s.json"
+    save_session(path, AttentionConfig())
+    path.write_bytes(path.read_bytes()[:40])
+    with pytest.raises(ValueError, match="not valid JSON"):
+        load_session(path)
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=True) | st.text(max_size=20),
+    lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=10), children, max_size=4),
+    max_leaves=20,
+)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.dictionaries(st.sampled_from(list(good()) + ["x"]), json_values, max_size=5))
+def test_fuzzed_sessions_raise_only_value_error(data):
+    try:
+        parse_session(json.dumps(data))
+    except ValueError as exc:
+        assert str(exc)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.dictionaries(st.sampled_from(AttentionConfig.field_names() + ("junk",)), json_values, max_size=6))
+def test_fuzzed_configs_raise_only_value_error(fields):
+    data = good()
+    data["config"] = {**data["config"], **fields}
+    try:
+        parse_session(json.dumps(data))
+    except ValueError as exc:
+        assert str(exc) and len(str(exc)) < 300
