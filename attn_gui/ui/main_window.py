@@ -84,6 +84,15 @@ class MainWindow(QtWidgets.QMainWindow):
 
     def _build_menus(self, dock: QtWidgets.QDockWidget) -> None:
         file_menu = self.menuBar().addMenu("&File")
+        self.openSessionAction = file_menu.addAction("Open session…", self.open_session_dialog)
+        self.openSessionAction.setObjectName("openSessionAction")
+        self.openSessionAction.setShortcut(QtGui.QKeySequence.StandardKey.Open)
+        self.recentMenu = file_menu.addMenu("Recent sessions")
+        self.recentMenu.aboutToShow.connect(self._fill_recent)
+        self.saveSessionAction = file_menu.addAction("Save session…", self.save_session_dialog)
+        self.saveSessionAction.setObjectName("saveSessionAction")
+        self.saveSessionAction.setShortcut(QtGui.QKeySequence.StandardKey.Save)
+        file_menu.addSeparator()
         self.exportAllAction = file_menu.addAction("Export all…", self.export_all)
         self.exportAllAction.setObjectName("exportAllAction")
         self.exportAllAction.setShortcut(QtGui.QKeySequence("Ctrl+E"))
@@ -185,6 +194,67 @@ class MainWindow(QtWidgets.QMainWindow):
         """Follow query ``token`` (as a click on its row does)."""
         self.pipeline.select_token(token)
         self._refresh_focus()
+
+    # sessions --------------------------------------------------------------------------------
+
+    def _layout(self) -> dict[str, str]:
+        encode = lambda b: bytes(b.toBase64()).decode("ascii")  # noqa: E731
+        return {"geometry": encode(self.saveGeometry()), "window_state": encode(self.saveState()),
+                "splitter": encode(self.splitter.saveState())}
+
+    def save_session(self, path: str) -> None:
+        """Save the shown config and the window layout to ``path`` (OSError if it cannot)."""
+        from ..session import save_session
+
+        config = self.frame.result.config if self.frame else self.panel.config()
+        save_session(path, config, self._layout())
+        self.settings.add_recent_session(str(path))
+        self.statusBar().showMessage(f"Saved session to {path}", 6000)
+
+    def open_session(self, path: str) -> bool:
+        """Load ``path``; on any problem say why in a dialog and change nothing."""
+        from ..session import load_session
+
+        try:
+            config, layout = load_session(path)
+        except (OSError, ValueError) as exc:
+            QtWidgets.QMessageBox.warning(self, "Cannot open session", f"{path}\n\n{exc}")
+            return False
+        decode = lambda s: QtCore.QByteArray.fromBase64(s.encode("ascii"))  # noqa: E731
+        if "geometry" in layout:
+            self.restoreGeometry(decode(layout["geometry"]))
+        if "window_state" in layout:
+            self.restoreState(decode(layout["window_state"]))
+        if "splitter" in layout:
+            self.splitter.restoreState(decode(layout["splitter"]))
+        self.panel.set_config(config)
+        self.settings.add_recent_session(str(path))
+        return True
+
+    def save_session_dialog(self) -> None:
+        path, _ = QtWidgets.QFileDialog.getSaveFileName(
+            self, "Save session", self.settings.get("session_dir") or "attention-session.json",
+            "Attention Explorer session (*.json)")
+        if not path:
+            return
+        try:
+            self.save_session(path)
+        except (OSError, ValueError) as exc:
+            QtWidgets.QMessageBox.warning(self, "Cannot save session", f"{path}\n\n{exc}")
+
+    def open_session_dialog(self) -> None:
+        path, _ = QtWidgets.QFileDialog.getOpenFileName(
+            self, "Open session", self.settings.get("session_dir"), "Attention Explorer session (*.json)")
+        if path:
+            self.open_session(path)
+
+    def _fill_recent(self) -> None:
+        self.recentMenu.clear()
+        paths = self.settings.recent_sessions()
+        for path in paths:
+            self.recentMenu.addAction(path, lambda p=path: self.open_session(p))
+        if not paths:
+            self.recentMenu.addAction("(none yet)").setEnabled(False)
 
     # export ----------------------------------------------------------------------------------
 

@@ -21,7 +21,10 @@ _DEFAULTS: dict[str, Any] = {
     "window_state": QtCore.QByteArray(),
     "splitter": QtCore.QByteArray(),
     "export_dir": "",
+    "session_dir": "",
+    "recent_sessions": "[]",  # JSON list of paths, newest first
 }
+MAX_RECENT = 8
 
 
 def settings_path() -> Path:
@@ -65,6 +68,17 @@ class Settings:
 
     def set_config(self, config: AttentionConfig) -> None:
         self.set("config", json.dumps(config.to_dict()))
+
+    def recent_sessions(self) -> list[str]:
+        try:
+            paths = json.loads(self.get("recent_sessions"))
+        except ValueError:
+            return []
+        return [p for p in paths if isinstance(p, str)][:MAX_RECENT] if isinstance(paths, list) else []
+
+    def add_recent_session(self, path: str) -> None:
+        paths = [path] + [p for p in self.recent_sessions() if p != path]
+        self.set("recent_sessions", json.dumps(paths[:MAX_RECENT]))
 
     def sync(self) -> None:
         self._qs.sync()
