@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 import time
 from dataclasses import dataclass, field
@@ -21,7 +22,12 @@ DTYPES = {"float32": torch.float32, "float64": torch.float64}
 
 
 class TooLargeError(ValueError):
-    """The compute would need more memory than the device has free."""
+    """The compute would need more memory than the device has free, or more tokens than allowed."""
+
+
+# Attention keeps h T x T matrices. Past these lengths a CPU (or GPU) compute takes seconds
+# and gigabytes per head, so the limit is stated instead of letting the machine thrash.
+MAX_TOKENS = {"cpu": 8192, "cuda": 32768, "mps": 8192}
 
 
 @dataclass(frozen=True)
@@ -107,32 +113,43 @@ def draw_parameters(config: AttentionConfig, token_ids: tuple[int, ...], vocab_s
     """X and the projections, drawn on the CPU in float32 from seeded generators.
 
     Order (so the tutorials' numbers come out): X (V x d table, or T x d uniform),
-    then from the weight generator W_q, W_k, W_v, W_o. Returns float32 CPU tensors.
+    then from the weight generator W_q, W_k, W_v, W_o. Returns float32 CPU tensors;
+    the weights are shared with a small cache, so treat them as read-only.
     """
-    h, d = config.heads, config.d_model
-    d_k, d_v = config.d_k, config.d_v
-    gen = torch.Generator().manual_seed(config.seed)
+    rows = vocab_size if config.inputs == "embedding" else len(token_ids)
+    first, *weights = _draw(rows, config.d_model, config.d_k, config.d_v, config.heads, config.seed,
+                            config.weight_seed, config.inputs, config.projections, config.init, config.layout)
     if config.inputs == "embedding":
-        table = torch.randn(vocab_size, d, generator=gen)  # nn.Embedding's N(0, 1) init
-        x = table[torch.tensor(token_ids, dtype=torch.long)]
+        x = first[torch.tensor(token_ids, dtype=torch.long)]  # rows of the table, by token id
     else:
-        x = torch.rand(len(token_ids), d, generator=gen)
-    if not config.projections:
-        return x, None, None, None, None
-    wgen = gen if config.weight_seed is None else torch.Generator().manual_seed(config.weight_seed)
+        x = first.clone()
+    return (x, *weights)
 
-    def draw(rows: int, cols: int, fan_in: int, lead: tuple[int, ...] = ()) -> torch.Tensor:
-        shape = (*lead, rows, cols)
-        if config.init == "uniform":
+
+@functools.lru_cache(maxsize=4)
+def _draw(rows, d, d_k, d_v, h, seed, weight_seed, inputs, projections, init, layout):
+    # Cached: typing changes the tokens far more often than the sizes or seeds, and drawing
+    # a million weights costs milliseconds, more than the attention itself at small T.
+    gen = torch.Generator().manual_seed(seed)
+    if inputs == "embedding":
+        first = torch.randn(rows, d, generator=gen)  # nn.Embedding's N(0, 1) init, V x d
+    else:
+        first = torch.rand(rows, d, generator=gen)  # one uniform row per position, T x d
+    if not projections:
+        return first, None, None, None, None
+    wgen = gen if weight_seed is None else torch.Generator().manual_seed(weight_seed)
+
+    def draw(shape: tuple[int, ...], fan_in: int) -> torch.Tensor:
+        if init == "uniform":
             return torch.rand(shape, generator=wgen)
         return torch.randn(shape, generator=wgen) / math.sqrt(fan_in)
 
-    col = config.layout == "column"
-    w_q = draw(d_k, d, d, (h,)) if col else draw(d, d_k, d, (h,))
-    w_k = draw(d_k, d, d, (h,)) if col else draw(d, d_k, d, (h,))
-    w_v = draw(d_v, d, d, (h,)) if col else draw(d, d_v, d, (h,))
-    w_o = draw(d, h * d_v, h * d_v) if col else draw(h * d_v, d, h * d_v)
-    return x, w_q, w_k, w_v, w_o
+    col = layout == "column"
+    w_q = draw((h, d_k, d) if col else (h, d, d_k), d)
+    w_k = draw((h, d_k, d) if col else (h, d, d_k), d)
+    w_v = draw((h, d_v, d) if col else (h, d, d_v), d)
+    w_o = draw((d, h * d_v) if col else (h * d_v, d), h * d_v)
+    return first, w_q, w_k, w_v, w_o
 
 
 def compute(config: AttentionConfig) -> AttentionResult:
@@ -147,11 +164,15 @@ def compute(config: AttentionConfig) -> AttentionResult:
     """
     device = resolve_device(config.device)
     toks = tokenize(config.sentence, config.tokenizer)
+    T, limit = len(toks.tokens), MAX_TOKENS[device.type]
+    if T > limit:
+        raise TooLargeError(f"T = {T:,} tokens is over the limit of {limit:,} on {device.type} "
+                            f"(attention keeps {config.heads} × T × T weights)")
     need = estimate_bytes(config)
     free = free_bytes(device)
     if free is not None and need > 0.8 * free:
         raise TooLargeError(
-            f"T = {len(toks.tokens):,} with {config.heads} head(s) needs about {_human(need)}; "
+            f"T = {T:,} with {config.heads} head(s) and these sizes needs about {_human(need)}; "
             f"{config.device} has {_human(free)} free"
         )
     try:
@@ -191,7 +212,7 @@ def _compute(config: AttentionConfig, toks, device: torch.device) -> AttentionRe
     elapsed_ms = (time.perf_counter() - start) * 1e3
 
     notes = []
-    if not bool(torch.isfinite(scores).all()):
+    if not bool(torch.isfinite(torch.stack(torch.aminmax(scores))).all()):  # one pass; NaN propagates
         notes.append("some scores are not finite (overflow in this dtype); their weights are not defined")
     return AttentionResult(
         config=config,

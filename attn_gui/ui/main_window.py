@@ -70,6 +70,12 @@ class MainWindow(QtWidgets.QMainWindow):
         self.statusBar().addWidget(self.statusLabel, 1)
         self._build_menus(dock)
 
+        self.failed_config: AttentionConfig | None = None
+        self._shown_id = 0
+        self._busy_timer = QtCore.QTimer(self)
+        self._busy_timer.setSingleShot(True)
+        self._busy_timer.setInterval(150)
+        self._busy_timer.timeout.connect(self._show_busy)
         self.service = ComputeService(self)
         self.service.resultReady.connect(self.show_frame)
         self.service.failed.connect(self._on_failed)
@@ -143,9 +149,13 @@ class MainWindow(QtWidgets.QMainWindow):
 
     def _on_config(self, config: AttentionConfig) -> None:
         self.service.submit(config)
-        if self.frame is None or self.frame.result.config.seq_len < 2000:
-            return
-        self.statusLabel.setText(self.statusLabel.text().split("  ·  computing")[0] + "  ·  computing…")
+        self._busy_timer.start()
+
+    def _show_busy(self) -> None:
+        # only a compute slower than a few frames says so; fast ones would just flicker
+        if self.service.latest_id != self._shown_id:
+            base = self.statusLabel.text().split("  ·  ⏳")[0]
+            self.statusLabel.setText(base + "  ·  ⏳ computing… (the maps show the previous result)")
 
     def _on_invalid(self, message: str) -> None:
         self.statusLabel.setText(f"⚠ {message} — the maps show the last valid input")
@@ -156,6 +166,8 @@ class MainWindow(QtWidgets.QMainWindow):
         self.last_good_device = result.config.device
         first = self.frame is None
         self.frame = frame
+        self._shown_id = frame.request_id
+        self.failed_config = None
         if first and self.pipeline.token is None and result.seq_len > 1:
             self.pipeline.token = 1  # the tutorials' walk follows x_2 "in"
         self.pipeline.show_frame(frame)
@@ -171,7 +183,9 @@ class MainWindow(QtWidgets.QMainWindow):
         self.panel.show_message("")
         self.frameShown.emit(frame)
 
-    def _on_failed(self, _request_id: int, config: AttentionConfig, message: str, device_error: bool) -> None:
+    def _on_failed(self, request_id: int, config: AttentionConfig, message: str, device_error: bool) -> None:
+        self._shown_id = request_id
+        self.failed_config = config
         first_line = message.splitlines()[0]
         if device_error and config.device != self.last_good_device:
             first_line += f" — back on {self.last_good_device}"

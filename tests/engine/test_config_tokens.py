@@ -64,8 +64,8 @@ def test_one_token_and_causal_one_token():
 
 
 def test_memory_is_estimated_before_allocating():
-    huge = AttentionConfig(sentence=" ".join(["w"] * 200_000), heads=128)
-    assert estimate_bytes(huge) > 10**12
+    huge = AttentionConfig(sentence=" ".join(["w"] * 8000), heads=128)
+    assert estimate_bytes(huge) > 10**11
     with pytest.raises(TooLargeError, match="needs about .* free"):
         compute(huge)
 
@@ -89,3 +89,9 @@ def test_engine_import_pulls_in_no_qt():
 def test_heads_without_projections_are_refused():
     with pytest.raises(ValueError, match="use 1 head"):
         AttentionConfig(projections=False, heads=2)
+
+
+def test_token_limit_is_stated():
+    cfg = AttentionConfig(sentence=" ".join(f"w{i}" for i in range(9000)))
+    with pytest.raises(TooLargeError, match="T = 9,000 tokens is over the limit of 8,192 on cpu"):
+        compute(cfg)
