@@ -1,0 +1,141 @@
+"""attn-gui bench: the report's structure, in-process and through the command line.
+
+No timing is asserted here; the targets live in the benchmark itself.
+"""
+
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from attn_gui import bench
+
+ROOT = Path(__file__).resolve().parent.parent
+SECTIONS = {"engine", "display", "memory", "startup"}
+
+
+def _silent(message):
+    pass
+
+
+@pytest.fixture(scope="module")
+def report():
+    settings = bench.BenchSettings.for_mode(quick=True, engine_only=True, tiny=True)
+    return bench.run_bench(settings, log=_silent)
+
+
+def _positive(x):
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) and x > 0
+
+
+def test_tiny_settings_are_small():
+    s = bench.BenchSettings.for_mode(quick=True, tiny=True)
+    assert max(s.sizes) <= 16 and s.max_repeats <= 2 and s.display_T <= 32
+
+
+def test_every_row_has_real_positive_numbers(report):
+    assert {r["section"] for r in report["rows"]} == SECTIONS
+    for r in report["rows"]:
+        assert _positive(r["median"]), r
+        assert r["runs"] >= 1
+        if r["unit"] == "ms":
+            assert len(r["samples"]) == r["runs"]
+            assert all(_positive(s) for s in r["samples"])
+            assert _positive(r["p95"]) and r["p95"] >= r["median"]
+        else:
+            assert r["unit"] == "MiB"
+
+
+def test_engine_ratios_are_computed_for_every_size(report):
+    settings = report["settings"]
+    engine = [r for r in report["rows"] if r["section"] == "engine"]
+    assert [r["size"] for r in engine] == [f"T={T}" for T in settings["sizes"] for _ in range(2)]
+    for ref, comp in zip(engine[::2], engine[1::2]):
+        assert ref["name"] == "torch reference" and ref["ratio"] is None
+        assert comp["name"] == "compute()" and comp["ratio_to"] == "torch reference"
+        assert _positive(comp["ratio"])
+        assert comp["ratio"] == pytest.approx(comp["median"] / ref["median"])
+        assert comp["target"] == bench.ENGINE_TARGET
+        assert comp["met"] is (comp["ratio"] <= comp["target"])
+
+
+def test_display_memory_and_startup_ratios(report):
+    rows = {(r["section"], r["name"], r["size"]): r for r in report["rows"]}
+    display = [r for r in report["rows"] if r["section"] == "display" and r["ratio"] is not None]
+    assert len(display) == 1 and _positive(display[0]["ratio"])
+    T = report["settings"]["display_T"]
+    assert display[0]["extra"]["shape"] == [bench.HEADS, T, T]
+    memory = [r for r in report["rows"] if r["section"] == "memory"]
+    assert len(memory) == 1 + len(report["settings"]["memory_sizes"])
+    assert all(_positive(r["extra"]["peak_rss_kib"]) for r in memory)
+    assert all(_positive(r["ratio"]) for r in memory[1:])
+    assert ("startup", "import attn_gui.engine", "-") in rows
+
+
+def test_engine_only_skips_the_qt_parts(report):
+    names = {s["name"] for s in report["skipped"]}
+    assert "import torch, PySide6.QtWidgets" in names and "window start-up" in names
+    assert all(s["reason"] for s in report["skipped"])
+
+
+def test_profiles_name_engine_functions(report):
+    for prof in report["profiles"]:
+        assert _positive(prof["total_ms"]) and prof["top"]
+        assert all(e["function"] and e["ms"] >= 0 and 0 <= e["share"] <= 1 for e in prof["top"])
+
+
+def test_metadata(report):
+    meta = report["meta"]
+    for key in ("date", "device", "device_name", "torch", "cpu_count"):
+        assert meta[key]
+    assert meta["device"] == "cpu"
+
+
+def test_json_round_trip_and_table(report, tmp_path):
+    path = tmp_path / "sub" / "bench.json"
+    bench.write_json(report, path)
+    assert json.loads(path.read_text()) == json.loads(json.dumps(report))
+    table = bench.format_report(report)
+    assert "compute()" in table and "T=5" in table and "skipped: window start-up" in table
+
+
+def test_time_interleaved_runs_each_function_the_same_number_of_times():
+    calls = []
+    timings = bench.time_interleaved({"a": lambda: calls.append("a"), "b": lambda: calls.append("b")},
+                                     min_repeats=3, max_repeats=3, budget_s=0.0)
+    assert [t.runs for t in timings.values()] == [3, 3]
+    assert calls == ["a", "b", "a", "b", "b", "a", "a", "b"]  # warm-up, then alternating order
+
+
+def test_window_startup_hook_gives_a_reason_when_not_measured():
+    timing, reason = bench.measure_window_startup()
+    assert timing is not None or reason
+
+
+def _env(**extra):
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH")) if p)
+    env.update(extra)
+    return env
+
+
+def test_bench_module_imports_no_qt():
+    code = "import sys, attn_gui.bench; sys.exit(any(m.startswith('PySide6') for m in sys.modules))"
+    assert subprocess.run([sys.executable, "-c", code], env=_env(), cwd=ROOT, timeout=120).returncode == 0
+
+
+def test_cli_quick_engine_only_writes_json(tmp_path):
+    path = tmp_path / "bench.json"
+    proc = subprocess.run(
+        [sys.executable, "-m", "attn_gui", "bench", "--quick", "--engine-only", "--json", str(path)],
+        env=_env(**{bench.TINY_ENV: "1"}), cwd=ROOT, capture_output=True, text=True, timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(path.read_text())
+    assert data["settings"]["mode"] == "tiny" and data["settings"]["engine_only"] is True
+    assert any(r["section"] == "engine" and r["ratio"] for r in data["rows"])
+    assert "compute()" in proc.stdout
