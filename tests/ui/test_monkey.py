@@ -1,0 +1,113 @@
+"""A monkey drives the real window with random actions; nothing may crash, warn or disagree.
+
+CI runs a short walk; ATTN_GUI_MONKEY_STEPS=5000 runs a long one, ATTN_GUI_SOAK=10000
+runs the soak (consecutive updates, RSS at start and end printed).
+"""
+
+import os
+import random
+
+import numpy as np
+import pytest
+from PySide6 import QtWidgets
+
+from attn_gui.engine import compute
+from attn_gui.ui.maps import make_frame, map_data
+
+TEXTS = ["When in doubt look intelligent", "", "   ", "?!", "a", "Ünïcödé 日本語 слово 🙂",
+         "tab\tand\nnewline", "ctrl\x00\x1b chars", "the the the the", "x " * 40,
+         "The animal didn't cross the street because it was too tired"]
+
+
+def settled(win) -> bool:
+    panel = win.panel
+    if panel._timer.isActive() or win.frame is None:
+        return False
+    try:
+        cfg = panel.config()
+    except ValueError:
+        return True  # invalid input: the maps keep the last good result
+    return win.frame.result.config == cfg or win.failed_config == cfg
+
+
+def check_maps_match_a_fresh_compute(win):
+    result = win.frame.result
+    fresh = make_frame(0, compute(result.config))
+    head = win.pipeline.head
+    for name in ("x", "weights", "output"):
+        view = win.pipeline.views[name]
+        expected = map_data(fresh, name, head if name == "weights" else None).matrix
+        np.testing.assert_allclose(view.image.image, np.where(np.isfinite(expected), expected, 0), atol=1e-5,
+                                   err_msg=name)
+
+
+def random_action(win, rng: random.Random):
+    p = win.panel
+    kind = rng.randrange(9)
+    if kind == 0:
+        text = rng.choice(TEXTS)
+        if rng.random() < 0.5:
+            p.sentenceInput.setPlainText(text)
+        else:
+            p.sentenceInput.insertPlainText(" " + text[: rng.randrange(len(text) + 1)])
+    elif kind == 1:
+        spin = rng.choice([p.dModelSpin, p.dKSpin, p.dVSpin, p.headsSpin])
+        top = {"headsSpin": 6}.get(spin.objectName(), rng.choice([8, 32, 96]))
+        spin.setValue(rng.randint(spin.minimum(), top))
+    elif kind == 2:
+        rng.choice([p.seedSpin, p.weightSeedSpin]).setValue(rng.randrange(100_000))
+    elif kind == 3:
+        box = rng.choice([p.sameStreamCheck, p.positionalCheck, p.projectionsCheck, p.scaleCheck, p.causalCheck])
+        box.setChecked(not box.isChecked())
+    elif kind == 4:
+        combo = rng.choice([p.tokenizerCombo, p.inputsCombo, p.initCombo, p.layoutCombo, p.similarityCombo,
+                            p.dtypeCombo])
+        combo.setCurrentIndex(rng.randrange(combo.count()))
+    elif kind == 5:
+        p.temperatureSpin.setValue(rng.choice([0.01, 0.5, 1.0, 3.0, 100.0]))
+    elif kind == 6:
+        p._apply_preset(rng.randrange(1, p.presetCombo.count()))
+    elif kind == 7:
+        if win.frame is not None:
+            win.pipeline.select_head(rng.randrange(win.frame.result.heads))
+            win.select_token(rng.randrange(win.frame.result.seq_len))
+    else:
+        win.resize(rng.randint(900, 1900), rng.randint(600, 1200))
+
+
+def run_monkey(win, qtbot, steps: int, seed: int = 1234):
+    rng = random.Random(seed)
+    for step in range(steps):
+        random_action(win, rng)
+        qtbot.waitUntil(lambda: settled(win), timeout=20000)
+        if step % 10 == 0 or step == steps - 1:
+            check_maps_match_a_fresh_compute(win)
+
+
+def test_monkey_short(window, qtbot):
+    run_monkey(window, qtbot, int(os.environ.get("ATTN_GUI_MONKEY_STEPS", "150")))
+
+
+def rss_mib() -> float:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+@pytest.mark.skipif(not os.environ.get("ATTN_GUI_SOAK"), reason="set ATTN_GUI_SOAK=N to run N updates")
+def test_soak(window, qtbot):
+    n = int(os.environ["ATTN_GUI_SOAK"])
+    p = window.panel
+    start = None
+    for i in range(n):
+        p.sentenceInput.setPlainText(f"When in doubt look intelligent {i % 7} " + "word " * (i % 5))
+        p.seedSpin.setValue(i % 1000)
+        qtbot.waitUntil(lambda: settled(window), timeout=20000)
+        QtWidgets.QApplication.processEvents()
+        if i == 200:  # after warm-up: caches and Qt's pixmaps have their working size
+            start = rss_mib()
+    end = rss_mib()
+    print(f"\nsoak: {n} updates, RSS after warm-up {start:.1f} MiB, at end {end:.1f} MiB")
+    assert end - start < 50
