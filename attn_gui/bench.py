@@ -33,6 +33,7 @@ import platform
 import pstats
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 from importlib import metadata
@@ -431,7 +432,7 @@ def time_command(code: str, repeats: int = 3, warmup: int = 1) -> Timing:
 
 
 def measure_window_startup(repeats: int = 3) -> tuple[Timing | None, str | None]:
-    """Hook for the window's start-up time: from launch until the main window is shown.
+    """Wall time from launching a fresh ``python`` to the main window's first painted frame.
 
     Returns
     -------
@@ -441,10 +442,60 @@ def measure_window_startup(repeats: int = 3) -> tuple[Timing | None, str | None]
         Why it was not measured.
     """
     try:
-        importlib.import_module("attn_gui.ui.app")
-    except Exception as exc:  # missing module, missing PySide6, or a broken import
-        return None, f"attn_gui.ui.app is not importable ({type(exc).__name__}: {exc})"
-    return None, "attn_gui.ui.app imports, but the window start-up measurement is not written yet"
+        module = importlib.import_module("attn_gui.ui.bench_window")
+    except Exception as exc:  # missing PySide6, or a broken import
+        return None, f"the window cannot be imported ({type(exc).__name__}: {exc})"
+    env = _child_env()
+    env.setdefault("QT_QPA_PLATFORM", "offscreen")
+    samples = []
+    with tempfile.TemporaryDirectory() as tmp:
+        env["ATTN_GUI_CONFIG_DIR"] = tmp
+        for _ in range(repeats):
+            start = time.time()
+            proc = subprocess.run([sys.executable, "-c", module.STARTUP_CODE, repr(start)], env=env,
+                                  cwd=PROJECT_ROOT, timeout=600, capture_output=True, text=True)
+            line = next((ln for ln in proc.stdout.splitlines() if ln.startswith("painted ")), None)
+            if proc.returncode != 0 or line is None:
+                return None, f"the window did not start: {proc.stderr.strip().splitlines()[-1:]}"
+            samples.append(float(line.split()[1]))
+    return Timing(samples), None
+
+
+UPDATE_TARGET_MS = 16.0
+STALL_TARGET_MS = 50.0
+
+
+def bench_window(settings: BenchSettings, log: Log = print) -> tuple[list[Row], list[dict[str, str]]]:
+    """Update latency (control change -> every map repainted) and GUI-thread stalls of the real window."""
+    if settings.engine_only:
+        return [], [{"name": "window latency and stalls", "reason": "--engine-only"}]
+    if importlib.util.find_spec("PySide6") is None:
+        return [], [{"name": "window latency and stalls", "reason": "PySide6 is not installed"}]
+    from .ui import bench_window as bw
+
+    tiny = settings.mode == "tiny"
+    sizes = {
+        "default (T=5, d=5, h=1)": AttentionConfig(),
+        "T=64, d_model 256, 8 heads": AttentionConfig(sentence=sentence(8 if tiny else 64), d_model=256,
+                                                      d_k=32, d_v=32, heads=8, init="scaled_normal"),
+    }
+    repeats = 3 if tiny else (15 if settings.mode == "quick" else 40)
+    log("window: update latency ...")
+    latency = bw.measure_update_latency(sizes, repeats)
+    rows = []
+    for name, samples in latency.items():
+        t = Timing(samples)
+        rows.append(Row.timed("window", "update latency", name, t, target=UPDATE_TARGET_MS,
+                              met=t.p95_ms <= UPDATE_TARGET_MS))
+    T = 32 if tiny else 2048
+    log(f"window: GUI stalls while T={T} computes ...")
+    stalls = bw.measure_gui_stalls(engine_config(T, "cpu"), rounds=1 if tiny else 3)
+    for key, label in (("compute_stall_ms", "longest GUI stall while computing"),
+                       ("draw_stall_ms", "longest GUI stall while drawing")):
+        rows.append(Row("window", label, f"T={T}", "ms", stalls[key], target=STALL_TARGET_MS,
+                        met=stalls[key] <= STALL_TARGET_MS))
+    rows.append(Row("window", "request to drawn frame", f"T={T}", "ms", stalls["compute_and_draw_ms"]))
+    return rows, []
 
 
 def bench_startup(settings: BenchSettings, log: Log = print) -> tuple[list[Row], list[dict[str, str]]]:
@@ -553,6 +604,9 @@ def run_bench(settings: BenchSettings, log: Log = print) -> dict[str, Any]:
         notes.append('on the CPU numpy("weights") shares the tensor\'s memory and copies nothing; '
                      'numpy("weights").copy() is what a full host copy costs')
     rows += bench_memory(settings, log)
+    window_rows, window_skipped = bench_window(settings, log)
+    rows += window_rows
+    skipped += window_skipped
     startup_rows, startup_skipped = bench_startup(settings, log)
     rows += startup_rows
     skipped += startup_skipped
@@ -571,6 +625,7 @@ SECTION_TITLES = {
     "engine": "Engine overhead: compute() against a plain torch reference (h=8, head size 64, d_model=512)",
     "display": "Display reduction of the weights (8 heads x T x T)",
     "memory": "Peak memory of fresh subprocesses",
+    "window": "The window (offscreen, 1600 x 1000): control change -> every visible map repainted",
     "startup": "Start-up of fresh subprocesses",
 }
 

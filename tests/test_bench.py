@@ -139,3 +139,14 @@ def test_cli_quick_engine_only_writes_json(tmp_path):
     assert data["settings"]["mode"] == "tiny" and data["settings"]["engine_only"] is True
     assert any(r["section"] == "engine" and r["ratio"] for r in data["rows"])
     assert "compute()" in proc.stdout
+
+
+def test_window_part_measures_latency_and_stalls(qtbot, monkeypatch, tmp_path):
+    monkeypatch.setenv("ATTN_GUI_CONFIG_DIR", str(tmp_path))
+    settings = bench.BenchSettings.for_mode(tiny=True)
+    rows, skipped = bench.bench_window(settings, log=lambda _m: None)
+    assert not skipped
+    latency = [r for r in rows if r.name == "update latency"]
+    assert len(latency) == 2 and all(r.median > 0 and r.target == 16.0 for r in latency)
+    stalls = [r for r in rows if "stall" in r.name]
+    assert len(stalls) == 2 and all(r.median >= 0 and r.met is not None for r in stalls)

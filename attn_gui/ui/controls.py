@@ -14,7 +14,7 @@ from PySide6 import QtCore, QtGui, QtWidgets
 from ..engine import PRESETS, AttentionConfig, available_devices, tokenize
 from ..engine.config import LIMITS
 
-DEBOUNCE_MS = 20
+DEBOUNCE_MS = 0  # coalesce one burst of signals; the worker already skips superseded requests
 MAX_CHIPS = 300
 CHOICE_LABELS = {
     "tokenizer": [("word", "words"), ("char", "characters")],

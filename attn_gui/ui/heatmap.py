@@ -68,6 +68,23 @@ def format_value(v: float) -> str:
     return f"{v:.2f}"
 
 
+NICE_STEPS = (1.0, 1.5, 2.0, 3.0, 4.0, 5.0, 6.0, 8.0, 10.0)
+
+
+def nice_ceil(x: float) -> float:
+    """The smallest of 1, 1.5, 2, 3, 4, 5, 6, 8 times a power of ten that is >= x.
+
+    Colour bars end on round numbers, and small changes of the data do not move them.
+    """
+    if not np.isfinite(x) or x <= 0:
+        return 1.0
+    power = 10.0 ** np.floor(np.log10(x))
+    for step in NICE_STEPS:
+        if step * power >= x * (1 - 1e-9):
+            return float(step * power)
+    return float(10 * power)
+
+
 def format_compact(v: float) -> str:
     """Shorter cell text for narrow cells: 2 significant figures, no leading zero."""
     if not np.isfinite(v) or abs(v) >= 100:
@@ -184,6 +201,7 @@ class HeatmapView(pg.GraphicsLayoutWidget):
         super().__init__(parent=parent)
         self.setObjectName(name)
         self.data: MapData | None = None
+        self._last: dict = {}
         self.compact = compact
         self.setMinimumSize(120, 110)
         self.ci.layout.setContentsMargins(2, 2, 2, 2)
@@ -242,20 +260,30 @@ class HeatmapView(pg.GraphicsLayoutWidget):
         if data.kind == "weights":
             levels, cmap = (0.0, 1.0), pg.colormap.get(WEIGHTS_CMAP)
         else:
-            top = float(np.max(np.abs(m[finite]))) if finite.any() else 1.0
-            top = top if top > 0 else 1.0
+            top = nice_ceil(float(np.max(np.abs(m[finite]))) if finite.any() else 1.0)
             levels, cmap = (-top, top), pg.colormap.get(SIGNED_CMAP)
         shown = np.where(finite, m, levels[0] if data.kind == "weights" else 0.0)
         self.image.setImage(shown, autoLevels=False, levels=levels)
-        self.image.setRect(QtCore.QRectF(-0.5, -0.5, C, R))
-        self.colorbar.setColorMap(cmap)
-        self.colorbar.setLevels(levels)
+        # Only what changed is touched: typing changes numbers far more often than shapes,
+        # labels or titles, and each of those makes pyqtgraph lay out and repaint an axis.
+        last = self._last
+        if last.get("kind") != data.kind:
+            self.colorbar.setColorMap(cmap)
+        if last.get("levels") != levels:
+            self.colorbar.setLevels(levels)
         self._set_mask(~finite)
         self.values.set_data(m, self._white_text(shown, levels, cmap, data.kind))
-        self.plot.setTitle(data.title, size="9pt")
-        self._fit()
-        self.plot.getViewBox().setLimits(xMin=-0.5, xMax=C - 0.5, yMin=-0.5, yMax=R - 0.5)
-        self.plot.getViewBox().setRange(xRange=(-0.5, C - 0.5), yRange=(-0.5, R - 0.5), padding=0)
+        if last.get("title") != data.title:
+            self.plot.setTitle(data.title, size="9pt")
+        layout_key = ((R, C), data.row_labels, data.col_labels, data.row_blocks, data.col_blocks)
+        if last.get("layout") != layout_key:
+            self.image.setRect(QtCore.QRectF(-0.5, -0.5, C, R))
+            self._fit()
+            self.plot.getViewBox().setLimits(xMin=-0.5, xMax=C - 0.5, yMin=-0.5, yMax=R - 0.5)
+            self.plot.getViewBox().setRange(xRange=(-0.5, C - 0.5), yRange=(-0.5, R - 0.5), padding=0)
+        elif last.get("title") != data.title:
+            self._fit()
+        self._last = {"kind": data.kind, "levels": levels, "title": data.title, "layout": layout_key}
         self.set_highlight(self._highlight_row)
 
     @staticmethod

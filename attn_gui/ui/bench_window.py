@@ -1,0 +1,130 @@
+"""Window measurements for ``attn-gui bench``: update latency, GUI stalls, start-up.
+
+Runs the real MainWindow (offscreen when there is no display) with settings in a
+temporary folder, so the user's own settings are never touched.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import time
+
+from PySide6 import QtCore, QtWidgets
+
+from ..engine import AttentionConfig
+from .main_window import MainWindow
+from .settings import Settings
+
+STARTUP_CODE = """
+import time, sys
+t0 = float(sys.argv[1])
+from PySide6 import QtCore, QtWidgets
+from attn_gui.ui.main_window import MainWindow
+app = QtWidgets.QApplication(sys.argv[:1])
+win = MainWindow()
+def painted(frame):
+    win.repaint()
+    print(f"painted {(time.time() - t0) * 1e3:.1f}", flush=True)
+    QtCore.QTimer.singleShot(0, app.quit)
+win.frameShown.connect(painted)
+win.show()
+app.exec()
+"""
+
+
+def _app() -> QtWidgets.QApplication:
+    app = QtWidgets.QApplication.instance()
+    if app is None:
+        if not os.environ.get("DISPLAY") and not os.environ.get("WAYLAND_DISPLAY"):
+            os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+        app = QtWidgets.QApplication([])
+    return app
+
+
+class _Harness:
+    def __init__(self):
+        self.app = _app()
+        self._tmp = tempfile.TemporaryDirectory()
+        self.win = MainWindow(settings=Settings(os.path.join(self._tmp.name, "settings.ini")))
+        self.win.resize(1600, 1000)
+        self.win.show()
+        self.shown: list[float] = []
+        self.win.frameShown.connect(lambda _f: self.shown.append(time.perf_counter()))
+        self.wait_frame(lambda: None)
+
+    def wait_frame(self, action, timeout_s: float = 120.0) -> float:
+        """Run ``action``, wait for the next drawn frame, repaint every map; seconds taken."""
+        n = len(self.shown)
+        start = time.perf_counter()
+        action()
+        while len(self.shown) == n:
+            self.app.processEvents(QtCore.QEventLoop.ProcessEventsFlag.AllEvents, 5)
+            if time.perf_counter() - start > timeout_s:
+                raise TimeoutError("no frame was drawn")
+        self.win.pipeline.repaint()  # paint every visible map now, synchronously
+        return time.perf_counter() - start
+
+    def show(self, config: AttentionConfig) -> None:
+        """Put ``config`` in the controls and request it, even if it is already shown."""
+        self.win.panel.set_config(config, emit=False)
+        self.win.panel.force_emit()
+
+    def close(self) -> None:
+        self.win.close()
+        self._tmp.cleanup()
+
+
+def measure_update_latency(configs: dict[str, AttentionConfig], repeats: int = 30) -> dict[str, list[float]]:
+    """Milliseconds from a control's change (the seed spinner) to every visible map repainted."""
+    h = _Harness()
+    out: dict[str, list[float]] = {}
+    try:
+        for name, cfg in configs.items():
+            h.wait_frame(lambda cfg=cfg: h.show(cfg))
+            spin = h.win.panel.seedSpin
+            samples = []
+            for i in range(repeats + 2):
+                seconds = h.wait_frame(lambda i=i: spin.setValue(cfg.seed + 1 + i))
+                if i >= 2:  # the first rounds fill caches and Qt's glyph atlas
+                    samples.append(seconds * 1e3)
+            out[name] = samples
+    finally:
+        h.close()
+    return out
+
+
+def measure_gui_stalls(config: AttentionConfig, rounds: int = 3) -> dict[str, float]:
+    """Longest gap between 5 ms timer ticks on the GUI thread while ``config`` computes and draws.
+
+    Returns the worst gap during the compute (worker busy) and during the drawing of the result.
+    """
+    h = _Harness()
+    ticks: list[float] = []
+    timer = QtCore.QTimer()
+    timer.setInterval(5)
+    timer.timeout.connect(lambda: ticks.append(time.perf_counter()))
+    worst_compute = worst_draw = compute_ms = 0.0
+    try:
+        timer.start()
+        for r in range(rounds):
+            ticks.clear()
+            n = len(h.shown)
+            t0 = time.perf_counter()
+            h.show(config.replace(seed=config.seed + r))
+            while len(h.shown) == n:
+                h.app.processEvents(QtCore.QEventLoop.ProcessEventsFlag.AllEvents, 5)
+            t_shown = h.shown[-1]
+            for _ in range(20):  # let the paint events of the new frame run
+                h.app.processEvents()
+            compute_ms = max(compute_ms, (t_shown - t0) * 1e3)
+            gaps = [(b - a, b) for a, b in zip(ticks, ticks[1:])]
+            before = [g for g, t in gaps if t <= t_shown]  # ticks while the worker computed
+            after = [g for g, t in gaps if t > t_shown]  # the gap holding show_frame, then paints
+            worst_compute = max([worst_compute, *before]) if before else worst_compute
+            worst_draw = max([worst_draw, *after]) if after else worst_draw
+    finally:
+        timer.stop()
+        h.close()
+    return {"compute_stall_ms": worst_compute * 1e3, "draw_stall_ms": worst_draw * 1e3,
+            "compute_and_draw_ms": compute_ms}
