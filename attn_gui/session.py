@@ -9,33 +9,15 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
+from .atomic import atomic_write
 from .engine import AttentionConfig
 
 SESSION_VERSION = 1
 MAX_BYTES = 1_000_000 + 64_000  # the longest sentence a config allows, plus the layout
 LAYOUT_KEYS = ("geometry", "window_state", "splitter")
-
-
-def atomic_write(path: str | os.PathLike, data: bytes) -> None:
-    """Write ``data`` to ``path`` through a temporary file in the same folder, then rename."""
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
 
 
 def session_dict(config: AttentionConfig, layout: dict[str, str] | None = None) -> dict[str, Any]:

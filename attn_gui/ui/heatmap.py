@@ -248,6 +248,7 @@ class HeatmapView(pg.GraphicsLayoutWidget):
         self.scene().sigMouseMoved.connect(self._on_mouse_moved)
         self.scene().sigMouseClicked.connect(self._on_mouse_clicked)
         self.setContextMenuPolicy(QtCore.Qt.ContextMenuPolicy.CustomContextMenu)
+        self.customContextMenuRequested.connect(self._context_menu)
 
     # rendering -------------------------------------------------------------------------------
 
@@ -285,6 +286,7 @@ class HeatmapView(pg.GraphicsLayoutWidget):
             self._fit()
         self._last = {"kind": data.kind, "levels": levels, "title": data.title, "layout": layout_key}
         self.set_highlight(self._highlight_row)
+        self.ci.layout.activate()  # lay out now, so a picture taken right away has every label
 
     @staticmethod
     def _white_text(shown: np.ndarray, levels, cmap, kind: str) -> np.ndarray:
@@ -305,10 +307,13 @@ class HeatmapView(pg.GraphicsLayoutWidget):
                     path.addRect(QtCore.QRectF(start - 0.5, r - 0.5, end - start, 1))
         self.mask_fill.setPath(path)
         self.mask_hatch.setPath(path)
+        for item in (self.mask_fill, self.mask_hatch):  # an empty path would export as invalid SVG
+            item.setVisible(not path.isEmpty())
 
     def resizeEvent(self, ev) -> None:
         super().resizeEvent(ev)
-        if getattr(self, "data", None) is not None:
+        # pyqtgraph's close() clears the scene and a resize may follow: nothing left to fit then
+        if getattr(self, "data", None) is not None and not getattr(self, "closed", False):
             self._fit()
 
     def _fit(self) -> None:
@@ -344,15 +349,15 @@ class HeatmapView(pg.GraphicsLayoutWidget):
 
     def _set_ticks(self, side: str, n: int, labels: list[str], blocks, per_label_px: float,
                    need_px: float | None, char_px: float | None) -> None:
-        max_chars = 14
-        if char_px:  # top axis: labels sit side by side, so shorten them to the column width
-            max_chars = int(per_label_px // char_px) - 1
-            need_px = char_px * 3 if max_chars < 3 else None
-            max_chars = max(2, min(14, max_chars))
+        if char_px:  # top axis: labels sit side by side; a label needs room for 3 characters
+            need_px = char_px * 4
         step = 1
         if need_px and per_label_px < need_px:
             step = int(np.ceil(need_px / per_label_px))
         step = max(step, int(np.ceil(n / (12 if self.compact else MAX_TICKS))))
+        max_chars = 14
+        if char_px:  # shorten the labels to the gap between two shown labels
+            max_chars = max(2, min(14, int(per_label_px * step // char_px) - 1))
         ticks = []
         for i in range(0, n, step):
             if blocks is None:
@@ -423,6 +428,48 @@ class HeatmapView(pg.GraphicsLayoutWidget):
         elif not np.isfinite(v):
             text += " (not finite: overflow in this dtype)"
         return text
+
+    def reset_zoom(self) -> None:
+        if self.data is not None:
+            R, C = self.data.matrix.shape
+            self.plot.getViewBox().setRange(xRange=(-0.5, C - 0.5), yRange=(-0.5, R - 0.5), padding=0)
+
+    def _context_menu(self, pos: QtCore.QPoint) -> None:
+        menu = QtWidgets.QMenu(self)
+        menu.addAction("Export image…", self.export_dialog)
+        menu.addAction("Copy image", self.copy_image)
+        menu.addSeparator()
+        menu.addAction("Reset zoom", self.reset_zoom)
+        menu.exec(self.mapToGlobal(pos))
+
+    def copy_image(self) -> None:
+        """Put this map, as a PNG picture, on the clipboard."""
+        from .. import export
+
+        export.copy_image(self)
+
+    def export_dialog(self) -> None:
+        """Ask for a PNG or SVG file and a pixel width, then write this map there."""
+        from .. import export
+
+        if self.data is None:
+            return
+        stem = self.objectName().replace("heatmap:", "").replace(":", "_head") or "map"
+        path, _ = QtWidgets.QFileDialog.getSaveFileName(
+            self, "Export image", f"{stem}.png", "PNG image (*.png);;SVG drawing (*.svg)")
+        if not path:
+            return
+        width = None
+        if not path.lower().endswith(".svg"):
+            width, ok = QtWidgets.QInputDialog.getInt(
+                self, "Export image", "Width in pixels (the picture scales as a whole):",
+                max(self.width(), 800), 100, 10000, 100)
+            if not ok:
+                return
+        try:
+            export.export_image(self, path, width)
+        except (OSError, ValueError) as exc:
+            QtWidgets.QMessageBox.warning(self, "Export failed", str(exc))
 
     def _on_mouse_moved(self, scene_pos) -> None:
         cell = self.cell_at(scene_pos)

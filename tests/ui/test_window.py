@@ -1,9 +1,11 @@
 """Drive the real window through its controls' objectNames and check the maps' data."""
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
-from PySide6 import QtCore
+from PySide6 import QtCore, QtGui, QtWidgets
 
 from attn_gui.engine import AttentionConfig, compute, preset
 from attn_gui.ui import MainWindow
@@ -199,3 +201,21 @@ def test_long_input_is_reduced_for_display(window, qtbot):
     c0, c1 = view.data.col_blocks[5]
     assert view.image.image[3, 5] == pytest.approx(float(full[r0:r1, c0:c1].max()))
     assert "shown 512 × 512" in view.data.title
+
+
+def test_right_click_exports_and_copies(window, qtbot, tmp_path, monkeypatch):
+    view = heatmap(window, "weights:0")
+    target = tmp_path / "alpha.png"
+    monkeypatch.setattr(QtWidgets.QFileDialog, "getSaveFileName", lambda *a, **k: (str(target), ""))
+    monkeypatch.setattr(QtWidgets.QInputDialog, "getInt", lambda *a, **k: (1000, True))
+    view.export_dialog()
+    image = QtGui.QImage(str(target))
+    assert image.width() == 1000
+    view.copy_image()
+    assert QtGui.QGuiApplication.clipboard().image().width() > 100
+
+
+def test_export_all_from_the_window(window, tmp_path):
+    written = window.export_all(str(tmp_path / "all"))
+    names = {Path(p).name for p in written}
+    assert {"weights_head0.png", "weights_head0.svg", "weights.npy", "figure.png", "manifest.json"} <= names

@@ -1,0 +1,120 @@
+"""The ``attn-gui`` command line: export without a window, one-line errors, --version, --help."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PySide6 import QtGui
+
+from attn_gui import __version__
+from attn_gui.cli import main
+from attn_gui.engine import compute, preset
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def run(argv):
+    """main(argv) in-process; argparse's --help and --version exit, others return."""
+    try:
+        return main(argv)
+    except SystemExit as exc:
+        return exc.code
+
+
+def test_export_arrays_of_a_preset(tmp_path, capsys):
+    out = tmp_path / "figs"
+    assert run(["export", "--preset", "tutorial-embedding", "--out", str(out), "--format", "npy,csv"]) == 0
+    expected = compute(preset("tutorial-embedding"))
+    np.testing.assert_array_equal(np.load(out / "weights.npy"), expected.numpy("weights"))
+    np.testing.assert_array_equal(np.load(out / "x.npy"), expected.numpy("x"))
+    assert (out / "weights_head0.csv").exists() and (out / "manifest.json").exists()
+    assert not list(out.glob("*.png")) and not list(out.glob("*.svg"))
+    captured = capsys.readouterr()
+    lines = captured.out.splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"wrote {len(os.listdir(out))} files to ")
+    assert "(T = 6, 1 head)" in lines[0]
+    assert captured.err == ""
+
+
+def test_export_engine_options_reach_the_config(tmp_path, capsys):
+    out = tmp_path / "o"
+    argv = ["export", "--out", str(out), "--format", "npy", "--sentence", "one two three", "--heads", "2",
+            "--d-model", "4", "--causal", "--weight-seed", "7", "--temperature", "2"]
+    assert run(argv) == 0
+    weights = np.load(out / "weights.npy")
+    assert weights.shape == (2, 3, 3)
+    assert np.all(np.triu(weights, k=1) == 0)  # causal: nothing above the diagonal
+    assert "(T = 3, 2 heads)" in capsys.readouterr().out
+
+
+def test_export_images_in_process(tmp_path, qtbot, capsys):
+    out = tmp_path / "png"
+    assert run(["export", "--out", str(out), "--format", "png", "--width", "700"]) == 0
+    assert QtGui.QImage(str(out / "weights_head0.png")).width() == 700
+    assert (out / "figure.png").exists() and not list(out.glob("*.svg"))
+    assert capsys.readouterr().err == ""
+
+
+@pytest.mark.parametrize("options, message", [
+    (["--d-model", "0"], "d_model must be between"),
+    (["--format", "gif"], "unknown export format 'gif'"),
+    (["--heads", "x"], "invalid int value"),
+    (["--no-such-flag"], "unrecognized arguments"),
+    (["--temperature", "nan"], "temperature must be a positive number"),
+    (["--width", "0"], "width must be between"),
+    (["--width", "100000"], "width must be between"),
+    (["--preset", "nope"], "invalid choice"),
+    (["--sentence", "   "], "no tokens"),
+])
+def test_bad_options_print_one_line_and_exit_2(tmp_path, capsys, options, message):
+    out = tmp_path / "out"
+    assert run(["export", "--out", str(out), *options]) == 2
+    captured = capsys.readouterr()
+    assert captured.err.count("\n") == 1 and captured.err.endswith("\n"), captured.err
+    assert message in captured.err
+    assert "Traceback" not in captured.err + captured.out
+    assert captured.out == ""
+    assert not out.exists()  # refused before anything was written
+
+
+def test_missing_out_is_a_usage_error(capsys):
+    assert run(["export"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--out" in err
+
+
+def test_unwritable_out_folder_is_one_line(tmp_path, capsys):
+    blocker = tmp_path / "file.txt"
+    blocker.write_text("x")
+    assert run(["export", "--out", str(blocker / "sub"), "--format", "npy"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"attn-gui: cannot write to {blocker / 'sub'}: ") and err.count("\n") == 1
+    assert blocker.read_text() == "x"
+
+
+def test_version(capsys):
+    assert run(["--version"]) == 0
+    assert capsys.readouterr().out.strip() == f"attn-gui {__version__}"
+
+
+def test_export_help_lists_the_engine_options(capsys):
+    assert run(["export", "--help"]) == 0
+    text = capsys.readouterr().out
+    for option in ("--out", "--format", "--width", "--d-model", "--weight-seed", "--causal"):
+        assert option in text
+
+
+def test_python_dash_m_exports_a_png(tmp_path):
+    out = tmp_path / "figs"
+    env = {**os.environ, "QT_QPA_PLATFORM": "offscreen"}
+    argv = ["export", "--out", str(out), "--format", "png", "--sentence", "a b c"]
+    proc = subprocess.run([sys.executable, "-m", "attn_gui", *argv], capture_output=True, text=True,
+                          env=env, cwd=REPO, timeout=240)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip().startswith("wrote ") and "(T = 3, 1 head)" in proc.stdout
+    assert "Traceback" not in proc.stderr and "propagateSizeHints" not in proc.stderr  # no Qt chatter
+    image = QtGui.QImage(str(out / "weights_head0.png"))
+    assert not image.isNull() and image.width() >= 500

@@ -1,0 +1,297 @@
+"""Export: every map as PNG and SVG, the figure, every tensor as .npy/.csv, and the manifest."""
+
+import json
+import os
+import re
+import stat
+import xml.etree.ElementTree as ET
+
+import numpy as np
+import pytest
+import pyqtgraph as pg
+from PySide6 import QtGui
+
+from attn_gui import export
+from attn_gui.engine import FIELDS, AttentionConfig, compute, preset
+from attn_gui.ui.maps import make_frame, map_data, map_keys
+
+SVG = "{http://www.w3.org/2000/svg}"
+
+# (config, PNG width): the tutorial default at the maps' own sizes, and a causal
+# two-head, 12-token sentence at a fixed width.
+CASES = {
+    "default": (AttentionConfig(), None),
+    "heads2-causal-12": (
+        AttentionConfig(sentence="the quick brown fox jumps over the lazy dog and runs away",
+                        heads=2, causal=True),
+        900,
+    ),
+}
+
+
+@pytest.fixture(scope="module", params=list(CASES))
+def exported(request, qapp, tmp_path_factory):
+    """One full export per case, shared by the checks below."""
+    config, width = CASES[request.param]
+    frame = make_frame(0, compute(config))
+    folder = tmp_path_factory.mktemp(request.param) / "figs"  # not there yet: export creates it
+    calls = []
+    written = export.export_all(frame, folder, width=width, progress=lambda d, t: calls.append((d, t)))
+    return frame, folder, written, width, calls
+
+
+@pytest.fixture
+def frame(qapp):
+    return make_frame(0, compute(AttentionConfig()))
+
+
+@pytest.fixture
+def view(frame):
+    v = export.render_map(map_data(frame, "weights", 0))
+    yield v
+    v.deleteLater()  # not close(): see export._dispose
+
+
+def stem(field, head):
+    return field if head is None else f"{field}_head{head}"
+
+
+def no_space(text):
+    return re.sub(r"\s+", "", text)
+
+
+def pixels(image: QtGui.QImage) -> np.ndarray:
+    """(H, W, 3) RGB array of an image, as pyqtgraph's own exporter tests read them."""
+    rgba = image.convertToFormat(QtGui.QImage.Format.Format_RGBA8888)
+    return np.array(pg.functions.ndarray_from_qimage(rgba)[..., :3])  # copy while rgba lives
+
+
+def test_every_map_is_a_png_at_the_requested_width_and_not_blank(exported):
+    frame, folder, _, width, _ = exported
+    for field, head in map_keys(frame.result):
+        image = QtGui.QImage(str(folder / f"{stem(field, head)}.png"))
+        assert not image.isNull(), (field, head)
+        expected = width or export.map_size(map_data(frame, field, head))[0] + 2 * export.PADDING
+        assert image.width() == expected, (field, head)
+        rgb = pixels(image)
+        not_white = (rgb < 250).any(axis=2)
+        assert not_white.mean() > 0.3, f"{field} {head}: the picture is mostly blank"
+        assert len(np.unique(rgb.reshape(-1, 3), axis=0)) > 20, f"{field} {head}: too few colours"
+
+
+def test_every_map_is_an_svg_with_its_title_as_text(exported):
+    frame, folder, _, _, _ = exported
+    for field, head in map_keys(frame.result):
+        path = folder / f"{stem(field, head)}.svg"
+        root = ET.parse(path).getroot()
+        assert root.tag == f"{SVG}svg"
+        text = no_space("".join("".join(t.itertext()) for t in root.iter(f"{SVG}text")))
+        data = map_data(frame, field, head)
+        assert no_space(data.title) in text, (field, head)
+        for label in set(data.row_labels[:3]):  # the token / index labels are text too
+            assert no_space(label) in text
+        assert b'd=""' not in path.read_bytes()  # empty paths make SVG readers warn
+
+
+def test_figure_png_holds_the_whole_figure(exported):
+    _, folder, _, _, _ = exported
+    image = QtGui.QImage(str(folder / "figure.png"))
+    assert (image.width(), image.height()) == export.FIGURE_SIZE
+    assert (pixels(image) < 250).any(axis=2).mean() > 0.3
+
+
+def test_npy_files_equal_the_result_exactly(exported):
+    frame, folder, _, _, _ = exported
+    result = frame.result
+    for field in result.fields():
+        saved = np.load(folder / f"{field}.npy", allow_pickle=False)
+        expected = result.numpy(field)
+        assert saved.dtype == expected.dtype and saved.shape == expected.shape, field
+        np.testing.assert_array_equal(saved, expected, err_msg=field)
+    assert np.load(folder / "weights.npy").shape[0] == result.heads  # the head axis is kept
+
+
+def test_csv_files_read_back_exactly(exported):
+    frame, folder, _, _, _ = exported
+    result = frame.result
+    weights = np.loadtxt(folder / "weights_head0.csv", delimiter=",", ndmin=2)
+    np.testing.assert_array_equal(weights.astype(np.float32), result.numpy("weights")[0])
+    for field in result.fields():
+        array = result.numpy(field)
+        if FIELDS[field].per_head:
+            for h in range(result.heads):
+                back = np.loadtxt(folder / f"{field}_head{h}.csv", delimiter=",", ndmin=2)
+                np.testing.assert_array_equal(back.astype(array.dtype), array[h], err_msg=f"{field} {h}")
+        else:
+            back = np.loadtxt(folder / f"{field}.csv", delimiter=",", ndmin=2)
+            np.testing.assert_array_equal(back.astype(array.dtype), array, err_msg=field)
+    if result.config.causal:  # masked scores are written as -inf and read back as -inf
+        assert np.isneginf(np.loadtxt(folder / "scaled_head0.csv", delimiter=",")).any()
+
+
+def test_manifest_round_trips_the_config_and_lists_every_file(exported):
+    frame, folder, written, _, _ = exported
+    result = frame.result
+    info = json.loads((folder / "manifest.json").read_text(encoding="utf-8"))
+    assert AttentionConfig.from_dict(info["config"]) == result.config
+    assert info["tokens"] == list(result.tokens)
+    assert info["vocab"] == list(result.vocab)
+    assert info["token_ids"] == result.token_ids.tolist()
+    assert info["shapes"]["weights"] == [result.heads, result.seq_len, result.seq_len]
+    assert info["device"] == "cpu" and info["elapsed_ms"] >= 0
+    assert {"attn_gui", "torch", "PySide6", "Qt", "pyqtgraph", "numpy"} <= set(info["versions"])
+    assert info["created_utc"].endswith("+00:00")
+    assert written[-1] == folder / "manifest.json"
+    assert info["files"] == [p.name for p in written[:-1]]
+    assert sorted(os.listdir(folder)) == sorted(p.name for p in written)  # nothing else, no temp files
+
+
+def test_progress_counts_every_file(exported):
+    _, _, written, _, calls = exported
+    assert [d for d, _ in calls] == list(range(1, len(written) + 1))
+    assert {t for _, t in calls} == {len(written)}
+
+
+def test_file_names_follow_fields_and_heads(exported):
+    frame, folder, _, _, _ = exported
+    names = set(os.listdir(folder))
+    heads = frame.result.heads
+    assert {"x.png", "x.svg", "x.npy", "x.csv", "output.png", "concat.csv", "figure.png"} <= names
+    for h in range(heads):
+        assert {f"weights_head{h}.png", f"weights_head{h}.svg", f"weights_head{h}.csv"} <= names
+    assert f"weights_head{heads}.png" not in names and "weights.png" not in names
+
+
+def read_only_folder(tmp_path):
+    """A folder nothing can be written in: chmod 0o500, or (as root) a path under a file."""
+    folder = tmp_path / "locked"
+    folder.mkdir()
+    folder.chmod(stat.S_IRUSR | stat.S_IXUSR)
+    if not os.access(folder, os.W_OK):
+        return folder, folder
+    folder.chmod(0o700)  # root writes anywhere; a path under a regular file fails for everyone
+    blocker = tmp_path / "file.txt"
+    blocker.write_text("keep me")
+    return blocker / "sub", tmp_path
+
+
+@pytest.mark.parametrize("formats", ["png,svg,npy,csv", "npy"])
+def test_read_only_folder_gives_one_clear_error_and_no_files(frame, tmp_path, formats):
+    target, watch = read_only_folder(tmp_path)
+    before = sorted(p.name for p in watch.rglob("*"))
+    try:
+        with pytest.raises(OSError, match=r"^cannot write to .+: .+") as info:
+            export.export_all(frame, target, formats=formats)
+    finally:
+        (tmp_path / "locked").chmod(0o700)
+    assert "\n" not in str(info.value)
+    assert sorted(p.name for p in watch.rglob("*")) == before
+    if (tmp_path / "file.txt").exists():
+        assert (tmp_path / "file.txt").read_text() == "keep me"
+
+
+def test_failed_write_keeps_the_old_file_and_leaves_no_temp_file(view, tmp_path, monkeypatch):
+    path = tmp_path / "weights.png"
+    path.write_bytes(b"old picture")
+
+    def broken_replace(src, dst):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(export.os, "replace", broken_replace)
+    with pytest.raises(OSError, match="cannot write .*weights.png: No space left on device"):
+        export.export_image(view, path)
+    assert path.read_bytes() == b"old picture"
+    assert os.listdir(tmp_path) == ["weights.png"]
+
+
+def test_export_image_writes_png_and_svg_by_suffix(view, tmp_path):
+    png = export.export_image(view, tmp_path / "a.PNG", width=1234)
+    assert QtGui.QImage(str(png)).width() == 1234
+    svg = export.export_image(view, tmp_path / "a.svg")
+    assert ET.parse(svg).getroot().tag == f"{SVG}svg"
+    with pytest.raises(ValueError, match="use .png or .svg"):
+        export.export_image(view, tmp_path / "a.gif")
+    with pytest.raises(ValueError, match="width"):
+        export.export_image(view, tmp_path / "b.png", width=0)
+    assert sorted(os.listdir(tmp_path)) == ["a.PNG", "a.svg"]
+
+
+def test_png_width_scales_the_whole_picture(view):
+    small = export.render_image(view)
+    big = export.render_image(view, width=2 * small.width())
+    assert big.width() == 2 * small.width() and abs(big.height() - 2 * small.height()) <= 1
+    # same picture, twice the resolution: downscaled, it matches the small one closely
+    down = big.scaled(small.size(), mode=pg.QtCore.Qt.TransformationMode.SmoothTransformation)
+    diff = np.abs(pixels(down).astype(int) - pixels(small).astype(int))
+    assert diff.mean() < 12
+
+
+def test_copy_image_puts_the_picture_on_the_clipboard(view):
+    image = export.copy_image(view)
+    pasted = QtGui.QGuiApplication.clipboard().image()
+    assert not pasted.isNull() and pasted.size() == image.size()
+
+
+def test_write_arrays_alone(frame, tmp_path):
+    written = export.write_arrays(frame.result, tmp_path, ["csv"])
+    assert [p.name for p in written] == export.array_files(frame.result, ["csv"])
+    assert "weights_head0.csv" in os.listdir(tmp_path) and not list(tmp_path.glob("*.npy"))
+
+
+@pytest.fixture
+def live(frame, qtbot):
+    from attn_gui.ui.pipeline import PipelineView
+
+    view = PipelineView()
+    qtbot.addWidget(view)
+    view.show()
+    view.show_frame(frame)
+    return view
+
+
+def test_the_live_figure_is_grabbed_as_it_is(frame, live, qtbot, tmp_path):
+    live.resize(*export.FIGURE_SIZE)
+    live.select_token(2)
+    qtbot.waitUntil(lambda: live.width() == export.FIGURE_SIZE[0])
+    export.export_all(frame, tmp_path, formats="png", figure=live)
+    saved = QtGui.QImage(str(tmp_path / "figure.png"))
+    grabbed = live.grab().toImage().convertToFormat(saved.format())
+    assert saved == grabbed
+
+
+def test_a_scrolled_live_figure_is_redrawn_whole(frame, live, qtbot, tmp_path):
+    live.resize(700, 450)  # far smaller than the maps need: the figure scrolls
+    qtbot.waitUntil(lambda: export._hidden_by_scrolling(live) != (0, 0))
+    export.export_all(frame, tmp_path, formats="png", figure=live)
+    saved = QtGui.QImage(str(tmp_path / "figure.png"))
+    assert saved.width() >= export.FIGURE_SIZE[0] and saved.height() >= export.FIGURE_SIZE[1]
+    assert (pixels(saved) < 250).any(axis=2).mean() > 0.3
+
+
+@pytest.mark.parametrize("formats, message", [
+    ("png,gif", "unknown export format 'gif'"),
+    ("", "no export format"),
+    (" , ", "no export format"),
+])
+def test_bad_formats_are_one_line_value_errors(formats, message):
+    with pytest.raises(ValueError, match=message):
+        export.parse_formats(formats)
+
+
+def test_formats_are_normalised():
+    assert export.parse_formats("CSV, .png,csv") == ("png", "csv")
+    assert export.parse_formats(["svg", "npy"]) == ("svg", "npy")
+
+
+def test_an_image_too_large_for_memory_is_refused_before_writing(qapp, tmp_path):
+    frame = make_frame(0, compute(preset("tutorial-embedding")))  # W_v is taller than wide
+    with pytest.raises(ValueError, match="too large; choose a smaller width"):
+        export.export_all(frame, tmp_path / "out", width=export.MAX_WIDTH)
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("width", [0, -5, export.MAX_WIDTH + 1, 2.5, True, "800"])
+def test_bad_widths_are_refused_before_writing(frame, tmp_path, width):
+    with pytest.raises(ValueError, match="width"):
+        export.export_all(frame, tmp_path / "out", width=width)
+    assert not (tmp_path / "out").exists()
