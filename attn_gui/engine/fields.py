@@ -69,7 +69,7 @@ def formula(name: str, config) -> str:
         if not config.projections:
             return f"{info.symbol} = X (no projection)"
         w = "W_" + name
-        return f"{info.symbol}ᵀ = {w} Xᵀ" if col else f"{info.symbol} = X {w}"
+        return f"{info.symbol} = X {w}ᵀ  ({name}_i = {w} x_i)" if col else f"{info.symbol} = X {w}"
     if name == "scores":
         return "ω = cos(Q, K)" if config.similarity == "cosine" else "ω = Q Kᵀ"
     if name in ("scaled", "weights"):
@@ -85,7 +85,7 @@ def formula(name: str, config) -> str:
     if name == "output":
         if not config.projections:
             return "output = Concat(Z), no W_O"
-        return "outputᵀ = W_O Concat(Z)ᵀ" if col else "output = Concat(Z) W_O"
+        return "output = Concat(Z) W_Oᵀ" if col else "output = Concat(Z) W_O"
     if name in ("w_q", "w_k", "w_v", "w_o"):
         return f"{info.symbol}  ({'W x' if col else 'x W'})"
     return info.formula
