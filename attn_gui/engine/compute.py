@@ -16,7 +16,6 @@ from .config import AttentionConfig
 from .devices import DeviceError, free_bytes, resolve_device, synchronize
 from .fields import FIELDS, TENSOR_FIELDS
 from .reduce import reduce_matrix
-from .tokens import tokenize
 
 DTYPES = {"float32": torch.float32, "float64": torch.float64}
 
@@ -59,6 +58,7 @@ class AttentionResult:
     elapsed_ms: float
     device: str
     notes: tuple[str, ...] = field(default=())
+    layer_weights: torch.Tensor | None = None  # (layers, h, T, T): every layer's alpha, model mode only
 
     @property
     def seq_len(self) -> int:
@@ -91,7 +91,7 @@ class AttentionResult:
 def estimate_bytes(config: AttentionConfig) -> int:
     """Peak bytes the compute allocates on its device, counted before anything is allocated."""
     T = config.seq_len
-    V = len(tokenize(config.sentence, config.tokenizer).vocab)
+    V = len(config.token_set().vocab)
     h, d = config.heads, config.d_model
     d_k, d_v = config.head_dims
     elem = 8 if config.dtype == "float64" else 4
@@ -163,7 +163,7 @@ def compute(config: AttentionConfig) -> AttentionResult:
         The estimate exceeds the memory free on the device (checked before allocating).
     """
     device = resolve_device(config.device)
-    toks = tokenize(config.sentence, config.tokenizer)
+    toks = config.token_set()
     T, limit = len(toks.tokens), MAX_TOKENS[device.type]
     if T > limit:
         raise TooLargeError(f"T = {T:,} tokens is over the limit of {limit:,} on {device.type} "
@@ -188,6 +188,8 @@ def compute(config: AttentionConfig) -> AttentionResult:
 def _compute(config: AttentionConfig, toks, device: torch.device) -> AttentionResult:
     dtype = DTYPES[config.dtype]
     start = time.perf_counter()
+    if config.model is not None:
+        return _compute_pretrained(config, device, dtype, start)
     params = draw_parameters(config, toks.token_ids, len(toks.vocab))
     x, w_q, w_k, w_v, w_o = (None if p is None else p.to(device=device, dtype=dtype) for p in params)
     T, d = x.shape  # tokens, embedding size
@@ -226,6 +228,21 @@ def _compute(config: AttentionConfig, toks, device: torch.device) -> AttentionRe
         elapsed_ms=elapsed_ms,
         device=str(device),
         notes=tuple(notes),
+    )
+
+
+def _compute_pretrained(config: AttentionConfig, device: torch.device, dtype, start: float) -> AttentionResult:
+    from .pretrained import compute_layer
+
+    toks, x, hw, steps, layer_weights = compute_layer(config, device, dtype)
+    synchronize(device)
+    return AttentionResult(
+        config=config, tokens=toks.tokens,
+        token_ids=torch.tensor(toks.token_ids, dtype=torch.long, device=device), vocab=toks.vocab,
+        x=x, w_q=hw["w_q"], w_k=hw["w_k"], w_v=hw["w_v"], w_o=hw["w_o"],
+        elapsed_ms=(time.perf_counter() - start) * 1e3, device=str(device),
+        notes=("output is the attention block's output, before the residual and LayerNorm",),
+        layer_weights=layer_weights, **steps,
     )
 
 

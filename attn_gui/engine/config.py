@@ -76,6 +76,8 @@ class AttentionConfig:
     similarity: str = "dot"
     device: str = "cpu"
     dtype: str = "float32"
+    model: str | None = None
+    layer: int = 0
 
     def __post_init__(self) -> None:
         if not isinstance(self.sentence, str):
@@ -106,15 +108,46 @@ class AttentionConfig:
             raise ValueError(f"device must be cpu, cuda, cuda:N or mps; got {_short(self.device)}")
         if self.device == "mps" and self.dtype == "float64":
             raise ValueError("float64 is not supported on MPS; choose float32")
+        self._check_model()
         if not self.projections and self.heads != 1:
             raise ValueError("without projections every head would be the same (q = k = v = x); use 1 head")
         if not self.tokens:
             raise ValueError("the sentence has no tokens: type at least one word")
 
+    def _check_model(self) -> None:
+        if isinstance(self.layer, bool) or not isinstance(self.layer, int):
+            raise ValueError(f"layer must be a whole number; got {_short(self.layer)}")
+        if self.model is None:
+            if self.layer != 0:
+                raise ValueError("layer is only used with a pretrained model")
+            return
+        from .pretrained import MODELS
+
+        spec = MODELS.get(self.model) if isinstance(self.model, str) else None
+        if spec is None:
+            raise ValueError(f"model must be one of {', '.join(MODELS)} or none; got {_short(self.model)}")
+        if not 0 <= self.layer < spec.layers:
+            raise ValueError(f"{spec.label} has layers 0 to {spec.layers - 1}; got {self.layer}")
+        # The model fixes its sizes; the config says so, so every view reads the real ones.
+        for name, value in (("d_model", spec.d_model), ("d_k", spec.d_model // spec.heads),
+                            ("d_v", spec.d_model // spec.heads), ("heads", spec.heads), ("projections", True)):
+            object.__setattr__(self, name, value)
+        if len(self.tokens) > spec.max_tokens:
+            raise ValueError(f"{spec.label} reads at most {spec.max_tokens} tokens; "
+                             f"this text has {len(self.tokens):,}")
+
+    def token_set(self):
+        """The Tokens of the sentence: the model's WordPiece tokens in model mode, else ours."""
+        if self.model is not None:
+            from .pretrained import model_tokenize
+
+            return model_tokenize(self.model, self.sentence)
+        return tokenize(self.sentence, self.tokenizer)
+
     @property
     def tokens(self) -> tuple[str, ...]:
         """The tokens of the sentence (cached by the tokenizer)."""
-        return tokenize(self.sentence, self.tokenizer).tokens
+        return self.token_set().tokens
 
     @property
     def seq_len(self) -> int:
