@@ -461,6 +461,28 @@ def measure_window_startup(repeats: int = 3) -> tuple[Timing | None, str | None]
     return Timing(samples), None
 
 
+def bench_model(settings: BenchSettings, log: Log = print) -> tuple[list[Row], list[dict[str, str]]]:
+    """Model mode: load time of MiniLM-L6 and one compute (all 6 layers, steps of one) at T=16 and 256."""
+    from .engine.pretrained import is_available, load_model
+
+    if not is_available("minilm-l6"):
+        return [], [{"name": "model mode", "reason": "the pretrained extra is not installed"}]
+    start = time.perf_counter()
+    load_model.cache_clear()
+    load_model("minilm-l6")
+    rows = [Row.timed("model", "load MiniLM-L6 (safetensors + tokenizer)", "-",
+                      Timing([(time.perf_counter() - start) * 1e3]))]
+    for T in (16,) if settings.mode == "tiny" else (16, 256):
+        cfg = AttentionConfig(sentence=" ".join(["word"] * (T - 2)), model="minilm-l6", layer=3,
+                              device=settings.device)
+        log(f"model mode T={T} ...")
+        t = time_interleaved({"model": lambda cfg=cfg: compute(cfg)}, settings.device, settings.min_repeats,
+                             settings.max_repeats, settings.budget_s)["model"]
+        rows.append(Row.timed("model", "compute: 6 layers + every step of one", f"T={T}", t,
+                              extra={"per_layer_ms": t.median_ms / 6}))
+    return rows, []
+
+
 UPDATE_TARGET_MS = 16.0
 STALL_TARGET_MS = 50.0
 
@@ -604,6 +626,9 @@ def run_bench(settings: BenchSettings, log: Log = print) -> dict[str, Any]:
         notes.append('on the CPU numpy("weights") shares the tensor\'s memory and copies nothing; '
                      'numpy("weights").copy() is what a full host copy costs')
     rows += bench_memory(settings, log)
+    model_rows, model_skipped = bench_model(settings, log)
+    rows += model_rows
+    skipped += model_skipped
     window_rows, window_skipped = bench_window(settings, log)
     rows += window_rows
     skipped += window_skipped
@@ -625,6 +650,7 @@ SECTION_TITLES = {
     "engine": "Engine overhead: compute() against a plain torch reference (h=8, head size 64, d_model=512)",
     "display": "Display reduction of the weights (8 heads x T x T)",
     "memory": "Peak memory of fresh subprocesses",
+    "model": "Model mode: all-MiniLM-L6-v2 (6 layers, 12 heads, d_model 384), run by the engine",
     "window": "The window (offscreen, 1600 x 1000): control change -> every visible map repainted",
     "startup": "Start-up of fresh subprocesses",
 }

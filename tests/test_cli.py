@@ -118,3 +118,19 @@ def test_python_dash_m_exports_a_png(tmp_path):
     assert "Traceback" not in proc.stderr and "propagateSizeHints" not in proc.stderr  # no Qt chatter
     image = QtGui.QImage(str(out / "weights_head0.png"))
     assert not image.isNull() and image.width() >= 500
+
+
+def test_export_in_model_mode(tmp_path, capsys):
+    from attn_gui.engine.pretrained import is_available
+
+    if not is_available("minilm-l6"):
+        pytest.skip("the pretrained extra is not installed")
+    from attn_gui.cli import main
+
+    out = tmp_path / "model"
+    assert main(["export", "--model", "minilm-l6", "--layer", "3", "--sentence", "it was tired",
+                 "--format", "npy", "--out", str(out)]) == 0
+    weights = np.load(out / "weights.npy")
+    assert weights.shape == (12, 5, 5)  # [CLS] it was tired [SEP]
+    assert main(["export", "--model", "minilm-l6", "--layer", "9", "--out", str(out)]) == 2
+    assert "layers 0 to 5" in capsys.readouterr().err

@@ -11,8 +11,9 @@ import random
 
 from PySide6 import QtCore, QtGui, QtWidgets
 
-from ..engine import PRESETS, AttentionConfig, available_devices, tokenize
+from ..engine import PRESETS, AttentionConfig, available_devices
 from ..engine.config import LIMITS
+from ..engine.pretrained import INSTALL_HINT, MODELS, is_available
 
 DEBOUNCE_MS = 0  # coalesce one burst of signals; the worker already skips superseded requests
 MAX_CHIPS = 300
@@ -72,6 +73,7 @@ class ControlPanel(QtWidgets.QWidget):
     def __init__(self, parent: QtWidgets.QWidget | None = None):
         super().__init__(parent)
         self._last_emitted: AttentionConfig | None = None
+        self._random_sizes: list[int] | None = None
         self._timer = QtCore.QTimer(self)
         self._timer.setSingleShot(True)
         self._timer.setInterval(DEBOUNCE_MS)
@@ -122,6 +124,40 @@ class ControlPanel(QtWidgets.QWidget):
         row.addWidget(self.presetCombo, 1)
         form.addLayout(row)
         outer.addWidget(box)
+
+        self.sourceCombo = QtWidgets.QComboBox()
+        self.sourceCombo.setObjectName("sourceCombo")
+        self.sourceCombo.addItem("random weights (seeded)", None)
+        for name, spec in MODELS.items():
+            self.sourceCombo.addItem(spec.label, name)
+            if not is_available(name):  # listed, but says how to enable it
+                item = self.sourceCombo.model().item(self.sourceCombo.count() - 1)
+                item.setEnabled(False)
+                item.setText(f"{spec.label}: not installed")
+                item.setToolTip(f"To enable it: {INSTALL_HINT}")
+        self.sourceCombo.setToolTip("Random weights teach the mechanism; a pretrained model shows what "
+                                    "attention learns (its real X, W, Q, K, V of one layer)")
+        self.layerSpin = QtWidgets.QSpinBox()
+        self.layerSpin.setObjectName("layerSpin")
+        self.layerSpin.setRange(0, 5)
+        self.layerSpin.setToolTip("Which layer of the model to show (0 to 5); X is the hidden state entering it")
+        self.hideSpecialCheck = _check("hideSpecialCheck", "hide [CLS] and [SEP] in the maps",
+                                       "Special tokens often soak up attention; hiding them shows the rest "
+                                       "(the numbers are unchanged)")
+        self.modelNote = QtWidgets.QLabel()
+        self.modelNote.setObjectName("modelNote")
+        self.modelNote.setWordWrap(True)
+        self.modelNote.setStyleSheet("color:#445;")
+        box = QtWidgets.QGroupBox("Source")
+        form = QtWidgets.QFormLayout(box)
+        form.addRow("weights", self.sourceCombo)
+        form.addRow("layer", self.layerSpin)
+        form.addRow("", self.hideSpecialCheck)
+        form.addRow(self.modelNote)
+        outer.addWidget(box)
+        self.sourceCombo.currentIndexChanged.connect(self._sync_enabled)
+        self.layerSpin.valueChanged.connect(self.schedule)
+        self.sourceCombo.currentIndexChanged.connect(self.schedule)
 
         self.dModelSpin = _spin("dModelSpin", "d_model", "Embedding size d (d_model)", 4096)
         self.dKSpin = _spin("dKSpin", "d_k", "Per-head query and key size: d_q = d_k", 1024)
@@ -235,10 +271,16 @@ class ControlPanel(QtWidgets.QWidget):
             similarity=self.similarityCombo.currentData(),
             device=self.deviceCombo.currentData() or "cpu",
             dtype=self.dtypeCombo.currentData(),
+            model=self.sourceCombo.currentData(),
+            layer=self.layerSpin.value() if self.sourceCombo.currentData() else 0,
         )
 
     def set_config(self, cfg: AttentionConfig, emit: bool = True) -> None:
         """Show ``cfg`` in every control (one emission at the end, not one per control)."""
+        if cfg.model and not self.sourceCombo.currentData() and self._random_sizes is None:
+            self._random_sizes = [s.value() for s in (self.dModelSpin, self.dKSpin, self.dVSpin, self.headsSpin)]
+        elif not cfg.model:
+            self._random_sizes = None  # the new config's sizes are the random mode's
         widgets = self.findChildren(QtWidgets.QWidget)
         blocked = [w.blockSignals(True) for w in widgets]
         try:
@@ -263,6 +305,8 @@ class ControlPanel(QtWidgets.QWidget):
                                  (self.similarityCombo, cfg.similarity), (self.dtypeCombo, cfg.dtype)):
                 combo.setCurrentIndex(max(0, combo.findData(value)))
             self.set_device(cfg.device)
+            self.sourceCombo.setCurrentIndex(max(0, self.sourceCombo.findData(cfg.model)))
+            self.layerSpin.setValue(cfg.layer)
         finally:
             for w, was in zip(widgets, blocked):
                 w.blockSignals(was)
@@ -282,10 +326,38 @@ class ControlPanel(QtWidgets.QWidget):
             self.deviceCombo.blockSignals(blocked)
 
     def _sync_enabled(self) -> None:
-        on = self.projectionsCheck.isChecked()
+        model = self.sourceCombo.currentData()
+        on = self.projectionsCheck.isChecked() and not model
         for w in (self.dKSpin, self.dVSpin, self.initCombo):
             w.setEnabled(on)
         self.weightSeedSpin.setEnabled(on and not self.sameStreamCheck.isChecked())
+        # a pretrained model fixes its sizes and weights: show its values, read-only
+        for w in (self.dModelSpin, self.headsSpin, self.seedSpin, self.rerollButton, self.sameStreamCheck,
+                  self.inputsCombo, self.positionalCheck, self.projectionsCheck, self.tokenizerCombo):
+            w.setEnabled(not model)
+        self.layerSpin.setEnabled(bool(model))
+        self.hideSpecialCheck.setEnabled(bool(model))
+        sizes = (self.dModelSpin, self.dKSpin, self.dVSpin, self.headsSpin)
+        if model and self._random_sizes is None:  # remember the random mode's sizes for the way back
+            self._random_sizes = [spin.value() for spin in sizes]
+        elif not model and self._random_sizes is not None:
+            for spin, value in zip(sizes, self._random_sizes):
+                blocked = spin.blockSignals(True)
+                spin.setValue(value)
+                spin.blockSignals(blocked)
+            self._random_sizes = None
+        if model:
+            spec = MODELS[model]
+            self.layerSpin.setMaximum(spec.layers - 1)
+            for spin, value in ((self.dModelSpin, spec.d_model), (self.dKSpin, spec.d_model // spec.heads),
+                                (self.dVSpin, spec.d_model // spec.heads), (self.headsSpin, spec.heads)):
+                blocked = spin.blockSignals(True)
+                spin.setValue(value)
+                spin.blockSignals(blocked)
+            self.modelNote.setText(f"{spec.label}: WordPiece tokens with [CLS] and [SEP]; X is the hidden "
+                                   f"state entering the layer; W and b are the layer's real weights; the "
+                                   f"output is the attention block's, before the residual and LayerNorm.")
+        self.modelNote.setVisible(bool(model))
 
     # emission --------------------------------------------------------------------------------
 
@@ -318,7 +390,7 @@ class ControlPanel(QtWidgets.QWidget):
         self.messageLabel.setVisible(bool(text))
 
     def _show_tokens(self, cfg: AttentionConfig) -> None:
-        toks = tokenize(cfg.sentence, cfg.tokenizer)
+        toks = cfg.token_set()
         chips = []
         for tok, tid in list(zip(toks.tokens, toks.token_ids))[:MAX_CHIPS]:
             label = html.escape("␣" if tok == " " else tok)
@@ -327,7 +399,9 @@ class ControlPanel(QtWidgets.QWidget):
         more = len(toks.tokens) - MAX_CHIPS
         tail = f" … and {more:,} more" if more > 0 else ""
         self.tokenChips.setText(
-            f"<b>T = {len(toks.tokens):,}</b> tokens, V = {len(toks.vocab):,} distinct: " + " ".join(chips) + tail)
+            f"<b>T = {len(toks.tokens):,}</b> tokens, "
+            + (f"ids in a vocabulary of {len(toks.vocab):,}: " if cfg.model else f"V = {len(toks.vocab):,} distinct: ")
+            + " ".join(chips) + tail)
 
     def _apply_preset(self, index: int) -> None:
         name = self.presetCombo.itemData(index)

@@ -242,8 +242,9 @@ class HeatmapView(pg.GraphicsLayoutWidget):
                                         interactive=False, width=12, colorMapMenu=False)
         # thumbnails share the weights' fixed 0..1 scale with the full maps, so they skip the bar
         self.colorbar.setImageItem(self.image, insert_in=None if compact else self.plot)
-        if compact:
+        if compact:  # thumbnails: the picture and a title; hovering still names every cell
             self.plot.hideAxis("top")
+            self.plot.hideAxis("left")
         self._highlight_row: int | None = None
         self.scene().sigMouseMoved.connect(self._on_mouse_moved)
         self.scene().sigMouseClicked.connect(self._on_mouse_clicked)
@@ -322,14 +323,16 @@ class HeatmapView(pg.GraphicsLayoutWidget):
         axis_font = QtGui.QFontMetrics(QtGui.QFont(self.font().family(), 8))
         plot_h = max(40, self.height() - 60)
         plot_w = max(40, self.width() - 120)
-        self._set_ticks("left", R, self.data.row_labels, self.data.row_blocks,
-                        per_label_px=plot_h / R, need_px=axis_font.height(), char_px=None)
+        if not self.compact:
+            self._set_ticks("left", R, self.data.row_labels, self.data.row_blocks,
+                            per_label_px=plot_h / R, need_px=axis_font.height(), char_px=None)
         if not self.compact:
             self._set_ticks("top", C, self.data.col_labels, self.data.col_blocks,
                             per_label_px=plot_w / C, need_px=None, char_px=axis_font.averageCharWidth())
         title = self.plot.titleLabel
         bar = 0 if self.compact else 75  # the title sits above the image only, not the colour bar
-        width = max(50, self.width() - self.plot.getAxis("left").width() - bar)
+        axis = 0 if self.compact else self.plot.getAxis("left").width()
+        width = max(50, self.width() - axis - bar)
         title.item.setTextWidth(-1)
         if title.item.boundingRect().width() > width:  # wrap only when it does not fit on one line
             title.item.setTextWidth(width)

@@ -7,6 +7,7 @@ from PySide6 import QtCore, QtGui, QtWidgets
 from ..engine import AttentionConfig
 from .controls import ControlPanel
 from .maps import Frame
+from .model_view import ModelView
 from .pipeline import PipelineView
 from .settings import Settings
 from .token_focus import TokenFocus
@@ -65,6 +66,16 @@ class MainWindow(QtWidgets.QMainWindow):
         self.focusDock = dock
         self.resizeDocks([dock], [170], QtCore.Qt.Orientation.Vertical)
 
+        self.modelView = ModelView()
+        model_dock = QtWidgets.QDockWidget("Model view: α of every layer (rows) and head (columns); click one", self)
+        model_dock.setObjectName("modelViewDock")
+        model_dock.setWidget(self.modelView)
+        self.addDockWidget(QtCore.Qt.DockWidgetArea.BottomDockWidgetArea, model_dock)
+        self.tabifyDockWidget(dock, model_dock)
+        dock.raise_()
+        model_dock.hide()
+        self.modelDock = model_dock
+
         self.statusLabel = QtWidgets.QLabel()
         self.statusLabel.setObjectName("statusLabel")
         self.statusBar().addWidget(self.statusLabel, 1)
@@ -82,7 +93,9 @@ class MainWindow(QtWidgets.QMainWindow):
         self.panel.configChanged.connect(self._on_config)
         self.panel.configInvalid.connect(self._on_invalid)
         self.pipeline.tokenSelected.connect(self._on_token)
-        self.pipeline.headSelected.connect(lambda _h: self._refresh_focus())
+        self.pipeline.headSelected.connect(lambda _h: (self._refresh_focus(), self._refresh_model_view()))
+        self.modelView.headPicked.connect(self._on_head_picked)
+        self.panel.hideSpecialCheck.toggled.connect(self._on_hide_special)
 
         self._restore(config)
 
@@ -172,9 +185,10 @@ class MainWindow(QtWidgets.QMainWindow):
             self.pipeline.token = 1  # the tutorials' walk follows x_2 "in"
         self.pipeline.show_frame(frame)
         self._refresh_focus()
+        self._refresh_model_view()
         cfg = result.config
         d_k, d_v = cfg.head_dims
-        note = ("  ·  ⚠ " + "; ".join(result.notes)) if result.notes else ""
+        note = ("  ·  note: " + "; ".join(result.notes)) if result.notes else ""
         self.statusLabel.setText(
             f"T = {result.seq_len:,}  ·  V = {len(result.vocab):,}  ·  h = {result.heads}  ·  "
             f"d_model = {cfg.d_model}, d_k = {d_k}, d_v = {d_v}  ·  "
@@ -194,6 +208,28 @@ class MainWindow(QtWidgets.QMainWindow):
         self.panel.show_message(first_line)
         self.statusLabel.setText(f"⚠ {first_line} — the maps show the last good result")
         self.computeFailed.emit(first_line)
+
+    def _refresh_model_view(self) -> None:
+        if self.frame is None or "layer_weights" not in self.frame.arrays:
+            self.modelDock.hide()
+            return
+        if self.modelDock.isHidden():  # entering model mode: give the 6 x 12 grid room, in front
+            self.modelDock.show()
+            self.modelDock.raise_()
+            self.resizeDocks([self.modelDock], [340], QtCore.Qt.Orientation.Vertical)
+        self.modelView.set_weights(self.frame.arrays["layer_weights"], self.frame.result.config.layer,
+                                   self.pipeline.head, self.pipeline.hidden())
+
+    def _on_head_picked(self, layer: int, head: int) -> None:
+        if self.frame is not None and layer == self.frame.result.config.layer:
+            self.pipeline.select_head(head)
+        else:
+            self.pipeline.head = head  # shown when the new layer's frame arrives
+            self.panel.layerSpin.setValue(layer)
+
+    def _on_hide_special(self, hide: bool) -> None:
+        self.pipeline.set_hide_special(hide)
+        self._refresh_model_view()
 
     def _on_token(self, token: int) -> None:
         self.focus.token = token

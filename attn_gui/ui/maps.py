@@ -13,10 +13,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..engine import FIELDS, AttentionResult, formula
-from ..engine.reduce import block_edges
+from ..engine.reduce import block_edges, reduce_matrix
 from .heatmap import MapData
 
 DISPLAY_MAX = 512  # cells per side sent to the screen; more than a map has pixels
+THUMB_MAX = 48  # cells per side of each head in the model view
 
 
 @dataclass(frozen=True)
@@ -38,7 +39,16 @@ class Frame:
 def make_frame(request_id: int, result: AttentionResult, max_side: int = DISPLAY_MAX) -> Frame:
     """Reduce every field on its device, then copy only the reduced arrays to the host."""
     arrays = {name: result.display(name, max_side, max_side) for name in result.fields()}
+    if result.layer_weights is not None:  # the model view: every layer's and head's alpha, small
+        arrays["layer_weights"] = reduce_matrix(result.layer_weights, THUMB_MAX, THUMB_MAX, "weights").cpu().numpy()
     return Frame(request_id, result, arrays)
+
+
+def special_tokens(result: AttentionResult) -> tuple[int, ...]:
+    """Indices of the model's special tokens ([CLS], [SEP], ...) in a model-mode result."""
+    if result.config.model is None:
+        return ()
+    return tuple(i for i, t in enumerate(result.tokens) if t.startswith("[") and t.endswith("]"))
 
 
 def axis_labels(result: AttentionResult, axis: str, n: int, prefix: str = "") -> list[str]:
@@ -52,29 +62,42 @@ def full_shape(result: AttentionResult, name: str, head: int | None) -> tuple[in
     return tuple(t.shape[-2:])
 
 
-def map_data(frame: Frame, name: str, head: int | None = None) -> MapData:
-    """The MapData of field ``name`` (head ``head`` for per-head fields) in ``frame``."""
+def map_data(frame: Frame, name: str, head: int | None = None, hidden: tuple[int, ...] = ()) -> MapData:
+    """The MapData of field ``name`` (head ``head`` for per-head fields) in ``frame``.
+
+    ``hidden`` token indices are left out of token axes shown in full (the title says
+    "shown r × c"); the numbers of the rest are unchanged.
+    """
     result, info = frame.result, FIELDS[name]
     matrix = frame.arrays[name]
     if info.per_head:
         matrix = matrix[head]
     R, C = full_shape(result, name, head)
+    row_blocks = block_edges(R, matrix.shape[0]) if matrix.shape[0] != R else None
+    col_blocks = block_edges(C, matrix.shape[1]) if matrix.shape[1] != C else None
+    if hidden and info.rows == "token" and row_blocks is None:
+        keep = [i for i in range(R) if i not in hidden]
+        matrix, row_blocks = matrix[keep], [(i, i + 1) for i in keep]
+    if hidden and info.cols == "key" and col_blocks is None:
+        keep = [j for j in range(C) if j not in hidden]
+        matrix, col_blocks = matrix[:, keep], [(j, j + 1) for j in keep]
     r_shown, c_shown = matrix.shape
     cfg = result.config
     heads = result.heads
     head_txt = f", head {head + 1}/{heads}" if info.per_head and heads > 1 else ""
-    reduced = ""
-    if (r_shown, c_shown) != (R, C):
-        reduced = f", shown {r_shown} × {c_shown}"
-    title = f"{formula(name, cfg)}  ({R} × {C}{head_txt}{reduced})"
+    if cfg.model is not None and name in ("q", "k", "v", "output"):
+        head_txt += ", + bias"
+    layer_txt = f"layer {cfg.layer}: " if cfg.model is not None else ""
+    reduced = f", shown {r_shown} × {c_shown}" if (r_shown, c_shown) != (R, C) else ""
+    title = f"{layer_txt}{formula(name, cfg)}  ({R} × {C}{head_txt}{reduced})"
     return MapData(
         matrix=matrix,
         title=title,
         kind=info.kind,
         row_labels=axis_labels(result, info.rows, R),
         col_labels=axis_labels(result, info.cols, C),
-        row_blocks=block_edges(R, r_shown) if r_shown != R else None,
-        col_blocks=block_edges(C, c_shown) if c_shown != C else None,
+        row_blocks=row_blocks,
+        col_blocks=col_blocks,
         symbol=info.symbol,
         head=head if info.per_head else None,
         masked_reason="masked: this key comes after the query (causal)",

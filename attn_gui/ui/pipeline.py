@@ -10,7 +10,7 @@ from PySide6 import QtCore, QtWidgets
 
 from ..engine import FIELDS
 from .heatmap import HeatmapView
-from .maps import Frame, map_data
+from .maps import Frame, map_data, special_tokens
 
 STAGES: list[tuple[str, tuple[str, ...], int]] = [
     ("1  Embeddings and weights", ("x", "w_q", "w_k", "w_v"), 10),
@@ -42,6 +42,7 @@ class PipelineView(QtWidgets.QWidget):
         self.frame: Frame | None = None
         self.head = 0
         self.token: int | None = None
+        self.hide_special = False
         self.views: dict[str, HeatmapView] = {}
         self.overview: list[HeatmapView] = []
 
@@ -107,7 +108,7 @@ class PipelineView(QtWidgets.QWidget):
             view.setVisible(name in present)
             if name in present:
                 view.setObjectName(self._object_name(name))
-                view.set_data(map_data(frame, name, self.head if FIELDS[name].per_head else None))
+                view.set_data(map_data(frame, name, self.head if FIELDS[name].per_head else None, self.hidden()))
                 view.set_highlight(self.token if name in TOKEN_ROW_FIELDS else None)
         self.noProjection.setVisible(result.w_q is None)
         self._show_overview(frame)
@@ -127,11 +128,20 @@ class PipelineView(QtWidgets.QWidget):
         for i, view in enumerate(self.overview):
             view.setVisible(i < heads)
             if i < heads:
-                data = map_data(frame, "weights", i)
-                data.title = f"head {i + 1}" + ("  (shown)" if i == self.head else "")
+                data = map_data(frame, "weights", i, self.hidden())
+                data.title = f"<b>head {i + 1} ▾</b>" if i == self.head else f"head {i + 1}"
                 view.values.show_values = False
                 view.set_data(data)
                 view.set_highlight(self.token)
+
+    def hidden(self) -> tuple[int, ...]:
+        """Token indices left out of the maps (the model's special tokens, when asked)."""
+        return special_tokens(self.frame.result) if self.hide_special and self.frame else ()
+
+    def set_hide_special(self, hide: bool) -> None:
+        self.hide_special = hide
+        if self.frame is not None:
+            self.show_frame(self.frame)
 
     def select_head(self, head: int) -> None:
         """Show head ``head`` (0-based) in the per-head maps."""

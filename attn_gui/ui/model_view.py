@@ -1,0 +1,80 @@
+"""BertViz's model view, in one picture: every layer's and head's alpha as a grid of thumbnails.
+
+One RGBA image holds the whole grid (6 x 12 heads of a real model), so it draws as fast
+as a single map; a click picks the layer and head to open in the full views.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6 import QtCore, QtGui, QtWidgets
+
+from .heatmap import HIGHLIGHT, WEIGHTS_CMAP
+
+GAP = 2  # white pixels between thumbnails
+
+
+class ModelView(pg.GraphicsLayoutWidget):
+    """All heads of all layers of a model-mode frame.
+
+    Signals
+    -------
+    headPicked(int, int)
+        A thumbnail was clicked: layer, head (both 0-based).
+    """
+
+    headPicked = QtCore.Signal(int, int)
+
+    def __init__(self, parent: QtWidgets.QWidget | None = None):
+        super().__init__(parent=parent)
+        self.setObjectName("modelView")
+        self.plot = self.addPlot()
+        self.plot.setMenuEnabled(False)
+        self.plot.hideButtons()
+        self.plot.invertY(True)
+        self.plot.setAspectLocked(False)
+        self.plot.showAxis("top")
+        self.plot.hideAxis("bottom")
+        self.image = pg.ImageItem(axisOrder="row-major")
+        self.plot.addItem(self.image)
+        self.selected = QtWidgets.QGraphicsRectItem()
+        pen = QtGui.QPen(HIGHLIGHT)
+        pen.setWidthF(2.5)
+        pen.setCosmetic(True)
+        self.selected.setPen(pen)
+        self.plot.addItem(self.selected)
+        self.cell = 1
+        self.shape = (0, 0)
+        self.scene().sigMouseClicked.connect(self._on_click)
+        self.setToolTip("α of every layer (rows) and head (columns, numbered from 1): click one to open it")
+
+    def set_weights(self, weights: np.ndarray, layer: int, head: int, hidden: tuple[int, ...] = ()) -> None:
+        """Show ``weights`` (layers, heads, t, t) and outline ``layer``, ``head``."""
+        L, H, t, _ = weights.shape
+        if hidden and t == weights.shape[-1]:
+            keep = [i for i in range(t) if i not in hidden]
+            if keep:
+                weights = weights[:, :, keep][:, :, :, keep]
+                t = len(keep)
+        cell = t + GAP
+        rgba = np.full((L * cell - GAP, H * cell - GAP, 4), 255, dtype=np.uint8)
+        colors = pg.colormap.get(WEIGHTS_CMAP).map(np.clip(weights, 0, 1).ravel(), mode="byte")
+        colors = colors.reshape(L, H, t, t, 4)
+        for i in range(L):
+            for j in range(H):
+                rgba[i * cell:i * cell + t, j * cell:j * cell + t] = colors[i, j]
+        self.image.setImage(rgba, autoLevels=False)
+        self.cell, self.shape = cell, (L, H)
+        self.plot.getAxis("left").setTicks([[(i * cell + t / 2, f"layer {i}") for i in range(L)]])
+        self.plot.getAxis("top").setTicks([[(j * cell + t / 2, str(j + 1)) for j in range(H)]])
+        self.plot.getViewBox().setRange(xRange=(0, H * cell - GAP), yRange=(0, L * cell - GAP), padding=0)
+        self.selected.setRect(QtCore.QRectF(head * cell - 1, layer * cell - 1, t + 2, t + 2))
+
+    def _on_click(self, event) -> None:
+        if event.button() != QtCore.Qt.MouseButton.LeftButton or self.shape == (0, 0):
+            return
+        p = self.plot.getViewBox().mapSceneToView(event.scenePos())
+        layer, head = int(p.y() // self.cell), int(p.x() // self.cell)
+        if 0 <= layer < self.shape[0] and 0 <= head < self.shape[1]:
+            self.headPicked.emit(layer, head)

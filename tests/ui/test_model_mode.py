@@ -1,0 +1,52 @@
+"""Model mode in the window: real heads, read-only sizes, the model view, hiding special tokens."""
+
+import numpy as np
+import pytest
+
+from attn_gui.engine import AttentionConfig, compute
+from attn_gui.engine.pretrained import is_available
+from attn_gui.ui.heatmap import HeatmapView
+
+pytestmark = pytest.mark.skipif(not is_available("minilm-l6"), reason="the pretrained extra is not installed")
+SENTENCE = "The animal didn't cross the street because it was too tired"
+
+
+def choose_model(window, qtbot, layer):
+    p = window.panel
+    p.sentenceInput.setPlainText(SENTENCE)
+    p.sourceCombo.setCurrentIndex(p.sourceCombo.findData("minilm-l6"))
+    p.layerSpin.setValue(layer)
+    qtbot.waitUntil(lambda: window.frame.result.config.model == "minilm-l6"
+                    and window.frame.result.config.layer == layer, timeout=20000)
+
+
+def test_choosing_minilm_layer_3_shows_real_heads(window, qtbot):
+    choose_model(window, qtbot, 3)
+    p = window.panel
+    assert (p.dModelSpin.value(), p.headsSpin.value(), p.dKSpin.value()) == (384, 12, 32)
+    assert not p.dModelSpin.isEnabled() and not p.headsSpin.isEnabled()
+    expected = compute(AttentionConfig(sentence=SENTENCE, model="minilm-l6", layer=3))
+    assert window.frame.result.tokens[0] == "[CLS]"
+    assert window.modelDock.isVisible()
+    np.testing.assert_allclose(window.modelView.image.image.shape[:2], (6 * 17 - 2, 12 * 17 - 2))
+    # click head 2 of layer 3 in the model view: the full maps show it
+    with qtbot.waitSignal(window.pipeline.headSelected, timeout=5000):
+        window.modelView.headPicked.emit(3, 1)
+    view = window.findChild(HeatmapView, "heatmap:weights:1")
+    np.testing.assert_allclose(view.image.image, expected.numpy("weights")[1], atol=1e-6)
+    it = expected.tokens.index("it")
+    assert expected.tokens[int(view.image.image[it].argmax())] == "animal"
+    assert "before the residual and LayerNorm" in window.statusLabel.text()
+
+
+def test_hiding_special_tokens_and_going_back(window, qtbot):
+    choose_model(window, qtbot, 0)
+    window.panel.hideSpecialCheck.setChecked(True)
+    view = window.findChild(HeatmapView, "heatmap:weights:0")
+    T = len(window.frame.result.tokens)
+    assert view.image.image.shape == (T - 2, T - 2)
+    assert "[CLS]" not in [view.data.row_labels[b[0]] for b in view.data.row_blocks]
+    window.panel.sourceCombo.setCurrentIndex(0)
+    qtbot.waitUntil(lambda: window.frame.result.config.model is None, timeout=20000)
+    assert window.frame.result.config.d_model == 5 and window.frame.result.config.heads == 1
+    assert not window.modelDock.isVisible()
