@@ -1,7 +1,7 @@
 """The control panel: every knob of AttentionConfig, emitting a frozen config.
 
 Every control has an objectName so tests (and users' scripts) can drive it.
-Changes are coalesced by a short timer so a burst of keystrokes is one request.
+Each change emits at once; set_config emits once for a whole new config.
 """
 
 from __future__ import annotations
@@ -15,7 +15,6 @@ from ..engine import PRESETS, AttentionConfig, available_devices
 from ..engine.config import LIMITS
 from ..engine.pretrained import INSTALL_HINT, MODELS, is_available
 
-DEBOUNCE_MS = 0  # coalesce one burst of signals; the worker already skips superseded requests
 MAX_CHIPS = 300
 CHOICE_LABELS = {
     "tokenizer": [("word", "words"), ("char", "characters")],
@@ -74,10 +73,6 @@ class ControlPanel(QtWidgets.QWidget):
         super().__init__(parent)
         self._last_emitted: AttentionConfig | None = None
         self._random_sizes: list[int] | None = None
-        self._timer = QtCore.QTimer(self)
-        self._timer.setSingleShot(True)
-        self._timer.setInterval(DEBOUNCE_MS)
-        self._timer.timeout.connect(self.emit_config)
         self._build()
         self.set_config(AttentionConfig(), emit=False)
 
@@ -362,11 +357,11 @@ class ControlPanel(QtWidgets.QWidget):
     # emission --------------------------------------------------------------------------------
 
     def schedule(self) -> None:
-        """Coalesce a burst of changes into one emission DEBOUNCE_MS later."""
-        self._timer.start()
+        """A control changed: emit now. No debounce is needed, since the worker computes only
+        the newest request, and a timer would wait behind the window's pending repaint."""
+        self.emit_config()
 
     def emit_config(self) -> None:
-        self._timer.stop()
         try:
             cfg = self.config()
         except ValueError as exc:

@@ -12,7 +12,7 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6 import QtCore, QtGui, QtWidgets
 
-pg.setConfigOptions(imageAxisOrder="row-major", background="w", foreground="k", antialias=True)
+pg.setConfigOptions(imageAxisOrder="row-major", background="w", foreground="k", antialias=False)
 
 WEIGHTS_CMAP = "viridis"
 SIGNED_CMAP = "CET-D1A"  # blue - white - red, centred on zero
@@ -259,12 +259,16 @@ class HeatmapView(pg.GraphicsLayoutWidget):
         self.data = data
         R, C = m.shape
         finite = np.isfinite(m)
+        all_finite = bool(finite.all())
         if data.kind == "weights":
             levels, cmap = (0.0, 1.0), pg.colormap.get(WEIGHTS_CMAP)
         else:
-            top = nice_ceil(float(np.max(np.abs(m[finite]))) if finite.any() else 1.0)
+            if all_finite:
+                top = nice_ceil(float(max(m.max(), -m.min())))
+            else:
+                top = nice_ceil(float(np.max(np.abs(m[finite]))) if finite.any() else 1.0)
             levels, cmap = (-top, top), pg.colormap.get(SIGNED_CMAP)
-        shown = np.where(finite, m, levels[0] if data.kind == "weights" else 0.0)
+        shown = m if all_finite else np.where(finite, m, levels[0] if data.kind == "weights" else 0.0)
         self.image.setImage(shown, autoLevels=False, levels=levels)
         # Only what changed is touched: typing changes numbers far more often than shapes,
         # labels or titles, and each of those makes pyqtgraph lay out and repaint an axis.
@@ -273,8 +277,9 @@ class HeatmapView(pg.GraphicsLayoutWidget):
             self.colorbar.setColorMap(cmap)
         if last.get("levels") != levels:
             self.colorbar.setLevels(levels)
-        self._set_mask(~finite)
-        self.values.set_data(m, self._white_text(shown, levels, cmap, data.kind))
+        self._set_mask(None if all_finite else ~finite)
+        white = self._white_text(shown, levels, cmap, data.kind) if m.size <= MAX_VALUE_CELLS else None
+        self.values.set_data(m, white)
         if last.get("title") != data.title:
             self.plot.setTitle(data.title, size="9pt")
         layout_key = ((R, C), data.row_labels, data.col_labels, data.row_blocks, data.col_blocks)
@@ -297,9 +302,9 @@ class HeatmapView(pg.GraphicsLayoutWidget):
         luminance = rgb @ np.array([0.299, 0.587, 0.114])
         return (luminance < 0.5).reshape(shown.shape)
 
-    def _set_mask(self, mask: np.ndarray) -> None:
+    def _set_mask(self, mask: np.ndarray | None) -> None:
         path = QtGui.QPainterPath()
-        if mask.any():
+        if mask is not None and mask.any():
             for r in np.flatnonzero(mask.any(axis=1)):
                 row = mask[r]
                 # one rectangle per run of masked cells in this row

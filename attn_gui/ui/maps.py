@@ -16,7 +16,7 @@ from ..engine import FIELDS, AttentionResult, formula
 from ..engine.reduce import block_edges, reduce_matrix
 from .heatmap import MapData
 
-DISPLAY_MAX = 512  # cells per side sent to the screen; more than a map has pixels
+DISPLAY_MAX = 384  # cells per side sent to the screen: at least the pixels a map has here
 THUMB_MAX = 48  # cells per side of each head in the model view
 
 

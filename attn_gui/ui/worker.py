@@ -1,5 +1,8 @@
 """One worker thread computes; only the newest request is ever computed or shown.
 
+Tiny configs (the tutorials' sizes) are computed in the GUI thread at once, since
+that takes less time than handing them over; everything else goes to the thread.
+
 Like napari's slicer: each request carries an id; a request that is superseded
 before the worker reaches it is never computed, and a result whose id is not the
 latest is dropped by the window. The GUI thread only stores the pending request.
@@ -17,6 +20,32 @@ from ..engine import AttentionConfig, DeviceError, compute
 from .maps import Frame, make_frame
 
 
+SMALL_CELLS = 8 * 64 * 64  # h * T * T
+SMALL_PARAMS = 1_000_000  # weights to draw
+
+
+def is_small(config: AttentionConfig) -> bool:
+    """Whether ``config`` computes in about a millisecond (then the GUI thread does it)."""
+    if config.model is not None or config.device != "cpu":
+        return False
+    T, h, d = config.seq_len, config.heads, config.d_model
+    d_k, d_v = config.head_dims
+    return h * T * T <= SMALL_CELLS and h * d * (2 * d_k + 2 * d_v) <= SMALL_PARAMS
+
+
+def run_request(request_id: int, config: AttentionConfig) -> Frame | tuple[str, bool]:
+    """Compute one request: its Frame, or (message, whether the device was at fault)."""
+    try:
+        return make_frame(request_id, compute(config))
+    except DeviceError as exc:
+        return str(exc), True
+    except (ValueError, MemoryError) as exc:
+        return str(exc) or type(exc).__name__, False
+    except Exception as exc:  # noqa: BLE001 - a compute must never take the window down
+        detail = "".join(traceback.format_exception(exc))
+        return f"unexpected error: {exc}\n{detail}", False
+
+
 class _Worker(QtCore.QObject):
     done = QtCore.Signal(object)  # Frame
     failed = QtCore.Signal(int, object, str, bool)  # id, config, message, is_device_error
@@ -30,18 +59,11 @@ class _Worker(QtCore.QObject):
         job = self._service._take()
         if job is None:  # a newer request already took this wake-up's work
             return
-        request_id, config = job
-        try:
-            frame = make_frame(request_id, compute(config))
-        except DeviceError as exc:
-            self.failed.emit(request_id, config, str(exc), True)
-        except (ValueError, MemoryError) as exc:
-            self.failed.emit(request_id, config, str(exc) or type(exc).__name__, False)
-        except Exception as exc:  # noqa: BLE001 - the worker must survive anything a compute throws
-            detail = "".join(traceback.format_exception(exc))
-            self.failed.emit(request_id, config, f"unexpected error: {exc}\n{detail}", False)
+        outcome = run_request(*job)
+        if isinstance(outcome, Frame):
+            self.done.emit(outcome)
         else:
-            self.done.emit(frame)
+            self.failed.emit(job[0], job[1], *outcome)
 
 
 class ComputeService(QtCore.QObject):
@@ -75,13 +97,28 @@ class ComputeService(QtCore.QObject):
         self._thread.start()
 
     def submit(self, config: AttentionConfig) -> int:
-        """Queue ``config``, replacing any request not yet started; returns its id."""
+        """Queue ``config``, replacing any request not yet started; returns its id.
+
+        A tiny config is computed right here instead: handing it to the thread would cost
+        more (a GIL hand-over behind the window's repaint) than the compute itself.
+        """
         with self._lock:
             request_id = next(self._ids)
-            self._pending = (request_id, config)
             self.latest_id = request_id
-        self._wake.emit()
+            small = is_small(config)
+            self._pending = None if small else (request_id, config)
+        if small:
+            self._worker_run(request_id, config)
+        else:
+            self._wake.emit()
         return request_id
+
+    def _worker_run(self, request_id: int, config: AttentionConfig) -> None:
+        outcome = run_request(request_id, config)
+        if isinstance(outcome, Frame):
+            self._on_done(outcome)
+        else:
+            self._on_failed(request_id, config, *outcome)
 
     def _take(self) -> tuple[int, AttentionConfig] | None:
         with self._lock:

@@ -21,7 +21,7 @@ TEXTS = ["When in doubt look intelligent", "", "   ", "?!", "a", "Ünïcödé �
 
 def settled(win) -> bool:
     panel = win.panel
-    if panel._timer.isActive() or win.frame is None:
+    if win.frame is None:
         return False
     try:
         cfg = panel.config()

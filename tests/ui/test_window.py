@@ -10,6 +10,8 @@ from PySide6 import QtCore, QtGui, QtWidgets
 from attn_gui.engine import AttentionConfig, compute, preset
 from attn_gui.ui import MainWindow
 from attn_gui.ui.heatmap import HeatmapView
+from attn_gui.ui.maps import DISPLAY_MAX
+from attn_gui.ui.worker import is_small
 
 
 def heatmap(win, name):
@@ -153,12 +155,20 @@ def test_failing_device_says_why_and_falls_back(window, qtbot):
 def test_only_the_newest_request_is_drawn(window, qtbot):
     seen = []
     window.frameShown.connect(lambda f: seen.append(f.result.config.seed))
+    big = AttentionConfig(sentence=" ".join(f"w{i}" for i in range(150)), heads=2)
+    assert not is_small(big)  # goes to the worker thread
     for seed in range(1, 30):
-        window.service.submit(AttentionConfig(seed=seed))
-    qtbot.waitUntil(lambda: bool(seen) and seen[-1] == 29, timeout=10000)
+        window.service.submit(big.replace(seed=seed))
+    qtbot.waitUntil(lambda: bool(seen) and seen[-1] == 29, timeout=20000)
     assert len(seen) < 29  # superseded requests were skipped, not queued
     assert seen == sorted(seen)
-    np.testing.assert_allclose(shown(window, "x"), compute(AttentionConfig(seed=29)).numpy("x"))
+    np.testing.assert_allclose(shown(window, "x"), compute(big.replace(seed=29)).numpy("x"))
+
+
+def test_tiny_configs_are_drawn_at_once(window):
+    assert is_small(AttentionConfig())
+    window.panel.seedSpin.setValue(77)  # computed and drawn before setValue returns
+    assert window.frame.result.config.seed == 77
 
 
 def test_clicking_a_row_follows_that_token(window, qtbot):
@@ -193,14 +203,14 @@ def test_long_input_is_reduced_for_display(window, qtbot):
     window.panel.sentenceInput.setPlainText(words)
     wait_for(qtbot, window, lambda c: c.seq_len == 700)
     view = heatmap(window, "weights:0")
-    assert view.image.image.shape == (512, 512)
+    assert view.image.image.shape == (DISPLAY_MAX, DISPLAY_MAX)
     assert view.data.row_blocks is not None
     full = window.frame.result.weights[0]
     # each shown cell is the maximum of the block it stands for
     r0, r1 = view.data.row_blocks[3]
     c0, c1 = view.data.col_blocks[5]
     assert view.image.image[3, 5] == pytest.approx(float(full[r0:r1, c0:c1].max()))
-    assert "shown 512 × 512" in view.data.title
+    assert f"shown {DISPLAY_MAX} × {DISPLAY_MAX}" in view.data.title
 
 
 def test_right_click_exports_and_copies(window, qtbot, tmp_path, monkeypatch):
