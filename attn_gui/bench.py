@@ -5,7 +5,7 @@ Four measurements, each repeated after a warm-up and summarised by median and p9
 1. Engine overhead: ``compute()`` against a plain torch reference of the same
    attention (8 heads of size 64, d_model = 512) on the same device; the two are
    timed in alternating turns within one run and their medians divided.
-2. Display reduction: ``result.display("weights", 512, 512)`` against the full
+2. Display reduction: ``result.display("weights", 384, 384)`` against the full
    ``result.numpy("weights")``.
 3. Memory: peak resident set size of fresh subprocesses that compute one size and
    keep only the display-reduced arrays.
@@ -52,7 +52,7 @@ TINY_ENV = "ATTN_GUI_BENCH_TINY"
 HEADS = 8
 HEAD_SIZE = 64
 D_MODEL = HEADS * HEAD_SIZE
-DISPLAY_CELLS = 512
+DISPLAY_CELLS = 384  # as attn_gui.ui.maps.DISPLAY_MAX (not imported: that module needs Qt)
 
 ENGINE_TARGET = 1.25
 PROFILE_BUDGET_MS = 3000.0
@@ -320,7 +320,7 @@ def profile_compute(T: int, device: str = "cpu", runs: int = 3, top: int = 8) ->
 
 
 def bench_display(settings: BenchSettings, log: Log = print) -> list[Row]:
-    """``display("weights", 512, 512)`` against ``numpy("weights")`` at ``settings.display_T``.
+    """``display("weights", 384, 384)`` against ``numpy("weights")`` at ``settings.display_T``.
 
     A third row times ``numpy("weights").copy()``: on the CPU ``numpy()`` shares the
     tensor's memory, so only the copy shows what a full host copy costs there.

@@ -13,7 +13,13 @@ from . import __version__
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str):  # one clear line, exit 2 (argparse would print the whole usage)
-        raise UsageError(f"{self.prog}: {message} (see --help)")
+        raise UsageError(f"{self.prog}: {one_line(message)} (see --help)")
+
+
+def one_line(text: str, limit: int = 300) -> str:
+    """``text`` on one line (newlines shown as \\n), cut to ``limit`` characters."""
+    text = text.replace("\r", "\\r").replace("\n", "\\n")
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 class UsageError(Exception):
@@ -112,6 +118,6 @@ def main(argv: list[str] | None = None) -> int:
         print(exc, file=sys.stderr)
         return 2
     except (ValueError, OSError, RuntimeError) as exc:
-        print(f"attn-gui: {exc}", file=sys.stderr)
+        print(f"attn-gui: {one_line(str(exc))}", file=sys.stderr)
         return 2
     return 0

@@ -7,6 +7,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from PySide6 import QtGui
 
 from attn_gui import __version__
@@ -134,3 +136,24 @@ def test_export_in_model_mode(tmp_path, capsys):
     assert weights.shape == (12, 5, 5)  # [CLS] it was tired [SEP]
     assert main(["export", "--model", "minilm-l6", "--layer", "9", "--out", str(out)]) == 2
     assert "layers 0 to 5" in capsys.readouterr().err
+
+
+FLAGS = ["--sentence", "--d-model", "--d-k", "--d-v", "--heads", "--seed", "--weight-seed", "--inputs",
+         "--positional", "--init", "--layout", "--no-projections", "--no-scale", "--temperature", "--causal",
+         "--similarity", "--device", "--dtype", "--tokenizer", "--preset", "--model", "--layer", "--bogus"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.one_of(st.sampled_from(FLAGS), st.text(max_size=12),
+                          st.integers(-10**12, 10**12).map(str), st.sampled_from(["nan", "inf", "-0", "1e400"])),
+                max_size=8))
+def test_fuzzed_options_give_a_config_or_one_clear_error(argv):
+    from attn_gui.cli import UsageError, build_parser, config_from_args
+
+    try:
+        args = build_parser().parse_args(["export", "--out", "x", *argv])
+        config_from_args(args)
+    except UsageError as exc:
+        assert "\n" not in str(exc)
+    except ValueError as exc:
+        assert str(exc) and "\n" not in str(exc)
