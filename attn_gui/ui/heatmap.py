@@ -230,12 +230,7 @@ class HeatmapView(pg.GraphicsLayoutWidget):
             self.plot.addItem(item)
         self.values = CellValues()
         self.plot.addItem(self.values)
-        self.highlight = QtWidgets.QGraphicsRectItem()
-        pen = QtGui.QPen(HIGHLIGHT)
-        pen.setWidthF(2.5)
-        pen.setCosmetic(True)
-        self.highlight.setPen(pen)
-        self.highlight.setZValue(20)
+        self.highlight = highlight_rect()
         self.highlight.hide()
         self.plot.addItem(self.highlight)
         self.colorbar = pg.ColorBarItem(values=(0, 1), colorMap=pg.colormap.get(WEIGHTS_CMAP),
@@ -493,6 +488,17 @@ class HeatmapView(pg.GraphicsLayoutWidget):
             return
         blocks = self.data.row_blocks
         self.rowClicked.emit(blocks[cell[0]][0] if blocks else cell[0])
+
+
+def highlight_rect() -> QtWidgets.QGraphicsRectItem:
+    """The orange outline that marks the followed token's row (or the chosen head)."""
+    rect = QtWidgets.QGraphicsRectItem()
+    pen = QtGui.QPen(HIGHLIGHT)
+    pen.setWidthF(2.5)
+    pen.setCosmetic(True)  # the same width at every zoom
+    rect.setPen(pen)
+    rect.setZValue(20)
+    return rect
 
 
 def _visible(label: str, max_chars: int = 14) -> str:

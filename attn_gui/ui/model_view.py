@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6 import QtCore, QtGui, QtWidgets
+from PySide6 import QtCore, QtWidgets
 
-from .heatmap import HIGHLIGHT, WEIGHTS_CMAP
+from .heatmap import WEIGHTS_CMAP, highlight_rect
 
 GAP = 2  # white pixels between thumbnails
 
@@ -38,11 +38,7 @@ class ModelView(pg.GraphicsLayoutWidget):
         self.plot.hideAxis("bottom")
         self.image = pg.ImageItem(axisOrder="row-major")
         self.plot.addItem(self.image)
-        self.selected = QtWidgets.QGraphicsRectItem()
-        pen = QtGui.QPen(HIGHLIGHT)
-        pen.setWidthF(2.5)
-        pen.setCosmetic(True)
-        self.selected.setPen(pen)
+        self.selected = highlight_rect()
         self.plot.addItem(self.selected)
         self.cell = 1
         self.shape = (0, 0)
