@@ -55,7 +55,9 @@ def run_gui(config: AttentionConfig | None = None) -> int:
     QtWidgets.QApplication.setApplicationDisplayName("Attention Explorer")
     QtWidgets.QApplication.setApplicationVersion(__version__)
     app = QtWidgets.QApplication.instance() or QtWidgets.QApplication(sys.argv[:1])
-    app.setWindowIcon(QtGui.QIcon.fromTheme("applications-science"))
+    from ..resources_access import path_of
+
+    app.setWindowIcon(QtGui.QIcon(path_of("icon.svg")))
     _install_error_hook(app)
     from .main_window import MainWindow
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from PySide6 import QtCore, QtGui, QtWidgets
 
 from ..engine import AttentionConfig
+from ..resources_access import example_sentences
 from .controls import ControlPanel
 from .maps import Frame
 from .model_view import ModelView
@@ -127,6 +128,10 @@ class MainWindow(QtWidgets.QMainWindow):
         for i in range(1, self.panel.presetCombo.count()):
             name = self.panel.presetCombo.itemData(i)
             presets.addAction(name, lambda i=i: self.panel._apply_preset(i))
+        examples = presets.addMenu("Example sentences")
+        examples.setObjectName("examplesMenu")
+        for sentence in example_sentences():
+            examples.addAction(sentence, lambda s=sentence: self.panel.sentenceInput.setPlainText(s))
         help_menu = self.menuBar().addMenu("&Help")
         help_menu.addAction("How to read the maps", self._show_help)
 

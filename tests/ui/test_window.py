@@ -229,3 +229,14 @@ def test_export_all_from_the_window(window, tmp_path):
     written = window.export_all(str(tmp_path / "all"))
     names = {Path(p).name for p in written}
     assert {"weights_head0.png", "weights_head0.svg", "weights.npy", "figure.png", "manifest.json"} <= names
+
+
+def test_example_sentences_are_shipped_and_offered(window, qtbot):
+    from attn_gui.resources_access import example_sentences
+
+    sentences = example_sentences()
+    assert sentences[0] == "When in doubt look intelligent" and len(sentences) >= 5
+    menu = window.findChild(QtWidgets.QMenu, "examplesMenu")
+    action = next(a for a in menu.actions() if "trophy" in a.text())
+    action.trigger()
+    wait_for(qtbot, window, lambda c: "trophy" in c.sentence)
