@@ -13,7 +13,6 @@ from __future__ import annotations
 import functools
 import importlib.util
 import json
-import math
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -214,6 +213,3 @@ def compute_layer(config, device: torch.device, dtype: torch.dtype):
         all_weights[config.layer] = steps["weights"]
     return toks, x, hw, steps, all_weights
 
-
-def scale_note(d_k: int) -> str:
-    return f"scores divided by sqrt({d_k}) = {math.sqrt(d_k):.3f}"
