@@ -7,6 +7,8 @@ with a message a person understands, and nothing is changed. No pickle anywhere.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 import os
 from pathlib import Path
@@ -61,9 +63,18 @@ def parse_session(text: str | bytes) -> tuple[AttentionConfig, dict[str, str]]:
         raise ValueError(f"the session's config is not valid: {exc}") from None
     layout = data.get("layout", {})
     if not isinstance(layout, dict) or not all(
-            k in LAYOUT_KEYS and isinstance(v, str) and len(v) < 64_000 for k, v in layout.items()):
+            k in LAYOUT_KEYS and isinstance(v, str) and len(v) < 64_000 and _is_base64(v)
+            for k, v in layout.items()):
         raise ValueError("the session's window layout is not valid")
     return config, layout
+
+
+def _is_base64(text: str) -> bool:
+    try:
+        base64.b64decode(text.encode("ascii"), validate=True)
+    except (UnicodeEncodeError, binascii.Error, ValueError):
+        return False
+    return True
 
 
 def load_session(path: str | os.PathLike) -> tuple[AttentionConfig, dict[str, str]]:

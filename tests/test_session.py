@@ -89,3 +89,10 @@ def test_fuzzed_configs_raise_only_value_error(fields):
         parse_session(json.dumps(data))
     except ValueError as exc:
         assert str(exc) and len(str(exc)) < 300
+
+
+def test_layout_that_is_not_base64_is_refused():
+    data = good()
+    data["layout"] = {"geometry": "AAAA", "splitter": "é"}
+    with pytest.raises(ValueError, match="layout is not valid"):
+        parse_session(json.dumps(data))

@@ -117,13 +117,18 @@ def draw_parameters(config: AttentionConfig, token_ids: tuple[int, ...], vocab_s
     the weights are shared with a small cache, so treat them as read-only.
     """
     rows = vocab_size if config.inputs == "embedding" else len(token_ids)
-    first, *weights = _draw(rows, config.d_model, config.d_k, config.d_v, config.heads, config.seed,
+    size = config.heads * config.d_model * (2 * config.d_k + 2 * config.d_v)
+    draw = _draw if size <= CACHE_MAX_WEIGHTS else _draw.__wrapped__  # big draws are not kept
+    first, *weights = draw(rows, config.d_model, config.d_k, config.d_v, config.heads, config.seed,
                             config.weight_seed, config.inputs, config.projections, config.init, config.layout)
     if config.inputs == "embedding":
         x = first[torch.tensor(token_ids, dtype=torch.long)]  # rows of the table, by token id
     else:
         x = first.clone()
     return (x, *weights)
+
+
+CACHE_MAX_WEIGHTS = 4_000_000  # 16 MB a set in float32; at most 4 sets are kept
 
 
 @functools.lru_cache(maxsize=4)
@@ -191,7 +196,7 @@ def _compute(config: AttentionConfig, toks, device: torch.device) -> AttentionRe
     if config.model is not None:
         return _compute_pretrained(config, device, dtype, start)
     params = draw_parameters(config, toks.token_ids, len(toks.vocab))
-    x, w_q, w_k, w_v, w_o = (None if p is None else p.to(device=device, dtype=dtype) for p in params)
+    x, w_q, w_k, w_v, w_o = (None if p is None else p.to(device=device, dtype=dtype, copy=True) for p in params)
     T, d = x.shape  # tokens, embedding size
     if config.positional:
         x = x + A.sinusoidal_positions(T, d, dtype=dtype, device=device)

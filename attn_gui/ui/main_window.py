@@ -83,6 +83,7 @@ class MainWindow(QtWidgets.QMainWindow):
         self._build_menus(dock)
 
         self.failed_config: AttentionConfig | None = None
+        self._invalid = ""
         self._shown_id = 0
         self._busy_timer = QtCore.QTimer(self)
         self._busy_timer.setSingleShot(True)
@@ -166,6 +167,7 @@ class MainWindow(QtWidgets.QMainWindow):
         self.panel.set_config(start)
 
     def _on_config(self, config: AttentionConfig) -> None:
+        self._invalid = ""
         self.service.submit(config)
         self._busy_timer.start()
 
@@ -176,6 +178,7 @@ class MainWindow(QtWidgets.QMainWindow):
             self.statusLabel.setText(base + "  ·  ⏳ computing… (the maps show the previous result)")
 
     def _on_invalid(self, message: str) -> None:
+        self._invalid = message
         self.statusLabel.setText(f"⚠ {message} — the maps show the last valid input")
 
     def show_frame(self, frame: Frame) -> None:
@@ -199,7 +202,9 @@ class MainWindow(QtWidgets.QMainWindow):
             f"d_model = {cfg.d_model}, d_k = {d_k}, d_v = {d_v}  ·  "
             f"X {result.seq_len}×{cfg.d_model}, alpha {result.heads}×{result.seq_len}×{result.seq_len}  ·  "
             f"{result.device}, {cfg.dtype}  ·  {result.elapsed_ms:.2f} ms{note}")
-        self.panel.show_message("")
+        self.panel.show_message(self._invalid)  # a frame still in flight must not hide a newer problem
+        if self._invalid:
+            self._on_invalid(self._invalid)
         self.frameShown.emit(frame)
 
     def _on_failed(self, request_id: int, config: AttentionConfig, message: str, device_error: bool) -> None:
@@ -223,7 +228,7 @@ class MainWindow(QtWidgets.QMainWindow):
             self.modelDock.raise_()
             self.resizeDocks([self.modelDock], [340], QtCore.Qt.Orientation.Vertical)
         self.modelView.set_weights(self.frame.arrays["layer_weights"], self.frame.result.config.layer,
-                                   self.pipeline.head, self.pipeline.hidden())
+                                   self.pipeline.head, self.pipeline.hidden(), self.frame.result.seq_len)
 
     def _on_head_picked(self, layer: int, head: int) -> None:
         if self.frame is not None and layer == self.frame.result.config.layer:

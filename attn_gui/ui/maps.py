@@ -48,7 +48,7 @@ def special_tokens(result: AttentionResult) -> tuple[int, ...]:
     """Indices of the model's special tokens ([CLS], [SEP], ...) in a model-mode result."""
     if result.config.model is None:
         return ()
-    return tuple(i for i, t in enumerate(result.tokens) if t.startswith("[") and t.endswith("]"))
+    return tuple(i for i, t in enumerate(result.tokens) if t in ("[CLS]", "[SEP]"))  # [UNK] is a real word
 
 
 def axis_labels(result: AttentionResult, axis: str, n: int, prefix: str = "") -> list[str]:
@@ -77,10 +77,12 @@ def map_data(frame: Frame, name: str, head: int | None = None, hidden: tuple[int
     col_blocks = block_edges(C, matrix.shape[1]) if matrix.shape[1] != C else None
     if hidden and info.rows == "token" and row_blocks is None:
         keep = [i for i in range(R) if i not in hidden]
-        matrix, row_blocks = matrix[keep], [(i, i + 1) for i in keep]
+        if keep:  # a text of special tokens only is shown whole
+            matrix, row_blocks = matrix[keep], [(i, i + 1) for i in keep]
     if hidden and info.cols == "key" and col_blocks is None:
         keep = [j for j in range(C) if j not in hidden]
-        matrix, col_blocks = matrix[:, keep], [(j, j + 1) for j in keep]
+        if keep:
+            matrix, col_blocks = matrix[:, keep], [(j, j + 1) for j in keep]
     r_shown, c_shown = matrix.shape
     cfg = result.config
     heads = result.heads
@@ -100,7 +102,8 @@ def map_data(frame: Frame, name: str, head: int | None = None, hidden: tuple[int
         col_blocks=col_blocks,
         symbol=info.symbol,
         head=head if info.per_head else None,
-        masked_reason="masked: this key comes after the query (causal)",
+        masked_reason=("masked: this key comes after the query (causal)" if cfg.causal
+                       else "not finite: overflow in this dtype"),
         pair_arrow=info.rows == "token" and info.cols == "key",
     )
 

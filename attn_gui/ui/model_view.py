@@ -45,10 +45,14 @@ class ModelView(pg.GraphicsLayoutWidget):
         self.scene().sigMouseClicked.connect(self._on_click)
         self.setToolTip("α of every layer (rows) and head (columns, numbered from 1): click one to open it")
 
-    def set_weights(self, weights: np.ndarray, layer: int, head: int, hidden: tuple[int, ...] = ()) -> None:
-        """Show ``weights`` (layers, heads, t, t) and outline ``layer``, ``head``."""
+    def set_weights(self, weights: np.ndarray, layer: int, head: int, hidden: tuple[int, ...] = (),
+                    seq_len: int | None = None) -> None:
+        """Show ``weights`` (layers, heads, t, t) and outline ``layer``, ``head``.
+
+        ``hidden`` tokens are left out only when the thumbnails are not reduced (t == seq_len).
+        """
         L, H, t, _ = weights.shape
-        if hidden and t == weights.shape[-1]:
+        if hidden and t == seq_len:
             keep = [i for i in range(t) if i not in hidden]
             if keep:
                 weights = weights[:, :, keep][:, :, :, keep]

@@ -54,9 +54,12 @@ def walk_html(result: AttentionResult, token: int, head: int) -> str:
     div = " / ".join(divisor) if divisor else "1"
 
     out = [f"<h3 style='margin:2px'>Following x<sub>{n}</sub> “{tok}”{head_txt}</h3>"]
-    out.append(f"<p><b>1. Embedding</b> x<sub>{n}</sub> = {_vec(x)}</p>")
+    step1 = f"Hidden state entering layer {cfg.layer}" if cfg.model else "Embedding"
+    out.append(f"<p><b>1. {step1}</b> x<sub>{n}</sub> = {_vec(x)}</p>")
     if result.w_q is not None:
         proj = f"W<sub>q</sub> x<sub>{n}</sub>" if col else f"x<sub>{n}</sub> W<sub>q</sub>"
+        if cfg.model:
+            proj += " + b<sub>q</sub>"
         out.append(f"<p><b>2. Query</b> q<sub>{n}</sub> = {proj} = {_vec(q)}</p>")
     else:
         out.append(f"<p><b>2. Query</b> q<sub>{n}</sub> = x<sub>{n}</sub> (no projection)</p>")

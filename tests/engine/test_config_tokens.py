@@ -95,3 +95,9 @@ def test_token_limit_is_stated():
     cfg = AttentionConfig(sentence=" ".join(f"w{i}" for i in range(9000)))
     with pytest.raises(TooLargeError, match="T = 9,000 tokens is over the limit of 8,192 on cpu"):
         compute(cfg)
+
+
+def test_results_do_not_share_memory_with_the_draw_cache():
+    cfg = AttentionConfig(heads=2)
+    compute(cfg).w_q.mul_(0)
+    assert compute(cfg).w_q.abs().sum() > 0

@@ -50,3 +50,11 @@ def test_hiding_special_tokens_and_going_back(window, qtbot):
     qtbot.waitUntil(lambda: window.frame.result.config.model is None, timeout=20000)
     assert window.frame.result.config.d_model == 5 and window.frame.result.config.heads == 1
     assert not window.modelDock.isVisible()
+
+
+def test_hiding_specials_with_nothing_else_left_shows_them(window, qtbot):
+    choose_model(window, qtbot, 0)
+    window.panel.hideSpecialCheck.setChecked(True)
+    window.panel.sentenceInput.setPlainText("   ")
+    qtbot.waitUntil(lambda: window.frame.result.tokens == ("[CLS]", "[SEP]"), timeout=20000)
+    assert window.findChild(HeatmapView, "heatmap:weights:0").image.image.shape == (2, 2)

@@ -240,3 +240,11 @@ def test_example_sentences_are_shipped_and_offered(window, qtbot):
     action = next(a for a in menu.actions() if "trophy" in a.text())
     action.trigger()
     wait_for(qtbot, window, lambda c: "trophy" in c.sentence)
+
+
+def test_a_late_frame_does_not_hide_a_newer_problem(window, qtbot):
+    big = AttentionConfig(sentence=" ".join(f"w{i}" for i in range(300)), heads=8)
+    window.panel.set_config(big)  # goes to the worker
+    window.panel.sentenceInput.setPlainText("")  # invalid before the frame arrives
+    qtbot.waitUntil(lambda: window.frame.result.config.seq_len == 300, timeout=30000)
+    assert window.panel.messageLabel.isVisible() and "no tokens" in window.panel.messageLabel.text()
