@@ -6,6 +6,7 @@ Bad options print one line and exit with status 2; no traceback reaches the user
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 from . import __version__
@@ -95,6 +96,32 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def run_export(args: argparse.Namespace, config) -> int:
+    """``attn-gui export``: compute ``config`` and write it into ``args.out``.
+
+    Everything that can be checked (formats, width, the folder) is checked before the
+    compute. Images need Qt (offscreen); an arrays-only export never imports it.
+    """
+    from .engine import compute
+    from .export.bundle import export_all
+    from .export.files import IMAGE_FORMATS, check_width, check_writable, parse_formats
+    from .present.frame import make_frame
+
+    formats = parse_formats(args.format)
+    width = None if args.width is None else check_width(args.width)
+    folder = check_writable(args.out)
+    if any(f in IMAGE_FORMATS for f in formats):
+        from .render.offscreen import ensure_app
+
+        ensure_app(offscreen=True)
+    result = compute(config)
+    written = export_all(make_frame(0, result), folder, formats, width=width)
+    heads = f"{result.heads} head" + ("s" if result.heads != 1 else "")
+    shown = str(folder) if str(folder).endswith(os.sep) else str(folder) + os.sep
+    print(f"wrote {len(written)} files to {one_line(shown)} (T = {result.seq_len}, {heads})")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if not argv or argv[0].startswith("-") and argv[0] not in ("-h", "--help", "--version"):
@@ -107,9 +134,7 @@ def main(argv: list[str] | None = None) -> int:
 
             return run_gui(config)
         if args.command == "export":
-            from .export import run_export_cli
-
-            return run_export_cli(args, config_from_args(args))
+            return run_export(args, config_from_args(args))
         if args.command == "bench":
             from .bench import run_bench_cli
 

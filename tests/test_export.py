@@ -11,9 +11,11 @@ import pytest
 import pyqtgraph as pg
 from PySide6 import QtGui
 
-from attn_gui import export
+from attn_gui.export import arrays, bundle, files, images
 from attn_gui.engine import FIELDS, AttentionConfig, compute, preset
-from attn_gui.ui.maps import make_frame, map_data, map_keys
+from attn_gui.present.frame import make_frame
+from attn_gui.present.maps import map_data, map_keys
+from attn_gui.render import offscreen
 
 SVG = "{http://www.w3.org/2000/svg}"
 
@@ -36,7 +38,7 @@ def exported(request, qapp, tmp_path_factory):
     frame = make_frame(0, compute(config))
     folder = tmp_path_factory.mktemp(request.param) / "figs"  # not there yet: export creates it
     calls = []
-    written = export.export_all(frame, folder, width=width, progress=lambda d, t: calls.append((d, t)))
+    written = bundle.export_all(frame, folder, width=width, progress=lambda d, t: calls.append((d, t)))
     return frame, folder, written, width, calls
 
 
@@ -47,9 +49,9 @@ def frame(qapp):
 
 @pytest.fixture
 def view(frame):
-    v = export.render_map(map_data(frame, "weights", 0))
+    v = offscreen.render_map(map_data(frame, "weights", 0))
     yield v
-    v.deleteLater()  # not close(): see export._dispose
+    v.deleteLater()  # not close(): see render.offscreen.dispose
 
 
 def stem(field, head):
@@ -71,7 +73,7 @@ def test_every_map_is_a_png_at_the_requested_width_and_not_blank(exported):
     for field, head in map_keys(frame.result):
         image = QtGui.QImage(str(folder / f"{stem(field, head)}.png"))
         assert not image.isNull(), (field, head)
-        expected = width or export.map_size(map_data(frame, field, head))[0] + 2 * export.PADDING
+        expected = width or offscreen.map_size(map_data(frame, field, head))[0] + 2 * images.PADDING
         assert image.width() == expected, (field, head)
         rgb = pixels(image)
         not_white = (rgb < 250).any(axis=2)
@@ -96,7 +98,7 @@ def test_every_map_is_an_svg_with_its_title_as_text(exported):
 def test_figure_png_holds_the_whole_figure(exported):
     _, folder, _, _, _ = exported
     image = QtGui.QImage(str(folder / "figure.png"))
-    assert (image.width(), image.height()) == export.FIGURE_SIZE
+    assert (image.width(), image.height()) == offscreen.FIGURE_SIZE
     assert (pixels(image) < 250).any(axis=2).mean() > 0.3
 
 
@@ -181,7 +183,7 @@ def test_read_only_folder_gives_one_clear_error_and_no_files(frame, tmp_path, fo
     before = sorted(p.name for p in watch.rglob("*"))
     try:
         with pytest.raises(OSError, match=r"^cannot write to .+: .+") as info:
-            export.export_all(frame, target, formats=formats)
+            bundle.export_all(frame, target, formats=formats)
     finally:
         (tmp_path / "locked").chmod(0o700)
     assert "\n" not in str(info.value)
@@ -197,28 +199,28 @@ def test_failed_write_keeps_the_old_file_and_leaves_no_temp_file(view, tmp_path,
     def broken_replace(src, dst):
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(export.os, "replace", broken_replace)
+    monkeypatch.setattr(files.os, "replace", broken_replace)
     with pytest.raises(OSError, match="cannot write .*weights.png: No space left on device"):
-        export.export_image(view, path)
+        images.export_image(view, path)
     assert path.read_bytes() == b"old picture"
     assert os.listdir(tmp_path) == ["weights.png"]
 
 
 def test_export_image_writes_png_and_svg_by_suffix(view, tmp_path):
-    png = export.export_image(view, tmp_path / "a.PNG", width=1234)
+    png = images.export_image(view, tmp_path / "a.PNG", width=1234)
     assert QtGui.QImage(str(png)).width() == 1234
-    svg = export.export_image(view, tmp_path / "a.svg")
+    svg = images.export_image(view, tmp_path / "a.svg")
     assert ET.parse(svg).getroot().tag == f"{SVG}svg"
     with pytest.raises(ValueError, match="use .png or .svg"):
-        export.export_image(view, tmp_path / "a.gif")
+        images.export_image(view, tmp_path / "a.gif")
     with pytest.raises(ValueError, match="width"):
-        export.export_image(view, tmp_path / "b.png", width=0)
+        images.export_image(view, tmp_path / "b.png", width=0)
     assert sorted(os.listdir(tmp_path)) == ["a.PNG", "a.svg"]
 
 
 def test_png_width_scales_the_whole_picture(view):
-    small = export.render_image(view)
-    big = export.render_image(view, width=2 * small.width())
+    small = images.render_image(view)
+    big = images.render_image(view, width=2 * small.width())
     assert big.width() == 2 * small.width() and abs(big.height() - 2 * small.height()) <= 1
     # same picture, twice the resolution: downscaled, it matches the small one closely
     down = big.scaled(small.size(), mode=pg.QtCore.Qt.TransformationMode.SmoothTransformation)
@@ -227,20 +229,20 @@ def test_png_width_scales_the_whole_picture(view):
 
 
 def test_copy_image_puts_the_picture_on_the_clipboard(view):
-    image = export.copy_image(view)
+    image = images.copy_image(view)
     pasted = QtGui.QGuiApplication.clipboard().image()
     assert not pasted.isNull() and pasted.size() == image.size()
 
 
 def test_write_arrays_alone(frame, tmp_path):
-    written = export.write_arrays(frame.result, tmp_path, ["csv"])
-    assert [p.name for p in written] == export.array_files(frame.result, ["csv"])
+    written = arrays.write_arrays(frame.result, tmp_path, ["csv"])
+    assert [p.name for p in written] == arrays.array_files(frame.result, ["csv"])
     assert "weights_head0.csv" in os.listdir(tmp_path) and not list(tmp_path.glob("*.npy"))
 
 
 @pytest.fixture
 def live(frame, qtbot):
-    from attn_gui.ui.pipeline import PipelineView
+    from attn_gui.render.figure import PipelineView
 
     view = PipelineView()
     qtbot.addWidget(view)
@@ -250,10 +252,10 @@ def live(frame, qtbot):
 
 
 def test_the_live_figure_is_grabbed_as_it_is(frame, live, qtbot, tmp_path):
-    live.resize(*export.FIGURE_SIZE)
+    live.resize(*offscreen.FIGURE_SIZE)
     live.select_token(2)
-    qtbot.waitUntil(lambda: live.width() == export.FIGURE_SIZE[0])
-    export.export_all(frame, tmp_path, formats="png", figure=live)
+    qtbot.waitUntil(lambda: live.width() == offscreen.FIGURE_SIZE[0])
+    bundle.export_all(frame, tmp_path, formats="png", figure=live)
     saved = QtGui.QImage(str(tmp_path / "figure.png"))
     grabbed = live.grab().toImage().convertToFormat(saved.format())
     assert saved == grabbed
@@ -261,10 +263,10 @@ def test_the_live_figure_is_grabbed_as_it_is(frame, live, qtbot, tmp_path):
 
 def test_a_scrolled_live_figure_is_redrawn_whole(frame, live, qtbot, tmp_path):
     live.resize(700, 450)  # far smaller than the maps need: the figure scrolls
-    qtbot.waitUntil(lambda: export._hidden_by_scrolling(live) != (0, 0))
-    export.export_all(frame, tmp_path, formats="png", figure=live)
+    qtbot.waitUntil(lambda: offscreen._hidden_by_scrolling(live) != (0, 0))
+    bundle.export_all(frame, tmp_path, formats="png", figure=live)
     saved = QtGui.QImage(str(tmp_path / "figure.png"))
-    assert saved.width() >= export.FIGURE_SIZE[0] and saved.height() >= export.FIGURE_SIZE[1]
+    assert saved.width() >= offscreen.FIGURE_SIZE[0] and saved.height() >= offscreen.FIGURE_SIZE[1]
     assert (pixels(saved) < 250).any(axis=2).mean() > 0.3
 
 
@@ -275,23 +277,23 @@ def test_a_scrolled_live_figure_is_redrawn_whole(frame, live, qtbot, tmp_path):
 ])
 def test_bad_formats_are_one_line_value_errors(formats, message):
     with pytest.raises(ValueError, match=message):
-        export.parse_formats(formats)
+        files.parse_formats(formats)
 
 
 def test_formats_are_normalised():
-    assert export.parse_formats("CSV, .png,csv") == ("png", "csv")
-    assert export.parse_formats(["svg", "npy"]) == ("svg", "npy")
+    assert files.parse_formats("CSV, .png,csv") == ("png", "csv")
+    assert files.parse_formats(["svg", "npy"]) == ("svg", "npy")
 
 
 def test_an_image_too_large_for_memory_is_refused_before_writing(qapp, tmp_path):
     frame = make_frame(0, compute(preset("tutorial-embedding")))  # W_v is taller than wide
     with pytest.raises(ValueError, match="too large; choose a smaller width"):
-        export.export_all(frame, tmp_path / "out", width=export.MAX_WIDTH)
+        bundle.export_all(frame, tmp_path / "out", width=files.MAX_WIDTH)
     assert not (tmp_path / "out").exists()
 
 
-@pytest.mark.parametrize("width", [0, -5, export.MAX_WIDTH + 1, 2.5, True, "800"])
+@pytest.mark.parametrize("width", [0, -5, files.MAX_WIDTH + 1, 2.5, True, "800"])
 def test_bad_widths_are_refused_before_writing(frame, tmp_path, width):
     with pytest.raises(ValueError, match="width"):
-        export.export_all(frame, tmp_path / "out", width=width)
+        bundle.export_all(frame, tmp_path / "out", width=width)
     assert not (tmp_path / "out").exists()

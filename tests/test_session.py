@@ -7,7 +7,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from attn_gui.engine import AttentionConfig
-from attn_gui.session import load_session, parse_session, save_session, session_dict
+from attn_gui.present.session import load_session, parse_session, save_session, session_dict
 
 
 def test_round_trip(tmp_path):

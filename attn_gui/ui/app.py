@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-import logging
 import sys
 import traceback
 from pathlib import Path
 
 from ..engine import AttentionConfig
-
-log = logging.getLogger("attn_gui")
 
 
 def log_path() -> Path:
@@ -55,7 +52,7 @@ def run_gui(config: AttentionConfig | None = None) -> int:
     QtWidgets.QApplication.setApplicationDisplayName("Attention Explorer")
     QtWidgets.QApplication.setApplicationVersion(__version__)
     app = QtWidgets.QApplication.instance() or QtWidgets.QApplication(sys.argv[:1])
-    from ..resources_access import path_of
+    from ..present.resources import path_of
 
     app.setWindowIcon(QtGui.QIcon(path_of("icon.svg")))
     _install_error_hook(app)

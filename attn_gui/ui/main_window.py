@@ -5,11 +5,13 @@ from __future__ import annotations
 from PySide6 import QtCore, QtGui, QtWidgets
 
 from ..engine import AttentionConfig
-from ..resources_access import example_sentences
+from ..present.frame import Frame
+from ..present.resources import example_sentences
+from ..present.runner import Failure
+from ..render.figure import PipelineView
+from ..render.model_view import ModelView
+from . import map_menu
 from .controls import ControlPanel
-from .maps import Frame
-from .model_view import ModelView
-from .pipeline import PipelineView
 from .settings import Settings
 from .token_focus import TokenFocus
 from .worker import ComputeService
@@ -51,7 +53,7 @@ class MainWindow(QtWidgets.QMainWindow):
         scroll.setWidgetResizable(True)
         scroll.setHorizontalScrollBarPolicy(QtCore.Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
         scroll.setMinimumWidth(330)
-        self.pipeline = PipelineView()
+        self.pipeline = PipelineView(on_new_view=map_menu.install)
         self.splitter = QtWidgets.QSplitter(QtCore.Qt.Orientation.Horizontal)
         self.splitter.addWidget(scroll)
         self.splitter.addWidget(self.pipeline)
@@ -207,11 +209,12 @@ class MainWindow(QtWidgets.QMainWindow):
             self._on_invalid(self._invalid)
         self.frameShown.emit(frame)
 
-    def _on_failed(self, request_id: int, config: AttentionConfig, message: str, device_error: bool) -> None:
-        self._shown_id = request_id
+    def _on_failed(self, failure: Failure) -> None:
+        config = failure.config
+        self._shown_id = failure.request_id
         self.failed_config = config
-        first_line = message.splitlines()[0]
-        if device_error and config.device != self.last_good_device:
+        first_line = failure.message.splitlines()[0]
+        if failure.device_error and config.device != self.last_good_device:
             first_line += f" — back on {self.last_good_device}"
             self.panel.set_device(self.last_good_device)
             self.panel.force_emit()
@@ -242,7 +245,6 @@ class MainWindow(QtWidgets.QMainWindow):
         self._refresh_model_view()
 
     def _on_token(self, token: int) -> None:
-        self.focus.token = token
         self._refresh_focus()
         self.focusDock.show()
 
@@ -264,7 +266,7 @@ class MainWindow(QtWidgets.QMainWindow):
 
     def save_session(self, path: str) -> None:
         """Save the shown config and the window layout to ``path`` (OSError if it cannot)."""
-        from ..session import save_session
+        from ..present.session import save_session
 
         config = self.frame.result.config if self.frame else self.panel.config()
         save_session(path, config, self._layout())
@@ -273,7 +275,7 @@ class MainWindow(QtWidgets.QMainWindow):
 
     def open_session(self, path: str) -> bool:
         """Load ``path``; on any problem say why in a dialog and change nothing."""
-        from ..session import load_session
+        from ..present.session import load_session
 
         try:
             config, layout = load_session(path)
@@ -320,7 +322,8 @@ class MainWindow(QtWidgets.QMainWindow):
 
     def export_all(self, folder: str | None = None) -> list | None:
         """Write every map, the figure, the tensors and a manifest into ``folder`` (asks if None)."""
-        from .. import export
+        from ..export.bundle import export_all
+        from ..engine import UserError
 
         if self.frame is None:
             return None
@@ -339,8 +342,8 @@ class MainWindow(QtWidgets.QMainWindow):
             progress.setValue(done)
 
         try:
-            written = export.export_all(self.frame, folder, figure=self.pipeline, progress=report)
-        except OSError as exc:
+            written = export_all(self.frame, folder, figure=self.pipeline, progress=report)
+        except UserError as exc:
             progress.close()
             QtWidgets.QMessageBox.warning(self, "Export failed", str(exc))
             return None

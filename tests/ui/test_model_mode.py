@@ -5,7 +5,7 @@ import pytest
 
 from attn_gui.engine import AttentionConfig, compute
 from attn_gui.engine.pretrained import is_available
-from attn_gui.ui.heatmap import HeatmapView
+from attn_gui.render.heatmap import HeatmapView
 
 pytestmark = pytest.mark.skipif(not is_available("minilm-l6"), reason="the pretrained extra is not installed")
 SENTENCE = "The animal didn't cross the street because it was too tired"

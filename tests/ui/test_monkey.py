@@ -12,7 +12,8 @@ import pytest
 from PySide6 import QtWidgets
 
 from attn_gui.engine import compute
-from attn_gui.ui.maps import make_frame, map_data
+from attn_gui.present.frame import make_frame
+from attn_gui.present.maps import map_data
 
 TEXTS = ["When in doubt look intelligent", "", "   ", "?!", "a", "Ünïcödé 日本語 слово 🙂",
          "tab\tand\nnewline", "ctrl\x00\x1b chars", "the the the the", "x " * 40,

@@ -8,10 +8,11 @@ import torch
 from PySide6 import QtCore, QtGui, QtWidgets
 
 from attn_gui.engine import AttentionConfig, compute, preset
-from attn_gui.ui import MainWindow
-from attn_gui.ui.heatmap import HeatmapView
-from attn_gui.ui.maps import DISPLAY_MAX
-from attn_gui.ui.worker import is_small
+from attn_gui.export.images import copy_image
+from attn_gui.ui import MainWindow, map_menu
+from attn_gui.render.heatmap import HeatmapView
+from attn_gui.present.frame import DISPLAY_MAX
+from attn_gui.present.runner import is_small
 
 
 def heatmap(win, name):
@@ -218,10 +219,10 @@ def test_right_click_exports_and_copies(window, qtbot, tmp_path, monkeypatch):
     target = tmp_path / "alpha.png"
     monkeypatch.setattr(QtWidgets.QFileDialog, "getSaveFileName", lambda *a, **k: (str(target), ""))
     monkeypatch.setattr(QtWidgets.QInputDialog, "getInt", lambda *a, **k: (1000, True))
-    view.export_dialog()
+    map_menu.export_dialog(view)
     image = QtGui.QImage(str(target))
     assert image.width() == 1000
-    view.copy_image()
+    copy_image(view)
     assert QtGui.QGuiApplication.clipboard().image().width() > 100
 
 
@@ -232,7 +233,7 @@ def test_export_all_from_the_window(window, tmp_path):
 
 
 def test_example_sentences_are_shipped_and_offered(window, qtbot):
-    from attn_gui.resources_access import example_sentences
+    from attn_gui.present.resources import example_sentences
 
     sentences = example_sentences()
     assert sentences[0] == "When in doubt look intelligent" and len(sentences) >= 5

@@ -6,182 +6,16 @@ integer ticks, the y axis inverted so row 0 is on top, and a ColorBarItem beside
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 import numpy as np
 import pyqtgraph as pg
 from PySide6 import QtCore, QtGui, QtWidgets
 
-pg.setConfigOptions(imageAxisOrder="row-major", background="w", foreground="k", antialias=False)
+from ..present.formats import nice_ceil, visible_label
+from ..present.maps import MapData, describe_cell, display_row, full_row, tick_label
+from .cells import MAX_VALUE_CELLS, CellValues
+from .style import MASK_FILL, MASK_HATCH, SIGNED_CMAP, WEIGHTS_CMAP, highlight_rect, no_pen
 
-WEIGHTS_CMAP = "viridis"
-SIGNED_CMAP = "CET-D1A"  # blue - white - red, centred on zero
-MASK_FILL = QtGui.QColor(225, 225, 225)
-MASK_HATCH = QtGui.QColor(120, 120, 120)
-HIGHLIGHT = QtGui.QColor(255, 140, 0)
-MAX_VALUE_CELLS = 900  # beyond this many cells values are never written
 MAX_TICKS = 48
-
-
-@dataclass
-class MapData:
-    """What a heatmap shows: the matrix and how to name its rows, columns and cells.
-
-    Attributes
-    ----------
-    matrix : (R, C) float array, possibly reduced from a larger one
-    title : str
-    kind : "weights" (fixed 0..1) or "signed" (diverging, centred on 0)
-    row_labels, col_labels : labels of the full axes (before reduction)
-    row_blocks, col_blocks : [start, end) of the full axis each displayed row/column covers
-    symbol : name used in read-outs, e.g. "alpha"
-    head : head index (0-based) or None
-    masked_reason : what a -inf cell means ("key after the query")
-    """
-
-    matrix: np.ndarray
-    title: str
-    kind: str = "signed"
-    row_labels: list[str] = field(default_factory=list)
-    col_labels: list[str] = field(default_factory=list)
-    row_blocks: list[tuple[int, int]] | None = None
-    col_blocks: list[tuple[int, int]] | None = None
-    symbol: str = ""
-    head: int | None = None
-    masked_reason: str = "masked"
-    pair_arrow: bool = False  # read-outs say "query -> key" rather than "[row, col]"
-
-
-def format_value(v: float) -> str:
-    """Compact cell text: 3 significant figures, -inf and NaN spelled out."""
-    if np.isnan(v):
-        return "NaN"
-    if np.isinf(v):
-        return "-∞" if v < 0 else "∞"
-    a = abs(v)
-    if a >= 1000:
-        return f"{v:.3g}"
-    if a >= 100:
-        return f"{v:.0f}"
-    if a >= 10:
-        return f"{v:.1f}"
-    return f"{v:.2f}"
-
-
-NICE_STEPS = (1.0, 1.5, 2.0, 3.0, 4.0, 5.0, 6.0, 8.0, 10.0)
-
-
-def nice_ceil(x: float) -> float:
-    """The smallest of 1, 1.5, 2, 3, 4, 5, 6, 8 times a power of ten that is >= x.
-
-    Colour bars end on round numbers, and small changes of the data do not move them.
-    """
-    if not np.isfinite(x) or x <= 0:
-        return 1.0
-    power = 10.0 ** np.floor(np.log10(x))
-    for step in NICE_STEPS:
-        if step * power >= x * (1 - 1e-9):
-            return float(step * power)
-    return float(10 * power)
-
-
-def format_compact(v: float) -> str:
-    """Shorter cell text for narrow cells: 2 significant figures, no leading zero."""
-    if not np.isfinite(v) or abs(v) >= 100:
-        return format_value(v)
-    if abs(v) >= 9.95:
-        return f"{v:.0f}"
-    text = f"{v:.1f}"
-    if text in ("0.0", "-0.0"):
-        return "0"
-    return text.replace("0.", ".", 1) if text.startswith(("0.", "-0.")) else text
-
-
-FORMATS = (format_value, format_compact)
-
-
-def _axis_name(labels: list[str], blocks, i: int) -> str:
-    if blocks is None:
-        return labels[i] if i < len(labels) else str(i)
-    start, end = blocks[i]
-    if end - start == 1:
-        return labels[start] if start < len(labels) else str(start)
-    return f"{start}–{end - 1}"
-
-
-class CellValues(pg.GraphicsObject):
-    """Paints every cell's value and the grid lines in one pass, in screen pixels.
-
-    Drawing in device coordinates keeps text crisp and unstretched at any zoom;
-    when a cell is narrower than its text, no values are drawn at all.
-    """
-
-    def __init__(self):
-        super().__init__()
-        self._matrix = np.zeros((0, 0))
-        self._colors: np.ndarray | None = None
-        self.show_values = True
-        self.setZValue(10)
-        self._font = QtGui.QFont()
-        self._font.setPointSizeF(8.5)
-
-    def set_data(self, matrix: np.ndarray, colors: np.ndarray | None) -> None:
-        self.prepareGeometryChange()
-        self._matrix = matrix
-        self._colors = colors  # (R, C) bool: True where the text should be white
-        self.update()
-
-    def boundingRect(self) -> QtCore.QRectF:
-        R, C = self._matrix.shape if self._matrix.ndim == 2 else (0, 0)
-        return QtCore.QRectF(-0.5, -0.5, C, R)
-
-    def value_format(self, painter_transform: QtGui.QTransform | None = None):
-        """The first cell-text format whose widest value fits a cell, or None: values hidden."""
-        R, C = self._matrix.shape
-        if not self.show_values or R * C == 0 or R * C > MAX_VALUE_CELLS:
-            return None
-        t = painter_transform if painter_transform is not None else self.deviceTransform()
-        if t is None:
-            return None
-        cell_w = abs(t.m11()) + abs(t.m21())
-        cell_h = abs(t.m22()) + abs(t.m12())
-        metrics = QtGui.QFontMetricsF(self._font)
-        if cell_h < metrics.height() + 1:
-            return None
-        for fmt in FORMATS:
-            widest = max(metrics.horizontalAdvance(fmt(float(v))) for v in self._matrix.ravel())
-            if cell_w >= widest + 4:
-                return fmt
-        return None
-
-    def paint(self, painter: QtGui.QPainter, *args) -> None:
-        R, C = self._matrix.shape if self._matrix.ndim == 2 else (0, 0)
-        if R * C == 0:
-            return
-        t = painter.transform()
-        painter.save()
-        painter.resetTransform()
-        cell_w = abs(t.m11()) + abs(t.m21())
-        if cell_w >= 6 and R <= 256 and C <= 256:
-            pen = QtGui.QPen(QtGui.QColor(255, 255, 255, 160))
-            pen.setWidthF(1.0)
-            painter.setPen(pen)
-            for r in range(1, R):
-                painter.drawLine(t.map(QtCore.QPointF(-0.5, r - 0.5)), t.map(QtCore.QPointF(C - 0.5, r - 0.5)))
-            for c in range(1, C):
-                painter.drawLine(t.map(QtCore.QPointF(c - 0.5, -0.5)), t.map(QtCore.QPointF(c - 0.5, R - 0.5)))
-        fmt = self.value_format(t)
-        if fmt is not None:
-            painter.setFont(self._font)
-            cell_h = abs(t.m22()) + abs(t.m12())
-            for r in range(R):
-                for c in range(C):
-                    centre = t.map(QtCore.QPointF(c, r))
-                    white = self._colors is not None and bool(self._colors[r, c])
-                    painter.setPen(QtGui.QColor("white") if white else QtGui.QColor(20, 20, 20))
-                    rect = QtCore.QRectF(centre.x() - cell_w / 2, centre.y() - cell_h / 2, cell_w, cell_h)
-                    painter.drawText(rect, QtCore.Qt.AlignmentFlag.AlignCenter, fmt(float(self._matrix[r, c])))
-        painter.restore()
 
 
 class HeatmapView(pg.GraphicsLayoutWidget):
@@ -221,10 +55,10 @@ class HeatmapView(pg.GraphicsLayoutWidget):
         self.plot.addItem(self.image)
         self.mask_fill = QtWidgets.QGraphicsPathItem()
         self.mask_fill.setBrush(MASK_FILL)
-        self.mask_fill.setPen(QtGui.QPen(QtCore.Qt.PenStyle.NoPen))
+        self.mask_fill.setPen(no_pen())
         self.mask_hatch = QtWidgets.QGraphicsPathItem()
         self.mask_hatch.setBrush(QtGui.QBrush(MASK_HATCH, QtCore.Qt.BrushStyle.BDiagPattern))
-        self.mask_hatch.setPen(QtGui.QPen(QtCore.Qt.PenStyle.NoPen))
+        self.mask_hatch.setPen(no_pen())
         for i, item in enumerate((self.mask_fill, self.mask_hatch)):
             item.setZValue(5 + i)
             self.plot.addItem(item)
@@ -243,8 +77,6 @@ class HeatmapView(pg.GraphicsLayoutWidget):
         self._highlight_row: int | None = None
         self.scene().sigMouseMoved.connect(self._on_mouse_moved)
         self.scene().sigMouseClicked.connect(self._on_mouse_clicked)
-        self.setContextMenuPolicy(QtCore.Qt.ContextMenuPolicy.CustomContextMenu)
-        self.customContextMenuRequested.connect(self._context_menu)
 
     # rendering -------------------------------------------------------------------------------
 
@@ -363,12 +195,7 @@ class HeatmapView(pg.GraphicsLayoutWidget):
             max_chars = max(2, min(14, int(per_label_px * step // char_px) - 1))
         ticks = []
         for i in range(0, n, step):
-            if blocks is None:
-                text = labels[i] if i < len(labels) else str(i)
-            else:
-                start = blocks[i][0]
-                text = labels[start] if start < len(labels) else str(start)
-            ticks.append((i, _visible(text, max_chars)))
+            ticks.append((i, visible_label(tick_label(labels, blocks, i), max_chars)))
         axis = self.plot.getAxis(side)
         axis.setTicks([ticks])
         if side == "left":  # pyqtgraph drops labels wider than the axis; size it to the longest
@@ -381,22 +208,13 @@ class HeatmapView(pg.GraphicsLayoutWidget):
         if row is None or self.data is None:
             self.highlight.hide()
             return
-        shown = self._display_row(row)
+        shown = display_row(self.data, row)
         if shown is None:
             self.highlight.hide()
             return
         C = self.data.matrix.shape[1]
         self.highlight.setRect(QtCore.QRectF(-0.5, shown - 0.5, C, 1))
         self.highlight.show()
-
-    def _display_row(self, row: int) -> int | None:
-        blocks = self.data.row_blocks
-        if blocks is None:
-            return row if 0 <= row < self.data.matrix.shape[0] else None
-        for i, (start, end) in enumerate(blocks):
-            if start <= row < end:
-                return i
-        return None
 
     # interaction -----------------------------------------------------------------------------
 
@@ -413,66 +231,12 @@ class HeatmapView(pg.GraphicsLayoutWidget):
 
     def describe(self, r: int, c: int) -> str:
         """The read-out for display cell (r, c): names, exact value and meaning."""
-        d = self.data
-        v = float(d.matrix[r, c])
-        rname = _axis_name(d.row_labels, d.row_blocks, r)
-        cname = _axis_name(d.col_labels, d.col_blocks, c)
-        where = f"{rname} → {cname}" if d.pair_arrow else f"{rname}, {cname}"
-        value = f"{v:.6g}" if np.isfinite(v) else format_value(v)
-        text = f"{d.symbol}[{where}] = {value}"
-        if d.head is not None:
-            text += f", head {d.head + 1}"
-        reduced = (d.row_blocks and d.row_blocks[r][1] - d.row_blocks[r][0] > 1) or (
-            d.col_blocks and d.col_blocks[c][1] - d.col_blocks[c][0] > 1)
-        if reduced:
-            text += " (largest magnitude in this block; zoom in or export for every cell)"
-        if np.isneginf(v):
-            text += f" ({d.masked_reason})"
-        elif not np.isfinite(v):
-            text += " (not finite: overflow in this dtype)"
-        return text
+        return describe_cell(self.data, r, c)
 
     def reset_zoom(self) -> None:
         if self.data is not None:
             R, C = self.data.matrix.shape
             self.plot.getViewBox().setRange(xRange=(-0.5, C - 0.5), yRange=(-0.5, R - 0.5), padding=0)
-
-    def _context_menu(self, pos: QtCore.QPoint) -> None:
-        menu = QtWidgets.QMenu(self)
-        menu.addAction("Export image…", self.export_dialog)
-        menu.addAction("Copy image", self.copy_image)
-        menu.addSeparator()
-        menu.addAction("Reset zoom", self.reset_zoom)
-        menu.exec(self.mapToGlobal(pos))
-
-    def copy_image(self) -> None:
-        """Put this map, as a PNG picture, on the clipboard."""
-        from .. import export
-
-        export.copy_image(self)
-
-    def export_dialog(self) -> None:
-        """Ask for a PNG or SVG file and a pixel width, then write this map there."""
-        from .. import export
-
-        if self.data is None:
-            return
-        stem = self.objectName().replace("heatmap:", "").replace(":", "_head") or "map"
-        path, _ = QtWidgets.QFileDialog.getSaveFileName(
-            self, "Export image", f"{stem}.png", "PNG image (*.png);;SVG drawing (*.svg)")
-        if not path:
-            return
-        width = None
-        if not path.lower().endswith(".svg"):
-            width, ok = QtWidgets.QInputDialog.getInt(
-                self, "Export image", "Width in pixels (the picture scales as a whole):",
-                max(self.width(), 800), 100, 10000, 100)
-            if not ok:
-                return
-        try:
-            export.export_image(self, path, width)
-        except (OSError, ValueError) as exc:
-            QtWidgets.QMessageBox.warning(self, "Export failed", str(exc))
 
     def _on_mouse_moved(self, scene_pos) -> None:
         cell = self.cell_at(scene_pos)
@@ -486,23 +250,4 @@ class HeatmapView(pg.GraphicsLayoutWidget):
         cell = self.cell_at(event.scenePos())
         if cell is None:
             return
-        blocks = self.data.row_blocks
-        self.rowClicked.emit(blocks[cell[0]][0] if blocks else cell[0])
-
-
-def highlight_rect() -> QtWidgets.QGraphicsRectItem:
-    """The orange outline that marks the followed token's row (or the chosen head)."""
-    rect = QtWidgets.QGraphicsRectItem()
-    pen = QtGui.QPen(HIGHLIGHT)
-    pen.setWidthF(2.5)
-    pen.setCosmetic(True)  # the same width at every zoom
-    rect.setPen(pen)
-    rect.setZValue(20)
-    return rect
-
-
-def _visible(label: str, max_chars: int = 14) -> str:
-    """Make whitespace tokens visible on an axis and keep long tokens short."""
-    if label == " ":
-        return "␣"
-    return label if len(label) <= max_chars else label[: max_chars - 1] + "…"
+        self.rowClicked.emit(full_row(self.data, cell[0]))

@@ -14,8 +14,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from .atomic import atomic_write
-from .engine import AttentionConfig
+from ..engine import AttentionConfig
+from .files import atomic_write
 
 SESSION_VERSION = 1
 MAX_BYTES = 1_000_000 + 64_000  # the longest sentence a config allows, plus the layout

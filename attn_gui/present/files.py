@@ -6,19 +6,25 @@ import os
 import uuid
 from pathlib import Path
 
+from ..engine import UserError
+
+
+class WriteError(UserError, OSError):
+    """A file could not be written; the message names it and says why."""
+
 
 def atomic_write(path: str | os.PathLike, data: bytes) -> None:
     """Write ``data`` to a temporary file beside ``path``, then rename it over ``path``.
 
     An interrupted or failed write leaves the old file (or none), never half a file.
-    Raises OSError with a message naming the file and the reason.
+    Raises WriteError naming the file and the reason.
     """
     path = Path(path)
     tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}.tmp")
     try:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666)
     except OSError as exc:
-        raise OSError(f"cannot write to {path.parent}: {exc.strerror or exc}") from exc
+        raise WriteError(f"cannot write to {path.parent}: {exc.strerror or exc}") from exc
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
@@ -29,7 +35,7 @@ def atomic_write(path: str | os.PathLike, data: bytes) -> None:
         try:
             os.unlink(tmp)
         except OSError:
-            pass
+            pass  # the temporary name was never created, or is already gone
         if isinstance(exc, OSError):
-            raise OSError(f"cannot write {path}: {exc.strerror or exc}") from exc
+            raise WriteError(f"cannot write {path}: {exc.strerror or exc}") from exc
         raise

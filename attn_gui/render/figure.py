@@ -9,8 +9,9 @@ from __future__ import annotations
 from PySide6 import QtCore, QtWidgets
 
 from ..engine import FIELDS
+from ..present.frame import Frame
+from ..present.maps import map_data, map_id, special_tokens
 from .heatmap import HeatmapView
-from .maps import Frame, map_data, special_tokens
 
 STAGES: list[tuple[str, tuple[str, ...], int]] = [
     ("1  Embeddings and weights", ("x", "w_q", "w_k", "w_v"), 10),
@@ -26,6 +27,11 @@ TOKEN_ROW_FIELDS = {name for name, info in FIELDS.items() if info.rows == "token
 class PipelineView(QtWidgets.QWidget):
     """Every map of a frame, in data-flow order.
 
+    Parameters
+    ----------
+    on_new_view : callable, optional
+        Called with each HeatmapView as it is made (the window adds its context menu).
+
     Signals
     -------
     tokenSelected(int)
@@ -37,8 +43,9 @@ class PipelineView(QtWidgets.QWidget):
     tokenSelected = QtCore.Signal(int)
     headSelected = QtCore.Signal(int)
 
-    def __init__(self, parent: QtWidgets.QWidget | None = None):
+    def __init__(self, parent: QtWidgets.QWidget | None = None, on_new_view=None):
         super().__init__(parent)
+        self._on_new_view = on_new_view or (lambda view: None)  # e.g. the window's context menu
         self.frame: Frame | None = None
         self.head = 0
         self.token: int | None = None
@@ -78,6 +85,7 @@ class PipelineView(QtWidgets.QWidget):
                 view.setMinimumSize(MAP_MIN_W, MAP_MIN_H)
                 view.rowClicked.connect(self._on_row_clicked)
                 self.views[name] = view
+                self._on_new_view(view)
                 column.addWidget(view, 1)
             grid.addLayout(column, stretch)
         self.noProjection = QtWidgets.QLabel("No projections: q = k = v = x, so there are no W_q, W_k, W_v, W_O.")
@@ -93,7 +101,7 @@ class PipelineView(QtWidgets.QWidget):
         outer.addWidget(self.noProjection)
 
     def _object_name(self, name: str) -> str:
-        return f"heatmap:{name}:{self.head}" if FIELDS[name].per_head else f"heatmap:{name}"
+        return "heatmap:" + map_id(name, self.head if FIELDS[name].per_head else None)
 
     def show_frame(self, frame: Frame) -> None:
         """Render every map of ``frame`` (per-head maps for the selected head)."""
@@ -124,6 +132,7 @@ class PipelineView(QtWidgets.QWidget):
             view.setMinimumSize(90, 90)
             view.rowClicked.connect(lambda _row, i=i: self.select_head(i))
             self.overview.append(view)
+            self._on_new_view(view)
             self.overviewBox.addWidget(view)
         for i, view in enumerate(self.overview):
             view.setVisible(i < heads)
@@ -165,6 +174,3 @@ class PipelineView(QtWidgets.QWidget):
         if name in TOKEN_ROW_FIELDS:
             self.select_token(row)
             self.tokenSelected.emit(row)
-
-    def visible_views(self) -> list[HeatmapView]:
-        return [v for v in (*self.views.values(), *self.overview) if v.isVisible()]

@@ -10,7 +10,7 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6 import QtCore, QtWidgets
 
-from .heatmap import WEIGHTS_CMAP, highlight_rect
+from .style import WEIGHTS_CMAP, highlight_rect
 
 GAP = 2  # white pixels between thumbnails
 

@@ -1,0 +1,134 @@
+"""The tensors of a result as .npy and .csv files, and the manifest that describes them. No Qt.
+
+``<field>.npy`` holds the full array of each field (per-head fields keep their head axis
+first); ``<field>.csv`` a 2-D field and ``<field>_head<i>.csv`` head ``i`` of a per-head
+field, header-less, comma separated, every value with enough digits to read back the
+exact float (``inf``/``-inf``/``nan`` spelled out).
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import sys
+from collections.abc import Callable, Iterable
+from datetime import datetime, timezone
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..engine import FIELDS, AttentionResult, as_dict
+from ..present.maps import file_stem
+from .files import ARRAY_FORMATS, FORMATS, atomic_write, parse_formats
+
+
+def csv_bytes(matrix: np.ndarray) -> bytes:
+    """Header-less CSV of a 2-D array; %.9g round-trips float32, %.17g float64."""
+    fmt = "%.17g" if matrix.dtype == np.float64 else "%.9g"
+    text = io.StringIO()
+    np.savetxt(text, np.atleast_2d(matrix), fmt=fmt, delimiter=",")
+    return text.getvalue().encode("ascii")
+
+
+def npy_bytes(array: np.ndarray) -> bytes:
+    buffer = io.BytesIO()
+    np.save(buffer, array, allow_pickle=False)
+    return buffer.getvalue()
+
+
+def _array_items(result: AttentionResult, field: str, formats: tuple[str, ...]):
+    """(file name, format, head or None) of every file of ``field``, in order."""
+    if "npy" in formats:
+        yield f"{field}.npy", "npy", None
+    if "csv" in formats:
+        for head in (range(result.heads) if FIELDS[field].per_head else [None]):
+            yield f"{file_stem(field, head)}.csv", "csv", head
+
+
+def array_files(result: AttentionResult, formats: Iterable[str] = ARRAY_FORMATS) -> list[str]:
+    """The file names ``write_arrays`` writes for ``result``, in order."""
+    formats = parse_formats(formats)
+    return [name for field in result.fields() for name, _, _ in _array_items(result, field, formats)]
+
+
+def write_arrays(result: AttentionResult, folder: str | os.PathLike,
+                 formats: Iterable[str] = ARRAY_FORMATS, progress: Callable[[Path], None] | None = None
+                 ) -> list[Path]:
+    """Write every tensor field of ``result`` into ``folder`` as .npy and/or .csv.
+
+    Parameters
+    ----------
+    result : AttentionResult
+    folder : path-like
+        Must exist and be writable.
+    formats : iterable of str
+        Any of "npy", "csv" (image formats are ignored here).
+    progress : callable, optional
+        Called with each path once it is written.
+
+    Returns
+    -------
+    list of Path, in the order of ``array_files``.
+    """
+    formats = tuple(f for f in parse_formats(formats) if f in ARRAY_FORMATS)
+    folder = Path(folder)
+    written: list[Path] = []
+    for field in result.fields():
+        array = result.numpy(field)
+        for name, fmt, head in _array_items(result, field, formats):
+            data = npy_bytes(array) if fmt == "npy" else csv_bytes(array if head is None else array[head])
+            atomic_write(folder / name, data)
+            written.append(folder / name)
+            if progress is not None:
+                progress(folder / name)
+    return written
+
+
+def versions() -> dict[str, str]:
+    """Versions of attn-gui and the libraries that made the numbers and pictures.
+
+    Qt's own version is given only when Qt was loaded (an export with images); the
+    packages' versions are read from their metadata, which imports nothing.
+    """
+    import torch
+
+    from .. import __version__
+
+    out = {"attn_gui": __version__, "python": sys.version.split()[0], "numpy": np.__version__,
+           "torch": torch.__version__}
+    for package, key in (("PySide6-Essentials", "PySide6"), ("pyqtgraph", "pyqtgraph")):
+        try:
+            out[key] = metadata.version(package)
+        except metadata.PackageNotFoundError:
+            pass  # an arrays-only install without Qt
+    qtcore = sys.modules.get("PySide6.QtCore")
+    if qtcore is not None:
+        out["Qt"] = qtcore.qVersion()
+    return out
+
+
+def manifest(result: AttentionResult, files: Iterable[str], formats: Iterable[str] = FORMATS,
+             width: int | None = None) -> dict[str, Any]:
+    """What ``manifest.json`` holds: enough to recompute, read and cite the export."""
+    info = as_dict(result)
+    return {
+        "attn_gui_export": 1,
+        "config": result.config.to_dict(),
+        "tokens": info["tokens"],
+        "vocab": info["vocab"],
+        "token_ids": info["token_ids"],
+        "heads": result.heads,
+        "shapes": info["shapes"],
+        "device": info["device"],
+        "elapsed_ms": info["elapsed_ms"],
+        "notes": info["notes"],
+        "versions": versions(),
+        "created_utc": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "formats": list(formats),
+        "png_width": width,
+        "csv": "header-less, comma separated, one matrix per file (<field>_head<i>.csv per head); "
+               "rows and columns as in the array; names of token axes are in 'tokens'",
+        "files": list(files),
+    }

@@ -1,0 +1,137 @@
+"""One map as a PNG (at any pixel width) or an SVG (text stays text), written atomically."""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+from PySide6 import QtCore, QtGui, QtSvg
+from pyqtgraph.exporters import ImageExporter, SVGExporter
+
+from ..render.heatmap import HeatmapView
+from .files import ExportError, atomic_write, scaled_size
+
+PADDING = 10  # white border around each exported map, in layout pixels
+
+
+def render_image(view: HeatmapView, width: int | None = None) -> QtGui.QImage:
+    """The whole of ``view`` (title, labels, colour bar, values) as an image.
+
+    Parameters
+    ----------
+    view : HeatmapView
+    width : int, optional
+        Pixel width of the image; default the view's own width plus a white border of
+        ``PADDING`` on each side. The picture is scaled
+        as a whole, text and grid lines included, so it reads the same at any width.
+
+    Returns
+    -------
+    QImage
+        ARGB32 on a white background.
+    """
+    exporter = ImageExporter(view.ci)
+    source = exporter.getSourceRect()
+    target = QtCore.QRectF(PADDING, PADDING, source.width(), source.height())
+    w, h = scaled_size(source.width() + 2 * PADDING, source.height() + 2 * PADDING, width)
+    scale = w / (source.width() + 2 * PADDING)
+    image = QtGui.QImage(w, h, QtGui.QImage.Format.Format_ARGB32)
+    # ImageExporter would scale the scene but not the cell values, which are painted
+    # in device pixels; a device pixel ratio scales everything alike.
+    image.setDevicePixelRatio(scale)
+    image.fill(QtGui.QColor("white"))
+    painter = QtGui.QPainter(image)
+    try:
+        painter.setRenderHint(QtGui.QPainter.RenderHint.Antialiasing, True)
+        painter.setRenderHint(QtGui.QPainter.RenderHint.TextAntialiasing, True)
+        exporter.setExportMode(True, {"antialias": True, "background": QtGui.QColor("white"),
+                                      "painter": painter, "resolutionScale": scale})
+        view.scene().render(painter, target, source)
+    finally:
+        exporter.setExportMode(False)
+        painter.end()
+    image.setDevicePixelRatio(1.0)
+    return image
+
+
+_EMPTY_PATH = re.compile(rb'<path[^>]*\sd=""[^>]*/>\s*')
+
+
+def render_svg(view: HeatmapView) -> bytes:
+    """The whole of ``view`` as an SVG document (text stays text), UTF-8 bytes.
+
+    Qt's SVG generator draws the scene directly: pyqtgraph 0.14's SVGExporter fails on
+    the closed paths that Qt 6 writes (pyqtgraph issue #3495).
+    """
+    exporter = SVGExporter(view.ci)
+    source = exporter.getSourceRect()
+    page = QtCore.QRectF(0, 0, source.width() + 2 * PADDING, source.height() + 2 * PADDING)
+    buffer = QtCore.QBuffer()
+    buffer.open(QtCore.QIODevice.OpenModeFlag.WriteOnly)
+    generator = QtSvg.QSvgGenerator()
+    generator.setOutputDevice(buffer)
+    generator.setSize(page.size().toSize())
+    generator.setViewBox(page)
+    generator.setResolution(96)
+    generator.setTitle(view.data.title if view.data is not None else "Attention Explorer")
+    generator.setDescription("Attention Explorer (attn-gui)")
+    painter = QtGui.QPainter(generator)
+    try:
+        exporter.setExportMode(True, {"antialias": True, "background": QtGui.QColor("white"),
+                                      "painter": painter})
+        painter.fillRect(page, QtGui.QColor("white"))
+        view.scene().render(painter, page.adjusted(PADDING, PADDING, -PADDING, -PADDING), source)
+    finally:
+        exporter.setExportMode(False)
+        painter.end()
+    # an empty mask path comes out as d="", which SVG readers reject with a warning
+    return _EMPTY_PATH.sub(b"", bytes(buffer.data()))
+
+
+def png_bytes(image: QtGui.QImage) -> bytes:
+    buffer = QtCore.QBuffer()
+    buffer.open(QtCore.QIODevice.OpenModeFlag.WriteOnly)
+    if not image.save(buffer, "PNG"):
+        raise ExportError("Qt could not encode the PNG image")
+    return bytes(buffer.data())
+
+
+def export_image(view: HeatmapView, path: str | os.PathLike, width: int | None = None) -> Path:
+    """Save ``view`` as PNG or SVG, chosen by the suffix of ``path``, atomically.
+
+    Parameters
+    ----------
+    view : HeatmapView
+        A map, e.g. from ``render_map`` or one of the window's.
+    path : path-like
+        Ends in ``.png`` or ``.svg``.
+    width : int, optional
+        Pixel width of a PNG (ignored for SVG, which scales freely).
+
+    Returns
+    -------
+    Path
+
+    Raises
+    ------
+    ExportError
+        Unknown suffix, bad width, or a folder that is missing or not writable.
+    """
+    path = Path(path)
+    suffix = path.suffix.lower()
+    if suffix == ".png":
+        data = png_bytes(render_image(view, width))
+    elif suffix == ".svg":
+        data = render_svg(view)
+    else:
+        raise ExportError(f"cannot tell the image format of {path.name}: use .png or .svg")
+    atomic_write(path, data)
+    return path
+
+
+def copy_image(view: HeatmapView, width: int | None = None) -> QtGui.QImage:
+    """Put the PNG rendering of ``view`` on the clipboard and return it."""
+    image = render_image(view, width)
+    QtGui.QGuiApplication.clipboard().setImage(image)
+    return image

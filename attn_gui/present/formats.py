@@ -1,0 +1,59 @@
+"""How numbers are written in cells, read-outs and colour-bar ends."""
+
+from __future__ import annotations
+
+import numpy as np
+
+NICE_STEPS = (1.0, 1.5, 2.0, 3.0, 4.0, 5.0, 6.0, 8.0, 10.0)
+
+
+def format_value(v: float) -> str:
+    """Compact cell text: 3 significant figures, -inf and NaN spelled out."""
+    if np.isnan(v):
+        return "NaN"
+    if np.isinf(v):
+        return "-∞" if v < 0 else "∞"
+    a = abs(v)
+    if a >= 1000:
+        return f"{v:.3g}"
+    if a >= 100:
+        return f"{v:.0f}"
+    if a >= 10:
+        return f"{v:.1f}"
+    return f"{v:.2f}"
+
+
+def format_compact(v: float) -> str:
+    """Shorter cell text for narrow cells: 2 significant figures, no leading zero."""
+    if not np.isfinite(v) or abs(v) >= 100:
+        return format_value(v)
+    if abs(v) >= 9.95:
+        return f"{v:.0f}"
+    text = f"{v:.1f}"
+    if text in ("0.0", "-0.0"):
+        return "0"
+    return text.replace("0.", ".", 1) if text.startswith(("0.", "-0.")) else text
+
+
+CELL_FORMATS = (format_value, format_compact)  # tried in order until the widest value fits a cell
+
+
+def nice_ceil(x: float) -> float:
+    """The smallest of 1, 1.5, 2, 3, 4, 5, 6, 8 times a power of ten that is >= x.
+
+    Colour bars end on round numbers, and small changes of the data do not move them.
+    """
+    if not np.isfinite(x) or x <= 0:
+        return 1.0
+    power = 10.0 ** np.floor(np.log10(x))
+    for step in NICE_STEPS:
+        if step * power >= x * (1 - 1e-9):
+            return float(step * power)
+    return float(10 * power)
+
+
+def visible_label(label: str, max_chars: int = 14) -> str:
+    """Make a whitespace token visible on an axis and keep a long token short."""
+    if label == " ":
+        return "␣"
+    return label if len(label) <= max_chars else label[: max_chars - 1] + "…"

@@ -1,0 +1,37 @@
+"""A frame: one computed request with its fields reduced for the screen and copied to the host."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..engine import AttentionResult
+from ..engine.reduce import reduce_matrix
+
+DISPLAY_MAX = 384  # cells per side sent to the screen: at least the pixels a map has here
+THUMB_MAX = 48  # cells per side of each head in the model view
+
+
+@dataclass(frozen=True)
+class Frame:
+    """One computed request: its id, the result, and the host arrays to draw.
+
+    Attributes
+    ----------
+    request_id : int
+    result : AttentionResult (tensors stay on the compute device)
+    arrays : field name -> numpy array, each matrix reduced to at most DISPLAY_MAX per side
+    """
+
+    request_id: int
+    result: AttentionResult
+    arrays: dict[str, np.ndarray]
+
+
+def make_frame(request_id: int, result: AttentionResult, max_side: int = DISPLAY_MAX) -> Frame:
+    """Reduce every field on its device, then copy only the reduced arrays to the host."""
+    arrays = {name: result.display(name, max_side, max_side) for name in result.fields()}
+    if result.layer_weights is not None:  # the model view: every layer's and head's alpha, small
+        arrays["layer_weights"] = reduce_matrix(result.layer_weights, THUMB_MAX, THUMB_MAX, "weights").cpu().numpy()
+    return Frame(request_id, result, arrays)

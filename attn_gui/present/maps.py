@@ -1,0 +1,180 @@
+"""From a frame to what one heatmap shows: matrix, title, labels, colour scale, read-outs.
+
+The window and the exporter both use ``map_data``, so a picture reads the same in both.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..engine import FIELDS, AttentionResult, formula
+from ..engine.reduce import block_edges
+from .formats import format_value
+from .frame import Frame
+
+
+@dataclass
+class MapData:
+    """What a heatmap shows: the matrix and how to name its rows, columns and cells.
+
+    Attributes
+    ----------
+    matrix : (R, C) float array, possibly reduced from a larger one
+    title : str
+    kind : "weights" (fixed 0..1) or "signed" (diverging, centred on 0)
+    row_labels, col_labels : labels of the full axes (before reduction)
+    row_blocks, col_blocks : [start, end) of the full axis each displayed row/column covers
+    symbol : name used in read-outs, e.g. "α"
+    head : head index (0-based) or None
+    masked_reason : what a -inf cell means ("key after the query")
+    pair_arrow : read-outs say "query → key" rather than "row, col"
+    field : the result field shown ("weights"), for file names
+    """
+
+    matrix: np.ndarray
+    title: str
+    kind: str = "signed"
+    row_labels: list[str] = field(default_factory=list)
+    col_labels: list[str] = field(default_factory=list)
+    row_blocks: list[tuple[int, int]] | None = None
+    col_blocks: list[tuple[int, int]] | None = None
+    symbol: str = ""
+    head: int | None = None
+    masked_reason: str = "masked"
+    pair_arrow: bool = False
+    field: str = ""
+
+
+def map_id(name: str, head: int | None) -> str:
+    """The id of a map: ``weights:0`` for head 0 of a per-head field, ``x`` otherwise.
+
+    Widgets are named ``heatmap:<id>``; files use :func:`file_stem`.
+    """
+    return name if head is None else f"{name}:{head}"
+
+
+def file_stem(name: str, head: int | None) -> str:
+    """The file name (without suffix) of a map: ``weights_head0`` or ``x``."""
+    return name if head is None else f"{name}_head{head}"
+
+
+def special_tokens(result: AttentionResult) -> tuple[int, ...]:
+    """Indices of the model's special tokens ([CLS], [SEP], ...) in a model-mode result."""
+    if result.config.model is None:
+        return ()
+    return tuple(i for i, t in enumerate(result.tokens) if t in ("[CLS]", "[SEP]"))  # [UNK] is a real word
+
+
+def _axis_labels(result: AttentionResult, axis: str, n: int) -> list[str]:
+    if axis in ("token", "key"):
+        return list(result.tokens)
+    return [str(i) for i in range(n)]
+
+
+def _keep(n: int, hidden: tuple[int, ...]) -> list[int] | None:
+    keep = [i for i in range(n) if i not in hidden]
+    return keep or None  # a text of special tokens only is shown whole
+
+
+def map_data(frame: Frame, name: str, head: int | None = None, hidden: tuple[int, ...] = ()) -> MapData:
+    """The MapData of field ``name`` (head ``head`` for per-head fields) in ``frame``.
+
+    ``hidden`` token indices are left out of token axes shown in full (the title says
+    "shown r × c"); the numbers of the rest are unchanged.
+    """
+    result, info = frame.result, FIELDS[name]
+    matrix = frame.arrays[name]
+    if info.per_head:
+        matrix = matrix[head]
+    R, C = getattr(result, name).shape[-2:]
+    row_blocks = block_edges(R, matrix.shape[0]) if matrix.shape[0] != R else None
+    col_blocks = block_edges(C, matrix.shape[1]) if matrix.shape[1] != C else None
+    if hidden and info.rows == "token" and row_blocks is None and (keep := _keep(R, hidden)):
+        matrix, row_blocks = matrix[keep], [(i, i + 1) for i in keep]
+    if hidden and info.cols == "key" and col_blocks is None and (keep := _keep(C, hidden)):
+        matrix, col_blocks = matrix[:, keep], [(j, j + 1) for j in keep]
+    r_shown, c_shown = matrix.shape
+    cfg = result.config
+    head_txt = f", head {head + 1}/{result.heads}" if info.per_head and result.heads > 1 else ""
+    layer_txt = f"layer {cfg.layer}: " if cfg.model is not None else ""
+    reduced = f", shown {r_shown} × {c_shown}" if (r_shown, c_shown) != (R, C) else ""
+    return MapData(
+        matrix=matrix,
+        title=f"{layer_txt}{formula(name, cfg)}  ({R} × {C}{head_txt}{reduced})",
+        kind=info.kind,
+        row_labels=_axis_labels(result, info.rows, R),
+        col_labels=_axis_labels(result, info.cols, C),
+        row_blocks=row_blocks,
+        col_blocks=col_blocks,
+        symbol=info.symbol,
+        head=head if info.per_head else None,
+        masked_reason=("masked: this key comes after the query (causal)" if cfg.causal
+                       else "not finite: overflow in this dtype"),
+        pair_arrow=info.rows == "token" and info.cols == "key",
+        field=name,
+    )
+
+
+def map_keys(result: AttentionResult) -> list[tuple[str, int | None]]:
+    """(field, head) of every map a result has, in data-flow order."""
+    keys: list[tuple[str, int | None]] = []
+    for name in result.fields():
+        if FIELDS[name].per_head:
+            keys.extend((name, h) for h in range(result.heads))
+        else:
+            keys.append((name, None))
+    return keys
+
+
+def axis_name(labels: list[str], blocks, i: int) -> str:
+    """The name of displayed row or column ``i``: its token, or the range of a pooled block."""
+    if blocks is None:
+        return labels[i] if i < len(labels) else str(i)
+    start, end = blocks[i]
+    if end - start == 1:
+        return labels[start] if start < len(labels) else str(start)
+    return f"{start}–{end - 1}"
+
+
+def tick_label(labels: list[str], blocks, i: int) -> str:
+    """The axis label of displayed row or column ``i``: the first token of its block."""
+    start = i if blocks is None else blocks[i][0]
+    return labels[start] if start < len(labels) else str(start)
+
+
+def display_row(data: MapData, row: int) -> int | None:
+    """The displayed row that holds full-axis row ``row``, or None if it is not shown."""
+    if data.row_blocks is None:
+        return row if 0 <= row < data.matrix.shape[0] else None
+    return next((i for i, (start, end) in enumerate(data.row_blocks) if start <= row < end), None)
+
+
+def full_row(data: MapData, shown: int) -> int:
+    """The full-axis row of displayed row ``shown`` (the first of its block)."""
+    return data.row_blocks[shown][0] if data.row_blocks else shown
+
+
+def describe_cell(data: MapData, r: int, c: int) -> str:
+    """The read-out of displayed cell (r, c): names, exact value and meaning.
+
+    >>> # e.g. "α[in → look] = 0.829733, head 1"
+    """
+    v = float(data.matrix[r, c])
+    rname = axis_name(data.row_labels, data.row_blocks, r)
+    cname = axis_name(data.col_labels, data.col_blocks, c)
+    where = f"{rname} → {cname}" if data.pair_arrow else f"{rname}, {cname}"
+    value = f"{v:.6g}" if np.isfinite(v) else format_value(v)
+    text = f"{data.symbol}[{where}] = {value}"
+    if data.head is not None:
+        text += f", head {data.head + 1}"
+    reduced = (data.row_blocks and data.row_blocks[r][1] - data.row_blocks[r][0] > 1) or (
+        data.col_blocks and data.col_blocks[c][1] - data.col_blocks[c][0] > 1)
+    if reduced:
+        text += " (largest magnitude in this block; zoom in or export for every cell)"
+    if np.isneginf(v):
+        text += f" ({data.masked_reason})"
+    elif not np.isfinite(v):
+        text += " (not finite: overflow in this dtype)"
+    return text

@@ -1,0 +1,95 @@
+"""Latest wins: each request carries an id; only the newest is computed and shown.
+
+Like napari's slicer: a request superseded before the worker reaches it is never
+computed, and an outcome whose id is not the latest is dropped. No Qt here: the
+window's ``ui.worker.ComputeService`` runs this on a thread.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+import traceback
+from dataclasses import dataclass
+
+from ..engine import AttentionConfig, DeviceError, compute
+from .frame import Frame, make_frame
+
+SMALL_CELLS = 8 * 64 * 64  # h * T * T
+SMALL_PARAMS = 1_000_000  # weights to draw
+
+
+def is_small(config: AttentionConfig) -> bool:
+    """Whether ``config`` computes in about a millisecond (then the GUI thread does it at once).
+
+    Handing a tiny compute to a thread costs more (a GIL hand-over behind the window's
+    repaint) than the compute itself.
+    """
+    if config.model is not None or config.device != "cpu":
+        return False
+    T, h, d = config.seq_len, config.heads, config.d_model
+    d_k, d_v = config.head_dims
+    return h * T * T <= SMALL_CELLS and h * d * (2 * d_k + 2 * d_v) <= SMALL_PARAMS
+
+
+@dataclass(frozen=True)
+class Failure:
+    """A request that could not be computed, with a message for the person at the window.
+
+    Attributes
+    ----------
+    request_id : int
+    config : AttentionConfig
+    message : str
+        First line for the user; an unexpected error appends its traceback after it.
+    device_error : bool
+        The device was at fault (absent, gone, out of memory): the window falls back.
+    """
+
+    request_id: int
+    config: AttentionConfig
+    message: str
+    device_error: bool = False
+
+
+def run_request(request_id: int, config: AttentionConfig) -> Frame | Failure:
+    """Compute one request: its Frame, or a Failure saying why."""
+    try:
+        return make_frame(request_id, compute(config))
+    except DeviceError as exc:
+        return Failure(request_id, config, str(exc), device_error=True)
+    except (ValueError, MemoryError) as exc:
+        return Failure(request_id, config, str(exc) or type(exc).__name__)
+    except Exception as exc:  # noqa: BLE001 - a compute must never take the window down
+        detail = "".join(traceback.format_exception(exc))
+        return Failure(request_id, config, f"unexpected error: {exc}\n{detail}")
+
+
+class LatestWins:
+    """Holds at most one pending request; ids grow, and only the latest id counts."""
+
+    def __init__(self) -> None:
+        self._ids = itertools.count(1)
+        self._lock = threading.Lock()
+        self._pending: tuple[int, AttentionConfig] | None = None
+        self.latest_id = 0
+
+    def submit(self, config: AttentionConfig, pending: bool = True) -> int:
+        """A new request's id; it replaces any request not yet taken (kept only if ``pending``)."""
+        with self._lock:
+            self.latest_id = next(self._ids)
+            self._pending = (self.latest_id, config) if pending else None
+            return self.latest_id
+
+    def take(self) -> tuple[int, AttentionConfig] | None:
+        """The pending request, removed; None when a newer submit already took it."""
+        with self._lock:
+            job, self._pending = self._pending, None
+            return job
+
+    def clear(self) -> None:
+        with self._lock:
+            self._pending = None
+
+    def is_latest(self, request_id: int) -> bool:
+        return request_id == self.latest_id

@@ -1,0 +1,101 @@
+"""The walk of one query token through every step, as the tutorials follow x_2 "in" (HTML, no Qt)."""
+
+from __future__ import annotations
+
+import html
+
+import numpy as np
+
+from ..engine import AttentionResult
+from .formats import format_value
+
+MAX_KEYS = 16  # keys listed in full; longer inputs list the strongest
+MAX_TERMS = 4  # terms of a dot product written out
+
+
+def _vec(v: np.ndarray, limit: int = 12) -> str:
+    items = [format_value(float(a)) for a in v[:limit]]
+    more = f", … ({len(v)} values)" if len(v) > limit else ""
+    return "[" + ", ".join(items) + more + "]"
+
+
+def _terms(a: np.ndarray, b: np.ndarray) -> str:
+    def f(v: float) -> str:
+        return f"({format_value(v)})" if v < 0 else format_value(v)
+
+    parts = [f"{f(float(x))}·{f(float(y))}" for x, y in zip(a[:MAX_TERMS], b[:MAX_TERMS])]
+    return " + ".join(parts) + (f" + … ({len(a)} terms)" if len(a) > MAX_TERMS else "")
+
+
+HINT = ("<p style='color:#556'>Click a row of any map (a query token) to follow it through "
+        "every step: x<sub>i</sub> → q<sub>i</sub> → ω<sub>i</sub> → α<sub>i</sub> → "
+        "z<sub>i</sub>, with the numbers.</p>")
+
+
+def walk_html(result: AttentionResult, token: int, head: int) -> str:
+    """The step-by-step walk of query ``token`` through head ``head``, as HTML."""
+    cfg = result.config
+    tok = html.escape(result.tokens[token])
+    n = token + 1  # the tutorials count tokens from 1
+    host = lambda t: t.detach().cpu().numpy()  # noqa: E731 - only small slices travel
+    x = host(result.x[token])
+    q = host(result.q[head, token])
+    k = host(result.k[head])
+    v = host(result.v[head])
+    omega = host(result.scores[head, token])
+    scaled = host(result.scaled[head, token])
+    alpha = host(result.weights[head, token])
+    z = host(result.head_outputs[head, token])
+    d_k = q.shape[0]
+    col = cfg.layout == "column"
+    head_txt = f", head {head + 1} of {result.heads}" if result.heads > 1 else ""
+    sim = "cos(q, k)" if cfg.similarity == "cosine" else "q · k"
+    divisor = []
+    if cfg.scale:
+        divisor.append(f"√{d_k}")
+    if cfg.temperature != 1.0:
+        divisor.append(f"{cfg.temperature:g}")
+    div = " / ".join(divisor) if divisor else "1"
+
+    out = [f"<h3 style='margin:2px'>Following x<sub>{n}</sub> “{tok}”{head_txt}</h3>"]
+    step1 = f"Hidden state entering layer {cfg.layer}" if cfg.model else "Embedding"
+    out.append(f"<p><b>1. {step1}</b> x<sub>{n}</sub> = {_vec(x)}</p>")
+    if result.w_q is not None:
+        proj = f"W<sub>q</sub> x<sub>{n}</sub>" if col else f"x<sub>{n}</sub> W<sub>q</sub>"
+        if cfg.model:
+            proj += " + b<sub>q</sub>"
+        out.append(f"<p><b>2. Query</b> q<sub>{n}</sub> = {proj} = {_vec(q)}</p>")
+    else:
+        out.append(f"<p><b>2. Query</b> q<sub>{n}</sub> = x<sub>{n}</sub> (no projection)</p>")
+    T = result.seq_len
+    if T > MAX_KEYS:
+        order = np.argsort(-alpha, kind="stable")[:MAX_KEYS]
+        note = f" (the {MAX_KEYS} keys with the largest weight of {T:,})"
+    else:
+        order = np.arange(T)
+        note = ""
+    out.append(f"<p><b>3. Scores</b> ω<sub>{n}j</sub> = {sim}<sub>j</sub>, "
+               f"<b>4. weights</b> α<sub>{n}j</sub> = softmax<sub>j</sub>(ω<sub>{n}j</sub> / {div}){note}</p>")
+    rows = ["<tr style='background:#eef1f6'><th>j</th><th>key</th><th>q · k<sub>j</sub> term by term</th>"
+            "<th>ω</th><th>ω / " + html.escape(div) + "</th><th>α</th></tr>"]
+    for j in order:
+        masked = np.isneginf(scaled[j])
+        terms = "masked (key after the query)" if masked else (
+            "cosine of the angle" if cfg.similarity == "cosine" else _terms(q, k[j]))
+        bar = f"<span style='background:#440154;color:white'>{'&nbsp;' * max(0, int(round(alpha[j] * 20)))}</span>"
+        rows.append(
+            f"<tr><td>{j + 1}</td><td>{html.escape(result.tokens[j])}</td><td>{terms}</td>"
+            f"<td align=right>{format_value(float(omega[j]))}</td>"
+            f"<td align=right>{format_value(float(scaled[j]))}</td>"
+            f"<td align=right>{float(alpha[j]):.4f} {bar}</td></tr>")
+    out.append("<table cellspacing=0 cellpadding=3 border=0>" + "".join(rows) + "</table>")
+    out.append(f"<p>The weights sum to {float(alpha.sum()):.4f}.</p>")
+    terms = " + ".join(f"{float(alpha[j]):.3f}·v<sub>{j + 1}</sub>" for j in order[:6])
+    if len(order) > 6 or T > len(order):
+        terms += " + …"
+    out.append(f"<p><b>5. Context vector</b> z<sub>{n}</sub> = Σ<sub>j</sub> α<sub>{n}j</sub> v<sub>j</sub> = "
+               f"{terms} = {_vec(z)}</p>")
+    if v.shape[1] and result.w_o is not None:
+        out.append("<p><b>6.</b> The heads' z are concatenated and multiplied by W<sub>O</sub> "
+                   "to give the output row (last map).</p>")
+    return "".join(out)

@@ -1,0 +1,160 @@
+"""Lay maps and the whole figure out without a screen, sized to read well as pictures."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import pyqtgraph as pg
+from PySide6 import QtCore, QtWidgets
+
+from ..present.frame import Frame
+from ..present.maps import MapData
+from .cells import MAX_VALUE_CELLS
+from .figure import PipelineView
+from .heatmap import HeatmapView
+
+MAP_MIN_SIZE = (560, 500)
+MAP_MAX_SIZE = (1800, 1400)
+MAP_MARGIN = (180, 100)  # row labels + colour bar, title + column labels
+CELL_SIZE = (44, 30)  # room for a value such as "-0.12" in every cell
+SMALL_CELL_SIZE = (16, 16)  # matrices too big to print values get small cells
+FIGURE_SIZE = (1800, 1100)
+
+
+def _quiet_offscreen_plugin() -> None:
+    """Drop the offscreen platform's one harmless warning; pass every other message on."""
+    previous = None
+
+    def handler(mode, context, message):
+        if "does not support propagateSizeHints" in message:
+            return
+        if previous is not None:
+            previous(mode, context, message)
+        else:
+            sys.stderr.write(message + "\n")
+
+    previous = QtCore.qInstallMessageHandler(handler)
+
+
+def ensure_app(offscreen: bool = False) -> QtWidgets.QApplication:
+    """The running QApplication, created (by pyqtgraph's ``mkQApp``) if there is none.
+
+    Parameters
+    ----------
+    offscreen : bool
+        Use Qt's offscreen platform when creating the application, display or not
+        (the command line does: it never shows a window). Without it the offscreen
+        platform is chosen only when neither DISPLAY nor WAYLAND_DISPLAY is set.
+        Ignored when an application already exists.
+    """
+    app = QtWidgets.QApplication.instance()
+    if app is not None:
+        return app
+    headless = sys.platform.startswith("linux") and not (
+        os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY"))
+    if offscreen or headless:
+        os.environ["QT_QPA_PLATFORM"] = "offscreen"
+        _quiet_offscreen_plugin()
+    return pg.mkQApp("attn-gui")
+
+
+def map_size(data: MapData) -> tuple[int, int]:
+    """The (width, height) in pixels at which a map of ``data`` is laid out to read well.
+
+    Small matrices get the size of a comfortable window (about 560 x 500); larger ones
+    grow so each cell can hold its printed value, up to ``MAP_MAX_SIZE``.
+    """
+    rows, cols = data.matrix.shape
+    cell_w, cell_h = CELL_SIZE if rows * cols <= MAX_VALUE_CELLS else SMALL_CELL_SIZE
+    w = min(max(MAP_MARGIN[0] + cols * cell_w, MAP_MIN_SIZE[0]), MAP_MAX_SIZE[0])
+    h = min(max(MAP_MARGIN[1] + rows * cell_h, MAP_MIN_SIZE[1]), MAP_MAX_SIZE[1])
+    return w, h
+
+
+def lay_out(widget: QtWidgets.QWidget, width: int, height: int) -> None:
+    """Lay ``widget`` out at width x height without putting it on any screen."""
+    widget.setAttribute(QtCore.Qt.WidgetAttribute.WA_DontShowOnScreen, True)
+    widget.resize(width, height)
+    widget.show()
+    QtWidgets.QApplication.processEvents()
+
+
+def dispose(widget: QtWidgets.QWidget) -> None:
+    """Delete an offscreen widget made here, now rather than at the next turn of the event loop.
+
+    Not ``close()``: pyqtgraph's GraphicsView.close() clears the scene while a
+    HeatmapView with data still refits its labels on the resulting resize.
+    """
+    widget.hide()
+    widget.deleteLater()
+    QtCore.QCoreApplication.sendPostedEvents(widget, QtCore.QEvent.Type.DeferredDelete)
+
+
+def render_map(data: MapData, width: int | None = None) -> HeatmapView:
+    """An offscreen HeatmapView showing ``data``, sized for a readable picture.
+
+    Parameters
+    ----------
+    data : MapData
+        The map, e.g. from ``present.maps.map_data``.
+    width : int, optional
+        Width of the layout in pixels; default from the matrix shape (see ``map_size``).
+
+    Returns
+    -------
+    HeatmapView
+        Laid out and ready to be drawn; never on screen. The caller owns it:
+        ``dispose()`` it when done, never ``close()`` it.
+    """
+    ensure_app()
+    view = HeatmapView("export")
+    w, h = map_size(data)
+    lay_out(view, w if width is None else width, h)
+    view.set_data(data)
+    QtWidgets.QApplication.processEvents()  # let the layout take the new label widths
+    return view
+
+
+def _hidden_by_scrolling(widget: QtWidgets.QWidget) -> tuple[int, int]:
+    """(width, height) of the content of ``widget``'s scroll area that lies out of sight."""
+    area = widget.findChild(QtWidgets.QScrollArea)
+    if area is None or area.widget() is None:
+        return 0, 0
+    need = area.widget().size().expandedTo(area.widget().minimumSizeHint())
+    return max(0, need.width() - area.viewport().width()), max(0, need.height() - area.viewport().height())
+
+
+def render_figure(frame: Frame, figure: PipelineView | None = None):
+    """The whole figure as a QImage: every map of ``frame``, laid out as the data flows.
+
+    Parameters
+    ----------
+    frame : Frame
+    figure : PipelineView, optional
+        The window's figure. It is grabbed as it is on screen, unless part of it is
+        scrolled out of sight: then a copy showing the same head and token is laid out
+        offscreen, large enough for nothing to be cut off. Without it, a figure of
+        about ``FIGURE_SIZE`` (larger if the maps need it).
+    """
+    width, height = FIGURE_SIZE
+    head, token = 0, None
+    if figure is not None:
+        if _hidden_by_scrolling(figure) == (0, 0):
+            return figure.grab().toImage()
+        width, height = max(width, figure.width()), max(height, figure.height())
+        head, token = figure.head, figure.token
+    ensure_app()
+    view = PipelineView()
+    try:
+        lay_out(view, width, height)
+        view.head, view.token = head, token
+        view.show_frame(frame)
+        QtWidgets.QApplication.processEvents()
+        extra_w, extra_h = _hidden_by_scrolling(view)
+        if extra_w or extra_h:
+            view.resize(width + extra_w, height + extra_h)
+            QtWidgets.QApplication.processEvents()
+        return view.grab().toImage()
+    finally:
+        dispose(view)
