@@ -27,6 +27,7 @@ run: $(STAMP)
 	$(BIN)/attn-gui
 
 test: $(STAMP)
+	$(BIN)/lint-imports --no-cache  # the import contracts in pyproject.toml
 	QT_QPA_PLATFORM=offscreen $(BIN)/python -m pytest -q $(PYTEST_ARGS)
 
 bench: $(STAMP)

@@ -102,18 +102,21 @@ def run_export(args: argparse.Namespace, config) -> int:
     Everything that can be checked (formats, width, the folder) is checked before the
     compute. Images need Qt (offscreen); an arrays-only export never imports it.
     """
-    from .engine import compute
+    from .engine import UserError, compute
     from .export.bundle import export_all
     from .export.files import IMAGE_FORMATS, check_width, check_writable, parse_formats
     from .present.frame import make_frame
 
     formats = parse_formats(args.format)
     width = None if args.width is None else check_width(args.width)
-    folder = check_writable(args.out)
     if any(f in IMAGE_FORMATS for f in formats):
-        from .render.offscreen import ensure_app
-
+        try:
+            from .render.offscreen import ensure_app
+        except ImportError as exc:
+            raise UserError(f"PNG and SVG need PySide6 and pyqtgraph ({exc.name} is missing); "
+                            f"install them, or export only --format npy,csv") from None
         ensure_app(offscreen=True)
+    folder = check_writable(args.out)
     result = compute(config)
     written = export_all(make_frame(0, result), folder, formats, width=width)
     heads = f"{result.heads} head" + ("s" if result.heads != 1 else "")
