@@ -101,6 +101,12 @@ def _run_bench(args: argparse.Namespace) -> int:
 
     from . import bench
 
+    if args.json:
+        try:
+            bench.check_writable(args.json)  # before minutes of measuring, not after
+        except OSError as exc:
+            print(f"attn-gui bench: {one_line(str(exc))}", file=sys.stderr)
+            return 2
     tiny = os.environ.get(bench.TINY_ENV, "") not in ("", "0")
     settings = bench.BenchSettings.for_mode(quick=args.quick, device=args.device, engine_only=args.engine_only,
                                             tiny=tiny)

@@ -151,6 +151,25 @@ def test_cli_quick_engine_only_writes_json(tmp_path):
     assert "compute()" in proc.stdout
 
 
+def test_cli_refuses_an_unwritable_json_path_before_measuring(tmp_path, monkeypatch, capsys):
+    from attn_gui.cli import main
+
+    monkeypatch.setenv(bench.TINY_ENV, "1")
+    (tmp_path / "file").write_text("")
+    assert main(["bench", "--engine-only", "--json", str(tmp_path / "file" / "bench.json")]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""  # no table: nothing was measured
+    assert captured.err.count("\n") == 1 and "cannot write" in captured.err
+
+
+def test_json_check_leaves_existing_files_alone(tmp_path):
+    old = tmp_path / "old.json"
+    old.write_text("kept")
+    bench.check_writable(old)
+    bench.check_writable(tmp_path / "new" / "bench.json")
+    assert old.read_text() == "kept" and list((tmp_path / "new").iterdir()) == []
+
+
 def test_window_part_measures_latency_and_stalls(qtbot, monkeypatch, tmp_path):
     monkeypatch.setenv("ATTN_GUI_CONFIG_DIR", str(tmp_path))
     from attn_gui.bench.window import bench_window

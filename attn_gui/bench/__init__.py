@@ -33,14 +33,14 @@ from .display import bench_display, display_notes
 from .engine import ENGINE_TARGET, bench_engine, profile_missed
 from .memory import bench_memory
 from .model import bench_model
-from .report import format_report, metadata_dict, write_json
+from .report import check_writable, format_report, metadata_dict, write_json
 from .settings import DISPLAY_CELLS, HEADS, TINY_ENV, BenchSettings, qt_skip_reason
 from .startup import bench_startup
 from .timing import Log, Row, Timing, time_interleaved
 
 __all__ = [
     "DISPLAY_CELLS", "ENGINE_TARGET", "HEADS", "TINY_ENV", "BenchSettings", "Log", "Row", "Timing",
-    "format_report", "run_bench", "time_interleaved", "write_json",
+    "check_writable", "format_report", "run_bench", "time_interleaved", "write_json",
 ]
 
 

@@ -122,6 +122,31 @@ def format_report(report: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def check_writable(path: str | os.PathLike) -> None:
+    """Fail now if :func:`write_json` could not write ``path``.
+
+    Creates the parent folder as :func:`write_json` would; a file already at ``path``
+    is left as it is, a new one is removed again.
+
+    Raises
+    ------
+    OSError
+        ``cannot write <path>: <reason>``.
+    """
+    path = Path(path)
+    existed = path.exists()
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(path, "a", encoding="utf-8"):
+            pass
+        if not existed:
+            path.unlink()
+    except FileExistsError as exc:  # only mkdir raises it: a parent is a file
+        raise OSError(f"cannot write {path}: {path.parent} is not a folder") from exc
+    except OSError as exc:
+        raise OSError(f"cannot write {path}: {exc.strerror or exc}") from exc
+
+
 def write_json(report: dict[str, Any], path: str | os.PathLike) -> None:
     """Write the report as indented JSON, creating the parent folder if needed."""
     path = Path(path)
