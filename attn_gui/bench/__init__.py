@@ -34,12 +34,12 @@ from .engine import ENGINE_TARGET, bench_engine, profile_missed
 from .memory import bench_memory
 from .model import bench_model
 from .report import check_writable, format_report, metadata_dict, write_json
-from .settings import DISPLAY_CELLS, HEADS, TINY_ENV, BenchSettings, qt_skip_reason
+from .settings import HEADS, TINY_ENV, BenchSettings, qt_skip_reason
 from .startup import bench_startup
 from .timing import Log, Row, Timing, time_interleaved
 
 __all__ = [
-    "DISPLAY_CELLS", "ENGINE_TARGET", "HEADS", "TINY_ENV", "BenchSettings", "Log", "Row", "Timing",
+    "ENGINE_TARGET", "HEADS", "TINY_ENV", "BenchSettings", "Log", "Row", "Timing",
     "check_writable", "format_report", "run_bench", "time_interleaved", "write_json",
 ]
 
@@ -75,7 +75,7 @@ def run_bench(settings: BenchSettings, log: Log) -> dict[str, Any]:
     started = time.perf_counter()
     meta = metadata_dict(settings)
     rows, skipped = bench_engine(settings, log)
-    profiles = profile_missed(rows, settings.device, log) if settings.profile else []
+    profiles = profile_missed(rows, settings.device, log)
     rows += bench_display(settings, log)
     rows += bench_memory(settings, log)
     for part in (bench_model, _bench_window, bench_startup):

@@ -43,7 +43,6 @@ def memory_child(T: int, device: str = "cpu") -> dict[str, int]:
     if T > 0:
         result = compute(engine_config(T, device))
         arrays = [result.display(name, DISPLAY_CELLS, DISPLAY_CELLS) for name in result.fields()]
-        del result
         kept = sum(a.nbytes for a in arrays)
     out = {"peak_rss_kib": peak_rss_kib(), "kept_bytes": kept}
     if device.startswith("cuda"):

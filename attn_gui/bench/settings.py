@@ -43,8 +43,6 @@ class BenchSettings:
         Timed and untimed runs of each start-up subprocess.
     engine_only : bool
         Skip everything that needs Qt.
-    profile : bool
-        Profile ``compute()`` where the engine target is missed.
     mode : str
         "full", "quick" or "tiny", recorded in the report.
     """
@@ -59,7 +57,6 @@ class BenchSettings:
     startup_repeats: int = 3
     startup_warmup: int = 1
     engine_only: bool = False
-    profile: bool = True
     mode: str = "full"
 
     @classmethod
