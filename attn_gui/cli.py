@@ -125,6 +125,27 @@ def run_export(args: argparse.Namespace, config) -> int:
     return 0
 
 
+def _run_bench(args: argparse.Namespace) -> int:
+    """``attn-gui bench``: progress to stderr, the tables to stdout, the JSON to ``--json``; 0 on success."""
+    from . import bench
+
+    if args.json:
+        try:
+            bench.check_writable(args.json)  # before minutes of measuring, not after
+        except OSError as exc:
+            print(f"attn-gui bench: {one_line(str(exc))}", file=sys.stderr)
+            return 2
+    tiny = os.environ.get(bench.TINY_ENV, "") not in ("", "0")
+    settings = bench.BenchSettings.for_mode(quick=args.quick, device=args.device, engine_only=args.engine_only,
+                                            tiny=tiny)
+    report = bench.run_bench(settings, log=lambda message: print(message, file=sys.stderr, flush=True))
+    print(bench.format_report(report))
+    if args.json:
+        bench.write_json(report, args.json)
+        print(f"\nwrote {args.json}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if not argv or argv[0].startswith("-") and argv[0] not in ("-h", "--help", "--version"):
@@ -139,9 +160,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "export":
             return run_export(args, config_from_args(args))
         if args.command == "bench":
-            from .bench import run_bench_cli
-
-            return run_bench_cli(args)
+            return _run_bench(args)
     except UsageError as exc:
         print(exc, file=sys.stderr)
         return 2

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from attn_gui import bench
+from attn_gui.bench.startup import measure_window_startup
 
 ROOT = Path(__file__).resolve().parent.parent
 SECTIONS = {"engine", "display", "memory", "startup"}
@@ -113,9 +114,9 @@ def test_time_interleaved_runs_each_function_the_same_number_of_times():
     assert calls == ["a", "b", "a", "b", "b", "a", "a", "b"]  # warm-up, then alternating order
 
 
-def test_window_startup_is_measured(tmp_path, monkeypatch):
-    timing, reason = bench.measure_window_startup(repeats=1)
-    assert reason is None and timing.runs == 1 and timing.median_ms > 0
+def test_window_startup_is_measured():
+    timing = measure_window_startup(repeats=1)
+    assert timing.runs == 1 and timing.median_ms > 0
 
 
 def _env(**extra):
@@ -125,9 +126,16 @@ def _env(**extra):
     return env
 
 
-def test_bench_module_imports_no_qt():
-    code = "import sys, attn_gui.bench; sys.exit(any(m.startswith('PySide6') for m in sys.modules))"
-    assert subprocess.run([sys.executable, "-c", code], env=_env(), cwd=ROOT, timeout=120).returncode == 0
+def test_bench_module_and_engine_only_run_import_no_qt():
+    code = (
+        "import sys, attn_gui.bench as b\n"
+        "assert not any(m.startswith('PySide6') for m in sys.modules), 'import'\n"
+        "b.run_bench(b.BenchSettings.for_mode(engine_only=True, tiny=True), log=lambda m: None)\n"
+        "assert not any(m.startswith('PySide6') for m in sys.modules), 'run'\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], env=_env(), cwd=ROOT, timeout=300,
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
 
 
 def test_cli_quick_engine_only_writes_json(tmp_path):
@@ -143,11 +151,30 @@ def test_cli_quick_engine_only_writes_json(tmp_path):
     assert "compute()" in proc.stdout
 
 
+def test_cli_refuses_an_unwritable_json_path_before_measuring(tmp_path, monkeypatch, capsys):
+    from attn_gui.cli import main
+
+    monkeypatch.setenv(bench.TINY_ENV, "1")
+    (tmp_path / "file").write_text("")
+    assert main(["bench", "--engine-only", "--json", str(tmp_path / "file" / "bench.json")]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""  # no table: nothing was measured
+    assert captured.err.count("\n") == 1 and "cannot write" in captured.err
+
+
+def test_json_check_leaves_existing_files_alone(tmp_path):
+    old = tmp_path / "old.json"
+    old.write_text("kept")
+    bench.check_writable(old)
+    bench.check_writable(tmp_path / "new" / "bench.json")
+    assert old.read_text() == "kept" and list((tmp_path / "new").iterdir()) == []
+
+
 def test_window_part_measures_latency_and_stalls(qtbot, monkeypatch, tmp_path):
     monkeypatch.setenv("ATTN_GUI_CONFIG_DIR", str(tmp_path))
-    settings = bench.BenchSettings.for_mode(tiny=True)
-    rows, skipped = bench.bench_window(settings, log=lambda _m: None)
-    assert not skipped
+    from attn_gui.bench.window import bench_window
+
+    rows = bench_window(bench.BenchSettings.for_mode(tiny=True), log=_silent)
     latency = [r for r in rows if r.name == "update latency"]
     assert len(latency) == 2 and all(r.median > 0 and r.target == 16.0 for r in latency)
     stalls = [r for r in rows if "stall" in r.name]

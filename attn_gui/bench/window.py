@@ -1,7 +1,8 @@
-"""Window measurements for ``attn-gui bench``: update latency, GUI stalls, start-up.
+"""The window: update latency after a control change, and GUI-thread stalls while a large size computes.
 
 Runs the real MainWindow (offscreen when there is no display) with settings in a
-temporary folder, so the user's own settings are never touched.
+temporary folder, so the user's own settings are never touched. This is the one part
+of the benchmark that imports Qt; it is imported only when the Qt parts run.
 """
 
 from __future__ import annotations
@@ -13,27 +14,13 @@ import time
 from PySide6 import QtCore, QtWidgets
 
 from ..engine import AttentionConfig
-from .main_window import MainWindow
-from .settings import Settings
+from ..ui.main_window import MainWindow
+from ..ui.settings import Settings
+from .settings import BenchSettings, engine_config, sentence
+from .timing import Log, Row, Timing
 
-STARTUP_CODE = """
-import time, sys
-t0 = float(sys.argv[1])
-from PySide6 import QtCore, QtWidgets
-from attn_gui.ui.main_window import MainWindow
-app = QtWidgets.QApplication(sys.argv[:1])
-win = MainWindow()
-win.show()
-def painted(*_):
-    app.processEvents()  # run the queued paints of the first frame
-    print(f"painted {(time.time() - t0) * 1e3:.1f}", flush=True)
-    QtCore.QTimer.singleShot(0, app.quit)
-if win.frame is None:  # computed in the worker thread
-    win.frameShown.connect(painted)
-else:  # a small config was computed while the window was built
-    QtCore.QTimer.singleShot(0, painted)
-app.exec()
-"""
+UPDATE_TARGET_MS = 16.0
+STALL_TARGET_MS = 50.0
 
 
 def _app() -> QtWidgets.QApplication:
@@ -146,3 +133,29 @@ def measure_gui_stalls(config: AttentionConfig, rounds: int = 3) -> dict[str, fl
         h.close()
     return {"compute_stall_ms": worst_compute * 1e3, "draw_stall_ms": worst_draw * 1e3,
             "compute_and_draw_ms": compute_ms}
+
+
+def bench_window(settings: BenchSettings, log: Log) -> list[Row]:
+    """Update latency (control change -> every map repainted) and GUI-thread stalls of the real window."""
+    tiny = settings.mode == "tiny"
+    sizes = {
+        "default (T=5, d=5, h=1)": AttentionConfig(),
+        "T=64, d_model 256, 8 heads": AttentionConfig(sentence=sentence(8 if tiny else 64), d_model=256,
+                                                      d_k=32, d_v=32, heads=8, init="scaled_normal"),
+    }
+    repeats = 3 if tiny else (15 if settings.mode == "quick" else 40)
+    log("window: update latency ...")
+    rows = []
+    for name, samples in measure_update_latency(sizes, repeats).items():
+        t = Timing(samples)
+        rows.append(Row.timed("window", "update latency", name, t, target=UPDATE_TARGET_MS,
+                              met=t.p95_ms <= UPDATE_TARGET_MS))
+    T = 32 if tiny else 2048
+    log(f"window: GUI stalls while T={T} computes ...")
+    stalls = measure_gui_stalls(engine_config(T, "cpu"), rounds=1 if tiny else 3)
+    for key, label in (("compute_stall_ms", "longest GUI stall while computing"),
+                       ("draw_stall_ms", "longest GUI stall while drawing")):
+        rows.append(Row("window", label, f"T={T}", "ms", stalls[key], target=STALL_TARGET_MS,
+                        met=stalls[key] <= STALL_TARGET_MS))
+    rows.append(Row("window", "request to drawn frame", f"T={T}", "ms", stalls["compute_and_draw_ms"]))
+    return rows

@@ -1,0 +1,93 @@
+"""``attn-gui bench``: engine overhead, display reduction, memory, the window and start-up time.
+
+Each part is one module, repeated after a warm-up and summarised by median and p95:
+
+- :mod:`.engine`: ``compute()`` against a plain torch reference of the same attention
+  (8 heads of size 64, d_model = 512) on the same device, timed in alternating turns
+  within one run; the ratio of the medians, and a profile where the target is missed.
+- :mod:`.display`: ``result.display("weights", 384, 384)`` against the full
+  ``result.numpy("weights")``.
+- :mod:`.memory`: peak resident set size of fresh subprocesses that compute one size
+  and keep only the display-reduced arrays.
+- :mod:`.model`: model mode, MiniLM-L6 loaded and computed (needs the pretrained extra).
+- :mod:`.window`: the real window's update latency and GUI-thread stalls.
+- :mod:`.startup`: wall time of fresh ``python`` subprocesses, up to the window's first frame.
+
+:mod:`.timing` is the harness and :mod:`.report` formats the result. Only
+:mod:`.window` imports Qt, and only when the Qt parts run: ``import attn_gui.bench``
+and ``--engine-only`` need torch and numpy alone. Nothing here prints; progress goes
+to the ``log`` callable and the report is returned.
+
+Setting the environment variable ``ATTN_GUI_BENCH_TINY=1`` shrinks every size and
+repeat count so the whole command runs in seconds; the test suite uses it.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict
+from typing import Any
+
+from ..engine.devices import resolve_device
+from .display import bench_display, display_notes
+from .engine import ENGINE_TARGET, bench_engine, profile_missed
+from .memory import bench_memory
+from .model import bench_model
+from .report import check_writable, format_report, metadata_dict, write_json
+from .settings import HEADS, TINY_ENV, BenchSettings, qt_skip_reason
+from .startup import bench_startup
+from .timing import Log, Row, Timing, time_interleaved
+
+__all__ = [
+    "ENGINE_TARGET", "HEADS", "TINY_ENV", "BenchSettings", "Log", "Row", "Timing",
+    "check_writable", "format_report", "run_bench", "time_interleaved", "write_json",
+]
+
+
+def _bench_window(settings: BenchSettings, log: Log) -> tuple[list[Row], list[dict[str, str]]]:
+    reason = qt_skip_reason(settings)
+    if reason:
+        return [], [{"name": "window latency and stalls", "reason": reason}]
+    from .window import bench_window  # imports Qt
+
+    return bench_window(settings, log), []
+
+
+def run_bench(settings: BenchSettings, log: Log) -> dict[str, Any]:
+    """Run every measurement of ``settings`` and return the JSON-ready report.
+
+    Parameters
+    ----------
+    settings : BenchSettings
+        What to measure and how often.
+    log : callable
+        Called with one line of progress per step.
+
+    Returns
+    -------
+    dict
+        ``meta`` (date, machine, versions), ``settings``, ``rows`` (one dict per
+        :class:`Row`), ``profiles`` (where compute() spends its time, for sizes
+        that miss the target), ``notes`` (how to read the figures) and
+        ``skipped`` (name and reason).
+    """
+    resolve_device(settings.device)  # a missing device fails here, before anything runs
+    started = time.perf_counter()
+    meta = metadata_dict(settings)
+    rows, skipped = bench_engine(settings, log)
+    profiles = profile_missed(rows, settings.device, log)
+    rows += bench_display(settings, log)
+    rows += bench_memory(settings, log)
+    for part in (bench_model, _bench_window, bench_startup):
+        part_rows, part_skipped = part(settings, log)
+        rows += part_rows
+        skipped += part_skipped
+    meta["elapsed_s"] = round(time.perf_counter() - started, 1)
+    return {
+        "meta": meta,
+        "settings": asdict(settings),
+        "rows": [asdict(r) for r in rows],
+        "profiles": profiles,
+        "notes": display_notes(settings.device),
+        "skipped": skipped,
+    }

@@ -1,0 +1,46 @@
+"""Display reduction: what the window fetches, ``display("weights", 384, 384)``, against the full array."""
+
+from __future__ import annotations
+
+from ..engine import compute
+from ..engine.devices import resolve_device
+from .settings import DISPLAY_MAX, BenchSettings, engine_config
+from .timing import Log, Row, time_interleaved
+
+
+def bench_display(settings: BenchSettings, log: Log) -> list[Row]:
+    """``display("weights", 384, 384)`` against ``numpy("weights")`` at ``settings.display_T``.
+
+    A third row times ``numpy("weights").copy()``: on the CPU ``numpy()`` shares the
+    tensor's memory, so only the copy shows what a full host copy costs there.
+    """
+    T = settings.display_T
+    log(f"display reduction T={T} on {settings.device} ...")
+    result = compute(engine_config(T, settings.device))
+    timings = time_interleaved(
+        {
+            "display": lambda: result.display("weights", DISPLAY_MAX, DISPLAY_MAX),
+            "numpy": lambda: result.numpy("weights"),
+            "copy": lambda: result.numpy("weights").copy(),
+        },
+        settings.device, settings.min_repeats, settings.max_repeats, settings.budget_s,
+    )
+    shown = result.display("weights", DISPLAY_MAX, DISPLAY_MAX)
+    full_bytes = result.weights.numel() * result.weights.element_size()
+    size = f"T={T}"
+    numpy_name = 'numpy("weights")'
+    return [
+        Row.timed("display", numpy_name, size, timings["numpy"], extra={"bytes": full_bytes}),
+        Row.timed("display", 'numpy("weights").copy()', size, timings["copy"], extra={"bytes": full_bytes}),
+        Row.timed("display", f'display("weights", {DISPLAY_MAX}, {DISPLAY_MAX})', size, timings["display"],
+                  ratio=timings["display"].median_ms / timings["numpy"].median_ms, ratio_to=numpy_name,
+                  extra={"bytes": int(shown.nbytes), "shape": list(shown.shape)}),
+    ]
+
+
+def display_notes(device: str) -> list[str]:
+    """How to read the display rows on ``device``."""
+    if resolve_device(device).type != "cpu":
+        return []
+    return ['on the CPU numpy("weights") shares the tensor\'s memory and copies nothing; '
+            'numpy("weights").copy() is what a full host copy costs']
