@@ -123,7 +123,7 @@ def test_python_dash_m_exports_a_png(tmp_path):
 
 
 def test_export_in_model_mode(tmp_path, capsys):
-    from attn_gui.engine.pretrained import is_available
+    from attn_gui.engine.sources import is_available
 
     if not is_available("minilm-l6"):
         pytest.skip("the pretrained extra is not installed")

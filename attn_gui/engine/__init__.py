@@ -6,14 +6,21 @@
 torch.Size([1, 5, 5])
 """
 
-from .compute import AttentionResult, TooLargeError, as_dict, compute, estimate_bytes
-from .config import DEFAULT_SENTENCE, PRESETS, AttentionConfig, preset
-from .devices import DeviceError, available_devices
+from .attention import Projections, attend
+from .compute import AttentionResult, as_dict, compute, estimate_bytes
+from .config import DEFAULT_SENTENCE, OPTIONS, PRESETS, AttentionConfig, Dims, preset
+from .devices import available_devices
+from .errors import ConfigError, DeviceError, ModelUnavailable, TooLargeError, UserError
 from .fields import FIELDS, TENSOR_FIELDS, FieldInfo, formula
-from .tokens import Tokens, tokenize
+from .options import Option
+from .sources import MODELS, ModelSpec, source
+from .tokens import Tokens, check_tokens, tokenize, tokens_for
 
 __all__ = [
     "AttentionConfig", "AttentionResult", "compute", "estimate_bytes", "as_dict",
-    "PRESETS", "preset", "DEFAULT_SENTENCE", "DeviceError", "TooLargeError",
-    "available_devices", "FIELDS", "TENSOR_FIELDS", "FieldInfo", "formula", "Tokens", "tokenize",
+    "OPTIONS", "Option", "Dims", "PRESETS", "preset", "DEFAULT_SENTENCE",
+    "UserError", "ConfigError", "DeviceError", "TooLargeError", "ModelUnavailable",
+    "available_devices", "FIELDS", "TENSOR_FIELDS", "FieldInfo", "formula",
+    "Tokens", "tokenize", "tokens_for", "check_tokens",
+    "Projections", "attend", "MODELS", "ModelSpec", "source",
 ]

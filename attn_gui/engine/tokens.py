@@ -5,6 +5,12 @@ from __future__ import annotations
 import functools
 import unicodedata
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from .errors import ConfigError
+
+if TYPE_CHECKING:
+    from .config import AttentionConfig
 
 TOKENIZERS = ("word", "char")
 
@@ -82,7 +88,40 @@ def tokenize(sentence: str, tokenizer: str = "word") -> Tokens:
     elif tokenizer == "char":
         tokens = split_chars(sentence)
     else:
-        raise ValueError(f"tokenizer must be one of {TOKENIZERS}, not {tokenizer!r}")
+        raise ConfigError(f"tokenizer must be one of {', '.join(TOKENIZERS)}; got {tokenizer!r:.40}")
     vocab = tuple(sorted(set(tokens)))
     index = {tok: i for i, tok in enumerate(vocab)}
     return Tokens(tuple(tokens), tuple(index[t] for t in tokens), vocab)
+
+
+def tokens_for(config: "AttentionConfig") -> Tokens:
+    """The Tokens of ``config.sentence``: the model's tokens in model mode, else ours (both cached).
+
+    Raises
+    ------
+    ModelUnavailable
+        In model mode, when the model's packages are not installed.
+    """
+    if config.model is not None:
+        from .sources import source
+
+        return source(config.model).tokenize(config.sentence)
+    return tokenize(config.sentence, config.tokenizer)
+
+
+def check_tokens(config: "AttentionConfig") -> Tokens:
+    """The Tokens of ``config``, or ``ConfigError`` when there are none or more than the model reads.
+
+    Cheap after the first call for a sentence (tokenizing is cached); ``compute`` calls it too.
+    """
+    toks = tokens_for(config)
+    if not toks.tokens:
+        raise ConfigError("the sentence has no tokens: type at least one word")
+    if config.model is not None:
+        from .sources import MODELS
+
+        spec = MODELS[config.model]
+        if len(toks.tokens) > spec.max_tokens:
+            raise ConfigError(f"{spec.label} reads at most {spec.max_tokens} tokens; "
+                              f"this text has {len(toks.tokens):,}")
+    return toks

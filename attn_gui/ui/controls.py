@@ -11,9 +11,9 @@ import random
 
 from PySide6 import QtCore, QtGui, QtWidgets
 
-from ..engine import PRESETS, AttentionConfig, available_devices
+from ..engine import PRESETS, AttentionConfig, available_devices, check_tokens, tokens_for
 from ..engine.config import LIMITS
-from ..engine.pretrained import INSTALL_HINT, MODELS, is_available
+from ..engine.sources import MODELS, install_hint, is_available
 
 MAX_CHIPS = 300
 CHOICE_LABELS = {
@@ -129,7 +129,7 @@ class ControlPanel(QtWidgets.QWidget):
                 item = self.sourceCombo.model().item(self.sourceCombo.count() - 1)
                 item.setEnabled(False)
                 item.setText(f"{spec.label}: not installed")
-                item.setToolTip(f"To enable it: {INSTALL_HINT}")
+                item.setToolTip(f"To enable it: {install_hint(name)}")
         self.sourceCombo.setToolTip("Random weights teach the mechanism; a pretrained model shows what "
                                     "attention learns (its real X, W, Q, K, V of one layer)")
         self.layerSpin = QtWidgets.QSpinBox()
@@ -364,6 +364,7 @@ class ControlPanel(QtWidgets.QWidget):
     def emit_config(self) -> None:
         try:
             cfg = self.config()
+            check_tokens(cfg)
         except ValueError as exc:
             self.show_message(str(exc))
             self.configInvalid.emit(str(exc))
@@ -385,7 +386,7 @@ class ControlPanel(QtWidgets.QWidget):
         self.messageLabel.setVisible(bool(text))
 
     def _show_tokens(self, cfg: AttentionConfig) -> None:
-        toks = cfg.token_set()
+        toks = tokens_for(cfg)
         chips = []
         for tok, tid in list(zip(toks.tokens, toks.token_ids))[:MAX_CHIPS]:
             label = html.escape("␣" if tok == " " else tok)

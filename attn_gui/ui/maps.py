@@ -87,8 +87,6 @@ def map_data(frame: Frame, name: str, head: int | None = None, hidden: tuple[int
     cfg = result.config
     heads = result.heads
     head_txt = f", head {head + 1}/{heads}" if info.per_head and heads > 1 else ""
-    if cfg.model is not None and name in ("q", "k", "v", "output"):
-        head_txt += ", + bias"
     layer_txt = f"layer {cfg.layer}: " if cfg.model is not None else ""
     reduced = f", shown {r_shown} × {c_shown}" if (r_shown, c_shown) != (R, C) else ""
     title = f"{layer_txt}{formula(name, cfg)}  ({R} × {C}{head_txt}{reduced})"

@@ -16,7 +16,7 @@ import traceback
 
 from PySide6 import QtCore
 
-from ..engine import AttentionConfig, DeviceError, compute
+from ..engine import AttentionConfig, DeviceError, compute, tokens_for
 from .maps import Frame, make_frame
 
 
@@ -28,8 +28,8 @@ def is_small(config: AttentionConfig) -> bool:
     """Whether ``config`` computes in about a millisecond (then the GUI thread does it)."""
     if config.model is not None or config.device != "cpu":
         return False
-    T, h, d = config.seq_len, config.heads, config.d_model
-    d_k, d_v = config.head_dims
+    T, h, d = len(tokens_for(config).tokens), config.dims.heads, config.dims.d_model
+    d_k, d_v = config.dims.d_k, config.dims.d_v
     return h * T * T <= SMALL_CELLS and h * d * (2 * d_k + 2 * d_v) <= SMALL_PARAMS
 
 
