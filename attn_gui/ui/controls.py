@@ -246,7 +246,7 @@ class ControlPanel(QtWidgets.QWidget):
 
     def config(self) -> AttentionConfig:
         """The config the controls describe; ``ValueError`` with a readable message if none."""
-        return AttentionConfig(
+        cfg = AttentionConfig(
             sentence=self.sentenceInput.toPlainText(),
             tokenizer=self.tokenizerCombo.currentData(),
             d_model=self.dModelSpin.value(),
@@ -269,6 +269,8 @@ class ControlPanel(QtWidgets.QWidget):
             model=self.sourceCombo.currentData(),
             layer=self.layerSpin.value() if self.sourceCombo.currentData() else 0,
         )
+        check_tokens(cfg)  # the config reads no tokens; say at once when there are none
+        return cfg
 
     def set_config(self, cfg: AttentionConfig, emit: bool = True) -> None:
         """Show ``cfg`` in every control (one emission at the end, not one per control)."""
@@ -364,7 +366,6 @@ class ControlPanel(QtWidgets.QWidget):
     def emit_config(self) -> None:
         try:
             cfg = self.config()
-            check_tokens(cfg)
         except ValueError as exc:
             self.show_message(str(exc))
             self.configInvalid.emit(str(exc))
