@@ -62,7 +62,7 @@ def add_engine_options(p: argparse.ArgumentParser) -> None:
 
 def config_from_args(args: argparse.Namespace):
     """The AttentionConfig the options describe (ValueError with a readable message if invalid)."""
-    from .engine import AttentionConfig, preset
+    from .engine import AttentionConfig, check_tokens, preset
 
     base = preset(args.preset) if getattr(args, "preset", None) else AttentionConfig()
     changes = {
@@ -70,7 +70,9 @@ def config_from_args(args: argparse.Namespace):
         for name in AttentionConfig.field_names()
         if getattr(args, name, None) is not None
     }
-    return base.replace(**changes)
+    config = base.replace(**changes)
+    check_tokens(config)  # no tokens, or more than the model reads: refused before anything is written
+    return config
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -39,7 +39,7 @@ def test_tiny_settings_are_small():
 
 
 def test_every_row_has_real_positive_numbers(report):
-    from attn_gui.engine.pretrained import is_available
+    from attn_gui.engine.sources import is_available
 
     assert {r["section"] for r in report["rows"]} == SECTIONS | ({"model"} if is_available("minilm-l6") else set())
     for r in report["rows"]:

@@ -65,7 +65,7 @@ def test_export_images_in_process(tmp_path, qtbot, capsys):
     (["--format", "gif"], "unknown export format 'gif'"),
     (["--heads", "x"], "invalid int value"),
     (["--no-such-flag"], "unrecognized arguments"),
-    (["--temperature", "nan"], "temperature must be a positive number"),
+    (["--temperature", "nan"], "temperature must be a number between 0.01 and 100"),
     (["--width", "0"], "width must be between"),
     (["--width", "100000"], "width must be between"),
     (["--preset", "nope"], "invalid choice"),
@@ -123,7 +123,7 @@ def test_python_dash_m_exports_a_png(tmp_path):
 
 
 def test_export_in_model_mode(tmp_path, capsys):
-    from attn_gui.engine.pretrained import is_available
+    from attn_gui.engine.sources import is_available
 
     if not is_available("minilm-l6"):
         pytest.skip("the pretrained extra is not installed")
@@ -135,7 +135,7 @@ def test_export_in_model_mode(tmp_path, capsys):
     weights = np.load(out / "weights.npy")
     assert weights.shape == (12, 5, 5)  # [CLS] it was tired [SEP]
     assert main(["export", "--model", "minilm-l6", "--layer", "9", "--out", str(out)]) == 2
-    assert "layers 0 to 5" in capsys.readouterr().err
+    assert "layer must be between 0 and 5" in capsys.readouterr().err
 
 
 FLAGS = ["--sentence", "--d-model", "--d-k", "--d-v", "--heads", "--seed", "--weight-seed", "--inputs",

@@ -11,7 +11,8 @@ from .timing import Log, Row, Timing, time_interleaved
 
 def bench_model(settings: BenchSettings, log: Log) -> tuple[list[Row], list[dict[str, str]]]:
     """Load time of MiniLM-L6 and one compute (all 6 layers, steps of one) at T=16 and 256."""
-    from ..engine.pretrained import is_available, load_model
+    from ..engine.sources import is_available
+    from ..engine.sources.minilm import load_model
 
     if not is_available("minilm-l6"):
         return [], [{"name": "model mode", "reason": "the pretrained extra is not installed"}]

@@ -6,15 +6,22 @@
 torch.Size([1, 5, 5])
 """
 
-from .compute import AttentionResult, TooLargeError, as_dict, compute, estimate_bytes
-from .config import DEFAULT_SENTENCE, PRESETS, AttentionConfig, preset
-from .devices import DeviceError, available_devices
-from .errors import UserError
+from .attention import Projections, attend
+from .compute import AttentionResult, as_dict, compute, estimate_bytes
+from .config import DEFAULT_SENTENCE, OPTIONS, PRESETS, AttentionConfig, Dims, preset
+from .devices import available_devices
+from .errors import ConfigError, DeviceError, ModelUnavailable, TooLargeError, UserError
 from .fields import FIELDS, TENSOR_FIELDS, FieldInfo, formula
+from .options import Option
+from .inputs import check_tokens, tokens_for
+from .sources import MODELS, ModelSpec, source
 from .tokens import Tokens, tokenize
 
 __all__ = [
     "AttentionConfig", "AttentionResult", "compute", "estimate_bytes", "as_dict",
-    "PRESETS", "preset", "DEFAULT_SENTENCE", "DeviceError", "TooLargeError",
-    "available_devices", "UserError", "FIELDS", "TENSOR_FIELDS", "FieldInfo", "formula", "Tokens", "tokenize",
+    "OPTIONS", "Option", "Dims", "PRESETS", "preset", "DEFAULT_SENTENCE",
+    "UserError", "ConfigError", "DeviceError", "TooLargeError", "ModelUnavailable",
+    "available_devices", "FIELDS", "TENSOR_FIELDS", "FieldInfo", "formula",
+    "Tokens", "tokenize", "tokens_for", "check_tokens",
+    "Projections", "attend", "MODELS", "ModelSpec", "source",
 ]

@@ -7,9 +7,79 @@ value size. All functions are batched over heads; there is no loop over tokens o
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
+
+
+@dataclass(frozen=True)
+class Projections:
+    """The weights of one multi-head attention block; all None means no projections (q = k = v = x).
+
+    Row layout (q = x W): w_q, w_k (h, d, d_k), w_v (h, d, d_v), w_o (h*d_v, d).
+    Column layout (q = W x): w_q, w_k (h, d_k, d), w_v (h, d_v, d), w_o (d, h*d_v).
+    Biases, when the model has them: b_q, b_k (h, 1, d_k), b_v (h, 1, d_v), b_o (1, d).
+    """
+
+    w_q: torch.Tensor | None = None
+    w_k: torch.Tensor | None = None
+    w_v: torch.Tensor | None = None
+    w_o: torch.Tensor | None = None
+    b_q: torch.Tensor | None = None
+    b_k: torch.Tensor | None = None
+    b_v: torch.Tensor | None = None
+    b_o: torch.Tensor | None = None
+
+    def transposed(self) -> "Projections":
+        """The same weights in the other layout (W becomes Wᵀ; views, no copy; biases unchanged)."""
+        t = lambda w: None if w is None else w.transpose(-2, -1)  # noqa: E731
+        return Projections(t(self.w_q), t(self.w_k), t(self.w_v), t(self.w_o),
+                           self.b_q, self.b_k, self.b_v, self.b_o)
+
+
+def attend(x: torch.Tensor, weights: Projections, *, layout: str = "row", scale: bool = True,
+           temperature: float = 1.0, causal: bool = False, similarity: str = "dot") -> dict[str, torch.Tensor]:
+    """Multi-head self-attention over ``x`` with every intermediate kept.
+
+    Parameters
+    ----------
+    x : (T, d) tensor
+        The tokens' input vectors (embeddings, or the hidden state entering a layer).
+    weights : Projections
+        In ``layout``; all None for simplified attention (q = k = v = x, one head).
+    layout : "row" or "column"
+    scale, temperature, causal, similarity
+        Divide the scores by sqrt(d_k), further by ``temperature``; mask future keys;
+        "dot" or "cosine" scores.
+
+    Returns
+    -------
+    dict with q, k (h, T, d_k), v (h, T, d_v), scores, scaled, weights (h, T, T),
+    head_outputs (h, T, d_v), concat (T, h*d_v) and output (T, d).
+    """
+    T, d = x.size()  # tokens, embedding size
+    p = weights
+    if p.w_q is None:
+        q = k = v = x.unsqueeze(0)  # simplified attention: q = k = v = x, (1, T, d)
+    else:
+        q = project(x, p.w_q, layout)  # (h, T, d_k)
+        k = project(x, p.w_k, layout)  # (h, T, d_k)
+        v = project(x, p.w_v, layout)  # (h, T, d_v)
+        if p.b_q is not None:
+            q, k, v = q + p.b_q, k + p.b_k, v + p.b_v  # (h, 1, n) broadcasts over the T rows
+    d_k = q.size(-1)
+
+    attn_scores = attention_scores(q, k, similarity)  # omega (h, T, T)
+    scaled = scale_and_mask(attn_scores, d_k, scale, temperature, causal)  # (h, T, T), -inf where masked
+    attn_weights = attention_weights(scaled)  # alpha (h, T, T), rows sum to 1
+    context_vec = context_vectors(attn_weights, v)  # z (h, T, d_v)
+    concat = concat_heads(context_vec)  # (T, h*d_v)
+    output = output_projection(concat, p.w_o, layout)  # (T, d)
+    if p.b_o is not None:
+        output = output + p.b_o  # (1, d) broadcasts over the T rows
+    return dict(q=q, k=k, v=v, scores=attn_scores, scaled=scaled, weights=attn_weights,
+                head_outputs=context_vec, concat=concat, output=output)
 
 
 def project(x: torch.Tensor, w: torch.Tensor, layout: str) -> torch.Tensor:

@@ -12,16 +12,17 @@ import numpy as np
 import torch
 
 from . import attention as A
+from .attention import Projections
 from .config import AttentionConfig
-from .devices import DeviceError, free_bytes, resolve_device, synchronize
+from .devices import free_bytes, resolve_device, synchronize
+from .errors import DeviceError, TooLargeError
 from .fields import FIELDS, TENSOR_FIELDS
 from .reduce import reduce_matrix
+from .inputs import check_tokens, tokens_for
+from .sources import source
+from .tokens import Tokens
 
 DTYPES = {"float32": torch.float32, "float64": torch.float64}
-
-
-class TooLargeError(ValueError):
-    """The compute would need more memory than the device has free, or more tokens than allowed."""
 
 
 # Attention keeps h T x T matrices. Past these lengths a CPU (or GPU) compute takes seconds
@@ -34,7 +35,8 @@ class AttentionResult:
     """Every intermediate of one self-attention computation, named after the paper.
 
     Tensors live on ``device``; per-head fields keep their head axis even when h = 1.
-    ``w_q``, ``w_k``, ``w_v`` and ``w_o`` are None when the config has no projections.
+    ``w_q``, ``w_k``, ``w_v`` and ``w_o`` are None when the config has no projections;
+    ``b_q``, ``b_k``, ``b_v`` and ``b_o`` are None when there are no biases (random weights).
     """
 
     config: AttentionConfig
@@ -59,6 +61,10 @@ class AttentionResult:
     device: str
     notes: tuple[str, ...] = field(default=())
     layer_weights: torch.Tensor | None = None  # (layers, h, T, T): every layer's alpha, model mode only
+    b_q: torch.Tensor | None = None  # (h, 1, d_k)
+    b_k: torch.Tensor | None = None  # (h, 1, d_k)
+    b_v: torch.Tensor | None = None  # (h, 1, d_v)
+    b_o: torch.Tensor | None = None  # (1, d)
 
     @property
     def seq_len(self) -> int:
@@ -90,10 +96,10 @@ class AttentionResult:
 
 def estimate_bytes(config: AttentionConfig) -> int:
     """Peak bytes the compute allocates on its device, counted before anything is allocated."""
-    T = config.seq_len
-    V = len(config.token_set().vocab)
-    h, d = config.heads, config.d_model
-    d_k, d_v = config.head_dims
+    toks = tokens_for(config)
+    T, V = len(toks.tokens), len(toks.vocab)
+    dims = config.dims
+    h, d, d_k, d_v = dims.heads, dims.d_model, dims.d_k, dims.d_v
     elem = 8 if config.dtype == "float64" else 4
     n = 4 * h * T * T  # scores, scaled, weights, and one softmax temporary
     n += T * d * 3 + h * T * (2 * d_k + 2 * d_v) + T * h * d_v
@@ -162,22 +168,27 @@ def compute(config: AttentionConfig) -> AttentionResult:
 
     Raises
     ------
+    ConfigError
+        The sentence has no tokens, or more than the model reads.
+    ModelUnavailable
+        Model mode, and the model is not installed.
     DeviceError
         The device is absent, gone away or out of memory.
     TooLargeError
         The estimate exceeds the memory free on the device (checked before allocating).
     """
     device = resolve_device(config.device)
-    toks = config.token_set()
+    toks = check_tokens(config)
+    heads = config.dims.heads
     T, limit = len(toks.tokens), MAX_TOKENS[device.type]
     if T > limit:
         raise TooLargeError(f"T = {T:,} tokens is over the limit of {limit:,} on {device.type} "
-                            f"(attention keeps {config.heads} × T × T weights)")
+                            f"(attention keeps {heads} × T × T weights)")
     need = estimate_bytes(config)
     free = free_bytes(device)
     if free is not None and need > 0.8 * free:
         raise TooLargeError(
-            f"T = {T:,} with {config.heads} head(s) and these sizes needs about {_human(need)}; "
+            f"T = {T:,} with {heads} head(s) and these sizes needs about {_human(need)}; "
             f"{config.device} has {_human(free)} free"
         )
     try:
@@ -190,65 +201,62 @@ def compute(config: AttentionConfig) -> AttentionResult:
         raise
 
 
-def _compute(config: AttentionConfig, toks, device: torch.device) -> AttentionResult:
+def _compute(config: AttentionConfig, toks: Tokens, device: torch.device) -> AttentionResult:
     dtype = DTYPES[config.dtype]
     start = time.perf_counter()
-    if config.model is not None:
-        return _compute_pretrained(config, device, dtype, start)
-    params = draw_parameters(config, toks.token_ids, len(toks.vocab))
-    x, w_q, w_k, w_v, w_o = (None if p is None else p.to(device=device, dtype=dtype, copy=True) for p in params)
-    T, d = x.shape  # tokens, embedding size
-    if config.positional:
-        x = x + A.sinusoidal_positions(T, d, dtype=dtype, device=device)
-
-    if config.projections:
-        q = A.project(x, w_q, config.layout)  # (h, T, d_k)
-        k = A.project(x, w_k, config.layout)  # (h, T, d_k)
-        v = A.project(x, w_v, config.layout)  # (h, T, d_v)
+    layer_weights = None
+    if config.model is None:
+        x, weights = _random_inputs(config, toks, device, dtype)
+        notes = []
     else:
-        q = k = v = x.expand(config.heads, T, d)  # simplified attention: q = k = v = x, (h, T, d)
-    d_k = q.shape[-1]
-
-    scores = A.attention_scores(q, k, config.similarity)  # omega (h, T, T)
-    scaled = A.scale_and_mask(scores, d_k, config.scale, config.temperature, config.causal)
-    weights = A.attention_weights(scaled)  # alpha (h, T, T)
-    head_outputs = A.context_vectors(weights, v)  # z (h, T, d_v)
-    concat = A.concat_heads(head_outputs)  # (T, h*d_v)
-    output = A.output_projection(concat, w_o, config.layout)  # (T, d)
+        x, weights, layer_weights = _model_inputs(config, toks, device, dtype)
+        notes = ["output is the attention block's output, before the residual and LayerNorm"]
+    steps = A.attend(x, weights, layout=config.layout, scale=config.scale, temperature=config.temperature,
+                     causal=config.causal, similarity=config.similarity)
+    if layer_weights is not None and (config.scale, config.temperature, config.causal,
+                                      config.similarity) != (True, 1.0, False, "dot"):
+        layer_weights = layer_weights.clone()  # the model view shows this layer as computed here
+        layer_weights[config.layer] = steps["weights"]
     synchronize(device)
     elapsed_ms = (time.perf_counter() - start) * 1e3
 
-    notes = []
-    if not bool(torch.isfinite(torch.stack(torch.aminmax(scores))).all()):  # one pass; NaN propagates
+    scores = steps["scores"]
+    if config.model is None and not bool(torch.isfinite(torch.stack(torch.aminmax(scores))).all()):
         notes.append("some scores are not finite (overflow in this dtype); their weights are not defined")
     return AttentionResult(
         config=config,
         tokens=toks.tokens,
         token_ids=torch.tensor(toks.token_ids, dtype=torch.long, device=device),
         vocab=toks.vocab,
-        x=x, w_q=w_q, w_k=w_k, w_v=w_v, w_o=w_o,
-        q=q, k=k, v=v,
-        scores=scores, scaled=scaled, weights=weights,
-        head_outputs=head_outputs, concat=concat, output=output,
+        x=x, w_q=weights.w_q, w_k=weights.w_k, w_v=weights.w_v, w_o=weights.w_o,
+        b_q=weights.b_q, b_k=weights.b_k, b_v=weights.b_v, b_o=weights.b_o,
         elapsed_ms=elapsed_ms,
         device=str(device),
         notes=tuple(notes),
+        layer_weights=layer_weights,
+        **steps,
     )
 
 
-def _compute_pretrained(config: AttentionConfig, device: torch.device, dtype, start: float) -> AttentionResult:
-    from .pretrained import compute_layer
+def _random_inputs(config: AttentionConfig, toks: Tokens, device: torch.device, dtype: torch.dtype):
+    """X (T, d) and the seeded projections on ``device``, in the config's layout."""
+    params = draw_parameters(config, toks.token_ids, len(toks.vocab))
+    x, w_q, w_k, w_v, w_o = (None if p is None else p.to(device=device, dtype=dtype, copy=True) for p in params)
+    if config.positional:
+        T, d = x.shape  # tokens, embedding size
+        x = x + A.sinusoidal_positions(T, d, dtype=dtype, device=device)
+    return x, Projections(w_q, w_k, w_v, w_o)
 
-    toks, x, hw, steps, layer_weights = compute_layer(config, device, dtype)
-    synchronize(device)
-    return AttentionResult(
-        config=config, tokens=toks.tokens,
-        token_ids=torch.tensor(toks.token_ids, dtype=torch.long, device=device), vocab=toks.vocab,
-        x=x, w_q=hw["w_q"], w_k=hw["w_k"], w_v=hw["w_v"], w_o=hw["w_o"],
-        elapsed_ms=(time.perf_counter() - start) * 1e3, device=str(device),
-        notes=("output is the attention block's output, before the residual and LayerNorm",),
-        layer_weights=layer_weights, **steps,
-    )
+
+def _model_inputs(config: AttentionConfig, toks: Tokens, device: torch.device, dtype: torch.dtype):
+    """The hidden state entering ``config.layer``, its projections, and every layer's weights."""
+    model = source(config.model)
+    ids = torch.tensor(toks.token_ids, dtype=torch.long)
+    hidden, layer_weights = model.layer_inputs(ids, device, dtype)
+    weights = model.layer_weights(config.layer, device, dtype)  # column layout
+    if config.layout == "row":  # show W as d x d_k (q = x W): the same numbers, transposed
+        weights = weights.transposed()
+    return hidden[config.layer], weights, layer_weights
 
 
 def as_dict(result: AttentionResult) -> dict[str, Any]:

@@ -1,165 +1,132 @@
-"""The frozen, validated description of one attention computation."""
+"""The frozen, validated description of one attention computation.
+
+Every field is declared once (``option(...)``): its kind, range, labels and the mode
+where it has an effect. Construction only checks plain values; it reads no files,
+tokenizes nothing and never changes a field. What needs the tokens (their count,
+the model's token limit) is checked by ``tokens.check_tokens`` and by ``compute``.
+"""
 
 from __future__ import annotations
 
 import dataclasses
-import math
-import re
 from dataclasses import dataclass
 from typing import Any
 
-from .tokens import TOKENIZERS, tokenize
+from .errors import ConfigError
+from .options import BOTH, MODEL, RANDOM, Option, _short, declared_options, option
+from .sources import MODELS
 
 DEFAULT_SENTENCE = "When in doubt look intelligent"
-
-CHOICES: dict[str, tuple[str, ...]] = {
-    "tokenizer": TOKENIZERS,
-    "inputs": ("embedding", "uniform"),
-    "init": ("uniform", "scaled_normal"),
-    "layout": ("row", "column"),
-    "similarity": ("dot", "cosine"),
-    "dtype": ("float32", "float64"),
-}
-
-# Inclusive ranges for the integer fields. Large enough for real model sizes,
-# small enough that a typo cannot ask for terabytes before the memory check runs.
-LIMITS: dict[str, tuple[int, int]] = {
-    "d_model": (1, 8192),
-    "d_k": (1, 4096),
-    "d_v": (1, 4096),
-    "heads": (1, 128),
-    "seed": (0, 2**63 - 1),
-    "weight_seed": (0, 2**63 - 1),
-}
-
 MAX_CHARS = 1_000_000
-_DEVICE_RE = re.compile(r"^(cpu|mps|cuda(:\d+)?)$")
+MAX_SEED = 2**63 - 1
+RANDOM_ONLY = frozenset({RANDOM})
+MODEL_ONLY = frozenset({MODEL})
 
 
-def _short(value: Any) -> str:
-    """repr() cut to a readable length, so a hostile value cannot flood a message."""
-    text = repr(value)
-    return text if len(text) <= 40 else text[:37] + "..."
+@dataclass(frozen=True)
+class Dims:
+    """The sizes a computation really uses: the model's in model mode, else the config's.
 
+    Without projections q = k = v = x, so d_k = d_v = d_model.
+    """
 
-def _finite(x: float) -> bool:
-    try:
-        return math.isfinite(x)
-    except OverflowError:  # an int too large for a float
-        return False
+    d_model: int
+    heads: int
+    d_k: int
+    d_v: int
+    projections: bool
 
 
 @dataclass(frozen=True)
 class AttentionConfig:
     """Everything that decides the numbers of one self-attention computation.
 
-    Construction validates every field and raises ``ValueError`` with a message
-    a person can act on. See the README for the meaning of each field.
+    Construction validates every field against its declaration (``OPTIONS``) and raises
+    ``ConfigError`` with a message a person can act on. In model mode the random-only
+    fields keep their values and have no effect; ``dims`` gives the sizes in use.
     """
 
-    sentence: str = DEFAULT_SENTENCE
-    tokenizer: str = "word"
-    d_model: int = 5
-    d_k: int = 3
-    d_v: int = 3
-    heads: int = 1
-    seed: int = 123
-    weight_seed: int | None = None
-    inputs: str = "embedding"
-    projections: bool = True
-    positional: bool = False
-    init: str = "uniform"
-    layout: str = "row"
-    scale: bool = True
-    temperature: float = 1.0
-    causal: bool = False
-    similarity: str = "dot"
-    device: str = "cpu"
-    dtype: str = "float32"
-    model: str | None = None
-    layer: int = 0
+    sentence: str = option(DEFAULT_SENTENCE, kind="text", hi=MAX_CHARS, label="sentence",
+                           help="The text to attend over.")
+    tokenizer: str = option("word", kind="choice", label="tokens", modes=RANDOM_ONLY,
+                            choices=(("word", "words"), ("char", "characters")),
+                            help="How the sentence is split into tokens.")
+    d_model: int = option(5, kind="int", lo=1, hi=8192, label="d_model", modes=RANDOM_ONLY,
+                          help="Embedding size d of each token.")
+    d_k: int = option(3, kind="int", lo=1, hi=4096, label="d_k", modes=RANDOM_ONLY,
+                      help="Per-head query and key size d_q = d_k.")
+    d_v: int = option(3, kind="int", lo=1, hi=4096, label="d_v", modes=RANDOM_ONLY,
+                      help="Per-head value size d_v.")
+    heads: int = option(1, kind="int", lo=1, hi=128, label="heads", modes=RANDOM_ONLY,
+                        help="Number of attention heads h.")
+    seed: int = option(123, kind="int", lo=0, hi=MAX_SEED, label="seed", modes=RANDOM_ONLY,
+                       help="Seed of the inputs X (and of the weights when they share its stream).")
+    weight_seed: int | None = option(None, kind="int", lo=0, hi=MAX_SEED, nullable=True, label="weight seed",
+                                     modes=RANDOM_ONLY,
+                                     help="Seed of the projections; none continues the inputs' stream.")
+    inputs: str = option("embedding", kind="choice", label="inputs", modes=RANDOM_ONLY,
+                         choices=(("embedding", "embedding table N(0,1)"), ("uniform", "uniform rand(T, d)")),
+                         help="Where X comes from: rows of a seeded embedding table, or uniform noise per position.")
+    projections: bool = option(True, kind="bool", label="projections W_q, W_k, W_v", modes=RANDOM_ONLY,
+                               help="Project X into queries, keys and values; off means q = k = v = x.")
+    positional: bool = option(False, kind="bool", label="sinusoidal positions", modes=RANDOM_ONLY,
+                              help="Add the sinusoidal positional encoding to X.")
+    init: str = option("uniform", kind="choice", label="init", modes=RANDOM_ONLY,
+                       choices=(("uniform", "uniform rand (tutorials)"), ("scaled_normal", "normal / sqrt(fan_in)")),
+                       help="How the projection weights are drawn.")
+    layout: str = option("row", kind="choice", label="layout",
+                         choices=(("row", "q = x·W   (W is d × d_k)"), ("column", "q = W·x   (W is d_k × d)")),
+                         help="Whether W multiplies x from the right (q = x W) or the left (q = W x).")
+    scale: bool = option(True, kind="bool", label="scale by √d_k",
+                         help="Divide the scores by the square root of d_k.")
+    temperature: float = option(1.0, kind="float", lo=0.01, hi=100, decimals=4, label="temperature",
+                                help="Further divide the scores by this number.")
+    causal: bool = option(False, kind="bool", label="causal mask",
+                          help="Mask the keys after each query.")
+    similarity: str = option("dot", kind="choice", label="similarity",
+                             choices=(("dot", "dot product"), ("cosine", "cosine")),
+                             help="How a query is compared with a key.")
+    device: str = option("cpu", kind="device", label="device",
+                         help="Where the compute runs: cpu, cuda, cuda:N or mps.")
+    dtype: str = option("float32", kind="choice", label="dtype",
+                        choices=(("float32", "float32"), ("float64", "float64")),
+                        help="Floating-point precision of the compute.")
+    model: str | None = option(None, kind="model", nullable=True, label="weights",
+                               choices=((None, "random weights (seeded)"),
+                                        *((name, spec.label) for name, spec in MODELS.items())),
+                               help="A pretrained model instead of random weights.")
+    layer: int = option(0, kind="int", lo=0, hi=max(s.layers for s in MODELS.values()) - 1, label="layer",
+                        modes=MODEL_ONLY, help="The model's layer to show; X is the hidden state entering it.")
 
     def __post_init__(self) -> None:
-        if not isinstance(self.sentence, str):
-            raise ValueError("sentence must be text")
-        if len(self.sentence) > MAX_CHARS:
-            raise ValueError(
-                f"the sentence is {len(self.sentence):,} characters; the limit is {MAX_CHARS:,}"
-            )
-        for name, choices in CHOICES.items():
-            value = getattr(self, name)
-            if value not in choices:
-                raise ValueError(f"{name} must be one of {', '.join(choices)}; got {_short(value)}")
-        for name, (lo, hi) in LIMITS.items():
-            value = getattr(self, name)
-            if name == "weight_seed" and value is None:
-                continue
-            if isinstance(value, bool) or not isinstance(value, int):
-                raise ValueError(f"{name} must be a whole number; got {_short(value)}")
-            if not lo <= value <= hi:
-                raise ValueError(f"{name} must be between {lo} and {hi}; got {value}")
-        for name in ("projections", "positional", "scale", "causal"):
-            if not isinstance(getattr(self, name), bool):
-                raise ValueError(f"{name} must be true or false; got {_short(getattr(self, name))}")
-        t = self.temperature
-        if isinstance(t, bool) or not isinstance(t, (int, float)) or not _finite(t) or t <= 0:
-            raise ValueError(f"temperature must be a positive number; got {_short(t)}")
-        if not isinstance(self.device, str) or not _DEVICE_RE.match(self.device):
-            raise ValueError(f"device must be cpu, cuda, cuda:N or mps; got {_short(self.device)}")
+        for opt in OPTIONS.values():
+            opt.check(getattr(self, opt.name))
         if self.device == "mps" and self.dtype == "float64":
-            raise ValueError("float64 is not supported on MPS; choose float32")
-        self._check_model()
-        if not self.projections and self.heads != 1:
-            raise ValueError("without projections every head would be the same (q = k = v = x); use 1 head")
-        if not self.tokens:
-            raise ValueError("the sentence has no tokens: type at least one word")
-
-    def _check_model(self) -> None:
-        if isinstance(self.layer, bool) or not isinstance(self.layer, int):
-            raise ValueError(f"layer must be a whole number; got {_short(self.layer)}")
+            raise ConfigError("float64 is not supported on MPS; choose float32")
         if self.model is None:
             if self.layer != 0:
-                raise ValueError("layer is only used with a pretrained model")
-            return
-        from .pretrained import MODELS
+                raise ConfigError("layer is only used with a pretrained model")
+            if not self.projections and self.heads != 1:
+                raise ConfigError("without projections every head would be the same (q = k = v = x); use 1 head")
+        else:
+            spec = MODELS[self.model]
+            if self.layer >= spec.layers:
+                raise ConfigError(f"{spec.label} has layers 0 to {spec.layers - 1}; got {self.layer}")
 
-        spec = MODELS.get(self.model) if isinstance(self.model, str) else None
-        if spec is None:
-            raise ValueError(f"model must be one of {', '.join(MODELS)} or none; got {_short(self.model)}")
-        if not 0 <= self.layer < spec.layers:
-            raise ValueError(f"{spec.label} has layers 0 to {spec.layers - 1}; got {self.layer}")
-        # The model fixes its sizes; the config says so, so every view reads the real ones.
-        for name, value in (("d_model", spec.d_model), ("d_k", spec.d_model // spec.heads),
-                            ("d_v", spec.d_model // spec.heads), ("heads", spec.heads), ("projections", True)):
-            object.__setattr__(self, name, value)
-        if len(self.tokens) > spec.max_tokens:
-            raise ValueError(f"{spec.label} reads at most {spec.max_tokens} tokens; "
-                             f"this text has {len(self.tokens):,}")
-
-    def token_set(self):
-        """The Tokens of the sentence: the model's WordPiece tokens in model mode, else ours."""
+    @property
+    def dims(self) -> Dims:
+        """The sizes in use: the model's fixed sizes in model mode, else this config's."""
         if self.model is not None:
-            from .pretrained import model_tokenize
-
-            return model_tokenize(self.model, self.sentence)
-        return tokenize(self.sentence, self.tokenizer)
-
-    @property
-    def tokens(self) -> tuple[str, ...]:
-        """The tokens of the sentence (cached by the tokenizer)."""
-        return self.token_set().tokens
-
-    @property
-    def seq_len(self) -> int:
-        """T, the number of tokens."""
-        return len(self.tokens)
-
-    @property
-    def head_dims(self) -> tuple[int, int]:
-        """(d_k, d_v) as used: without projections both equal d_model."""
+            s = MODELS[self.model]
+            return Dims(s.d_model, s.heads, s.d_k, s.d_v, True)
         if not self.projections:
-            return self.d_model, self.d_model
-        return self.d_k, self.d_v
+            return Dims(self.d_model, self.heads, self.d_model, self.d_model, False)
+        return Dims(self.d_model, self.heads, self.d_k, self.d_v, True)
+
+    @property
+    def mode(self) -> str:
+        """"model" with a pretrained model, else "random"."""
+        return RANDOM if self.model is None else MODEL
 
     def replace(self, **changes: Any) -> "AttentionConfig":
         """A copy with ``changes`` applied (validated like any new config)."""
@@ -173,22 +140,28 @@ class AttentionConfig:
     def from_dict(cls, data: Any) -> "AttentionConfig":
         """Build a config from a dict such as ``to_dict`` gives; unknown keys are an error."""
         if not isinstance(data, dict):
-            raise ValueError("a config must be a mapping of field names to values")
-        known = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(_short(k) for k in data if k not in known)
+            raise ConfigError("a config must be a mapping of field names to values")
+        unknown = sorted(_short(k) for k in data if k not in OPTIONS)
         if unknown:
-            raise ValueError(f"unknown config field(s): {', '.join(unknown[:5])}")
+            raise ConfigError(f"unknown config field(s): {', '.join(unknown[:5])}")
         values = dict(data)
-        t = values.get("temperature")
-        if isinstance(t, int) and not isinstance(t, bool):
-            if abs(t) > 1e300:
-                raise ValueError(f"temperature must be a positive number; got {_short(t)}")
-            values["temperature"] = float(t)
+        for name, opt in OPTIONS.items():
+            v = values.get(name)
+            # JSON writes 2.0 as 2; a whole number in range is the same float
+            if opt.kind == "float" and isinstance(v, int) and not isinstance(v, bool) and opt.lo <= v <= opt.hi:
+                values[name] = float(v)
         return cls(**values)
 
     @classmethod
     def field_names(cls) -> tuple[str, ...]:
-        return tuple(f.name for f in dataclasses.fields(cls))
+        return tuple(OPTIONS)
+
+
+OPTIONS: dict[str, Option] = declared_options(AttentionConfig)
+
+# Views of the declarations, for callers that want one aspect.
+CHOICES: dict[str, tuple[str, ...]] = {n: o.values for n, o in OPTIONS.items() if o.kind == "choice"}
+LIMITS: dict[str, tuple[int, int]] = {n: (o.lo, o.hi) for n, o in OPTIONS.items() if o.kind == "int"}
 
 
 PRESETS: dict[str, AttentionConfig] = {
@@ -208,8 +181,12 @@ PRESETS: dict[str, AttentionConfig] = {
 
 
 def preset(name: str) -> AttentionConfig:
-    """The named preset config; ``ValueError`` naming the choices otherwise."""
+    """The named preset config; ``ConfigError`` naming the choices otherwise."""
     try:
         return PRESETS[name]
-    except KeyError:
-        raise ValueError(f"unknown preset {name!r}; choose one of {', '.join(PRESETS)}") from None
+    except (KeyError, TypeError):
+        raise ConfigError(f"unknown preset {_short(name)}; choose one of {', '.join(PRESETS)}") from None
+
+
+__all__ = ["AttentionConfig", "BOTH", "CHOICES", "DEFAULT_SENTENCE", "Dims", "LIMITS", "MAX_CHARS", "OPTIONS",
+           "Option", "PRESETS", "preset"]

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import torch
 
+from .errors import DeviceError
 
-class DeviceError(RuntimeError):
-    """The chosen device cannot run the compute (absent, gone away, out of memory)."""
+# What torch raises when a driver or runtime is broken or half-installed: a RuntimeError
+# ("CUDA driver initialization failed", "Found no NVIDIA driver"), an AssertionError
+# ("Torch not compiled with CUDA enabled"), or an OSError from a missing shared library.
+_BROKEN_RUNTIME = (RuntimeError, AssertionError, OSError)
 
 
 def available_devices() -> list[tuple[str, str]]:
@@ -16,12 +19,12 @@ def available_devices() -> list[tuple[str, str]]:
         if torch.cuda.is_available():
             for i in range(torch.cuda.device_count()):
                 found.append((f"cuda:{i}", f"CUDA {i}: {torch.cuda.get_device_name(i)}"))
-    except Exception:  # a broken driver must not stop the app from listing the CPU
-        pass
+    except _BROKEN_RUNTIME:  # a broken driver must not stop the app from listing the CPU
+        found = found[:1]
     try:
         if torch.backends.mps.is_available():
             found.append(("mps", "Apple MPS"))
-    except Exception:
+    except _BROKEN_RUNTIME:  # as above, for Metal
         pass
     return found
 
@@ -62,6 +65,8 @@ def free_bytes(device: torch.device) -> int | None:
                 for line in f:
                     if line.startswith("MemAvailable:"):
                         return int(line.split()[1]) * 1024
-    except Exception:
+    except _BROKEN_RUNTIME:  # includes OSError: no /proc/meminfo (macOS, Windows)
+        return None
+    except ValueError:  # a /proc/meminfo line in a format we do not know
         return None
     return None

@@ -23,7 +23,8 @@ class FieldInfo:
     per_head : bool
         True when the first axis is the head axis.
     rows, cols : str
-        What the axes index: "token" (query rows), "key" (key columns) or "dim".
+        What the axes index: "token" (query rows), "key" (key columns), "dim",
+        or "one" (the single row of a bias, added to every token's row).
     kind : str
         "weights" (fixed 0..1 scale), "signed" (diverging map centred on 0).
     """
@@ -37,7 +38,7 @@ class FieldInfo:
     kind: str = "signed"
 
 
-# Data-flow order: X -> W -> Q, K, V -> omega -> scaled -> alpha -> Z -> concat -> W_o -> output
+# Data-flow order: X -> W, b -> Q, K, V -> omega -> scaled -> alpha -> Z -> concat -> W_o, b_o -> output
 FIELDS: dict[str, FieldInfo] = {
     f.name: f
     for f in (
@@ -45,6 +46,9 @@ FIELDS: dict[str, FieldInfo] = {
         FieldInfo("w_q", "W_q", "W_q", True, "dim", "dim"),
         FieldInfo("w_k", "W_k", "W_k", True, "dim", "dim"),
         FieldInfo("w_v", "W_v", "W_v", True, "dim", "dim"),
+        FieldInfo("b_q", "b_q", "b_q: query bias", True, "one", "dim"),
+        FieldInfo("b_k", "b_k", "b_k: key bias", True, "one", "dim"),
+        FieldInfo("b_v", "b_v", "b_v: value bias", True, "one", "dim"),
         FieldInfo("q", "Q", "Q = X W_q", True, "token", "dim"),
         FieldInfo("k", "K", "K = X W_k", True, "token", "dim"),
         FieldInfo("v", "V", "V = X W_v", True, "token", "dim"),
@@ -54,6 +58,7 @@ FIELDS: dict[str, FieldInfo] = {
         FieldInfo("head_outputs", "Z", "Z = α V", True, "token", "dim"),
         FieldInfo("concat", "concat", "Concat(Z₁…Z_h)", False, "token", "dim"),
         FieldInfo("w_o", "W_O", "W_O", False, "dim", "dim"),
+        FieldInfo("b_o", "b_O", "b_O: output bias", False, "one", "dim"),
         FieldInfo("output", "output", "output = Concat(Z) W_O", False, "token", "dim"),
     )
 }
@@ -61,15 +66,25 @@ FIELDS: dict[str, FieldInfo] = {
 TENSOR_FIELDS: tuple[str, ...] = tuple(FIELDS)
 
 
+def _has_bias(config) -> bool:
+    from .sources import MODELS
+
+    return config.model is not None and MODELS[config.model].has_bias
+
+
 def formula(name: str, config) -> str:
-    """The formula of ``name`` as ``config`` computes it (layout, scale, mask, similarity)."""
+    """The formula of ``name`` as ``config`` computes it (layout, biases, scale, mask, similarity)."""
     info = FIELDS[name]
     col = config.layout == "column"
+    projections = config.dims.projections
+    bias = _has_bias(config)
     if name in ("q", "k", "v"):
-        if not config.projections:
+        if not projections:
             return f"{info.symbol} = X (no projection)"
-        w = "W_" + name
-        return f"{info.symbol} = X {w}ᵀ  ({name}_i = {w} x_i)" if col else f"{info.symbol} = X {w}"
+        w, b = "W_" + name, (f" + b_{name}" if bias else "")
+        if col:
+            return f"{info.symbol} = X {w}ᵀ{b}  ({name}_i = {w} x_i{b})"
+        return f"{info.symbol} = X {w}{b}"
     if name == "scores":
         return "ω = cos(Q, K)" if config.similarity == "cosine" else "ω = Q Kᵀ"
     if name in ("scaled", "weights"):
@@ -83,9 +98,10 @@ def formula(name: str, config) -> str:
             inner += " + mask"
         return f"ω′ = {inner}" if name == "scaled" else f"α = softmax({inner})"
     if name == "output":
-        if not config.projections:
+        if not projections:
             return "output = Concat(Z), no W_O"
-        return "output = Concat(Z) W_Oᵀ" if col else "output = Concat(Z) W_O"
+        b = " + b_O" if bias else ""
+        return f"output = Concat(Z) W_Oᵀ{b}" if col else f"output = Concat(Z) W_O{b}"
     if name in ("w_q", "w_k", "w_v", "w_o"):
         return f"{info.symbol}  ({'W x' if col else 'x W'})"
     return info.formula

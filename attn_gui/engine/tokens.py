@@ -6,6 +6,9 @@ import functools
 import unicodedata
 from dataclasses import dataclass
 
+from .errors import ConfigError
+
+
 TOKENIZERS = ("word", "char")
 
 
@@ -82,7 +85,7 @@ def tokenize(sentence: str, tokenizer: str = "word") -> Tokens:
     elif tokenizer == "char":
         tokens = split_chars(sentence)
     else:
-        raise ValueError(f"tokenizer must be one of {TOKENIZERS}, not {tokenizer!r}")
+        raise ConfigError(f"tokenizer must be one of {', '.join(TOKENIZERS)}; got {tokenizer!r:.40}")
     vocab = tuple(sorted(set(tokens)))
     index = {tok: i for i, tok in enumerate(vocab)}
     return Tokens(tuple(tokens), tuple(index[t] for t in tokens), vocab)

@@ -12,7 +12,7 @@ import threading
 import traceback
 from dataclasses import dataclass
 
-from ..engine import AttentionConfig, DeviceError, compute
+from ..engine import AttentionConfig, DeviceError, compute, tokens_for
 from .frame import Frame, make_frame
 
 SMALL_CELLS = 8 * 64 * 64  # h * T * T
@@ -27,8 +27,8 @@ def is_small(config: AttentionConfig) -> bool:
     """
     if config.model is not None or config.device != "cpu":
         return False
-    T, h, d = config.seq_len, config.heads, config.d_model
-    d_k, d_v = config.head_dims
+    T, dims = len(tokens_for(config).tokens), config.dims
+    h, d, d_k, d_v = dims.heads, dims.d_model, dims.d_k, dims.d_v
     return h * T * T <= SMALL_CELLS and h * d * (2 * d_k + 2 * d_v) <= SMALL_PARAMS
 
 

@@ -11,9 +11,9 @@ import random
 
 from PySide6 import QtCore, QtGui, QtWidgets
 
-from ..engine import PRESETS, AttentionConfig, available_devices
+from ..engine import PRESETS, AttentionConfig, available_devices, check_tokens, tokens_for
 from ..engine.config import LIMITS
-from ..engine.pretrained import INSTALL_HINT, MODELS, is_available
+from ..engine.sources import MODELS, install_hint, is_available
 
 MAX_CHIPS = 300
 CHOICE_LABELS = {
@@ -129,7 +129,7 @@ class ControlPanel(QtWidgets.QWidget):
                 item = self.sourceCombo.model().item(self.sourceCombo.count() - 1)
                 item.setEnabled(False)
                 item.setText(f"{spec.label}: not installed")
-                item.setToolTip(f"To enable it: {INSTALL_HINT}")
+                item.setToolTip(f"To enable it: {install_hint(name)}")
         self.sourceCombo.setToolTip("Random weights teach the mechanism; a pretrained model shows what "
                                     "attention learns (its real X, W, Q, K, V of one layer)")
         self.layerSpin = QtWidgets.QSpinBox()
@@ -246,7 +246,7 @@ class ControlPanel(QtWidgets.QWidget):
 
     def config(self) -> AttentionConfig:
         """The config the controls describe; ``ValueError`` with a readable message if none."""
-        return AttentionConfig(
+        cfg = AttentionConfig(
             sentence=self.sentenceInput.toPlainText(),
             tokenizer=self.tokenizerCombo.currentData(),
             d_model=self.dModelSpin.value(),
@@ -269,6 +269,8 @@ class ControlPanel(QtWidgets.QWidget):
             model=self.sourceCombo.currentData(),
             layer=self.layerSpin.value() if self.sourceCombo.currentData() else 0,
         )
+        check_tokens(cfg)  # the config reads no tokens; say at once when there are none
+        return cfg
 
     def set_config(self, cfg: AttentionConfig, emit: bool = True) -> None:
         """Show ``cfg`` in every control (one emission at the end, not one per control)."""
@@ -385,7 +387,7 @@ class ControlPanel(QtWidgets.QWidget):
         self.messageLabel.setVisible(bool(text))
 
     def _show_tokens(self, cfg: AttentionConfig) -> None:
-        toks = cfg.token_set()
+        toks = tokens_for(cfg)
         chips = []
         for tok, tid in list(zip(toks.tokens, toks.token_ids))[:MAX_CHIPS]:
             label = html.escape("␣" if tok == " " else tok)

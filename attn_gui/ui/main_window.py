@@ -197,12 +197,12 @@ class MainWindow(QtWidgets.QMainWindow):
         self._refresh_focus()
         self._refresh_model_view()
         cfg = result.config
-        d_k, d_v = cfg.head_dims
+        dims = cfg.dims
         note = ("  ·  note: " + "; ".join(result.notes)) if result.notes else ""
         self.statusLabel.setText(
             f"T = {result.seq_len:,}  ·  V = {len(result.vocab):,}  ·  h = {result.heads}  ·  "
-            f"d_model = {cfg.d_model}, d_k = {d_k}, d_v = {d_v}  ·  "
-            f"X {result.seq_len}×{cfg.d_model}, alpha {result.heads}×{result.seq_len}×{result.seq_len}  ·  "
+            f"d_model = {dims.d_model}, d_k = {dims.d_k}, d_v = {dims.d_v}  ·  "
+            f"X {result.seq_len}×{dims.d_model}, alpha {result.heads}×{result.seq_len}×{result.seq_len}  ·  "
             f"{result.device}, {cfg.dtype}  ·  {result.elapsed_ms:.2f} ms{note}")
         self.panel.show_message(self._invalid)  # a frame still in flight must not hide a newer problem
         if self._invalid:

@@ -3,7 +3,8 @@ import sys
 
 import pytest
 
-from attn_gui.engine import AttentionConfig, DeviceError, TooLargeError, compute, estimate_bytes, tokenize
+from attn_gui.engine import (AttentionConfig, ConfigError, DeviceError, TooLargeError, UserError, check_tokens,
+                             compute, estimate_bytes, tokenize)
 
 
 def test_word_tokenizer_strips_punctuation_and_keeps_case():
@@ -26,17 +27,15 @@ def test_char_tokenizer():
 
 
 @pytest.mark.parametrize("changes,message", [
-    ({"sentence": ""}, "no tokens"),
-    ({"sentence": "?!"}, "no tokens"),
     ({"d_model": 0}, "d_model must be between 1"),
     ({"d_k": -3}, "d_k must be between 1"),
     ({"heads": 10**6}, "heads must be between"),
     ({"d_v": 2.5}, "d_v must be a whole number"),
     ({"d_model": True}, "d_model must be a whole number"),
-    ({"temperature": 0}, "temperature must be a positive number"),
-    ({"temperature": -1.0}, "temperature must be a positive number"),
-    ({"temperature": float("nan")}, "temperature must be a positive number"),
-    ({"temperature": float("inf")}, "temperature must be a positive number"),
+    ({"temperature": 0}, "temperature must be between 0.01 and 100; got 0"),
+    ({"temperature": -1.0}, "temperature must be between 0.01 and 100"),
+    ({"temperature": float("nan")}, "temperature must be a number between 0.01 and 100"),
+    ({"temperature": float("inf")}, "temperature must be a number between 0.01 and 100"),
     ({"layout": "diagonal"}, "layout must be one of row, column"),
     ({"similarity": "l2"}, "similarity must be one of dot, cosine"),
     ({"device": "tpu"}, "device must be cpu, cuda, cuda:N or mps"),
@@ -44,9 +43,18 @@ def test_char_tokenizer():
     ({"causal": "yes"}, "causal must be true or false"),
     ({"seed": -1}, "seed must be between 0"),
 ])
-def test_bad_values_raise_a_readable_value_error(changes, message):
-    with pytest.raises(ValueError, match=message):
+def test_bad_values_raise_a_readable_config_error(changes, message):
+    with pytest.raises(ConfigError, match=message):
         AttentionConfig(**changes)
+
+
+@pytest.mark.parametrize("sentence", ["", "?!", "  \t "])
+def test_a_sentence_without_tokens_is_refused_by_the_token_check_and_compute(sentence):
+    cfg = AttentionConfig(sentence=sentence)  # plain values: valid; the tokens are checked later
+    with pytest.raises(ConfigError, match="the sentence has no tokens: type at least one word"):
+        check_tokens(cfg)
+    with pytest.raises(ConfigError, match="no tokens"):
+        compute(cfg)
 
 
 def test_config_round_trips_through_a_dict():
@@ -74,8 +82,9 @@ def test_absent_device_is_a_device_error():
     import torch
     if torch.cuda.is_available():
         pytest.skip("this machine has CUDA")
-    with pytest.raises(DeviceError, match="CUDA is not available"):
+    with pytest.raises(DeviceError, match="CUDA is not available") as info:
         compute(AttentionConfig(device="cuda"))
+    assert isinstance(info.value, UserError)
 
 
 def test_engine_import_pulls_in_no_qt():
@@ -87,7 +96,7 @@ def test_engine_import_pulls_in_no_qt():
 
 
 def test_heads_without_projections_are_refused():
-    with pytest.raises(ValueError, match="use 1 head"):
+    with pytest.raises(ConfigError, match="use 1 head"):
         AttentionConfig(projections=False, heads=2)
 
 

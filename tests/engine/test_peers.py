@@ -4,7 +4,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from attn_gui.engine import AttentionConfig, compute
+from attn_gui.engine import AttentionConfig, compute, formula
 from attn_gui.engine.attention import attention_scores
 
 SIZES = [(5, 1, 4), (16, 2, 8), (32, 4, 12), (24, 8, 30)]  # (d_model, heads, T)
@@ -129,6 +129,12 @@ def test_large_uniform_scores_do_not_nan():
     assert r.scores.max() > 100
     assert torch.isfinite(r.weights).all()
     assert torch.allclose(r.weights.sum(-1), torch.ones(1, 12), atol=1e-5)
+
+
+def test_random_results_have_no_biases():
+    r = compute(AttentionConfig(heads=2))
+    assert r.b_q is None and r.b_o is None and "b_q" not in r.fields()
+    assert formula("q", r.config) == "Q = X W_q" and formula("output", r.config) == "output = Concat(Z) W_O"
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")

@@ -2,9 +2,12 @@
 
 import pytest
 import torch
+import torch.nn.functional as F
 
-from attn_gui.engine import AttentionConfig, compute
-from attn_gui.engine.pretrained import is_available, load_model, model_tokenize, run_encoder, sentence_embedding
+from attn_gui.engine import MODELS, AttentionConfig, ConfigError, Projections, check_tokens, compute, formula, source
+from attn_gui.engine.sources.base import ModelSource
+from attn_gui.engine.sources import is_available
+from attn_gui.engine.sources.minilm import load_model, model_tokenize, run_encoder, sentence_embedding
 
 pytestmark = pytest.mark.skipif(not is_available("minilm-l6"), reason="the pretrained extra is not installed")
 
@@ -19,7 +22,8 @@ SENTENCES = [
 @pytest.fixture(scope="module")
 def hf_model():
     transformers = pytest.importorskip("transformers")
-    from attn_gui.engine.pretrained import MODELS, model_dir
+    from attn_gui.engine.sources import MODELS
+    from attn_gui.engine.sources.minilm import model_dir
 
     folder = model_dir(MODELS["minilm-l6"])
     model = transformers.BertModel.from_pretrained(str(folder), attn_implementation="eager",
@@ -43,7 +47,7 @@ def test_every_layer_matches_transformers(hf_model, sentence):
 
 def test_compute_shows_a_real_layer():
     cfg = AttentionConfig(sentence=SENTENCES[0], model="minilm-l6", layer=3)
-    assert (cfg.d_model, cfg.d_k, cfg.d_v, cfg.heads) == (384, 32, 32, 12)
+    assert (cfg.dims.d_model, cfg.dims.d_k, cfg.dims.d_v, cfg.dims.heads) == (384, 32, 32, 12)
     r = compute(cfg)
     assert r.tokens[0] == "[CLS]" and r.tokens[-1] == "[SEP]" and "animal" in r.tokens
     T = len(r.tokens)
@@ -65,11 +69,52 @@ def test_compute_shows_a_real_layer():
 
 
 def test_model_config_validation():
-    with pytest.raises(ValueError, match="layers 0 to 5"):
+    with pytest.raises(ConfigError, match="layer must be between 0 and 5"):
         AttentionConfig(model="minilm-l6", layer=6)
-    with pytest.raises(ValueError, match="model must be one of"):
+    with pytest.raises(ConfigError, match="model must be one of minilm-l6 or none"):
         AttentionConfig(model="gpt-9")
-    with pytest.raises(ValueError, match="at most 512 tokens"):
-        AttentionConfig(model="minilm-l6", sentence="word " * 600)
-    with pytest.raises(ValueError, match="only used with a pretrained model"):
+    too_long = AttentionConfig(model="minilm-l6", sentence="word " * 600)  # the config reads no tokens
+    with pytest.raises(ConfigError, match="at most 512 tokens; this text has 602"):
+        check_tokens(too_long)
+    with pytest.raises(ConfigError, match="at most 512 tokens"):
+        compute(too_long)
+    with pytest.raises(ConfigError, match="only used with a pretrained model"):
         AttentionConfig(layer=2)
+
+
+@pytest.mark.parametrize("layout", ["row", "column"])
+@pytest.mark.parametrize("layer", [0, 4])
+def test_model_results_carry_their_biases(hf_model, layout, layer):
+    """q = x W_q + b_q (and k, v, output) against torch's F.linear with the model's own nn.Linear."""
+    cfg = AttentionConfig(sentence=SENTENCES[0], model="minilm-l6", layer=layer, layout=layout)
+    r = compute(cfg)
+    attn = hf_model.encoder.layer[layer].attention
+    T = len(r.tokens)
+    assert r.b_q.shape == (12, 1, 32) and r.b_v.shape == (12, 1, 32) and r.b_o.shape == (1, 384)
+    with torch.no_grad():
+        for name, linear in (("q", attn.self.query), ("k", attn.self.key), ("v", attn.self.value)):
+            peer = F.linear(r.x, linear.weight, linear.bias).view(T, 12, 32).transpose(0, 1)  # (h, T, d_k)
+            assert torch.allclose(getattr(r, name), peer, atol=1e-5), name
+            assert torch.allclose(getattr(r, "b_" + name).flatten(), linear.bias), name
+            w = getattr(r, "w_" + name)
+            xw = r.x @ w if layout == "row" else r.x @ w.transpose(-2, -1)  # (h, T, d_k)
+            mine = xw + getattr(r, "b_" + name)
+            assert torch.allclose(mine, peer, atol=1e-5), name
+        dense = attn.output.dense
+        assert torch.allclose(r.output, F.linear(r.concat, dense.weight, dense.bias), atol=1e-5)
+        assert torch.allclose(r.b_o[0], dense.bias)
+    assert {"b_q", "b_k", "b_v", "b_o"} <= set(r.fields())
+    assert set(r.to_numpy()) >= {"b_q", "b_o"}
+    assert formula("q", cfg) == ("Q = X W_q + b_q" if layout == "row" else "Q = X W_qᵀ + b_q  (q_i = W_q x_i + b_q)")
+    assert formula("output", cfg).endswith("+ b_O")
+
+
+def test_minilm_is_a_model_source():
+    src = source("minilm-l6")
+    assert isinstance(src, ModelSource) and src.spec is MODELS["minilm-l6"] and src.available()
+    p = src.layer_weights(2, "cpu", torch.float32)
+    assert isinstance(p, Projections)
+    assert p.w_q.shape == (12, 32, 384) and p.w_o.shape == (384, 384)  # column layout
+    ids = torch.tensor(src.tokenize("a b c").token_ids)
+    hidden, weights = src.layer_inputs(ids, "cpu", torch.float32)
+    assert len(hidden) == 7 and weights.shape == (6, 12, 5, 5)

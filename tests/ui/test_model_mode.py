@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from attn_gui.engine import AttentionConfig, compute
-from attn_gui.engine.pretrained import is_available
+from attn_gui.engine.sources import is_available
 from attn_gui.render.heatmap import HeatmapView
 
 pytestmark = pytest.mark.skipif(not is_available("minilm-l6"), reason="the pretrained extra is not installed")

@@ -7,7 +7,7 @@ import pytest
 import torch
 from PySide6 import QtCore, QtGui, QtWidgets
 
-from attn_gui.engine import AttentionConfig, compute, preset
+from attn_gui.engine import AttentionConfig, compute, preset, tokens_for
 from attn_gui.export.images import copy_image
 from attn_gui.ui import MainWindow, map_menu
 from attn_gui.render.heatmap import HeatmapView
@@ -202,7 +202,7 @@ def test_settings_persist_between_runs(window, qtbot, settings):
 def test_long_input_is_reduced_for_display(window, qtbot):
     words = " ".join(f"w{i}" for i in range(700))
     window.panel.sentenceInput.setPlainText(words)
-    wait_for(qtbot, window, lambda c: c.seq_len == 700)
+    wait_for(qtbot, window, lambda c: len(tokens_for(c).tokens) == 700)
     view = heatmap(window, "weights:0")
     assert view.image.image.shape == (DISPLAY_MAX, DISPLAY_MAX)
     assert view.data.row_blocks is not None
@@ -247,5 +247,5 @@ def test_a_late_frame_does_not_hide_a_newer_problem(window, qtbot):
     big = AttentionConfig(sentence=" ".join(f"w{i}" for i in range(300)), heads=8)
     window.panel.set_config(big)  # goes to the worker
     window.panel.sentenceInput.setPlainText("")  # invalid before the frame arrives
-    qtbot.waitUntil(lambda: window.frame.result.config.seq_len == 300, timeout=30000)
+    qtbot.waitUntil(lambda: window.frame.result.seq_len == 300, timeout=30000)
     assert window.panel.messageLabel.isVisible() and "no tokens" in window.panel.messageLabel.text()

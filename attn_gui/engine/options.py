@@ -1,0 +1,152 @@
+"""Each config field declared once: kind, default, range, labels and where it has an effect.
+
+The controls, the CLI flags, the session reader and the config's own validation all
+read these declarations, so a new option is one declared field plus its math.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from .errors import ConfigError
+
+RANDOM, MODEL = "random", "model"
+BOTH = frozenset({RANDOM, MODEL})
+KINDS = ("text", "int", "float", "bool", "choice", "device", "model")
+
+_DEVICE_RE = re.compile(r"cpu|mps|cuda(?::[0-9]+)?")  # [0-9], not \d: "cuda:٣" is no device
+
+
+def _short(value: Any) -> str:
+    """repr() cut to a readable length, so a hostile value cannot flood a message."""
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _finite(x: float) -> bool:
+    try:
+        return math.isfinite(x)
+    except OverflowError:  # an int too large for a float
+        return False
+
+
+@dataclass(frozen=True)
+class Option:
+    """The declaration of one ``AttentionConfig`` field.
+
+    Attributes
+    ----------
+    name : str
+        The field name.
+    kind : str
+        "text", "int", "float", "bool", "choice", "device" or "model".
+    default : Any
+        The field's default.
+    label : str
+        Short name for the window.
+    help : str
+        One sentence for tooltips and ``--help``.
+    lo, hi : int or float or None
+        Inclusive bounds of the value ("int", "float") or of its length ("text").
+    choices : tuple of (value, human label)
+        The allowed values of a "choice" (and "model") field, in menu order.
+    decimals : int or None
+        "float": the most decimal places a value may have.
+    nullable : bool
+        None is allowed (weight_seed: same stream as X; model: random weights).
+    modes : frozenset of {"random", "model"}
+        Where the field has an effect; elsewhere it is kept but inert.
+    """
+
+    name: str
+    kind: str
+    default: Any
+    label: str
+    help: str
+    lo: int | float | None = None
+    hi: int | float | None = None
+    choices: tuple[tuple[Any, str], ...] = ()
+    decimals: int | None = None
+    nullable: bool = False
+    modes: frozenset[str] = BOTH
+
+    @property
+    def flag(self) -> str:
+        """The CLI flag: ``--d-model``; ``--no-scale`` for a bool that defaults to True."""
+        dashed = self.name.replace("_", "-")
+        return f"--no-{dashed}" if self.kind == "bool" and self.default is True else f"--{dashed}"
+
+    @property
+    def values(self) -> tuple[Any, ...]:
+        """The allowed values of a "choice" or "model" field."""
+        return tuple(value for value, _ in self.choices)
+
+    def check(self, value: Any) -> None:
+        """Raise ``ConfigError`` naming this field unless ``value`` is allowed."""
+        if value is None and self.nullable:
+            return
+        name = self.name
+        if self.kind == "text":
+            if not isinstance(value, str):
+                raise ConfigError(f"{name} must be text; got {_short(value)}")
+            if self.hi is not None and len(value) > self.hi:
+                raise ConfigError(f"the {name} is {len(value):,} characters; the limit is {self.hi:,}")
+        elif self.kind == "bool":
+            if not isinstance(value, bool):
+                raise ConfigError(f"{name} must be true or false; got {_short(value)}")
+        elif self.kind == "int":
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise ConfigError(f"{name} must be a whole number; got {_short(value)}")
+            self._check_range(value, str(value) if abs(value) < 10**30 else _short(value))
+        elif self.kind == "float":
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not _finite(value):
+                raise ConfigError(f"{name} must be a number between {self.lo:g} and {self.hi:g}; "
+                                  f"got {_short(value)}")
+            self._check_range(value, f"{value:g}")
+            if self.decimals is not None and not math.isclose(round(value, self.decimals), value,
+                                                               rel_tol=1e-12, abs_tol=1e-15):
+                raise ConfigError(f"{name} has at most {self.decimals} decimals; got {_short(value)}")
+        elif self.kind in ("choice", "model"):
+            if not any(value == v and type(value) is type(v) for v in self.values if v is not None):
+                allowed = ", ".join(str(v) for v in self.values if v is not None)
+                none = " or none" if self.nullable else ""
+                raise ConfigError(f"{name} must be one of {allowed}{none}; got {_short(value)}")
+        elif self.kind == "device":
+            if not isinstance(value, str) or not _DEVICE_RE.fullmatch(value):
+                raise ConfigError(f"{name} must be cpu, cuda, cuda:N or mps; got {_short(value)}")
+        else:  # a declaration error, not a user's: fail loudly
+            raise TypeError(f"unknown option kind {self.kind!r}")
+
+    def _check_range(self, value: int | float, shown: str) -> None:
+        lo, hi = self.lo, self.hi
+        if (lo is not None and value < lo) or (hi is not None and value > hi):
+            raise ConfigError(f"{self.name} must be between {lo:g} and {hi:g}; got {shown}"
+                              if isinstance(lo, float) or isinstance(hi, float)
+                              else f"{self.name} must be between {lo} and {hi}; got {shown}")
+
+
+def option(default: Any, *, kind: str, label: str, help: str, lo: int | float | None = None,
+           hi: int | float | None = None, choices: tuple[tuple[Any, str], ...] = (),
+           decimals: int | None = None, nullable: bool = False, modes: frozenset[str] = BOTH) -> Any:
+    """A dataclass field carrying its ``Option`` declaration in its metadata.
+
+    The name is filled in from the field by ``declared_options``.
+    """
+    if kind not in KINDS:
+        raise TypeError(f"unknown option kind {kind!r}")
+    spec = dict(kind=kind, label=label, help=help, lo=lo, hi=hi, choices=tuple(choices),
+                decimals=decimals, nullable=nullable, modes=frozenset(modes))
+    return dataclasses.field(default=default, metadata={"option": spec})
+
+
+def declared_options(cls: type) -> dict[str, Option]:
+    """Every field of dataclass ``cls`` declared with ``option()``, in field order."""
+    return {
+        f.name: Option(name=f.name, default=f.default, **f.metadata["option"])
+        for f in dataclasses.fields(cls)
+        if "option" in f.metadata
+    }

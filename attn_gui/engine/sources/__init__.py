@@ -1,0 +1,56 @@
+"""Pretrained models as sources of layer inputs and weights.
+
+A model is one file here defining ``Source`` (a ``base.ModelSource``) plus one
+``ModelSpec`` line in ``MODELS``. This module imports nothing heavy: a source's
+module is imported when ``source(name)`` first asks for it.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+from typing import TYPE_CHECKING
+
+from ..errors import ConfigError
+from .spec import ModelSpec
+
+if TYPE_CHECKING:
+    from .base import ModelSource
+
+MODELS: dict[str, ModelSpec] = {
+    spec.name: spec
+    for spec in (
+        ModelSpec("minilm-l6", "MiniLM-L6 (all-MiniLM-L6-v2)", module="minilm", layers=6, heads=12,
+                  d_model=384, d_k=32, d_v=32, max_tokens=512, has_bias=True,
+                  special_tokens=("[CLS]", "[SEP]")),
+    )
+}
+
+
+def spec(name: str) -> ModelSpec:
+    """The static spec of model ``name``; ``ConfigError`` naming the choices otherwise."""
+    found = MODELS.get(name) if isinstance(name, str) else None
+    if found is None:
+        raise ConfigError(f"model must be one of {', '.join(MODELS)} or none; got {name!r:.40}")
+    return found
+
+
+@functools.cache
+def source(name: str) -> "ModelSource":
+    """The (cached) source of model ``name``; importing its module costs nothing else."""
+    s = spec(name)
+    module = importlib.import_module(f"{__name__}.{s.module}")
+    return module.Source(s)
+
+
+def is_available(name: str) -> bool:
+    """Whether model ``name`` can be loaded here (its packages are installed)."""
+    return source(name).available()
+
+
+def install_hint(name: str) -> str:
+    """The command that makes model ``name`` available."""
+    return source(name).install_hint
+
+
+__all__ = ["MODELS", "ModelSpec", "install_hint", "is_available", "source", "spec"]
