@@ -10,6 +10,7 @@ import os
 import sys
 
 from . import __version__
+from .engine.errors import UserError
 
 
 class _Parser(argparse.ArgumentParser):
@@ -27,50 +28,59 @@ class UsageError(Exception):
     """A bad command line; printed as one line, exit status 2."""
 
 
+def _flag_help(opt) -> str:
+    text = opt.help.rstrip(".")
+    if opt.kind in ("int", "float") and opt.lo is not None:
+        text += f"; {opt.lo:g} to {opt.hi:g}"
+    if opt.kind != "bool" and opt.default is not None:
+        text += f" (default {opt.default})" if opt.kind != "text" else f' (default "{opt.default}")'
+    if opt.modes == {"random"}:
+        text += "; random weights only"
+    return text
+
+
 def add_engine_options(p: argparse.ArgumentParser) -> None:
-    """One flag per AttentionConfig field, named after it."""
-    from .engine.config import CHOICES, PRESETS
+    """One flag per declared config option (``OPTIONS``), named after its field."""
+    from .engine import OPTIONS, PRESETS
 
     g = p.add_argument_group("engine options (default: the chosen preset, else the tutorial default)")
     g.add_argument("--preset", choices=list(PRESETS), help="start from a named config")
-    g.add_argument("--sentence", help='the text (default "When in doubt look intelligent")')
-    g.add_argument("--tokenizer", choices=CHOICES["tokenizer"])
-    g.add_argument("--d-model", type=int, metavar="N", help="embedding size d (default 5)")
-    g.add_argument("--d-k", type=int, metavar="N", help="per-head query/key size d_q = d_k (default 3)")
-    g.add_argument("--d-v", type=int, metavar="N", help="per-head value size (default 3)")
-    g.add_argument("--heads", type=int, metavar="N", help="number of heads (default 1)")
-    g.add_argument("--seed", type=int, metavar="N", help="seed for the inputs (default 123)")
-    g.add_argument("--weight-seed", type=int, metavar="N",
-                   help="seed for the projections (default: continue the inputs' stream)")
-    g.add_argument("--inputs", choices=CHOICES["inputs"])
-    g.add_argument("--positional", action="store_true", default=None, help="add sinusoidal positions to X")
-    g.add_argument("--init", choices=CHOICES["init"])
-    g.add_argument("--layout", choices=CHOICES["layout"], help="row: q = x W; column: q = W x")
-    g.add_argument("--no-projections", dest="projections", action="store_false", default=None,
-                   help="q = k = v = x (simplified attention)")
-    g.add_argument("--no-scale", dest="scale", action="store_false", default=None,
-                   help="do not divide scores by sqrt(d_k)")
-    g.add_argument("--temperature", type=float, metavar="T", help="further divide scores by T (default 1)")
-    g.add_argument("--causal", action="store_true", default=None, help="mask keys after the query")
-    g.add_argument("--similarity", choices=CHOICES["similarity"])
-    g.add_argument("--device", help="cpu, cuda, cuda:N or mps (default cpu)")
-    g.add_argument("--dtype", choices=CHOICES["dtype"])
-    g.add_argument("--model", choices=["minilm-l6"], help="a pretrained model instead of random weights "
-                   "(needs the pretrained extra)")
-    g.add_argument("--layer", type=int, metavar="N", help="the model's layer to show (0-5)")
+    for opt in OPTIONS.values():
+        kw: dict = {"dest": opt.name, "default": None, "help": _flag_help(opt)}
+        if opt.kind == "bool":
+            kw["action"] = "store_false" if opt.default else "store_true"
+        elif opt.kind in ("choice", "model"):
+            kw["choices"] = [v for v in opt.values if v is not None]
+        elif opt.kind in ("int", "float"):
+            kw.update(type=int if opt.kind == "int" else float, metavar="N" if opt.kind == "int" else "X")
+        else:
+            kw["metavar"] = "TEXT" if opt.kind == "text" else "DEVICE"
+        g.add_argument(opt.flag, **kw)
+
+
+def given_options(args: argparse.Namespace) -> dict:
+    """The config fields set on the command line (not their defaults)."""
+    from .engine import OPTIONS
+
+    return {name: getattr(args, name) for name in OPTIONS if getattr(args, name, None) is not None}
 
 
 def config_from_args(args: argparse.Namespace):
-    """The AttentionConfig the options describe (ValueError with a readable message if invalid)."""
-    from .engine import AttentionConfig, check_tokens, preset
+    """The AttentionConfig the options describe; UsageError or UserError with a readable message.
+
+    An option that has no effect with the chosen source (``--d-model`` with ``--model``) is
+    refused rather than ignored.
+    """
+    from .engine import OPTIONS, AttentionConfig, check_tokens, preset
 
     base = preset(args.preset) if getattr(args, "preset", None) else AttentionConfig()
-    changes = {
-        name: getattr(args, name)
-        for name in AttentionConfig.field_names()
-        if getattr(args, name, None) is not None
-    }
+    changes = given_options(args)
     config = base.replace(**changes)
+    inert = [OPTIONS[name].flag for name in changes if config.mode not in OPTIONS[name].modes]
+    if inert:
+        reason = (f"has no effect with --model {config.model}: the model fixes its sizes and weights"
+                  if config.model else "needs --model")
+        raise UsageError(f"attn-gui: {', '.join(inert)} {reason}")
     check_tokens(config)  # no tokens, or more than the model reads: refused before anything is written
     return config
 
@@ -104,7 +114,7 @@ def run_export(args: argparse.Namespace, config) -> int:
     Everything that can be checked (formats, width, the folder) is checked before the
     compute. Images need Qt (offscreen); an arrays-only export never imports it.
     """
-    from .engine import UserError, compute
+    from .engine import compute
     from .export.bundle import export_all
     from .export.files import IMAGE_FORMATS, check_width, check_writable, parse_formats
     from .present.frame import make_frame
@@ -155,7 +165,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         args = build_parser().parse_args(argv)
         if args.command in (None, "gui"):
-            config = config_from_args(args) if args.command == "gui" else None
+            # no options: the window opens where the user left it (saved settings)
+            given = args.command == "gui" and (given_options(args) or args.preset)
+            config = config_from_args(args) if given else None
             from .ui.app import run_gui
 
             return run_gui(config)
@@ -166,7 +178,7 @@ def main(argv: list[str] | None = None) -> int:
     except UsageError as exc:
         print(exc, file=sys.stderr)
         return 2
-    except (ValueError, OSError, RuntimeError) as exc:
+    except UserError as exc:  # anything else is a bug: it raises with its traceback
         print(f"attn-gui: {one_line(str(exc))}", file=sys.stderr)
         return 2
     return 0

@@ -253,7 +253,7 @@ def live(frame, qtbot):
 
 def test_the_live_figure_is_grabbed_as_it_is(frame, live, qtbot, tmp_path):
     live.resize(*offscreen.FIGURE_SIZE)
-    live.select_token(2)
+    live.show_frame(frame, token=2)
     qtbot.waitUntil(lambda: live.width() == offscreen.FIGURE_SIZE[0])
     bundle.export_all(frame, tmp_path, formats="png", figure=live)
     saved = QtGui.QImage(str(tmp_path / "figure.png"))

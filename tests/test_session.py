@@ -8,31 +8,44 @@ from hypothesis import strategies as st
 
 from attn_gui.engine import AttentionConfig
 from attn_gui.present.session import load_session, parse_session, save_session, session_dict
+from attn_gui.present.state import ViewState
 
 
 def test_round_trip(tmp_path):
-    cfg = AttentionConfig(sentence="Life is short, eat dessert first", heads=2, causal=True, weight_seed=3)
+    cfg = AttentionConfig(sentence="Life is short, eat dessert first", heads=2, causal=True, weight_seed=3,
+                          seed=2**40, temperature=0.123)
+    state = ViewState(cfg, head=1, token=4, hide_special=True, focus="weights")
     path = tmp_path / "s.json"
-    save_session(path, cfg, {"geometry": "AAAA"})
-    assert load_session(path) == (cfg, {"geometry": "AAAA"})
+    save_session(path, state, {"geometry": "AAAA"})
+    assert load_session(path) == (state, {"geometry": "AAAA"})
     assert [p.name for p in tmp_path.iterdir()] == ["s.json"]  # no temp file left behind
 
 
+def test_version_1_files_still_load():
+    old = {"app": "attn-gui", "version": 1, "config": AttentionConfig(heads=3).to_dict(), "layout": {}}
+    state, layout = parse_session(json.dumps(old))
+    assert state == ViewState(AttentionConfig(heads=3)) and layout == {}
+
+
 def good() -> dict:
-    return session_dict(AttentionConfig())
+    return session_dict(ViewState())
 
 
 @pytest.mark.parametrize("mutate,message", [
-    (lambda d: d.update(version=2), "version 2 is not supported"),
+    (lambda d: d.update(version=3), "version 3 is not supported"),
     (lambda d: d.update(version=True), "not supported"),
-    (lambda d: d.pop("config"), "has no config"),
+    (lambda d: d.pop("state"), "has no state"),
     (lambda d: d.update(app="other"), "not an Attention Explorer session"),
     (lambda d: d.update(extra=1), "unknown session field"),
-    (lambda d: d["config"].update(d_model=10**30), "d_model must be between"),
-    (lambda d: d["config"].update(d_model="5"), "d_model must be a whole number"),
-    (lambda d: d["config"].update(evil="x"), "unknown config field"),
-    (lambda d: d["config"].update(temperature=10**400), "temperature must be a number between"),
-    (lambda d: d.update(config=[1, 2, 3]), "mapping"),
+    (lambda d: d["state"]["config"].update(d_model=10**30), "d_model must be between"),
+    (lambda d: d["state"]["config"].update(d_model="5"), "d_model must be a whole number"),
+    (lambda d: d["state"]["config"].update(evil="x"), "unknown config field"),
+    (lambda d: d["state"]["config"].update(temperature=10**400), "temperature must be a number between"),
+    (lambda d: d["state"].update(config=[1, 2, 3]), "mapping"),
+    (lambda d: d.update(state=[1, 2, 3]), "mapping"),
+    (lambda d: d["state"].update(head=-1), "head must be"),
+    (lambda d: d["state"].update(token="x"), "token must be"),
+    (lambda d: d["state"].update(focus="nowhere"), "focus must be"),
     (lambda d: d.update(layout={"geometry": 5}), "layout is not valid"),
     (lambda d: d.update(layout={"other": "x"}), "layout is not valid"),
 ])
@@ -58,7 +71,7 @@ def test_broken_files_are_refused(text, message):
 
 def test_truncated_file_on_disk(tmp_path):
     path = tmp_path / "s.json"
-    save_session(path, AttentionConfig())
+    save_session(path, ViewState())
     path.write_bytes(path.read_bytes()[:40])
     with pytest.raises(ValueError, match="not valid JSON"):
         load_session(path)
@@ -84,7 +97,7 @@ def test_fuzzed_sessions_raise_only_value_error(data):
 @given(st.dictionaries(st.sampled_from(AttentionConfig.field_names() + ("junk",)), json_values, max_size=6))
 def test_fuzzed_configs_raise_only_value_error(fields):
     data = good()
-    data["config"] = {**data["config"], **fields}
+    data["state"]["config"] = {**data["state"]["config"], **fields}
     try:
         parse_session(json.dumps(data))
     except ValueError as exc:

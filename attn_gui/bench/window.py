@@ -68,8 +68,8 @@ class _Harness:
 
     def show(self, config: AttentionConfig) -> None:
         """Put ``config`` in the controls and request it, even if it is already shown."""
-        self.win.panel.set_config(config, emit=False)
-        self.win.panel.force_emit()
+        self.win.set_state(self.win.state.replace(config=config))
+        self.win.recompute()
 
     def close(self) -> None:
         self.win.close()

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..engine import FIELDS, AttentionResult, formula
+from ..engine import FIELDS, MODELS, AttentionResult, formula
 from ..engine.reduce import block_edges
 from .formats import format_value
 from .frame import Frame
@@ -64,7 +64,8 @@ def special_tokens(result: AttentionResult) -> tuple[int, ...]:
     """Indices of the model's special tokens ([CLS], [SEP], ...) in a model-mode result."""
     if result.config.model is None:
         return ()
-    return tuple(i for i, t in enumerate(result.tokens) if t in ("[CLS]", "[SEP]"))  # [UNK] is a real word
+    special = MODELS[result.config.model].special_tokens  # [UNK] is a real word, not among them
+    return tuple(i for i, t in enumerate(result.tokens) if t in special)
 
 
 def _axis_labels(result: AttentionResult, axis: str, n: int) -> list[str]:

@@ -1,4 +1,4 @@
-"""Saved sessions: a small JSON file with the config, the window layout and a version.
+"""Saved sessions: a small JSON file with the view state, the window layout and a version.
 
 Loading is strict: a file that is not exactly what ``save_session`` writes (too big,
 truncated, wrong version, wrong types, extra keys, deep nesting) raises ``ValueError``
@@ -16,29 +16,33 @@ from typing import Any
 
 from ..engine import AttentionConfig
 from .files import atomic_write
+from .state import ViewState
 
-SESSION_VERSION = 1
+SESSION_VERSION = 2  # 1: the config alone; 2: the whole view state
 MAX_BYTES = 1_000_000 + 64_000  # the longest sentence a config allows, plus the layout
 LAYOUT_KEYS = ("geometry", "window_state", "splitter")
 
 
-def session_dict(config: AttentionConfig, layout: dict[str, str] | None = None) -> dict[str, Any]:
+def session_dict(state: ViewState, layout: dict[str, str] | None = None) -> dict[str, Any]:
     return {
         "app": "attn-gui",
         "version": SESSION_VERSION,
-        "config": config.to_dict(),
+        "state": state.to_dict(),
         "layout": dict(layout or {}),
     }
 
 
-def save_session(path: str | os.PathLike, config: AttentionConfig, layout: dict[str, str] | None = None) -> None:
-    """Save ``config`` and the window ``layout`` (base64 strings) as JSON, atomically."""
-    text = json.dumps(session_dict(config, layout), indent=2, ensure_ascii=False)
+def save_session(path: str | os.PathLike, state: ViewState, layout: dict[str, str] | None = None) -> None:
+    """Save ``state`` and the window ``layout`` (base64 strings) as JSON, atomically."""
+    text = json.dumps(session_dict(state, layout), indent=2, ensure_ascii=False)
     atomic_write(path, text.encode("utf-8"))
 
 
-def parse_session(text: str | bytes) -> tuple[AttentionConfig, dict[str, str]]:
-    """Validate a session's text; returns (config, layout) or raises ValueError."""
+def parse_session(text: str | bytes) -> tuple[ViewState, dict[str, str]]:
+    """Validate a session's text; returns (state, layout) or raises ValueError.
+
+    Version 1 files (a config, no view choices) still load, with the default view.
+    """
     if len(text) > MAX_BYTES:
         raise ValueError(f"this file is {len(text):,} bytes; a session is at most {MAX_BYTES:,}")
     try:
@@ -49,24 +53,27 @@ def parse_session(text: str | bytes) -> tuple[AttentionConfig, dict[str, str]]:
         raise ValueError(f"this is not a session file (not valid JSON: {exc})") from None
     if not isinstance(data, dict) or data.get("app") != "attn-gui":
         raise ValueError("this is not an Attention Explorer session file")
-    extra = sorted(set(data) - {"app", "version", "config", "layout"})
-    if extra:
-        raise ValueError(f"unknown session field(s): {', '.join(map(str, extra))}")
     version = data.get("version")
-    if version != SESSION_VERSION or isinstance(version, bool):
-        raise ValueError(f"session version {version!r} is not supported (this app reads version {SESSION_VERSION})")
-    if "config" not in data:
-        raise ValueError("the session has no config")
+    if version not in (1, SESSION_VERSION) or isinstance(version, bool):
+        raise ValueError(f"session version {version!r} is not supported (this app reads versions 1 and "
+                         f"{SESSION_VERSION})")
+    body = "config" if version == 1 else "state"
+    extra = sorted(set(data) - {"app", "version", body, "layout"})
+    if extra:
+        raise ValueError(f"unknown session field(s): {', '.join(map(str, extra))[:200]}")
+    if body not in data:
+        raise ValueError(f"the session has no {body}")
     try:
-        config = AttentionConfig.from_dict(data["config"])
-    except TypeError as exc:
-        raise ValueError(f"the session's config is not valid: {exc}") from None
+        state = (ViewState(AttentionConfig.from_dict(data["config"])) if version == 1
+                 else ViewState.from_dict(data["state"]))
+    except (TypeError, RecursionError) as exc:
+        raise ValueError(f"the session's {body} is not valid: {exc}") from None
     layout = data.get("layout", {})
     if not isinstance(layout, dict) or not all(
             k in LAYOUT_KEYS and isinstance(v, str) and len(v) < 64_000 and _is_base64(v)
             for k, v in layout.items()):
         raise ValueError("the session's window layout is not valid")
-    return config, layout
+    return state, layout
 
 
 def _is_base64(text: str) -> bool:
@@ -77,7 +84,7 @@ def _is_base64(text: str) -> bool:
     return True
 
 
-def load_session(path: str | os.PathLike) -> tuple[AttentionConfig, dict[str, str]]:
+def load_session(path: str | os.PathLike) -> tuple[ViewState, dict[str, str]]:
     """Read and validate a session file; OSError or ValueError with a clear message."""
     path = Path(path)
     size = path.stat().st_size

@@ -10,7 +10,7 @@ from PySide6 import QtCore, QtWidgets
 
 from ..engine import FIELDS
 from ..present.frame import Frame
-from ..present.maps import map_data, map_id, special_tokens
+from ..present.maps import map_data, map_id
 from .heatmap import HeatmapView
 
 STAGES: list[tuple[str, tuple[str, ...], int]] = [
@@ -35,9 +35,9 @@ class PipelineView(QtWidgets.QWidget):
     Signals
     -------
     tokenSelected(int)
-        A query row was clicked in any map.
+        A query row was clicked in any map (the owner decides what to follow).
     headSelected(int)
-        The shown head changed.
+        A head's thumbnail was clicked.
     """
 
     tokenSelected = QtCore.Signal(int)
@@ -49,7 +49,7 @@ class PipelineView(QtWidgets.QWidget):
         self.frame: Frame | None = None
         self.head = 0
         self.token: int | None = None
-        self.hide_special = False
+        self.hidden: tuple[int, ...] = ()
         self.views: dict[str, HeatmapView] = {}
         self.overview: list[HeatmapView] = []
 
@@ -103,23 +103,25 @@ class PipelineView(QtWidgets.QWidget):
     def _object_name(self, name: str) -> str:
         return "heatmap:" + map_id(name, self.head if FIELDS[name].per_head else None)
 
-    def show_frame(self, frame: Frame) -> None:
-        """Render every map of ``frame`` (per-head maps for the selected head)."""
-        self.frame = frame
+    def show_frame(self, frame: Frame, head: int = 0, token: int | None = None,
+                   hidden: tuple[int, ...] = ()) -> None:
+        """Draw every map of ``frame``: per-head maps for ``head``, row ``token`` outlined,
+        ``hidden`` token indices left out. Only the outline moves when nothing else changed."""
+        drawn = frame is self.frame and (head, hidden) == (self.head, self.hidden)
+        self.frame, self.head, self.token, self.hidden = frame, head, token, hidden
+        if drawn:
+            self._outline(token)
+            return
         result = frame.result
-        if self.head >= result.heads:
-            self.head = 0
-        if self.token is not None and self.token >= result.seq_len:
-            self.token = None
         present = set(result.fields())
         for name, view in self.views.items():
             view.setVisible(name in present)
             if name in present:
                 view.setObjectName(self._object_name(name))
-                view.set_data(map_data(frame, name, self.head if FIELDS[name].per_head else None, self.hidden()))
-                view.set_highlight(self.token if name in TOKEN_ROW_FIELDS else None)
+                view.set_data(map_data(frame, name, head if FIELDS[name].per_head else None, hidden))
         self.noProjection.setVisible(result.w_q is None)
         self._show_overview(frame)
+        self._outline(token)
 
     def _show_overview(self, frame: Frame) -> None:
         heads = frame.result.heads
@@ -130,39 +132,20 @@ class PipelineView(QtWidgets.QWidget):
             i = len(self.overview)
             view = HeatmapView(f"headgrid:weights:{i}", compact=True)
             view.setMinimumSize(90, 90)
-            view.rowClicked.connect(lambda _row, i=i: self.select_head(i))
+            view.rowClicked.connect(lambda _row, i=i: self.headSelected.emit(i))
             self.overview.append(view)
             self._on_new_view(view)
             self.overviewBox.addWidget(view)
         for i, view in enumerate(self.overview):
             view.setVisible(i < heads)
             if i < heads:
-                data = map_data(frame, "weights", i, self.hidden())
+                data = map_data(frame, "weights", i, self.hidden)
                 data.title = f"<b>head {i + 1} ▾</b>" if i == self.head else f"head {i + 1}"
                 view.values.show_values = False
                 view.set_data(data)
-                view.set_highlight(self.token)
 
-    def hidden(self) -> tuple[int, ...]:
-        """Token indices left out of the maps (the model's special tokens, when asked)."""
-        return special_tokens(self.frame.result) if self.hide_special and self.frame else ()
-
-    def set_hide_special(self, hide: bool) -> None:
-        self.hide_special = hide
-        if self.frame is not None:
-            self.show_frame(self.frame)
-
-    def select_head(self, head: int) -> None:
-        """Show head ``head`` (0-based) in the per-head maps."""
-        if self.frame is None or not 0 <= head < self.frame.result.heads or head == self.head:
-            return
-        self.head = head
-        self.show_frame(self.frame)
-        self.headSelected.emit(head)
-
-    def select_token(self, token: int | None) -> None:
+    def _outline(self, token: int | None) -> None:
         """Outline query row ``token`` in every map with token rows."""
-        self.token = token
         for name, view in self.views.items():
             view.set_highlight(token if name in TOKEN_ROW_FIELDS else None)
         for view in self.overview:
@@ -172,5 +155,4 @@ class PipelineView(QtWidgets.QWidget):
         view = self.sender()
         name = next((n for n, v in self.views.items() if v is view), None)
         if name in TOKEN_ROW_FIELDS:
-            self.select_token(row)
             self.tokenSelected.emit(row)

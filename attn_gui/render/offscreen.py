@@ -138,18 +138,17 @@ def render_figure(frame: Frame, figure: PipelineView | None = None):
         about ``FIGURE_SIZE`` (larger if the maps need it).
     """
     width, height = FIGURE_SIZE
-    head, token = 0, None
+    head, token, hidden = 0, None, ()
     if figure is not None:
         if _hidden_by_scrolling(figure) == (0, 0):
             return figure.grab().toImage()
         width, height = max(width, figure.width()), max(height, figure.height())
-        head, token = figure.head, figure.token
+        head, token, hidden = figure.head, figure.token, figure.hidden
     ensure_app()
     view = PipelineView()
     try:
         lay_out(view, width, height)
-        view.head, view.token = head, token
-        view.show_frame(frame)
+        view.show_frame(frame, head, token, hidden)
         QtWidgets.QApplication.processEvents()
         extra_w, extra_h = _hidden_by_scrolling(view)
         if extra_w or extra_h:

@@ -14,9 +14,11 @@ from typing import Any
 from PySide6 import QtCore
 
 from ..engine import AttentionConfig
+from ..present.state import ViewState
 
 _DEFAULTS: dict[str, Any] = {
-    "config": "",  # AttentionConfig as JSON
+    "state": "",  # the ViewState as JSON
+    "config": "",  # before version 0.2: the AttentionConfig alone, as JSON
     "geometry": QtCore.QByteArray(),
     "window_state": QtCore.QByteArray(),
     "splitter": QtCore.QByteArray(),
@@ -56,18 +58,19 @@ class Settings:
             raise KeyError(f"unknown setting {key!r}")
         self._qs.setValue(key, value)
 
-    def config(self) -> AttentionConfig | None:
-        """The last config, or None when absent or no longer valid."""
-        text = self.get("config")
-        if not text:
-            return None
+    def state(self) -> ViewState | None:
+        """The last view state (or, from older settings, the last config), or None when absent or invalid."""
         try:
-            return AttentionConfig.from_dict(json.loads(text))
-        except (ValueError, TypeError):
+            if text := self.get("state"):
+                return ViewState.from_dict(json.loads(text))
+            if text := self.get("config"):
+                return ViewState(AttentionConfig.from_dict(json.loads(text)))
+        except (ValueError, TypeError, RecursionError):
             return None
+        return None
 
-    def set_config(self, config: AttentionConfig) -> None:
-        self.set("config", json.dumps(config.to_dict()))
+    def set_state(self, state: ViewState) -> None:
+        self.set("state", json.dumps(state.to_dict()))
 
     def recent_sessions(self) -> list[str]:
         try:

@@ -30,7 +30,7 @@ def test_choosing_minilm_layer_3_shows_real_heads(window, qtbot):
     assert window.modelDock.isVisible()
     np.testing.assert_allclose(window.modelView.image.image.shape[:2], (6 * 17 - 2, 12 * 17 - 2))
     # click head 2 of layer 3 in the model view: the full maps show it
-    with qtbot.waitSignal(window.pipeline.headSelected, timeout=5000):
+    with qtbot.waitSignal(window.stateChanged, timeout=5000):
         window.modelView.headPicked.emit(3, 1)
     view = window.findChild(HeatmapView, "heatmap:weights:1")
     np.testing.assert_allclose(view.image.image, expected.numpy("weights")[1], atol=1e-6)

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from PySide6 import QtWidgets
 
-from attn_gui.engine import compute
+from attn_gui.engine import PRESETS, compute
 from attn_gui.present.frame import make_frame
 from attn_gui.present.maps import map_data
 
@@ -21,20 +21,16 @@ TEXTS = ["When in doubt look intelligent", "", "   ", "?!", "a", "Ünïcödé �
 
 
 def settled(win) -> bool:
-    panel = win.panel
     if win.frame is None:
         return False
-    try:
-        cfg = panel.config()
-    except ValueError:
-        return True  # invalid input: the maps keep the last good result
-    return win.frame.result.config == cfg or win.failed_config == cfg
+    # an invalid edit leaves the state as it was: the maps keep the last good result
+    return win.frame.result.config == win.state.config or win.failed_config == win.state.config
 
 
 def check_maps_match_a_fresh_compute(win):
     result = win.frame.result
     fresh = make_frame(0, compute(result.config))
-    head = win.pipeline.head
+    head = win.state.head
     for name in ("x", "weights", "output"):
         view = win.pipeline.views[name]
         expected = map_data(fresh, name, head if name == "weights" else None).matrix
@@ -67,10 +63,10 @@ def random_action(win, rng: random.Random):
     elif kind == 5:
         p.temperatureSpin.setValue(rng.choice([0.01, 0.5, 1.0, 3.0, 100.0]))
     elif kind == 6:
-        p._apply_preset(rng.randrange(1, p.presetCombo.count()))
+        win.apply_preset(rng.choice(list(PRESETS)))
     elif kind == 7:
         if win.frame is not None:
-            win.pipeline.select_head(rng.randrange(win.frame.result.heads))
+            win.select_head(rng.randrange(win.frame.result.heads))
             win.select_token(rng.randrange(win.frame.result.seq_len))
     else:
         win.resize(rng.randint(900, 1900), rng.randint(600, 1200))

@@ -69,7 +69,7 @@ def test_second_head_appears_and_can_be_selected(window, qtbot):
     overview = [window.findChild(HeatmapView, f"headgrid:weights:{i}") for i in range(2)]
     assert all(v is not None and v.isVisible() for v in overview)
     np.testing.assert_allclose(overview[1].image.image, expected.numpy("weights")[1], atol=1e-6)
-    window.pipeline.select_head(1)
+    window.select_head(1)
     np.testing.assert_allclose(shown(window, "weights:1"), expected.numpy("weights")[1], atol=1e-6)
     np.testing.assert_allclose(shown(window, "q:1"), expected.numpy("q")[1], atol=1e-6)
     assert shown(window, "concat").shape == (5, 6)
@@ -129,7 +129,7 @@ def test_preset_reproduces_the_tutorial(window, qtbot):
 
 def test_bad_input_says_why_and_keeps_the_last_good_maps(window, qtbot):
     before = shown(window, "weights:0").copy()
-    with qtbot.waitSignal(window.panel.configInvalid, timeout=5000) as blocker:
+    with qtbot.waitSignal(window.inputInvalid, timeout=5000) as blocker:
         window.panel.sentenceInput.setPlainText("?! ...")
     assert "no tokens" in blocker.args[0]
     assert window.panel.messageLabel.isVisible() and "no tokens" in window.panel.messageLabel.text()
@@ -245,7 +245,7 @@ def test_example_sentences_are_shipped_and_offered(window, qtbot):
 
 def test_a_late_frame_does_not_hide_a_newer_problem(window, qtbot):
     big = AttentionConfig(sentence=" ".join(f"w{i}" for i in range(300)), heads=8)
-    window.panel.set_config(big)  # goes to the worker
+    window.set_state(window.state.replace(config=big))  # goes to the worker
     window.panel.sentenceInput.setPlainText("")  # invalid before the frame arrives
     qtbot.waitUntil(lambda: window.frame.result.seq_len == 300, timeout=30000)
     assert window.panel.messageLabel.isVisible() and "no tokens" in window.panel.messageLabel.text()

@@ -1,0 +1,88 @@
+"""The view state: the one frozen truth of what the window shows.
+
+The config decides the numbers; the view choices decide which of them are in front:
+the selected head, the followed token, hidden special tokens and the map in focus.
+Controls show a state and emit changes to it; sessions and settings save it whole.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+from ..engine import FIELDS, AttentionConfig, AttentionResult, UserError
+
+DEFAULT_TOKEN = 1  # the tutorials follow x_2 "in"
+
+
+@dataclass(frozen=True)
+class ViewState:
+    """Config plus view choices.
+
+    Attributes
+    ----------
+    config : AttentionConfig
+    head : int
+        Selected head, 0-based (the maps of per-head fields show it).
+    token : int or None
+        Followed query token, 0-based; None follows none.
+    hide_special : bool
+        Leave a model's [CLS] and [SEP] out of the maps (the numbers are unchanged).
+    focus : str or None
+        The result field shown large, or None for the whole pipeline.
+    """
+
+    config: AttentionConfig = dataclasses.field(default_factory=AttentionConfig)
+    head: int = 0
+    token: int | None = DEFAULT_TOKEN
+    hide_special: bool = False
+    focus: str | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.config, AttentionConfig):
+            raise UserError("a view state needs an AttentionConfig")
+        for name in ("head", "token"):
+            value = getattr(self, name)
+            if value is None and name == "token":
+                continue
+            if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 2**31:
+                raise UserError(f"{name} must be a whole number from 0; got {str(value)[:40]}")
+        if not isinstance(self.hide_special, bool):
+            raise UserError("hide_special must be true or false")
+        if self.focus is not None and self.focus not in FIELDS:
+            raise UserError(f"focus must be one of {', '.join(FIELDS)} or none; got {str(self.focus)[:40]}")
+
+    def replace(self, **changes: Any) -> ViewState:
+        """A copy with ``changes`` applied (validated like any new state)."""
+        return dataclasses.replace(self, **changes)
+
+    def with_config(self, **changes: Any) -> ViewState:
+        """A copy whose config has ``changes`` applied (UserError if they make it invalid)."""
+        return self.replace(config=self.config.replace(**changes))
+
+    def fitted(self, result: AttentionResult) -> ViewState:
+        """This state with the head and token kept inside ``result`` (a smaller result shows head 1)."""
+        head = self.head if self.head < result.heads else 0
+        token = self.token if self.token is None or self.token < result.seq_len else None
+        return self if (head, token) == (self.head, self.token) else self.replace(head=head, token=token)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON-ready dict: the config's fields under "config", then the view choices."""
+        return {"config": self.config.to_dict(), "head": self.head, "token": self.token,
+                "hide_special": self.hide_special, "focus": self.focus}
+
+    @classmethod
+    def from_dict(cls, data: Any) -> ViewState:
+        """A state from ``to_dict``'s output; unknown keys and bad values raise UserError."""
+        if not isinstance(data, dict):
+            raise UserError("a view state must be a mapping")
+        unknown = sorted(str(k)[:40] for k in data if k not in {f.name for f in dataclasses.fields(cls)})
+        if unknown:
+            raise UserError(f"unknown view field(s): {', '.join(unknown[:5])}")
+        values = dict(data)
+        values["config"] = AttentionConfig.from_dict(values.get("config", {}))
+        try:
+            return cls(**values)
+        except TypeError as exc:  # a key given twice, or the like
+            raise UserError(f"the view state is not valid: {exc}") from None

@@ -1,0 +1,244 @@
+"""One editor per declared config option, made from its declaration.
+
+An editor shows a value of its option exactly (ranges equal the declared limits, seeds
+up to 2**63 - 1, as many decimals as the option allows) and reports the user's edits;
+it never holds the truth. Widgets are named after the option (``dModelSpin``,
+``causalCheck``, ``layoutCombo``, ``sentenceInput``) so tests and scripts can drive them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from PySide6 import QtCore, QtGui, QtWidgets
+
+from ..engine import Option, available_devices
+from ..engine.sources import install_hint, is_available
+
+INT32_MAX = 2**31 - 1
+SUFFIX = {"int": "Spin", "float": "Spin", "bool": "Check", "choice": "Combo", "device": "Combo", "text": "Input"}
+
+
+def object_name(opt: Option) -> str:
+    """``d_model`` -> ``dModelSpin``; the model's menu is ``sourceCombo``."""
+    if opt.kind == "model":
+        return "sourceCombo"
+    first, *rest = opt.name.split("_")
+    return first + "".join(part[:1].upper() + part[1:] for part in rest) + SUFFIX[opt.kind]
+
+
+class BigSpinBox(QtWidgets.QAbstractSpinBox):
+    """A spin box for whole numbers beyond QSpinBox's 32 bits (seeds up to 2**63 - 1).
+
+    Signals
+    -------
+    valueChanged(object)
+        The value, a Python int, after an edit or a step.
+    """
+
+    valueChanged = QtCore.Signal(object)
+
+    def __init__(self, lo: int, hi: int, parent: QtWidgets.QWidget | None = None):
+        super().__init__(parent)
+        self._lo, self._hi, self._value = lo, hi, lo
+        self.lineEdit().setText(str(lo))
+        self.lineEdit().textEdited.connect(self._on_text)
+
+    def minimum(self) -> int:
+        return self._lo
+
+    def maximum(self) -> int:
+        return self._hi
+
+    def value(self) -> int:
+        return self._value
+
+    def setValue(self, value: int) -> None:
+        value = int(value)
+        if not self._lo <= value <= self._hi:
+            raise ValueError(f"{value} is outside {self._lo}..{self._hi}")
+        changed = value != self._value
+        self._value = value
+        if self.lineEdit().text() != str(value):
+            self.lineEdit().setText(str(value))
+        if changed:
+            self.valueChanged.emit(value)
+
+    def validate(self, text: str, pos: int):
+        if text == "":
+            return QtGui.QValidator.State.Intermediate, text, pos
+        if not text.isascii() or not text.isdigit():
+            return QtGui.QValidator.State.Invalid, text, pos
+        ok = self._lo <= int(text) <= self._hi
+        return (QtGui.QValidator.State.Acceptable if ok else QtGui.QValidator.State.Invalid), text, pos
+
+    def fixup(self, text: str) -> str:
+        return str(self._value)
+
+    def _on_text(self, text: str) -> None:
+        if text.isascii() and text.isdigit() and self._lo <= int(text) <= self._hi:
+            self.setValue(int(text))
+
+    def stepBy(self, steps: int) -> None:
+        self.setValue(min(self._hi, max(self._lo, self._value + steps)))
+
+    def stepEnabled(self):
+        flags = QtWidgets.QAbstractSpinBox.StepEnabledFlag.StepNone
+        if self._value > self._lo:
+            flags |= QtWidgets.QAbstractSpinBox.StepEnabledFlag.StepDownEnabled
+        if self._value < self._hi:
+            flags |= QtWidgets.QAbstractSpinBox.StepEnabledFlag.StepUpEnabled
+        return flags
+
+    def sizeHint(self) -> QtCore.QSize:
+        hint = super().sizeHint()
+        return QtCore.QSize(max(hint.width(), self.fontMetrics().horizontalAdvance("0" * 12) + 30), hint.height())
+
+
+class DecimalSpinBox(QtWidgets.QDoubleSpinBox):
+    """A QDoubleSpinBox that holds every declared decimal and writes no trailing zeros (0.123, 1)."""
+
+    def textFromValue(self, value: float) -> str:
+        return f"{value:.{self.decimals()}f}".rstrip("0").rstrip(".")
+
+
+class Editor(QtCore.QObject):
+    """One option's widget: ``value()``, ``show(value)`` and ``edited`` when the user changes it.
+
+    Signals
+    -------
+    edited(str, object)
+        The option's name and the value the widget now shows.
+    """
+
+    edited = QtCore.Signal(str, object)
+
+    def __init__(self, opt: Option, widget: QtWidgets.QWidget, get: Callable[[], Any],
+                 put: Callable[[Any], None], signals: list):
+        super().__init__(widget)
+        self.option, self.widget, self._get, self._put = opt, widget, get, put
+        widget.setObjectName(object_name(opt))
+        tip = opt.help
+        if opt.kind in ("int", "float") and opt.lo is not None:
+            tip += f" ({opt.lo:g} to {opt.hi:g})"
+        widget.setToolTip(tip)
+        for signal in signals:
+            signal.connect(self._emit)
+
+    def value(self) -> Any:
+        return self._get()
+
+    def show(self, value: Any) -> None:
+        """Show ``value`` without reporting it as an edit."""
+        blockers = [QtCore.QSignalBlocker(w) for w in (self.widget, *self.widget.findChildren(QtWidgets.QWidget))]
+        try:
+            self._put(value)
+        finally:
+            for blocker in blockers:
+                blocker.unblock()
+
+    def _emit(self, *_: Any) -> None:
+        self.edited.emit(self.option.name, self._get())
+
+
+def _text(opt: Option) -> Editor:
+    box = QtWidgets.QPlainTextEdit()
+    box.setPlaceholderText("Type a sentence…")
+    box.setFixedHeight(64)
+
+    def put(value: str) -> None:
+        if box.toPlainText() != value:  # never move the cursor of the text being typed
+            box.setPlainText(value)
+
+    return Editor(opt, box, box.toPlainText, put, [box.textChanged])
+
+
+def _int(opt: Option) -> Editor:
+    if opt.hi > INT32_MAX:
+        spin: QtWidgets.QAbstractSpinBox = BigSpinBox(opt.lo, opt.hi)
+    else:
+        spin = QtWidgets.QSpinBox()
+        spin.setRange(opt.lo, opt.hi)
+        spin.setAccelerated(True)
+    if not opt.nullable:
+        return Editor(opt, spin, spin.value, spin.setValue, [spin.valueChanged])
+    # nullable: a check box says "none" (weight_seed: the weights continue X's stream)
+    same = QtWidgets.QCheckBox("same stream as X")
+    same.setObjectName("sameStreamCheck")
+    same.setToolTip("Draw the weights right after X from one seeded stream, as a notebook that seeds once does")
+    box = QtWidgets.QWidget()
+    row = QtWidgets.QHBoxLayout(box)
+    row.setContentsMargins(0, 0, 0, 0)
+    row.addWidget(spin, 1)
+    row.addWidget(same)
+    same.toggled.connect(lambda on: spin.setEnabled(not on))
+
+    def put(value: int | None) -> None:
+        same.setChecked(value is None)
+        if value is not None:
+            spin.setValue(value)
+        spin.setEnabled(value is not None)
+
+    editor = Editor(opt, box, lambda: None if same.isChecked() else spin.value(), put,
+                    [spin.valueChanged, same.toggled])
+    spin.setObjectName(object_name(opt))
+    box.setObjectName(object_name(opt).replace("Spin", "Row"))
+    return editor
+
+
+def _float(opt: Option) -> Editor:
+    spin = DecimalSpinBox()
+    spin.setDecimals(opt.decimals or 6)
+    spin.setRange(opt.lo, opt.hi)
+    spin.setSingleStep(0.1)
+    return Editor(opt, spin, spin.value, spin.setValue, [spin.valueChanged])
+
+
+def _bool(opt: Option) -> Editor:
+    check = QtWidgets.QCheckBox(opt.label)
+    return Editor(opt, check, check.isChecked, check.setChecked, [check.toggled])
+
+
+def _combo(opt: Option, items: list[tuple[Any, str]], unavailable: Callable[[Any], str] | None = None) -> Editor:
+    box = QtWidgets.QComboBox()
+    box.setSizeAdjustPolicy(QtWidgets.QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
+    box.setMinimumContentsLength(8)
+    for value, label in items:
+        box.addItem(label, value)
+        hint = unavailable(value) if unavailable else ""
+        if hint:  # listed, but says how to enable it
+            item = box.model().item(box.count() - 1)
+            item.setEnabled(False)
+            item.setText(f"{label}: not installed")
+            item.setToolTip(f"To enable it: {hint}")
+
+    def put(value: Any) -> None:
+        index = box.findData(value)
+        if index < 0 and value == "cuda":
+            index = box.findData("cuda:0")
+        if index < 0:  # a valid value this machine cannot run (a session from a GPU machine): shown as is
+            box.addItem(f"{value} (not on this machine)", value)
+            index = box.count() - 1
+        box.setCurrentIndex(index)
+
+    return Editor(opt, box, box.currentData, put, [box.currentIndexChanged])
+
+
+def make_editor(opt: Option) -> Editor:
+    """The editor of ``opt``, chosen by its kind."""
+    if opt.kind == "text":
+        return _text(opt)
+    if opt.kind == "int":
+        return _int(opt)
+    if opt.kind == "float":
+        return _float(opt)
+    if opt.kind == "bool":
+        return _bool(opt)
+    if opt.kind == "device":
+        return _combo(opt, available_devices())
+    if opt.kind == "model":
+        return _combo(opt, list(opt.choices),
+                      lambda name: "" if name is None or is_available(name) else install_hint(name))
+    return _combo(opt, list(opt.choices))
+

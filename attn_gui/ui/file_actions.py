@@ -1,0 +1,99 @@
+"""The window's file actions: open and save sessions (the whole view state), export everything."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from PySide6 import QtCore, QtWidgets
+
+from ..engine import UserError, check_tokens
+from ..export.bundle import export_all
+from ..present.session import load_session, save_session
+
+class FileActions:
+    """Sessions and Export all, for ``MainWindow`` (which provides state, settings and layout)."""
+
+    def _layout_savers(self) -> dict:
+        return {"geometry": (self.saveGeometry, self.restoreGeometry),
+                "window_state": (self.saveState, self.restoreState),
+                "splitter": (self.splitter.saveState, self.splitter.restoreState)}
+
+    def save_session(self, path: str) -> None:
+        """Save the view state and the window layout to ``path`` (WriteError if it cannot)."""
+        layout = {key: bytes(save().toBase64()).decode("ascii") for key, (save, _) in self._layout_savers().items()}
+        save_session(path, self.state, layout)
+        self._remember_session(path)
+        self.statusBar().showMessage(f"Saved session to {path}", 6000)
+
+    def open_session(self, path: str) -> bool:
+        """Load ``path``; on any problem say why in a dialog and change nothing."""
+        try:
+            state, layout = load_session(path)
+            check_tokens(state.config)
+        except (OSError, ValueError) as exc:
+            QtWidgets.QMessageBox.warning(self, "Cannot open session", f"{path}\n\n{exc}")
+            return False
+        for key, (_, restore) in self._layout_savers().items():
+            if key in layout:
+                restore(QtCore.QByteArray.fromBase64(layout[key].encode("ascii")))
+        self.set_state(state)
+        self._remember_session(path)
+        return True
+
+    def _remember_session(self, path: str) -> None:
+        self.settings.add_recent_session(str(path))
+        self.settings.set("session_dir", str(Path(path).parent))
+
+    def save_session_dialog(self) -> None:
+        start = str(Path(self.settings.get("session_dir") or ".") / "attention-session.json")
+        path, _ = QtWidgets.QFileDialog.getSaveFileName(self, "Save session", start,
+                                                        "Attention Explorer session (*.json)")
+        if not path:
+            return
+        try:
+            self.save_session(path)
+        except UserError as exc:
+            QtWidgets.QMessageBox.warning(self, "Cannot save session", f"{path}\n\n{exc}")
+
+    def open_session_dialog(self) -> None:
+        path, _ = QtWidgets.QFileDialog.getOpenFileName(
+            self, "Open session", self.settings.get("session_dir"), "Attention Explorer session (*.json)")
+        if path:
+            self.open_session(path)
+
+    def fill_recent(self) -> None:
+        self.recentMenu.clear()
+        paths = self.settings.recent_sessions()
+        for path in paths:
+            self.recentMenu.addAction(path, lambda p=path: self.open_session(p))
+        if not paths:
+            self.recentMenu.addAction("(none yet)").setEnabled(False)
+
+    def export_all(self, folder: str | None = None) -> list | None:
+        """Write every map, the figure, the tensors and a manifest into ``folder`` (asks if None)."""
+        if self.frame is None:
+            return None
+        if folder is None:
+            folder = QtWidgets.QFileDialog.getExistingDirectory(
+                self, "Export all maps and tensors into…", self.settings.get("export_dir"))
+            if not folder:
+                return None
+        progress = QtWidgets.QProgressDialog("Exporting…", "", 0, 100, self)
+        progress.setCancelButton(None)
+        progress.setMinimumDuration(400)
+        progress.setWindowModality(QtCore.Qt.WindowModality.WindowModal)
+
+        def report(done: int, total: int) -> None:
+            progress.setMaximum(total)
+            progress.setValue(done)
+
+        try:
+            written = export_all(self.frame, folder, figure=self.pipeline, progress=report)
+        except UserError as exc:
+            QtWidgets.QMessageBox.warning(self, "Export failed", str(exc))
+            return None
+        finally:
+            progress.close()
+        self.settings.set("export_dir", str(folder))
+        self.statusBar().showMessage(f"Exported {len(written)} files to {folder}", 8000)
+        return written
