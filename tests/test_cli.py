@@ -157,3 +157,49 @@ def test_fuzzed_options_give_a_config_or_one_clear_error(argv):
         assert "\n" not in str(exc)
     except ValueError as exc:
         assert str(exc) and "\n" not in str(exc)
+
+
+@pytest.mark.parametrize("options, message", [
+    (["--model", "minilm-l6", "--d-model", "7"], "--d-model has no effect with --model minilm-l6"),
+    (["--model", "minilm-l6", "--heads", "3", "--no-projections"], "--heads, --no-projections has no effect"),
+    (["--layer", "0"], "--layer needs --model"),
+    (["--layer", "2"], "layer is only used with a pretrained model"),
+])
+def test_options_a_source_ignores_are_refused(tmp_path, capsys, options, message):
+    from attn_gui.engine.sources import is_available
+
+    if "--model" in options and not is_available("minilm-l6"):
+        pytest.skip("the pretrained extra is not installed")
+    assert run(["export", "--out", str(tmp_path / "o"), "--format", "npy", *options]) == 2
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1
+    assert not (tmp_path / "o").exists()
+
+
+def test_flags_follow_the_declared_options(capsys):
+    from attn_gui.engine import OPTIONS
+
+    assert run(["gui", "--help"]) == 0
+    text = capsys.readouterr().out
+    for opt in OPTIONS.values():
+        assert opt.flag in text
+    assert "0.01 to 100" in text and "(default 1.0)" in text  # the temperature's declared range
+
+
+def test_gui_without_options_opens_the_saved_state(monkeypatch):
+    import attn_gui.ui.app as app
+
+    opened = []
+    monkeypatch.setattr(app, "run_gui", lambda config=None: opened.append(config) or 0)
+    assert run([]) == 0 and run(["gui"]) == 0
+    assert opened == [None, None]  # the window then reads its settings
+    assert run(["gui", "--seed", str(2**40)]) == 0
+    assert opened[-1].seed == 2**40
+
+
+def test_a_bug_is_not_dressed_up_as_a_user_error(monkeypatch, tmp_path):
+    import attn_gui.engine as engine
+
+    monkeypatch.setattr(engine, "compute", lambda config: 1 / 0)
+    with pytest.raises(ZeroDivisionError):
+        main(["export", "--out", str(tmp_path / "o"), "--format", "npy"])

@@ -1,0 +1,54 @@
+"""What a map shows: values, titles, labels, hidden tokens and read-outs, from a real compute."""
+
+import numpy as np
+
+from attn_gui.engine import AttentionConfig, compute
+from attn_gui.present.frame import make_frame
+from attn_gui.present.maps import describe_cell, file_stem, map_data, map_id, map_keys, special_tokens
+from attn_gui.present.state import ViewState
+
+
+def frame_of(**kw):
+    return make_frame(0, compute(AttentionConfig(**kw)))
+
+
+def test_hidden_tokens_leave_the_other_numbers_unchanged_in_random_mode():
+    frame = frame_of(sentence="the cat sat on the mat", heads=2, causal=True)
+    full = frame.result.numpy("weights")[1]
+    data = map_data(frame, "weights", 1, hidden=(0, 3))
+    keep = [1, 2, 4, 5]
+    np.testing.assert_array_equal(data.matrix, full[np.ix_(keep, keep)])
+    assert [data.row_labels[b[0]] for b in data.row_blocks] == ["cat", "sat", "the", "mat"]
+    assert "shown 4 × 4" in data.title and "(6 × 6" in data.title
+    x = map_data(frame, "x", None, hidden=(0, 3))  # token rows only; the dimension axis stays whole
+    np.testing.assert_array_equal(x.matrix, frame.result.numpy("x")[keep])
+    assert special_tokens(frame.result) == ()  # random mode has no special tokens to hide
+
+
+def test_hiding_every_token_shows_the_map_whole():
+    frame = frame_of(sentence="one two")
+    data = map_data(frame, "weights", 0, hidden=(0, 1))
+    assert data.matrix.shape == (2, 2) and data.row_blocks is None
+
+
+def test_keys_ids_and_file_names():
+    frame = frame_of(heads=2)
+    keys = map_keys(frame.result)
+    assert keys[:3] == [("x", None), ("w_q", 0), ("w_q", 1)] and keys[-1] == ("output", None)
+    assert (map_id("weights", 1), file_stem("weights", 1), file_stem("x", None)) == ("weights:1", "weights_head1", "x")
+
+
+def test_read_out_names_the_pair_and_the_value():
+    frame = frame_of()
+    data = map_data(frame, "weights", 0)
+    value = frame.result.numpy("weights")[0, 1, 4]
+    assert describe_cell(data, 1, 4) == f"α[in → intelligent] = {value:.6g}, head 1"
+    masked = map_data(frame_of(causal=True), "scaled", 0)
+    assert describe_cell(masked, 0, 3).endswith("(masked: this key comes after the query (causal))")
+
+
+def test_view_state_fits_a_smaller_result():
+    result = compute(AttentionConfig(sentence="a b c"))
+    state = ViewState(AttentionConfig(), head=3, token=4).fitted(result)
+    assert (state.head, state.token) == (0, None)
+    assert ViewState(token=2).fitted(result).token == 2
