@@ -93,7 +93,7 @@ class BigSpinBox(QtWidgets.QAbstractSpinBox):
 
     def sizeHint(self) -> QtCore.QSize:
         hint = super().sizeHint()
-        return QtCore.QSize(max(hint.width(), self.fontMetrics().horizontalAdvance("0" * 12) + 30), hint.height())
+        return QtCore.QSize(max(hint.width(), self.fontMetrics().horizontalAdvance("0" * 8) + 30), hint.height())
 
 
 class DecimalSpinBox(QtWidgets.QDoubleSpinBox):
@@ -168,10 +168,10 @@ def _int(opt: Option) -> Editor:
     same.setObjectName("sameStreamCheck")
     same.setToolTip("Draw the weights right after X from one seeded stream, as a notebook that seeds once does")
     box = QtWidgets.QWidget()
-    row = QtWidgets.QHBoxLayout(box)
-    row.setContentsMargins(0, 0, 0, 0)
-    row.addWidget(spin, 1)
-    row.addWidget(same)
+    column = QtWidgets.QVBoxLayout(box)
+    column.setContentsMargins(0, 0, 0, 0)
+    column.addWidget(spin)
+    column.addWidget(same)
     same.toggled.connect(lambda on: spin.setEnabled(not on))
 
     def put(value: int | None) -> None:

@@ -72,7 +72,8 @@ class MainWindow(FileActions, QtWidgets.QMainWindow):
         scroll.setWidget(self.panel)
         scroll.setWidgetResizable(True)
         scroll.setHorizontalScrollBarPolicy(QtCore.Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
-        scroll.setMinimumWidth(330)
+        scroll.setMinimumWidth(max(330, self.panel.minimumSizeHint().width()
+                                   + scroll.verticalScrollBar().sizeHint().width() + 4))
         self.pipeline = PipelineView(on_new_view=map_menu.install)
         self.splitter = QtWidgets.QSplitter(QtCore.Qt.Orientation.Horizontal)
         self.splitter.addWidget(scroll)
@@ -195,8 +196,9 @@ class MainWindow(FileActions, QtWidgets.QMainWindow):
             saved = self.settings.get(key)
             if not saved.isEmpty():
                 restore(saved)
-        if self.settings.get("geometry").isEmpty():
-            self.resize(1600, 1000)
+        if self.settings.get("geometry").isEmpty():  # first start: as large as the screen allows
+            screen = self.screen().availableGeometry()
+            self.resize(min(1600, screen.width()), min(1000, screen.height()))
         if isinstance(start, AttentionConfig):
             start = ViewState(start)
         state = start or self.settings.state() or ViewState()
