@@ -14,6 +14,15 @@ from ..engine.reduce import block_edges
 from .formats import format_value
 from .frame import Frame
 
+# The window's columns, in data-flow order: (title, fields, relative width).
+STAGES: list[tuple[str, tuple[str, ...], int]] = [
+    ("1  Embeddings and weights", ("x", "w_q", "w_k", "w_v", "b_q", "b_k", "b_v"), 10),
+    ("2  Queries, keys, values", ("q", "k", "v"), 10),
+    ("3  Scores → weights", ("scores", "scaled", "weights"), 12),
+    ("4  Per-head output", ("head_outputs", "concat"), 10),
+    ("5  Output", ("w_o", "b_o", "output"), 10),
+]
+
 
 @dataclass
 class MapData:

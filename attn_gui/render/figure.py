@@ -10,16 +10,9 @@ from PySide6 import QtCore, QtWidgets
 
 from ..engine import FIELDS
 from ..present.frame import Frame
-from ..present.maps import map_data, map_id
+from ..present.maps import STAGES, map_data, map_id
 from .heatmap import HeatmapView
 
-STAGES: list[tuple[str, tuple[str, ...], int]] = [
-    ("1  Embeddings and weights", ("x", "w_q", "w_k", "w_v", "b_q", "b_k", "b_v"), 10),
-    ("2  Queries, keys, values", ("q", "k", "v"), 10),
-    ("3  Scores → weights", ("scores", "scaled", "weights"), 12),
-    ("4  Per-head output", ("head_outputs", "concat"), 10),
-    ("5  Output", ("w_o", "b_o", "output"), 10),
-]
 MAP_MIN_W, MAP_MIN_H = 230, 190
 TOKEN_ROW_FIELDS = {name for name, info in FIELDS.items() if info.rows == "token"}
 

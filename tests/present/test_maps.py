@@ -52,3 +52,11 @@ def test_view_state_fits_a_smaller_result():
     state = ViewState(AttentionConfig(), head=3, token=4).fitted(result)
     assert (state.head, state.token) == (0, None)
     assert ViewState(token=2).fitted(result).token == 2
+
+
+def test_every_field_has_a_place_in_the_window():
+    from attn_gui.engine import FIELDS
+    from attn_gui.present.maps import STAGES
+
+    placed = [name for _, names, _ in STAGES for name in names]
+    assert sorted(placed) == sorted(FIELDS) and len(placed) == len(set(placed))
