@@ -12,7 +12,7 @@ import threading
 import traceback
 from dataclasses import dataclass
 
-from ..engine import AttentionConfig, DeviceError, compute, tokens_for
+from ..engine import AttentionConfig, DeviceError, UserError, compute, tokens_for
 from .frame import Frame, make_frame
 
 SMALL_CELLS = 8 * 64 * 64  # h * T * T
@@ -58,8 +58,10 @@ def run_request(request_id: int, config: AttentionConfig) -> Frame | Failure:
         return make_frame(request_id, compute(config))
     except DeviceError as exc:
         return Failure(request_id, config, str(exc), device_error=True)
-    except (ValueError, MemoryError) as exc:
-        return Failure(request_id, config, str(exc) or type(exc).__name__)
+    except UserError as exc:
+        return Failure(request_id, config, str(exc))
+    except MemoryError:
+        return Failure(request_id, config, "out of memory: choose a shorter text or smaller sizes")
     except Exception as exc:  # noqa: BLE001 - a compute must never take the window down
         detail = "".join(traceback.format_exception(exc))
         return Failure(request_id, config, f"unexpected error: {exc}\n{detail}")

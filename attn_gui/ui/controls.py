@@ -51,7 +51,6 @@ class ControlPanel(QtWidgets.QWidget):
         super().__init__(parent)
         self.editors: dict[str, Editor] = {name: make_editor(opt) for name, opt in OPTIONS.items()}
         self._pending: dict[str, Any] = {}
-        self._shown: AttentionConfig | None = None
         for editor in self.editors.values():
             for widget in (editor.widget, *editor.widget.findChildren(QtWidgets.QWidget)):
                 if widget.objectName():  # dModelSpin, weightSeedSpin, sameStreamCheck, ...
@@ -142,7 +141,6 @@ class ControlPanel(QtWidgets.QWidget):
         config keeps its own, which come back when the source returns to random weights.
         """
         self._pending = {}
-        self._shown = cfg
         dims = cfg.dims
         fixed = {"d_model": dims.d_model, "d_k": dims.d_k, "d_v": dims.d_v, "heads": dims.heads,
                  "projections": dims.projections}
@@ -192,10 +190,6 @@ class ControlPanel(QtWidgets.QWidget):
     def _on_edit(self, name: str, value: Any) -> None:
         self._pending[name] = value
         self.edited.emit(dict(self._pending))
-
-    def pending(self) -> dict[str, Any]:
-        """The edits not yet accepted (shown in the controls, not in the maps)."""
-        return dict(self._pending)
 
     def _on_preset(self, index: int) -> None:
         name = self.presetCombo.itemData(index)

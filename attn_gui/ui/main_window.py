@@ -186,7 +186,7 @@ class MainWindow(FileActions, QtWidgets.QMainWindow):
         if layer == self._state.config.layer:
             self.select_head(head)
         else:  # the new layer's frame shows this head
-            self.set_state(self._state.replace(head=head, config=self._state.config.replace(layer=layer)))
+            self.set_state(self._state.with_config(layer=layer).replace(head=head))
 
     # compute flow ----------------------------------------------------------------------------
 
@@ -271,7 +271,7 @@ class MainWindow(FileActions, QtWidgets.QMainWindow):
         first_line = failure.message.splitlines()[0]
         if failure.device_error and config.device != self.last_good_device:
             first_line += f" — back on {self.last_good_device}"
-            self.set_state(self._state.replace(config=config.replace(device=self.last_good_device)))
+            self.set_state(self._state.with_config(device=self.last_good_device))
         self.panel.show_message(first_line)
         self.statusLabel.setText(f"⚠ {first_line} — the maps show the last good result")
         self.computeFailed.emit(first_line)
