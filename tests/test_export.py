@@ -9,7 +9,7 @@ import xml.etree.ElementTree as ET
 import numpy as np
 import pytest
 import pyqtgraph as pg
-from PySide6 import QtGui
+from PySide6 import QtGui, QtWidgets
 
 from attn_gui.export import arrays, bundle, files, images
 from attn_gui.engine import FIELDS, AttentionConfig, compute, preset
@@ -263,7 +263,8 @@ def test_the_live_figure_is_grabbed_as_it_is(frame, live, qtbot, tmp_path):
 
 def test_a_scrolled_live_figure_is_redrawn_whole(frame, live, qtbot, tmp_path):
     live.resize(700, 450)  # far smaller than the maps need: the figure scrolls
-    qtbot.waitUntil(lambda: offscreen._hidden_by_scrolling(live) != (0, 0))
+    scroll = live.findChild(QtWidgets.QScrollArea)
+    qtbot.waitUntil(lambda: scroll.horizontalScrollBar().maximum() > 0 or scroll.verticalScrollBar().maximum() > 0)
     bundle.export_all(frame, tmp_path, formats="png", figure=live)
     saved = QtGui.QImage(str(tmp_path / "figure.png"))
     assert saved.width() >= offscreen.FIGURE_SIZE[0] and saved.height() >= offscreen.FIGURE_SIZE[1]

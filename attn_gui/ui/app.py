@@ -16,7 +16,7 @@ def log_path() -> Path:
     return Path(base or Path.home() / ".attn-gui") / "attn-gui.log"
 
 
-def _install_error_hook(app) -> None:
+def install_error_hook(app) -> None:
     from PySide6 import QtGui, QtWidgets
 
     def hook(exc_type, exc, tb):
@@ -55,7 +55,7 @@ def run_gui(config: AttentionConfig | None = None) -> int:
     from ..present.resources import path_of
 
     app.setWindowIcon(QtGui.QIcon(path_of("icon.svg")))
-    _install_error_hook(app)
+    install_error_hook(app)
     from .main_window import MainWindow
 
     window = MainWindow(config)

@@ -10,7 +10,7 @@ def test_unexpected_errors_are_logged_and_shown(qtbot, tmp_path, monkeypatch):
     monkeypatch.setattr(app_mod, "log_path", lambda: tmp_path / "logs" / "attn-gui.log")
     monkeypatch.setattr(QtWidgets.QMessageBox, "exec", lambda box: shown.append(box.text()) or 0)
     monkeypatch.setattr(sys, "excepthook", sys.excepthook)
-    app_mod._install_error_hook(QtWidgets.QApplication.instance())
+    app_mod.install_error_hook(QtWidgets.QApplication.instance())
     try:
         raise RuntimeError("boom")
     except RuntimeError as exc:
