@@ -7,10 +7,13 @@ window's ``ui.worker.ComputeService`` runs this on a thread.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import threading
 import traceback
 from dataclasses import dataclass
+
+import torch
 
 from ..engine import AttentionConfig, DeviceError, UserError, compute, tokens_for
 from .frame import Frame, make_frame
@@ -50,6 +53,23 @@ class Failure:
     config: AttentionConfig
     message: str
     device_error: bool = False
+
+
+@contextlib.contextmanager
+def torch_threads(n: int):
+    """Run the block with ``n`` intra-op torch threads, then restore the count.
+
+    The count is process-wide in torch. A tiny compute in the GUI thread runs at one thread:
+    at two, on a busy machine, each small op waits for the other core (milliseconds per op).
+    """
+    before = torch.get_num_threads()
+    if before != n:
+        torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        if before != n:
+            torch.set_num_threads(before)
 
 
 def run_request(request_id: int, config: AttentionConfig) -> Frame | Failure:

@@ -11,7 +11,7 @@ from PySide6 import QtCore
 
 from ..engine import AttentionConfig
 from ..present.frame import Frame
-from ..present.runner import Failure, LatestWins, is_small, run_request
+from ..present.runner import Failure, LatestWins, is_small, run_request, torch_threads
 
 
 class _Worker(QtCore.QObject):
@@ -66,7 +66,8 @@ class ComputeService(QtCore.QObject):
         small = is_small(config)
         request_id = self.queue.submit(config, pending=not small)
         if small:
-            self._deliver(run_request(request_id, config))
+            with torch_threads(1):
+                self._deliver(run_request(request_id, config))
         else:
             self._wake.emit()
         return request_id
