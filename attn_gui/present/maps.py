@@ -14,6 +14,8 @@ from ..engine.reduce import block_edges
 from .formats import format_value
 from .frame import Frame
 
+NBSP = "\u00a0"
+
 # The window's columns, in data-flow order: (title, fields, relative width).
 STAGES: list[tuple[str, tuple[str, ...], int]] = [
     ("1  Embeddings and weights", ("x", "w_q", "w_k", "w_v", "b_q", "b_k", "b_v"), 10),
@@ -107,12 +109,17 @@ def map_data(frame: Frame, name: str, head: int | None = None, hidden: tuple[int
         matrix, col_blocks = matrix[:, keep], [(j, j + 1) for j in keep]
     r_shown, c_shown = matrix.shape
     cfg = result.config
-    head_txt = f", head {head + 1}/{result.heads}" if info.per_head and result.heads > 1 else ""
+    shape = [f"{R} × {C}"]
+    if info.per_head and result.heads > 1:
+        shape.append(f"head {head + 1}/{result.heads}")
+    if (r_shown, c_shown) != (R, C):
+        shape.append(f"shown {r_shown} × {c_shown}")
     layer_txt = f"layer {cfg.layer}: " if cfg.model is not None else ""
-    reduced = f", shown {r_shown} × {c_shown}" if (r_shown, c_shown) != (R, C) else ""
+    # a title may wrap between its words and after a comma, never inside "5 × 3"
+    shape_txt = ", ".join(part.replace(" ", NBSP) for part in shape)
     return MapData(
         matrix=matrix,
-        title=f"{layer_txt}{formula(name, cfg)}  ({R} × {C}{head_txt}{reduced})",
+        title=f"{layer_txt}{formula(name, cfg)}  ({shape_txt})",
         kind=info.kind,
         row_labels=_axis_labels(result, info.rows, R),
         col_labels=_axis_labels(result, info.cols, C),

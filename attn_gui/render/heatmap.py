@@ -10,12 +10,11 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6 import QtCore, QtGui, QtWidgets
 
-from ..present.formats import nice_ceil, visible_label
+from ..present.formats import nice_ceil
 from ..present.maps import MapData, describe_cell, display_row, full_row, tick_label
+from .axes import LabelAxis
 from .cells import MAX_VALUE_CELLS, CellValues
 from .style import MASK_FILL, MASK_HATCH, SIGNED_CMAP, WEIGHTS_CMAP, highlight_rect, no_pen
-
-MAX_TICKS = 48
 
 
 class HeatmapView(pg.GraphicsLayoutWidget):
@@ -39,7 +38,9 @@ class HeatmapView(pg.GraphicsLayoutWidget):
         self.compact = compact
         self.setMinimumSize(120, 110)
         self.ci.layout.setContentsMargins(2, 2, 2, 2)
-        self.plot: pg.PlotItem = self.addPlot(row=0, col=0)
+        font = QtGui.QFont(self.font().family(), 8)
+        self.rowAxis, self.colAxis = LabelAxis("left", font), LabelAxis("top", font)
+        self.plot: pg.PlotItem = self.addPlot(row=0, col=0, axisItems={"left": self.rowAxis, "top": self.colAxis})
         self.plot.setMenuEnabled(False)
         self.plot.hideButtons()
         self.plot.titleLabel.updateMin = self._title_min
@@ -47,10 +48,6 @@ class HeatmapView(pg.GraphicsLayoutWidget):
         self.plot.getViewBox().setMouseEnabled(x=True, y=True)
         self.plot.showAxis("top")
         self.plot.hideAxis("bottom")
-        for side in ("left", "top"):
-            ax = self.plot.getAxis(side)
-            ax.setStyle(tickTextOffset=2, tickLength=0)
-            ax.setTickFont(QtGui.QFont(self.font().family(), 8))
         self.image = pg.ImageItem(axisOrder="row-major")
         self.plot.addItem(self.image)
         self.mask_fill = QtWidgets.QGraphicsPathItem()
@@ -75,6 +72,7 @@ class HeatmapView(pg.GraphicsLayoutWidget):
             self.plot.hideAxis("top")
             self.plot.hideAxis("left")
         self._highlight_row: int | None = None
+        self.plot.getViewBox().sigResized.connect(lambda _vb: self._fit_columns())
         self.scene().sigMouseMoved.connect(self._on_mouse_moved)
         self.scene().sigMouseClicked.connect(self._on_mouse_clicked)
 
@@ -150,20 +148,15 @@ class HeatmapView(pg.GraphicsLayoutWidget):
             self._fit()
 
     def _fit(self) -> None:
-        """Wrap the title and shorten or thin the labels to the space this map has now."""
+        """Label every displayed row and column, stand column labels upright if they must, wrap the title."""
         R, C = self.data.matrix.shape
-        axis_font = QtGui.QFontMetrics(QtGui.QFont(self.font().family(), 8))
-        plot_h = max(40, self.height() - 60)
-        plot_w = max(40, self.width() - 120)
         if not self.compact:
-            self._set_ticks("left", R, self.data.row_labels, self.data.row_blocks,
-                            per_label_px=plot_h / R, need_px=axis_font.height(), char_px=None)
-        if not self.compact:
-            self._set_ticks("top", C, self.data.col_labels, self.data.col_blocks,
-                            per_label_px=plot_w / C, need_px=None, char_px=axis_font.averageCharWidth())
+            self.rowAxis.set_labels([tick_label(self.data.row_labels, self.data.row_blocks, i) for i in range(R)])
+            self.colAxis.set_labels([tick_label(self.data.col_labels, self.data.col_blocks, j) for j in range(C)])
+            self._fit_columns()
         title = self.plot.titleLabel
         bar = 0 if self.compact else 75  # the title sits above the image only, not the colour bar
-        axis = 0 if self.compact else self.plot.getAxis("left").width()
+        axis = 0 if self.compact else self.rowAxis.width()
         width = max(50, self.width() - axis - bar)
         title.item.setTextWidth(-1)
         if title.item.boundingRect().width() > width:  # wrap only when it does not fit on one line
@@ -173,6 +166,9 @@ class HeatmapView(pg.GraphicsLayoutWidget):
             title.item.document().setDefaultTextOption(option)
         title.updateMin()
 
+    def _fit_columns(self) -> None:
+        self.colAxis.fit(self.plot.getViewBox().width() or max(40, self.width() - 120))
+
     def _title_min(self) -> None:
         """Replaces LabelItem.updateMin: the title wraps, so it never sets the map's minimum width."""
         title = self.plot.titleLabel
@@ -181,26 +177,6 @@ class HeatmapView(pg.GraphicsLayoutWidget):
         title.setMinimumHeight(h)
         title.setMaximumHeight(h)
         title.updateGeometry()
-
-    def _set_ticks(self, side: str, n: int, labels: list[str], blocks, per_label_px: float,
-                   need_px: float | None, char_px: float | None) -> None:
-        if char_px:  # top axis: labels sit side by side; a label needs room for 3 characters
-            need_px = char_px * 4
-        step = 1
-        if need_px and per_label_px < need_px:
-            step = int(np.ceil(need_px / per_label_px))
-        step = max(step, int(np.ceil(n / (12 if self.compact else MAX_TICKS))))
-        max_chars = 14
-        if char_px:  # shorten the labels to the gap between two shown labels
-            max_chars = max(2, min(14, int(per_label_px * step // char_px) - 1))
-        ticks = []
-        for i in range(0, n, step):
-            ticks.append((i, visible_label(tick_label(labels, blocks, i), max_chars)))
-        axis = self.plot.getAxis(side)
-        axis.setTicks([ticks])
-        if side == "left":  # pyqtgraph drops labels wider than the axis; size it to the longest
-            metrics = QtGui.QFontMetrics(axis.style.get("tickFont") or self.font())
-            axis.setWidth(max((metrics.horizontalAdvance(t) for _, t in ticks), default=10) + 8)
 
     def set_highlight(self, row: int | None) -> None:
         """Outline the displayed row holding full-axis row ``row`` (None hides it)."""

@@ -1,0 +1,121 @@
+"""Axes that name every row and column they can, as BertViz names every token.
+
+A ``LabelAxis`` draws the full label of each displayed row or column. Labels on the top
+axis stand upright when they do not fit side by side; when even upright labels would
+overlap (long inputs), every k-th is drawn, evenly, and zooming in brings the others
+back, since the thinning is worked out each time the axis is drawn for the current
+zoom. The text is painted into pyqtgraph's cached picture of the axis, so an update
+that changes only the numbers of a map never redraws its labels.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pyqtgraph as pg
+from PySide6 import QtCore, QtGui
+
+from ..present.formats import visible_label
+
+MAX_CHARS = 14  # longer tokens end in "…" (the read-out names them whole)
+GAP = 3  # pixels between the labels and the image
+
+
+class LabelAxis(pg.AxisItem):
+    """A left or top axis with one label per displayed row or column (see module docstring)."""
+
+    def __init__(self, orientation: str, font: QtGui.QFont):
+        super().__init__(orientation)
+        self.setStyle(tickLength=0, tickTextOffset=GAP)
+        self.setTickFont(font)
+        self.setPen(QtGui.QPen(QtCore.Qt.PenStyle.NoPen))
+        self._metrics = QtGui.QFontMetricsF(font)
+        self._labels: list[str] = []
+        self._widest = 0.0
+        self.upright = False
+
+    @property
+    def labels(self) -> list[str]:
+        return list(self._labels)
+
+    def set_labels(self, labels: list[str]) -> None:
+        """Name displayed row (or column) ``i`` ``labels[i]``."""
+        labels = [visible_label(str(t), MAX_CHARS) for t in labels]
+        if labels == self._labels:
+            return
+        self._labels = labels
+        self._widest = max((self._metrics.horizontalAdvance(t) for t in labels), default=0.0)
+        if self.orientation == "left":
+            self.setWidth(math.ceil(self._widest) + 2 * GAP)
+        self.picture = None
+        self.update()
+
+    def fit(self, length_px: float) -> None:
+        """Decide, for an axis ``length_px`` long, whether top labels stand upright; size the axis."""
+        if self.orientation != "top":
+            return
+        n = max(1, len(self._labels))
+        upright = self._widest + 2 * GAP > length_px / n
+        height = (self._widest if upright else self._metrics.height()) + 2 * GAP
+        if upright != self.upright or abs(self.height() - height) > 0.5:
+            self.upright = upright
+            self.setHeight(math.ceil(height))
+            self.picture = None
+            self.update()
+
+    def _along(self, value: float) -> float:
+        """Position of view coordinate ``value`` along this axis, in its local pixels."""
+        view = self.linkedView()
+        point = self.mapFromScene(view.mapViewToScene(QtCore.QPointF(value, value)))
+        return point.x() if self.orientation == "top" else point.y()
+
+    def generateDrawSpecs(self, p):
+        view = self.linkedView()
+        if view is None or not self._labels:
+            return None
+        n = len(self._labels)
+        spacing = abs(self._along(1.0) - self._along(0.0)) or 1.0
+        across = self._metrics.height() + 1 if self.orientation == "left" or self.upright else self._widest + 2 * GAP
+        step = max(1, math.ceil(across / spacing))  # thin evenly only where labels would overlap
+        lo, hi = view.viewRange()[0 if self.orientation == "top" else 1]
+        first = max(0, math.floor(min(lo, hi)))
+        first -= first % step
+        last = min(n - 1, math.ceil(max(lo, hi)))
+        return [(self._along(i), self._labels[i]) for i in range(first, last + 1, step)]
+
+    def drawPicture(self, p, *specs):
+        (texts,) = specs
+        p.setRenderHint(QtGui.QPainter.RenderHint.TextAntialiasing, True)
+        p.setFont(self.style["tickFont"])
+        p.setPen(self.textPen())
+        bounds = self.boundingRect()
+        p.setClipRect(bounds)
+        h = self._metrics.height()
+        for pos, text in texts:
+            if self.orientation == "left":
+                rect = QtCore.QRectF(0, pos - h / 2, bounds.width() - GAP, h)
+                p.drawText(rect, QtCore.Qt.AlignmentFlag.AlignRight | QtCore.Qt.AlignmentFlag.AlignVCenter, text)
+            elif not self.upright:
+                w = self._widest + 2 * GAP
+                rect = QtCore.QRectF(pos - w / 2, 0, w, bounds.height() - GAP)
+                p.drawText(rect, QtCore.Qt.AlignmentFlag.AlignHCenter | QtCore.Qt.AlignmentFlag.AlignBottom, text)
+            else:  # upright: read from the image upwards, as column names on a spreadsheet's vertical header
+                p.save()
+                p.translate(pos, bounds.height() - GAP)
+                p.rotate(-90)
+                p.drawText(QtCore.QRectF(0, -h / 2, bounds.height(), h),
+                           QtCore.Qt.AlignmentFlag.AlignLeft | QtCore.Qt.AlignmentFlag.AlignVCenter, text)
+                p.restore()
+
+    def paint(self, p, opt, widget):
+        if self.picture is None:
+            picture = QtGui.QPicture()
+            painter = QtGui.QPainter(picture)
+            try:
+                texts = self.generateDrawSpecs(painter)
+                if texts is not None:
+                    self.drawPicture(painter, texts)
+            finally:
+                painter.end()
+            self.picture = picture
+        self.picture.play(p)
