@@ -22,20 +22,34 @@ class CellValues(pg.GraphicsObject):
         super().__init__()
         self._matrix = np.zeros((0, 0))
         self._colors: np.ndarray | None = None
+        self._texts: dict = {}  # format -> (cell strings, widest in pixels), made once per matrix
         self.show_values = True
         self.setZValue(10)
         self._font = QtGui.QFont()
         self._font.setPointSizeF(8.5)
+        self._metrics = QtGui.QFontMetricsF(self._font)
+        self._white, self._dark = QtGui.QColor("white"), QtGui.QColor(20, 20, 20)
+        self._grid = QtGui.QPen(QtGui.QColor(255, 255, 255, 160))
+        self._grid.setWidthF(1.0)
 
     def set_data(self, matrix: np.ndarray, colors: np.ndarray | None) -> None:
-        self.prepareGeometryChange()
+        if matrix.shape != self._matrix.shape:
+            self.prepareGeometryChange()
         self._matrix = matrix
         self._colors = colors  # (R, C) bool: True where the text should be white
+        self._texts = {}
         self.update()
 
     def boundingRect(self) -> QtCore.QRectF:
         R, C = self._matrix.shape if self._matrix.ndim == 2 else (0, 0)
         return QtCore.QRectF(-0.5, -0.5, C, R)
+
+    def _strings(self, fmt):
+        if fmt not in self._texts:
+            strings = [fmt(float(v)) for v in self._matrix.ravel()]
+            widest = max((self._metrics.horizontalAdvance(t) for t in set(strings)), default=0.0)
+            self._texts[fmt] = (strings, widest)
+        return self._texts[fmt]
 
     def value_format(self, painter_transform: QtGui.QTransform | None = None):
         """The first cell-text format whose widest value fits a cell, or None: values hidden."""
@@ -47,14 +61,9 @@ class CellValues(pg.GraphicsObject):
             return None
         cell_w = abs(t.m11()) + abs(t.m21())
         cell_h = abs(t.m22()) + abs(t.m12())
-        metrics = QtGui.QFontMetricsF(self._font)
-        if cell_h < metrics.height() + 1:
+        if cell_h < self._metrics.height() + 1:
             return None
-        for fmt in CELL_FORMATS:
-            widest = max(metrics.horizontalAdvance(fmt(float(v))) for v in self._matrix.ravel())
-            if cell_w >= widest + 4:
-                return fmt
-        return None
+        return next((fmt for fmt in CELL_FORMATS if cell_w >= self._strings(fmt)[1] + 4), None)
 
     def paint(self, painter: QtGui.QPainter, *args) -> None:
         R, C = self._matrix.shape if self._matrix.ndim == 2 else (0, 0)
@@ -64,23 +73,28 @@ class CellValues(pg.GraphicsObject):
         painter.save()
         painter.resetTransform()
         cell_w = abs(t.m11()) + abs(t.m21())
+        cell_h = abs(t.m22()) + abs(t.m12())
+        c00 = t.map(QtCore.QPointF(0, 0))  # centre of cell (0, 0); then one step per column and row
+        dx, dy = t.map(QtCore.QPointF(1, 0)) - c00, t.map(QtCore.QPointF(0, 1)) - c00
         if cell_w >= 6 and R <= 256 and C <= 256:
-            pen = QtGui.QPen(QtGui.QColor(255, 255, 255, 160))
-            pen.setWidthF(1.0)
-            painter.setPen(pen)
+            painter.setPen(self._grid)
             for r in range(1, R):
-                painter.drawLine(t.map(QtCore.QPointF(-0.5, r - 0.5)), t.map(QtCore.QPointF(C - 0.5, r - 0.5)))
+                start = c00 + dy * (r - 0.5) - dx * 0.5
+                painter.drawLine(QtCore.QLineF(start, start + dx * C))
             for c in range(1, C):
-                painter.drawLine(t.map(QtCore.QPointF(c - 0.5, -0.5)), t.map(QtCore.QPointF(c - 0.5, R - 0.5)))
+                start = c00 + dx * (c - 0.5) - dy * 0.5
+                painter.drawLine(QtCore.QLineF(start, start + dy * R))
         fmt = self.value_format(t)
         if fmt is not None:
+            strings = self._strings(fmt)[0]
             painter.setFont(self._font)
-            cell_h = abs(t.m22()) + abs(t.m12())
-            for r in range(R):
-                for c in range(C):
-                    centre = t.map(QtCore.QPointF(c, r))
-                    white = self._colors is not None and bool(self._colors[r, c])
-                    painter.setPen(QtGui.QColor("white") if white else QtGui.QColor(20, 20, 20))
-                    rect = QtCore.QRectF(centre.x() - cell_w / 2, centre.y() - cell_h / 2, cell_w, cell_h)
-                    painter.drawText(rect, QtCore.Qt.AlignmentFlag.AlignCenter, fmt(float(self._matrix[r, c])))
+            white = self._colors.ravel() if self._colors is not None else np.zeros(R * C, dtype=bool)
+            align = QtCore.Qt.AlignmentFlag.AlignCenter
+            for pen, cells in ((self._dark, np.flatnonzero(~white)), (self._white, np.flatnonzero(white))):
+                painter.setPen(pen)
+                for i in cells.tolist():
+                    r, c = divmod(i, C)
+                    centre = c00 + dx * c + dy * r
+                    painter.drawText(QtCore.QRectF(centre.x() - cell_w / 2, centre.y() - cell_h / 2, cell_w, cell_h),
+                                     align, strings[i])
         painter.restore()
