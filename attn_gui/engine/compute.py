@@ -257,7 +257,7 @@ def _streams(config: AttentionConfig, T: int, display_max: int | None) -> bool:
     return display_max is not None and T > display_max and config.model is None
 
 
-BLOCK_BYTES = 16 * 2**20  # one head's scores for one block of query rows, when streamed
+BLOCK_BYTES = 4 * 2**20  # one head's scores for one block of query rows, when streamed
 
 
 def compute(config: AttentionConfig, display_max: int | None = None) -> AttentionResult:

@@ -49,9 +49,9 @@ def reduce_row_blocks(rows: torch.Tensor, edges: list[tuple[int, int]], offset: 
                       kind: str = "signed") -> torch.Tensor:
     """Pool some whole row blocks of a matrix exactly as :func:`reduce_matrix` pools the full matrix.
 
-    A block's extreme is the extreme of its rows' extremes, so pooling the columns of these
-    rows, then each row block, gives the same cells (the sign of a signed cell is decided
-    only once its whole block is pooled, as there).
+    A block's extreme is the extreme of its rows' extremes, so taking each row block's
+    extreme, then pooling its columns, gives the same cells (the sign of a signed cell is
+    decided only once its whole block is pooled, as there).
 
     Parameters
     ----------
@@ -68,22 +68,24 @@ def reduce_row_blocks(rows: torch.Tensor, edges: list[tuple[int, int]], offset: 
     """
     n, C = rows.shape[-2:]
     lead = rows.shape[:-2]
-    cols = min(C, max_cols)
+    blocks, cols = len(edges), min(C, max_cols)
     flat = rows.reshape(-1, n, C)  # (N, n, C)
     if flat.dtype not in (torch.float32, torch.float64):
         flat = flat.float()
     longest = max(end - start for start, end in edges)
-    # (blocks, longest) row indices; a short block repeats its last row, which a maximum ignores
-    index = torch.tensor([[min(start + j, end - 1) - offset for j in range(longest)] for start, end in edges],
+    # the rows of each block, (blocks * longest); a short block repeats its last row, which a maximum ignores
+    index = torch.tensor([min(start + j, end - 1) - offset for start, end in edges for j in range(longest)],
                          device=flat.device)
+    grouped = flat.index_select(1, index).reshape(-1, blocks, longest, C)  # (N, blocks, longest, C)
 
     def pool(m: torch.Tensor) -> torch.Tensor:
-        if cols < C:
-            m = F.adaptive_max_pool1d(m.reshape(-1, 1, C), cols).reshape(-1, n, cols)  # (N, n, cols)
-        return m[:, index].amax(dim=2)  # (N, blocks, longest, cols) -> (N, blocks, cols)
+        m = m.amax(dim=2)  # each block's rows -> (N, blocks, C)
+        if cols < C:  # the columns exactly as reduce_matrix splits them; the rows stay
+            m = F.adaptive_max_pool2d(m.unsqueeze(1), (blocks, cols)).squeeze(1)
+        return m
 
-    pos = pool(flat)
+    pos = pool(grouped)
     if kind != "weights":
-        neg = pool(torch.where(torch.isneginf(flat), float("-inf"), -flat))
+        neg = pool(torch.where(torch.isneginf(grouped), float("-inf"), -grouped))
         pos = torch.where(pos >= neg, pos, -neg)
-    return pos.reshape(*lead, len(edges), cols)
+    return pos.reshape(*lead, blocks, cols)
