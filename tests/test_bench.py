@@ -56,24 +56,29 @@ def test_every_row_has_real_positive_numbers(report):
 def test_engine_ratios_are_computed_for_every_size(report):
     settings = report["settings"]
     engine = [r for r in report["rows"] if r["section"] == "engine"]
-    assert [r["size"] for r in engine] == [f"T={T}" for T in settings["sizes"] for _ in range(2)]
-    for ref, comp in zip(engine[::2], engine[1::2]):
+    assert [r["size"] for r in engine] == [f"T={T}" for T in settings["sizes"] for _ in range(3)]
+    for ref, ref_wo, comp in zip(engine[::3], engine[1::3], engine[2::3]):
         assert ref["name"] == "torch reference" and ref["ratio"] is None
-        assert comp["name"] == "compute()" and comp["ratio_to"] == "torch reference"
+        assert ref_wo["name"] == "torch reference + W_O" and ref_wo["ratio"] is None
+        assert comp["name"] == "compute()" and comp["ratio_to"] == "torch reference + W_O"
         assert _positive(comp["ratio"])
-        assert comp["ratio"] == pytest.approx(comp["median"] / ref["median"])
-        assert comp["target"] == bench.ENGINE_TARGET
-        assert comp["met"] is (comp["ratio"] <= comp["target"])
+        assert comp["ratio"] == pytest.approx(comp["median"] / ref_wo["median"])
+        assert comp["extra"]["ratio_to_plain_reference"] == pytest.approx(comp["median"] / ref["median"])
+        if int(comp["size"][2:]) >= 64:
+            assert comp["target"] == bench.ENGINE_TARGET
+            assert comp["met"] is (comp["ratio"] <= comp["target"])
+        else:
+            assert comp["target"] is None and comp["met"] is None
 
 
 def test_display_memory_and_startup_ratios(report):
     rows = {(r["section"], r["name"], r["size"]): r for r in report["rows"]}
     display = [r for r in report["rows"] if r["section"] == "display" and r["ratio"] is not None]
-    assert len(display) == 1 and _positive(display[0]["ratio"])
+    assert len(display) == 2 and all(_positive(r["ratio"]) for r in display)
     T = report["settings"]["display_T"]
-    assert display[0]["extra"]["shape"] == [bench.HEADS, T, T]
+    assert display[-1]["extra"]["shape"] == [bench.HEADS, T, T]
     memory = [r for r in report["rows"] if r["section"] == "memory"]
-    assert len(memory) == 1 + len(report["settings"]["memory_sizes"])
+    assert len(memory) == 2 + len(report["settings"]["memory_sizes"])
     assert all(_positive(r["extra"]["peak_rss_kib"]) for r in memory)
     assert all(_positive(r["ratio"]) for r in memory[1:])
     assert ("startup", "import attn_gui.engine", "-") in rows

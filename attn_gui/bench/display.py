@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from ..engine import compute
 from ..engine.devices import resolve_device
+from ..present.frame import make_frame
 from .settings import DISPLAY_MAX, BenchSettings, engine_config
 from .timing import Log, Row, time_interleaved
 
@@ -29,7 +30,18 @@ def bench_display(settings: BenchSettings, log: Log) -> list[Row]:
     full_bytes = result.weights.numel() * result.weights.element_size()
     size = f"T={T}"
     numpy_name = 'numpy("weights")'
+    log(f"compute and display arrays T={T}, full and streamed ...")
+    config = engine_config(T, settings.device)
+    whole = time_interleaved(
+        {"full": lambda: make_frame(0, compute(config), DISPLAY_MAX),
+         "streamed": lambda: make_frame(0, compute(config, display_max=DISPLAY_MAX), DISPLAY_MAX)},
+        settings.device, settings.min_repeats, settings.max_repeats, settings.budget_s,
+    )
+    full_name = "full compute, then display arrays"
     return [
+        Row.timed("display", full_name, size, whole["full"]),
+        Row.timed("display", "streamed compute (the window's)", size, whole["streamed"],
+                  ratio=whole["streamed"].median_ms / whole["full"].median_ms, ratio_to=full_name),
         Row.timed("display", numpy_name, size, timings["numpy"], extra={"bytes": full_bytes}),
         Row.timed("display", 'numpy("weights").copy()', size, timings["copy"], extra={"bytes": full_bytes}),
         Row.timed("display", f'display("weights", {DISPLAY_MAX}, {DISPLAY_MAX})', size, timings["display"],

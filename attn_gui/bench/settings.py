@@ -36,7 +36,9 @@ class BenchSettings:
     display_T : int
         Sequence length of the display-reduction measurement.
     memory_sizes : tuple of int
-        Sequence lengths of the peak-memory subprocesses.
+        Sequence lengths of the peak-memory subprocesses (computed as the window does).
+    memory_full_T : int
+        Also one subprocess computing this length in full (0: none).
     startup_repeats, startup_warmup : int
         Timed and untimed runs of each start-up subprocess.
     engine_only : bool
@@ -51,7 +53,8 @@ class BenchSettings:
     max_repeats: int = 300
     budget_s: float = 12.0
     display_T: int = 2048
-    memory_sizes: tuple[int, ...] = (64, 2048)
+    memory_sizes: tuple[int, ...] = (64, 2048, 4096)
+    memory_full_T: int = 2048
     startup_repeats: int = 3
     startup_warmup: int = 1
     engine_only: bool = False
@@ -66,7 +69,7 @@ class BenchSettings:
         """
         if tiny:
             return cls(device=device, sizes=(5, 16), min_repeats=2, max_repeats=2, budget_s=0.0,
-                       display_T=32, memory_sizes=(8, 32), startup_repeats=1, startup_warmup=0,
+                       display_T=32, memory_sizes=(8, 32), memory_full_T=32, startup_repeats=1, startup_warmup=0,
                        engine_only=engine_only, mode="tiny")
         extra = CUDA_EXTRA_SIZES if device.startswith("cuda") else ()
         if quick:

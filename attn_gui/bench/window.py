@@ -20,7 +20,7 @@ from .settings import BenchSettings, engine_config, sentence
 from .timing import Log, Row, Timing
 
 UPDATE_TARGET_MS = 16.0
-STALL_TARGET_MS = 50.0
+STALL_TARGET_MS = 25.0
 
 
 def _app() -> QtWidgets.QApplication:

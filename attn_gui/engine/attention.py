@@ -39,7 +39,8 @@ class Projections:
 
 
 def attend(x: torch.Tensor, weights: Projections, *, layout: str = "row", scale: bool = True,
-           temperature: float = 1.0, causal: bool = False, similarity: str = "dot") -> dict[str, torch.Tensor]:
+           temperature: float = 1.0, causal: bool = False, similarity: str = "dot",
+           reduce_to: int | None = None, block_bytes: int = 16 * 2**20) -> dict[str, torch.Tensor]:
     """Multi-head self-attention over ``x`` with every intermediate kept.
 
     Parameters
@@ -52,11 +53,16 @@ def attend(x: torch.Tensor, weights: Projections, *, layout: str = "row", scale:
     scale, temperature, causal, similarity
         Divide the scores by sqrt(d_k), further by ``temperature``; mask future keys;
         "dot" or "cosine" scores.
+    reduce_to : int, optional
+        Keep the T x T fields only as ``reduce_matrix(field, reduce_to, reduce_to)`` would
+        pool them, computed per head and per block of query rows of about ``block_bytes``,
+        so no h x T x T tensor is ever allocated. The values are the same.
 
     Returns
     -------
     dict with q, k (h, T, d_k), v (h, T, d_v), scores, scaled, weights (h, T, T),
-    head_outputs (h, T, d_v), concat (T, h*d_v) and output (T, d).
+    head_outputs (h, T, d_v), concat (T, h*d_v) and output (T, d). With ``reduce_to``,
+    ``shown`` (a dict of the three pooled (h, r, r) fields) replaces scores, scaled and weights.
     """
     T, d = x.size()  # tokens, embedding size
     p = weights
@@ -70,16 +76,76 @@ def attend(x: torch.Tensor, weights: Projections, *, layout: str = "row", scale:
             q, k, v = q + p.b_q, k + p.b_k, v + p.b_v  # (h, 1, n) broadcasts over the T rows
     d_k = q.size(-1)
 
-    attn_scores = attention_scores(q, k, similarity)  # omega (h, T, T)
-    scaled = scale_and_mask(attn_scores, d_k, scale, temperature, causal)  # (h, T, T), -inf where masked
-    attn_weights = attention_weights(scaled)  # alpha (h, T, T), rows sum to 1
-    context_vec = context_vectors(attn_weights, v)  # z (h, T, d_v)
+    if reduce_to is None:
+        attn_scores = attention_scores(q, k, similarity)  # omega (h, T, T)
+        scaled = scale_and_mask(attn_scores, d_k, scale, temperature, causal)  # (h, T, T), -inf where masked
+        attn_weights = attention_weights(scaled)  # alpha (h, T, T), rows sum to 1
+        context_vec = context_vectors(attn_weights, v)  # z (h, T, d_v)
+        fields = dict(scores=attn_scores, scaled=scaled, weights=attn_weights)
+    else:
+        context_vec, shown = _attend_in_blocks(q, k, v, reduce_to, block_bytes, scale=scale,
+                                               temperature=temperature, causal=causal, similarity=similarity)
+        fields = dict(shown=shown)
     concat = concat_heads(context_vec)  # (T, h*d_v)
     output = output_projection(concat, p.w_o, layout)  # (T, d)
     if p.b_o is not None:
         output = output + p.b_o  # (1, d) broadcasts over the T rows
-    return dict(q=q, k=k, v=v, scores=attn_scores, scaled=scaled, weights=attn_weights,
-                head_outputs=context_vec, concat=concat, output=output)
+    return dict(q=q, k=k, v=v, **fields, head_outputs=context_vec, concat=concat, output=output)
+
+
+def query_rows(q: torch.Tensor, k: torch.Tensor, start: int, *, scale: bool = True, temperature: float = 1.0,
+               causal: bool = False, similarity: str = "dot") -> dict[str, torch.Tensor]:
+    """omega, the scaled scores and alpha of the query rows ``q``, the rows from ``start`` on.
+
+    Each row of attention depends on its own query alone, so these equal the same rows of
+    the full (h, T, T) fields.
+
+    Parameters
+    ----------
+    q : (..., n, d_k) the queries of rows start ... start + n - 1
+    k : (..., T, d_k) every key
+
+    Returns
+    -------
+    dict with scores, scaled and weights, each (..., n, T)
+    """
+    attn_scores = attention_scores(q, k, similarity)  # (..., n, T)
+    scaled = scale_and_mask(attn_scores, k.size(-1), scale, temperature, causal, row_start=start)
+    return dict(scores=attn_scores, scaled=scaled, weights=attention_weights(scaled))
+
+
+def _attend_in_blocks(q, k, v, reduce_to: int, block_bytes: int, **options):
+    """z (h, T, d_v) and the T x T fields pooled to at most reduce_to per side, head by head.
+
+    Each block of query rows holds whole pooling blocks (``reduce.block_edges``), so pooling
+    it at once gives exactly the rows of the pooled full matrix.
+    """
+    from .reduce import block_edges, reduce_row_blocks
+
+    h, T, d_k = q.shape  # heads, tokens, head size
+    side = min(T, reduce_to)
+    if options["similarity"] == "cosine":  # normalise once, not per block
+        q, k = F.normalize(q, dim=-1), F.normalize(k, dim=-1)
+        options = {**options, "similarity": "dot"}
+    edges = block_edges(T, side)
+    rows_per_block = max(1, block_bytes // (T * q.element_size()))
+    groups, first = [], 0  # runs of pooling blocks, about rows_per_block query rows each
+    for i, (start, end) in enumerate(edges):
+        if end - edges[first][0] > rows_per_block and i > first:
+            groups.append((first, i))
+            first = i
+    groups.append((first, len(edges)))
+    kinds = {"scores": "signed", "scaled": "signed", "weights": "weights"}
+    shown = {name: q.new_empty(h, side, side) for name in kinds}
+    context_vec = q.new_empty(h, T, v.size(-1))  # z (h, T, d_v)
+    for head in range(h):
+        for b0, b1 in groups:
+            start, end = edges[b0][0], edges[b1 - 1][1]  # query rows of these pooling blocks
+            rows = query_rows(q[head, start:end], k[head], start, **options)  # each (n, T)
+            context_vec[head, start:end] = context_vectors(rows["weights"], v[head])  # (n, d_v)
+            for name, kind in kinds.items():
+                shown[name][head, b0:b1] = reduce_row_blocks(rows[name], edges[b0:b1], start, side, kind)
+    return context_vec, shown
 
 
 def project(x: torch.Tensor, w: torch.Tensor, layout: str) -> torch.Tensor:
@@ -112,14 +178,19 @@ def attention_scores(q: torch.Tensor, k: torch.Tensor, similarity: str = "dot") 
 
 
 def scale_and_mask(
-    scores: torch.Tensor, d_k: int, scale: bool = True, temperature: float = 1.0, causal: bool = False
+    scores: torch.Tensor, d_k: int, scale: bool = True, temperature: float = 1.0, causal: bool = False,
+    row_start: int = 0,
 ) -> torch.Tensor:
-    """omega / sqrt(d_k) / temperature, with keys after the query set to -inf when causal."""
+    """omega / sqrt(d_k) / temperature, with keys after the query set to -inf when causal.
+
+    ``scores`` (..., n, T) are the rows of queries ``row_start`` ... ``row_start + n - 1``.
+    """
     divisor = (math.sqrt(d_k) if scale else 1.0) * temperature
     scaled = scores / divisor if divisor != 1.0 else scores.clone()
     if causal:
-        T = scores.size(-1)
-        future = torch.ones(T, T, dtype=torch.bool, device=scores.device).triu_(1)
+        n, T = scores.shape[-2:]  # query rows, keys
+        query = torch.arange(row_start, row_start + n, device=scores.device).unsqueeze(1)  # (n, 1)
+        future = torch.arange(T, device=scores.device) > query  # (n, T): key j after query i
         scaled.masked_fill_(future, float("-inf"))
     return scaled
 

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import functools
 import math
 import time
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,9 +25,17 @@ from .tokens import Tokens
 DTYPES = {"float32": torch.float32, "float64": torch.float64}
 
 
-# Attention keeps h T x T matrices. Past these lengths a CPU (or GPU) compute takes seconds
-# and gigabytes per head, so the limit is stated instead of letting the machine thrash.
-MAX_TOKENS = {"cpu": 8192, "cuda": 32768, "mps": 8192}
+# Attention computes h T x T scores. With the maps streamed (``display_max``) memory follows
+# T, not T^2 (about 0.5 GiB at 32,768 tokens and 8 heads of 64), but the time does not: past
+# these lengths one compute takes minutes on a CPU, so the limit is stated instead. A full
+# compute is further bounded by the memory free on the device (``estimate_bytes``).
+MAX_TOKENS = {"cpu": 32768, "cuda": 32768, "mps": 8192}
+
+# Below this estimate the free memory is not read: a compute this small always fits.
+CHECK_FREE_ABOVE = 256 * 2**20
+
+# T x T fields that a streamed result keeps only as displayed; their colour kind
+STREAMED = ("scores", "scaled", "weights")
 
 
 @dataclass(frozen=True)
@@ -37,6 +45,14 @@ class AttentionResult:
     Tensors live on ``device``; per-head fields keep their head axis even when h = 1.
     ``w_q``, ``w_k``, ``w_v`` and ``w_o`` are None when the config has no projections;
     ``b_q``, ``b_k``, ``b_v`` and ``b_o`` are None when there are no biases (random weights).
+
+    A *streamed* result (``compute(config, display_max=...)`` with T over ``display_max``)
+    has no ``scores``, ``scaled`` or ``weights`` tensors: ``shown`` holds them pooled for the
+    screen, ``row`` recomputes one query row, and ``numpy``, ``to_numpy`` and ``full``
+    compute the full tensors again when they are asked for.
+
+    The weights are shared with the draw cache, not copied: change them in place and the
+    next compute draws them again; ``numpy`` hands out read-only views.
     """
 
     config: AttentionConfig
@@ -51,9 +67,9 @@ class AttentionResult:
     q: torch.Tensor  # (h, T, d_k)
     k: torch.Tensor  # (h, T, d_k)
     v: torch.Tensor  # (h, T, d_v)
-    scores: torch.Tensor  # (h, T, T) omega
-    scaled: torch.Tensor  # (h, T, T) omega / sqrt(d_k) / temperature, masked -inf
-    weights: torch.Tensor  # (h, T, T) alpha
+    scores: torch.Tensor | None  # (h, T, T) omega; None when streamed
+    scaled: torch.Tensor | None  # (h, T, T) omega / sqrt(d_k) / temperature, masked -inf
+    weights: torch.Tensor | None  # (h, T, T) alpha
     head_outputs: torch.Tensor  # (h, T, d_v) z
     concat: torch.Tensor  # (T, h*d_v)
     output: torch.Tensor  # (T, d)
@@ -65,6 +81,7 @@ class AttentionResult:
     b_k: torch.Tensor | None = None  # (h, 1, d_k)
     b_v: torch.Tensor | None = None  # (h, 1, d_v)
     b_o: torch.Tensor | None = None  # (1, d)
+    shown: dict[str, torch.Tensor] | None = None  # streamed only: scores, scaled, weights pooled, (h, r, r)
 
     @property
     def seq_len(self) -> int:
@@ -74,34 +91,86 @@ class AttentionResult:
     def heads(self) -> int:
         return self.q.shape[0]
 
+    @property
+    def streamed(self) -> bool:
+        """True when the T x T fields are kept only as displayed (see ``shown``)."""
+        return self.shown is not None
+
     def fields(self) -> tuple[str, ...]:
-        """Names of the tensor fields present in this result, in data-flow order."""
-        return tuple(n for n in TENSOR_FIELDS if getattr(self, n) is not None)
+        """Names of the tensor fields of this result (streamed ones included), in data-flow order."""
+        return tuple(n for n in TENSOR_FIELDS if getattr(self, n) is not None or (self.shown and n in self.shown))
+
+    def shape(self, name: str) -> tuple[int, ...]:
+        """The full shape of field ``name``, also for a streamed field."""
+        if self.shown is not None and name in self.shown:
+            return (self.heads, self.seq_len, self.seq_len)
+        return tuple(getattr(self, name).shape)
+
+    def full(self) -> "AttentionResult":
+        """This result with every T x T tensor: itself, or (streamed) the same config computed in full.
+
+        Raises ``TooLargeError`` when the full tensors do not fit in the device's free memory.
+        """
+        return compute(self.config) if self.streamed else self
 
     def numpy(self, name: str) -> np.ndarray:
-        """The full field ``name`` as a host numpy array (copies from the device)."""
-        return getattr(self, name).detach().cpu().numpy()
+        """The full field ``name`` as a host numpy array, read-only (on the CPU it shares the tensor's memory).
+
+        A streamed field is computed in full first: call ``full()`` once for several.
+        """
+        t = getattr(self, name)
+        if t is None and self.streamed and name in self.shown:
+            t = getattr(self.full(), name)
+        out = t.detach().cpu().numpy()
+        out.flags.writeable = False  # the weights are the draw cache's; copy to change
+        return out
 
     def to_numpy(self) -> dict[str, np.ndarray]:
         """Every tensor field as a numpy array, plus ``token_ids``."""
-        out = {n: self.numpy(n) for n in self.fields()}
+        src = self.full()
+        out = {n: src.numpy(n) for n in src.fields()}
         out["token_ids"] = self.token_ids.cpu().numpy()
         return out
+
+    def row(self, name: str, head: int, token: int) -> torch.Tensor:
+        """Query ``token``'s row (T,) of scores, scaled or weights in ``head``, on the device.
+
+        A streamed result computes it again from q_i and K, the same values as the full row.
+        """
+        t = getattr(self, name)
+        if t is not None:
+            return t[head, token]
+        cfg = self.config
+        rows = A.query_rows(self.q[head, token:token + 1], self.k[head], token, scale=cfg.scale,
+                            temperature=cfg.temperature, causal=cfg.causal, similarity=cfg.similarity)
+        return rows[name][0]
 
     def display(self, name: str, max_rows: int = 512, max_cols: int = 512) -> np.ndarray:
         """Field ``name`` reduced on its device to at most max_rows x max_cols per matrix, as numpy."""
         t = getattr(self, name)
+        if t is None and self.streamed and name in self.shown:
+            kept = self.shown[name]
+            T = self.seq_len
+            if tuple(kept.shape[-2:]) == (min(T, max_rows), min(T, max_cols)):
+                return kept.detach().cpu().numpy()
+            t = getattr(self.full(), name)  # another size: pool the full field
         return reduce_matrix(t, max_rows, max_cols, FIELDS[name].kind).detach().cpu().numpy()
 
 
-def estimate_bytes(config: AttentionConfig) -> int:
-    """Peak bytes the compute allocates on its device, counted before anything is allocated."""
+def estimate_bytes(config: AttentionConfig, display_max: int | None = None) -> int:
+    """Peak bytes the compute allocates on its device, counted before anything is allocated.
+
+    ``display_max``: as ``compute`` streams the T x T fields when T exceeds it.
+    """
     toks = tokens_for(config)
     T, V = len(toks.tokens), len(toks.vocab)
     dims = config.dims
     h, d, d_k, d_v = dims.heads, dims.d_model, dims.d_k, dims.d_v
     elem = 8 if config.dtype == "float64" else 4
-    n = 4 * h * T * T  # scores, scaled, weights, and one softmax temporary
+    if _streams(config, T, display_max):
+        n = 3 * h * display_max**2 + 8 * BLOCK_BYTES // elem  # the pooled maps; one block's fields and temporaries
+    else:
+        n = 4 * h * T * T  # scores, scaled, weights, and one softmax temporary
     n += T * d * 3 + h * T * (2 * d_k + 2 * d_v) + T * h * d_v
     n += h * d * (2 * d_k + d_v) + h * d_v * d + V * d
     return n * elem
@@ -115,29 +184,49 @@ def _human(n: float) -> str:
     return f"{n} B"
 
 
-def draw_parameters(config: AttentionConfig, token_ids: tuple[int, ...], vocab_size: int):
+def draw_parameters(config: AttentionConfig, toks: Tokens):
     """X and the projections, drawn on the CPU in float32 from seeded generators.
 
     Order (so the tutorials' numbers come out): X (V x d table, or T x d uniform),
     then from the weight generator W_q, W_k, W_v, W_o. Returns float32 CPU tensors;
-    the weights are shared with a small cache, so treat them as read-only.
+    the weights are shared with a small cache (an in-place change makes the next call draw again).
     """
-    rows = vocab_size if config.inputs == "embedding" else len(token_ids)
-    size = config.heads * config.d_model * (2 * config.d_k + 2 * config.d_v)
-    draw = _draw if size <= CACHE_MAX_WEIGHTS else _draw.__wrapped__  # big draws are not kept
-    first, *weights = draw(rows, config.d_model, config.d_k, config.d_v, config.heads, config.seed,
-                            config.weight_seed, config.inputs, config.projections, config.init, config.layout)
+    rows = len(toks.vocab) if config.inputs == "embedding" else len(toks.tokens)
+    key = (rows, config.d_model, config.d_k, config.d_v, config.heads, config.seed,
+           config.weight_seed, config.inputs, config.projections, config.init, config.layout)
+    first, *weights = _cached_draw(key, config.heads * config.d_model * (2 * config.d_k + 2 * config.d_v))
     if config.inputs == "embedding":
-        x = first[torch.tensor(token_ids, dtype=torch.long)]  # rows of the table, by token id
+        x = first[toks.id_tensor()]  # rows of the table, by token id
     else:
         x = first.clone()
     return (x, *weights)
 
 
 CACHE_MAX_WEIGHTS = 4_000_000  # 16 MB a set in float32; at most 4 sets are kept
+_CACHE: OrderedDict[tuple, tuple[tuple, tuple[int, ...]]] = OrderedDict()  # key -> (tensors, their versions)
 
 
-@functools.lru_cache(maxsize=4)
+def _versions(tensors) -> tuple[int, ...]:
+    return tuple(-1 if t is None else t._version for t in tensors)
+
+
+def _cached_draw(key: tuple, size: int) -> tuple:
+    # Cached: typing changes the tokens far more often than the sizes or seeds, and drawing
+    # a million weights costs milliseconds, more than the attention itself at small T.
+    # Results share these tensors; torch counts in-place changes (_version), and a set
+    # changed since its draw is drawn again.
+    hit = _CACHE.get(key)
+    if hit is not None and _versions(hit[0]) == hit[1]:
+        _CACHE.move_to_end(key)
+        return hit[0]
+    tensors = _draw(*key)
+    if size <= CACHE_MAX_WEIGHTS:  # big draws are not kept
+        _CACHE[key] = (tensors, _versions(tensors))
+        while len(_CACHE) > 4:
+            _CACHE.popitem(last=False)
+    return tensors
+
+
 def _draw(rows, d, d_k, d_v, h, seed, weight_seed, inputs, projections, init, layout):
     # Cached: typing changes the tokens far more often than the sizes or seeds, and drawing
     # a million weights costs milliseconds, more than the attention itself at small T.
@@ -163,8 +252,26 @@ def _draw(rows, d, d_k, d_v, h, seed, weight_seed, inputs, projections, init, la
     return first, w_q, w_k, w_v, w_o
 
 
-def compute(config: AttentionConfig) -> AttentionResult:
+def _streams(config: AttentionConfig, T: int, display_max: int | None) -> bool:
+    # Model mode is not streamed: its encoder keeps every layer's weights anyway (T <= 512).
+    return display_max is not None and T > display_max and config.model is None
+
+
+BLOCK_BYTES = 4 * 2**20  # one head's scores for one block of query rows, when streamed
+
+
+def compute(config: AttentionConfig, display_max: int | None = None) -> AttentionResult:
     """Run self-attention for ``config`` and return every intermediate.
+
+    Parameters
+    ----------
+    config : AttentionConfig
+    display_max : int, optional
+        When T exceeds it (random weights), stream: compute the T x T fields head by head
+        and block by block of query rows, and keep them only pooled to at most
+        display_max x display_max (``reduce_matrix``'s values); the result's ``scores``,
+        ``scaled`` and ``weights`` are then None and ``shown`` holds them. Memory then
+        follows T instead of T^2. Without it (or at T <= display_max) every field is kept in full.
 
     Raises
     ------
@@ -183,16 +290,16 @@ def compute(config: AttentionConfig) -> AttentionResult:
     T, limit = len(toks.tokens), MAX_TOKENS[device.type]
     if T > limit:
         raise TooLargeError(f"T = {T:,} tokens is over the limit of {limit:,} on {device.type} "
-                            f"(attention keeps {heads} × T × T weights)")
-    need = estimate_bytes(config)
-    free = free_bytes(device)
+                            f"(attention computes {heads} × T × T scores; past it one compute takes minutes)")
+    need = estimate_bytes(config, display_max)
+    free = free_bytes(device) if need > CHECK_FREE_ABOVE else None
     if free is not None and need > 0.8 * free:
         raise TooLargeError(
             f"T = {T:,} with {heads} head(s) and these sizes needs about {_human(need)}; "
             f"{config.device} has {_human(free)} free"
         )
     try:
-        return _compute(config, toks, device)
+        return _compute(config, toks, device, display_max if _streams(config, T, display_max) else None)
     except torch.cuda.OutOfMemoryError as exc:
         raise DeviceError(f"{config.device} ran out of memory ({_human(need)} needed)") from exc
     except RuntimeError as exc:
@@ -201,7 +308,7 @@ def compute(config: AttentionConfig) -> AttentionResult:
         raise
 
 
-def _compute(config: AttentionConfig, toks: Tokens, device: torch.device) -> AttentionResult:
+def _compute(config: AttentionConfig, toks: Tokens, device: torch.device, reduce_to: int | None) -> AttentionResult:
     dtype = DTYPES[config.dtype]
     start = time.perf_counter()
     layer_weights = None
@@ -212,7 +319,7 @@ def _compute(config: AttentionConfig, toks: Tokens, device: torch.device) -> Att
         x, weights, layer_weights = _model_inputs(config, toks, device, dtype)
         notes = ["output is the attention block's output, before the residual and LayerNorm"]
     steps = A.attend(x, weights, layout=config.layout, scale=config.scale, temperature=config.temperature,
-                     causal=config.causal, similarity=config.similarity)
+                     causal=config.causal, similarity=config.similarity, reduce_to=reduce_to, block_bytes=BLOCK_BYTES)
     if layer_weights is not None and (config.scale, config.temperature, config.causal,
                                       config.similarity) != (True, 1.0, False, "dot"):
         layer_weights = layer_weights.clone()  # the model view shows this layer as computed here
@@ -220,13 +327,14 @@ def _compute(config: AttentionConfig, toks: Tokens, device: torch.device) -> Att
     synchronize(device)
     elapsed_ms = (time.perf_counter() - start) * 1e3
 
-    scores = steps["scores"]
-    if config.model is None and not bool(torch.isfinite(torch.stack(torch.aminmax(scores))).all()):
+    if config.model is None and not _scores_finite(steps, config):
         notes.append("some scores are not finite (overflow in this dtype); their weights are not defined")
+    if reduce_to is not None:
+        steps.update(scores=None, scaled=None, weights=None)
     return AttentionResult(
         config=config,
         tokens=toks.tokens,
-        token_ids=torch.tensor(toks.token_ids, dtype=torch.long, device=device),
+        token_ids=toks.id_tensor().to(device),
         vocab=toks.vocab,
         x=x, w_q=weights.w_q, w_k=weights.w_k, w_v=weights.w_v, w_o=weights.w_o,
         b_q=weights.b_q, b_k=weights.b_k, b_v=weights.b_v, b_o=weights.b_o,
@@ -238,10 +346,25 @@ def _compute(config: AttentionConfig, toks: Tokens, device: torch.device) -> Att
     )
 
 
+def _scores_finite(steps: dict, config: AttentionConfig) -> bool:
+    """Whether every score is finite: by a bound first, scanning the scores only when it fails.
+
+    |q_i . k_j| <= d_k max|q| max|k|, and a cosine is at most 1 when q and k are finite.
+    """
+    q, k = steps["q"], steps["k"]
+    big = torch.stack([q.abs().amax(), k.abs().amax()]).tolist()  # one copy to the host
+    d_k = q.shape[-1]
+    bound = 1.0 if config.similarity == "cosine" else d_k * big[0] * big[1]
+    if math.isfinite(big[0]) and math.isfinite(big[1]) and bound < torch.finfo(q.dtype).max / 2:
+        return True
+    scores = steps["scores"] if steps.get("scores") is not None else steps["shown"]["scores"]  # pooled: keeps extremes
+    return bool(torch.isfinite(torch.stack(torch.aminmax(scores))).all())
+
+
 def _random_inputs(config: AttentionConfig, toks: Tokens, device: torch.device, dtype: torch.dtype):
-    """X (T, d) and the seeded projections on ``device``, in the config's layout."""
-    params = draw_parameters(config, toks.token_ids, len(toks.vocab))
-    x, w_q, w_k, w_v, w_o = (None if p is None else p.to(device=device, dtype=dtype, copy=True) for p in params)
+    """X (T, d) and the seeded projections on ``device``, in the config's layout (shared, not copied)."""
+    params = draw_parameters(config, toks)
+    x, w_q, w_k, w_v, w_o = (None if p is None else p.to(device=device, dtype=dtype) for p in params)
     if config.positional:
         T, d = x.shape  # tokens, embedding size
         x = x + A.sinusoidal_positions(T, d, dtype=dtype, device=device)
@@ -251,7 +374,7 @@ def _random_inputs(config: AttentionConfig, toks: Tokens, device: torch.device, 
 def _model_inputs(config: AttentionConfig, toks: Tokens, device: torch.device, dtype: torch.dtype):
     """The hidden state entering ``config.layer``, its projections, and every layer's weights."""
     model = source(config.model)
-    ids = torch.tensor(toks.token_ids, dtype=torch.long)
+    ids = toks.id_tensor()
     hidden, layer_weights = model.layer_inputs(ids, device, dtype)
     weights = model.layer_weights(config.layer, device, dtype)  # column layout
     if config.layout == "row":  # show W as d x d_k (q = x W): the same numbers, transposed
@@ -265,7 +388,7 @@ def as_dict(result: AttentionResult) -> dict[str, Any]:
         "tokens": list(result.tokens),
         "token_ids": result.token_ids.tolist(),
         "vocab": list(result.vocab),
-        "shapes": {n: list(getattr(result, n).shape) for n in result.fields()},
+        "shapes": {n: list(result.shape(n)) for n in result.fields()},
         "device": result.device,
         "elapsed_ms": result.elapsed_ms,
         "notes": list(result.notes),

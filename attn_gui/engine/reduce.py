@@ -43,3 +43,49 @@ def reduce_matrix(m: torch.Tensor, max_rows: int, max_cols: int, kind: str = "si
 def block_edges(n: int, out: int) -> list[tuple[int, int]]:
     """[start, end) of each of ``out`` blocks as adaptive pooling splits ``n`` items."""
     return [((i * n) // out, -((-(i + 1) * n) // out)) for i in range(out)]
+
+
+def reduce_row_blocks(rows: torch.Tensor, edges: list[tuple[int, int]], offset: int, max_cols: int,
+                      kind: str = "signed") -> torch.Tensor:
+    """Pool some whole row blocks of a matrix exactly as :func:`reduce_matrix` pools the full matrix.
+
+    A block's extreme is the extreme of its rows' extremes, so taking each row block's
+    extreme, then pooling its columns, gives the same cells (the sign of a signed cell is
+    decided only once its whole block is pooled, as there).
+
+    Parameters
+    ----------
+    rows : (..., n, C) tensor
+        Rows ``offset`` ... ``offset + n - 1`` of the full (..., R, C) matrix.
+    edges : list of (start, end)
+        The full matrix's row blocks (``block_edges(R, r)``) to pool; all inside ``rows``.
+    max_cols : int
+    kind : "weights" or "signed"
+
+    Returns
+    -------
+    (..., len(edges), min(C, max_cols)) tensor
+    """
+    n, C = rows.shape[-2:]
+    lead = rows.shape[:-2]
+    blocks, cols = len(edges), min(C, max_cols)
+    flat = rows.reshape(-1, n, C)  # (N, n, C)
+    if flat.dtype not in (torch.float32, torch.float64):
+        flat = flat.float()
+    longest = max(end - start for start, end in edges)
+    # the rows of each block, (blocks * longest); a short block repeats its last row, which a maximum ignores
+    index = torch.tensor([min(start + j, end - 1) - offset for start, end in edges for j in range(longest)],
+                         device=flat.device)
+    grouped = flat.index_select(1, index).reshape(-1, blocks, longest, C)  # (N, blocks, longest, C)
+
+    def pool(m: torch.Tensor) -> torch.Tensor:
+        m = m.amax(dim=2)  # each block's rows -> (N, blocks, C)
+        if cols < C:  # the columns exactly as reduce_matrix splits them; the rows stay
+            m = F.adaptive_max_pool2d(m.unsqueeze(1), (blocks, cols)).squeeze(1)
+        return m
+
+    pos = pool(grouped)
+    if kind != "weights":
+        neg = pool(torch.where(torch.isneginf(grouped), float("-inf"), -grouped))
+        pos = torch.where(pos >= neg, pos, -neg)
+    return pos.reshape(*lead, blocks, cols)

@@ -6,6 +6,8 @@ import functools
 import unicodedata
 from dataclasses import dataclass
 
+import torch
+
 from .errors import ConfigError
 
 
@@ -29,6 +31,14 @@ class Tokens:
     tokens: tuple[str, ...]
     token_ids: tuple[int, ...]
     vocab: tuple[str, ...]
+
+    def id_tensor(self) -> torch.Tensor:
+        """``token_ids`` as a (T,) long CPU tensor, made once (again if changed in place)."""
+        ids = self.__dict__.get("_ids")
+        if ids is None or ids._version != 0:
+            ids = torch.tensor(self.token_ids, dtype=torch.long)
+            object.__setattr__(self, "_ids", ids)  # a cache, not a field: equality is unchanged
+        return ids
 
 
 def _is_punct(ch: str) -> bool:

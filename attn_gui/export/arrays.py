@@ -71,10 +71,17 @@ def write_arrays(result: AttentionResult, folder: str | os.PathLike,
     Returns
     -------
     list of Path, in the order of ``array_files``.
+
+    Raises
+    ------
+    TooLargeError
+        ``result`` is streamed and its full tensors do not fit in the device's free memory.
     """
     formats = tuple(f for f in parse_formats(formats) if f in ARRAY_FORMATS)
     folder = Path(folder)
     written: list[Path] = []
+    if formats:
+        result = result.full()  # a streamed result (the window's, for long inputs) is computed in full once
     for field in result.fields():
         array = result.numpy(field)
         for name, fmt, head in _array_items(result, field, formats):

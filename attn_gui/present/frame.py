@@ -20,7 +20,7 @@ class Frame:
     Attributes
     ----------
     request_id : int
-    result : AttentionResult (tensors stay on the compute device)
+    result : AttentionResult (tensors stay on the compute device; streamed past DISPLAY_MAX tokens)
     arrays : field name -> numpy array, each matrix reduced to at most DISPLAY_MAX per side
     """
 
@@ -30,7 +30,10 @@ class Frame:
 
 
 def make_frame(request_id: int, result: AttentionResult, max_side: int = DISPLAY_MAX) -> Frame:
-    """Reduce every field on its device, then copy only the reduced arrays to the host."""
+    """Reduce every field on its device, then copy only the reduced arrays to the host.
+
+    A streamed result's T x T fields arrive reduced already (computed for ``max_side``).
+    """
     arrays = {name: result.display(name, max_side, max_side) for name in result.fields()}
     if result.layer_weights is not None:  # the model view: every layer's and head's alpha, small
         arrays["layer_weights"] = reduce_matrix(result.layer_weights, THUMB_MAX, THUMB_MAX, "weights").cpu().numpy()

@@ -100,7 +100,7 @@ def map_data(frame: Frame, name: str, head: int | None = None, hidden: tuple[int
     matrix = frame.arrays[name]
     if info.per_head:
         matrix = matrix[head]
-    R, C = getattr(result, name).shape[-2:]
+    R, C = result.shape(name)[-2:]
     row_blocks = block_edges(R, matrix.shape[0]) if matrix.shape[0] != R else None
     col_blocks = block_edges(C, matrix.shape[1]) if matrix.shape[1] != C else None
     if hidden and info.rows == "token" and row_blocks is None and (keep := _keep(R, hidden)):

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import torch
 
 from ..engine import AttentionConfig, DeviceError, UserError, compute, tokens_for
-from .frame import Frame, make_frame
+from .frame import DISPLAY_MAX, Frame, make_frame
 
 SMALL_CELLS = 8 * 64 * 64  # h * T * T
 SMALL_PARAMS = 1_000_000  # weights to draw
@@ -73,9 +73,13 @@ def torch_threads(n: int):
 
 
 def run_request(request_id: int, config: AttentionConfig) -> Frame | Failure:
-    """Compute one request: its Frame, or a Failure saying why."""
+    """Compute one request: its Frame, or a Failure saying why.
+
+    Only the displayed maps are computed: past DISPLAY_MAX tokens the T x T fields are
+    streamed (``compute(config, display_max=DISPLAY_MAX)``).
+    """
     try:
-        return make_frame(request_id, compute(config))
+        return make_frame(request_id, compute(config, display_max=DISPLAY_MAX))
     except DeviceError as exc:
         return Failure(request_id, config, str(exc), device_error=True)
     except UserError as exc:

@@ -42,9 +42,9 @@ def walk_html(result: AttentionResult, token: int, head: int) -> str:
     q = host(result.q[head, token])
     k = host(result.k[head])
     v = host(result.v[head])
-    omega = host(result.scores[head, token])
-    scaled = host(result.scaled[head, token])
-    alpha = host(result.weights[head, token])
+    omega = host(result.row("scores", head, token))  # one row, recomputed when streamed
+    scaled = host(result.row("scaled", head, token))
+    alpha = host(result.row("weights", head, token))
     z = host(result.head_outputs[head, token])
     d_k = q.shape[0]
     col = cfg.layout == "column"

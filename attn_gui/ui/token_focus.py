@@ -30,6 +30,8 @@ class TokenFocus(QtWidgets.QTextBrowser):
         self._request = (result, token, head)
         if self.isVisible():
             self._write()
+        else:
+            self._shown = None  # written when shown; holds no old result meanwhile
 
     def showEvent(self, event) -> None:
         super().showEvent(event)

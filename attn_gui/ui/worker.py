@@ -3,9 +3,16 @@
 Tiny configs (the tutorials' sizes) are computed in the GUI thread at once, since that
 takes less time than handing them over; everything else goes to the thread. The rules
 of who wins are in ``present.runner``; this module only moves work between threads.
+
+Frames are also let go on the worker thread: the service keeps the frame it delivered
+last, so when the window swaps in a new one, the service holds the only reference to
+the old one and hands it to the thread, where its tensors are freed (tens of
+milliseconds for a large frame) instead of on the GUI thread.
 """
 
 from __future__ import annotations
+
+import threading
 
 from PySide6 import QtCore
 
@@ -20,6 +27,19 @@ class _Worker(QtCore.QObject):
     def __init__(self, queue: LatestWins):
         super().__init__()
         self._queue = queue
+        self._lock = threading.Lock()
+        self._retired: list[Frame] = []
+
+    def retire(self, frame: Frame) -> None:
+        """Keep ``frame`` until ``release`` runs on the worker thread (called on the GUI thread)."""
+        with self._lock:
+            self._retired.append(frame)
+
+    @QtCore.Slot()
+    def release(self) -> None:
+        with self._lock:
+            retired, self._retired = self._retired, []
+        del retired  # the last references: the tensors are freed here, on this thread
 
     @QtCore.Slot()
     def process(self) -> None:
@@ -42,6 +62,7 @@ class ComputeService(QtCore.QObject):
     resultReady = QtCore.Signal(object)
     failed = QtCore.Signal(object)
     _wake = QtCore.Signal()
+    _release = QtCore.Signal()
 
     def __init__(self, parent: QtCore.QObject | None = None):
         super().__init__(parent)
@@ -51,6 +72,8 @@ class ComputeService(QtCore.QObject):
         self._worker = _Worker(self.queue)
         self._worker.moveToThread(self._thread)
         self._wake.connect(self._worker.process, QtCore.Qt.ConnectionType.QueuedConnection)
+        self._release.connect(self._worker.release, QtCore.Qt.ConnectionType.QueuedConnection)
+        self._delivered: Frame | None = None
         self._worker.finished.connect(self._deliver)
         self._thread.start()
 
@@ -76,12 +99,18 @@ class ComputeService(QtCore.QObject):
         if not self.queue.is_latest(outcome.request_id):
             return
         if isinstance(outcome, Frame):
-            self.resultReady.emit(outcome)
+            previous, self._delivered = self._delivered, outcome
+            self.resultReady.emit(outcome)  # the window swaps it in: previous is now ours alone
+            if previous is not None:
+                self._worker.retire(previous)
+                del previous
+                self._release.emit()
         else:
             self.failed.emit(outcome)
 
     def shutdown(self) -> None:
         """Stop the thread (waits for a compute in progress to finish)."""
         self.queue.clear()
+        self._delivered = None
         self._thread.quit()
         self._thread.wait()

@@ -101,8 +101,8 @@ def test_heads_without_projections_are_refused():
 
 
 def test_token_limit_is_stated():
-    cfg = AttentionConfig(sentence=" ".join(f"w{i}" for i in range(9000)))
-    with pytest.raises(TooLargeError, match="T = 9,000 tokens is over the limit of 8,192 on cpu"):
+    cfg = AttentionConfig(sentence=" ".join(f"w{i}" for i in range(33000)))
+    with pytest.raises(TooLargeError, match="T = 33,000 tokens is over the limit of 32,768 on cpu"):
         compute(cfg)
 
 
