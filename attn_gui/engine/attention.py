@@ -115,10 +115,11 @@ def query_rows(q: torch.Tensor, k: torch.Tensor, start: int, *, scale: bool = Tr
 
 
 def _attend_in_blocks(q, k, v, reduce_to: int, block_bytes: int, **options):
-    """z (h, T, d_v) and the T x T fields pooled to at most reduce_to per side, head by head.
+    """z (h, T, d_v) and the T x T fields pooled to at most reduce_to per side, block by block of rows.
 
-    Each block of query rows holds whole pooling blocks (``reduce.block_edges``), so pooling
-    it at once gives exactly the rows of the pooled full matrix.
+    Every head is computed at once, ``block_bytes`` of scores at a time. Each block of query
+    rows holds whole pooling blocks (``reduce.block_edges``), so pooling it at once gives
+    exactly the rows of the pooled full matrix.
     """
     from .reduce import block_edges, reduce_row_blocks
 
@@ -128,7 +129,7 @@ def _attend_in_blocks(q, k, v, reduce_to: int, block_bytes: int, **options):
         q, k = F.normalize(q, dim=-1), F.normalize(k, dim=-1)
         options = {**options, "similarity": "dot"}
     edges = block_edges(T, side)
-    rows_per_block = max(1, block_bytes // (T * q.element_size()))
+    rows_per_block = max(1, block_bytes // (h * T * q.element_size()))
     groups, first = [], 0  # runs of pooling blocks, about rows_per_block query rows each
     for i, (start, end) in enumerate(edges):
         if end - edges[first][0] > rows_per_block and i > first:
@@ -138,13 +139,12 @@ def _attend_in_blocks(q, k, v, reduce_to: int, block_bytes: int, **options):
     kinds = {"scores": "signed", "scaled": "signed", "weights": "weights"}
     shown = {name: q.new_empty(h, side, side) for name in kinds}
     context_vec = q.new_empty(h, T, v.size(-1))  # z (h, T, d_v)
-    for head in range(h):
-        for b0, b1 in groups:
-            start, end = edges[b0][0], edges[b1 - 1][1]  # query rows of these pooling blocks
-            rows = query_rows(q[head, start:end], k[head], start, **options)  # each (n, T)
-            context_vec[head, start:end] = context_vectors(rows["weights"], v[head])  # (n, d_v)
-            for name, kind in kinds.items():
-                shown[name][head, b0:b1] = reduce_row_blocks(rows[name], edges[b0:b1], start, side, kind)
+    for b0, b1 in groups:
+        start, end = edges[b0][0], edges[b1 - 1][1]  # query rows of these pooling blocks
+        rows = query_rows(q[:, start:end], k, start, **options)  # each (h, n, T)
+        context_vec[:, start:end] = context_vectors(rows["weights"], v)  # (h, n, d_v)
+        for name, kind in kinds.items():
+            shown[name][:, b0:b1] = reduce_row_blocks(rows[name], edges[b0:b1], start, side, kind)
     return context_vec, shown
 
 

@@ -168,7 +168,8 @@ def estimate_bytes(config: AttentionConfig, display_max: int | None = None) -> i
     h, d, d_k, d_v = dims.heads, dims.d_model, dims.d_k, dims.d_v
     elem = 8 if config.dtype == "float64" else 4
     if _streams(config, T, display_max):
-        n = 3 * h * display_max**2 + 8 * BLOCK_BYTES // elem  # the pooled maps; one block's fields and temporaries
+        block = BLOCK_BYTES[config.device.split(":")[0]]
+        n = 3 * h * display_max**2 + 8 * block // elem  # the pooled maps; one block's fields and temporaries
     else:
         n = 4 * h * T * T  # scores, scaled, weights, and one softmax temporary
     n += T * d * 3 + h * T * (2 * d_k + 2 * d_v) + T * h * d_v
@@ -227,6 +228,31 @@ def _cached_draw(key: tuple, size: int) -> tuple:
     return tensors
 
 
+_ON_DEVICE: OrderedDict[tuple, tuple] = OrderedDict()  # the cached draws moved to a device or dtype
+
+
+def _weights_on(weights: tuple, device: torch.device, dtype: torch.dtype) -> tuple:
+    """``weights`` (CPU float32) on ``device`` in ``dtype``, moved once and shared while unchanged.
+
+    On the CPU in float32 they are the drawn tensors themselves. Elsewhere a copy per
+    (draw, device, dtype) is kept beside the draw cache: copying the weights to a GPU on
+    every update cost more than the attention at small T. Either side changed in place
+    (torch's version counter) means a fresh copy.
+    """
+    if device.type == "cpu" and dtype == torch.float32:
+        return weights
+    key = (tuple(id(w) for w in weights), str(device), dtype)
+    hit = _ON_DEVICE.get(key)
+    if hit is not None and _versions(hit[0]) == hit[1] and _versions(hit[2]) == hit[3]:
+        _ON_DEVICE.move_to_end(key)
+        return hit[2]
+    moved = tuple(None if w is None else w.to(device=device, dtype=dtype) for w in weights)
+    _ON_DEVICE[key] = (weights, _versions(weights), moved, _versions(moved))  # keeps the sources: ids stay unique
+    while len(_ON_DEVICE) > 4:
+        _ON_DEVICE.popitem(last=False)
+    return moved
+
+
 def _draw(rows, d, d_k, d_v, h, seed, weight_seed, inputs, projections, init, layout):
     # Cached: typing changes the tokens far more often than the sizes or seeds, and drawing
     # a million weights costs milliseconds, more than the attention itself at small T.
@@ -257,7 +283,9 @@ def _streams(config: AttentionConfig, T: int, display_max: int | None) -> bool:
     return display_max is not None and T > display_max and config.model is None
 
 
-BLOCK_BYTES = 4 * 2**20  # one head's scores for one block of query rows, when streamed
+# Scores of every head for one block of query rows, when streamed: small blocks stay in a
+# CPU's caches; a GPU wants few, large launches and has the memory for them.
+BLOCK_BYTES = {"cpu": 8 * 2**20, "cuda": 2**30, "mps": 256 * 2**20}
 
 
 def compute(config: AttentionConfig, display_max: int | None = None) -> AttentionResult:
@@ -319,7 +347,8 @@ def _compute(config: AttentionConfig, toks: Tokens, device: torch.device, reduce
         x, weights, layer_weights = _model_inputs(config, toks, device, dtype)
         notes = ["output is the attention block's output, before the residual and LayerNorm"]
     steps = A.attend(x, weights, layout=config.layout, scale=config.scale, temperature=config.temperature,
-                     causal=config.causal, similarity=config.similarity, reduce_to=reduce_to, block_bytes=BLOCK_BYTES)
+                     causal=config.causal, similarity=config.similarity, reduce_to=reduce_to,
+                     block_bytes=BLOCK_BYTES[device.type])
     if layer_weights is not None and (config.scale, config.temperature, config.causal,
                                       config.similarity) != (True, 1.0, False, "dot"):
         layer_weights = layer_weights.clone()  # the model view shows this layer as computed here
@@ -363,8 +392,9 @@ def _scores_finite(steps: dict, config: AttentionConfig) -> bool:
 
 def _random_inputs(config: AttentionConfig, toks: Tokens, device: torch.device, dtype: torch.dtype):
     """X (T, d) and the seeded projections on ``device``, in the config's layout (shared, not copied)."""
-    params = draw_parameters(config, toks)
-    x, w_q, w_k, w_v, w_o = (None if p is None else p.to(device=device, dtype=dtype) for p in params)
+    x, *params = draw_parameters(config, toks)
+    x = x.to(device=device, dtype=dtype)
+    w_q, w_k, w_v, w_o = _weights_on(tuple(params), device, dtype)
     if config.positional:
         T, d = x.shape  # tokens, embedding size
         x = x + A.sinusoidal_positions(T, d, dtype=dtype, device=device)

@@ -1,5 +1,6 @@
 """The engine agrees with torch's own attention: F.scaled_dot_product_attention and nn.MultiheadAttention."""
 
+import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
@@ -144,3 +145,30 @@ def test_cuda_gives_the_cpu_values():
     assert b.device.startswith("cuda")
     assert torch.equal(a.x, b.x.cpu()) and torch.equal(a.w_q, b.w_q.cpu())
     assert torch.allclose(a.weights, b.weights.cpu(), atol=1e-5)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("dtype,atol", [("float32", 1e-5), ("float64", 1e-12)])
+def test_every_field_on_cuda_equals_the_cpu(causal, dtype, atol):
+    cfg = AttentionConfig(sentence=sentence(200), d_model=64, d_k=16, d_v=8, heads=8, causal=causal,
+                          init="scaled_normal", dtype=dtype)
+    cpu, gpu = compute(cfg), compute(cfg.replace(device="cuda"))
+    for name in cpu.fields():
+        a, b = getattr(cpu, name), getattr(gpu, name).cpu()
+        assert torch.allclose(a, b, atol=atol, rtol=atol), name
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_streamed_maps_on_cuda_equal_the_cpu_and_only_shown_cells_travel():
+    from attn_gui.present.frame import make_frame
+
+    cfg = AttentionConfig(sentence=sentence(2000), d_model=64, d_k=16, d_v=16, heads=8, causal=True,
+                          init="scaled_normal")
+    cpu = make_frame(0, compute(cfg, display_max=384))
+    gpu = make_frame(0, compute(cfg.replace(device="cuda"), display_max=384))
+    assert gpu.result.streamed and gpu.result.weights is None
+    for name in ("scores", "scaled", "weights", "x", "q", "output"):
+        assert gpu.arrays[name].shape == cpu.arrays[name].shape
+        assert max(gpu.arrays[name].shape[-2:]) <= 384
+        np.testing.assert_allclose(gpu.arrays[name], cpu.arrays[name], rtol=1e-5, atol=1e-5, err_msg=name)

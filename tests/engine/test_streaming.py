@@ -38,7 +38,7 @@ def torch_fields(r, causal, similarity="dot", temperature=1.0):
 @pytest.fixture
 def small_blocks(monkeypatch):
     """Blocks of a few query rows, so a test-sized input is streamed in many blocks."""
-    monkeypatch.setattr(compute_module, "BLOCK_BYTES", 4096)
+    monkeypatch.setitem(compute_module.BLOCK_BYTES, "cpu", 4096)
 
 
 @pytest.mark.parametrize("T,side,heads", [(450, 384, 2), (700, 64, 3), (97, 10, 1)])
