@@ -121,7 +121,7 @@ def _attend_in_blocks(q, k, v, reduce_to: int, block_bytes: int, **options):
     rows holds whole pooling blocks (``reduce.block_edges``), so pooling it at once gives
     exactly the rows of the pooled full matrix.
     """
-    from .reduce import block_edges, reduce_row_blocks
+    from .reduce import block_edges, reduce_matrix, reduce_row_blocks
 
     h, T, d_k = q.shape  # heads, tokens, head size
     side = min(T, reduce_to)
@@ -144,7 +144,10 @@ def _attend_in_blocks(q, k, v, reduce_to: int, block_bytes: int, **options):
         rows = query_rows(q[:, start:end], k, start, **options)  # each (h, n, T)
         context_vec[:, start:end] = context_vectors(rows["weights"], v)  # (h, n, d_v)
         for name, kind in kinds.items():
-            shown[name][:, b0:b1] = reduce_row_blocks(rows[name], edges[b0:b1], start, side, kind)
+            if len(groups) == 1:  # every row at once (a GPU's block): pool as the display does
+                shown[name] = reduce_matrix(rows[name], side, side, kind)
+            else:
+                shown[name][:, b0:b1] = reduce_row_blocks(rows[name], edges[b0:b1], start, side, kind)
     return context_vec, shown
 
 

@@ -168,7 +168,8 @@ def estimate_bytes(config: AttentionConfig, display_max: int | None = None) -> i
     h, d, d_k, d_v = dims.heads, dims.d_model, dims.d_k, dims.d_v
     elem = 8 if config.dtype == "float64" else 4
     if _streams(config, T, display_max):
-        block = BLOCK_BYTES[config.device.split(":")[0]]
+        # a GPU's block shrinks to what is free (see _block_bytes): count its smallest
+        block = BLOCK_BYTES["cpu"] if config.device == "cpu" else MIN_GPU_BLOCK
         n = 3 * h * display_max**2 + 8 * block // elem  # the pooled maps; one block's fields and temporaries
     else:
         n = 4 * h * T * T  # scores, scaled, weights, and one softmax temporary
@@ -284,8 +285,16 @@ def _streams(config: AttentionConfig, T: int, display_max: int | None) -> bool:
 
 
 # Scores of every head for one block of query rows, when streamed: small blocks stay in a
-# CPU's caches; a GPU wants few, large launches and has the memory for them.
-BLOCK_BYTES = {"cpu": 8 * 2**20, "cuda": 2**30, "mps": 256 * 2**20}
+# CPU's caches; a GPU wants few, large launches: up to 4 GiB, a sixteenth of its free memory.
+BLOCK_BYTES = {"cpu": 8 * 2**20, "cuda": 4 * 2**30, "mps": 256 * 2**20}
+MIN_GPU_BLOCK = 64 * 2**20
+
+
+def _block_bytes(device: torch.device) -> int:
+    if device.type == "cpu":
+        return BLOCK_BYTES["cpu"]
+    free = free_bytes(device)
+    return BLOCK_BYTES[device.type] if free is None else max(MIN_GPU_BLOCK, min(BLOCK_BYTES[device.type], free // 16))
 
 
 def compute(config: AttentionConfig, display_max: int | None = None) -> AttentionResult:
@@ -348,7 +357,7 @@ def _compute(config: AttentionConfig, toks: Tokens, device: torch.device, reduce
         notes = ["output is the attention block's output, before the residual and LayerNorm"]
     steps = A.attend(x, weights, layout=config.layout, scale=config.scale, temperature=config.temperature,
                      causal=config.causal, similarity=config.similarity, reduce_to=reduce_to,
-                     block_bytes=BLOCK_BYTES[device.type])
+                     block_bytes=_block_bytes(device) if reduce_to is not None else 0)
     if layer_weights is not None and (config.scale, config.temperature, config.causal,
                                       config.similarity) != (True, 1.0, False, "dot"):
         layer_weights = layer_weights.clone()  # the model view shows this layer as computed here
