@@ -15,6 +15,7 @@ import numpy as np
 import torch
 
 from ..engine import METRICS, AttentionResult, causal_visible, head_metrics, rollout, saturation
+from ..engine.attention import attention_weights, scale_and_mask
 from ..engine.metrics import METRIC_HELP, METRIC_LABELS
 from ..engine.reduce import reduce_matrix
 from .formats import nice_ceil
@@ -169,8 +170,55 @@ def saturation_note(result: AttentionResult) -> SaturationNote | None:
         words.append(f"temperature {fix['temperature']:g}")
     label = "Fix: " + ", ".join(words)
     share = f"{sat.one_hot:.0%}"
-    text = (f"{share} of the α rows are one-hot (largest weight ≥ 0.99): the scores ω′ span ±{span}, "
-            f"so the softmax acts like an argmax. Scaling by √d_k, a higher temperature or a "
-            f"scaled-normal initialisation keeps the softmax soft.")
+    text = (f"{share} of α rows are one-hot (max ≥ 0.99): the scores ω′ span ±{span}, so the softmax acts "
+            f"as an argmax; scaling by √d_k, a higher temperature or scaled-normal weights keep it soft.")
     short = f"⚠ {share} of rows one-hot: ω′ spans ±{span}"
     return SaturationNote(text, short, fix, label)
+
+
+# the metrics grid and the why-scaling panel ---------------------------------------------------
+
+BOUNDED = frozenset({"entropy_norm", "max_weight", "sink", "previous", "self"})  # in 0..1
+
+
+def metrics_map(table: MetricsTable, metric: str) -> MapData:
+    """The grid of ``metric`` over every layer (rows) and head (columns, numbered from 1)."""
+    L, H = table.shape
+    rows = ["heads"] if table.layers is None else [f"layer {layer}" for layer in table.layers]
+    top = 1.0 if metric in BOUNDED else nice_ceil(float(np.nanmax(table.values[metric], initial=0.0)))
+    return MapData(matrix=table.values[metric].astype(np.float32), title=f"{metric_label(metric)}: "
+                   f"{metric_help(metric)}  (0 to {top:g})", kind="weights",
+                   row_labels=rows, col_labels=[str(h + 1) for h in range(H)], symbol=metric_label(metric),
+                   field=f"head_metrics_{metric}")
+
+
+def metric_levels(table: MetricsTable, metric: str) -> tuple[float, float]:
+    """The colour scale of ``metric``: 0 to 1 for shares and weights, 0 to a round maximum otherwise."""
+    if metric in BOUNDED:
+        return 0.0, 1.0
+    return 0.0, nice_ceil(float(np.nanmax(table.values[metric], initial=0.0)))
+
+
+@dataclass(frozen=True)
+class QuerySoftmax:
+    """One query's weights with and without 1/sqrt(d_k), as seed 004 prints them."""
+
+    keys: list[str]
+    scaled: np.ndarray
+    unscaled: np.ndarray
+    d_k: int
+    query: str
+
+
+def query_softmax(result: AttentionResult, head: int, token: int) -> QuerySoftmax:
+    """alpha of query ``token`` in ``head`` with and without scaling (temperature and mask as configured)."""
+    cfg = result.config
+    d_k = result.q.size(-1)
+    row = result.scores[head, token][None, None]  # (1, 1, T): only this query's scores
+    out = []
+    for scale in (True, False):
+        scaled = scale_and_mask(row, d_k, scale, cfg.temperature, False)
+        if cfg.causal:  # the keys after the query are masked
+            scaled[..., token + 1:] = float("-inf")
+        out.append(attention_weights(scaled)[0, 0].detach().cpu().numpy())
+    return QuerySoftmax(list(result.tokens), out[0], out[1], d_k, result.tokens[token])
