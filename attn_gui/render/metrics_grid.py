@@ -21,7 +21,7 @@ class MetricsGrid(HeatmapView):
 
     def __init__(self, parent: QtWidgets.QWidget | None = None):
         super().__init__("metricsGrid", parent)
-        self.setMinimumSize(260, 180)
+        self.setMinimumSize(200, 110)
         self.scene().sigMouseClicked.connect(self._on_cell_clicked)
 
     def set_data(self, data: MapData, levels: tuple[float, float] = (0.0, 1.0)) -> None:

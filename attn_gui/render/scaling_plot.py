@@ -21,7 +21,7 @@ class ScalingPlot(pg.GraphicsLayoutWidget):
     def __init__(self, parent: QtWidgets.QWidget | None = None):
         super().__init__(parent=parent)
         self.setObjectName("scalingPlot")
-        self.setMinimumSize(420, 200)
+        self.setMinimumSize(300, 130)
         self.legend = self.addLabel(
             f"<span style='color:{SCALED.name()}'>■ ÷ √d_k</span> &nbsp; "
             f"<span style='color:{UNSCALED.name()}'>■ no scaling</span> &nbsp; "
