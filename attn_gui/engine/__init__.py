@@ -14,6 +14,9 @@ from .errors import ConfigError, DeviceError, ModelUnavailable, TooLargeError, U
 from .fields import FIELDS, TENSOR_FIELDS, FieldInfo, formula
 from .options import Option
 from .inputs import check_tokens, tokens_for
+from .metrics import METRICS, causal_visible, head_metrics
+from .rollout import rollout
+from .scaling import EntropySweep, Saturation, entropy_vs_dk, saturation
 from .sources import MODELS, ModelSpec, source
 from .tokens import Tokens, tokenize
 
@@ -24,4 +27,6 @@ __all__ = [
     "available_devices", "FIELDS", "TENSOR_FIELDS", "FieldInfo", "formula",
     "Tokens", "tokenize", "tokens_for", "check_tokens",
     "Projections", "attend", "MODELS", "ModelSpec", "source",
+    "METRICS", "head_metrics", "causal_visible", "rollout", "Saturation", "saturation",
+    "EntropySweep", "entropy_vs_dk",
 ]

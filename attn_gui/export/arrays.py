@@ -22,6 +22,7 @@ import numpy as np
 from ..engine import FIELDS, AttentionResult, as_dict
 from ..present.maps import file_stem
 from .files import ARRAY_FORMATS, FORMATS, atomic_write, parse_formats
+from .metrics import METRICS_FILE, write_head_metrics
 
 
 def csv_bytes(matrix: np.ndarray) -> bytes:
@@ -50,7 +51,8 @@ def _array_items(result: AttentionResult, field: str, formats: tuple[str, ...]):
 def array_files(result: AttentionResult, formats: Iterable[str] = ARRAY_FORMATS) -> list[str]:
     """The file names ``write_arrays`` writes for ``result``, in order."""
     formats = parse_formats(formats)
-    return [name for field in result.fields() for name, _, _ in _array_items(result, field, formats)]
+    return [name for field in result.fields() for name, _, _ in _array_items(result, field, formats)] + (
+        [METRICS_FILE] if "csv" in formats else [])
 
 
 def write_arrays(result: AttentionResult, folder: str | os.PathLike,
@@ -90,6 +92,10 @@ def write_arrays(result: AttentionResult, folder: str | os.PathLike,
             written.append(folder / name)
             if progress is not None:
                 progress(folder / name)
+    if "csv" in formats:
+        written.append(write_head_metrics(result, folder))
+        if progress is not None:
+            progress(written[-1])
     return written
 
 

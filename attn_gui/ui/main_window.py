@@ -21,6 +21,7 @@ from ..render.model_view import ModelView
 from . import map_menu
 from .controls import ControlPanel
 from .file_actions import FileActions
+from .insight import InsightDocks
 from .menus import build_menus
 from .settings import Settings
 from .token_focus import TokenFocus
@@ -110,6 +111,7 @@ class MainWindow(FileActions, QtWidgets.QMainWindow):
         self.pipeline.tokenSelected.connect(self.select_token)
         self.pipeline.headSelected.connect(self.select_head)
         self.modelView.headPicked.connect(self._on_head_picked)
+        self.insight = InsightDocks(self)  # head metrics, difference maps, rollout, why scaling
 
         self._restore(state)
 

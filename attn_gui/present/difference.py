@@ -1,0 +1,101 @@
+"""Difference maps: what a change does, as current minus pinned, head minus head, layer minus layer.
+
+Differences are taken on the compute device at full size and reduced there (each shown
+cell keeps its block's value of largest magnitude), so only what the screen shows
+reaches the host. Every difference is signed: a diverging scale centred on 0.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from ..engine import FIELDS, OPTIONS, AttentionConfig, AttentionResult
+from ..engine.reduce import reduce_matrix
+from .frame import DISPLAY_MAX, Frame
+from .insight import as_map
+from .maps import MapData, map_keys
+
+
+def _reduced(diff: torch.Tensor, max_side: int = DISPLAY_MAX) -> np.ndarray:
+    return reduce_matrix(diff, max_side, max_side, "signed").detach().cpu().numpy()
+
+
+def comparable_fields(current: AttentionResult, pinned: AttentionResult) -> list[str]:
+    """The fields both results have with the same shape, in data-flow order."""
+    if current.seq_len != pinned.seq_len:
+        return []
+    return [n for n in current.fields()
+            if getattr(pinned, n, None) is not None and getattr(pinned, n).shape == getattr(current, n).shape]
+
+
+def config_changes(pinned: AttentionConfig, current: AttentionConfig, limit: int = 4) -> str:
+    """The pinned config named by what differs from the current one: 'seed 123, temperature 1'."""
+    parts = []
+    for name, opt in OPTIONS.items():
+        old = getattr(pinned, name)
+        if old == getattr(current, name):
+            continue
+        if name == "sentence":
+            parts.append(f"“{old if len(old) <= 32 else old[:31] + '…'}”")
+        elif opt.kind == "bool":
+            parts.append(f"{opt.label} {'on' if old else 'off'}")
+        elif opt.kind in ("choice", "model"):
+            parts.append(f"{opt.label} {dict(opt.choices).get(old, old)}")
+        else:
+            parts.append(f"{opt.label} {'none' if old is None else format(old, 'g') if isinstance(old, float) else old}")
+    if not parts:
+        return "the same config"
+    return ", ".join(parts[:limit]) + (f" and {len(parts) - limit} more" if len(parts) > limit else "")
+
+
+def _per_head_text(result: AttentionResult, name: str, head: int | None) -> str:
+    return f", head {head + 1}/{result.heads}" if FIELDS[name].per_head and result.heads > 1 else ""
+
+
+def pinned_difference(current: Frame, pinned: Frame, name: str, head: int | None = None,
+                      hidden: tuple[int, ...] = ()) -> MapData:
+    """Field ``name`` of ``current`` minus the same field of ``pinned`` (same shape), as a signed map."""
+    cur, pin = current.result, pinned.result
+    a = getattr(cur, name)
+    b = getattr(pin, name).to(device=a.device, dtype=a.dtype)
+    info = FIELDS[name]
+    head = head if info.per_head else None
+    R, C = a.shape[-2:]
+    title = (f"Δ{info.symbol} = now − pinned  ({R} × {C}{_per_head_text(cur, name, head)}); "
+             f"pinned: {config_changes(pin.config, cur.config)}")
+    return as_map(current, name, _reduced(a - b), head, hidden, title=title, kind="signed",
+                  symbol=f"Δ{info.symbol}", field=f"{name}_minus_pinned")
+
+
+def head_difference(frame: Frame, name: str, head_a: int, head_b: int, hidden: tuple[int, ...] = ()) -> MapData:
+    """Head ``head_a`` minus head ``head_b`` (0-based) of per-head field ``name``."""
+    result, info = frame.result, FIELDS[name]
+    t = getattr(result, name)
+    R, C = t.shape[-2:]
+    layer = f"layer {result.config.layer}: " if result.config.model is not None else ""
+    title = f"{layer}{info.symbol} of head {head_a + 1} − head {head_b + 1}  ({R} × {C})"
+    return as_map(frame, name, _reduced(t[head_a] - t[head_b])[None], 0, hidden, title=title, kind="signed",
+                  symbol=f"Δ{info.symbol}", head=None, field=f"{name}_head{head_a}_minus_head{head_b}")
+
+
+def layer_difference(frame: Frame, layer_a: int, layer_b: int, head: int, hidden: tuple[int, ...] = ()) -> MapData:
+    """alpha of layer ``layer_a`` minus layer ``layer_b`` (0-based), head ``head``, of a model-mode frame."""
+    result = frame.result
+    lw = result.layer_weights
+    T = result.seq_len
+    title = f"α of layer {layer_a} − layer {layer_b}, head {head + 1}/{result.heads}  ({T} × {T})"
+    return as_map(frame, "weights", _reduced(lw[layer_a, head] - lw[layer_b, head])[None], 0, hidden,
+                  title=title, kind="signed", symbol="Δα", head=None,
+                  field=f"weights_layer{layer_a}_minus_layer{layer_b}_head{head}")
+
+
+def per_head_fields(result: AttentionResult) -> list[str]:
+    """The per-head fields of ``result`` (those a head − head difference exists for)."""
+    return [n for n in result.fields() if FIELDS[n].per_head]
+
+
+def pinned_differences(current: Frame, pinned: Frame) -> list[MapData]:
+    """Every comparable map of ``current`` minus ``pinned`` (all heads), for exports."""
+    names = set(comparable_fields(current.result, pinned.result))
+    return [pinned_difference(current, pinned, n, h) for n, h in map_keys(current.result) if n in names]

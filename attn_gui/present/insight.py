@@ -1,0 +1,224 @@
+"""What the insight docks show, without Qt: the head-metrics table, rollout maps, the saturation note.
+
+Everything is computed from the result's tensors on their device; only the reduced
+arrays (one number per head, rollout maps of at most ``DISPLAY_MAX`` per side) go to the host.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+
+from ..engine import METRICS, AttentionResult, causal_visible, head_metrics, rollout, saturation
+from ..engine.attention import attention_weights, scale_and_mask
+from ..engine.metrics import METRIC_HELP, METRIC_LABELS
+from ..engine.reduce import reduce_matrix
+from .formats import nice_ceil
+from .frame import DISPLAY_MAX, Frame
+from .maps import MapData, map_data
+
+
+@dataclass(frozen=True)
+class MetricsTable:
+    """Head metrics of one result, one row per (layer, head).
+
+    Attributes
+    ----------
+    values : metric name -> (L, h) array; L = 1 with random weights
+    layers : the model's layer of each row of ``values`` (0-based, as the layer control);
+        None with random weights
+    """
+
+    values: dict[str, np.ndarray]
+    layers: tuple[int, ...] | None
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return self.values[METRICS[0]].shape
+
+    def rows(self) -> list[tuple[int | None, int, dict[str, float]]]:
+        """(layer or None, head 0-based, metric -> value) for every head, layer by layer."""
+        L, H = self.shape
+        out = []
+        for i in range(L):
+            layer = None if self.layers is None else self.layers[i]
+            out.extend((layer, h, {m: float(self.values[m][i, h]) for m in METRICS}) for h in range(H))
+        return out
+
+    def top(self, metric: str, n: int = 3) -> list[tuple[int | None, int, float]]:
+        """The ``n`` heads with the highest ``metric``: (layer, head, value), highest first."""
+        ranked = sorted(self.rows(), key=lambda row: -np.nan_to_num(row[2][metric], nan=-np.inf))
+        return [(layer, head, values[metric]) for layer, head, values in ranked[:n]]
+
+    def csv(self) -> str:
+        """CSV with a header: layer (0-based; empty with random weights), head (0-based), one column per metric."""
+        text = io.StringIO()
+        text.write(",".join(("layer", "head", *METRICS)) + "\n")
+        for layer, head, values in self.rows():
+            cells = ["" if layer is None else str(layer), str(head)]
+            cells += [f"{values[m]:.9g}" for m in METRICS]
+            text.write(",".join(cells) + "\n")
+        return text.getvalue()
+
+
+def visible_keys(result: AttentionResult) -> torch.Tensor | None:
+    """The visible keys of the shown layer's alpha: the causal mask, or None (every key)."""
+    if not result.config.causal:
+        return None
+    return causal_visible(result.seq_len, result.weights.device)
+
+
+def metrics_table(result: AttentionResult) -> MetricsTable:
+    """Head metrics of every layer (model mode) or of the result's heads (random weights)."""
+    mask = visible_keys(result)
+    if result.layer_weights is None:
+        values = head_metrics(result.weights[None], mask)
+        layers = None
+    else:
+        L = result.layer_weights.size(0)
+        if mask is not None:  # only the shown layer is computed with the causal mask
+            full = torch.ones_like(mask)
+            mask = torch.stack([mask if i == result.config.layer else full for i in range(L)])[:, None]
+        values = head_metrics(result.layer_weights, mask)
+        layers = tuple(range(L))
+    return MetricsTable({m: v.detach().cpu().numpy() for m, v in values.items()}, layers)
+
+
+def metric_label(metric: str) -> str:
+    return METRIC_LABELS[metric]
+
+
+def metric_help(metric: str) -> str:
+    return METRIC_HELP[metric]
+
+
+# rollout ---------------------------------------------------------------------------------------
+
+def rollout_arrays(result: AttentionResult, fusion: str = "mean", residual: bool = True,
+                   max_side: int = DISPLAY_MAX) -> np.ndarray:
+    """Rollout R_1 ... R_L of a model-mode result, reduced on its device: (L, t, t)."""
+    maps = rollout(result.layer_weights, fusion, residual)
+    return reduce_matrix(maps, max_side, max_side, "weights").detach().cpu().numpy()
+
+
+def as_map(frame: Frame, name: str, array: np.ndarray, index: int | None, hidden: tuple[int, ...] = (),
+           **changes: Any) -> MapData:
+    """``array`` drawn as field ``name`` of ``frame`` would be (labels, blocks, hidden tokens), then ``changes``.
+
+    ``index`` picks the matrix of a per-head ``array``; ``changes`` replace MapData fields.
+    """
+    shown = dataclasses.replace(frame, arrays={**frame.arrays, name: array})
+    return dataclasses.replace(map_data(shown, name, index, hidden), **changes)
+
+
+def rollout_map(frame: Frame, maps: np.ndarray, layer: int, fusion: str = "mean", residual: bool = True,
+                hidden: tuple[int, ...] = ()) -> MapData:
+    """The map of rollout ``maps[layer]`` (layer 0-based, as the layer control)."""
+    T = frame.result.seq_len
+    mix = f"{fusion} of heads" + (", ½A + ½I" if residual else "")
+    products = "Â₀" if layer == 0 else f"Â_{layer} … Â₀"
+    return as_map(frame, "weights", maps[layer][None], 0, hidden,
+                  title=f"rollout after layer {layer}: R = {products}  ({mix}; {T} × {T})",
+                  symbol="R", head=None, field=f"rollout_layer{layer}")
+
+
+# saturation -----------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class SaturationNote:
+    """The plain-words warning that alpha is nearly one-hot, and the one-click fix.
+
+    Attributes
+    ----------
+    text : str
+        For the status bar and the Why-scaling panel.
+    short : str
+        For the alpha map's title.
+    fix : dict
+        The config change that keeps the softmax soft (for ``window.edit_config``).
+    fix_label : str
+        What the fix button says.
+    """
+
+    text: str
+    short: str
+    fix: dict[str, Any]
+    fix_label: str
+
+
+def saturation_note(result: AttentionResult) -> SaturationNote | None:
+    """A note when at least half the rows of the shown alpha are one-hot (max >= 0.99), else None."""
+    sat = saturation(result.weights, result.scaled, visible_keys(result))
+    if not sat.saturated:
+        return None
+    cfg = result.config
+    span = f"{sat.span:.3g}" if sat.span < 1000 else f"{sat.span:,.0f}"
+    fix: dict[str, Any] = {}
+    words = []
+    if not cfg.scale:
+        fix["scale"], words = True, ["divide by √d_k"]
+    if cfg.model is None and cfg.projections and cfg.init == "uniform":  # scaling alone cannot undo its mean
+        fix["init"] = "scaled_normal"
+        words.append("scaled-normal weights")
+    if not fix:
+        fix["temperature"] = min(100.0, nice_ceil(cfg.temperature * sat.span / 4))
+        words.append(f"temperature {fix['temperature']:g}")
+    label = "Fix: " + ", ".join(words)
+    share = f"{sat.one_hot:.0%}"
+    text = (f"{share} of α rows are one-hot (max ≥ 0.99): the scores ω′ span ±{span}, so the softmax acts "
+            f"as an argmax; scaling by √d_k, a higher temperature or scaled-normal weights keep it soft.")
+    short = f"⚠ {share} of rows one-hot: ω′ spans ±{span}"
+    return SaturationNote(text, short, fix, label)
+
+
+# the metrics grid and the why-scaling panel ---------------------------------------------------
+
+BOUNDED = frozenset({"entropy_norm", "max_weight", "sink", "previous", "self"})  # in 0..1
+
+
+def metrics_map(table: MetricsTable, metric: str) -> MapData:
+    """The grid of ``metric`` over every layer (rows) and head (columns, numbered from 1)."""
+    L, H = table.shape
+    rows = ["heads"] if table.layers is None else [f"layer {layer}" for layer in table.layers]
+    top = 1.0 if metric in BOUNDED else nice_ceil(float(np.nanmax(table.values[metric], initial=0.0)))
+    return MapData(matrix=table.values[metric].astype(np.float32), title=f"{metric_label(metric)}: "
+                   f"{metric_help(metric)}  (0 to {top:g})", kind="weights",
+                   row_labels=rows, col_labels=[str(h + 1) for h in range(H)], symbol=metric_label(metric),
+                   field=f"head_metrics_{metric}")
+
+
+def metric_levels(table: MetricsTable, metric: str) -> tuple[float, float]:
+    """The colour scale of ``metric``: 0 to 1 for shares and weights, 0 to a round maximum otherwise."""
+    if metric in BOUNDED:
+        return 0.0, 1.0
+    return 0.0, nice_ceil(float(np.nanmax(table.values[metric], initial=0.0)))
+
+
+@dataclass(frozen=True)
+class QuerySoftmax:
+    """One query's weights with and without 1/sqrt(d_k), as seed 004 prints them."""
+
+    keys: list[str]
+    scaled: np.ndarray
+    unscaled: np.ndarray
+    d_k: int
+    query: str
+
+
+def query_softmax(result: AttentionResult, head: int, token: int) -> QuerySoftmax:
+    """alpha of query ``token`` in ``head`` with and without scaling (temperature and mask as configured)."""
+    cfg = result.config
+    d_k = result.q.size(-1)
+    row = result.scores[head, token][None, None]  # (1, 1, T): only this query's scores
+    out = []
+    for scale in (True, False):
+        scaled = scale_and_mask(row, d_k, scale, cfg.temperature, False)
+        if cfg.causal:  # the keys after the query are masked
+            scaled[..., token + 1:] = float("-inf")
+        out.append(attention_weights(scaled)[0, 0].detach().cpu().numpy())
+    return QuerySoftmax(list(result.tokens), out[0], out[1], d_k, result.tokens[token])

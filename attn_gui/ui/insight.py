@@ -1,0 +1,138 @@
+"""The insight docks on the window: head metrics, difference maps, rollout, why scaling.
+
+``InsightDocks(window)`` adds the docks and follows the window: it listens to
+``frameShown`` and ``stateChanged`` and asks for changes only through the window's
+``select_head``, ``set_state`` and ``edit_config``. A dock computes only while it is
+in sight; the saturation note is checked on every frame.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from PySide6 import QtCore, QtWidgets
+
+from ..present.frame import Frame
+from ..present.insight import SaturationNote, saturation_note
+from ..render.heatmap import HeatmapView
+from .insight_panels import DifferencePanel, MetricsPanel, RolloutPanel, ScalingPanel
+
+Area = QtCore.Qt.DockWidgetArea
+
+
+class InsightDocks(QtCore.QObject):
+    """The four insight docks of ``window`` (a ``ui.MainWindow``).
+
+    Attributes
+    ----------
+    metrics, difference, rollout, scaling : the panels
+    note : SaturationNote or None
+        The saturation note of the frame shown now.
+    """
+
+    def __init__(self, window: QtWidgets.QMainWindow):
+        super().__init__(window)
+        self.window = window
+        self.note: SaturationNote | None = None
+        self.metrics = MetricsPanel()
+        self.difference = DifferencePanel()
+        self.rollout = RolloutPanel()
+        self.scaling = ScalingPanel()
+        self.docks: dict[str, QtWidgets.QDockWidget] = {}
+        for key, title, panel in (
+                ("metrics", "Head metrics: which head does what (click one to open it)", self.metrics),
+                ("difference", "Difference maps", self.difference),
+                ("rollout", "Attention rollout", self.rollout),
+                ("scaling", "Why scaling", self.scaling)):
+            dock = QtWidgets.QDockWidget(title, window)
+            dock.setObjectName(f"{key}Dock")
+            dock.setWidget(panel)
+            if key != "metrics":
+                window.addDockWidget(Area.BottomDockWidgetArea, dock)
+            dock.visibilityChanged.connect(lambda visible, key=key: visible and self.refresh(key))
+            self.docks[key] = dock
+        # the metrics beside the tabs of the token walk and the model view, the rest among those tabs
+        window.addDockWidget(Area.BottomDockWidgetArea, self.docks["metrics"], QtCore.Qt.Orientation.Horizontal)
+        for key in ("difference", "rollout", "scaling"):
+            window.tabifyDockWidget(window.focusDock, self.docks[key])
+        window.focusDock.raise_()
+        window.resizeDocks([window.focusDock, self.docks["metrics"]], [3, 2], QtCore.Qt.Orientation.Horizontal)
+        view_menu = next((a.menu() for a in window.menuBar().actions() if a.text() == "&View"), None)
+        if view_menu is not None:
+            view_menu.addSeparator()
+            for dock in self.docks.values():
+                view_menu.addAction(dock.toggleViewAction())
+
+        self.fixButton = QtWidgets.QPushButton()
+        self.fixButton.setObjectName("saturationFixButton")
+        self.fixButton.hide()
+        self.fixButton.clicked.connect(self.apply_fix)
+        window.statusBar().addPermanentWidget(self.fixButton)
+        self.metrics.headPicked.connect(self._on_head_picked)
+        self.scaling.fixRequested.connect(window.edit_config)
+        window.frameShown.connect(self._on_frame)
+        window.stateChanged.connect(self._on_state)
+
+    # following the window ----------------------------------------------------------------------
+
+    def _on_frame(self, frame: Frame) -> None:
+        self.note = saturation_note(frame.result)
+        self.fixButton.setVisible(self.note is not None)
+        if self.note is not None:
+            self.fixButton.setText(self.note.fix_label)
+            self.fixButton.setToolTip(self.note.text)
+            label = self.window.statusLabel
+            label.setText(f"⚠ {self.note.text}  ·  {label.text()}")
+        self._mark_alpha_titles()
+        self.refresh()
+
+    def _on_state(self, _state) -> None:
+        if self.window.frame is not None:
+            QtCore.QTimer.singleShot(0, self._after_state)  # after the window has drawn the new state
+
+    def _after_state(self) -> None:
+        self._mark_alpha_titles()
+        self.refresh()
+
+    def _mark_alpha_titles(self) -> None:
+        """Say in the alpha map's title that the softmax is saturated."""
+        if self.note is None:
+            return
+        for view in self.window.pipeline.findChildren(HeatmapView):
+            data = view.data
+            if view.compact or data is None or data.field != "weights" or self.note.short in data.title:
+                continue
+            view.set_data(dataclasses.replace(data, title=f"{data.title}<br>{self.note.short}"))
+
+    def refresh(self, key: str | None = None) -> None:
+        """Show the window's frame in every dock in sight (or in dock ``key``)."""
+        win = self.window
+        frame, state = win.frame, win.state
+        if frame is None:
+            return
+        hidden = win.hidden_tokens()
+        for name, dock in self.docks.items():
+            if key not in (None, name) or (key is None and not dock.isVisible()):
+                continue  # a dock out of sight computes when it comes into sight
+            if name == "metrics":
+                self.metrics.show_frame(frame, state)
+            elif name == "difference":
+                self.difference.show_frame(frame, state, hidden)
+            elif name == "rollout":
+                self.rollout.show_frame(frame, state, hidden)
+            else:
+                self.scaling.show_frame(frame, state, self.note)
+
+    # requests to the window ---------------------------------------------------------------------
+
+    def apply_fix(self) -> None:
+        """The saturation note's one-click fix, as a config edit."""
+        if self.note is not None:
+            self.window.edit_config(dict(self.note.fix))
+
+    def _on_head_picked(self, layer: int | None, head: int) -> None:
+        win = self.window
+        if layer is None or layer == win.state.config.layer:
+            win.select_head(head)
+        else:  # the new layer's frame shows this head
+            win.set_state(win.state.with_config(layer=layer).replace(head=head))

@@ -1,0 +1,92 @@
+"""Difference maps, the head-metrics table, rollout maps and the saturation note, without Qt."""
+
+import numpy as np
+import pytest
+import torch
+
+from attn_gui.engine import AttentionConfig, compute
+from attn_gui.engine.sources import is_available
+from attn_gui.present.difference import (comparable_fields, config_changes, head_difference, layer_difference,
+                                         pinned_difference)
+from attn_gui.present.frame import make_frame
+from attn_gui.present.insight import metrics_table, rollout_arrays, rollout_map, saturation_note
+
+needs_model = pytest.mark.skipif(not is_available("minilm-l6"), reason="the pretrained extra is not installed")
+
+
+def frame(config, i=1):
+    return make_frame(i, compute(config))
+
+
+def test_pinned_difference_is_current_minus_pinned_and_names_the_pinned_config():
+    base = AttentionConfig(heads=2)
+    pinned, current = frame(base.replace(seed=7)), frame(base, 2)
+    data = pinned_difference(current, pinned, "weights", 1)
+    expected = compute(base).weights[1] - compute(base.replace(seed=7)).weights[1]
+    np.testing.assert_allclose(data.matrix, expected.numpy(), atol=1e-7)
+    assert data.kind == "signed" and "seed 7" in data.title and "head 2/2" in data.title
+    assert data.field == "weights_minus_pinned"
+    assert comparable_fields(current.result, pinned.result)[:3] == ["x", "w_q", "w_k"]
+
+
+def test_fields_of_other_shapes_are_not_compared():
+    a, b = frame(AttentionConfig()), frame(AttentionConfig(d_k=4), 2)
+    fields = comparable_fields(b.result, a.result)
+    assert "weights" in fields and "q" not in fields and "w_q" not in fields
+    assert comparable_fields(frame(AttentionConfig(sentence="a b")).result, a.result) == []
+
+
+def test_config_changes_names_what_differs():
+    cfg = AttentionConfig()
+    assert config_changes(cfg, cfg) == "the same config"
+    text = config_changes(cfg.replace(temperature=2.0, causal=True, sentence="he ran"), cfg)
+    assert "temperature 2" in text and "causal mask on" in text and "“he ran”" in text
+
+
+def test_head_difference():
+    f = frame(AttentionConfig(heads=3))
+    data = head_difference(f, "scores", 2, 0)
+    s = compute(AttentionConfig(heads=3)).scores
+    np.testing.assert_allclose(data.matrix, (s[2] - s[0]).numpy(), atol=1e-6)
+    assert "head 3 − head 1" in data.title and data.kind == "signed"
+
+
+def test_metrics_table_of_random_weights_and_its_csv():
+    f = frame(AttentionConfig(heads=2, causal=True))
+    table = metrics_table(f.result)
+    assert table.shape == (1, 2) and table.layers is None
+    lines = table.csv().splitlines()
+    assert lines[0] == "layer,head,entropy,entropy_norm,max_weight,sink,previous,self,distance"
+    assert len(lines) == 3 and lines[1].startswith(",0,")
+    # causal: the first row sees only token 1, so its weight there is 1
+    assert table.values["sink"][0, 0] >= 1 / f.result.seq_len
+
+
+def test_saturation_note_and_fix():
+    note = saturation_note(compute(AttentionConfig(d_model=64, inputs="uniform")))
+    assert note is not None and note.fix == {"init": "scaled_normal"}
+    assert "one-hot" in note.text and "span ±" in note.text and "argmax" in note.text
+    note = saturation_note(compute(AttentionConfig(d_model=64, inputs="uniform", scale=False)))
+    assert note.fix == {"scale": True, "init": "scaled_normal"}
+    fixed = AttentionConfig(d_model=64, inputs="uniform").replace(**note.fix)
+    assert saturation_note(compute(fixed)) is None
+    assert saturation_note(compute(AttentionConfig())) is None
+
+
+@needs_model
+def test_model_metrics_rollout_and_layer_difference():
+    cfg = AttentionConfig(sentence="the cat sat on the mat because it was warm", model="minilm-l6", layer=2)
+    f = frame(cfg)
+    lw = f.result.layer_weights
+    table = metrics_table(f.result)
+    assert table.shape == (6, 12) and table.layers == tuple(range(6))
+    T = f.result.seq_len
+    prev = torch.stack([lw[:, :, i, i - 1] for i in range(1, T)], -1).mean(-1)
+    np.testing.assert_allclose(table.values["previous"], prev.numpy(), atol=1e-6)
+    maps = rollout_arrays(f.result)
+    assert maps.shape == (6, T, T)
+    np.testing.assert_allclose(maps.sum(-1), 1, atol=1e-5)
+    data = rollout_map(f, maps, 5)
+    assert data.kind == "weights" and "rollout after layer 5" in data.title
+    diff = layer_difference(f, 3, 1, 4)
+    np.testing.assert_allclose(diff.matrix, (lw[3, 4] - lw[1, 4]).numpy(), atol=1e-7)

@@ -1,0 +1,80 @@
+"""The insight docks in the window: saturation and its fix, difference maps, head metrics, rollout."""
+
+import numpy as np
+import pytest
+import torch
+
+from attn_gui.engine import AttentionConfig, compute
+from attn_gui.engine.sources import is_available
+from attn_gui.present.state import ViewState
+from attn_gui.render.heatmap import HeatmapView
+
+
+def show(window, qtbot, config):
+    window.set_state(ViewState(config))
+    qtbot.waitUntil(lambda: window.frame.result.config == config, timeout=20000)
+
+
+def test_saturation_is_said_in_plain_words_and_fixed_in_one_click(window, qtbot):
+    show(window, qtbot, AttentionConfig(d_model=64, inputs="uniform"))
+    insight = window.insight
+    assert insight.fixButton.isVisible()
+    assert "one-hot" in window.statusLabel.text() and "span ±" in window.statusLabel.text()
+    alpha = window.findChild(HeatmapView, "heatmap:weights:0")
+    assert "one-hot" in alpha.data.title
+    # the fix is a config edit: scaled-normal weights keep the softmax soft
+    with qtbot.waitSignal(window.frameShown, timeout=10000):
+        insight.fixButton.click()
+    assert window.state.config.init == "scaled_normal"
+    assert not insight.fixButton.isVisible() and "one-hot" not in alpha.data.title
+    # the why-scaling panel: the selected query's softmax both ways, the sweep with the current d_k
+    insight.docks["scaling"].raise_()
+    qtbot.waitUntil(lambda: insight.scaling.sweep is not None, timeout=10000)
+    assert 3 in insight.scaling.sweep.d_ks
+    scores = compute(window.state.config).scores[0, 1]
+    bars = insight.scaling.plot.unscaled_bars.opts["height"]
+    np.testing.assert_allclose(bars, torch.softmax(scores, -1).numpy(), atol=1e-6)
+
+
+def test_difference_map_is_now_minus_pinned(window, qtbot):
+    base = AttentionConfig(heads=2)
+    show(window, qtbot, base)
+    window.insight.docks["difference"].raise_()
+    panel = window.insight.difference
+    panel.pinButton.click()
+    window.edit_config({"temperature": 2.0})
+    qtbot.waitUntil(lambda: window.frame.result.config.temperature == 2.0, timeout=10000)
+    window.select_head(1)
+    qtbot.waitUntil(lambda: panel.map.data is not None and "head 2/2" in panel.map.data.title, timeout=5000)
+    expected = compute(base.replace(temperature=2.0)).weights[1] - compute(base).weights[1]
+    np.testing.assert_allclose(panel.map.image.image, expected.numpy(), atol=1e-6)
+    assert "temperature 1" in panel.map.data.title and panel.map.data.kind == "signed"
+    panel.modeCombo.setCurrentIndex(1)  # head minus head
+    panel.headA.setValue(2)
+    panel.headB.setValue(1)
+    w = compute(base.replace(temperature=2.0)).weights
+    np.testing.assert_allclose(panel.map.image.image, (w[1] - w[0]).numpy(), atol=1e-6)
+
+
+@pytest.mark.skipif(not is_available("minilm-l6"), reason="the pretrained extra is not installed")
+def test_metrics_grid_opens_a_head_and_rollout_follows_its_slider(window, qtbot):
+    config = AttentionConfig(sentence="the cat sat on the mat", model="minilm-l6", layer=1)
+    show(window, qtbot, config)
+    insight = window.insight
+    grid = insight.metrics.grid
+    qtbot.waitUntil(lambda: grid.data is not None and grid.data.matrix.shape == (6, 12), timeout=5000)
+    lw = compute(config).layer_weights
+    T = lw.shape[-1]
+    by_hand = torch.stack([lw[:, :, i, i - 1] for i in range(1, T)], -1).mean(-1)
+    np.testing.assert_allclose(grid.image.image, by_hand.numpy(), atol=1e-6)  # coloured by previous token
+    assert insight.metrics.table.rowCount() == 72
+    with qtbot.waitSignal(window.frameShown, timeout=20000):
+        grid.headPicked.emit(0, 2)
+    assert (window.state.config.layer, window.state.head) == (0, 2)
+    insight.docks["rollout"].raise_()
+    panel = insight.rollout
+    qtbot.waitUntil(lambda: panel.map.data is not None, timeout=5000)
+    panel.layerSlider.setValue(0)
+    fused = 0.5 * lw[0].mean(0) + 0.5 * torch.eye(T)
+    np.testing.assert_allclose(panel.map.image.image, (fused / fused.sum(-1, keepdim=True)).numpy(), atol=1e-6)
+    assert "rollout after layer 0" in panel.map.data.title
