@@ -6,11 +6,15 @@ Bad options print one line and exit with status 2; no traceback reaches the user
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
+import signal
 import sys
+import threading
 
 from . import __version__
 from .engine.errors import UserError
+from .export.folder import Cancelled
 
 
 class _Parser(argparse.ArgumentParser):
@@ -98,6 +102,8 @@ def build_parser() -> argparse.ArgumentParser:
     ex.add_argument("--format", default="png,svg,npy,csv", metavar="LIST",
                     help="comma-separated subset of png,svg,npy,csv (default: all four)")
     ex.add_argument("--width", type=int, default=None, metavar="PX", help="pixel width of each PNG")
+    ex.add_argument("--overwrite", action="store_true",
+                    help="write into a folder that holds other files (they are kept; same-named files replaced)")
     add_engine_options(ex)
 
     b = sub.add_parser("bench", help="measure speed, latency and memory; print a table")
@@ -108,19 +114,59 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def run_export(args: argparse.Namespace, config) -> int:
-    """``attn-gui export``: compute ``config`` and write it into ``args.out``.
+@contextlib.contextmanager
+def _interrupts():
+    """Ctrl-C and SIGTERM as a request to stop: yields an Event the export asks between files.
 
-    Everything that can be checked (formats, width, the folder) is checked before the
-    compute. Images need Qt (offscreen); an arrays-only export never imports it.
+    Until the export starts writing (``stop.writing = True``) a signal raises
+    KeyboardInterrupt at once (the compute holds no files); after, it only sets the
+    event, so no exception ever unwinds through Qt's drawing code.
     """
+    stop = threading.Event()
+    stop.writing = False
+
+    def handler(signum, frame):
+        stop.set()
+        if not stop.writing:
+            raise KeyboardInterrupt
+
+    if threading.current_thread() is not threading.main_thread():
+        yield stop
+        return
+    old = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield stop
+    finally:
+        for sig, previous in old.items():
+            signal.signal(sig, previous)
+
+
+def run_export(args: argparse.Namespace) -> int:
+    """``attn-gui export``: compute the options' config and write it into ``args.out``, whole.
+
+    Everything that can be checked (options, formats, width, the folder) is checked
+    before the compute, and the rest before the first byte is written. Images need Qt
+    (offscreen); an arrays-only export never imports it. Ctrl-C or SIGTERM stop it
+    between files: ``Cancelled`` (the folder is unchanged).
+    """
+    with _interrupts() as stop:
+        try:
+            return _export(args, stop)
+        except KeyboardInterrupt:
+            raise Cancelled(args.out) from None
+
+
+def _export(args: argparse.Namespace, stop: threading.Event) -> int:
     from .engine import compute
     from .export.bundle import export_all
-    from .export.files import IMAGE_FORMATS, check_width, check_writable, parse_formats
+    from .export.files import IMAGE_FORMATS, check_width, parse_formats
+    from .export.folder import Target
     from .present.frame import make_frame
 
+    config = config_from_args(args)
     formats = parse_formats(args.format)
     width = None if args.width is None else check_width(args.width)
+    Target(args.out, overwrite=args.overwrite)  # refused before the compute; creates nothing
     if any(f in IMAGE_FORMATS for f in formats):
         try:
             from .render.offscreen import ensure_app
@@ -128,11 +174,12 @@ def run_export(args: argparse.Namespace, config) -> int:
             raise UserError(f"PNG and SVG need PySide6 and pyqtgraph ({exc.name} is missing); "
                             f"install them, or export only --format npy,csv") from None
         ensure_app(offscreen=True)
-    folder = check_writable(args.out)
     result = compute(config)
-    written = export_all(make_frame(0, result), folder, formats, width=width)
+    stop.writing = True
+    written = export_all(make_frame(0, result), args.out, formats, width=width, cancel=stop.is_set,
+                         overwrite=args.overwrite)
     heads = f"{result.heads} head" + ("s" if result.heads != 1 else "")
-    shown = str(folder) if str(folder).endswith(os.sep) else str(folder) + os.sep
+    shown = args.out if args.out.endswith(os.sep) else args.out + os.sep
     print(f"wrote {len(written)} files to {one_line(shown)} (T = {result.seq_len}, {heads})")
     return 0
 
@@ -172,7 +219,7 @@ def main(argv: list[str] | None = None) -> int:
 
             return run_gui(config)
         if args.command == "export":
-            return run_export(args, config_from_args(args))
+            return run_export(args)
         if args.command == "bench":
             return _run_bench(args)
     except UsageError as exc:
@@ -181,4 +228,10 @@ def main(argv: list[str] | None = None) -> int:
     except UserError as exc:  # anything else is a bug: it raises with its traceback
         print(f"attn-gui: {one_line(str(exc))}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print("attn-gui: interrupted", file=sys.stderr)
+        return 130
+    except Cancelled as exc:
+        print(f"attn-gui: {one_line(str(exc))}", file=sys.stderr)
+        return 130
     return 0

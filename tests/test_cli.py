@@ -70,6 +70,10 @@ def test_export_images_in_process(tmp_path, qtbot, capsys):
     (["--width", "100000"], "width must be between"),
     (["--preset", "nope"], "invalid choice"),
     (["--sentence", "   "], "no tokens"),
+    (["--temperature", "1e-45"], "temperature must be between 0.01 and 100"),
+    (["--device", "cpu\n"], "device must be cpu, cuda, cuda:N or mps"),
+    (["--device", "cuda:٣"], "device must be cpu, cuda, cuda:N or mps"),
+    (["--model", "minilm-l6", "--d-model", "8"], "--d-model has no effect with --model"),
 ])
 def test_bad_options_print_one_line_and_exit_2(tmp_path, capsys, options, message):
     out = tmp_path / "out"
@@ -203,3 +207,9 @@ def test_a_bug_is_not_dressed_up_as_a_user_error(monkeypatch, tmp_path):
     monkeypatch.setattr(engine, "compute", lambda config: 1 / 0)
     with pytest.raises(ZeroDivisionError):
         main(["export", "--out", str(tmp_path / "o"), "--format", "npy"])
+
+
+def test_bench_json_into_proc_is_refused_first(capsys):
+    assert run(["bench", "--quick", "--json", "/proc/x.json"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("attn-gui bench: ") and err.count("\n") == 1

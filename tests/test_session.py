@@ -109,3 +109,54 @@ def test_layout_that_is_not_base64_is_refused():
     data["layout"] = {"geometry": "AAAA", "splitter": "é"}
     with pytest.raises(ValueError, match="layout is not valid"):
         parse_session(json.dumps(data))
+
+
+def test_a_fifo_is_refused_at_once_never_waited_on(tmp_path):
+    import os
+
+    fifo = tmp_path / "s.json"
+    os.mkfifo(fifo)
+    with pytest.raises(OSError, match="it is a pipe \\(FIFO\\), not a session"):
+        load_session(fifo)  # a blocking read would hang here for ever
+
+
+@pytest.mark.parametrize("path,message", [
+    ("/dev/zero", "it is a device, not a session"),
+    ("/", "it is a folder, not a session"),
+])
+def test_devices_and_folders_are_refused(path, message):
+    with pytest.raises(OSError, match=message):
+        load_session(path)
+
+
+def test_a_symlink_loop_is_refused(tmp_path):
+    (tmp_path / "a").symlink_to(tmp_path / "b")
+    (tmp_path / "b").symlink_to(tmp_path / "a")
+    with pytest.raises(OSError, match="symbolic link loop"):
+        load_session(tmp_path / "a")
+
+
+def test_the_size_limit_is_counted_while_reading(tmp_path):
+    from attn_gui.present.session import MAX_BYTES
+
+    path = tmp_path / "big.json"
+    path.write_bytes(b" " * (MAX_BYTES + 1))
+    with pytest.raises(OSError, match="is over .* bytes; a session is at most"):
+        load_session(path)
+
+
+def test_a_number_of_thousands_of_digits_is_refused_in_words():
+    data = json.dumps(good()).replace('"seed": 123', '"seed": ' + "7" * 5000)
+    with pytest.raises(ValueError, match="a number with thousands of digits; it is not a session"):
+        parse_session(data)
+
+
+@pytest.mark.parametrize("sentence,message", [
+    ("word " * 12_000, "the window shows sentences of at most 50,000 characters"),
+    ("x" * 20_000, "at most 10,000 characters without a space"),
+])
+def test_a_sentence_too_long_for_the_window_is_refused(sentence, message):
+    data = good()
+    data["state"]["config"]["sentence"] = sentence
+    with pytest.raises(ValueError, match=message):
+        parse_session(json.dumps(data))

@@ -139,15 +139,18 @@ def _attend_in_blocks(q, k, v, reduce_to: int, block_bytes: int, **options):
     kinds = {"scores": "signed", "scaled": "signed", "weights": "weights"}
     shown = {name: q.new_empty(h, side, side) for name in kinds}
     context_vec = q.new_empty(h, T, v.size(-1))  # z (h, T, d_v)
+    row_max = q.new_empty(h, T)  # each row's largest alpha: how one-hot the softmax is, per row
     for b0, b1 in groups:
         start, end = edges[b0][0], edges[b1 - 1][1]  # query rows of these pooling blocks
         rows = query_rows(q[:, start:end], k, start, **options)  # each (h, n, T)
         context_vec[:, start:end] = context_vectors(rows["weights"], v)  # (h, n, d_v)
+        row_max[:, start:end] = rows["weights"].amax(-1)
         for name, kind in kinds.items():
             if len(groups) == 1:  # every row at once (a GPU's block): pool as the display does
                 shown[name] = reduce_matrix(rows[name], side, side, kind)
             else:
                 shown[name][:, b0:b1] = reduce_row_blocks(rows[name], edges[b0:b1], start, side, kind)
+    shown["weights_row_max"] = row_max
     return context_vec, shown
 
 

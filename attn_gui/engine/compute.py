@@ -339,7 +339,12 @@ def compute(config: AttentionConfig, display_max: int | None = None) -> Attentio
         return _compute(config, toks, device, display_max if _streams(config, T, display_max) else None)
     except torch.cuda.OutOfMemoryError as exc:
         raise DeviceError(f"{config.device} ran out of memory ({_human(need)} needed)") from exc
+    except MemoryError as exc:
+        raise TooLargeError(f"out of memory: T = {T:,} with {heads} head(s) needs about {_human(need)}") from exc
     except RuntimeError as exc:
+        if "DefaultCPUAllocator" in str(exc):  # torch's CPU allocator failed: say so with the estimate
+            raise TooLargeError(f"out of memory: T = {T:,} with {heads} head(s) needs about {_human(need)}; "
+                                f"the CPU could not allocate it") from exc
         if device.type != "cpu" and not isinstance(exc, DeviceError):
             raise DeviceError(f"{config.device} failed: {str(exc).splitlines()[0]}") from exc
         raise

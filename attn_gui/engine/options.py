@@ -95,6 +95,12 @@ class Option:
                 raise ConfigError(f"{name} must be text; got {_short(value)}")
             if self.hi is not None and len(value) > self.hi:
                 raise ConfigError(f"the {name} is {len(value):,} characters; the limit is {self.hi:,}")
+            try:
+                value.encode("utf-8")
+            except UnicodeEncodeError as exc:  # lone surrogates: bytes that were not UTF-8 (argv, a file)
+                raise ConfigError(f"the {name} is not valid text: character {exc.start + 1:,} is "
+                                  f"U+{ord(value[exc.start]):04X}, a byte that is not UTF-8 or half a "
+                                  f"surrogate pair") from None
         elif self.kind == "bool":
             if not isinstance(value, bool):
                 raise ConfigError(f"{name} must be true or false; got {_short(value)}")

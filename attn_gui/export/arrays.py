@@ -15,9 +15,10 @@ from collections.abc import Callable, Iterable
 from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import numpy as np
+import torch
 
 from ..engine import FIELDS, AttentionResult, as_dict
 from ..present.maps import file_stem
@@ -25,18 +26,44 @@ from .files import ARRAY_FORMATS, FORMATS, atomic_write, parse_formats
 from .metrics import METRICS_FILE, write_head_metrics
 
 
-def csv_bytes(matrix: np.ndarray) -> bytes:
-    """Header-less CSV of a 2-D array; %.9g round-trips float32, %.17g float64."""
+def write_csv(f: BinaryIO, matrix: np.ndarray) -> None:
+    """Header-less CSV of a 2-D array into the binary file ``f``, row by row (never whole in memory).
+
+    %.9g round-trips float32, %.17g float64.
+    """
     fmt = "%.17g" if matrix.dtype == np.float64 else "%.9g"
-    text = io.StringIO()
-    np.savetxt(text, np.atleast_2d(matrix), fmt=fmt, delimiter=",")
-    return text.getvalue().encode("ascii")
+    np.savetxt(f, np.atleast_2d(matrix), fmt=fmt, delimiter=",", encoding="ascii")
+
+
+def write_npy(f: BinaryIO, array: np.ndarray) -> None:
+    """``array`` as .npy into the binary file ``f`` (numpy writes a real file without a copy)."""
+    np.save(f, array, allow_pickle=False)
+
+
+def csv_bytes(matrix: np.ndarray) -> bytes:
+    """Header-less CSV of a 2-D array as bytes (small arrays; files are streamed by ``write_csv``)."""
+    buffer = io.BytesIO()
+    write_csv(buffer, matrix)
+    return buffer.getvalue()
 
 
 def npy_bytes(array: np.ndarray) -> bytes:
     buffer = io.BytesIO()
-    np.save(buffer, array, allow_pickle=False)
+    write_npy(buffer, array)
     return buffer.getvalue()
+
+
+def array_bytes(result: AttentionResult, formats: Iterable[str] = ARRAY_FORMATS) -> int:
+    """About how many bytes ``write_arrays`` writes: exact for .npy, an upper bound for .csv."""
+    formats = parse_formats(formats)
+    total = 0
+    for field in result.fields():
+        t = getattr(result, field)
+        if "npy" in formats:
+            total += t.numel() * t.element_size() + 128
+        if "csv" in formats:
+            total += t.numel() * (25 if t.dtype == torch.float64 else 16)
+    return total
 
 
 def _array_items(result: AttentionResult, field: str, formats: tuple[str, ...]):
@@ -87,8 +114,11 @@ def write_arrays(result: AttentionResult, folder: str | os.PathLike,
     for field in result.fields():
         array = result.numpy(field)
         for name, fmt, head in _array_items(result, field, formats):
-            data = npy_bytes(array) if fmt == "npy" else csv_bytes(array if head is None else array[head])
-            atomic_write(folder / name, data)
+            if fmt == "npy":
+                atomic_write(folder / name, lambda f, a=array: write_npy(f, a))
+            else:
+                matrix = array if head is None else array[head]
+                atomic_write(folder / name, lambda f, m=matrix: write_csv(f, m))
             written.append(folder / name)
             if progress is not None:
                 progress(folder / name)
@@ -105,7 +135,6 @@ def versions() -> dict[str, str]:
     Qt's own version is given only when Qt was loaded (an export with images); the
     packages' versions are read from their metadata, which imports nothing.
     """
-    import torch
 
     from .. import __version__
 

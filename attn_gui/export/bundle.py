@@ -15,6 +15,11 @@ What ``export_all`` writes (formats permitting):
     ids, shapes, device, compute time, library versions, the time of the export and
     the list of files written.
 
+The folder is written whole (``export.folder``): into a hidden folder beside it, then
+moved into place, so it holds the complete previous export or the complete new one.
+Everything that can be checked (formats, width, image sizes, the text, the folder and
+the names in it, disk space, memory) is checked before the first byte is written.
+
 Images are drawn only when an image format is asked for, so an arrays-only export
 never imports Qt.
 """
@@ -23,26 +28,52 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
+import torch
+
+from ..engine.devices import free_bytes
 from ..present.frame import Frame
 from ..present.maps import file_stem, map_data, map_keys
-from .arrays import array_files, manifest, write_arrays
-from .files import FORMATS, IMAGE_FORMATS, atomic_write, check_width, check_writable, parse_formats, scaled_size
+from .arrays import array_bytes, array_files, manifest, write_arrays
+from .files import FORMATS, IMAGE_FORMATS, ExportError, atomic_write, check_width, human, parse_formats, scaled_size
+from .folder import Cancelled, Target
 
 Progress = Callable[[int, int], None]
+IMAGE_BYTES = 4  # ARGB32, per pixel, while a PNG is drawn; encoding it takes about as much again
+SVG_BYTES = 2_000_000  # a generous size for one map's SVG on disk
 
 
-def _check_image_sizes(frame: Frame, keys, width: int | None) -> None:
-    """Refuse, before anything is written, a width that makes any PNG too large."""
+def _image_sizes(frame: Frame, keys, width: int | None) -> list[tuple[int, int]]:
+    """The pixel size of every map's PNG; ExportError before anything is written if one is too large."""
     from ..render.offscreen import map_size
     from .images import PADDING
 
+    sizes = []
     for key in keys:
         w, h = map_size(map_data(frame, *key))
-        scaled_size(w + 2 * PADDING, h + 2 * PADDING, width)
+        sizes.append(scaled_size(w + 2 * PADDING, h + 2 * PADDING, width))
+    return sizes
+
+
+def _check_room(folder: Path, need_disk: int, need_memory: int) -> None:
+    """Refuse an export the disk or the memory cannot hold, saying how much it needs."""
+    probe = folder
+    while not probe.exists() and probe.parent != probe:
+        probe = probe.parent
+    try:
+        free = shutil.disk_usage(probe).free
+    except OSError:
+        free = None
+    if free is not None and need_disk > free:
+        raise ExportError(f"this export needs about {human(need_disk)} on disk; {probe} has {human(free)} free")
+    free = free_bytes(torch.device("cpu"))
+    if free is not None and need_memory > 0.8 * free:
+        raise ExportError(f"this export needs about {human(need_memory)} of memory to draw its largest "
+                          f"picture; {human(free)} is free (choose a smaller --width)")
 
 
 def _write_images(frame: Frame, folder: Path, keys, images: list[str], width: int | None,
@@ -65,15 +96,17 @@ def _write_images(frame: Frame, folder: Path, keys, images: list[str], width: in
 
 
 def export_all(frame: Frame, folder: str | os.PathLike, formats: str | Iterable[str] = FORMATS,
-               width: int | None = None, figure: Any = None, progress: Progress | None = None) -> list[Path]:
-    """Write every map, the whole figure, every tensor and a manifest into ``folder``.
+               width: int | None = None, figure: Any = None, progress: Progress | None = None,
+               cancel: Callable[[], bool] | None = None, overwrite: bool = False) -> list[Path]:
+    """Write every map, the whole figure, every tensor and a manifest into ``folder``, whole.
 
     Parameters
     ----------
     frame : Frame
         The computed result and its display arrays (``present.frame.make_frame``).
     folder : path-like
-        Created if missing. Existing files of the same names are replaced.
+        Created if missing. A folder that is empty or holds only a previous export is
+        replaced whole; one holding other files is refused (see ``overwrite``).
     formats : str or iterable of str
         Any of "png", "svg", "npy", "csv" (a comma list is accepted).
     width : int, optional
@@ -84,18 +117,27 @@ def export_all(frame: Frame, folder: str | os.PathLike, formats: str | Iterable[
         laid out offscreen at about 1800 x 1100.
     progress : callable, optional
         ``progress(done, total)`` after each file.
+    cancel : callable, optional
+        Asked between files; when it returns True the export stops, its hidden folder
+        is removed and ``Cancelled`` is raised (the target is unchanged).
+    overwrite : bool
+        Write the export's files into a folder that holds other files (each file whole,
+        the manifest last); nothing else there is deleted or changed.
 
     Returns
     -------
     list of Path
-        Every file written, ``manifest.json`` last.
+        Every file written (in ``folder``), ``manifest.json`` last.
 
     Raises
     ------
     ExportError
-        Unknown format or bad width, before any file is written.
+        Unknown format, bad width, an image too large, a folder holding other files,
+        not enough disk or memory: before any file is written.
     WriteError
-        The folder cannot be written (checked before any file is written).
+        The folder cannot be written; the target is unchanged.
+    Cancelled
+        ``cancel()`` returned True; the target is unchanged.
     """
     formats = parse_formats(formats)
     if width is not None:
@@ -103,22 +145,53 @@ def export_all(frame: Frame, folder: str | os.PathLike, formats: str | Iterable[
     result = frame.result
     images = [f for f in IMAGE_FORMATS if f in formats]
     keys = map_keys(result) if images else []
-    if "png" in formats:
-        _check_image_sizes(frame, keys, width)
-    folder = check_writable(folder)
-    total = len(keys) * len(images) + ("png" in formats) + len(array_files(result, formats)) + 1
+    sizes = _image_sizes(frame, keys, width) if "png" in formats else []
+    names = [f"{file_stem(field, head)}.{fmt}" for field, head in keys for fmt in images]
+    names += ["figure.png"] if "png" in formats else []
+    names += array_files(result, formats)
+    # the manifest is made first: text that cannot be written as UTF-8 is refused here
+    info = manifest(result, names, formats, width)
+    try:
+        manifest_bytes = (json.dumps(info, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise ExportError(f"the export's text is not valid UTF-8 ({exc.reason}); nothing was written") from None
+    target = Target(folder, overwrite=overwrite)
+    target.check_names([*names, "manifest.json"])
+    biggest = max((w * h for w, h in sizes), default=0)
+    need_disk = (array_bytes(result, formats) + sum(w * h for w, h in sizes)
+                 + SVG_BYTES * ("svg" in formats) * len(keys) + len(manifest_bytes))
+    _check_room(target.path, need_disk, 2 * IMAGE_BYTES * max(biggest, 1800 * 1100 * ("png" in formats)))
+    total = len(names) + 1
     written: list[Path] = []
 
+    def check_cancel() -> None:
+        if cancel is not None and cancel():
+            raise Cancelled(target.shown)
+
     def done(path: Path) -> None:
-        written.append(path)
+        written.append(target.path / path.name)
         if progress is not None:
             progress(len(written), total)
+        check_cancel()
 
-    if images:
-        _write_images(frame, folder, keys, images, width, figure, done)
-    write_arrays(result, folder, formats, progress=done)
-    info = manifest(result, [p.name for p in written], formats, width)
-    path = folder / "manifest.json"
-    atomic_write(path, (json.dumps(info, indent=2, ensure_ascii=False) + "\n").encode("utf-8"))
-    done(path)
+    check_cancel()
+    stage = target.open()
+    try:
+        try:
+            if images:
+                _write_images(frame, stage, keys, images, width, figure, done)
+            write_arrays(result, stage, formats, progress=done)
+        except MemoryError:
+            raise ExportError(f"out of memory while writing the export (about {human(need_disk)} of files, "
+                              f"{human(2 * IMAGE_BYTES * biggest)} for the largest picture)") from None
+        atomic_write(stage / "manifest.json", manifest_bytes)
+        check_cancel()
+        target.commit([*names, "manifest.json"])
+    except BaseException:
+        target.abort()
+        raise
+    done_manifest = target.path / "manifest.json"
+    written.append(done_manifest)
+    if progress is not None:
+        progress(len(written), total)
     return written

@@ -33,6 +33,7 @@ def check_writable(folder: str | os.PathLike) -> Path:
     """Create ``folder`` if needed and prove a file can be written there.
 
     The probe has a name of its own (never a user's file) and is removed at once.
+    (``export_all`` does not need it: it writes into a folder of its own, see ``folder``.)
 
     Raises
     ------
@@ -52,6 +53,15 @@ def check_writable(folder: str | os.PathLike) -> Path:
     except OSError as exc:
         raise WriteError(f"cannot write to {folder}: {exc.strerror or exc}") from exc
     return folder
+
+
+def human(n: float) -> str:
+    """A byte count for people: 512 B, 3.4 MiB, 1.2 GiB."""
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024:
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} TiB"
 
 
 def check_width(width: Any) -> int:

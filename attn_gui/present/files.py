@@ -1,23 +1,100 @@
-"""Write a file whole or not at all: a temporary file beside it, then a rename."""
+"""Files read within a bound and written whole or not at all.
+
+Reads accept only regular files (never a FIFO, a device or a folder, which could block or
+never end) and count the bytes while reading, so a file that grows or lies about its size
+is still refused. Writes go to a temporary file beside the target, then a rename.
+"""
 
 from __future__ import annotations
 
+import errno
 import os
+import stat
 import uuid
+from collections.abc import Callable
 from pathlib import Path
+from typing import BinaryIO
 
 from ..engine import UserError
+
+Writer = Callable[[BinaryIO], None]
+CHUNK = 1 << 16
 
 
 class WriteError(UserError, OSError):
     """A file could not be written; the message names it and says why."""
 
 
-def atomic_write(path: str | os.PathLike, data: bytes) -> None:
+class ReadError(UserError, OSError):
+    """A file could not be read, or is not a regular file, or is too large; the message says which."""
+
+
+def _kind(mode: int) -> str:
+    if stat.S_ISDIR(mode):
+        return "a folder"
+    if stat.S_ISFIFO(mode):
+        return "a pipe (FIFO)"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    return "not a regular file"
+
+
+def read_regular(path: str | os.PathLike, limit: int, what: str = "file") -> bytes:
+    """The bytes of ``path`` if it is a regular file of at most ``limit`` bytes.
+
+    The file is opened without blocking (a FIFO with no writer answers at once) and
+    checked with ``fstat`` on the open descriptor; the size is counted while reading.
+
+    Raises
+    ------
+    ReadError
+        Missing, unreadable, a symlink loop, not a regular file, or over ``limit``.
+    """
+    path = Path(path)
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0)
+    try:
+        fd = os.open(path, flags)
+    except OSError as exc:
+        reason = "a symbolic link loop" if exc.errno == errno.ELOOP else (exc.strerror or str(exc))
+        raise ReadError(f"cannot read {path.name}: {reason}") from None
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise ReadError(f"cannot read {path.name}: it is {_kind(mode)}, not a {what}")
+        chunks, size = [], 0
+        while True:
+            chunk = os.read(fd, min(CHUNK, limit + 1 - size))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+            if size > limit:
+                raise ReadError(f"{path.name} is over {limit:,} bytes; a {what} is at most {limit:,}")
+        return b"".join(chunks)
+    except OSError as exc:
+        if isinstance(exc, ReadError):
+            raise
+        raise ReadError(f"cannot read {path.name}: {exc.strerror or exc}") from None
+    finally:
+        os.close(fd)
+
+
+def is_temp_name(name: str) -> bool:
+    """True for the temporary names ``atomic_write`` uses: ``.<name>.<8 hex>.tmp``."""
+    parts = name.rsplit(".", 2)
+    return (name.startswith(".") and len(parts) == 3 and parts[2] == "tmp" and len(parts[1]) == 8
+            and all(c in "0123456789abcdef" for c in parts[1]))
+
+
+def atomic_write(path: str | os.PathLike, data: bytes | Writer) -> None:
     """Write ``data`` to a temporary file beside ``path``, then rename it over ``path``.
 
-    An interrupted or failed write leaves the old file (or none), never half a file.
-    Raises WriteError naming the file and the reason.
+    ``data`` is bytes, or a callable that streams the content into the open binary
+    file (so a large file never sits whole in memory). An interrupted or failed write
+    leaves the old file (or none), never half a file. Raises WriteError naming the file
+    and the reason.
     """
     path = Path(path)
     tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}.tmp")
@@ -27,7 +104,10 @@ def atomic_write(path: str | os.PathLike, data: bytes) -> None:
         raise WriteError(f"cannot write to {path.parent}: {exc.strerror or exc}") from exc
     try:
         with os.fdopen(fd, "wb") as f:
-            f.write(data)
+            if callable(data):
+                data(f)
+            else:
+                f.write(data)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
@@ -36,6 +116,6 @@ def atomic_write(path: str | os.PathLike, data: bytes) -> None:
             os.unlink(tmp)
         except OSError:
             pass  # the temporary name was never created, or is already gone
-        if isinstance(exc, OSError):
+        if isinstance(exc, OSError) and not isinstance(exc, UserError):
             raise WriteError(f"cannot write {path}: {exc.strerror or exc}") from exc
         raise

@@ -18,6 +18,7 @@ from ..engine import METRICS, AttentionResult, causal_visible, head_metrics, rol
 from ..engine.attention import attention_weights, scale_and_mask
 from ..engine.metrics import METRIC_HELP, METRIC_LABELS
 from ..engine.reduce import reduce_matrix
+from ..engine.scaling import ONE_HOT, Saturation
 from .formats import nice_ceil
 from .frame import DISPLAY_MAX, Frame
 from .maps import MapData, map_data
@@ -73,8 +74,28 @@ def visible_keys(result: AttentionResult) -> torch.Tensor | None:
     return causal_visible(result.seq_len, result.weights.device)
 
 
-def metrics_table(result: AttentionResult) -> MetricsTable:
-    """Head metrics of every layer (model mode) or of the result's heads (random weights)."""
+def streamed_saturation(result: AttentionResult) -> Saturation:
+    """``saturation`` of a streamed result, from each row's largest alpha kept while streaming."""
+    row_max = result.shown["weights_row_max"]  # (h, T)
+    counted = torch.ones_like(row_max, dtype=torch.bool)
+    if result.config.causal:
+        counted[:, 0] = False  # the first query sees one key: one-hot by construction
+    one_hot = (row_max >= ONE_HOT) & counted
+    scaled = result.shown["scaled"]
+    finite = scaled[torch.isfinite(scaled)]
+    rows = int(counted.sum())
+    return Saturation(float(one_hot.sum()) / rows if rows else 0.0, rows,
+                      float(finite.abs().max()) if finite.numel() else 0.0)
+
+
+def metrics_table(result: AttentionResult) -> MetricsTable | None:
+    """Head metrics of every layer (model mode) or of the result's heads (random weights).
+
+    None for a streamed result: the metrics need every weight, which a long input keeps
+    only pooled for the screen.
+    """
+    if result.streamed:
+        return None
     mask = visible_keys(result)
     if result.layer_weights is None:
         values = head_metrics(result.weights[None], mask)
@@ -152,8 +173,15 @@ class SaturationNote:
 
 
 def saturation_note(result: AttentionResult) -> SaturationNote | None:
-    """A note when at least half the rows of the shown alpha are one-hot (max >= 0.99), else None."""
-    sat = saturation(result.weights, result.scaled, visible_keys(result))
+    """A note when at least half the rows of the shown alpha are one-hot (max >= 0.99), else None.
+
+    A streamed result (a long input) has each row's largest alpha and the pooled ω′, whose
+    extremes are the full ω′'s, so the note reads the same as for the full tensors.
+    """
+    if result.streamed:
+        sat = streamed_saturation(result)
+    else:
+        sat = saturation(result.weights, result.scaled, visible_keys(result))
     if not sat.saturated:
         return None
     cfg = result.config
@@ -214,7 +242,7 @@ def query_softmax(result: AttentionResult, head: int, token: int) -> QuerySoftma
     """alpha of query ``token`` in ``head`` with and without scaling (temperature and mask as configured)."""
     cfg = result.config
     d_k = result.q.size(-1)
-    row = result.scores[head, token][None, None]  # (1, 1, T): only this query's scores
+    row = result.row("scores", head, token)[None, None]  # (1, 1, T): only this query's scores
     out = []
     for scale in (True, False):
         scaled = scale_and_mask(row, d_k, scale, cfg.temperature, False)

@@ -15,11 +15,12 @@ from pathlib import Path
 from typing import Any
 
 from ..engine import AttentionConfig
-from .files import atomic_write
-from .state import ViewState
+from .files import atomic_write, read_regular
+from .state import MAX_WINDOW_CHARS, ViewState, check_window_text
 
 SESSION_VERSION = 2  # 1: the config alone; 2: the whole view state
-MAX_BYTES = 1_000_000 + 64_000  # the longest sentence a config allows, plus the layout
+# the longest sentence the window shows (JSON escapes a character in at most 12 bytes), plus the layout
+MAX_BYTES = 12 * MAX_WINDOW_CHARS + 256_000
 LAYOUT_KEYS = ("geometry", "window_state", "splitter")
 
 
@@ -51,6 +52,8 @@ def parse_session(text: str | bytes) -> tuple[ViewState, dict[str, str]]:
         raise ValueError("this file is nested too deeply to be a session") from None
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise ValueError(f"this is not a session file (not valid JSON: {exc})") from None
+    except ValueError:  # Python's own limit on the digits of an integer (CVE-2020-10735)
+        raise ValueError("this file holds a number with thousands of digits; it is not a session") from None
     if not isinstance(data, dict) or data.get("app") != "attn-gui":
         raise ValueError("this is not an Attention Explorer session file")
     version = data.get("version")
@@ -64,8 +67,11 @@ def parse_session(text: str | bytes) -> tuple[ViewState, dict[str, str]]:
     if body not in data:
         raise ValueError(f"the session has no {body}")
     try:
-        state = (ViewState(AttentionConfig.from_dict(data["config"])) if version == 1
-                 else ViewState.from_dict(data["state"]))
+        if version == 1:
+            state = ViewState(AttentionConfig.from_dict(data["config"]))
+            check_window_text(state.config.sentence)
+        else:
+            state = ViewState.from_dict(data["state"])
     except (TypeError, RecursionError) as exc:
         raise ValueError(f"the session's {body} is not valid: {exc}") from None
     layout = data.get("layout", {})
@@ -85,9 +91,9 @@ def _is_base64(text: str) -> bool:
 
 
 def load_session(path: str | os.PathLike) -> tuple[ViewState, dict[str, str]]:
-    """Read and validate a session file; OSError or ValueError with a clear message."""
-    path = Path(path)
-    size = path.stat().st_size
-    if size > MAX_BYTES:
-        raise ValueError(f"{path.name} is {size:,} bytes; a session is at most {MAX_BYTES:,}")
-    return parse_session(path.read_bytes())
+    """Read and validate a session file; ``ReadError`` or ValueError with a clear message.
+
+    Only a regular file is read, and at most ``MAX_BYTES`` of it (a FIFO, a device, a
+    folder or a symlink loop is refused at once).
+    """
+    return parse_session(read_regular(Path(path), MAX_BYTES, what="session"))

@@ -15,6 +15,27 @@ from ..engine import FIELDS, AttentionConfig, AttentionResult, UserError
 
 DEFAULT_TOKEN = 1  # the tutorials follow x_2 "in"
 
+# Qt lays out a paragraph as a whole: past these lengths every keystroke in the sentence
+# box costs over 100 ms (measured with QPlainTextEdit: 50,000 word characters about 12 ms,
+# one 50,000-character word 300 ms). Longer sentences still compute and export in the CLI.
+MAX_WINDOW_CHARS = 50_000
+MAX_WINDOW_RUN = 10_000  # characters without a space or line break
+
+
+def check_window_text(text: str) -> None:
+    """Refuse a sentence the window cannot show while staying responsive (UserError saying why).
+
+    The limits are ``MAX_WINDOW_CHARS`` in all and ``MAX_WINDOW_RUN`` without a break;
+    sessions and saved settings are checked with it, and the sentence box should be.
+    """
+    if len(text) > MAX_WINDOW_CHARS:
+        raise UserError(f"the window shows sentences of at most {MAX_WINDOW_CHARS:,} characters; this one has "
+                        f"{len(text):,} (attn-gui export takes longer ones)")
+    run = max((len(word) for word in text.split()), default=0)
+    if run > MAX_WINDOW_RUN:
+        raise UserError(f"the window shows at most {MAX_WINDOW_RUN:,} characters without a space; this sentence "
+                        f"has {run:,} in a row (attn-gui export takes it)")
+
 
 @dataclass(frozen=True)
 class ViewState:
@@ -74,7 +95,11 @@ class ViewState:
 
     @classmethod
     def from_dict(cls, data: Any) -> ViewState:
-        """A state from ``to_dict``'s output; unknown keys and bad values raise UserError."""
+        """A state from ``to_dict``'s output; unknown keys and bad values raise UserError.
+
+        A state read from a file is one the window will show, so its sentence must also
+        pass ``check_window_text``.
+        """
         if not isinstance(data, dict):
             raise UserError("a view state must be a mapping")
         unknown = sorted(str(k)[:40] for k in data if k not in {f.name for f in dataclasses.fields(cls)})
@@ -82,6 +107,7 @@ class ViewState:
             raise UserError(f"unknown view field(s): {', '.join(unknown[:5])}")
         values = dict(data)
         values["config"] = AttentionConfig.from_dict(values.get("config", {}))
+        check_window_text(values["config"].sentence)
         try:
             return cls(**values)
         except TypeError as exc:  # a key given twice, or the like

@@ -28,9 +28,11 @@ def install_error_hook(app) -> None:
                 f.write(detail + "\n")
         except OSError:
             pass
+        shown = any(w.isVisible() and w.objectName() == "mainWindow" for w in QtWidgets.QApplication.topLevelWidgets())
+        after = ("The window keeps the last good result." if shown
+                 else "The window could not open; try again, or start with saved settings moved aside.")
         box = QtWidgets.QMessageBox(QtWidgets.QMessageBox.Icon.Critical, "Unexpected error",
-                                    f"Something went wrong: {exc}\n\nThe window keeps the last good result. "
-                                    f"Details were logged to {path}.")
+                                    f"Something went wrong: {str(exc)[:500]}\n\n{after} Details were logged to {path}.")
         copy = box.addButton("Copy details", QtWidgets.QMessageBox.ButtonRole.ActionRole)
         box.addButton(QtWidgets.QMessageBox.StandardButton.Close)
         box.setDetailedText(detail)
@@ -56,8 +58,40 @@ def run_gui(config: AttentionConfig | None = None) -> int:
 
     app.setWindowIcon(QtGui.QIcon(path_of("icon.svg")))
     install_error_hook(app)
-    from .main_window import MainWindow
-
-    window = MainWindow(config)
+    window = open_window(config)
     window.show()
     return app.exec()
+
+
+def open_window(config: AttentionConfig | None = None, settings=None):
+    """The main window on ``config`` (else the saved state), whatever the saved settings hold.
+
+    Settings that still break the window (a bug's way in) are set aside for this run: the
+    window opens on the defaults, and the status bar says so, as it does for every
+    setting that fell back to its default.
+    """
+    from .main_window import MainWindow
+    from .settings import Settings
+
+    settings = settings or Settings()
+    try:
+        window = MainWindow(config, settings=settings)
+    except (ValueError, TypeError, RecursionError) as exc:
+        fallback = Settings(settings.path, memory_only=True)
+        fallback.notes = [*settings.notes, f"the saved settings could not be used ({str(exc)[:120]}); "
+                                           f"starting from the defaults, not saving"]
+        _log(exc)
+        window, settings = MainWindow(config, settings=fallback), fallback
+    if settings.notes:
+        window.statusBar().showMessage("⚠ " + " · ".join(settings.notes), 20000)
+    return window
+
+
+def _log(exc: BaseException) -> None:
+    try:
+        path = log_path()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with path.open("a", encoding="utf-8") as f:
+            f.write("".join(traceback.format_exception(type(exc), exc, exc.__traceback__)) + "\n")
+    except OSError:
+        pass

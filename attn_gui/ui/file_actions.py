@@ -8,7 +8,9 @@ from PySide6 import QtCore, QtWidgets
 
 from ..engine import UserError, check_tokens
 from ..export.bundle import export_all
+from ..export.folder import Cancelled, FolderInUse
 from ..present.session import load_session, save_session
+
 
 class FileActions:
     """Sessions and Export all, for ``MainWindow`` (which provides state, settings and layout)."""
@@ -69,31 +71,50 @@ class FileActions:
         if not paths:
             self.recentMenu.addAction("(none yet)").setEnabled(False)
 
-    def export_all(self, folder: str | None = None) -> list | None:
-        """Write every map, the figure, the tensors and a manifest into ``folder`` (asks if None)."""
+    def export_all(self, folder: str | None = None, overwrite: bool = False) -> list | None:
+        """Write every map, the figure, the tensors and a manifest into ``folder`` (asks if None).
+
+        The folder is written whole (see ``export.folder``); the progress dialog's Cancel
+        stops between files and leaves the folder as it was. A folder chosen in the dialog
+        that holds other files asks before writing among them.
+        """
         if self.frame is None:
             return None
-        if folder is None:
+        asked = folder is None
+        if asked:
             folder = QtWidgets.QFileDialog.getExistingDirectory(
                 self, "Export all maps and tensors into…", self.settings.get("export_dir"))
             if not folder:
                 return None
-        progress = QtWidgets.QProgressDialog("Exporting…", "", 0, 100, self)
-        progress.setCancelButton(None)
+        progress = QtWidgets.QProgressDialog("Exporting…", "Cancel", 0, 100, self)
+        progress.setObjectName("exportProgress")
         progress.setMinimumDuration(400)
         progress.setWindowModality(QtCore.Qt.WindowModality.WindowModal)
 
         def report(done: int, total: int) -> None:
             progress.setMaximum(total)
-            progress.setValue(done)
+            progress.setValue(done)  # modal: lets the Cancel button be pressed
 
         try:
-            written = export_all(self.frame, folder, figure=self.pipeline, progress=report)
+            written = export_all(self.frame, folder, figure=self.pipeline, progress=report,
+                                 cancel=progress.wasCanceled, overwrite=overwrite)
+        except FolderInUse as exc:
+            progress.close()
+            if asked and QtWidgets.QMessageBox.question(
+                    self, "Folder not empty", f"{exc}\n\nWrite the export among these files? (They are kept.)"
+            ) == QtWidgets.QMessageBox.StandardButton.Yes:
+                return self.export_all(folder, overwrite=True)
+            self.statusBar().showMessage(f"Export refused: {exc}", 8000)
+            return None
+        except Cancelled as exc:
+            self.statusBar().showMessage(f"{str(exc).capitalize()}", 8000)
+            return None
         except UserError as exc:
             QtWidgets.QMessageBox.warning(self, "Export failed", str(exc))
             return None
         finally:
             progress.close()
+            progress.deleteLater()  # one dialog per export, not one kept per export
         self.settings.set("export_dir", str(folder))
         self.statusBar().showMessage(f"Exported {len(written)} files to {folder}", 8000)
         return written

@@ -15,7 +15,7 @@ from ..engine.rollout import FUSIONS
 from ..engine.scaling import EntropySweep, sweep_cost, sweep_d_ks
 from ..present.difference import (comparable_fields, head_difference, layer_difference, per_head_fields,
                                   pinned_difference)
-from ..present.frame import Frame
+from ..present.frame import DISPLAY_MAX, Frame
 from ..present.insight import (SaturationNote, metric_help, metric_label, metric_levels, metrics_map,
                                metrics_table, query_softmax, rollout_arrays, rollout_map)
 from ..present.state import ViewState
@@ -87,6 +87,15 @@ class MetricsPanel(QtWidgets.QWidget):
             return
         self._key = frame.request_id
         self.table_data = metrics_table(frame.result)
+        self.grid.setVisible(self.table_data is not None)
+        if self.table_data is None:  # a long input keeps its weights only pooled for the screen
+            self.table.clear()
+            self.table.setRowCount(0)
+            self.table.setColumnCount(1)
+            self.table.setHorizontalHeaderLabels([f"head metrics need every weight: inputs up to "
+                                                  f"{DISPLAY_MAX} tokens (export the data for longer ones)"])
+            self.table.resizeColumnsToContents()
+            return
         self._draw_grid()
         self._fill_table()
 
@@ -376,8 +385,9 @@ class ScalingPanel(QtWidgets.QWidget):
         else:
             self.note.setText("The softmax is soft here: fewer than half the rows put 0.99 or more on one key. "
                               "Turn scaling off or raise d_k, d_model to watch it turn one-hot.")
-        mask = causal_visible(result.seq_len, result.weights.device) if cfg.causal else None
-        current = float(head_metrics(result.weights, mask)["entropy_norm"].mean())
+        mask = causal_visible(result.seq_len, result.q.device) if cfg.causal and not result.streamed else None
+        # a long input keeps its weights pooled only: its point is left off the plot
+        current = None if result.streamed else float(head_metrics(result.weights, mask)["entropy_norm"].mean())
         d_k = result.q.size(-1)
         if cfg.model is not None or not cfg.projections:
             why = "a model's d_k is fixed" if cfg.model is not None else "without projections d_k = d_model"

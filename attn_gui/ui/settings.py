@@ -2,18 +2,25 @@
 
 The file lives in the user's config folder; ``ATTN_GUI_CONFIG_DIR`` points it
 elsewhere (the tests use a temporary folder).
+
+Hostile or corrupt settings never stop the window: a file that is not a regular file
+(a FIFO would hang QSettings) or is too large is not opened at all, and a value of the
+wrong type, too large, too deeply nested or invalid reads as its default. Each such
+fallback adds a line to ``Settings.notes`` for the status bar.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import stat
 from pathlib import Path
 from typing import Any
 
 from PySide6 import QtCore
 
-from ..engine import AttentionConfig
+from ..engine import UserError, check_tokens
+from ..present.session import MAX_BYTES
 from ..present.state import ViewState
 
 _DEFAULTS: dict[str, Any] = {
@@ -27,6 +34,41 @@ _DEFAULTS: dict[str, Any] = {
     "recent_sessions": "[]",  # JSON list of paths, newest first
 }
 MAX_RECENT = 8
+MAX_FILE_BYTES = 4 * MAX_BYTES  # the state, the old config and the layout, each as large as a session
+MAX_PATH = 4096
+
+
+def _unusable(path: Path) -> str | None:
+    """Why the settings file must not be opened (QSettings would block or load it whole), or None."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:  # a symlink loop, a folder in the way
+        return f"cannot be read ({exc.strerror or exc})"
+    if stat.S_ISDIR(st.st_mode):
+        return "is a folder"
+    if not stat.S_ISREG(st.st_mode):
+        return "is not a regular file (a pipe or a device)"
+    if st.st_size > MAX_FILE_BYTES:
+        return f"is {st.st_size:,} bytes (at most {MAX_FILE_BYTES:,})"
+    return None
+
+
+class _Memory:
+    """Settings kept in memory only: what ``Settings`` uses when the file cannot be."""
+
+    def __init__(self) -> None:
+        self._values: dict[str, Any] = {}
+
+    def value(self, key: str, default: Any) -> Any:
+        return self._values.get(key, default)
+
+    def setValue(self, key: str, value: Any) -> None:  # noqa: N802 (QSettings' name)
+        self._values[key] = value
+
+    def sync(self) -> None:
+        pass
 
 
 def settings_path() -> Path:
@@ -40,18 +82,36 @@ def settings_path() -> Path:
 class Settings:
     """Typed access to the settings file."""
 
-    def __init__(self, path: Path | None = None):
+    def __init__(self, path: Path | None = None, memory_only: bool = False):
         self.path = path or settings_path()
-        self._qs = QtCore.QSettings(str(self.path), QtCore.QSettings.Format.IniFormat)
+        self.notes: list[str] = []
+        problem = None if memory_only else _unusable(self.path)
+        if problem:
+            self.notes.append(f"{self.path} {problem}: using the defaults; settings are not saved this time")
+        if memory_only or problem:
+            self._qs: Any = _Memory()
+        else:
+            self._qs = QtCore.QSettings(str(self.path), QtCore.QSettings.Format.IniFormat)
+
+    def _note(self, text: str) -> None:
+        if text not in self.notes:
+            self.notes.append(text)
 
     def get(self, key: str) -> Any:
+        """The saved value of ``key``, or its default when absent or unusable (with a note)."""
         if key not in _DEFAULTS:
             raise KeyError(f"unknown setting {key!r}")
         default = _DEFAULTS[key]
         value = self._qs.value(key, default)
-        if isinstance(default, QtCore.QByteArray):
-            return value if isinstance(value, QtCore.QByteArray) else default
-        return type(default)(value) if value is not None else default
+        if value is None:
+            return default
+        if not isinstance(value, type(default)):  # the ini file can hold lists, numbers, anything
+            self._note(f"the saved {key} is not a {type(default).__name__}; using the default")
+            return default
+        if len(value) > (MAX_PATH if key.endswith("_dir") else MAX_BYTES):
+            self._note(f"the saved {key} is {len(value):,} long; using the default")
+            return default
+        return value
 
     def set(self, key: str, value: Any) -> None:
         if key not in _DEFAULTS:
@@ -59,14 +119,27 @@ class Settings:
         self._qs.setValue(key, value)
 
     def state(self) -> ViewState | None:
-        """The last view state (or, from older settings, the last config), or None when absent or invalid."""
+        """The last view state (or, from older settings, the last config), or None when absent or invalid.
+
+        An invalid one (bad JSON, deep nesting, wrong types, out-of-range or huge values,
+        too many tokens) adds a note saying why.
+        """
         try:
             if text := self.get("state"):
-                return ViewState.from_dict(json.loads(text))
-            if text := self.get("config"):
-                return ViewState(AttentionConfig.from_dict(json.loads(text)))
-        except (ValueError, TypeError, RecursionError):
-            return None
+                state = ViewState.from_dict(json.loads(text))
+            elif text := self.get("config"):
+                state = ViewState.from_dict({"config": json.loads(text)})
+            else:
+                return None
+            check_tokens(state.config)
+            return state
+        except RecursionError:
+            reason = "it is nested too deeply"
+        except UserError as exc:
+            reason = str(exc)
+        except (ValueError, TypeError) as exc:  # not JSON, or a number of thousands of digits
+            reason = f"it is not valid JSON ({str(exc)[:80]})"
+        self._note(f"the saved view could not be used ({reason[:200]}); starting from the defaults")
         return None
 
     def set_state(self, state: ViewState) -> None:
@@ -75,9 +148,11 @@ class Settings:
     def recent_sessions(self) -> list[str]:
         try:
             paths = json.loads(self.get("recent_sessions"))
-        except ValueError:
+        except (ValueError, RecursionError):
             return []
-        return [p for p in paths if isinstance(p, str)][:MAX_RECENT] if isinstance(paths, list) else []
+        if not isinstance(paths, list):
+            return []
+        return [p for p in paths if isinstance(p, str) and 0 < len(p) < MAX_PATH and "\0" not in p][:MAX_RECENT]
 
     def add_recent_session(self, path: str) -> None:
         paths = [path] + [p for p in self.recent_sessions() if p != path]

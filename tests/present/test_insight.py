@@ -90,3 +90,21 @@ def test_model_metrics_rollout_and_layer_difference():
     assert data.kind == "weights" and "rollout after layer 5" in data.title
     diff = layer_difference(f, 3, 1, 4)
     np.testing.assert_allclose(diff.matrix, (lw[3, 4] - lw[1, 4]).numpy(), atol=1e-7)
+
+
+def test_a_streamed_result_reads_its_saturation_from_the_rows_it_kept():
+    """A long input keeps each row's largest alpha while streaming: the note equals the full one's."""
+    from attn_gui.engine import AttentionConfig, compute, saturation
+    from attn_gui.present.insight import metrics_table, streamed_saturation
+
+    cfg = AttentionConfig(sentence=" ".join(f"w{i % 50}" for i in range(500)), d_model=64, d_k=16, d_v=16,
+                          heads=2, causal=True)  # uniform weights at d_model 64: one-hot rows
+    streamed, full = compute(cfg, display_max=384), compute(cfg)
+    assert streamed.streamed and not full.streamed
+    T = full.seq_len
+    visible = torch.ones(T, T, dtype=torch.bool).tril()
+    expected = saturation(full.weights, full.scaled, visible)
+    got = streamed_saturation(streamed)
+    assert got.rows == expected.rows and got.one_hot == pytest.approx(expected.one_hot)
+    assert got.span == pytest.approx(expected.span, rel=1e-6)
+    assert metrics_table(streamed) is None  # the metrics need every weight

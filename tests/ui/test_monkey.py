@@ -1,17 +1,22 @@
 """A monkey drives the real window with random actions; nothing may crash, warn or disagree.
 
-CI runs a short walk; ATTN_GUI_MONKEY_STEPS=5000 runs a long one, ATTN_GUI_SOAK=10000
+Every mode is driven: random weights and the pretrained model (when installed), head
+and token selection, the map in focus, and Export all (each export must be whole).
+CI runs a short walk; ATTN_GUI_MONKEY_STEPS=10000 runs a long one, ATTN_GUI_SOAK=10000
 runs the soak (consecutive updates, RSS at start and end printed).
 """
 
+import json
 import os
 import random
+from collections import Counter
 
 import numpy as np
 import pytest
 from PySide6 import QtWidgets
 
-from attn_gui.engine import PRESETS, compute
+from attn_gui.engine import FIELDS, PRESETS, compute
+from attn_gui.engine.sources import is_available
 from attn_gui.present.frame import make_frame
 from attn_gui.present.maps import map_data
 
@@ -38,9 +43,21 @@ def check_maps_match_a_fresh_compute(win):
                                    err_msg=name)
 
 
-def random_action(win, rng: random.Random):
+MODEL = "minilm-l6" if is_available("minilm-l6") else None
+FOCUS = [None, *FIELDS]
+
+
+def check_export(win, folder):
+    written = win.export_all(str(folder))
+    assert written, win.statusBar().currentMessage()
+    info = json.loads((folder / "manifest.json").read_text(encoding="utf-8"))
+    assert sorted(os.listdir(folder)) == sorted([*info["files"], "manifest.json"])  # whole, nothing else
+    assert info["config"] == win.frame.result.config.to_dict()
+
+
+def random_action(win, rng: random.Random, folder=None) -> int:
     p = win.panel
-    kind = rng.randrange(9)
+    kind = rng.randrange(13)
     if kind == 0:
         text = rng.choice(TEXTS)
         if rng.random() < 0.5:
@@ -68,21 +85,45 @@ def random_action(win, rng: random.Random):
         if win.frame is not None:
             win.select_head(rng.randrange(win.frame.result.heads))
             win.select_token(rng.randrange(win.frame.result.seq_len))
-    else:
+    elif kind == 8:
         win.resize(rng.randint(900, 1900), rng.randint(600, 1200))
+    elif kind == 9:  # model mode and back
+        if MODEL is not None and win.state.config.model is None:
+            win.edit_config({"model": MODEL, "layer": rng.randrange(6)})
+        elif win.state.config.model is not None:
+            if rng.random() < 0.5:
+                win.edit_config({"layer": rng.randrange(6)})
+            else:
+                win.edit_config({"model": None, "layer": 0})
+    elif kind == 10:  # the map in focus
+        win.set_state(win.state.replace(focus=rng.choice(FOCUS)))
+    elif kind == 11:  # heads: how many, then which one
+        p.headsSpin.setValue(rng.randint(1, 6))
+        if win.frame is not None:
+            win.select_head(rng.randrange(win.frame.result.heads))
+    elif folder is not None and rng.random() < 0.3:  # Export all, now and then (it takes a second)
+        return -1
+    return kind
 
 
-def run_monkey(win, qtbot, steps: int, seed: int = 1234):
+def run_monkey(win, qtbot, steps: int, seed: int = 1234, folder=None) -> Counter:
     rng = random.Random(seed)
+    done = Counter()
     for step in range(steps):
-        random_action(win, rng)
+        kind = random_action(win, rng, folder)
         qtbot.waitUntil(lambda: settled(win), timeout=20000)
+        if kind == -1:
+            check_export(win, folder)
+        done[kind] += 1
         if step % 10 == 0 or step == steps - 1:
             check_maps_match_a_fresh_compute(win)
+    return done
 
 
-def test_monkey_short(window, qtbot):
-    run_monkey(window, qtbot, int(os.environ.get("ATTN_GUI_MONKEY_STEPS", "150")))
+def test_monkey_short(window, qtbot, tmp_path):
+    steps = int(os.environ.get("ATTN_GUI_MONKEY_STEPS", "150"))
+    done = run_monkey(window, qtbot, steps, folder=tmp_path / "export")
+    print(f"\nmonkey: {steps} actions, by kind {dict(sorted(done.items()))}, model {MODEL}")
 
 
 def rss_mib() -> float:
