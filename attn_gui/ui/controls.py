@@ -57,6 +57,7 @@ class ControlPanel(QtWidgets.QWidget):
                     setattr(self, widget.objectName(), widget)
             editor.edited.connect(self._on_edit)
         self._build()
+        self.sentenceInput.refused.connect(self.show_message)
         self.show_config(AttentionConfig())
 
     # construction ----------------------------------------------------------------------------

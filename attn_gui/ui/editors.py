@@ -13,8 +13,9 @@ from typing import Any
 
 from PySide6 import QtCore, QtGui, QtWidgets
 
-from ..engine import Option, available_devices
+from ..engine import Option, UserError, available_devices
 from ..engine.sources import install_hint, is_available
+from ..present.state import check_window_text
 
 INT32_MAX = 2**31 - 1
 SUFFIX = {"int": "Spin", "float": "Spin", "bool": "Check", "choice": "Combo", "device": "Combo", "text": "Input"}
@@ -142,8 +143,32 @@ class Editor(QtCore.QObject):
         self.edited.emit(self.option.name, self._get())
 
 
+class SentenceEdit(QtWidgets.QPlainTextEdit):
+    """The sentence box. A paste that would make a sentence the window cannot lay out quickly
+    (``present.state.check_window_text``) is refused before it lands, with ``refused(message)``.
+
+    Signals
+    -------
+    refused(str)
+        A paste was refused; the message says why.
+    """
+
+    refused = QtCore.Signal(str)
+
+    def insertFromMimeData(self, source: QtCore.QMimeData) -> None:
+        cursor = self.textCursor()
+        text = self.toPlainText()
+        start, end = cursor.selectionStart(), cursor.selectionEnd()
+        try:
+            check_window_text(text[:start] + source.text() + text[end:])
+        except UserError as exc:
+            self.refused.emit(f"not pasted: {exc}")
+            return
+        super().insertFromMimeData(source)
+
+
 def _text(opt: Option) -> Editor:
-    box = QtWidgets.QPlainTextEdit()
+    box = SentenceEdit()
     box.setPlaceholderText("Type a sentence…")
     box.setFixedHeight(64)
 

@@ -15,7 +15,7 @@ from ..engine import AttentionConfig, UserError, check_tokens, preset
 from ..present.frame import Frame
 from ..present.maps import special_tokens
 from ..present.runner import Failure
-from ..present.state import ViewState
+from ..present.state import ViewState, check_window_text
 from ..render.figure import PipelineView
 from ..render.model_view import ModelView
 from . import map_menu
@@ -155,6 +155,8 @@ class MainWindow(FileActions, QtWidgets.QMainWindow):
         controls keep showing what was typed, and the message says why.
         """
         try:
+            if "sentence" in changes:
+                check_window_text(changes["sentence"])
             config = self._state.config.replace(**changes)
             check_tokens(config)
         except UserError as exc:

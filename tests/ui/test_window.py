@@ -250,3 +250,17 @@ def test_a_late_frame_does_not_hide_a_newer_problem(window, qtbot):
     window.panel.sentenceInput.setPlainText("")  # invalid before the frame arrives
     qtbot.waitUntil(lambda: window.frame.result.seq_len == 300, timeout=30000)
     assert window.panel.messageLabel.isVisible() and "no tokens" in window.panel.messageLabel.text()
+
+
+def test_a_million_character_paste_is_refused_before_it_lands(window, qtbot):
+    box = window.panel.sentenceInput
+    QtGui.QGuiApplication.clipboard().setText("word " * 200_000)
+    box.selectAll()
+    box.paste()
+    assert box.toPlainText() == AttentionConfig().sentence  # nothing landed
+    assert "not pasted" in window.panel.messageLabel.text() and "50,000" in window.panel.messageLabel.text()
+    assert window.state.config == AttentionConfig()
+    QtGui.QGuiApplication.clipboard().setText("a fine short paste")
+    box.selectAll()
+    box.paste()
+    qtbot.waitUntil(lambda: window.state.config.sentence == "a fine short paste")
