@@ -13,7 +13,7 @@ from ..present.frame import Frame
 from ..present.maps import STAGES, map_data, map_id
 from .heatmap import HeatmapView
 
-MAP_MIN_W, MAP_MIN_H = 230, 190
+MAP_MIN_W, MAP_MIN_H = 230, 150
 TOKEN_ROW_FIELDS = {name for name, info in FIELDS.items() if info.rows == "token"}
 
 
@@ -58,7 +58,7 @@ class PipelineView(QtWidgets.QWidget):
         self.overviewBox = QtWidgets.QHBoxLayout()
         self.overviewBox.setSpacing(2)
         bar.addLayout(self.overviewBox, 1)
-        self.headBar.setFixedHeight(150)
+        self.headBar.setFixedHeight(120)
         self.headBar.hide()
         outer.addWidget(self.headBar)
 
@@ -85,7 +85,7 @@ class PipelineView(QtWidgets.QWidget):
         self.noProjection.setObjectName("noProjectionNote")
         self.noProjection.setWordWrap(True)
         self.noProjection.hide()
-        scroll = QtWidgets.QScrollArea()
+        self.scroll = scroll = QtWidgets.QScrollArea()
         scroll.setObjectName("pipelineScroll")
         scroll.setWidget(canvas)
         scroll.setWidgetResizable(True)
@@ -136,6 +136,12 @@ class PipelineView(QtWidgets.QWidget):
                 data.title = f"<b>head {i + 1} ▾</b>" if i == self.head else f"head {i + 1}"
                 view.values.show_values = False
                 view.set_data(data)
+
+    def reveal(self, name: str) -> None:
+        """Scroll so the map of field ``name`` is in view (the window does so for α at start)."""
+        view = self.views.get(name)
+        if view is not None and view.isVisible():
+            self.scroll.ensureWidgetVisible(view, 16, 16)
 
     def _outline(self, token: int | None) -> None:
         """Outline query row ``token`` in every map with token rows."""

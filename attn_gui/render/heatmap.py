@@ -102,6 +102,9 @@ class HeatmapView(pg.GraphicsLayoutWidget):
             self.colorbar.setColorMap(cmap)
         if last.get("levels") != levels:
             self.colorbar.setLevels(levels)
+            # five round ticks, given, so the bar's axis never searches for its own spacing
+            lo, hi = levels
+            self.colorbar.axis.setTicks([[(v, f"{v:g}") for v in np.linspace(lo, hi, 5)]])
         self._set_mask(None if all_finite else ~finite)
         white = self._white_text(shown, levels, cmap, data.kind) if m.size <= MAX_VALUE_CELLS else None
         self.values.set_data(m, white)

@@ -33,7 +33,7 @@ class ModelView(pg.GraphicsLayoutWidget):
         self.plot.setMenuEnabled(False)
         self.plot.hideButtons()
         self.plot.invertY(True)
-        self.plot.setAspectLocked(False)
+        self.plot.setAspectLocked(True)  # square thumbnails, as every map of alpha is square
         self.plot.showAxis("top")
         self.plot.hideAxis("bottom")
         self.image = pg.ImageItem(axisOrder="row-major")

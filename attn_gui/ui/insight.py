@@ -40,23 +40,14 @@ class InsightDocks(QtCore.QObject):
         self.scaling = ScalingPanel()
         self.docks: dict[str, QtWidgets.QDockWidget] = {}
         for key, title, panel in (
-                ("metrics", "Head metrics: which head does what (click one to open it)", self.metrics),
+                ("metrics", "Head metrics", self.metrics),
                 ("difference", "Difference maps", self.difference),
                 ("rollout", "Attention rollout", self.rollout),
                 ("scaling", "Why scaling", self.scaling)):
-            dock = QtWidgets.QDockWidget(title, window)
-            dock.setObjectName(f"{key}Dock")
-            dock.setWidget(panel)
-            if key != "metrics":
-                window.addDockWidget(Area.BottomDockWidgetArea, dock)
+            dock = window.add_dock(title, f"{key}Dock", panel)
             dock.visibilityChanged.connect(lambda visible, key=key: visible and self.refresh(key))
             self.docks[key] = dock
-        # the metrics beside the tabs of the token walk and the model view, the rest among those tabs
-        window.addDockWidget(Area.BottomDockWidgetArea, self.docks["metrics"], QtCore.Qt.Orientation.Horizontal)
-        for key in ("difference", "rollout", "scaling"):
-            window.tabifyDockWidget(window.focusDock, self.docks[key])
         window.focusDock.raise_()
-        window.resizeDocks([window.focusDock, self.docks["metrics"]], [3, 2], QtCore.Qt.Orientation.Horizontal)
         view_menu = next((a.menu() for a in window.menuBar().actions() if a.text() == "&View"), None)
         if view_menu is not None:
             view_menu.addSeparator()

@@ -165,14 +165,19 @@ class DifferencePanel(QtWidgets.QWidget):
         self.message.setStyleSheet("color:#556")
         self.fieldCombo.setSizeAdjustPolicy(QtWidgets.QComboBox.SizeAdjustPolicy.AdjustToContents)
         self.labelA, self.labelB, self.labelLayer = QtWidgets.QLabel("A"), QtWidgets.QLabel("− B"), QtWidgets.QLabel("layer")
-        bar = QtWidgets.QHBoxLayout()
-        for w in (self.pinButton, self.modeCombo, self.fieldCombo, self.labelA, self.headA, self.labelLayer,
-                  self.layerA, self.labelB, self.headB, self.layerB):
+        bar = QtWidgets.QHBoxLayout()  # two rows, so the panel fits a side dock
+        for w in (self.pinButton, self.modeCombo, self.fieldCombo):
             bar.addWidget(w)
-        bar.addWidget(self.pinnedLabel, 1)
+        bar.addStretch(1)
+        pick = QtWidgets.QHBoxLayout()
+        for w in (self.labelA, self.headA, self.labelLayer, self.layerA, self.labelB, self.headB, self.layerB):
+            pick.addWidget(w)
+        pick.addStretch(1)
         layout = QtWidgets.QVBoxLayout(self)
         layout.setContentsMargins(2, 2, 2, 2)
         layout.addLayout(bar)
+        layout.addLayout(pick)
+        layout.addWidget(self.pinnedLabel)
         layout.addWidget(self.message)
         layout.addWidget(self.map, 1)
         self.pinButton.clicked.connect(self.pin)
@@ -393,7 +398,10 @@ class ScalingPanel(QtWidgets.QWidget):
             why = "a model's d_k is fixed" if cfg.model is not None else "without projections d_k = d_model"
             self.plot.set_sweep(None, d_k, cfg.scale, current, f"no d_k sweep: {why}")
             return
-        key = cfg.replace(d_k=1, scale=True)  # the curves do not depend on d_k or on the scale switch
+        # The curves show how this initialisation behaves as d_k grows: they do not depend on
+        # d_k or the scale switch, and the seeds only jitter them, so a new seed (typing a
+        # number, Re-roll) keeps the curves it has and the star moves.
+        key = cfg.replace(d_k=1, scale=True, seed=0, weight_seed=None)
         if key != self._sweep_key:
             d_ks = sweep_d_ks(cfg.d_k)
             self.sweep = self.reference = None

@@ -84,12 +84,10 @@ class MainWindow(FileActions, QtWidgets.QMainWindow):
         self.setCentralWidget(self.splitter)
 
         self.focus = TokenFocus()
-        self.focusDock = self._dock("Follow one token", "tokenFocusDock", self.focus)
-        self.resizeDocks([self.focusDock], [170], QtCore.Qt.Orientation.Vertical)
+        self.focusDock = self.add_dock("Follow one token", "tokenFocusDock", self.focus)
         self.modelView = ModelView()
-        self.modelDock = self._dock("Model view: α of every layer (rows) and head (columns); click one",
+        self.modelDock = self.add_dock("Model view",
                                     "modelViewDock", self.modelView)
-        self.tabifyDockWidget(self.focusDock, self.modelDock)
         self.focusDock.raise_()
         self.modelDock.hide()
 
@@ -115,11 +113,14 @@ class MainWindow(FileActions, QtWidgets.QMainWindow):
 
         self._restore(state)
 
-    def _dock(self, title: str, name: str, widget: QtWidgets.QWidget) -> QtWidgets.QDockWidget:
+    def add_dock(self, title: str, name: str, widget: QtWidgets.QWidget) -> QtWidgets.QDockWidget:
+        """A dock on the right, as a tab beside the walk: the maps keep the window's full height."""
         dock = QtWidgets.QDockWidget(title, self)
         dock.setObjectName(name)
         dock.setWidget(widget)
-        self.addDockWidget(QtCore.Qt.DockWidgetArea.BottomDockWidgetArea, dock)
+        self.addDockWidget(QtCore.Qt.DockWidgetArea.RightDockWidgetArea, dock)
+        if name != "tokenFocusDock":
+            self.tabifyDockWidget(self.focusDock, dock)
         return dock
 
     # the view state --------------------------------------------------------------------------
@@ -203,6 +204,9 @@ class MainWindow(FileActions, QtWidgets.QMainWindow):
         if self.settings.get("geometry").isEmpty():  # first start: as large as the screen allows
             screen = self.screen().availableGeometry()
             self.resize(min(1600, screen.width()), min(1000, screen.height()))
+        if self.settings.get("window_state").isEmpty():  # the side docks take about a third
+            QtCore.QTimer.singleShot(0, lambda: self.resizeDocks(
+                [self.focusDock], [max(300, min(480, self.width() * 3 // 10))], QtCore.Qt.Orientation.Horizontal))
         if isinstance(start, AttentionConfig):
             start = ViewState(start)
         state = start or self.settings.state() or ViewState()
@@ -228,6 +232,7 @@ class MainWindow(FileActions, QtWidgets.QMainWindow):
         """Draw ``frame`` in every map, the token walk and the status bar."""
         result = frame.result
         self.last_good_device = result.config.device
+        first = self.frame is None
         self.frame = frame
         self._shown_id = frame.request_id
         self.failed_config = None
@@ -236,6 +241,8 @@ class MainWindow(FileActions, QtWidgets.QMainWindow):
             self._state = fitted
             self.stateChanged.emit(fitted)
         self._draw()
+        if first:  # on a small screen the maps scroll: start with α, the map that matters, in view
+            QtCore.QTimer.singleShot(0, lambda: self.pipeline.reveal("weights"))
         dims = result.config.dims
         T = result.seq_len
         note = ("  ·  note: " + "; ".join(result.notes)) if result.notes else ""
@@ -257,10 +264,9 @@ class MainWindow(FileActions, QtWidgets.QMainWindow):
         if "layer_weights" not in self.frame.arrays:
             self.modelDock.hide()
             return
-        if self.modelDock.isHidden():  # entering model mode: give the 6 x 12 grid room, in front
+        if self.modelDock.isHidden():  # entering model mode: the grid of every head, in front
             self.modelDock.show()
             self.modelDock.raise_()
-            self.resizeDocks([self.modelDock], [340], QtCore.Qt.Orientation.Vertical)
         self.modelView.set_weights(self.frame.arrays["layer_weights"], result.config.layer, state.head, hidden,
                                    result.seq_len)
 

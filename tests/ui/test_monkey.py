@@ -39,8 +39,9 @@ def check_maps_match_a_fresh_compute(win):
     for name in ("x", "weights", "output"):
         view = win.pipeline.views[name]
         expected = map_data(fresh, name, head if name == "weights" else None).matrix
-        np.testing.assert_allclose(view.image.image, np.where(np.isfinite(expected), expected, 0), atol=1e-5,
-                                   err_msg=name)
+        # float32 to its last bits: the window computes small configs at one torch thread, this at two
+        np.testing.assert_allclose(view.image.image, np.where(np.isfinite(expected), expected, 0), rtol=1e-5,
+                                   atol=1e-5, err_msg=name)
 
 
 MODEL = "minilm-l6" if is_available("minilm-l6") else None
