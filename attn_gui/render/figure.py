@@ -85,7 +85,7 @@ class PipelineView(QtWidgets.QWidget):
         self.noProjection.setObjectName("noProjectionNote")
         self.noProjection.setWordWrap(True)
         self.noProjection.hide()
-        self.scroll = scroll = QtWidgets.QScrollArea()
+        scroll = QtWidgets.QScrollArea()
         scroll.setObjectName("pipelineScroll")
         scroll.setWidget(canvas)
         scroll.setWidgetResizable(True)
@@ -136,12 +136,6 @@ class PipelineView(QtWidgets.QWidget):
                 data.title = f"<b>head {i + 1} ▾</b>" if i == self.head else f"head {i + 1}"
                 view.values.show_values = False
                 view.set_data(data)
-
-    def reveal(self, name: str) -> None:
-        """Scroll so the map of field ``name`` is in view (the window does so for α at start)."""
-        view = self.views.get(name)
-        if view is not None and view.isVisible():
-            self.scroll.ensureWidgetVisible(view, 16, 16)
 
     def _outline(self, token: int | None) -> None:
         """Outline query row ``token`` in every map with token rows."""

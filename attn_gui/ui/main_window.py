@@ -114,11 +114,11 @@ class MainWindow(FileActions, QtWidgets.QMainWindow):
         self._restore(state)
 
     def add_dock(self, title: str, name: str, widget: QtWidgets.QWidget) -> QtWidgets.QDockWidget:
-        """A dock on the right, as a tab beside the walk: the maps keep the window's full height."""
+        """A dock below the maps, as a tab beside the walk: the maps keep the window's full width."""
         dock = QtWidgets.QDockWidget(title, self)
         dock.setObjectName(name)
         dock.setWidget(widget)
-        self.addDockWidget(QtCore.Qt.DockWidgetArea.RightDockWidgetArea, dock)
+        self.addDockWidget(QtCore.Qt.DockWidgetArea.BottomDockWidgetArea, dock)
         if name != "tokenFocusDock":
             self.tabifyDockWidget(self.focusDock, dock)
         return dock
@@ -204,9 +204,9 @@ class MainWindow(FileActions, QtWidgets.QMainWindow):
         if self.settings.get("geometry").isEmpty():  # first start: as large as the screen allows
             screen = self.screen().availableGeometry()
             self.resize(min(1600, screen.width()), min(1000, screen.height()))
-        if self.settings.get("window_state").isEmpty():  # the side docks take about a third
+        if self.settings.get("window_state").isEmpty():  # the docks below take a fifth of the height
             QtCore.QTimer.singleShot(0, lambda: self.resizeDocks(
-                [self.focusDock], [max(300, min(480, self.width() * 3 // 10))], QtCore.Qt.Orientation.Horizontal))
+                [self.focusDock], [max(150, self.height() // 5)], QtCore.Qt.Orientation.Vertical))
         if isinstance(start, AttentionConfig):
             start = ViewState(start)
         state = start or self.settings.state() or ViewState()
@@ -232,7 +232,6 @@ class MainWindow(FileActions, QtWidgets.QMainWindow):
         """Draw ``frame`` in every map, the token walk and the status bar."""
         result = frame.result
         self.last_good_device = result.config.device
-        first = self.frame is None
         self.frame = frame
         self._shown_id = frame.request_id
         self.failed_config = None
@@ -241,8 +240,6 @@ class MainWindow(FileActions, QtWidgets.QMainWindow):
             self._state = fitted
             self.stateChanged.emit(fitted)
         self._draw()
-        if first:  # on a small screen the maps scroll: start with α, the map that matters, in view
-            QtCore.QTimer.singleShot(0, lambda: self.pipeline.reveal("weights"))
         dims = result.config.dims
         T = result.seq_len
         note = ("  ·  note: " + "; ".join(result.notes)) if result.notes else ""
