@@ -42,6 +42,7 @@ class MapData:
     masked_reason : what a -inf cell means ("key after the query")
     pair_arrow : read-outs say "query → key" rather than "row, col"
     field : the result field shown ("weights"), for file names
+    masked : (R, C) bool, optional: cells masked although their value is finite (alpha's zeros)
     """
 
     matrix: np.ndarray
@@ -56,6 +57,7 @@ class MapData:
     masked_reason: str = "masked"
     pair_arrow: bool = False
     field: str = ""
+    masked: np.ndarray | None = None
 
 
 def map_id(name: str, head: int | None) -> str:
@@ -98,15 +100,21 @@ def map_data(frame: Frame, name: str, head: int | None = None, hidden: tuple[int
     """
     result, info = frame.result, FIELDS[name]
     matrix = frame.arrays[name]
+    # alpha is 0 where a key is masked, a value a real weight can take: its cells are hatched
+    # where the scaled scores (reduced the same way) are -inf
+    masked = np.isneginf(frame.arrays["scaled"]) if info.kind == "weights" and "scaled" in frame.arrays else None
     if info.per_head:
         matrix = matrix[head]
+        masked = None if masked is None else masked[head]
     R, C = result.shape(name)[-2:]
     row_blocks = block_edges(R, matrix.shape[0]) if matrix.shape[0] != R else None
     col_blocks = block_edges(C, matrix.shape[1]) if matrix.shape[1] != C else None
     if hidden and info.rows == "token" and row_blocks is None and (keep := _keep(R, hidden)):
         matrix, row_blocks = matrix[keep], [(i, i + 1) for i in keep]
+        masked = None if masked is None else masked[keep]
     if hidden and info.cols == "key" and col_blocks is None and (keep := _keep(C, hidden)):
         matrix, col_blocks = matrix[:, keep], [(j, j + 1) for j in keep]
+        masked = None if masked is None else masked[:, keep]
     r_shown, c_shown = matrix.shape
     cfg = result.config
     shape = [f"{R} × {C}"]
@@ -131,6 +139,7 @@ def map_data(frame: Frame, name: str, head: int | None = None, hidden: tuple[int
                        else "not finite: overflow in this dtype"),
         pair_arrow=info.rows == "token" and info.cols == "key",
         field=name,
+        masked=masked if masked is not None and masked.any() else None,
     )
 
 
@@ -190,7 +199,7 @@ def describe_cell(data: MapData, r: int, c: int) -> str:
         data.col_blocks and data.col_blocks[c][1] - data.col_blocks[c][0] > 1)
     if reduced:
         text += " (largest magnitude in this block; zoom in or export for every cell)"
-    if np.isneginf(v):
+    if np.isneginf(v) or (data.masked is not None and data.masked[r, c]):
         text += f" ({data.masked_reason})"
     elif not np.isfinite(v):
         text += " (not finite: overflow in this dtype)"

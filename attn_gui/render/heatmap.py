@@ -105,7 +105,10 @@ class HeatmapView(pg.GraphicsLayoutWidget):
             # five round ticks, given, so the bar's axis never searches for its own spacing
             lo, hi = levels
             self.colorbar.axis.setTicks([[(v, f"{v:g}") for v in np.linspace(lo, hi, 5)]])
-        self._set_mask(None if all_finite else ~finite)
+        mask = None if all_finite else ~finite
+        if data.masked is not None:  # alpha's masked zeros are hatched like the -inf of the scores
+            mask = data.masked if mask is None else mask | data.masked
+        self._set_mask(mask)
         white = self._white_text(shown, levels, cmap, data.kind) if m.size <= MAX_VALUE_CELLS else None
         self.values.set_data(m, white)
         if last.get("title") != data.title:

@@ -60,3 +60,13 @@ def test_every_field_has_a_place_in_the_window():
 
     placed = [name for _, names, _ in STAGES for name in names]
     assert sorted(placed) == sorted(FIELDS) and len(placed) == len(set(placed))
+
+
+def test_masked_alpha_cells_are_marked_for_hatching():
+    frame = frame_of(sentence="a b c d", heads=2, causal=True)
+    data = map_data(frame, "weights", 1)
+    upper = np.triu(np.ones((4, 4), dtype=bool), 1)
+    np.testing.assert_array_equal(data.masked, upper)  # where torch's causal mask is
+    assert np.all(data.matrix[upper] == 0)
+    assert "masked" in describe_cell(data, 0, 3) and "masked" not in describe_cell(data, 3, 0)
+    assert map_data(frame_of(sentence="a b c d"), "weights", 0).masked is None

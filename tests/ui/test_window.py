@@ -84,6 +84,9 @@ def test_causal_masks_the_upper_triangle(window, qtbot):
     assert np.all(np.isneginf(scaled.data.matrix[upper]))
     assert not scaled.mask_hatch.path().isEmpty()  # masked cells are drawn hatched, not as a colour
     assert "masked" in scaled.describe(0, 4)
+    alpha = heatmap(window, "weights:0")  # alpha's masked zeros too, so they never read as a real 0
+    assert alpha.mask_hatch.path().boundingRect() == scaled.mask_hatch.path().boundingRect()
+    assert "masked" in alpha.describe(0, 4)
 
 
 def test_every_knob_reaches_the_engine(window, qtbot):
