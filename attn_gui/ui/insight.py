@@ -15,7 +15,9 @@ from PySide6 import QtCore, QtWidgets
 from ..present.frame import Frame
 from ..present.insight import SaturationNote, saturation_note
 from ..render.heatmap import HeatmapView
-from .insight_panels import DifferencePanel, MetricsPanel, RolloutPanel, ScalingPanel
+from .difference_panel import DifferencePanel
+from .insight_panels import MetricsPanel, RolloutPanel
+from .scaling_panel import ScalingPanel
 
 Area = QtCore.Qt.DockWidgetArea
 

@@ -1,0 +1,88 @@
+"""Why scaling: the query's softmax with and without 1/sqrt(d_k), and entropy against d_k."""
+
+from __future__ import annotations
+
+from PySide6 import QtCore, QtWidgets
+
+from ..engine import UserError, entropy_vs_dk
+from ..engine.metrics import causal_visible, head_metrics
+from ..engine.scaling import EntropySweep, sweep_cost, sweep_d_ks
+from ..present.frame import Frame
+from ..present.insight import SaturationNote, query_softmax
+from ..present.state import ViewState
+from ..render.scaling_plot import ScalingPlot
+
+
+SWEEP_BUDGET = 300_000_000  # multiply-adds: about a tenth of a second on a laptop core
+
+
+class ScalingPanel(QtWidgets.QWidget):
+    """Seed 004's "why scaling" on the current numbers, and the saturation note with its fix.
+
+    Signals
+    -------
+    fixRequested(dict)
+        The note's one-click fix: the config change to apply.
+    """
+
+    fixRequested = QtCore.Signal(dict)
+
+    def __init__(self, parent: QtWidgets.QWidget | None = None):
+        super().__init__(parent)
+        self._sweep_key = None
+        self.sweep: EntropySweep | None = None
+        self.reference: EntropySweep | None = None
+        self._fix: dict | None = None
+        self.plot = ScalingPlot()
+        self.note = QtWidgets.QLabel()
+        self.note.setObjectName("scalingNote")
+        self.note.setWordWrap(True)
+        self.fixButton = QtWidgets.QPushButton()
+        self.fixButton.setObjectName("scalingFixButton")
+        self.fixButton.clicked.connect(lambda: self._fix and self.fixRequested.emit(dict(self._fix)))
+        row = QtWidgets.QHBoxLayout()
+        row.addWidget(self.note, 1)
+        row.addWidget(self.fixButton)
+        layout = QtWidgets.QVBoxLayout(self)
+        layout.setContentsMargins(2, 2, 2, 2)
+        layout.addLayout(row)
+        layout.addWidget(self.plot, 1)
+
+    def show_frame(self, frame: Frame, state: ViewState, note: SaturationNote | None) -> None:
+        result, cfg = frame.result, frame.result.config
+        token = state.token if state.token is not None and state.token < result.seq_len else 0
+        head = min(state.head, result.heads - 1)
+        self.plot.set_query(query_softmax(result, head, token), head)
+        self._fix = note.fix if note else None
+        self.fixButton.setVisible(note is not None)
+        if note is not None:
+            self.fixButton.setText(note.fix_label)
+            self.note.setText(f"<b style='color:#b00020'>⚠</b> {note.text}")
+        else:
+            self.note.setText("The softmax is soft here: fewer than half the rows put 0.99 or more on one key. "
+                              "Turn scaling off or raise d_k, d_model to watch it turn one-hot.")
+        mask = causal_visible(result.seq_len, result.q.device) if cfg.causal and not result.streamed else None
+        # a long input keeps its weights pooled only: its point is left off the plot
+        current = None if result.streamed else float(head_metrics(result.weights, mask)["entropy_norm"].mean())
+        d_k = result.q.size(-1)
+        if cfg.model is not None or not cfg.projections:
+            why = "a model's d_k is fixed" if cfg.model is not None else "without projections d_k = d_model"
+            self.plot.set_sweep(None, d_k, cfg.scale, current, f"no d_k sweep: {why}")
+            return
+        # The curves show how this initialisation behaves as d_k grows: they do not depend on
+        # d_k or the scale switch, and the seeds only jitter them, so a new seed (typing a
+        # number, Re-roll) keeps the curves it has and the star moves.
+        key = cfg.replace(d_k=1, scale=True, seed=0, weight_seed=None)
+        if key != self._sweep_key:
+            d_ks = sweep_d_ks(cfg.d_k)
+            self.sweep = self.reference = None
+            uniform = cfg.init == "uniform"  # then the scaled-normal curve shows what the fix does
+            if sweep_cost(cfg, result.seq_len, d_ks) * (2 if uniform else 1) <= SWEEP_BUDGET:
+                try:
+                    self.sweep = entropy_vs_dk(cfg, d_ks)
+                    self.reference = entropy_vs_dk(cfg.replace(init="scaled_normal"), d_ks) if uniform else None
+                except UserError:  # a device gone or out of memory: the panel just has no curves
+                    pass
+            self._sweep_key = key
+        message = "" if self.sweep is not None else "too large to sweep d_k here"
+        self.plot.set_sweep(self.sweep, d_k, cfg.scale, current, message, self.reference)
