@@ -26,6 +26,14 @@ STAGES: list[tuple[str, tuple[str, ...], int]] = [
 ]
 
 
+
+def neighbours(name: str, present: tuple[str, ...], n: int = 2) -> tuple[list[str], list[str]]:
+    """The ``n`` fields before and after ``name`` in the data flow (``STAGES`` order), among ``present``."""
+    flow = [f for _, names, _ in STAGES for f in names if f in present]
+    i = flow.index(name)
+    return flow[max(0, i - n):i], flow[i + 1:i + 1 + n]
+
+
 @dataclass
 class MapData:
     """What a heatmap shows: the matrix and how to name its rows, columns and cells.

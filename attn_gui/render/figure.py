@@ -11,6 +11,7 @@ from PySide6 import QtCore, QtWidgets
 from ..engine import FIELDS
 from ..present.frame import Frame
 from ..present.maps import STAGES, map_data, map_id
+from .focus import FocusView
 from .heatmap import HeatmapView
 
 MAP_MIN_W, MAP_MIN_H = 230, 150
@@ -31,10 +32,13 @@ class PipelineView(QtWidgets.QWidget):
         A query row was clicked in any map (the owner decides what to follow).
     headSelected(int)
         A head's thumbnail was clicked.
+    focusRequested(object)
+        A map was double-clicked (its field name), or focus was left (None).
     """
 
     tokenSelected = QtCore.Signal(int)
     headSelected = QtCore.Signal(int)
+    focusRequested = QtCore.Signal(object)  # a field name, or None for every map
 
     def __init__(self, parent: QtWidgets.QWidget | None = None, on_new_view=None):
         super().__init__(parent)
@@ -43,6 +47,7 @@ class PipelineView(QtWidgets.QWidget):
         self.head = 0
         self.token: int | None = None
         self.hidden: tuple[int, ...] = ()
+        self.focus: str | None = None
         self.views: dict[str, HeatmapView] = {}
         self.overview: list[HeatmapView] = []
 
@@ -77,6 +82,7 @@ class PipelineView(QtWidgets.QWidget):
                 view = HeatmapView(self._object_name(name))
                 view.setMinimumSize(MAP_MIN_W, MAP_MIN_H)
                 view.rowClicked.connect(self._on_row_clicked)
+                view.doubleClicked.connect(lambda name=name: self.focusRequested.emit(name))
                 self.views[name] = view
                 self._on_new_view(view)
                 column.addWidget(view, 1)
@@ -90,21 +96,42 @@ class PipelineView(QtWidgets.QWidget):
         scroll.setWidget(canvas)
         scroll.setWidgetResizable(True)
         scroll.setFrameShape(QtWidgets.QFrame.Shape.NoFrame)
-        outer.addWidget(scroll, 1)
+        self.focusView = FocusView(self._make_focus_view)
+        self.focusView.focusRequested.connect(lambda name: self.focusRequested.emit(name))
+        self.focusView.backRequested.connect(lambda: self.focusRequested.emit(None))
+        self.focusView.tokenSelected.connect(self.tokenSelected)
+        self.pages = QtWidgets.QStackedWidget()
+        self.pages.addWidget(scroll)
+        self.pages.addWidget(self.focusView)
+        outer.addWidget(self.pages, 1)
         outer.addWidget(self.noProjection)
+
+    def _make_focus_view(self, name: str) -> HeatmapView:
+        view = HeatmapView(f"heatmap:{name}")
+        self._on_new_view(view)
+        return view
 
     def _object_name(self, name: str) -> str:
         return "heatmap:" + map_id(name, self.head if FIELDS[name].per_head else None)
 
     def show_frame(self, frame: Frame, head: int = 0, token: int | None = None,
-                   hidden: tuple[int, ...] = ()) -> None:
+                   hidden: tuple[int, ...] = (), focus: str | None = None) -> None:
         """Draw every map of ``frame``: per-head maps for ``head``, row ``token`` outlined,
-        ``hidden`` token indices left out. Only the outline moves when nothing else changed."""
-        drawn = frame is self.frame and (head, hidden) == (self.head, self.hidden)
-        self.frame, self.head, self.token, self.hidden = frame, head, token, hidden
-        if drawn:
-            self._outline(token)
-            return
+        ``hidden`` token indices left out; with ``focus``, that field large and its neighbours
+        small instead. Only the outline moves when nothing else changed."""
+        focus = focus if focus in frame.result.fields() else None
+        unchanged = frame is self.frame and (head, hidden, focus) == (self.head, self.hidden, self.focus)
+        self.frame, self.head, self.token, self.hidden, self.focus = frame, head, token, hidden, focus
+        self.pages.setCurrentIndex(0 if focus is None else 1)
+        if not unchanged:
+            self._show_overview(frame)
+            if focus is not None:  # the grid is drawn again when focus is left
+                self.focusView.show_frame(frame, focus, head, token, hidden)
+            else:
+                self._draw_grid(frame, head, hidden)
+        self._outline(token)
+
+    def _draw_grid(self, frame: Frame, head: int, hidden: tuple[int, ...]) -> None:
         result = frame.result
         present = set(result.fields())
         for name, view in self.views.items():
@@ -113,8 +140,6 @@ class PipelineView(QtWidgets.QWidget):
                 view.setObjectName(self._object_name(name))
                 view.set_data(map_data(frame, name, head if FIELDS[name].per_head else None, hidden))
         self.noProjection.setVisible(result.w_q is None)
-        self._show_overview(frame)
-        self._outline(token)
 
     def _show_overview(self, frame: Frame) -> None:
         heads = frame.result.heads
@@ -141,6 +166,8 @@ class PipelineView(QtWidgets.QWidget):
         """Outline query row ``token`` in every map with token rows."""
         for name, view in self.views.items():
             view.set_highlight(token if name in TOKEN_ROW_FIELDS else None)
+        for view in self.focusView.findChildren(HeatmapView):
+            view.set_highlight(token if view.data is not None and view.data.field in TOKEN_ROW_FIELDS else None)
         for view in self.overview:
             view.set_highlight(token)
 

@@ -26,9 +26,12 @@ class HeatmapView(pg.GraphicsLayoutWidget):
     -------
     rowClicked(int)
         A row was clicked; the argument is the index on the full (unreduced) row axis.
+    doubleClicked()
+        The map was double-clicked (the window focuses on it).
     """
 
     rowClicked = QtCore.Signal(int)
+    doubleClicked = QtCore.Signal()
 
     def __init__(self, name: str = "", parent: QtWidgets.QWidget | None = None, compact: bool = False):
         super().__init__(parent=parent)
@@ -228,6 +231,9 @@ class HeatmapView(pg.GraphicsLayoutWidget):
 
     def _on_mouse_clicked(self, event) -> None:
         if event.button() != QtCore.Qt.MouseButton.LeftButton:
+            return
+        if event.double():
+            self.doubleClicked.emit()
             return
         cell = self.cell_at(event.scenePos())
         if cell is None:

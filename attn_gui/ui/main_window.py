@@ -28,6 +28,9 @@ from .token_focus import TokenFocus
 from .worker import ComputeService
 
 
+SMALL_SCREEN_HEIGHT = 900  # below this the window opens focused on alpha, its neighbours beside it
+
+
 class MainWindow(FileActions, QtWidgets.QMainWindow):
     """Attention Explorer's main window.
 
@@ -108,6 +111,9 @@ class MainWindow(FileActions, QtWidgets.QMainWindow):
         self.panel.hideSpecialToggled.connect(lambda hide: self.set_state(self._state.replace(hide_special=hide)))
         self.pipeline.tokenSelected.connect(self.select_token)
         self.pipeline.headSelected.connect(self.select_head)
+        self.pipeline.focusRequested.connect(self.focus_on)
+        escape = QtGui.QShortcut(QtGui.QKeySequence(QtCore.Qt.Key.Key_Escape), self)
+        escape.activated.connect(lambda: self.focus_on(None))
         self.modelView.headPicked.connect(self._on_head_picked)
         self.insight = InsightDocks(self)  # head metrics, difference maps, rollout, why scaling
 
@@ -187,6 +193,10 @@ class MainWindow(FileActions, QtWidgets.QMainWindow):
             if token is not None:
                 self.focusDock.show()
 
+    def focus_on(self, field: str | None) -> None:
+        """Show ``field``'s map large with its neighbours (None: every map)."""
+        self.set_state(self._state.replace(focus=field))
+
     def _on_head_picked(self, layer: int, head: int) -> None:
         if layer == self._state.config.layer:
             self.select_head(head)
@@ -209,7 +219,10 @@ class MainWindow(FileActions, QtWidgets.QMainWindow):
                 [self.focusDock], [max(150, self.height() // 5)], QtCore.Qt.Orientation.Vertical))
         if isinstance(start, AttentionConfig):
             start = ViewState(start)
-        state = start or self.settings.state() or ViewState()
+        state = start or self.settings.state()
+        if state is None:  # first start: on a laptop screen the maps cannot all be read at once
+            small = self.screen().availableGeometry().height() < SMALL_SCREEN_HEIGHT
+            state = ViewState(focus="weights" if small else None)
         try:
             check_tokens(state.config)
         except UserError:
@@ -256,7 +269,7 @@ class MainWindow(FileActions, QtWidgets.QMainWindow):
         """Draw the shown frame as the state says: head, followed token, hidden tokens."""
         state, result = self._state, self.frame.result
         hidden = self.hidden_tokens()
-        self.pipeline.show_frame(self.frame, state.head, state.token, hidden)
+        self.pipeline.show_frame(self.frame, state.head, state.token, hidden, state.focus)
         self.focus.show_walk(result, state.token, state.head)
         if "layer_weights" not in self.frame.arrays:
             self.modelDock.hide()

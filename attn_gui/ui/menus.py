@@ -42,6 +42,11 @@ def build_menus(win: QtWidgets.QMainWindow) -> None:
     view_menu = win.menuBar().addMenu("&View")
     view_menu.addAction(win.focusDock.toggleViewAction())
     view_menu.addAction(win.modelDock.toggleViewAction())
+    focus = view_menu.addAction("Focus on α (its neighbours beside it)", lambda: win.focus_on("weights"))
+    focus.setObjectName("focusAlphaAction")
+    every = view_menu.addAction("All maps", lambda: win.focus_on(None))
+    every.setObjectName("allMapsAction")
+    view_menu.addSeparator()
     edit = view_menu.addAction("Edit the sentence", win.panel.focus_sentence)
     edit.setShortcut(QtGui.QKeySequence("Ctrl+L"))
 

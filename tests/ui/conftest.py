@@ -1,5 +1,6 @@
 import pytest
 
+from attn_gui.present.state import ViewState
 from attn_gui.ui import MainWindow
 from attn_gui.ui.settings import Settings
 
@@ -12,7 +13,7 @@ def settings(tmp_path, monkeypatch):
 
 @pytest.fixture
 def window(qtbot, settings):
-    win = MainWindow(settings=settings)
+    win = MainWindow(ViewState(), settings=settings)  # every map (a first start on a small screen focuses α)
     qtbot.addWidget(win)
     win.resize(1600, 1000)
     win.show()

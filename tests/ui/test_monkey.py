@@ -35,10 +35,11 @@ def settled(win) -> bool:
 def check_maps_match_a_fresh_compute(win):
     result = win.frame.result
     fresh = make_frame(0, compute(result.config))
-    head = win.state.head
-    for name in ("x", "weights", "output"):
-        view = win.pipeline.views[name]
-        expected = map_data(fresh, name, head if name == "weights" else None).matrix
+    head, focus = win.state.head, win.pipeline.focus
+    shown = ([(win.pipeline.focusView.center, focus)] if focus is not None
+             else [(win.pipeline.views[name], name) for name in ("x", "weights", "output")])
+    for view, name in shown:
+        expected = map_data(fresh, name, head if FIELDS[name].per_head else None, win.hidden_tokens()).matrix
         # float32 to its last bits: the window computes small configs at one torch thread, this at two
         np.testing.assert_allclose(view.image.image, np.where(np.isfinite(expected), expected, 0), rtol=1e-5,
                                    atol=1e-5, err_msg=name)

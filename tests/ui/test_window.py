@@ -267,3 +267,26 @@ def test_a_million_character_paste_is_refused_before_it_lands(window, qtbot):
     box.selectAll()
     box.paste()
     qtbot.waitUntil(lambda: window.state.config.sentence == "a fine short paste")
+
+
+def test_a_first_start_on_a_small_screen_focuses_alpha_and_esc_shows_every_map(qtbot, settings):
+    win = MainWindow(settings=settings)  # no saved state; the offscreen screen is 800 x 600
+    qtbot.addWidget(win)
+    win.show()
+    qtbot.waitUntil(lambda: win.frame is not None, timeout=10000)
+    assert win.state.focus == "weights"
+    focus = win.pipeline.focusView
+    assert focus.isVisible() and focus.center.data.field == "weights"
+    np.testing.assert_allclose(focus.center.image.image, compute(AttentionConfig()).numpy("weights")[0], atol=1e-6)
+    assert [v.data.field for v in focus.before + focus.after if v.isVisible()] == [
+        "scores", "scaled", "head_outputs", "concat"]  # its neighbours in the data flow
+    with qtbot.waitSignal(win.stateChanged):
+        focus.after[0].doubleClicked.emit()  # move along the flow
+    assert win.state.focus == "head_outputs"
+    escape = next(s for s in win.findChildren(QtGui.QShortcut) if s.key().toString() == "Esc")
+    escape.activated.emit()  # offscreen windows are never active, so the key itself cannot be sent
+    assert win.state.focus is None
+    win.focus_on("weights")
+    qtbot.mouseClick(focus.backButton, QtCore.Qt.MouseButton.LeftButton)
+    assert heatmap(win, "weights:0").isVisible() and not focus.isVisible()
+    win.service.shutdown()
