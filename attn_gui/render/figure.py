@@ -149,7 +149,7 @@ class PipelineView(QtWidgets.QWidget):
         while len(self.overview) < heads:
             i = len(self.overview)
             view = HeatmapView(f"headgrid:weights:{i}", compact=True)
-            view.setMinimumSize(90, 90)
+            view.setMinimumSize(48, 60)
             view.rowClicked.connect(lambda _row, i=i: self.headSelected.emit(i))
             self.overview.append(view)
             self._on_new_view(view)
