@@ -137,12 +137,23 @@ def map_data(frame: Frame, name: str, head: int | None = None, hidden: tuple[int
         col_blocks=col_blocks,
         symbol=info.symbol,
         head=head if info.per_head else None,
-        masked_reason=("masked: this key comes after the query (causal)" if cfg.causal
-                       else "not finite: overflow in this dtype"),
+        masked_reason=_masked_reason(cfg),
         pair_arrow=info.rows == "token" and info.cols == "key",
         field=name,
         masked=masked if masked is not None and masked.any() else None,
     )
+
+
+def _masked_reason(cfg) -> str:
+    """What a -inf score means under ``cfg``'s masks."""
+    if cfg.window is not None:
+        n = cfg.sink_tokens
+        sinks = (" (the first key stays visible)" if n == 1 else f" (the first {n} keys stay visible)") if n else ""
+        after = "after the query or " if cfg.causal else ""
+        return f"masked: this key is {after}outside the window of {cfg.window}{sinks}"
+    if cfg.causal:
+        return "masked: this key comes after the query (causal)"
+    return "not finite: overflow in this dtype"
 
 
 def map_keys(result: AttentionResult) -> list[tuple[str, int | None]]:

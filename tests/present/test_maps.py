@@ -92,3 +92,5 @@ def test_grouped_query_maps_show_each_heads_key_value_head():
     assert not head_difference(frame, "k", 0, 1).matrix.any()  # heads 1 and 2 share K/V head 1
     alibi = compute(AttentionConfig(heads=2, positional="alibi"))
     assert map_data(make_frame(0, alibi), "position_bias", 1).matrix.shape == (5, 5)
+    assert k3.masked_reason == "masked: this key is after the query or outside the window of 2 " \
+                               "(the first key stays visible)"
