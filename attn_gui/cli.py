@@ -55,6 +55,8 @@ def add_engine_options(p: argparse.ArgumentParser) -> None:
             kw["action"] = "store_false" if opt.default else "store_true"
         elif opt.kind in ("choice", "model"):
             kw["choices"] = [v for v in opt.values if v is not None]
+            if opt.bare is not None:  # an old boolean flag: given alone it means this choice
+                kw.update(nargs="?", const=opt.bare)
         elif opt.kind in ("int", "float"):
             kw.update(type=int if opt.kind == "int" else float, metavar="N" if opt.kind == "int" else "X")
         else:

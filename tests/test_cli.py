@@ -144,7 +144,8 @@ def test_export_in_model_mode(tmp_path, capsys):
 
 FLAGS = ["--sentence", "--d-model", "--d-k", "--d-v", "--heads", "--seed", "--weight-seed", "--inputs",
          "--positional", "--init", "--layout", "--no-projections", "--no-scale", "--temperature", "--causal",
-         "--similarity", "--device", "--dtype", "--tokenizer", "--preset", "--model", "--layer", "--bogus"]
+         "--similarity", "--device", "--dtype", "--tokenizer", "--preset", "--model", "--layer", "--bogus",
+         "--rope-base", "--kv-heads", "--window", "--sink-tokens", "--bias"]
 
 
 @settings(max_examples=300, deadline=None)
@@ -161,6 +162,8 @@ def test_fuzzed_options_give_a_config_or_one_clear_error(argv):
         assert "\n" not in str(exc)
     except ValueError as exc:
         assert str(exc) and "\n" not in str(exc)
+    except SystemExit as exc:  # -h, --help or an abbreviation of it ("--he"): the help, then exit 0
+        assert exc.code == 0 and any(a.startswith("-h") or a.startswith("--h") for a in argv)
 
 
 @pytest.mark.parametrize("options, message", [

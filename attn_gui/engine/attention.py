@@ -17,9 +17,11 @@ import torch.nn.functional as F
 class Projections:
     """The weights of one multi-head attention block; all None means no projections (q = k = v = x).
 
-    Row layout (q = x W): w_q, w_k (h, d, d_k), w_v (h, d, d_v), w_o (h*d_v, d).
-    Column layout (q = W x): w_q, w_k (h, d_k, d), w_v (h, d_v, d), w_o (d, h*d_v).
-    Biases, when the model has them: b_q, b_k (h, 1, d_k), b_v (h, 1, d_v), b_o (1, d).
+    Row layout (q = x W): w_q (h, d, d_k), w_k (g, d, d_k), w_v (g, d, d_v), w_o (h*d_v, d).
+    Column layout (q = W x): w_q (h, d_k, d), w_k (g, d_k, d), w_v (g, d_v, d), w_o (d, h*d_v).
+    g is the number of key/value heads: h, or a divisor of h (grouped-query attention,
+    each K/V head shared by h / g query heads).
+    Biases, when there are any: b_q (h, 1, d_k), b_k (g, 1, d_k), b_v (g, 1, d_v), b_o (1, d).
     """
 
     w_q: torch.Tensor | None = None
@@ -40,7 +42,9 @@ class Projections:
 
 def attend(x: torch.Tensor, weights: Projections, *, layout: str = "row", scale: bool = True,
            temperature: float = 1.0, causal: bool = False, similarity: str = "dot",
-           reduce_to: int | None = None, block_bytes: int = 16 * 2**20) -> dict[str, torch.Tensor]:
+           rope_base: float | None = None, alibi: bool = False, window: int | None = None,
+           sink_tokens: int = 0, reduce_to: int | None = None,
+           block_bytes: int = 16 * 2**20) -> dict[str, torch.Tensor]:
     """Multi-head self-attention over ``x`` with every intermediate kept.
 
     Parameters
@@ -53,6 +57,14 @@ def attend(x: torch.Tensor, weights: Projections, *, layout: str = "row", scale:
     scale, temperature, causal, similarity
         Divide the scores by sqrt(d_k), further by ``temperature``; mask future keys;
         "dot" or "cosine" scores.
+    rope_base : float, optional
+        Rotate q and k by their position (RoPE, Llama's half-split pairing) with this base.
+    alibi : bool
+        Add ALiBi's linear bias -m_h (i - j) to the scaled scores (-m_h |i - j| without
+        ``causal``), m_h the paper's slope of query head h.
+    window, sink_tokens
+        Sliding-window attention: query i sees keys i - window < j <= i (causal) or
+        |i - j| < window; the first ``sink_tokens`` keys stay visible whatever the window.
     reduce_to : int, optional
         Keep the T x T fields only as ``reduce_matrix(field, reduce_to, reduce_to)`` would
         pool them, computed per head and per block of query rows of about ``block_bytes``,
@@ -60,9 +72,11 @@ def attend(x: torch.Tensor, weights: Projections, *, layout: str = "row", scale:
 
     Returns
     -------
-    dict with q, k (h, T, d_k), v (h, T, d_v), scores, scaled, weights (h, T, T),
-    head_outputs (h, T, d_v), concat (T, h*d_v) and output (T, d). With ``reduce_to``,
-    ``shown`` (a dict of the three pooled (h, r, r) fields) replaces scores, scaled and weights.
+    dict with q (h, T, d_k), k (g, T, d_k), v (g, T, d_v), scores, scaled, weights (h, T, T),
+    head_outputs (h, T, d_v), concat (T, h*d_v) and output (T, d); with RoPE also
+    q_unrotated and k_unrotated, with ALiBi position_bias (h, T, T) (not when streamed).
+    With ``reduce_to``, ``shown`` (a dict of the three pooled (h, r, r) fields) replaces
+    scores, scaled and weights.
     """
     T, d = x.size()  # tokens, embedding size
     p = weights
@@ -74,27 +88,38 @@ def attend(x: torch.Tensor, weights: Projections, *, layout: str = "row", scale:
         v = project(x, p.w_v, layout)  # (h, T, d_v)
         if p.b_q is not None:
             q, k, v = q + p.b_q, k + p.b_k, v + p.b_v  # (h, 1, n) broadcasts over the T rows
+    extra = {}
+    if rope_base is not None:
+        extra = dict(q_unrotated=q, k_unrotated=k)
+        cos, sin = rope_angles(T, q.size(-1), rope_base, q.dtype, q.device)  # each (T, d_k)
+        q, k = rotate(q, cos, sin), rotate(k, cos, sin)  # (h, T, d_k), (g, T, d_k)
+    k_per_head, v_per_head = repeat_kv(k, q.size(0)), repeat_kv(v, q.size(0))  # (h, T, n): head i uses K/V i // (h/g)
     d_k = q.size(-1)
+    slopes = alibi_slopes(q.size(0), q.dtype, q.device) if alibi else None  # (h,)
+    masks = dict(causal=causal, slopes=slopes, window=window, sink_tokens=sink_tokens)
 
     if reduce_to is None:
-        attn_scores = attention_scores(q, k, similarity)  # omega (h, T, T)
-        scaled = scale_and_mask(attn_scores, d_k, scale, temperature, causal)  # (h, T, T), -inf where masked
+        attn_scores = attention_scores(q, k_per_head, similarity)  # omega (h, T, T)
+        scaled = scale_and_mask(attn_scores, d_k, scale, temperature, **masks)  # (h, T, T), -inf where masked
         attn_weights = attention_weights(scaled)  # alpha (h, T, T), rows sum to 1
-        context_vec = context_vectors(attn_weights, v)  # z (h, T, d_v)
+        context_vec = context_vectors(attn_weights, v_per_head)  # z (h, T, d_v)
         fields = dict(scores=attn_scores, scaled=scaled, weights=attn_weights)
+        if slopes is not None:
+            extra["position_bias"] = position_bias(slopes, 0, T, T, causal)  # (h, T, T)
     else:
-        context_vec, shown = _attend_in_blocks(q, k, v, reduce_to, block_bytes, scale=scale,
-                                               temperature=temperature, causal=causal, similarity=similarity)
+        context_vec, shown = _attend_in_blocks(q, k_per_head, v_per_head, reduce_to, block_bytes, scale=scale,
+                                               temperature=temperature, similarity=similarity, **masks)
         fields = dict(shown=shown)
     concat = concat_heads(context_vec)  # (T, h*d_v)
     output = output_projection(concat, p.w_o, layout)  # (T, d)
     if p.b_o is not None:
         output = output + p.b_o  # (1, d) broadcasts over the T rows
-    return dict(q=q, k=k, v=v, **fields, head_outputs=context_vec, concat=concat, output=output)
+    return dict(q=q, k=k, v=v, **fields, head_outputs=context_vec, concat=concat, output=output, **extra)
 
 
 def query_rows(q: torch.Tensor, k: torch.Tensor, start: int, *, scale: bool = True, temperature: float = 1.0,
-               causal: bool = False, similarity: str = "dot") -> dict[str, torch.Tensor]:
+               causal: bool = False, similarity: str = "dot", slopes: torch.Tensor | None = None,
+               window: int | None = None, sink_tokens: int = 0) -> dict[str, torch.Tensor]:
     """omega, the scaled scores and alpha of the query rows ``q``, the rows from ``start`` on.
 
     Each row of attention depends on its own query alone, so these equal the same rows of
@@ -102,15 +127,17 @@ def query_rows(q: torch.Tensor, k: torch.Tensor, start: int, *, scale: bool = Tr
 
     Parameters
     ----------
-    q : (..., n, d_k) the queries of rows start ... start + n - 1
-    k : (..., T, d_k) every key
+    q : (..., n, d_k) the queries of rows start ... start + n - 1 (after RoPE)
+    k : (..., T, d_k) every key (one per query head: grouped K repeated)
+    slopes : (h,) ALiBi's slopes of the heads of ``q``, or None
 
     Returns
     -------
     dict with scores, scaled and weights, each (..., n, T)
     """
     attn_scores = attention_scores(q, k, similarity)  # (..., n, T)
-    scaled = scale_and_mask(attn_scores, k.size(-1), scale, temperature, causal, row_start=start)
+    scaled = scale_and_mask(attn_scores, k.size(-1), scale, temperature, causal, row_start=start,
+                            slopes=slopes, window=window, sink_tokens=sink_tokens)
     return dict(scores=attn_scores, scaled=scaled, weights=attention_weights(scaled))
 
 
@@ -185,20 +212,91 @@ def attention_scores(q: torch.Tensor, k: torch.Tensor, similarity: str = "dot") 
 
 def scale_and_mask(
     scores: torch.Tensor, d_k: int, scale: bool = True, temperature: float = 1.0, causal: bool = False,
-    row_start: int = 0,
+    row_start: int = 0, slopes: torch.Tensor | None = None, window: int | None = None, sink_tokens: int = 0,
 ) -> torch.Tensor:
-    """omega / sqrt(d_k) / temperature, with keys after the query set to -inf when causal.
+    """(omega / sqrt(d_k) + ALiBi's bias) / temperature, with the keys a query cannot see at -inf.
 
-    ``scores`` (..., n, T) are the rows of queries ``row_start`` ... ``row_start + n - 1``.
+    ``scores`` (..., n, T) are the rows of queries ``row_start`` ... ``row_start + n - 1``;
+    with ``slopes`` (h,) the head axis is the third from last.
     """
-    divisor = (math.sqrt(d_k) if scale else 1.0) * temperature
+    divisor = math.sqrt(d_k) if scale else 1.0
     scaled = scores / divisor if divisor != 1.0 else scores.clone()
-    if causal:
-        n, T = scores.shape[-2:]  # query rows, keys
-        query = torch.arange(row_start, row_start + n, device=scores.device).unsqueeze(1)  # (n, 1)
-        future = torch.arange(T, device=scores.device) > query  # (n, T): key j after query i
-        scaled.masked_fill_(future, float("-inf"))
+    n, T = scores.shape[-2:]  # query rows, keys
+    if slopes is not None:
+        scaled += position_bias(slopes, row_start, n, T, causal)  # (h, n, T)
+    if temperature != 1.0:
+        scaled /= temperature
+    hidden = masked_keys(row_start, n, T, causal, window, sink_tokens, scores.device)  # (n, T) or None
+    if hidden is not None:
+        scaled.masked_fill_(hidden, float("-inf"))
     return scaled
+
+
+def masked_keys(row_start: int, n: int, T: int, causal: bool, window: int | None, sink_tokens: int,
+                device=None) -> torch.Tensor | None:
+    """(n, T) True where query i (row_start + row) may not see key j; None when every key is seen.
+
+    causal: j > i. window: j <= i - window (causal) or |i - j| >= window, except the first
+    ``sink_tokens`` keys (the causal mask still applies to them).
+    """
+    if not causal and window is None:
+        return None
+    query = torch.arange(row_start, row_start + n, device=device).unsqueeze(1)  # (n, 1)
+    key = torch.arange(T, device=device)  # (T,)
+    hidden = torch.zeros(n, T, dtype=torch.bool, device=device)
+    if window is not None:
+        far = (query - key >= window) if causal else ((query - key).abs() >= window)  # (n, T)
+        hidden |= far & (key >= sink_tokens)
+    if causal:
+        hidden |= key > query  # key j after query i
+    return hidden
+
+
+def alibi_slopes(heads: int, dtype=torch.float32, device=None) -> torch.Tensor:
+    """ALiBi's head slopes m_h (h,): 2^(-8/n), 2^(-16/n), ... for n the power of two at or below h,
+    then every other slope of 2n for the remaining heads (as BLOOM's ``build_alibi_tensor``)."""
+    closest = 2 ** math.floor(math.log2(heads))
+    base = 2.0 ** (-(2.0 ** -(math.log2(closest) - 3)))
+    slopes = [base ** p for p in range(1, closest + 1)]
+    if closest != heads:
+        extra = 2.0 ** (-(2.0 ** -(math.log2(2 * closest) - 3)))
+        slopes += [extra ** p for p in range(1, 2 * min(closest, heads - closest), 2)]
+    return torch.tensor(slopes, dtype=dtype, device=device)
+
+
+def position_bias(slopes: torch.Tensor, row_start: int, n: int, T: int, causal: bool) -> torch.Tensor:
+    """ALiBi's bias of query rows row_start ... row_start + n - 1: -m_h (i - j), or -m_h |i - j|
+    without ``causal``. (h, n, T). With causal it differs from BLOOM's m_h j by a constant per
+    row, so the weights are the same."""
+    query = torch.arange(row_start, row_start + n, device=slopes.device, dtype=slopes.dtype).unsqueeze(1)
+    distance = query - torch.arange(T, device=slopes.device, dtype=slopes.dtype)  # (n, T): i - j
+    if not causal:
+        distance = distance.abs()
+    return -slopes[:, None, None] * distance  # (h, n, T)
+
+
+def rope_angles(T: int, d_k: int, base: float, dtype=torch.float32, device=None):
+    """cos and sin (T, d_k) of RoPE's angles t * base^(-2i/d_k), each frequency twice (Llama's layout).
+
+    Computed in ``dtype``.
+    """
+    inv_freq = 1.0 / base ** (torch.arange(0, d_k, 2, dtype=dtype, device=device) / d_k)  # (d_k/2,)
+    angles = torch.arange(T, dtype=dtype, device=device).unsqueeze(1) * inv_freq  # (T, d_k/2)
+    angles = torch.cat([angles, angles], dim=-1)  # (T, d_k): dim i and i + d_k/2 share a frequency
+    return angles.cos(), angles.sin()
+
+
+def rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """Rotate each pair (x_i, x_{i + d/2}) by its angle: x cos + rotate_half(x) sin.  (..., T, d)"""
+    half = x.size(-1) // 2
+    rotated_half = torch.cat([-x[..., half:], x[..., :half]], dim=-1)  # rotate_half: (-x2, x1)
+    return x * cos + rotated_half * sin
+
+
+def repeat_kv(kv: torch.Tensor, heads: int) -> torch.Tensor:
+    """(g, T, n) -> (h, T, n): each key/value head repeated for its h / g query heads (a view when g = h)."""
+    groups = kv.size(0)
+    return kv if groups == heads else kv.repeat_interleave(heads // groups, dim=0)
 
 
 def attention_weights(scaled: torch.Tensor) -> torch.Tensor:

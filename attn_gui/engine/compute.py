@@ -44,7 +44,11 @@ class AttentionResult:
 
     Tensors live on ``device``; per-head fields keep their head axis even when h = 1.
     ``w_q``, ``w_k``, ``w_v`` and ``w_o`` are None when the config has no projections;
-    ``b_q``, ``b_k``, ``b_v`` and ``b_o`` are None when there are no biases (random weights).
+    ``b_q``, ``b_k``, ``b_v`` and ``b_o`` are None when there are no biases (``bias`` off).
+    With grouped-query heads (``kv_heads`` g < h) ``w_k``, ``w_v``, ``b_k``, ``b_v``, ``k`` and
+    ``v`` have g heads; the scores, weights and outputs have h. ``q_unrotated`` and
+    ``k_unrotated`` (RoPE) are q and k before the rotation; ``position_bias`` (ALiBi) is the
+    bias added to the scaled scores, None when streamed.
 
     A *streamed* result (``compute(config, display_max=...)`` with T over ``display_max``)
     has no ``scores``, ``scaled`` or ``weights`` tensors: ``shown`` holds them pooled for the
@@ -61,12 +65,12 @@ class AttentionResult:
     vocab: tuple[str, ...]
     x: torch.Tensor  # (T, d)
     w_q: torch.Tensor | None  # (h, d, d_k) row / (h, d_k, d) column
-    w_k: torch.Tensor | None
-    w_v: torch.Tensor | None  # (h, d, d_v) row / (h, d_v, d) column
+    w_k: torch.Tensor | None  # (g, d, d_k) row / (g, d_k, d) column; g = kv_heads
+    w_v: torch.Tensor | None  # (g, d, d_v) row / (g, d_v, d) column
     w_o: torch.Tensor | None  # (h*d_v, d) row / (d, h*d_v) column
     q: torch.Tensor  # (h, T, d_k)
-    k: torch.Tensor  # (h, T, d_k)
-    v: torch.Tensor  # (h, T, d_v)
+    k: torch.Tensor  # (g, T, d_k), after RoPE
+    v: torch.Tensor  # (g, T, d_v)
     scores: torch.Tensor | None  # (h, T, T) omega; None when streamed
     scaled: torch.Tensor | None  # (h, T, T) omega / sqrt(d_k) / temperature, masked -inf
     weights: torch.Tensor | None  # (h, T, T) alpha
@@ -78,9 +82,12 @@ class AttentionResult:
     notes: tuple[str, ...] = field(default=())
     layer_weights: torch.Tensor | None = None  # (layers, h, T, T): every layer's alpha, model mode only
     b_q: torch.Tensor | None = None  # (h, 1, d_k)
-    b_k: torch.Tensor | None = None  # (h, 1, d_k)
-    b_v: torch.Tensor | None = None  # (h, 1, d_v)
+    b_k: torch.Tensor | None = None  # (g, 1, d_k)
+    b_v: torch.Tensor | None = None  # (g, 1, d_v)
     b_o: torch.Tensor | None = None  # (1, d)
+    q_unrotated: torch.Tensor | None = None  # (h, T, d_k) RoPE only: q before the rotation
+    k_unrotated: torch.Tensor | None = None  # (g, T, d_k) RoPE only
+    position_bias: torch.Tensor | None = None  # (h, T, T) ALiBi only, None when streamed
     shown: dict[str, torch.Tensor] | None = None  # streamed only: scores, scaled, weights pooled, (h, r, r)
 
     @property
@@ -95,6 +102,12 @@ class AttentionResult:
     def streamed(self) -> bool:
         """True when the T x T fields are kept only as displayed (see ``shown``)."""
         return self.shown is not None
+
+    def head_index(self, name: str, head: int) -> int:
+        """Where query head ``head`` reads per-head field ``name``: ``head``, or its key/value
+        head for the fields that have kv_heads g < h heads (w_k, w_v, b_k, b_v, k, v, k_unrotated)."""
+        n = self.shape(name)[0]
+        return head if n == self.heads else head // (self.heads // n)
 
     def fields(self) -> tuple[str, ...]:
         """Names of the tensor fields of this result (streamed ones included), in data-flow order."""
@@ -141,9 +154,13 @@ class AttentionResult:
         if t is not None:
             return t[head, token]
         cfg = self.config
-        rows = A.query_rows(self.q[head, token:token + 1], self.k[head], token, scale=cfg.scale,
-                            temperature=cfg.temperature, causal=cfg.causal, similarity=cfg.similarity)
-        return rows[name][0]
+        kv_head = head // (self.heads // self.k.shape[0])  # the K/V head this query head reads
+        slopes = A.alibi_slopes(self.heads, self.q.dtype, self.q.device)[head:head + 1] if _alibi(cfg) else None
+        rows = A.query_rows(self.q[head:head + 1, token:token + 1], self.k[kv_head:kv_head + 1], token,
+                            scale=cfg.scale, temperature=cfg.temperature, causal=cfg.causal,
+                            similarity=cfg.similarity, slopes=slopes, window=cfg.window,
+                            sink_tokens=cfg.sink_tokens)
+        return rows[name][0, 0]
 
     def display(self, name: str, max_rows: int = 512, max_cols: int = 512) -> np.ndarray:
         """Field ``name`` reduced on its device to at most max_rows x max_cols per matrix, as numpy."""
@@ -175,6 +192,8 @@ def estimate_bytes(config: AttentionConfig, display_max: int | None = None) -> i
         n = 4 * h * T * T  # scores, scaled, weights, and one softmax temporary
     n += T * d * 3 + h * T * (2 * d_k + 2 * d_v) + T * h * d_v
     n += h * d * (2 * d_k + d_v) + h * d_v * d + V * d
+    if config.positional == "alibi" and not _streams(config, T, display_max):
+        n += h * T * T  # the position bias
     return n * elem
 
 
@@ -190,12 +209,14 @@ def draw_parameters(config: AttentionConfig, toks: Tokens):
     """X and the projections, drawn on the CPU in float32 from seeded generators.
 
     Order (so the tutorials' numbers come out): X (V x d table, or T x d uniform),
-    then from the weight generator W_q, W_k, W_v, W_o. Returns float32 CPU tensors;
+    then from the weight generator W_q, W_k, W_v, W_o, then (``bias``) b_q, b_k, b_v, b_o.
+    Biases are None without ``bias``. Returns float32 CPU tensors;
     the weights are shared with a small cache (an in-place change makes the next call draw again).
     """
     rows = len(toks.vocab) if config.inputs == "embedding" else len(toks.tokens)
     key = (rows, config.d_model, config.d_k, config.d_v, config.heads, config.seed,
-           config.weight_seed, config.inputs, config.projections, config.init, config.layout)
+           config.weight_seed, config.inputs, config.projections, config.init, config.layout,
+           config.dims.kv_heads, config.bias)
     first, *weights = _cached_draw(key, config.heads * config.d_model * (2 * config.d_k + 2 * config.d_v))
     if config.inputs == "embedding":
         x = first[toks.id_tensor()]  # rows of the table, by token id
@@ -254,7 +275,7 @@ def _weights_on(weights: tuple, device: torch.device, dtype: torch.dtype) -> tup
     return moved
 
 
-def _draw(rows, d, d_k, d_v, h, seed, weight_seed, inputs, projections, init, layout):
+def _draw(rows, d, d_k, d_v, h, seed, weight_seed, inputs, projections, init, layout, g, bias):
     # Cached: typing changes the tokens far more often than the sizes or seeds, and drawing
     # a million weights costs milliseconds, more than the attention itself at small T.
     gen = torch.Generator().manual_seed(seed)
@@ -263,20 +284,28 @@ def _draw(rows, d, d_k, d_v, h, seed, weight_seed, inputs, projections, init, la
     else:
         first = torch.rand(rows, d, generator=gen)  # one uniform row per position, T x d
     if not projections:
-        return first, None, None, None, None
+        return first, None, None, None, None, None, None, None, None
     wgen = gen if weight_seed is None else torch.Generator().manual_seed(weight_seed)
 
     def draw(shape: tuple[int, ...], fan_in: int) -> torch.Tensor:
         if init == "uniform":
             return torch.rand(shape, generator=wgen)
+        if init == "linear":  # nn.Linear's default: kaiming_uniform_(a=sqrt(5)) is U(-1/sqrt(fan_in), 1/sqrt(fan_in))
+            bound = 1 / math.sqrt(fan_in)
+            return torch.rand(shape, generator=wgen) * (2 * bound) - bound
         return torch.randn(shape, generator=wgen) / math.sqrt(fan_in)
 
     col = layout == "column"
     w_q = draw((h, d_k, d) if col else (h, d, d_k), d)
-    w_k = draw((h, d_k, d) if col else (h, d, d_k), d)
-    w_v = draw((h, d_v, d) if col else (h, d, d_v), d)
+    w_k = draw((g, d_k, d) if col else (g, d, d_k), d)
+    w_v = draw((g, d_v, d) if col else (g, d, d_v), d)
     w_o = draw((d, h * d_v) if col else (h * d_v, d), h * d_v)
-    return first, w_q, w_k, w_v, w_o
+    if not bias:
+        return first, w_q, w_k, w_v, w_o, None, None, None, None
+    # after every weight, so the weights of a config are the same with and without biases
+    b_q, b_k, b_v = draw((h, 1, d_k), d), draw((g, 1, d_k), d), draw((g, 1, d_v), d)
+    b_o = draw((1, d), h * d_v)
+    return first, w_q, w_k, w_v, w_o, b_q, b_k, b_v, b_o
 
 
 def _streams(config: AttentionConfig, T: int, display_max: int | None) -> bool:
@@ -361,10 +390,13 @@ def _compute(config: AttentionConfig, toks: Tokens, device: torch.device, reduce
         x, weights, layer_weights = _model_inputs(config, toks, device, dtype)
         notes = ["output is the attention block's output, before the residual and LayerNorm"]
     steps = A.attend(x, weights, layout=config.layout, scale=config.scale, temperature=config.temperature,
-                     causal=config.causal, similarity=config.similarity, reduce_to=reduce_to,
+                     causal=config.causal, similarity=config.similarity,
+                     rope_base=config.rope_base if config.model is None and config.positional == "rope" else None,
+                     alibi=_alibi(config), window=config.window, sink_tokens=config.sink_tokens,
+                     reduce_to=reduce_to,
                      block_bytes=_block_bytes(device) if reduce_to is not None else 0)
-    if layer_weights is not None and (config.scale, config.temperature, config.causal,
-                                      config.similarity) != (True, 1.0, False, "dot"):
+    if layer_weights is not None and (config.scale, config.temperature, config.causal, config.similarity,
+                                      config.window) != (True, 1.0, False, "dot", None):
         layer_weights = layer_weights.clone()  # the model view shows this layer as computed here
         layer_weights[config.layer] = steps["weights"]
     synchronize(device)
@@ -408,11 +440,14 @@ def _random_inputs(config: AttentionConfig, toks: Tokens, device: torch.device, 
     """X (T, d) and the seeded projections on ``device``, in the config's layout (shared, not copied)."""
     x, *params = draw_parameters(config, toks)
     x = x.to(device=device, dtype=dtype)
-    w_q, w_k, w_v, w_o = _weights_on(tuple(params), device, dtype)
-    if config.positional:
+    if config.positional == "sinusoidal":
         T, d = x.shape  # tokens, embedding size
         x = x + A.sinusoidal_positions(T, d, dtype=dtype, device=device)
-    return x, Projections(w_q, w_k, w_v, w_o)
+    return x, Projections(*_weights_on(tuple(params), device, dtype))
+
+
+def _alibi(config: AttentionConfig) -> bool:
+    return config.model is None and config.positional == "alibi"
 
 
 def _model_inputs(config: AttentionConfig, toks: Tokens, device: torch.device, dtype: torch.dtype):

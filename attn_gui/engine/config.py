@@ -35,6 +35,11 @@ class Dims:
     d_k: int
     d_v: int
     projections: bool
+    kv_heads: int | None = None  # key/value heads; None: as many as heads
+
+    def __post_init__(self) -> None:
+        if self.kv_heads is None:
+            object.__setattr__(self, "kv_heads", self.heads)
 
 
 @dataclass(frozen=True)
@@ -69,11 +74,23 @@ class AttentionConfig:
                          help="Where X comes from: rows of a seeded embedding table, or uniform noise per position.")
     projections: bool = option(True, kind="bool", label="projections W_q, W_k, W_v", modes=RANDOM_ONLY,
                                help="Project X into queries, keys and values; off means q = k = v = x.")
-    positional: bool = option(False, kind="bool", label="sinusoidal positions", modes=RANDOM_ONLY,
-                              help="Add the sinusoidal positional encoding to X.")
+    positional: str = option("none", kind="choice", label="positions", modes=RANDOM_ONLY, bare="sinusoidal",
+                             choices=(("none", "none"), ("sinusoidal", "sinusoidal, added to X"),
+                                      ("rope", "RoPE, rotating q and k"), ("alibi", "ALiBi, a bias on the scores")),
+                             help="How positions enter: added to X (sinusoidal), rotating q and k (RoPE), "
+                                  "or a linear bias on the scores (ALiBi).")
+    rope_base: float = option(10000.0, kind="float", lo=1.0, hi=1e9, decimals=4, label="RoPE base",
+                              modes=RANDOM_ONLY, help="The base of RoPE's frequencies base^(-2i/d_k).")
     init: str = option("uniform", kind="choice", label="init", modes=RANDOM_ONLY,
-                       choices=(("uniform", "uniform rand (tutorials)"), ("scaled_normal", "normal / sqrt(fan_in)")),
-                       help="How the projection weights are drawn.")
+                       choices=(("uniform", "uniform rand (tutorials)"), ("scaled_normal", "normal / sqrt(fan_in)"),
+                                ("linear", "nn.Linear: uniform ±1/sqrt(fan_in)")),
+                       help="How the projection weights (and biases) are drawn.")
+    bias: bool = option(False, kind="bool", label="biases b_q, b_k, b_v, b_O", modes=RANDOM_ONLY,
+                        help="Projections with biases, drawn after the weights.")
+    kv_heads: int | None = option(None, kind="int", lo=1, hi=128, nullable=True, label="K/V heads",
+                                  modes=RANDOM_ONLY,
+                                  help="Key/value heads, each shared by heads / kv_heads query heads "
+                                       "(grouped-query; 1 is multi-query); none means one per head.")
     layout: str = option("row", kind="choice", label="layout",
                          choices=(("row", "q = x·W   (W is d × d_k)"), ("column", "q = W·x   (W is d_k × d)")),
                          help="Whether W multiplies x from the right (q = x W) or the left (q = W x).")
@@ -83,6 +100,11 @@ class AttentionConfig:
                                 help="Further divide the scores by this number.")
     causal: bool = option(False, kind="bool", label="causal mask",
                           help="Mask the keys after each query.")
+    window: int | None = option(None, kind="int", lo=1, hi=2**20, nullable=True, label="window",
+                                help="Sliding window: each query sees the keys less than this many positions "
+                                     "away (causal: itself and the window - 1 before it); none sees all.")
+    sink_tokens: int = option(0, kind="int", lo=0, hi=2**20, label="sink tokens",
+                              help="The first keys that stay visible whatever the window (attention sinks).")
     similarity: str = option("dot", kind="choice", label="similarity",
                              choices=(("dot", "dot product"), ("cosine", "cosine")),
                              help="How a query is compared with a key.")
@@ -108,8 +130,17 @@ class AttentionConfig:
                 raise ConfigError("layer is only used with a pretrained model")
             if not self.projections and self.heads != 1:
                 raise ConfigError("without projections every head would be the same (q = k = v = x); use 1 head")
+            if self.kv_heads is not None and (self.kv_heads > self.heads or self.heads % self.kv_heads):
+                raise ConfigError(f"kv_heads must divide heads ({self.heads}); got {self.kv_heads}")
+            if self.bias and not self.projections:
+                raise ConfigError("biases need projections (b_q, b_k, b_v and b_O are added to them)")
+            if self.positional == "rope" and self.dims.d_k % 2:
+                raise ConfigError(f"RoPE rotates pairs of dimensions: d_k must be even; got {self.dims.d_k}")
         else:
             spec = MODELS[self.model]
+            if self.positional in ("rope", "alibi"):
+                raise ConfigError(f"{self.positional} positions are for random weights; "
+                                  f"{spec.label} has its own (choose positions none)")
             if self.layer >= spec.layers:
                 raise ConfigError(f"{spec.label} has layers 0 to {spec.layers - 1}; got {self.layer}")
 
@@ -121,7 +152,7 @@ class AttentionConfig:
             return Dims(s.d_model, s.heads, s.d_k, s.d_v, True)
         if not self.projections:
             return Dims(self.d_model, self.heads, self.d_model, self.d_model, False)
-        return Dims(self.d_model, self.heads, self.d_k, self.d_v, True)
+        return Dims(self.d_model, self.heads, self.d_k, self.d_v, True, self.kv_heads)
 
     @property
     def mode(self) -> str:
@@ -145,6 +176,8 @@ class AttentionConfig:
         if unknown:
             raise ConfigError(f"unknown config field(s): {', '.join(unknown[:5])}")
         values = dict(data)
+        if isinstance(values.get("positional"), bool):  # sessions before RoPE and ALiBi: a checkbox
+            values["positional"] = "sinusoidal" if values["positional"] else "none"
         for name, opt in OPTIONS.items():
             v = values.get(name)
             # JSON writes 2.0 as 2; a whole number in range is the same float

@@ -49,10 +49,13 @@ FIELDS: dict[str, FieldInfo] = {
         FieldInfo("b_q", "b_q", "b_q: query bias", True, "one", "dim"),
         FieldInfo("b_k", "b_k", "b_k: key bias", True, "one", "dim"),
         FieldInfo("b_v", "b_v", "b_v: value bias", True, "one", "dim"),
+        FieldInfo("q_unrotated", "Q (before RoPE)", "Q = X W_q, before the rotation", True, "token", "dim"),
+        FieldInfo("k_unrotated", "K (before RoPE)", "K = X W_k, before the rotation", True, "token", "dim"),
         FieldInfo("q", "Q", "Q = X W_q", True, "token", "dim"),
         FieldInfo("k", "K", "K = X W_k", True, "token", "dim"),
         FieldInfo("v", "V", "V = X W_v", True, "token", "dim"),
         FieldInfo("scores", "ω", "ω = Q Kᵀ", True, "token", "key"),
+        FieldInfo("position_bias", "m", "m = -slope_h (i - j): ALiBi's bias", True, "token", "key"),
         FieldInfo("scaled", "ω′", "ω′ = ω / √d_k", True, "token", "key"),
         FieldInfo("weights", "α", "α = softmax(ω / √d_k)", True, "token", "key", "weights"),
         FieldInfo("head_outputs", "Z", "Z = α V", True, "token", "dim"),
@@ -69,7 +72,9 @@ TENSOR_FIELDS: tuple[str, ...] = tuple(FIELDS)
 def _has_bias(config) -> bool:
     from .sources import MODELS
 
-    return config.model is not None and MODELS[config.model].has_bias
+    if config.model is None:
+        return config.bias
+    return MODELS[config.model].has_bias
 
 
 def formula(name: str, config) -> str:
@@ -83,20 +88,23 @@ def formula(name: str, config) -> str:
             return f"{info.symbol} = X (no projection)"
         w, b = "W_" + name, (f" + b_{name}" if bias else "")
         if col:
-            return f"{info.symbol} = X {w}ᵀ{b}  ({name}_i = {w} x_i{b})"
-        return f"{info.symbol} = X {w}{b}"
+            text = f"{info.symbol} = X {w}ᵀ{b}  ({name}_i = {w} x_i{b})"
+        else:
+            text = f"{info.symbol} = X {w}{b}"
+        return text + ", rotated (RoPE)" if _rope(config) and name in ("q", "k") else text
     if name == "scores":
         return "ω = cos(Q, K)" if config.similarity == "cosine" else "ω = Q Kᵀ"
     if name in ("scaled", "weights"):
-        parts = []
-        if config.scale:
-            parts.append("√d_k")
+        inner = "ω / √d_k" if config.scale else "ω"
+        if config.model is None and config.positional == "alibi":
+            inner += " + m"
         if config.temperature != 1.0:
-            parts.append(f"{config.temperature:g}")
-        inner = "ω / " + " / ".join(parts) if parts else "ω"
-        if config.causal:
+            inner = f"({inner}) / {config.temperature:g}" if " + " in inner else f"{inner} / {config.temperature:g}"
+        if config.causal or config.window is not None:
             inner += " + mask"
         return f"ω′ = {inner}" if name == "scaled" else f"α = softmax({inner})"
+    if name == "position_bias":
+        return info.formula if config.causal else "m = -slope_h |i - j|: ALiBi's bias"
     if name == "output":
         if not projections:
             return "output = Concat(Z), no W_O"
@@ -105,3 +113,7 @@ def formula(name: str, config) -> str:
     if name in ("w_q", "w_k", "w_v", "w_o"):
         return f"{info.symbol}  ({'W x' if col else 'x W'})"
     return info.formula
+
+
+def _rope(config) -> bool:
+    return config.model is None and config.positional == "rope"

@@ -22,13 +22,17 @@ def tokens_for(config: AttentionConfig) -> Tokens:
 
 
 def check_tokens(config: AttentionConfig) -> Tokens:
-    """The Tokens of ``config``, or ``ConfigError`` when there are none or more than the model reads.
+    """The Tokens of ``config``, or ``ConfigError`` when there are none, more than the model reads,
+    or fewer than the sink tokens.
 
     Cheap after the first call for a sentence (tokenizing is cached); ``compute`` calls it too.
     """
     toks = tokens_for(config)
     if not toks.tokens:
         raise ConfigError("the sentence has no tokens: type at least one word")
+    if config.sink_tokens > len(toks.tokens):
+        raise ConfigError(f"sink_tokens is {config.sink_tokens:,}, more than the {len(toks.tokens):,} tokens "
+                          f"of the sentence")
     if config.model is not None:
         spec = MODELS[config.model]
         if len(toks.tokens) > spec.max_tokens:

@@ -60,6 +60,8 @@ class Option:
         None is allowed (weight_seed: same stream as X; model: random weights).
     modes : frozenset of {"random", "model"}
         Where the field has an effect; elsewhere it is kept but inert.
+    bare : Any
+        "choice": the value of the CLI flag given without one (an old boolean flag), or None.
     """
 
     name: str
@@ -73,6 +75,7 @@ class Option:
     decimals: int | None = None
     nullable: bool = False
     modes: frozenset[str] = BOTH
+    bare: Any = None
 
     @property
     def flag(self) -> str:
@@ -137,7 +140,8 @@ class Option:
 
 def option(default: Any, *, kind: str, label: str, help: str, lo: int | float | None = None,
            hi: int | float | None = None, choices: tuple[tuple[Any, str], ...] = (),
-           decimals: int | None = None, nullable: bool = False, modes: frozenset[str] = BOTH) -> Any:
+           decimals: int | None = None, nullable: bool = False, modes: frozenset[str] = BOTH,
+           bare: Any = None) -> Any:
     """A dataclass field carrying its ``Option`` declaration in its metadata.
 
     The name is filled in from the field by ``declared_options``.
@@ -145,7 +149,7 @@ def option(default: Any, *, kind: str, label: str, help: str, lo: int | float | 
     if kind not in KINDS:
         raise TypeError(f"unknown option kind {kind!r}")
     spec = dict(kind=kind, label=label, help=help, lo=lo, hi=hi, choices=tuple(choices),
-                decimals=decimals, nullable=nullable, modes=frozenset(modes))
+                decimals=decimals, nullable=nullable, modes=frozenset(modes), bare=bare)
     return dataclasses.field(default=default, metadata={"option": spec})
 
 

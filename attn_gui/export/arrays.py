@@ -71,7 +71,7 @@ def _array_items(result: AttentionResult, field: str, formats: tuple[str, ...]):
     if "npy" in formats:
         yield f"{field}.npy", "npy", None
     if "csv" in formats:
-        for head in (range(result.heads) if FIELDS[field].per_head else [None]):
+        for head in (range(result.shape(field)[0]) if FIELDS[field].per_head else [None]):  # K/V: kv_heads
             yield f"{file_stem(field, head)}.csv", "csv", head
 
 

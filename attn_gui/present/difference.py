@@ -75,7 +75,8 @@ def head_difference(frame: Frame, name: str, head_a: int, head_b: int, hidden: t
     R, C = t.shape[-2:]
     layer = f"layer {result.config.layer}: " if result.config.model is not None else ""
     title = f"{layer}{info.symbol} of head {head_a + 1} − head {head_b + 1}  ({R} × {C})"
-    return as_map(frame, name, _reduced(t[head_a] - t[head_b])[None], 0, hidden, title=title, kind="signed",
+    a, b = result.head_index(name, head_a), result.head_index(name, head_b)  # grouped-query K, V: their K/V heads
+    return as_map(frame, name, _reduced(t[a] - t[b])[None], 0, hidden, title=title, kind="signed",
                   symbol=f"Δ{info.symbol}", head=None, field=f"{name}_head{head_a}_minus_head{head_b}")
 
 

@@ -19,8 +19,8 @@ NBSP = "\u00a0"
 # The window's columns, in data-flow order: (title, fields, relative width).
 STAGES: list[tuple[str, tuple[str, ...], int]] = [
     ("1  Embeddings and weights", ("x", "w_q", "w_k", "w_v", "b_q", "b_k", "b_v"), 10),
-    ("2  Queries, keys, values", ("q", "k", "v"), 10),
-    ("3  Scores → weights", ("scores", "scaled", "weights"), 12),
+    ("2  Queries, keys, values", ("q_unrotated", "k_unrotated", "q", "k", "v"), 10),
+    ("3  Scores → weights", ("scores", "position_bias", "scaled", "weights"), 12),
     ("4  Per-head output", ("head_outputs", "concat"), 10),
     ("5  Output", ("w_o", "b_o", "output"), 10),
 ]
@@ -112,7 +112,7 @@ def map_data(frame: Frame, name: str, head: int | None = None, hidden: tuple[int
     # where the scaled scores (reduced the same way) are -inf
     masked = np.isneginf(frame.arrays["scaled"]) if info.kind == "weights" and "scaled" in frame.arrays else None
     if info.per_head:
-        matrix = matrix[head]
+        matrix = matrix[result.head_index(name, head)]  # grouped-query K, V: the head's K/V head
         masked = None if masked is None else masked[head]
     R, C = result.shape(name)[-2:]
     row_blocks = block_edges(R, matrix.shape[0]) if matrix.shape[0] != R else None
@@ -128,6 +128,8 @@ def map_data(frame: Frame, name: str, head: int | None = None, hidden: tuple[int
     shape = [f"{R} × {C}"]
     if info.per_head and result.heads > 1:
         shape.append(f"head {head + 1}/{result.heads}")
+        if (kv := result.shape(name)[0]) != result.heads:
+            shape.append(f"K/V head {result.head_index(name, head) + 1}/{kv}")
     if (r_shown, c_shown) != (R, C):
         shape.append(f"shown {r_shown} × {c_shown}")
     layer_txt = f"layer {cfg.layer}: " if cfg.model is not None else ""
@@ -143,12 +145,23 @@ def map_data(frame: Frame, name: str, head: int | None = None, hidden: tuple[int
         col_blocks=col_blocks,
         symbol=info.symbol,
         head=head if info.per_head else None,
-        masked_reason=("masked: this key comes after the query (causal)" if cfg.causal
-                       else "not finite: overflow in this dtype"),
+        masked_reason=_masked_reason(cfg),
         pair_arrow=info.rows == "token" and info.cols == "key",
         field=name,
         masked=masked if masked is not None and masked.any() else None,
     )
+
+
+def _masked_reason(cfg) -> str:
+    """What a -inf score means under ``cfg``'s masks."""
+    if cfg.window is not None:
+        n = cfg.sink_tokens
+        sinks = (" (the first key stays visible)" if n == 1 else f" (the first {n} keys stay visible)") if n else ""
+        after = "after the query or " if cfg.causal else ""
+        return f"masked: this key is {after}outside the window of {cfg.window}{sinks}"
+    if cfg.causal:
+        return "masked: this key comes after the query (causal)"
+    return "not finite: overflow in this dtype"
 
 
 def map_keys(result: AttentionResult) -> list[tuple[str, int | None]]:

@@ -40,8 +40,8 @@ def walk_html(result: AttentionResult, token: int, head: int) -> str:
     host = lambda t: t.detach().cpu().numpy()  # noqa: E731 - only small slices travel
     x = host(result.x[token])
     q = host(result.q[head, token])
-    k = host(result.k[head])
-    v = host(result.v[head])
+    k = host(result.k[result.head_index("k", head)])  # grouped-query: the head's K/V head
+    v = host(result.v[result.head_index("v", head)])
     omega = host(result.row("scores", head, token))  # one row, recomputed when streamed
     scaled = host(result.row("scaled", head, token))
     alpha = host(result.row("weights", head, token))

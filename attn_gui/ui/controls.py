@@ -23,8 +23,9 @@ GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("Sentence", ("sentence", "tokenizer")),
     ("Source", ("model", "layer")),
     ("Sizes", ("d_model", "d_k", "d_v", "heads")),
-    ("Inputs and weights", ("seed", "weight_seed", "inputs", "positional", "init")),
-    ("Attention", ("layout", "projections", "similarity", "scale", "temperature", "causal")),
+    ("Inputs and weights", ("seed", "weight_seed", "inputs", "positional", "init", "bias")),
+    ("Attention", ("layout", "projections", "similarity", "scale", "temperature", "causal",
+                   "rope_base", "kv_heads", "window", "sink_tokens")),
     ("Compute", ("device", "dtype")),
 )
 LABELS = {"d_k": "d_q = d_k", "heads": "heads h", "init": "W init", "inputs": "X", "model": "weights"}

@@ -189,9 +189,14 @@ def _int(opt: Option) -> Editor:
     if not opt.nullable:
         return Editor(opt, spin, spin.value, spin.setValue, [spin.valueChanged])
     # nullable: a check box says "none" (weight_seed: the weights continue X's stream)
-    same = QtWidgets.QCheckBox("same stream as X")
-    same.setObjectName("sameStreamCheck")
-    same.setToolTip("Draw the weights right after X from one seeded stream, as a notebook that seeds once does")
+    if opt.name == "weight_seed":
+        same = QtWidgets.QCheckBox("same stream as X")
+        same.setObjectName("sameStreamCheck")
+        same.setToolTip("Draw the weights right after X from one seeded stream, as a notebook that seeds once does")
+    else:  # kv_heads, window: "none" is the plain attention
+        same = QtWidgets.QCheckBox("none")
+        same.setObjectName(object_name(opt).replace("Spin", "NoneCheck"))
+        same.setToolTip(opt.help)
     box = QtWidgets.QWidget()
     column = QtWidgets.QVBoxLayout(box)
     column.setContentsMargins(0, 0, 0, 0)

@@ -34,6 +34,8 @@ def with_value(name, value):
     extra = {"model": "minilm-l6"} if name == "layer" else {}
     if name == "projections" and value is False:
         extra["heads"] = 1
+    if name == "kv_heads" and value == OPTIONS["heads"].hi:  # kv_heads divides heads
+        extra["heads"] = value
     return AttentionConfig(**{name: value, **extra})
 
 
@@ -126,12 +128,12 @@ def test_flags_and_choices_come_from_the_declaration():
     assert OPTIONS["projections"].flag == "--no-projections"
     assert OPTIONS["scale"].flag == "--no-scale"
     assert OPTIONS["causal"].flag == "--causal"
-    assert OPTIONS["positional"].flag == "--positional"
+    assert OPTIONS["positional"].flag == "--positional" and OPTIONS["positional"].bare == "sinusoidal"
     assert OPTIONS["layout"].choices == (("row", "q = x·W   (W is d × d_k)"), ("column", "q = W·x   (W is d_k × d)"))
     assert OPTIONS["weight_seed"].nullable and OPTIONS["model"].nullable and not OPTIONS["seed"].nullable
     assert OPTIONS["layer"].modes == {"model"}
     random_only = {"d_model", "d_k", "d_v", "heads", "seed", "weight_seed", "inputs", "projections",
-                   "positional", "init", "tokenizer"}
+                   "positional", "init", "tokenizer", "rope_base", "bias", "kv_heads"}
     assert {n for n, o in OPTIONS.items() if o.modes == {"random"}} == random_only
     assert tuple(OPTIONS) == AttentionConfig.field_names()
     with pytest.raises(dataclass_error()):

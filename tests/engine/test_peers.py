@@ -101,7 +101,7 @@ def test_cosine_similarity_is_bounded_and_zero_vectors_do_not_nan():
 
 def test_positional_encoding_is_added_to_x():
     a = compute(AttentionConfig())
-    b = compute(AttentionConfig(positional=True))
+    b = compute(AttentionConfig(positional="sinusoidal"))
     pe = b.x - a.x
     assert torch.allclose(pe[0], torch.tensor([0.0, 1.0, 0.0, 1.0, 0.0]), atol=1e-6)
     assert torch.allclose(pe[1, 0], torch.sin(torch.tensor(1.0)), atol=1e-6)

@@ -12,23 +12,30 @@ words = st.lists(st.text(alphabet=st.characters(codec="utf-8"), min_size=1, max_
 @st.composite
 def configs(draw):
     projections = draw(st.booleans())
+    d_model, d_k = draw(st.integers(1, 48)), draw(st.integers(1, 16))
+    heads = draw(st.integers(1, 6)) if projections else 1
+    even = (d_k if projections else d_model) % 2 == 0
     return AttentionConfig(
         sentence=" ".join(draw(words)) + " anchor",
         tokenizer=draw(st.sampled_from(["word", "char"])),
-        d_model=draw(st.integers(1, 48)),
-        d_k=draw(st.integers(1, 16)),
+        d_model=d_model,
+        d_k=d_k,
         d_v=draw(st.integers(1, 16)),
-        heads=draw(st.integers(1, 6)) if projections else 1,
+        heads=heads,
+        kv_heads=draw(st.none() | st.sampled_from([g for g in range(1, heads + 1) if heads % g == 0])),
         seed=draw(st.integers(0, 2**32)),
         weight_seed=draw(st.none() | st.integers(0, 2**32)),
         inputs=draw(st.sampled_from(["embedding", "uniform"])),
         projections=projections,
-        positional=draw(st.booleans()),
-        init=draw(st.sampled_from(["uniform", "scaled_normal"])),
+        bias=projections and draw(st.booleans()),
+        positional=draw(st.sampled_from(["none", "sinusoidal", "alibi"] + (["rope"] if even else []))),
+        init=draw(st.sampled_from(["uniform", "scaled_normal", "linear"])),
         layout=draw(st.sampled_from(["row", "column"])),
         scale=draw(st.booleans()),
         temperature=draw(st.integers(100, 1_000_000)) / 10_000,  # 0.01 to 100, at most 4 decimals
         causal=draw(st.booleans()),
+        window=draw(st.none() | st.integers(1, 8)),
+        sink_tokens=draw(st.integers(0, 1)),
         similarity=draw(st.sampled_from(["dot", "cosine"])),
         dtype=draw(st.sampled_from(["float32", "float64"])),
     )

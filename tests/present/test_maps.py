@@ -70,3 +70,27 @@ def test_masked_alpha_cells_are_marked_for_hatching():
     assert np.all(data.matrix[upper] == 0)
     assert "masked" in describe_cell(data, 0, 3) and "masked" not in describe_cell(data, 3, 0)
     assert map_data(frame_of(sentence="a b c d"), "weights", 0).masked is None
+
+
+def test_grouped_query_maps_show_each_heads_key_value_head():
+    from attn_gui.engine import AttentionConfig, compute
+    from attn_gui.present.difference import head_difference
+    from attn_gui.present.frame import make_frame
+    from attn_gui.present.maps import map_data, map_keys
+    from attn_gui.present.walk import walk_html
+
+    r = compute(AttentionConfig(heads=4, kv_heads=2, d_model=8, d_k=4, bias=True, positional="rope",
+                                window=2, sink_tokens=1, causal=True))
+    frame = make_frame(0, r)
+    for name, head in map_keys(r):
+        data = map_data(frame, name, head)
+        assert data.matrix.size
+    k3 = map_data(frame, "k", 3)
+    np.testing.assert_array_equal(k3.matrix, r.numpy("k")[1])
+    assert "K/V head 2/2" in k3.title.replace("\xa0", " ")
+    assert "head 4" in walk_html(r, 2, 3).replace("\xa0", " ").replace("&nbsp;", " ")
+    assert not head_difference(frame, "k", 0, 1).matrix.any()  # heads 1 and 2 share K/V head 1
+    alibi = compute(AttentionConfig(heads=2, positional="alibi"))
+    assert map_data(make_frame(0, alibi), "position_bias", 1).matrix.shape == (5, 5)
+    assert k3.masked_reason == "masked: this key is after the query or outside the window of 2 " \
+                               "(the first key stays visible)"

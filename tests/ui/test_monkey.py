@@ -73,11 +73,11 @@ def random_action(win, rng: random.Random, folder=None) -> int:
     elif kind == 2:
         rng.choice([p.seedSpin, p.weightSeedSpin]).setValue(rng.randrange(100_000))
     elif kind == 3:
-        box = rng.choice([p.sameStreamCheck, p.positionalCheck, p.projectionsCheck, p.scaleCheck, p.causalCheck])
+        box = rng.choice([p.sameStreamCheck, p.projectionsCheck, p.scaleCheck, p.causalCheck])
         box.setChecked(not box.isChecked())
     elif kind == 4:
         combo = rng.choice([p.tokenizerCombo, p.inputsCombo, p.initCombo, p.layoutCombo, p.similarityCombo,
-                            p.dtypeCombo])
+                            p.dtypeCombo, p.positionalCombo])
         combo.setCurrentIndex(rng.randrange(combo.count()))
     elif kind == 5:
         p.temperatureSpin.setValue(rng.choice([0.01, 0.5, 1.0, 3.0, 100.0]))

@@ -100,13 +100,13 @@ def test_every_knob_reaches_the_engine(window, qtbot):
     p.layoutCombo.setCurrentIndex(p.layoutCombo.findData("column"))
     p.initCombo.setCurrentIndex(p.initCombo.findData("scaled_normal"))
     p.inputsCombo.setCurrentIndex(p.inputsCombo.findData("uniform"))
-    p.positionalCheck.setChecked(True)
+    p.positionalCombo.setCurrentIndex(p.positionalCombo.findData("sinusoidal"))
     p.similarityCombo.setCurrentIndex(p.similarityCombo.findData("cosine"))
     p.temperatureSpin.setValue(0.5)
     p.scaleCheck.setChecked(False)
     p.dtypeCombo.setCurrentIndex(p.dtypeCombo.findData("float64"))
     want = AttentionConfig(d_model=8, d_k=4, d_v=2, seed=7, weight_seed=11, layout="column",
-                           init="scaled_normal", inputs="uniform", positional=True, similarity="cosine",
+                           init="scaled_normal", inputs="uniform", positional="sinusoidal", similarity="cosine",
                            temperature=0.5, scale=False, dtype="float64")
     wait_for(qtbot, window, lambda c: c == want)
     expected = compute(want)
