@@ -81,9 +81,9 @@ class EntropySweep:
     unscaled: tuple[float, ...]
 
 
-def sweep_d_ks(d_k: int, top: int = 512) -> tuple[int, ...]:
-    """Powers of two from 1 to ``top``, and ``d_k`` itself."""
-    return tuple(sorted({2 ** i for i in range(int(math.log2(top)) + 1)} | {d_k}))
+def sweep_d_ks(d_k: int, top: int = 512, even: bool = False) -> tuple[int, ...]:
+    """Powers of two from 1 (2 when ``even``: RoPE rotates pairs) to ``top``, and ``d_k`` itself."""
+    return tuple(sorted({2 ** i for i in range(1 if even else 0, int(math.log2(top)) + 1)} | {d_k}))
 
 
 def sweep_cost(config: AttentionConfig, T: int, d_ks: tuple[int, ...]) -> int:

@@ -72,9 +72,9 @@ class ScalingPanel(QtWidgets.QWidget):
         # The curves show how this initialisation behaves as d_k grows: they do not depend on
         # d_k or the scale switch, and the seeds only jitter them, so a new seed (typing a
         # number, Re-roll) keeps the curves it has and the star moves.
-        key = cfg.replace(d_k=1, scale=True, seed=0, weight_seed=None)
+        key = {**cfg.to_dict(), "d_k": None, "scale": None, "seed": None, "weight_seed": None}
         if key != self._sweep_key:
-            d_ks = sweep_d_ks(cfg.d_k)
+            d_ks = sweep_d_ks(cfg.d_k, even=cfg.positional == "rope")
             self.sweep = self.reference = None
             uniform = cfg.init == "uniform"  # then the scaled-normal curve shows what the fix does
             if sweep_cost(cfg, result.seq_len, d_ks) * (2 if uniform else 1) <= SWEEP_BUDGET:

@@ -78,3 +78,16 @@ def test_metrics_grid_opens_a_head_and_rollout_follows_its_slider(window, qtbot)
     fused = 0.5 * lw[0].mean(0) + 0.5 * torch.eye(T)
     np.testing.assert_allclose(panel.map.image.image, (fused / fused.sum(-1, keepdim=True)).numpy(), atol=1e-6)
     assert "rollout after layer 0" in panel.map.data.title
+
+
+def test_why_scaling_sweeps_only_even_sizes_with_rope(window, qtbot):
+    """RoPE rotates pairs of dimensions: the sweep must not ask for d_k = 1 (found by looking)."""
+    from attn_gui.engine.scaling import sweep_d_ks
+
+    assert sweep_d_ks(6, top=16, even=True) == (2, 4, 6, 8, 16)
+    window.edit_config({"positional": "rope", "d_k": 4, "d_v": 4})
+    qtbot.waitUntil(lambda: window.frame.result.config.positional == "rope")
+    window.insight.docks["scaling"].show()
+    window.insight.docks["scaling"].raise_()
+    qtbot.waitUntil(lambda: window.insight.scaling.sweep is not None, timeout=10000)
+    assert 1 not in window.insight.scaling.sweep.d_ks
