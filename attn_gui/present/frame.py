@@ -8,6 +8,7 @@ import numpy as np
 
 from ..engine import AttentionResult
 from ..engine.reduce import reduce_matrix
+from .saturation import SaturationNote, saturation_note
 
 DISPLAY_MAX = 384  # cells per side sent to the screen: at least the pixels a map has here
 THUMB_MAX = 48  # cells per side of each head in the model view
@@ -22,11 +23,13 @@ class Frame:
     request_id : int
     result : AttentionResult (tensors stay on the compute device; streamed past DISPLAY_MAX tokens)
     arrays : field name -> numpy array, each matrix reduced to at most DISPLAY_MAX per side
+    saturation : the note when alpha is nearly one-hot (see ``present.saturation``), else None
     """
 
     request_id: int
     result: AttentionResult
     arrays: dict[str, np.ndarray]
+    saturation: SaturationNote | None = None
 
 
 def make_frame(request_id: int, result: AttentionResult, max_side: int = DISPLAY_MAX) -> Frame:
@@ -37,4 +40,4 @@ def make_frame(request_id: int, result: AttentionResult, max_side: int = DISPLAY
     arrays = {name: result.display(name, max_side, max_side) for name in result.fields()}
     if result.layer_weights is not None:  # the model view: every layer's and head's alpha, small
         arrays["layer_weights"] = reduce_matrix(result.layer_weights, THUMB_MAX, THUMB_MAX, "weights").cpu().numpy()
-    return Frame(request_id, result, arrays)
+    return Frame(request_id, result, arrays, saturation_note(result))

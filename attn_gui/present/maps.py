@@ -137,7 +137,8 @@ def map_data(frame: Frame, name: str, head: int | None = None, hidden: tuple[int
     shape_txt = ", ".join(part.replace(" ", NBSP) for part in shape)
     return MapData(
         matrix=matrix,
-        title=f"{layer_txt}{formula(name, cfg)}  ({shape_txt})",
+        title=f"{layer_txt}{formula(name, cfg)}  ({shape_txt})" + (
+            f"<br>{frame.saturation.short}" if info.kind == "weights" and frame.saturation else ""),
         kind=info.kind,
         row_labels=_axis_labels(result, info.rows, R),
         col_labels=_axis_labels(result, info.cols, C),

@@ -3,23 +3,18 @@
 ``InsightDocks(window)`` adds the docks and follows the window: it listens to
 ``frameShown`` and ``stateChanged`` and asks for changes only through the window's
 ``select_head``, ``set_state`` and ``edit_config``. A dock computes only while it is
-in sight; the saturation note is checked on every frame.
+in sight; the saturation note comes with each frame (``Frame.saturation``).
 """
 
 from __future__ import annotations
 
-import dataclasses
-
 from PySide6 import QtCore, QtWidgets
 
 from ..present.frame import Frame
-from ..present.insight import SaturationNote, saturation_note
-from ..render.heatmap import HeatmapView
+from ..present.saturation import SaturationNote
 from .difference_panel import DifferencePanel
 from .insight_panels import MetricsPanel, RolloutPanel
 from .scaling_panel import ScalingPanel
-
-Area = QtCore.Qt.DockWidgetArea
 
 
 class InsightDocks(QtCore.QObject):
@@ -69,33 +64,18 @@ class InsightDocks(QtCore.QObject):
     # following the window ----------------------------------------------------------------------
 
     def _on_frame(self, frame: Frame) -> None:
-        self.note = saturation_note(frame.result)
+        self.note = frame.saturation
         self.fixButton.setVisible(self.note is not None)
         if self.note is not None:
             self.fixButton.setText(self.note.fix_label)
             self.fixButton.setToolTip(self.note.text)
             label = self.window.statusLabel
             label.setText(f"⚠ {self.note.text}  ·  {label.text()}")
-        self._mark_alpha_titles()
         self.refresh()
 
     def _on_state(self, _state) -> None:
         if self.window.frame is not None:
-            QtCore.QTimer.singleShot(0, self._after_state)  # after the window has drawn the new state
-
-    def _after_state(self) -> None:
-        self._mark_alpha_titles()
-        self.refresh()
-
-    def _mark_alpha_titles(self) -> None:
-        """Say in the alpha map's title that the softmax is saturated."""
-        if self.note is None:
-            return
-        for view in self.window.pipeline.findChildren(HeatmapView):
-            data = view.data
-            if view.compact or data is None or data.field != "weights" or self.note.short in data.title:
-                continue
-            view.set_data(dataclasses.replace(data, title=f"{data.title}<br>{self.note.short}"))
+            QtCore.QTimer.singleShot(0, self.refresh)  # after the window has drawn the new state
 
     def refresh(self, key: str | None = None) -> None:
         """Show the window's frame in every dock in sight (or in dock ``key``)."""

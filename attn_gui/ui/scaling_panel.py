@@ -8,7 +8,8 @@ from ..engine import UserError, entropy_vs_dk
 from ..engine.metrics import causal_visible, head_metrics
 from ..engine.scaling import EntropySweep, sweep_cost, sweep_d_ks
 from ..present.frame import Frame
-from ..present.insight import SaturationNote, query_softmax
+from ..present.insight import query_softmax
+from ..present.saturation import SaturationNote
 from ..present.state import ViewState
 from ..render.scaling_plot import ScalingPlot
 

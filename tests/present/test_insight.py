@@ -9,7 +9,8 @@ from attn_gui.engine.sources import is_available
 from attn_gui.present.difference import (comparable_fields, config_changes, head_difference, layer_difference,
                                          pinned_difference)
 from attn_gui.present.frame import make_frame
-from attn_gui.present.insight import metrics_table, rollout_arrays, rollout_map, saturation_note
+from attn_gui.present.insight import metrics_table, rollout_arrays, rollout_map
+from attn_gui.present.saturation import saturation_note
 
 needs_model = pytest.mark.skipif(not is_available("minilm-l6"), reason="the pretrained extra is not installed")
 
@@ -95,7 +96,8 @@ def test_model_metrics_rollout_and_layer_difference():
 def test_a_streamed_result_reads_its_saturation_from_the_rows_it_kept():
     """A long input keeps each row's largest alpha while streaming: the note equals the full one's."""
     from attn_gui.engine import AttentionConfig, compute, saturation
-    from attn_gui.present.insight import metrics_table, streamed_saturation
+    from attn_gui.present.insight import metrics_table
+    from attn_gui.present.saturation import streamed_saturation
 
     cfg = AttentionConfig(sentence=" ".join(f"w{i % 50}" for i in range(500)), d_model=64, d_k=16, d_v=16,
                           heads=2, causal=True)  # uniform weights at d_model 64: one-hot rows
