@@ -217,12 +217,11 @@ class MainWindow(FileActions, QtWidgets.QMainWindow):
         if self.settings.get("window_state").isEmpty():  # the docks below take a fifth of the height
             QtCore.QTimer.singleShot(0, lambda: self.resizeDocks(
                 [self.focusDock], [max(150, self.height() // 5)], QtCore.Qt.Orientation.Vertical))
-        if isinstance(start, AttentionConfig):
-            start = ViewState(start)
-        state = start or self.settings.state()
-        if state is None:  # first start: on a laptop screen the maps cannot all be read at once
-            small = self.screen().availableGeometry().height() < SMALL_SCREEN_HEIGHT
-            state = ViewState(focus="weights" if small else None)
+        # on a laptop screen the maps cannot all be read at once: a new start focuses on alpha
+        small = self.screen().availableGeometry().height() < SMALL_SCREEN_HEIGHT
+        if isinstance(start, AttentionConfig):  # options on the command line
+            start = ViewState(start, focus="weights" if small else None)
+        state = start or self.settings.state() or ViewState(focus="weights" if small else None)
         try:
             check_tokens(state.config)
         except UserError:
