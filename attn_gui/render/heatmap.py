@@ -12,7 +12,7 @@ from PySide6 import QtCore, QtGui, QtWidgets
 
 from ..present.formats import nice_ceil
 from ..present.maps import MapData, describe_cell, display_row, full_row, tick_label
-from .axes import LabelAxis
+from .axes import BarAxis, LabelAxis
 from .cells import MAX_VALUE_CELLS, CellValues
 from .style import MASK_FILL, MASK_HATCH, SIGNED_CMAP, WEIGHTS_CMAP, highlight_rect, no_pen
 
@@ -69,6 +69,7 @@ class HeatmapView(pg.GraphicsLayoutWidget):
         self.plot.addItem(self.highlight)
         self.colorbar = pg.ColorBarItem(values=(0, 1), colorMap=pg.colormap.get(WEIGHTS_CMAP),
                                         interactive=False, width=12, colorMapMenu=False)
+        self._use_bar_axis(self.font())  # the default size, as pyqtgraph's own colour bar axis
         # thumbnails share the weights' fixed 0..1 scale with the full maps, so they skip the bar
         self.colorbar.setImageItem(self.image, insert_in=None if compact else self.plot)
         if compact:  # thumbnails: the picture and a title; hovering still names every cell
@@ -127,6 +128,17 @@ class HeatmapView(pg.GraphicsLayoutWidget):
         self._last = {"kind": data.kind, "levels": levels, "title": data.title, "layout": layout_key}
         self.set_highlight(self._highlight_row)
         self.ci.layout.activate()  # lay out now, so a picture taken right away has every label
+
+    def _use_bar_axis(self, font: QtGui.QFont) -> None:
+        """Give the colour bar a ``BarAxis``: its ticks change with most updates of a signed map."""
+        bar, axis = self.colorbar, BarAxis(font)
+        bar.setAxisItems({"right": axis})
+        axis.setZValue(0.5)
+        axis.setWidth(45)
+        axis.setStyle(showValues=True)
+        axis.unlinkFromView()
+        axis.setRange(*bar.values)
+        bar.axis = axis
 
     @staticmethod
     def _white_text(shown: np.ndarray, levels, cmap, kind: str) -> np.ndarray:
