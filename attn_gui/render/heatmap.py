@@ -14,6 +14,7 @@ from ..present.formats import nice_ceil
 from ..present.maps import MapData, describe_cell, display_row, full_row, tick_label
 from .axes import BarAxis, LabelAxis
 from .cells import MAX_VALUE_CELLS, CellValues
+from .image import LutImage
 from .style import MASK_FILL, MASK_HATCH, SIGNED_CMAP, WEIGHTS_CMAP, highlight_rect, no_pen
 
 
@@ -51,7 +52,7 @@ class HeatmapView(pg.GraphicsLayoutWidget):
         self.plot.getViewBox().setMouseEnabled(x=True, y=True)
         self.plot.showAxis("top")
         self.plot.hideAxis("bottom")
-        self.image = pg.ImageItem(axisOrder="row-major")
+        self.image = LutImage(axisOrder="row-major")
         self.plot.addItem(self.image)
         self.mask_fill = QtWidgets.QGraphicsPathItem()
         self.mask_fill.setBrush(MASK_FILL)
