@@ -74,14 +74,16 @@ class LabelAxis(pg.AxisItem):
         if view is None or not self._labels:
             return None
         n = len(self._labels)
-        spacing = abs(self._along(1.0) - self._along(0.0)) or 1.0
+        origin = self._along(0.0)
+        signed = self._along(1.0) - origin  # the view maps rows and columns linearly onto the axis
+        spacing = abs(signed) or 1.0
         across = self._metrics.height() + 1 if self.orientation == "left" or self.upright else self._widest + 2 * GAP
         step = max(1, math.ceil(across / spacing))  # thin evenly only where labels would overlap
         lo, hi = view.viewRange()[0 if self.orientation == "top" else 1]
         first = max(0, math.floor(min(lo, hi)))
         first -= first % step
         last = min(n - 1, math.ceil(max(lo, hi)))
-        return [(self._along(i), self._labels[i]) for i in range(first, last + 1, step)]
+        return [(origin + i * signed, self._labels[i]) for i in range(first, last + 1, step)]
 
     def drawPicture(self, p, *specs):
         (texts,) = specs
