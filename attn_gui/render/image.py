@@ -40,13 +40,13 @@ class LutImage(pg.ImageItem):
         lo, hi = float(levels[0]), float(levels[1])
         n = len(lut)
         scale = n / (hi - lo) if hi != lo else 0.0
-        index = np.clip((image - lo) * scale, 0, n - 1).astype(np.uint8)  # C-contiguous (R, C)
-        R, C = index.shape
-        if C % 4:  # QImage rows start on 4-byte boundaries
-            index = np.pad(index, ((0, 0), (0, 4 - C % 4)))
+        R, C = image.shape
+        index = np.zeros((R, C + (-C) % 4), dtype=np.uint8)  # C order, rows padded to 4 bytes as QImage's are
+        # numpy keeps a transposed (column-major) input's layout; writing into ``index`` fixes the order
+        index[:, :C] = np.clip((image - lo) * scale, 0, n - 1)
         qimage = QtGui.QImage(index.data, C, R, index.strides[0], QtGui.QImage.Format.Format_Indexed8)
+        qimage = qimage.copy()  # owns its pixels: a QImage over numpy memory must not outlive it
         qimage.setColorTable(_colour_table(lut))
-        self._index_buffer = index  # the QImage reads this memory
         self.qimage = qimage
         self._renderRequired = False
         self._unrenderable = False

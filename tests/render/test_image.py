@@ -20,9 +20,13 @@ def _argb(item):
 
 @pytest.mark.parametrize("shape", [(5, 5), (5, 3), (7, 13), (64, 64), (3, 1)])
 @pytest.mark.parametrize("cmap", [SIGNED_CMAP, WEIGHTS_CMAP])
-def test_lut_image_equals_pyqtgraphs_rendering(shape, cmap):
+@pytest.mark.parametrize("transposed", [False, True])  # W shown in the other layout is a transposed view
+def test_lut_image_equals_pyqtgraphs_rendering(shape, cmap, transposed):
     ensure_app()
     m = np.random.default_rng(sum(shape)).normal(size=shape).astype(np.float32)
+    if transposed:
+        m = np.asfortranarray(m)  # the same values, column-major in memory
+        assert not m.flags.c_contiguous or 1 in shape
     m[0, 0] = 5.0  # beyond the levels: clipped to the table's ends as pyqtgraph clips
     lut = pg.colormap.get(cmap).getLookupTable(nPts=256)
     ours, theirs = LutImage(axisOrder="row-major"), pg.ImageItem(axisOrder="row-major")
