@@ -57,7 +57,7 @@ class Option:
     decimals : int or None
         "float": the most decimal places a value may have.
     nullable : bool
-        None is allowed (weight_seed: same stream as X; model: random weights).
+        None is allowed (weight_seed: from X's seed; model: random weights).
     modes : frozenset of {"random", "model"}
         Where the field has an effect; elsewhere it is kept but inert.
     bare : Any

@@ -188,11 +188,13 @@ def _int(opt: Option) -> Editor:
         spin.setAccelerated(True)
     if not opt.nullable:
         return Editor(opt, spin, spin.value, spin.setValue, [spin.valueChanged])
-    # nullable: a check box says "none" (weight_seed: the weights continue X's stream)
+    # nullable: a check box says "none" (weight_seed: the weights come from X's seed)
     if opt.name == "weight_seed":
-        same = QtWidgets.QCheckBox("same stream as X")
+        same = QtWidgets.QCheckBox("from X's seed")
         same.setObjectName("sameStreamCheck")
-        same.setToolTip("Draw the weights right after X from one seeded stream, as a notebook that seeds once does")
+        same.setToolTip("No seed of their own: with stable inputs the weights are drawn from X's seed by a "
+                        "generator of their own; with the embedding table or uniform inputs they continue X's "
+                        "stream, as a notebook that seeds once does")
     else:  # kv_heads, window: "none" is the plain attention
         same = QtWidgets.QCheckBox("none")
         same.setObjectName(object_name(opt).replace("Spin", "NoneCheck"))
