@@ -182,5 +182,7 @@ def test_window_part_measures_latency_and_stalls(qtbot, monkeypatch, tmp_path):
     rows = bench_window(bench.BenchSettings.for_mode(tiny=True), log=_silent)
     latency = [r for r in rows if r.name == "update latency"]
     assert len(latency) == 2 and all(r.median > 0 and r.target == 16.0 for r in latency)
+    typing = [r for r in rows if r.name == "keystroke to frame"]
+    assert len(typing) == 2 and all(r.median > 0 and r.target == 33.0 for r in typing)
     stalls = [r for r in rows if "stall" in r.name]
     assert len(stalls) == 2 and all(r.median >= 0 and r.met is not None for r in stalls)
