@@ -124,7 +124,8 @@ class AttentionConfig:
                                         *((name, spec.label) for name, spec in MODELS.items())),
                                help="A pretrained model instead of random weights.")
     layer: int = option(0, kind="int", lo=0, hi=max(s.layers for s in MODELS.values()) - 1, label="layer",
-                        modes=MODEL_ONLY, help="The model's layer to show; X is the hidden state entering it.")
+                        modes=MODEL_ONLY, ordinal=True,
+                        help="The model's layer to show; X is the hidden state entering it.")
 
     def __post_init__(self) -> None:
         for opt in OPTIONS.values():
@@ -147,8 +148,9 @@ class AttentionConfig:
             if self.positional in ("rope", "alibi"):
                 raise ConfigError(f"{self.positional} positions are for random weights; "
                                   f"{spec.label} has its own (choose positions none)")
-            if self.layer >= spec.layers:
-                raise ConfigError(f"{spec.label} has layers 0 to {spec.layers - 1}; got {self.layer}")
+            if self.layer >= spec.layers:  # people count layers from 1; the field, as torch, from 0
+                raise ConfigError(f"{spec.label} has layers 1 to {spec.layers} (layer = 0 to {spec.layers - 1} "
+                                  f"counted from 0); got layer = {self.layer}")
 
     @property
     def dims(self) -> Dims:

@@ -154,7 +154,7 @@ class ControlPanel(QtWidgets.QWidget):
             for name in ("d_k", "d_v", "init", "weight_seed"):
                 self.editors[name].widget.setEnabled(False)
         model = MODELS.get(cfg.model) if cfg.model else None
-        self.layerSpin.setMaximum(model.layers - 1 if model else OPTIONS["layer"].hi)
+        self.layerSpin.setMaximum(model.layers if model else OPTIONS["layer"].hi + 1)  # counted from 1
         self.rerollButton.setEnabled(model is None)
         self.hideSpecialCheck.setEnabled(model is not None)
         self.modelNote.setVisible(model is not None)
