@@ -32,7 +32,7 @@ def test_export_arrays_of_a_preset(tmp_path, capsys):
     expected = compute(preset("tutorial-embedding"))
     np.testing.assert_array_equal(np.load(out / "weights.npy"), expected.numpy("weights"))
     np.testing.assert_array_equal(np.load(out / "x.npy"), expected.numpy("x"))
-    assert (out / "weights_head0.csv").exists() and (out / "manifest.json").exists()
+    assert (out / "weights_head1.csv").exists() and (out / "manifest.json").exists()
     assert not list(out.glob("*.png")) and not list(out.glob("*.svg"))
     captured = capsys.readouterr()
     lines = captured.out.splitlines()
@@ -55,7 +55,7 @@ def test_export_engine_options_reach_the_config(tmp_path, capsys):
 def test_export_images_in_process(tmp_path, qtbot, capsys):
     out = tmp_path / "png"
     assert run(["export", "--out", str(out), "--format", "png", "--width", "700"]) == 0
-    assert QtGui.QImage(str(out / "weights_head0.png")).width() == 700
+    assert QtGui.QImage(str(out / "weights_head1.png")).width() == 700
     assert (out / "figure.png").exists() and not list(out.glob("*.svg"))
     assert capsys.readouterr().err == ""
 
@@ -122,7 +122,7 @@ def test_python_dash_m_exports_a_png(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip().startswith("wrote ") and "(T = 3, 1 head)" in proc.stdout
     assert "Traceback" not in proc.stderr and "propagateSizeHints" not in proc.stderr  # no Qt chatter
-    image = QtGui.QImage(str(out / "weights_head0.png"))
+    image = QtGui.QImage(str(out / "weights_head1.png"))
     assert not image.isNull() and image.width() >= 500
 
 

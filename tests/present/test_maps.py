@@ -35,7 +35,7 @@ def test_keys_ids_and_file_names():
     frame = frame_of(heads=2)
     keys = map_keys(frame.result)
     assert keys[:3] == [("x", None), ("w_q", 0), ("w_q", 1)] and keys[-1] == ("output", None)
-    assert (map_id("weights", 1), file_stem("weights", 1), file_stem("x", None)) == ("weights:1", "weights_head1", "x")
+    assert (map_id("weights", 1), file_stem("weights", 1), file_stem("x", None)) == ("weights:1", "weights_head2", "x")
 
 
 def test_read_out_names_the_pair_and_the_value():
