@@ -117,12 +117,16 @@ def as_map(frame: Frame, name: str, array: np.ndarray, index: int | None, hidden
     return dataclasses.replace(map_data(shown, name, index, hidden), **changes)
 
 
+SUBSCRIPTS = str.maketrans("0123456789", "₀₁₂₃₄₅₆₇₈₉")
+
+
 def rollout_map(frame: Frame, maps: np.ndarray, layer: int, fusion: str = "mean", residual: bool = True,
                 hidden: tuple[int, ...] = ()) -> MapData:
     """The map of rollout ``maps[layer]`` (``layer`` 0-based; the title and file name count from 1)."""
     T = frame.result.seq_len
     mix = f"{fusion} of heads" + (", ½A + ½I" if residual else "")
-    products = "Â₁" if layer == 0 else f"Â_{layer + 1} … Â₁"
+    last = str(layer + 1).translate(SUBSCRIPTS)
+    products = "Â₁" if layer == 0 else f"Â{last} … Â₁"
     return as_map(frame, "weights", maps[layer][None], 0, hidden,
                   title=f"rollout after layer {layer + 1}: R = {products}  ({mix}; {T} × {T})",
                   symbol="R", head=None, field=f"rollout_layer{layer + 1}")

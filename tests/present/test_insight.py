@@ -90,7 +90,7 @@ def test_model_metrics_rollout_and_layer_difference():
     np.testing.assert_allclose(maps.sum(-1), 1, atol=1e-5)
     data = rollout_map(f, maps, 5)
     # titles and file names count layers and heads from 1: maps[5] is the rollout after layer 6
-    assert data.kind == "weights" and "rollout after layer 6: R = Â_6 … Â₁" in data.title
+    assert data.kind == "weights" and "rollout after layer 6: R = Â₆ … Â₁" in data.title
     assert data.field == "rollout_layer6" and "layer 1" in metrics_map(table, "previous").row_labels[0]
     diff = layer_difference(f, 3, 1, 4)
     np.testing.assert_allclose(diff.matrix, (lw[3, 4] - lw[1, 4]).numpy(), atol=1e-7)
