@@ -72,7 +72,7 @@ class AttentionConfig:
                                           "generator of their own; embedding, uniform: the inputs' stream, "
                                           "continued).")
     inputs: str = option("stable", kind="choice", label="inputs", modes=RANDOM_ONLY,
-                         choices=(("stable", "per token: row from (seed, token)"),
+                         choices=(("stable", "one row per (seed, token)"),
                                   ("embedding", "embedding table N(0,1)"), ("uniform", "uniform rand(T, d)")),
                          help="Where X comes from: an N(0,1) row per token drawn from (seed, token) alone, so "
                               "a new word changes no other row and no weight (stable); rows of a seeded table "
