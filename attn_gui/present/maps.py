@@ -217,7 +217,7 @@ def full_row(data: MapData, shown: int) -> int:
 def describe_cell(data: MapData, r: int, c: int) -> str:
     """The read-out of displayed cell (r, c): names, exact value and meaning.
 
-    >>> # e.g. "α[in → look] = 0.829733, head 1"
+    >>> # e.g. "α[in → When] = 0.31608, head 1"
     """
     v = float(data.matrix[r, c])
     rname = axis_name(data.row_labels, data.row_blocks, r, data.row_tokens)
