@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import threading
 from collections import OrderedDict
 
 import torch
@@ -66,6 +67,7 @@ def row_seed(seed: int, token: str) -> int:
 ROW_CACHE_MAX = 4_000_000  # floats kept (16 MB); typing redraws only the word being typed
 _ROWS: OrderedDict[tuple[int, str, int], torch.Tensor] = OrderedDict()  # (seed, token, d) -> (d,)
 _rows_kept = 0
+_ROWS_LOCK = threading.Lock()  # computes run on the worker thread and on the GUI thread
 
 
 def stable_rows(seed: int, vocab: tuple[str, ...], d: int) -> torch.Tensor:
@@ -76,19 +78,20 @@ def stable_rows(seed: int, vocab: tuple[str, ...], d: int) -> torch.Tensor:
     """
     global _rows_kept
     rows = []
-    for token in vocab:
-        key = (seed, token, d)
-        row = _ROWS.get(key)
-        if row is None:
-            row = torch.randn(d, generator=torch.Generator().manual_seed(row_seed(seed, token)))
-            if d <= ROW_CACHE_MAX // 64:  # rows of a huge d_model are not kept
-                _ROWS[key] = row
-                _rows_kept += d
-                while _rows_kept > ROW_CACHE_MAX:
-                    _rows_kept -= _ROWS.popitem(last=False)[1].numel()
-        else:
-            _ROWS.move_to_end(key)
-        rows.append(row)
+    with _ROWS_LOCK:
+        for token in vocab:
+            key = (seed, token, d)
+            row = _ROWS.get(key)
+            if row is None:
+                row = torch.randn(d, generator=torch.Generator().manual_seed(row_seed(seed, token)))
+                if d <= ROW_CACHE_MAX // 64:  # rows of a huge d_model are not kept
+                    _ROWS[key] = row
+                    _rows_kept += d
+                    while _rows_kept > ROW_CACHE_MAX:
+                        _rows_kept -= _ROWS.popitem(last=False)[1].numel()
+            else:
+                _ROWS.move_to_end(key)
+            rows.append(row)
     return torch.stack(rows) if rows else torch.empty(0, d)
 
 
