@@ -22,6 +22,7 @@ from .timing import Log, Row, Timing
 DEFAULT_SIZE, T64_SIZE = "default (T=5, d=5, h=1)", "T=64, d_model 256, 8 heads"
 UPDATE_TARGETS_MS = {DEFAULT_SIZE: 10.0, T64_SIZE: 16.0}  # p95, control change -> every map repainted
 STALL_TARGET_MS = 25.0
+TYPING_TARGET_MS = 33.0  # two frames at 60 Hz: a character's maps appear with it
 
 
 def _app() -> QtWidgets.QApplication:
@@ -112,6 +113,23 @@ def measure_update_latency(configs: dict[str, AttentionConfig], repeats: int = 3
     return out
 
 
+def measure_typing(config: AttentionConfig, typed: str) -> list[float]:
+    """Milliseconds from each keystroke in the sentence box to its frame drawn and painted.
+
+    Starts from ``config`` and types ``typed`` one character at a time at the end of its
+    sentence (as the cursor does), each keystroke after the previous frame, so every
+    sample is one keystroke's own latency (13 characters a second leave 77 ms between them).
+    """
+    h = _Harness()
+    try:
+        h.wait_frame(lambda: h.show(config))
+        box = h.win.panel.sentenceInput
+        box.moveCursor(box.textCursor().MoveOperation.End)
+        return [h.wait_frame(lambda ch=ch: box.insertPlainText(ch)) * 1e3 for ch in typed]
+    finally:
+        h.close()
+
+
 def measure_gui_stalls(config: AttentionConfig, rounds: int = 3) -> dict[str, float]:
     """Longest gap between 5 ms timer ticks on the GUI thread while ``config`` computes and draws.
 
@@ -165,6 +183,17 @@ def bench_window(settings: BenchSettings, log: Log) -> list[Row]:
             target = UPDATE_TARGETS_MS[name]
             rows.append(Row.timed("window", f"update latency, {control} changed", name, t, target=target,
                                   met=t.p95_ms <= target))
+    typed = " very" if tiny else " and very carefully type another word"
+    typing = {
+        DEFAULT_SIZE: AttentionConfig(),
+        "T=28, d_model 64, 4 heads": AttentionConfig(sentence=sentence(4 if tiny else 22), d_model=64, d_k=16,
+                                                     d_v=16, heads=4),
+    }
+    log("window: typing ...")
+    for name, config in typing.items():
+        t = Timing(measure_typing(config, typed))
+        rows.append(Row.timed("window", "keystroke to frame", name, t, target=TYPING_TARGET_MS,
+                              met=max(t.samples_ms) <= TYPING_TARGET_MS))
     T = 32 if tiny else 2048
     log(f"window: GUI stalls while T={T} computes ...")
     stalls = measure_gui_stalls(engine_config(T, "cpu"), rounds=1 if tiny else 3)

@@ -5,7 +5,8 @@ What ``export_all`` writes (formats permitting):
 ``<field>.png``, ``<field>.svg``
     One picture per map, as the window draws it: title, token labels, colour bar and
     (where the cells are large enough) each cell's value. Per-head fields are written
-    once per head as ``<field>_head<i>.png`` / ``.svg`` with ``i`` counted from 0.
+    once per head as ``<field>_head<i>.png`` / ``.svg`` with ``i`` counted from 1 (head 1 is
+    index 0 of the head axis in the .npy file).
 ``figure.png``
     The whole figure: every map, laid out as the data flows.
 ``<field>.npy``, ``<field>.csv``, ``<field>_head<i>.csv``

@@ -43,7 +43,7 @@ class ModelView(pg.GraphicsLayoutWidget):
         self.cell = 1
         self.shape = (0, 0)
         self.scene().sigMouseClicked.connect(self._on_click)
-        self.setToolTip("α of every layer (rows) and head (columns, numbered from 1): click one to open it")
+        self.setToolTip("α of every layer (rows) and head (columns), both numbered from 1: click one to open it")
 
     def set_weights(self, weights: np.ndarray, layer: int, head: int, hidden: tuple[int, ...] = (),
                     seq_len: int | None = None) -> None:
@@ -66,7 +66,7 @@ class ModelView(pg.GraphicsLayoutWidget):
                 rgba[i * cell:i * cell + t, j * cell:j * cell + t] = colors[i, j]
         self.image.setImage(rgba, autoLevels=False)
         self.cell, self.shape = cell, (L, H)
-        self.plot.getAxis("left").setTicks([[(i * cell + t / 2, f"layer {i}") for i in range(L)]])
+        self.plot.getAxis("left").setTicks([[(i * cell + t / 2, f"layer {i + 1}") for i in range(L)]])
         self.plot.getAxis("top").setTicks([[(j * cell + t / 2, str(j + 1)) for j in range(H)]])
         self.plot.getViewBox().setRange(xRange=(0, H * cell - GAP), yRange=(0, L * cell - GAP), padding=0)
         self.selected.setRect(QtCore.QRectF(head * cell - 1, layer * cell - 1, t + 2, t + 2))

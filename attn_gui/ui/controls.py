@@ -75,7 +75,7 @@ class ControlPanel(QtWidgets.QWidget):
         self.tokenChips.setObjectName("tokenChips")
         self.tokenChips.setWordWrap(True)
         self.tokenChips.setTextFormat(QtCore.Qt.TextFormat.RichText)
-        self.tokenChips.setToolTip("The tokens with their vocabulary ids (repeated words share an id)")
+        self.tokenChips.setToolTip("The tokens x₁, x₂, … numbered by position")
         self.presetCombo = QtWidgets.QComboBox()
         self.presetCombo.setObjectName("presetCombo")
         self.presetCombo.addItem("Preset…", None)
@@ -154,7 +154,7 @@ class ControlPanel(QtWidgets.QWidget):
             for name in ("d_k", "d_v", "init", "weight_seed"):
                 self.editors[name].widget.setEnabled(False)
         model = MODELS.get(cfg.model) if cfg.model else None
-        self.layerSpin.setMaximum(model.layers - 1 if model else OPTIONS["layer"].hi)
+        self.layerSpin.setMaximum(model.layers if model else OPTIONS["layer"].hi + 1)  # counted from 1
         self.rerollButton.setEnabled(model is None)
         self.hideSpecialCheck.setEnabled(model is not None)
         self.modelNote.setVisible(model is not None)
@@ -170,17 +170,23 @@ class ControlPanel(QtWidgets.QWidget):
             self.hideSpecialCheck.setChecked(hide)
 
     def _show_tokens(self, cfg: AttentionConfig, toks: Tokens) -> None:
-        chips = []
-        for tok, tid in list(zip(toks.tokens, toks.token_ids))[:MAX_CHIPS]:
+        """The tokens as chips, each with its position counted from 1 (``doubt₃`` is x₃), as the maps
+        and the walk count; the vocabulary ids, which are not positions, are in the tooltip."""
+        chips, ids = [], []
+        for i, (tok, tid) in enumerate(list(zip(toks.tokens, toks.token_ids))[:MAX_CHIPS], start=1):
             label = html.escape("␣" if tok == " " else tok)
             chips.append(f'<span style="background:#e8eefc; color:#1a2b4c;">&nbsp;{label}'
-                         f'<sub style="color:#6a7a99;">{tid}</sub>&nbsp;</span>')
+                         f'<sub style="color:#6a7a99;">{i}</sub>&nbsp;</span>')
+            ids.append(f"{label} {tid}")
         more = len(toks.tokens) - MAX_CHIPS
         tail = f" … and {more:,} more" if more > 0 else ""
-        self.tokenChips.setText(
-            f"<b>T = {len(toks.tokens):,}</b> tokens, "
-            + (f"ids in a vocabulary of {len(toks.vocab):,}: " if cfg.model else f"V = {len(toks.vocab):,} distinct: ")
-            + " ".join(chips) + tail)
+        vocab = f"ids in a vocabulary of {len(toks.vocab):,}" if cfg.model else f"V = {len(toks.vocab):,} distinct"
+        self.tokenChips.setText(f"<b>T = {len(toks.tokens):,}</b> tokens x<sub>1</sub> … x<sub>{len(toks.tokens)}"
+                                f"</sub>, {vocab}: " + " ".join(chips) + tail)
+        self.tokenChips.setToolTip(
+            f"<p>The tokens, numbered by position from 1 (x₁ is the first). Vocabulary ids"
+            f"{' (the model’s)' if cfg.model else ' (repeated tokens share one)'}: "
+            + ", ".join(ids[:60]) + (", …" if len(ids) > 60 else "") + "</p>")
 
     def show_message(self, text: str) -> None:
         """Show (or, with "", hide) a problem right under the sentence."""

@@ -9,7 +9,8 @@ from ..present.resources import example_sentences
 
 HELP = (
     "Each map is one step of self-attention, left to right:\n\n"
-    "X (one row per token) is projected by W_q, W_k, W_v into Q, K, V.\n"
+    "X (one row per token; with stable inputs a row depends only on the seed and its token, so a "
+    "new word changes no other row) is projected by W_q, W_k, W_v into Q, K, V.\n"
     "omega = Q K^T compares every query row with every key column.\n"
     "omega' divides by sqrt(d_k) (and the temperature); hatched cells are masked.\n"
     "alpha = softmax(omega') over each row: every row sums to 1 (colour scale fixed 0..1).\n"

@@ -78,7 +78,7 @@ def test_metrics_grid_opens_a_head_and_rollout_follows_its_slider(window, qtbot)
     panel.layerSlider.setValue(0)
     fused = 0.5 * lw[0].mean(0) + 0.5 * torch.eye(T)
     np.testing.assert_allclose(panel.map.image.image, (fused / fused.sum(-1, keepdim=True)).numpy(), atol=1e-6)
-    assert "rollout after layer 0" in panel.map.data.title
+    assert "rollout after layer 1" in panel.map.data.title and panel.layerLabel.text() == "1"  # from 1
 
 
 def test_why_scaling_sweeps_only_even_sizes_with_rope(window, qtbot):
