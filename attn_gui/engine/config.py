@@ -53,6 +53,10 @@ class AttentionConfig:
 
     sentence: str = option(DEFAULT_SENTENCE, kind="text", hi=MAX_CHARS, label="sentence",
                            help="The text to attend over.")
+    source_sentence: str | None = option(None, kind="text", hi=MAX_CHARS, nullable=True, label="second sentence",
+                                         modes=RANDOM_ONLY,
+                                         help="Cross-attention: keys and values from this second sentence, "
+                                              "queries from the sentence; none or empty is self-attention.")
     tokenizer: str = option("word", kind="choice", label="tokens", modes=RANDOM_ONLY,
                             choices=(("word", "words"), ("char", "characters")),
                             help="How the sentence is split into tokens.")
@@ -79,6 +83,9 @@ class AttentionConfig:
                                       ("rope", "RoPE, rotating q and k"), ("alibi", "ALiBi, a bias on the scores")),
                              help="How positions enter: added to X (sinusoidal), rotating q and k (RoPE), "
                                   "or a linear bias on the scores (ALiBi).")
+    position_offset: int = option(0, kind="int", lo=0, hi=2**20, label="position offset", modes=RANDOM_ONLY,
+                                  help="The position of the first token (sinusoidal, RoPE, ALiBi): shift the "
+                                       "sentence to see which numbers depend on absolute positions.")
     rope_base: float = option(10000.0, kind="float", lo=1.0, hi=1e9, decimals=4, label="RoPE base",
                               modes=RANDOM_ONLY, help="The base of RoPE's frequencies base^(-2i/d_k).")
     init: str = option("uniform", kind="choice", label="init", modes=RANDOM_ONLY,
@@ -136,6 +143,8 @@ class AttentionConfig:
                 raise ConfigError("biases need projections (b_q, b_k, b_v and b_O are added to them)")
             if self.positional == "rope" and self.dims.d_k % 2:
                 raise ConfigError(f"RoPE rotates pairs of dimensions: d_k must be even; got {self.dims.d_k}")
+            if self.cross:
+                _check_cross(self)
         else:
             spec = MODELS[self.model]
             if self.positional in ("rope", "alibi"):
@@ -153,6 +162,11 @@ class AttentionConfig:
         if not self.projections:
             return Dims(self.d_model, self.heads, self.d_model, self.d_model, False)
         return Dims(self.d_model, self.heads, self.d_k, self.d_v, True, self.kv_heads)
+
+    @property
+    def cross(self) -> bool:
+        """True for cross-attention: random weights and a second sentence that is not blank."""
+        return self.model is None and self.source_sentence is not None and bool(self.source_sentence.strip())
 
     @property
     def mode(self) -> str:
@@ -188,6 +202,29 @@ class AttentionConfig:
     @classmethod
     def field_names(cls) -> tuple[str, ...]:
         return tuple(OPTIONS)
+
+
+def _check_cross(config: AttentionConfig) -> None:
+    """Refuse what is defined over one sentence's positions only, with a second sentence.
+
+    The queries and the keys then sit in two sequences, so a key is never "after" a query and
+    i - j compares positions of two different texts. Encoder-decoder cross-attention has no
+    causal mask (the Transformer's decoder, T5, BART, Whisper), and the models that use RoPE,
+    ALiBi or sliding windows apply them in self-attention only (T5's relative bias and Mllama's
+    rotary embedding are left out of their cross-attention layers). Sinusoidal positions are
+    added to each sentence's X, as the Transformer adds them to the encoder's and the decoder's inputs.
+    """
+    why = "with a second sentence (cross-attention) the keys are another text's tokens"
+    if config.causal:
+        raise ConfigError(f"the causal mask hides keys after the query; {why}, so none comes after: "
+                          f"turn causal off or empty the second sentence")
+    if config.window is not None:
+        raise ConfigError(f"a sliding window keeps the keys near each query's position; {why}: "
+                          f"set the window to none or empty the second sentence")
+    if config.positional in ("rope", "alibi"):
+        name = "RoPE" if config.positional == "rope" else "ALiBi"
+        raise ConfigError(f"{name} makes a score depend on i - j within one text; {why}: "
+                          f"choose positions none or sinusoidal, or empty the second sentence")
 
 
 OPTIONS: dict[str, Option] = declared_options(AttentionConfig)
