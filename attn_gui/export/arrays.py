@@ -161,6 +161,7 @@ def manifest(result: AttentionResult, files: Iterable[str], formats: Iterable[st
         "tokens": info["tokens"],
         "vocab": info["vocab"],
         "token_ids": info["token_ids"],
+        **{key: info[key] for key in ("source_tokens", "source_token_ids") if key in info},
         "heads": result.heads,
         "shapes": info["shapes"],
         "device": info["device"],
@@ -171,6 +172,7 @@ def manifest(result: AttentionResult, files: Iterable[str], formats: Iterable[st
         "formats": list(formats),
         "png_width": width,
         "csv": "header-less, comma separated, one matrix per file (<field>_head<i>.csv per head); "
-               "rows and columns as in the array; names of token axes are in 'tokens'",
+               "rows and columns as in the array; names of token axes are in 'tokens' (cross-attention: "
+               "the key axes and the rows of k, v and x_source in 'source_tokens')",
         "files": list(files),
     }

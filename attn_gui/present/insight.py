@@ -77,7 +77,7 @@ def metrics_table(result: AttentionResult) -> MetricsTable | None:
         return None
     mask = visible_keys(result)
     if result.layer_weights is None:
-        values = head_metrics(result.weights[None], mask)
+        values = head_metrics(result.weights[None], mask, cross=result.source_tokens is not None)
         layers = None
     else:
         L = result.layer_weights.size(0)
