@@ -19,8 +19,8 @@ from .files import atomic_write, read_regular
 from .state import MAX_WINDOW_CHARS, ViewState, check_window_text
 
 SESSION_VERSION = 2  # 1: the config alone; 2: the whole view state
-# the longest sentence the window shows (JSON escapes a character in at most 12 bytes), plus the layout
-MAX_BYTES = 12 * MAX_WINDOW_CHARS + 256_000
+# the two longest sentences the window shows (JSON escapes a character in at most 12 bytes), plus the layout
+MAX_BYTES = 2 * 12 * MAX_WINDOW_CHARS + 256_000
 LAYOUT_KEYS = ("geometry", "window_state", "splitter")
 
 

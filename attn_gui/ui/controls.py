@@ -15,15 +15,16 @@ from typing import Any
 from PySide6 import QtCore, QtGui, QtWidgets
 
 from ..engine import MODELS, OPTIONS, PRESETS, AttentionConfig, Tokens
+from ..engine.inputs import source_tokens_for
 from .editors import Editor, make_editor
 
 MAX_CHIPS = 300
 # Where each option sits; an option missing here lands in "More", so a new one needs no edit.
 GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("Sentence", ("sentence", "tokenizer")),
+    ("Sentence", ("sentence", "source_sentence", "tokenizer")),
     ("Source", ("model", "layer")),
     ("Sizes", ("d_model", "d_k", "d_v", "heads")),
-    ("Inputs and weights", ("seed", "weight_seed", "inputs", "positional", "init", "bias")),
+    ("Inputs and weights", ("seed", "weight_seed", "inputs", "positional", "position_offset", "init", "bias")),
     ("Attention", ("layout", "projections", "similarity", "scale", "temperature", "causal",
                    "rope_base", "kv_heads", "window", "sink_tokens")),
     ("Compute", ("device", "dtype")),
@@ -76,13 +77,20 @@ class ControlPanel(QtWidgets.QWidget):
         self.tokenChips.setWordWrap(True)
         self.tokenChips.setTextFormat(QtCore.Qt.TextFormat.RichText)
         self.tokenChips.setToolTip("The tokens with their vocabulary ids (repeated words share an id)")
+        self.sourceChips = QtWidgets.QLabel()
+        self.sourceChips.setObjectName("sourceChips")
+        self.sourceChips.setWordWrap(True)
+        self.sourceChips.setTextFormat(QtCore.Qt.TextFormat.RichText)
+        self.sourceChips.hide()
         self.presetCombo = QtWidgets.QComboBox()
         self.presetCombo.setObjectName("presetCombo")
         self.presetCombo.addItem("Preset…", None)
         for name in PRESETS:
             self.presetCombo.addItem(name, name)
         self.presetCombo.setToolTip("default: the explorer's start; tutorial-uniform and tutorial-embedding "
-                                    "reproduce the tutorials' printed numbers")
+                                    "reproduce the tutorials' printed numbers; the others show one variant "
+                                    "of today's attention each (RoPE, ALiBi, grouped-query, sliding window, "
+                                    "sinks, nn.Linear with biases, cross-attention)")
         self.presetCombo.activated.connect(self._on_preset)
         self.rerollButton = QtWidgets.QPushButton("Re-roll")
         self.rerollButton.setObjectName("rerollButton")
@@ -117,6 +125,12 @@ class ControlPanel(QtWidgets.QWidget):
             form.addRow(widget)
             form.addRow(self.messageLabel)
             form.addRow(self.tokenChips)
+        elif name == "source_sentence":  # under the first: its keys and values (cross-attention)
+            label = QtWidgets.QLabel("second sentence: keys and values (cross-attention)")
+            label.setStyleSheet("color:#445;")
+            form.addRow(label)
+            form.addRow(widget)
+            form.addRow(self.sourceChips)
         elif name == "seed":
             row = QtWidgets.QHBoxLayout()
             row.addWidget(widget, 1)
@@ -170,17 +184,17 @@ class ControlPanel(QtWidgets.QWidget):
             self.hideSpecialCheck.setChecked(hide)
 
     def _show_tokens(self, cfg: AttentionConfig, toks: Tokens) -> None:
-        chips = []
-        for tok, tid in list(zip(toks.tokens, toks.token_ids))[:MAX_CHIPS]:
-            label = html.escape("␣" if tok == " " else tok)
-            chips.append(f'<span style="background:#e8eefc; color:#1a2b4c;">&nbsp;{label}'
-                         f'<sub style="color:#6a7a99;">{tid}</sub>&nbsp;</span>')
-        more = len(toks.tokens) - MAX_CHIPS
-        tail = f" … and {more:,} more" if more > 0 else ""
+        source = source_tokens_for(cfg)
+        both = toks if source is None else toks.joined(source)  # cross-attention: one vocabulary for both
+        ids = both.token_ids
         self.tokenChips.setText(
             f"<b>T = {len(toks.tokens):,}</b> tokens, "
-            + (f"ids in a vocabulary of {len(toks.vocab):,}: " if cfg.model else f"V = {len(toks.vocab):,} distinct: ")
-            + " ".join(chips) + tail)
+            + (f"ids in a vocabulary of {len(toks.vocab):,}: " if cfg.model else f"V = {len(both.vocab):,} distinct: ")
+            + _chips(toks.tokens, ids[:len(toks.tokens)]))
+        self.sourceChips.setVisible(source is not None)
+        if source is not None:
+            self.sourceChips.setText(f"<b>T_k = {len(source.tokens):,}</b> keys: "
+                                     + _chips(source.tokens, ids[len(toks.tokens):]))
 
     def show_message(self, text: str) -> None:
         """Show (or, with "", hide) a problem right under the sentence."""
@@ -210,3 +224,14 @@ class ControlPanel(QtWidgets.QWidget):
     def focus_sentence(self) -> None:
         self.sentenceInput.setFocus(QtCore.Qt.FocusReason.ShortcutFocusReason)
         self.sentenceInput.moveCursor(QtGui.QTextCursor.MoveOperation.End)
+
+
+def _chips(tokens: tuple[str, ...], ids: tuple[int, ...]) -> str:
+    """The tokens as chips with their vocabulary ids (the first ``MAX_CHIPS``), as rich text."""
+    chips = []
+    for tok, tid in list(zip(tokens, ids))[:MAX_CHIPS]:
+        label = html.escape("␣" if tok == " " else tok)
+        chips.append(f'<span style="background:#e8eefc; color:#1a2b4c;">&nbsp;{label}'
+                     f'<sub style="color:#6a7a99;">{tid}</sub>&nbsp;</span>')
+    more = len(tokens) - MAX_CHIPS
+    return " ".join(chips) + (f" … and {more:,} more" if more > 0 else "")
