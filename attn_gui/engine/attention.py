@@ -290,7 +290,7 @@ def position_bias(slopes: torch.Tensor, row_start: int, n: int, T: int, causal: 
     distance = query - keys  # (n, T): i - j
     if not causal:
         distance = distance.abs()
-    return -slopes[:, None, None] * distance  # (h, n, T)
+    return -slopes[:, None, None] * distance + 0.0  # (h, n, T); + 0.0 shows the diagonal's -0.0 as 0
 
 
 def rope_theta(T: int, d_k: int, base: float, dtype=torch.float32, device=None, offset: int = 0) -> torch.Tensor:

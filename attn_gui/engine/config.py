@@ -274,7 +274,7 @@ PRESETS: dict[str, AttentionConfig] = {
     ),
     # The Annotated Transformer's MultiHeadedAttention: four nn.Linear(d, d), biases, nn.Linear's init.
     "annotated-transformer": AttentionConfig(
-        sentence="The Annotated Transformer projects with nn.Linear", bias=True, init="linear", layout="column",
+        sentence="The Annotated Transformer projects with nn.Linear", bias=True, init="linear",
         d_model=12, d_k=4, d_v=4, heads=3,
     ),
     # Cross-attention (an encoder-decoder's): English queries read the keys and values of a French sentence.

@@ -112,8 +112,8 @@ def formula(name: str, config) -> str:
     if name == "position_bias":
         return info.formula if config.causal else "m = -slope_h |i - j|: ALiBi's bias"
     if name == "rope_angles":
-        first = f"p = {config.position_offset} + t" if config.position_offset else "p = t"
-        return f"θ = p · {config.rope_base:g}^(−2i/d_k), {first}: RoPE's angle of pair i"
+        p = f"(t + {config.position_offset})" if config.position_offset else "t"  # t: the token's index
+        return f"θ = {p} · {config.rope_base:g}^(−2i/d_k)"
     if name == "output":
         if not projections:
             return "output = Concat(Z), no W_O"

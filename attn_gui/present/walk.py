@@ -65,7 +65,7 @@ def walk_html(result: AttentionResult, token: int, head: int) -> str:
     out.append(f"<p><b>1. {step1}</b> x<sub>{n}</sub> = {_vec(x)}</p>")
     if result.w_q is not None:
         proj = f"W<sub>q</sub> x<sub>{n}</sub>" if col else f"x<sub>{n}</sub> W<sub>q</sub>"
-        if cfg.model:
+        if result.b_q is not None:  # a model's biases, or random ones (bias on)
             proj += " + b<sub>q</sub>"
         out.append(f"<p><b>2. Query</b> q<sub>{n}</sub> = {proj} = {_vec(q)}</p>")
     else:
@@ -88,7 +88,8 @@ def walk_html(result: AttentionResult, token: int, head: int) -> str:
             "<th>ω</th><th>ω / " + html.escape(div) + "</th><th>α</th></tr>"]
     for j in order:
         masked = np.isneginf(scaled[j])
-        terms = "masked (key after the query)" if masked else (
+        why = "key after the query" if j > token else "outside the window"  # a causal mask, or the window's
+        terms = f"masked ({why})" if masked else (
             "cosine of the angle" if cfg.similarity == "cosine" else _terms(q, k[j]))
         bar = f"<span style='background:#440154;color:white'>{'&nbsp;' * max(0, int(round(alpha[j] * 20)))}</span>"
         rows.append(

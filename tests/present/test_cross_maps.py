@@ -46,5 +46,5 @@ def test_rope_angles_map_has_a_row_per_token_and_a_column_per_pair():
     frame = make_frame(0, compute(AttentionConfig(positional="rope", d_k=6, rope_base=100.0, position_offset=2)))
     theta = map_data(frame, "rope_angles")
     assert theta.matrix.shape == (5, 3) and theta.col_labels == ["0", "1", "2"]
-    assert theta.title.startswith("θ = p · 100^(−2i/d_k), p = 2 + t")
+    assert theta.title.startswith("θ = (t + 2) · 100^(−2i/d_k)")
     np.testing.assert_allclose(theta.matrix[:, 0], np.arange(2, 7))  # pair 0 turns one radian per position
