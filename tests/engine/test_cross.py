@@ -13,6 +13,7 @@ import torch.nn.functional as F
 from attn_gui.engine import AttentionConfig, ConfigError, check_tokens, compute, tokenize
 from attn_gui.engine.attention import sinusoidal_positions
 from attn_gui.engine.reduce import reduce_matrix
+from test_variants import llama_cos_sin  # Llama's formula, beside it in tests/engine
 
 compute_module = importlib.import_module("attn_gui.engine.compute")
 
@@ -167,14 +168,6 @@ def test_rope_angles_are_llamas(d_k, base, T, offset):
     torch.testing.assert_close(rotary.inv_freq.double(), inv_freq, atol=1e-7, rtol=1e-7)
 
 
-def shifted_cos_sin(T, d_k, base, offset, dtype):
-    """LlamaRotaryEmbedding's cos and sin at position_ids offset ... offset + T - 1 (its formula, in ``dtype``)."""
-    inv_freq = 1.0 / (base ** (torch.arange(0, d_k, 2, dtype=torch.int64).to(dtype) / d_k))
-    freqs = torch.arange(offset, offset + T, dtype=dtype)[:, None] * inv_freq
-    emb = torch.cat((freqs, freqs), dim=-1)
-    return emb.cos(), emb.sin()
-
-
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("heads,kv_heads,d_k,base,T", [(2, 2, 4, 10000.0, 9), (4, 2, 6, 500.0, 14)])
@@ -185,7 +178,7 @@ def test_rope_scores_do_not_change_when_the_sentence_shifts(heads, kv_heads, d_k
                           positional="rope", rope_base=base, causal=causal, init="scaled_normal", dtype=dtype)
     r0, r1 = compute(cfg), compute(cfg.replace(position_offset=1))
     for offset, r in ((0, r0), (1, r1)):
-        cos, sin = shifted_cos_sin(T, d_k, base, offset, DTYPES[dtype])
+        cos, sin = llama_cos_sin(T, d_k, base, DTYPES[dtype], offset)
         q, k = apply_rotary_pos_emb(r.q_unrotated[None], r.k_unrotated[None], cos[None], sin[None])
         close(r.q, q[0], dtype)
         close(r.k, k[0], dtype)
