@@ -211,7 +211,8 @@ def _export(args: argparse.Namespace, stop: threading.Event) -> int:
                          overwrite=args.overwrite)
     heads = f"{result.heads} head" + ("s" if result.heads != 1 else "")
     shown = args.out if args.out.endswith(os.sep) else args.out + os.sep
-    print(f"wrote {len(written)} files to {one_line(shown)} (T = {result.seq_len}, {heads})")
+    keys = f", T_k = {result.key_len}" if result.source_tokens is not None else ""  # cross-attention
+    print(f"wrote {len(written)} files to {one_line(shown)} (T = {result.seq_len}{keys}, {heads})")
     return 0
 
 

@@ -74,6 +74,11 @@ def test_export_images_in_process(tmp_path, qtbot, capsys):
     (["--device", "cpu\n"], "device must be cpu, cuda, cuda:N or mps"),
     (["--device", "cuda:٣"], "device must be cpu, cuda, cuda:N or mps"),
     (["--model", "minilm-l6", "--d-model", "8"], "--d-model has no effect with --model"),
+    (["--source-sentence", "le chat", "--causal"], "the causal mask hides keys after the query"),
+    (["--source-sentence", "le chat", "--window", "2"], "a sliding window keeps the keys near"),
+    (["--source-sentence", "le chat", "--positional", "rope", "--d-k", "4"], "RoPE makes a score depend on i - j"),
+    (["--source-sentence", "..."], "the second sentence has no tokens"),
+    (["--model", "minilm-l6", "--source-sentence", "le chat"], "--source-sentence has no effect with --model"),
 ])
 def test_bad_options_print_one_line_and_exit_2(tmp_path, capsys, options, message):
     out = tmp_path / "out"

@@ -28,6 +28,9 @@ CASES = {
                         heads=2, causal=True),
         900,
     ),
+    # cross-attention: 3 queries over the 7 tokens of a second sentence
+    "cross-heads2": (AttentionConfig(sentence="the cat sat", source_sentence="le chat était assis sur le tapis",
+                                     heads=2, d_model=6), None),
 }
 
 
@@ -139,7 +142,15 @@ def test_manifest_round_trips_the_config_and_lists_every_file(exported):
     assert info["tokens"] == list(result.tokens)
     assert info["vocab"] == list(result.vocab)
     assert info["token_ids"] == result.token_ids.tolist()
-    assert info["shapes"]["weights"] == [result.heads, result.seq_len, result.seq_len]
+    assert info["shapes"]["weights"] == [result.heads, result.seq_len, result.key_len]
+    if result.source_tokens is not None:  # cross-attention: the second sentence, and its X as an array
+        assert info["source_tokens"] == ["le", "chat", "était", "assis", "sur", "le", "tapis"]
+        assert info["source_token_ids"] == result.source_token_ids.tolist()
+        assert info["shapes"]["weights"] == [2, 3, 7] and info["shapes"]["x_source"] == [7, 6]
+        np.testing.assert_array_equal(np.load(folder / "x_source.npy"), result.x_source.numpy())
+        assert "le → chat" not in info["files"] and "x_source.png" in info["files"]
+    else:
+        assert "source_tokens" not in info and "x_source.npy" not in info["files"]
     assert info["device"] == "cpu" and info["elapsed_ms"] >= 0
     assert {"attn_gui", "torch", "PySide6", "Qt", "pyqtgraph", "numpy"} <= set(info["versions"])
     assert info["created_utc"].endswith("+00:00")

@@ -1,5 +1,7 @@
-"""The math of (multi-head) scaled dot-product self-attention, every step kept.
+"""The math of (multi-head) scaled dot-product attention, every step kept.
 
+Self-attention reads one sequence; cross-attention takes the queries from one and the
+keys and values from another (``x_kv``, T_k tokens; T_k = T in self-attention).
 Shapes: T tokens, d = d_model, h heads, d_k per-head query/key size, d_v per-head
 value size. All functions are batched over heads; there is no loop over tokens or heads.
 """
@@ -40,17 +42,19 @@ class Projections:
                            self.b_q, self.b_k, self.b_v, self.b_o)
 
 
-def attend(x: torch.Tensor, weights: Projections, *, layout: str = "row", scale: bool = True,
-           temperature: float = 1.0, causal: bool = False, similarity: str = "dot",
-           rope_base: float | None = None, alibi: bool = False, window: int | None = None,
-           sink_tokens: int = 0, reduce_to: int | None = None,
+def attend(x: torch.Tensor, weights: Projections, *, x_kv: torch.Tensor | None = None, layout: str = "row",
+           scale: bool = True, temperature: float = 1.0, causal: bool = False, similarity: str = "dot",
+           rope_base: float | None = None, alibi: bool = False, position_offset: int = 0,
+           window: int | None = None, sink_tokens: int = 0, reduce_to: int | None = None,
            block_bytes: int = 16 * 2**20) -> dict[str, torch.Tensor]:
-    """Multi-head self-attention over ``x`` with every intermediate kept.
+    """Multi-head attention of ``x`` over ``x_kv`` (itself by default) with every intermediate kept.
 
     Parameters
     ----------
     x : (T, d) tensor
-        The tokens' input vectors (embeddings, or the hidden state entering a layer).
+        The tokens' input vectors (embeddings, or the hidden state entering a layer): the queries'.
+    x_kv : (T_k, d) tensor, optional
+        Cross-attention: the keys' and values' input vectors (another sentence); None: ``x``.
     weights : Projections
         In ``layout``; all None for simplified attention (q = k = v = x, one head).
     layout : "row" or "column"
@@ -62,6 +66,9 @@ def attend(x: torch.Tensor, weights: Projections, *, layout: str = "row", scale:
     alibi : bool
         Add ALiBi's linear bias -m_h (i - j) to the scaled scores (-m_h |i - j| without
         ``causal``), m_h the paper's slope of query head h.
+    position_offset : int
+        The position of the first token (RoPE's rotation and ALiBi's bias; both read
+        positions only through i - j, so the scores do not change with it).
     window, sink_tokens
         Sliding-window attention: query i sees keys i - window < j <= i (causal) or
         |i - j| < window; the first ``sink_tokens`` keys stay visible whatever the window.
@@ -72,40 +79,45 @@ def attend(x: torch.Tensor, weights: Projections, *, layout: str = "row", scale:
 
     Returns
     -------
-    dict with q (h, T, d_k), k (g, T, d_k), v (g, T, d_v), scores, scaled, weights (h, T, T),
+    dict with q (h, T, d_k), k (g, T_k, d_k), v (g, T_k, d_v), scores, scaled, weights (h, T, T_k),
     head_outputs (h, T, d_v), concat (T, h*d_v) and output (T, d); with RoPE also
-    q_unrotated and k_unrotated, with ALiBi position_bias (h, T, T) (not when streamed).
+    q_unrotated, k_unrotated and rope_angles (T, d_k/2), the queries' angles; with ALiBi
+    position_bias (h, T, T_k) (not when streamed).
     With ``reduce_to``, ``shown`` (a dict of the three pooled (h, r, r) fields) replaces
     scores, scaled and weights.
     """
     T, d = x.size()  # tokens, embedding size
+    source = x if x_kv is None else x_kv  # (T_k, d): the keys' and values' tokens
+    T_k = source.size(0)
     p = weights
     if p.w_q is None:
-        q = k = v = x.unsqueeze(0)  # simplified attention: q = k = v = x, (1, T, d)
+        q, k = x.unsqueeze(0), source.unsqueeze(0)  # simplified attention: q = x, k = v = x_kv, (1, T, d)
+        v = k
     else:
         q = project(x, p.w_q, layout)  # (h, T, d_k)
-        k = project(x, p.w_k, layout)  # (h, T, d_k)
-        v = project(x, p.w_v, layout)  # (h, T, d_v)
+        k = project(source, p.w_k, layout)  # (g, T_k, d_k)
+        v = project(source, p.w_v, layout)  # (g, T_k, d_v)
         if p.b_q is not None:
-            q, k, v = q + p.b_q, k + p.b_k, v + p.b_v  # (h, 1, n) broadcasts over the T rows
+            q, k, v = q + p.b_q, k + p.b_k, v + p.b_v  # (h, 1, n) broadcasts over the rows
     extra = {}
     if rope_base is not None:
-        extra = dict(q_unrotated=q, k_unrotated=k)
-        cos, sin = rope_angles(T, q.size(-1), rope_base, q.dtype, q.device)  # each (T, d_k)
-        q, k = rotate(q, cos, sin), rotate(k, cos, sin)  # (h, T, d_k), (g, T, d_k)
+        theta = rope_theta(max(T, T_k), q.size(-1), rope_base, q.dtype, q.device, position_offset)  # (T, d_k/2)
+        extra = dict(q_unrotated=q, k_unrotated=k, rope_angles=theta[:T])
+        cos, sin = rope_cos_sin(theta)  # each (max(T, T_k), d_k)
+        q, k = rotate(q, cos[:T], sin[:T]), rotate(k, cos[:T_k], sin[:T_k])  # (h, T, d_k), (g, T_k, d_k)
     k_per_head, v_per_head = repeat_kv(k, q.size(0)), repeat_kv(v, q.size(0))  # (h, T, n): head i uses K/V i // (h/g)
     d_k = q.size(-1)
     slopes = alibi_slopes(q.size(0), q.dtype, q.device) if alibi else None  # (h,)
-    masks = dict(causal=causal, slopes=slopes, window=window, sink_tokens=sink_tokens)
+    masks = dict(causal=causal, slopes=slopes, window=window, sink_tokens=sink_tokens, offset=position_offset)
 
     if reduce_to is None:
         attn_scores = attention_scores(q, k_per_head, similarity)  # omega (h, T, T)
-        scaled = scale_and_mask(attn_scores, d_k, scale, temperature, **masks)  # (h, T, T), -inf where masked
-        attn_weights = attention_weights(scaled)  # alpha (h, T, T), rows sum to 1
+        scaled = scale_and_mask(attn_scores, d_k, scale, temperature, **masks)  # (h, T, T_k), -inf where masked
+        attn_weights = attention_weights(scaled)  # alpha (h, T, T_k), rows sum to 1
         context_vec = context_vectors(attn_weights, v_per_head)  # z (h, T, d_v)
         fields = dict(scores=attn_scores, scaled=scaled, weights=attn_weights)
         if slopes is not None:
-            extra["position_bias"] = position_bias(slopes, 0, T, T, causal)  # (h, T, T)
+            extra["position_bias"] = position_bias(slopes, 0, T, T_k, causal, position_offset)  # (h, T, T_k)
     else:
         context_vec, shown = _attend_in_blocks(q, k_per_head, v_per_head, reduce_to, block_bytes, scale=scale,
                                                temperature=temperature, similarity=similarity, **masks)
@@ -119,7 +131,7 @@ def attend(x: torch.Tensor, weights: Projections, *, layout: str = "row", scale:
 
 def query_rows(q: torch.Tensor, k: torch.Tensor, start: int, *, scale: bool = True, temperature: float = 1.0,
                causal: bool = False, similarity: str = "dot", slopes: torch.Tensor | None = None,
-               window: int | None = None, sink_tokens: int = 0) -> dict[str, torch.Tensor]:
+               window: int | None = None, sink_tokens: int = 0, offset: int = 0) -> dict[str, torch.Tensor]:
     """omega, the scaled scores and alpha of the query rows ``q``, the rows from ``start`` on.
 
     Each row of attention depends on its own query alone, so these equal the same rows of
@@ -128,21 +140,22 @@ def query_rows(q: torch.Tensor, k: torch.Tensor, start: int, *, scale: bool = Tr
     Parameters
     ----------
     q : (..., n, d_k) the queries of rows start ... start + n - 1 (after RoPE)
-    k : (..., T, d_k) every key (one per query head: grouped K repeated)
+    k : (..., T_k, d_k) every key (one per query head: grouped K repeated)
     slopes : (h,) ALiBi's slopes of the heads of ``q``, or None
+    offset : the position of the first token (ALiBi)
 
     Returns
     -------
-    dict with scores, scaled and weights, each (..., n, T)
+    dict with scores, scaled and weights, each (..., n, T_k)
     """
-    attn_scores = attention_scores(q, k, similarity)  # (..., n, T)
+    attn_scores = attention_scores(q, k, similarity)  # (..., n, T_k)
     scaled = scale_and_mask(attn_scores, k.size(-1), scale, temperature, causal, row_start=start,
-                            slopes=slopes, window=window, sink_tokens=sink_tokens)
+                            slopes=slopes, window=window, sink_tokens=sink_tokens, offset=offset)
     return dict(scores=attn_scores, scaled=scaled, weights=attention_weights(scaled))
 
 
 def _attend_in_blocks(q, k, v, reduce_to: int, block_bytes: int, **options):
-    """z (h, T, d_v) and the T x T fields pooled to at most reduce_to per side, block by block of rows.
+    """z (h, T, d_v) and the T x T_k fields pooled to at most reduce_to per side, block by block of rows.
 
     Every head is computed at once, ``block_bytes`` of scores at a time. Each block of query
     rows holds whole pooling blocks (``reduce.block_edges``), so pooling it at once gives
@@ -150,13 +163,14 @@ def _attend_in_blocks(q, k, v, reduce_to: int, block_bytes: int, **options):
     """
     from .reduce import block_edges, reduce_matrix, reduce_row_blocks
 
-    h, T, d_k = q.shape  # heads, tokens, head size
-    side = min(T, reduce_to)
+    h, T, d_k = q.shape  # heads, query tokens, head size
+    T_k = k.size(-2)  # key tokens
+    side, cols = min(T, reduce_to), min(T_k, reduce_to)
     if options["similarity"] == "cosine":  # normalise once, not per block
         q, k = F.normalize(q, dim=-1), F.normalize(k, dim=-1)
         options = {**options, "similarity": "dot"}
     edges = block_edges(T, side)
-    rows_per_block = max(1, block_bytes // (h * T * q.element_size()))
+    rows_per_block = max(1, block_bytes // (h * T_k * q.element_size()))
     groups, first = [], 0  # runs of pooling blocks, about rows_per_block query rows each
     for i, (start, end) in enumerate(edges):
         if end - edges[first][0] > rows_per_block and i > first:
@@ -164,12 +178,12 @@ def _attend_in_blocks(q, k, v, reduce_to: int, block_bytes: int, **options):
             first = i
     groups.append((first, len(edges)))
     kinds = {"scores": "signed", "scaled": "signed", "weights": "weights"}
-    shown = {name: q.new_empty(h, side, side) for name in kinds}
+    shown = {name: q.new_empty(h, side, cols) for name in kinds}
     context_vec = q.new_empty(h, T, v.size(-1))  # z (h, T, d_v)
     row_max = q.new_empty(h, T)  # each row's largest alpha: how one-hot the softmax is, per row
     for b0, b1 in groups:
         start, end = edges[b0][0], edges[b1 - 1][1]  # query rows of these pooling blocks
-        rows = query_rows(q[:, start:end], k, start, **options)  # each (h, n, T)
+        rows = query_rows(q[:, start:end], k, start, **options)  # each (h, n, T_k)
         context_vec[:, start:end] = context_vectors(rows["weights"], v)  # (h, n, d_v)
         row_max[:, start:end] = rows["weights"].amax(-1)
         for name, kind in kinds.items():
@@ -201,7 +215,7 @@ def project(x: torch.Tensor, w: torch.Tensor, layout: str) -> torch.Tensor:
 def attention_scores(q: torch.Tensor, k: torch.Tensor, similarity: str = "dot") -> torch.Tensor:
     """omega = q k^T, or the cosine of the angle between each query and key.
 
-    q, k : (h, T, d_k) -> (h, T, T)
+    q (h, T, d_k), k (h, T_k, d_k) -> (h, T, T_k)
     """
     if similarity == "cosine":
         # F.normalize keeps a zero vector at zero, so its similarity is 0, not NaN
@@ -213,6 +227,7 @@ def attention_scores(q: torch.Tensor, k: torch.Tensor, similarity: str = "dot") 
 def scale_and_mask(
     scores: torch.Tensor, d_k: int, scale: bool = True, temperature: float = 1.0, causal: bool = False,
     row_start: int = 0, slopes: torch.Tensor | None = None, window: int | None = None, sink_tokens: int = 0,
+    offset: int = 0,
 ) -> torch.Tensor:
     """(omega / sqrt(d_k) + ALiBi's bias) / temperature, with the keys a query cannot see at -inf.
 
@@ -223,7 +238,7 @@ def scale_and_mask(
     scaled = scores / divisor if divisor != 1.0 else scores.clone()
     n, T = scores.shape[-2:]  # query rows, keys
     if slopes is not None:
-        scaled += position_bias(slopes, row_start, n, T, causal)  # (h, n, T)
+        scaled += position_bias(slopes, row_start, n, T, causal, offset)  # (h, n, T)
     if temperature != 1.0:
         scaled /= temperature
     hidden = masked_keys(row_start, n, T, causal, window, sink_tokens, scores.device)  # (n, T) or None
@@ -264,26 +279,37 @@ def alibi_slopes(heads: int, dtype=torch.float32, device=None) -> torch.Tensor:
     return torch.tensor(slopes, dtype=dtype, device=device)
 
 
-def position_bias(slopes: torch.Tensor, row_start: int, n: int, T: int, causal: bool) -> torch.Tensor:
+def position_bias(slopes: torch.Tensor, row_start: int, n: int, T: int, causal: bool,
+                  offset: int = 0) -> torch.Tensor:
     """ALiBi's bias of query rows row_start ... row_start + n - 1: -m_h (i - j), or -m_h |i - j|
     without ``causal``. (h, n, T). With causal it differs from BLOOM's m_h j by a constant per
-    row, so the weights are the same."""
-    query = torch.arange(row_start, row_start + n, device=slopes.device, dtype=slopes.dtype).unsqueeze(1)
-    distance = query - torch.arange(T, device=slopes.device, dtype=slopes.dtype)  # (n, T): i - j
+    row, so the weights are the same. The positions start at ``offset``, which i - j cancels."""
+    first = offset + row_start
+    query = torch.arange(first, first + n, device=slopes.device, dtype=slopes.dtype).unsqueeze(1)
+    keys = torch.arange(offset, offset + T, device=slopes.device, dtype=slopes.dtype)
+    distance = query - keys  # (n, T): i - j
     if not causal:
         distance = distance.abs()
-    return -slopes[:, None, None] * distance  # (h, n, T)
+    return -slopes[:, None, None] * distance + 0.0  # (h, n, T); + 0.0 shows the diagonal's -0.0 as 0
 
 
-def rope_angles(T: int, d_k: int, base: float, dtype=torch.float32, device=None):
-    """cos and sin (T, d_k) of RoPE's angles t * base^(-2i/d_k), each frequency twice (Llama's layout).
-
-    Computed in ``dtype``.
-    """
+def rope_theta(T: int, d_k: int, base: float, dtype=torch.float32, device=None, offset: int = 0) -> torch.Tensor:
+    """RoPE's angle of each dimension pair at each position: theta[t, i] = p * base^(-2i/d_k),
+    p = offset + t. (T, d_k/2), computed in ``dtype`` (Llama's ``inv_freq`` times the position)."""
     inv_freq = 1.0 / base ** (torch.arange(0, d_k, 2, dtype=dtype, device=device) / d_k)  # (d_k/2,)
-    angles = torch.arange(T, dtype=dtype, device=device).unsqueeze(1) * inv_freq  # (T, d_k/2)
-    angles = torch.cat([angles, angles], dim=-1)  # (T, d_k): dim i and i + d_k/2 share a frequency
+    return torch.arange(offset, offset + T, dtype=dtype, device=device).unsqueeze(1) * inv_freq  # (T, d_k/2)
+
+
+def rope_cos_sin(theta: torch.Tensor):
+    """cos and sin (T, d_k) of the angles ``theta`` (T, d_k/2), each frequency twice (Llama's layout):
+    dimensions i and i + d_k/2 form pair i."""
+    angles = torch.cat([theta, theta], dim=-1)  # (T, d_k)
     return angles.cos(), angles.sin()
+
+
+def rope_angles(T: int, d_k: int, base: float, dtype=torch.float32, device=None, offset: int = 0):
+    """cos and sin (T, d_k) of RoPE's angles at positions offset ... offset + T - 1."""
+    return rope_cos_sin(rope_theta(T, d_k, base, dtype, device, offset))
 
 
 def rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
@@ -322,9 +348,10 @@ def output_projection(concat: torch.Tensor, w_o: torch.Tensor | None, layout: st
     return concat @ w_o if layout == "row" else concat @ w_o.T
 
 
-def sinusoidal_positions(T: int, d: int, dtype=torch.float32, device=None) -> torch.Tensor:
-    """The sinusoidal positional encoding of "Attention Is All You Need": (T, d)."""
-    pos = torch.arange(T, dtype=torch.float64, device=device).unsqueeze(1)  # (T, 1)
+def sinusoidal_positions(T: int, d: int, dtype=torch.float32, device=None, offset: int = 0) -> torch.Tensor:
+    """The sinusoidal positional encoding of "Attention Is All You Need" at positions offset ... offset + T - 1:
+    (T, d)."""
+    pos = torch.arange(offset, offset + T, dtype=torch.float64, device=device).unsqueeze(1)  # (T, 1)
     i = torch.arange(0, d, 2, dtype=torch.float64, device=device)  # even dims
     angle = pos / torch.pow(10000.0, i / d)  # (T, ceil(d/2))
     pe = torch.zeros(T, d, dtype=torch.float64, device=device)

@@ -17,7 +17,7 @@ from .devices import free_bytes, resolve_device, synchronize
 from .errors import DeviceError, TooLargeError
 from .fields import FIELDS, TENSOR_FIELDS
 from .draws import draw_parameters, weights_on
-from .inputs import check_tokens, tokens_for
+from .inputs import check_tokens, source_tokens_for, tokens_for
 from .reduce import reduce_matrix
 from .sources import source
 from .tokens import Tokens
@@ -40,15 +40,20 @@ STREAMED = ("scores", "scaled", "weights")
 
 @dataclass(frozen=True)
 class AttentionResult:
-    """Every intermediate of one self-attention computation, named after the paper.
+    """Every intermediate of one attention computation, named after the paper.
+
+    Self-attention has T tokens; cross-attention (``config.cross``) takes its queries from the
+    sentence's T tokens and its keys and values from the second sentence's T_k tokens
+    (``source_tokens``, whose inputs are ``x_source``), so the maps below are T x T_k;
+    in self-attention T_k = T and the keys are the sentence's own tokens.
 
     Tensors live on ``device``; per-head fields keep their head axis even when h = 1.
     ``w_q``, ``w_k``, ``w_v`` and ``w_o`` are None when the config has no projections;
     ``b_q``, ``b_k``, ``b_v`` and ``b_o`` are None when there are no biases (``bias`` off).
     With grouped-query heads (``kv_heads`` g < h) ``w_k``, ``w_v``, ``b_k``, ``b_v``, ``k`` and
     ``v`` have g heads; the scores, weights and outputs have h. ``q_unrotated`` and
-    ``k_unrotated`` (RoPE) are q and k before the rotation; ``position_bias`` (ALiBi) is the
-    bias added to the scaled scores, None when streamed.
+    ``k_unrotated`` (RoPE) are q and k before the rotation and ``rope_angles`` the rotation's
+    angles; ``position_bias`` (ALiBi) is the bias added to the scaled scores, None when streamed.
 
     A *streamed* result (``compute(config, display_max=...)`` with T over ``display_max``)
     has no ``scores``, ``scaled`` or ``weights`` tensors: ``shown`` holds them pooled for the
@@ -69,11 +74,11 @@ class AttentionResult:
     w_v: torch.Tensor | None  # (g, d, d_v) row / (g, d_v, d) column
     w_o: torch.Tensor | None  # (h*d_v, d) row / (d, h*d_v) column
     q: torch.Tensor  # (h, T, d_k)
-    k: torch.Tensor  # (g, T, d_k), after RoPE
-    v: torch.Tensor  # (g, T, d_v)
-    scores: torch.Tensor | None  # (h, T, T) omega; None when streamed
-    scaled: torch.Tensor | None  # (h, T, T) omega / sqrt(d_k) / temperature, masked -inf
-    weights: torch.Tensor | None  # (h, T, T) alpha
+    k: torch.Tensor  # (g, T_k, d_k), after RoPE
+    v: torch.Tensor  # (g, T_k, d_v)
+    scores: torch.Tensor | None  # (h, T, T_k) omega; None when streamed
+    scaled: torch.Tensor | None  # (h, T, T_k) omega / sqrt(d_k) / temperature, masked -inf
+    weights: torch.Tensor | None  # (h, T, T_k) alpha
     head_outputs: torch.Tensor  # (h, T, d_v) z
     concat: torch.Tensor  # (T, h*d_v)
     output: torch.Tensor  # (T, d)
@@ -86,13 +91,28 @@ class AttentionResult:
     b_v: torch.Tensor | None = None  # (g, 1, d_v)
     b_o: torch.Tensor | None = None  # (1, d)
     q_unrotated: torch.Tensor | None = None  # (h, T, d_k) RoPE only: q before the rotation
-    k_unrotated: torch.Tensor | None = None  # (g, T, d_k) RoPE only
-    position_bias: torch.Tensor | None = None  # (h, T, T) ALiBi only, None when streamed
-    shown: dict[str, torch.Tensor] | None = None  # streamed only: scores, scaled, weights pooled, (h, r, r)
+    k_unrotated: torch.Tensor | None = None  # (g, T_k, d_k) RoPE only
+    rope_angles: torch.Tensor | None = None  # (T, d_k/2) RoPE only: the angle of each pair at each position
+    position_bias: torch.Tensor | None = None  # (h, T, T_k) ALiBi only, None when streamed
+    shown: dict[str, torch.Tensor] | None = None  # streamed only: scores, scaled, weights pooled, (h, r, r_k)
+    source_tokens: tuple[str, ...] | None = None  # cross-attention: the second sentence's T_k tokens
+    source_token_ids: torch.Tensor | None = None  # (T_k,) their ids in ``vocab``
+    x_source: torch.Tensor | None = None  # (T_k, d) cross-attention: the second sentence's inputs
 
     @property
     def seq_len(self) -> int:
+        """T, the number of query tokens (the sentence's)."""
         return len(self.tokens)
+
+    @property
+    def key_tokens(self) -> tuple[str, ...]:
+        """The tokens of the keys and values: the second sentence's in cross-attention, else the sentence's."""
+        return self.tokens if self.source_tokens is None else self.source_tokens
+
+    @property
+    def key_len(self) -> int:
+        """T_k, the number of keys (T in self-attention)."""
+        return len(self.key_tokens)
 
     @property
     def heads(self) -> int:
@@ -116,7 +136,7 @@ class AttentionResult:
     def shape(self, name: str) -> tuple[int, ...]:
         """The full shape of field ``name``, also for a streamed field."""
         if self.shown is not None and name in self.shown:
-            return (self.heads, self.seq_len, self.seq_len)
+            return (self.heads, self.seq_len, self.key_len)
         return tuple(getattr(self, name).shape)
 
     def full(self) -> "AttentionResult":
@@ -146,7 +166,7 @@ class AttentionResult:
         return out
 
     def row(self, name: str, head: int, token: int) -> torch.Tensor:
-        """Query ``token``'s row (T,) of scores, scaled or weights in ``head``, on the device.
+        """Query ``token``'s row (T_k,) of scores, scaled or weights in ``head``, on the device.
 
         A streamed result computes it again from q_i and K, the same values as the full row.
         """
@@ -159,7 +179,7 @@ class AttentionResult:
         rows = A.query_rows(self.q[head:head + 1, token:token + 1], self.k[kv_head:kv_head + 1], token,
                             scale=cfg.scale, temperature=cfg.temperature, causal=cfg.causal,
                             similarity=cfg.similarity, slopes=slopes, window=cfg.window,
-                            sink_tokens=cfg.sink_tokens)
+                            sink_tokens=cfg.sink_tokens, offset=cfg.position_offset)
         return rows[name][0, 0]
 
     def display(self, name: str, max_rows: int = 512, max_cols: int = 512) -> np.ndarray:
@@ -167,8 +187,7 @@ class AttentionResult:
         t = getattr(self, name)
         if t is None and self.streamed and name in self.shown:
             kept = self.shown[name]
-            T = self.seq_len
-            if tuple(kept.shape[-2:]) == (min(T, max_rows), min(T, max_cols)):
+            if tuple(kept.shape[-2:]) == (min(self.seq_len, max_rows), min(self.key_len, max_cols)):
                 return kept.detach().cpu().numpy()
             t = getattr(self.full(), name)  # another size: pool the full field
         return reduce_matrix(t, max_rows, max_cols, FIELDS[name].kind).detach().cpu().numpy()
@@ -180,7 +199,9 @@ def estimate_bytes(config: AttentionConfig, display_max: int | None = None) -> i
     ``display_max``: as ``compute`` streams the T x T fields when T exceeds it.
     """
     toks = tokens_for(config)
+    source = source_tokens_for(config)
     T, V = len(toks.tokens), len(toks.vocab)
+    T_k = T if source is None else len(source.tokens)  # keys
     dims = config.dims
     h, d, d_k, d_v = dims.heads, dims.d_model, dims.d_k, dims.d_v
     elem = 8 if config.dtype == "float64" else 4
@@ -189,11 +210,11 @@ def estimate_bytes(config: AttentionConfig, display_max: int | None = None) -> i
         block = BLOCK_BYTES["cpu"] if config.device == "cpu" else MIN_GPU_BLOCK
         n = 3 * h * display_max**2 + 8 * block // elem  # the pooled maps; one block's fields and temporaries
     else:
-        n = 4 * h * T * T  # scores, scaled, weights, and one softmax temporary
-    n += T * d * 3 + h * T * (2 * d_k + 2 * d_v) + T * h * d_v
-    n += h * d * (2 * d_k + d_v) + h * d_v * d + V * d
+        n = 4 * h * T * T_k  # scores, scaled, weights, and one softmax temporary
+    n += (T + T_k) * d * 3 + h * (T + T_k) * (d_k + d_v) + T * h * d_v
+    n += h * d * (2 * d_k + d_v) + h * d_v * d + (V + T_k) * d
     if config.positional == "alibi" and not _streams(config, T, display_max):
-        n += h * T * T  # the position bias
+        n += h * T * T_k  # the position bias
     return n * elem
 
 
@@ -249,11 +270,15 @@ def compute(config: AttentionConfig, display_max: int | None = None) -> Attentio
     """
     device = resolve_device(config.device)
     toks = check_tokens(config)
+    source = source_tokens_for(config)
     heads = config.dims.heads
     T, limit = len(toks.tokens), MAX_TOKENS[device.type]
     if T > limit:
         raise TooLargeError(f"T = {T:,} tokens is over the limit of {limit:,} on {device.type} "
                             f"(attention computes {heads} × T × T scores; past it one compute takes minutes)")
+    if source is not None and len(source.tokens) > limit:
+        raise TooLargeError(f"the second sentence has T_k = {len(source.tokens):,} tokens, over the limit of "
+                            f"{limit:,} on {device.type}")
     need = estimate_bytes(config, display_max)
     free = free_bytes(device) if need > CHECK_FREE_ABOVE else None
     if free is not None and need > 0.8 * free:
@@ -262,7 +287,7 @@ def compute(config: AttentionConfig, display_max: int | None = None) -> Attentio
             f"{config.device} has {_human(free)} free"
         )
     try:
-        return _compute(config, toks, device, display_max if _streams(config, T, display_max) else None)
+        return _compute(config, toks, source, device, display_max if _streams(config, T, display_max) else None)
     except torch.cuda.OutOfMemoryError as exc:
         raise DeviceError(f"{config.device} ran out of memory ({_human(need)} needed)") from exc
     except MemoryError as exc:
@@ -276,21 +301,24 @@ def compute(config: AttentionConfig, display_max: int | None = None) -> Attentio
         raise
 
 
-def _compute(config: AttentionConfig, toks: Tokens, device: torch.device, reduce_to: int | None) -> AttentionResult:
+def _compute(config: AttentionConfig, toks: Tokens, source: Tokens | None, device: torch.device,
+             reduce_to: int | None) -> AttentionResult:
     dtype = DTYPES[config.dtype]
     start = time.perf_counter()
-    layer_weights = None
+    layer_weights, x_source, ids = None, None, toks.id_tensor()
+    vocab = toks.vocab
     if config.model is None:
-        x, weights = _random_inputs(config, toks, device, dtype)
+        x, x_source, weights, both = _random_inputs(config, toks, source, device, dtype)
+        ids, vocab = both.id_tensor(), both.vocab  # cross-attention: ids in one vocabulary for both sentences
         notes = []
     else:
         x, weights, layer_weights = _model_inputs(config, toks, device, dtype)
         notes = ["output is the attention block's output, before the residual and LayerNorm"]
-    steps = A.attend(x, weights, layout=config.layout, scale=config.scale, temperature=config.temperature,
-                     causal=config.causal, similarity=config.similarity,
+    steps = A.attend(x, weights, x_kv=x_source, layout=config.layout, scale=config.scale,
+                     temperature=config.temperature, causal=config.causal, similarity=config.similarity,
                      rope_base=config.rope_base if config.model is None and config.positional == "rope" else None,
-                     alibi=_alibi(config), window=config.window, sink_tokens=config.sink_tokens,
-                     reduce_to=reduce_to,
+                     alibi=_alibi(config), position_offset=config.position_offset if config.model is None else 0,
+                     window=config.window, sink_tokens=config.sink_tokens, reduce_to=reduce_to,
                      block_bytes=_block_bytes(device) if reduce_to is not None else 0)
     if layer_weights is not None and (config.scale, config.temperature, config.causal, config.similarity,
                                       config.window) != (True, 1.0, False, "dot", None):
@@ -303,12 +331,15 @@ def _compute(config: AttentionConfig, toks: Tokens, device: torch.device, reduce
         notes.append("some scores are not finite (overflow in this dtype); their weights are not defined")
     if reduce_to is not None:
         steps.update(scores=None, scaled=None, weights=None)
+    T = len(toks.tokens)
     return AttentionResult(
         config=config,
         tokens=toks.tokens,
-        token_ids=toks.id_tensor().to(device),
-        vocab=toks.vocab,
-        x=x, w_q=weights.w_q, w_k=weights.w_k, w_v=weights.w_v, w_o=weights.w_o,
+        token_ids=(ids if source is None else ids[:T]).to(device),
+        vocab=vocab,
+        source_tokens=None if source is None else source.tokens,
+        source_token_ids=None if source is None else ids[T:].to(device),
+        x=x, x_source=x_source, w_q=weights.w_q, w_k=weights.w_k, w_v=weights.w_v, w_o=weights.w_o,
         b_q=weights.b_q, b_k=weights.b_k, b_v=weights.b_v, b_o=weights.b_o,
         elapsed_ms=elapsed_ms,
         device=str(device),
@@ -333,14 +364,24 @@ def _scores_finite(steps: dict, config: AttentionConfig) -> bool:
     return bool(torch.isfinite(torch.stack(torch.aminmax(scores))).all())
 
 
-def _random_inputs(config: AttentionConfig, toks: Tokens, device: torch.device, dtype: torch.dtype):
-    """X (T, d) and the seeded projections on ``device``, in the config's layout (shared, not copied)."""
-    x, *params = draw_parameters(config, toks)
+def _random_inputs(config: AttentionConfig, toks: Tokens, source: Tokens | None, device: torch.device,
+                   dtype: torch.dtype):
+    """X (T, d), the second sentence's X_src (T_k, d) or None, the seeded projections on ``device`` in the
+    config's layout (shared, not copied), and the tokens X was drawn for.
+
+    Cross-attention draws X once for both sentences, one after the other (one vocabulary), and
+    splits it, so X_src comes from the same draw as X whatever ``inputs`` says.
+    """
+    both = toks if source is None else toks.joined(source)
+    x, *params = draw_parameters(config, both)
     x = x.to(device=device, dtype=dtype)
-    if config.positional == "sinusoidal":
-        T, d = x.shape  # tokens, embedding size
-        x = x + A.sinusoidal_positions(T, d, dtype=dtype, device=device)
-    return x, Projections(*weights_on(tuple(params), device, dtype))
+    T = len(toks.tokens)
+    parts = [x[:T]] if source is None else [x[:T], x[T:]]  # (T, d), (T_k, d)
+    if config.positional == "sinusoidal":  # each sentence from position_offset on
+        parts = [part + A.sinusoidal_positions(part.size(0), part.size(1), dtype=dtype, device=device,
+                                               offset=config.position_offset) for part in parts]
+    x_source = parts[1] if source is not None else None
+    return parts[0], x_source, Projections(*weights_on(tuple(params), device, dtype)), both
 
 
 def _alibi(config: AttentionConfig) -> bool:
@@ -364,6 +405,8 @@ def as_dict(result: AttentionResult) -> dict[str, Any]:
         "tokens": list(result.tokens),
         "token_ids": result.token_ids.tolist(),
         "vocab": list(result.vocab),
+        **({} if result.source_tokens is None else {
+            "source_tokens": list(result.source_tokens), "source_token_ids": result.source_token_ids.tolist()}),
         "shapes": {n: list(result.shape(n)) for n in result.fields()},
         "device": result.device,
         "elapsed_ms": result.elapsed_ms,

@@ -53,6 +53,10 @@ class AttentionConfig:
 
     sentence: str = option(DEFAULT_SENTENCE, kind="text", hi=MAX_CHARS, label="sentence",
                            help="The text to attend over.")
+    source_sentence: str | None = option(None, kind="text", hi=MAX_CHARS, nullable=True, label="second sentence",
+                                         modes=RANDOM_ONLY,
+                                         help="Cross-attention: keys and values from this second sentence, "
+                                              "queries from the sentence; none or empty is self-attention.")
     tokenizer: str = option("word", kind="choice", label="tokens", modes=RANDOM_ONLY,
                             choices=(("word", "words"), ("char", "characters")),
                             help="How the sentence is split into tokens.")
@@ -85,6 +89,9 @@ class AttentionConfig:
                                       ("rope", "RoPE, rotating q and k"), ("alibi", "ALiBi, a bias on the scores")),
                              help="How positions enter: added to X (sinusoidal), rotating q and k (RoPE), "
                                   "or a linear bias on the scores (ALiBi).")
+    position_offset: int = option(0, kind="int", lo=0, hi=2**20, label="position offset", modes=RANDOM_ONLY,
+                                  help="The position of the first token (sinusoidal, RoPE, ALiBi): shift the "
+                                       "sentence to see which numbers depend on absolute positions.")
     rope_base: float = option(10000.0, kind="float", lo=1.0, hi=1e9, decimals=4, label="RoPE base",
                               modes=RANDOM_ONLY, help="The base of RoPE's frequencies base^(-2i/d_k).")
     init: str = option("uniform", kind="choice", label="init", modes=RANDOM_ONLY,
@@ -143,6 +150,8 @@ class AttentionConfig:
                 raise ConfigError("biases need projections (b_q, b_k, b_v and b_O are added to them)")
             if self.positional == "rope" and self.dims.d_k % 2:
                 raise ConfigError(f"RoPE rotates pairs of dimensions: d_k must be even; got {self.dims.d_k}")
+            if self.cross:
+                _check_cross(self)
         else:
             spec = MODELS[self.model]
             if self.positional in ("rope", "alibi"):
@@ -161,6 +170,11 @@ class AttentionConfig:
         if not self.projections:
             return Dims(self.d_model, self.heads, self.d_model, self.d_model, False)
         return Dims(self.d_model, self.heads, self.d_k, self.d_v, True, self.kv_heads)
+
+    @property
+    def cross(self) -> bool:
+        """True for cross-attention: random weights and a second sentence that is not blank."""
+        return self.model is None and self.source_sentence is not None and bool(self.source_sentence.strip())
 
     @property
     def mode(self) -> str:
@@ -198,6 +212,29 @@ class AttentionConfig:
         return tuple(OPTIONS)
 
 
+def _check_cross(config: AttentionConfig) -> None:
+    """Refuse what is defined over one sentence's positions only, with a second sentence.
+
+    The queries and the keys then sit in two sequences, so a key is never "after" a query and
+    i - j compares positions of two different texts. Encoder-decoder cross-attention has no
+    causal mask (the Transformer's decoder, T5, BART, Whisper), and the models that use RoPE,
+    ALiBi or sliding windows apply them in self-attention only (T5's relative bias and Mllama's
+    rotary embedding are left out of their cross-attention layers). Sinusoidal positions are
+    added to each sentence's X, as the Transformer adds them to the encoder's and the decoder's inputs.
+    """
+    why = "with a second sentence (cross-attention) the keys are another text's tokens"
+    if config.causal:
+        raise ConfigError(f"the causal mask hides keys after the query; {why}, so none comes after: "
+                          f"turn causal off or empty the second sentence")
+    if config.window is not None:
+        raise ConfigError(f"a sliding window keeps the keys near each query's position; {why}: "
+                          f"set the window to none or empty the second sentence")
+    if config.positional in ("rope", "alibi"):
+        name = "RoPE" if config.positional == "rope" else "ALiBi"
+        raise ConfigError(f"{name} makes a score depend on i - j within one text; {why}: "
+                          f"choose positions none or sinusoidal, or empty the second sentence")
+
+
 OPTIONS: dict[str, Option] = declared_options(AttentionConfig)
 
 # Views of the declarations, for callers that want one aspect.
@@ -217,6 +254,41 @@ PRESETS: dict[str, AttentionConfig] = {
     "tutorial-embedding": AttentionConfig(
         sentence="Life is short, eat dessert first", inputs="embedding", seed=123, weight_seed=123, layout="column",
         d_model=16, d_k=24, d_v=28, heads=1,
+    ),
+    # RoPE: a repeated phrase gets the same score for the same distance; shift it, nothing changes.
+    "rope": AttentionConfig(
+        sentence="the cat saw the cat saw the cat", positional="rope", rope_base=100.0,
+        d_model=8, d_k=8, d_v=4, heads=1, init="scaled_normal", seed=7,
+    ),
+    # ALiBi (Press et al.): no positions in X; each head's scores fall off linearly with the distance.
+    "alibi": AttentionConfig(
+        sentence="a long road winds through the quiet green hills", positional="alibi", causal=True,
+        d_model=16, d_k=4, d_v=4, heads=4, init="scaled_normal",
+    ),
+    # Grouped-query attention (Llama 2 70B, SmolLM2): 4 query heads read 2 K/V heads.
+    "grouped-query": AttentionConfig(
+        sentence="four queries share two keys and values", heads=4, kv_heads=2,
+        d_model=16, d_k=4, d_v=4, init="scaled_normal", causal=True,
+    ),
+    # Sliding-window attention (Mistral): each query sees itself and the 2 keys before it.
+    "sliding-window": AttentionConfig(
+        sentence="each word here sees only its nearest neighbours and never the far ones",
+        causal=True, window=3, d_model=8, d_k=4, d_v=4, heads=1, init="scaled_normal",
+    ),
+    # Attention sinks (StreamingLLM): the window of 3 plus the first token, visible to every query.
+    "attention-sinks": AttentionConfig(
+        sentence="the first token stays in view while the window slides along the text",
+        causal=True, window=3, sink_tokens=1, d_model=8, d_k=4, d_v=4, heads=1, init="scaled_normal",
+    ),
+    # The Annotated Transformer's MultiHeadedAttention: four nn.Linear(d, d), biases, nn.Linear's init.
+    "annotated-transformer": AttentionConfig(
+        sentence="The Annotated Transformer projects with nn.Linear", bias=True, init="linear",
+        d_model=12, d_k=4, d_v=4, heads=3,
+    ),
+    # Cross-attention (an encoder-decoder's): English queries read the keys and values of a French sentence.
+    "cross-attention": AttentionConfig(
+        sentence="the cat sat on the mat", source_sentence="le chat était assis sur le tapis",
+        d_model=8, d_k=4, d_v=4, heads=2, init="scaled_normal", positional="sinusoidal",
     ),
 }
 

@@ -23,7 +23,9 @@ class FieldInfo:
     per_head : bool
         True when the first axis is the head axis.
     rows, cols : str
-        What the axes index: "token" (query rows), "key" (key columns), "dim",
+        What the axes index: "token" (query rows: the sentence's tokens), "key" (key columns),
+        "source" (rows of the keys' and values' tokens: the sentence's own in self-attention,
+        the second sentence's in cross-attention), "dim", "pair" (RoPE's dimension pairs),
         or "one" (the single row of a bias, added to every token's row).
     kind : str
         "weights" (fixed 0..1 scale), "signed" (diverging map centred on 0).
@@ -43,17 +45,20 @@ FIELDS: dict[str, FieldInfo] = {
     f.name: f
     for f in (
         FieldInfo("x", "X", "X: token embeddings", False, "token", "dim"),
+        FieldInfo("x_source", "X_src", "X_src: the second sentence's embeddings", False, "source", "dim"),
         FieldInfo("w_q", "W_q", "W_q", True, "dim", "dim"),
         FieldInfo("w_k", "W_k", "W_k", True, "dim", "dim"),
         FieldInfo("w_v", "W_v", "W_v", True, "dim", "dim"),
         FieldInfo("b_q", "b_q", "b_q: query bias", True, "one", "dim"),
         FieldInfo("b_k", "b_k", "b_k: key bias", True, "one", "dim"),
         FieldInfo("b_v", "b_v", "b_v: value bias", True, "one", "dim"),
+        FieldInfo("rope_angles", "θ", "θ = p · base^(−2i/d_k): RoPE's angle of pair i at position p", False,
+                  "token", "pair"),
         FieldInfo("q_unrotated", "Q (before RoPE)", "Q = X W_q, before the rotation", True, "token", "dim"),
-        FieldInfo("k_unrotated", "K (before RoPE)", "K = X W_k, before the rotation", True, "token", "dim"),
+        FieldInfo("k_unrotated", "K (before RoPE)", "K = X W_k, before the rotation", True, "source", "dim"),
         FieldInfo("q", "Q", "Q = X W_q", True, "token", "dim"),
-        FieldInfo("k", "K", "K = X W_k", True, "token", "dim"),
-        FieldInfo("v", "V", "V = X W_v", True, "token", "dim"),
+        FieldInfo("k", "K", "K = X W_k", True, "source", "dim"),
+        FieldInfo("v", "V", "V = X W_v", True, "source", "dim"),
         FieldInfo("scores", "ω", "ω = Q Kᵀ", True, "token", "key"),
         FieldInfo("position_bias", "m", "m = -slope_h (i - j): ALiBi's bias", True, "token", "key"),
         FieldInfo("scaled", "ω′", "ω′ = ω / √d_k", True, "token", "key"),
@@ -87,10 +92,11 @@ def formula(name: str, config) -> str:
         if not projections:
             return f"{info.symbol} = X (no projection)"
         w, b = "W_" + name, (f" + b_{name}" if bias else "")
+        x = "X_src" if config.cross and name != "q" else "X"  # cross-attention: K and V from the second sentence
         if col:
-            text = f"{info.symbol} = X {w}ᵀ{b}  ({name}_i = {w} x_i{b})"
+            text = f"{info.symbol} = {x} {w}ᵀ{b}  ({name}_i = {w} {x.lower()}_i{b})"
         else:
-            text = f"{info.symbol} = X {w}{b}"
+            text = f"{info.symbol} = {x} {w}{b}"
         return text + ", rotated (RoPE)" if _rope(config) and name in ("q", "k") else text
     if name == "scores":
         return "ω = cos(Q, K)" if config.similarity == "cosine" else "ω = Q Kᵀ"
@@ -105,6 +111,9 @@ def formula(name: str, config) -> str:
         return f"ω′ = {inner}" if name == "scaled" else f"α = softmax({inner})"
     if name == "position_bias":
         return info.formula if config.causal else "m = -slope_h |i - j|: ALiBi's bias"
+    if name == "rope_angles":
+        p = f"(t + {config.position_offset})" if config.position_offset else "t"  # t: the token's index
+        return f"θ = {p} · {config.rope_base:g}^(−2i/d_k)"
     if name == "output":
         if not projections:
             return "output = Concat(Z), no W_O"

@@ -21,15 +21,24 @@ def tokens_for(config: AttentionConfig) -> Tokens:
     return tokenize(config.sentence, config.tokenizer)
 
 
+def source_tokens_for(config: AttentionConfig) -> Tokens | None:
+    """The Tokens of the second sentence of a cross-attention config (``config.cross``), else None."""
+    return tokenize(config.source_sentence, config.tokenizer) if config.cross else None
+
+
 def check_tokens(config: AttentionConfig) -> Tokens:
-    """The Tokens of ``config``, or ``ConfigError`` when there are none, more than the model reads,
-    or fewer than the sink tokens.
+    """The Tokens of ``config``, or ``ConfigError`` when there are none (in the sentence or a second
+    sentence), more than the model reads, or fewer than the sink tokens.
 
     Cheap after the first call for a sentence (tokenizing is cached); ``compute`` calls it too.
     """
     toks = tokens_for(config)
     if not toks.tokens:
         raise ConfigError("the sentence has no tokens: type at least one word")
+    source = source_tokens_for(config)
+    if source is not None and not source.tokens:
+        raise ConfigError("the second sentence has no tokens: type at least one word, or empty it "
+                          "for self-attention")
     if config.sink_tokens > len(toks.tokens):
         raise ConfigError(f"sink_tokens is {config.sink_tokens:,}, more than the {len(toks.tokens):,} tokens "
                           f"of the sentence")

@@ -10,6 +10,10 @@ Positions count from 1 in the definitions (the first token is position 1):
 - ``previous``: alpha_i,i-1, over rows i >= 2;
 - ``self``: alpha_ii;
 - ``distance``: sum_j alpha_ij |i - j|, the mean distance attended over, in tokens.
+
+In cross-attention (queries and keys from two texts, T x T_k) ``previous``, ``self`` and
+``distance`` compare positions of different texts: they are NaN; ``sink`` is the weight on
+the second text's first token.
 """
 
 from __future__ import annotations
@@ -50,17 +54,20 @@ def _row_mean(values: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
     return (values * rows).sum(-1) / rows.sum(-1)
 
 
-def head_metrics(weights: torch.Tensor, mask: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
+def head_metrics(weights: torch.Tensor, mask: torch.Tensor | None = None,
+                 cross: bool = False) -> dict[str, torch.Tensor]:
     """Per-head metrics of attention weights.
 
     Parameters
     ----------
-    weights : (h, T, T) or (L, h, T, T) tensor
-        alpha: each query row's weights over the keys.
+    weights : (h, T, T_k) or (L, h, T, T_k) tensor
+        alpha: each query row's weights over the keys (T_k = T unless ``cross``).
     mask : bool tensor, optional
         True where a key is visible to a query, broadcastable to ``weights``
         (``causal_visible(T)`` for a causal mask). None: every key is visible.
         Weights on hidden keys are taken as 0.
+    cross : bool
+        The queries and keys are two texts (cross-attention): the metrics of positions are NaN.
 
     Returns
     -------
@@ -69,13 +76,13 @@ def head_metrics(weights: torch.Tensor, mask: torch.Tensor | None = None) -> dic
         and in their floating dtype. A metric with no rows to average over is NaN
         (``previous`` of a single token).
     """
-    if weights.dim() not in (3, 4) or weights.size(-1) != weights.size(-2):
+    if weights.dim() not in (3, 4) or (weights.size(-1) != weights.size(-2) and not cross):
         raise ValueError(f"weights must be (h, T, T) or (L, h, T, T); got {tuple(weights.shape)}")
     if not weights.is_floating_point():
         weights = weights.float()
-    T = weights.size(-1)
+    T = weights.size(-1)  # keys
     if mask is None:
-        visible = torch.ones(T, T, dtype=torch.bool, device=weights.device)
+        visible = torch.ones(weights.shape[-2:], dtype=torch.bool, device=weights.device)
     else:
         visible = torch.as_tensor(mask, device=weights.device).bool()
     visible = visible.broadcast_to(weights.shape)
@@ -86,13 +93,19 @@ def head_metrics(weights: torch.Tensor, mask: torch.Tensor | None = None) -> dic
     entropy = -torch.xlogy(alpha, alpha).sum(-1)  # (..., T), 0 ln 0 = 0
     log_keys = torch.log(keys.clamp_min(2).to(alpha.dtype))
     entropy_norm = torch.where(keys > 1, entropy / log_keys, torch.zeros_like(entropy))
-    position = torch.arange(T, device=alpha.device, dtype=alpha.dtype)
-    offset = (position[:, None] - position[None, :]).abs()  # |i - j|, (T, T)
-    return {
+    out = {
         "entropy": _row_mean(entropy, rows),
         "entropy_norm": _row_mean(entropy_norm, rows),
         "max_weight": _row_mean(alpha.amax(-1), rows),
         "sink": _row_mean(alpha[..., 0], rows),
+    }
+    if cross:
+        nan = torch.full_like(out["entropy"], float("nan"))
+        return {**out, "previous": nan, "self": nan, "distance": nan}
+    position = torch.arange(T, device=alpha.device, dtype=alpha.dtype)
+    offset = (position[:, None] - position[None, :]).abs()  # |i - j|, (T, T)
+    return {
+        **out,
         "previous": _row_mean(alpha.diagonal(offset=-1, dim1=-2, dim2=-1), rows[..., 1:]),
         "self": _row_mean(alpha.diagonal(dim1=-2, dim2=-1), rows),
         "distance": _row_mean((alpha * offset).sum(-1), rows),

@@ -48,12 +48,12 @@ class Saturation:
 
 def saturation(weights: torch.Tensor, scaled: torch.Tensor | None = None,
                mask: torch.Tensor | None = None) -> Saturation:
-    """How many rows of ``weights`` (..., T, T) are one-hot, and how far ``scaled`` reaches.
+    """How many rows of ``weights`` (..., T, T_k) are one-hot, and how far ``scaled`` reaches.
 
     ``mask`` (True = visible key, broadcastable) says which keys each row has; None: all.
     """
-    T = weights.size(-1)
-    visible = torch.ones(T, T, dtype=torch.bool, device=weights.device) if mask is None else mask.bool()
+    rows_keys = weights.shape[-2:]  # (T, T_k): T_k = T in self-attention
+    visible = torch.ones(rows_keys, dtype=torch.bool, device=weights.device) if mask is None else mask.bool()
     keys = visible.broadcast_to(weights.shape).sum(-1)  # (..., T)
     counted = keys > 1
     one_hot = (weights.amax(-1) >= ONE_HOT) & counted
@@ -109,5 +109,5 @@ def entropy_vs_dk(config: AttentionConfig, d_ks: tuple[int, ...] | None = None) 
         mask = causal_visible(T, result.scores.device) if config.causal else None
         unscaled = A.attention_weights(A.scale_and_mask(result.scores, d_k, False, config.temperature, config.causal))
         for curve, weights in ((scaled_curve, result.weights), (unscaled_curve, unscaled)):
-            curve.append(float(head_metrics(weights, mask)["entropy_norm"].mean()))
+            curve.append(float(head_metrics(weights, mask, cross=config.cross)["entropy_norm"].mean()))
     return EntropySweep(d_ks, tuple(scaled_curve), tuple(unscaled_curve))

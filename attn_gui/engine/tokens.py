@@ -40,6 +40,16 @@ class Tokens:
             object.__setattr__(self, "_ids", ids)  # a cache, not a field: equality is unchanged
         return ids
 
+    def joined(self, other: "Tokens") -> "Tokens":
+        """These tokens followed by ``other``'s, with one vocabulary for both (sorted, as ``tokenize`` makes it).
+
+        Cross-attention draws X for both sentences at once this way, so a word in both has one row.
+        """
+        tokens = self.tokens + other.tokens
+        vocab = tuple(sorted(set(tokens)))
+        index = {tok: i for i, tok in enumerate(vocab)}
+        return Tokens(tokens, tuple(index[t] for t in tokens), vocab)
+
 
 def _is_punct(ch: str) -> bool:
     return unicodedata.category(ch).startswith("P")

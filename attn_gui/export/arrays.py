@@ -161,6 +161,7 @@ def manifest(result: AttentionResult, files: Iterable[str], formats: Iterable[st
         "tokens": info["tokens"],
         "vocab": info["vocab"],
         "token_ids": info["token_ids"],
+        **{key: info[key] for key in ("source_tokens", "source_token_ids") if key in info},
         "heads": result.heads,
         "shapes": info["shapes"],
         "device": info["device"],
@@ -172,6 +173,7 @@ def manifest(result: AttentionResult, files: Iterable[str], formats: Iterable[st
         "png_width": width,
         "csv": "header-less, comma separated, one matrix per file (<field>_head<i>.csv per head, "
                "i counted from 1; in the .npy files the head axis is indexed from 0); "
-               "rows and columns as in the array; names of token axes are in 'tokens'",
+               "rows and columns as in the array; names of token axes are in 'tokens' (cross-attention: "
+               "the key axes and the rows of k, v and x_source in 'source_tokens')",
         "files": list(files),
     }

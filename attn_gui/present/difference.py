@@ -103,3 +103,27 @@ def pinned_differences(current: Frame, pinned: Frame) -> list[MapData]:
     """Every comparable map of ``current`` minus ``pinned`` (all heads), for exports."""
     names = set(comparable_fields(current.result, pinned.result))
     return [pinned_difference(current, pinned, n, h) for n, h in map_keys(current.result) if n in names]
+
+
+# What a shift of the whole sentence does, per kind of positions (see ``shift_note``).
+SHIFT_WHY = {
+    "rope": "RoPE turns q_i and k_j by angles of their positions, so q_i · k_j depends on i − j only: "
+            "Q and K change, ω, α and the output do not (beyond rounding)",
+    "alibi": "ALiBi adds −m (i − j) to the scores: nothing depends on where the sentence starts",
+    "sinusoidal": "sinusoidal positions are added to X, so X, Q, K, V, the scores and α all change",
+    "none": "without positions nothing depends on where the sentence starts",
+}
+
+
+def shift_note(pinned: AttentionConfig, current: AttentionConfig, data: MapData) -> str | None:
+    """The note under a now − pinned map when the two differ by ``position_offset`` alone, else None.
+
+    It names the shift, the largest difference in ``data`` and why it is (or is not) zero.
+    """
+    if pinned.position_offset == current.position_offset or \
+            pinned.replace(position_offset=current.position_offset) != current:
+        return None
+    finite = np.abs(data.matrix[np.isfinite(data.matrix)])
+    largest = float(finite.max()) if finite.size else 0.0
+    return (f"The sentence moved from position {pinned.position_offset} to {current.position_offset}: "
+            f"the largest |{data.symbol}| is {largest:.3g}. {SHIFT_WHY[current.positional]}.")

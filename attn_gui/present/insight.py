@@ -78,7 +78,7 @@ def metrics_table(result: AttentionResult) -> MetricsTable | None:
         return None
     mask = visible_keys(result)
     if result.layer_weights is None:
-        values = head_metrics(result.weights[None], mask)
+        values = head_metrics(result.weights[None], mask, cross=result.source_tokens is not None)
         layers = None
     else:
         L = result.layer_weights.size(0)
@@ -170,11 +170,11 @@ def query_softmax(result: AttentionResult, head: int, token: int) -> QuerySoftma
     """alpha of query ``token`` in ``head`` with and without scaling (temperature and mask as configured)."""
     cfg = result.config
     d_k = result.q.size(-1)
-    row = result.row("scores", head, token)[None, None]  # (1, 1, T): only this query's scores
+    row = result.row("scores", head, token)[None, None]  # (1, 1, T_k): only this query's scores
     out = []
     for scale in (True, False):
         scaled = scale_and_mask(row, d_k, scale, cfg.temperature, False)
         if cfg.causal:  # the keys after the query are masked
             scaled[..., token + 1:] = float("-inf")
         out.append(attention_weights(scaled)[0, 0].detach().cpu().numpy())
-    return QuerySoftmax(list(result.tokens), out[0], out[1], d_k, result.tokens[token])
+    return QuerySoftmax(list(result.key_tokens), out[0], out[1], d_k, result.tokens[token])

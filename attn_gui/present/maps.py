@@ -18,8 +18,8 @@ NBSP = "\u00a0"
 
 # The window's columns, in data-flow order: (title, fields, relative width).
 STAGES: list[tuple[str, tuple[str, ...], int]] = [
-    ("1  Embeddings and weights", ("x", "w_q", "w_k", "w_v", "b_q", "b_k", "b_v"), 10),
-    ("2  Queries, keys, values", ("q_unrotated", "k_unrotated", "q", "k", "v"), 10),
+    ("1  Embeddings and weights", ("x", "x_source", "w_q", "w_k", "w_v", "b_q", "b_k", "b_v"), 10),
+    ("2  Queries, keys, values", ("rope_angles", "q_unrotated", "k_unrotated", "q", "k", "v"), 10),
     ("3  Scores → weights", ("scores", "position_bias", "scaled", "weights"), 12),
     ("4  Per-head output", ("head_outputs", "concat"), 10),
     ("5  Output", ("w_o", "b_o", "output"), 10),
@@ -52,6 +52,7 @@ class MapData:
     field : the result field shown ("weights"), for file names
     masked : (R, C) bool, optional: cells masked although their value is finite (alpha's zeros)
     row_tokens, col_tokens : the axis runs over token positions (a pooled block is named "1–16", from 1)
+    query_rows : the rows are the query tokens (clicking one follows it; the followed one is outlined)
     """
 
     matrix: np.ndarray
@@ -69,6 +70,7 @@ class MapData:
     masked: np.ndarray | None = None
     row_tokens: bool = False
     col_tokens: bool = False
+    query_rows: bool = False
 
 
 def map_id(name: str, head: int | None) -> str:
@@ -94,8 +96,10 @@ def special_tokens(result: AttentionResult) -> tuple[int, ...]:
 
 
 def _axis_labels(result: AttentionResult, axis: str, n: int) -> list[str]:
-    if axis in ("token", "key"):
+    if axis == "token":
         return list(result.tokens)
+    if axis in ("key", "source"):  # the second sentence's tokens in cross-attention
+        return list(result.key_tokens)
     return [str(i) for i in range(n)]
 
 
@@ -121,7 +125,7 @@ def map_data(frame: Frame, name: str, head: int | None = None, hidden: tuple[int
     R, C = result.shape(name)[-2:]
     row_blocks = block_edges(R, matrix.shape[0]) if matrix.shape[0] != R else None
     col_blocks = block_edges(C, matrix.shape[1]) if matrix.shape[1] != C else None
-    if hidden and info.rows == "token" and row_blocks is None and (keep := _keep(R, hidden)):
+    if hidden and info.rows in ("token", "source") and row_blocks is None and (keep := _keep(R, hidden)):
         matrix, row_blocks = matrix[keep], [(i, i + 1) for i in keep]
         masked = None if masked is None else masked[keep]
     if hidden and info.cols == "key" and col_blocks is None and (keep := _keep(C, hidden)):
@@ -154,8 +158,9 @@ def map_data(frame: Frame, name: str, head: int | None = None, hidden: tuple[int
         pair_arrow=info.rows == "token" and info.cols == "key",
         field=name,
         masked=masked if masked is not None and masked.any() else None,
-        row_tokens=info.rows in ("token", "key"),
-        col_tokens=info.cols in ("token", "key"),
+        row_tokens=info.rows in ("token", "key", "source"),
+        col_tokens=info.cols in ("token", "key", "source"),
+        query_rows=info.rows == "token" or (info.rows == "source" and result.source_tokens is None),
     )
 
 

@@ -27,8 +27,8 @@ def streamed_saturation(result: AttentionResult) -> Saturation:
     """``saturation`` of a streamed result, from each row's largest alpha kept while streaming."""
     row_max = result.shown["weights_row_max"]  # (h, T)
     counted = torch.ones_like(row_max, dtype=torch.bool)
-    if result.config.causal:
-        counted[:, 0] = False  # the first query sees one key: one-hot by construction
+    if result.config.causal or result.key_len == 1:
+        counted[:, 0 if result.key_len > 1 else slice(None)] = False  # rows that see one key: one-hot anyway
     one_hot = (row_max >= ONE_HOT) & counted
     scaled = result.shown["scaled"]
     finite = scaled[torch.isfinite(scaled)]

@@ -22,8 +22,8 @@ SESSION_VERSION = 3  # 1: the config alone; 2: the whole view state; 3: "stable"
 # The defaults a file written before version 3 was made under, for the fields it may leave out:
 # such a file without "inputs" meant the table over the sorted vocabulary, the default then.
 OLD_DEFAULTS: dict[str, Any] = {"inputs": "embedding"}
-# the longest sentence the window shows (JSON escapes a character in at most 12 bytes), plus the layout
-MAX_BYTES = 12 * MAX_WINDOW_CHARS + 256_000
+# the two longest sentences the window shows (JSON escapes a character in at most 12 bytes), plus the layout
+MAX_BYTES = 2 * 12 * MAX_WINDOW_CHARS + 256_000
 LAYOUT_KEYS = ("geometry", "window_state", "splitter")
 
 

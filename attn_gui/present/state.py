@@ -108,6 +108,8 @@ class ViewState:
         values = dict(data)
         values["config"] = AttentionConfig.from_dict(values.get("config", {}))
         check_window_text(values["config"].sentence)
+        if values["config"].source_sentence is not None:
+            check_window_text(values["config"].source_sentence)
         try:
             return cls(**values)
         except TypeError as exc:  # a key given twice, or the like

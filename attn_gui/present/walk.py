@@ -1,4 +1,7 @@
-"""The walk of one query token through every step, as the tutorials follow x_2 "in" (HTML, no Qt)."""
+"""The walk of one query token through every step, as the tutorials follow x_2 "in" (HTML, no Qt).
+
+In cross-attention the walk follows a query of the sentence across to the keys and values
+of the second sentence."""
 
 from __future__ import annotations
 
@@ -62,12 +65,17 @@ def walk_html(result: AttentionResult, token: int, head: int) -> str:
     out.append(f"<p><b>1. {step1}</b> x<sub>{n}</sub> = {_vec(x)}</p>")
     if result.w_q is not None:
         proj = f"W<sub>q</sub> x<sub>{n}</sub>" if col else f"x<sub>{n}</sub> W<sub>q</sub>"
-        if cfg.model:
+        if result.b_q is not None:  # a model's biases, or random ones (bias on)
             proj += " + b<sub>q</sub>"
         out.append(f"<p><b>2. Query</b> q<sub>{n}</sub> = {proj} = {_vec(q)}</p>")
     else:
         out.append(f"<p><b>2. Query</b> q<sub>{n}</sub> = x<sub>{n}</sub> (no projection)</p>")
-    T = result.seq_len
+    if result.source_tokens is not None:
+        kproj = "W<sub>k</sub> x′<sub>j</sub>" if col else "x′<sub>j</sub> W<sub>k</sub>"
+        out.append(f"<p><b>Across sentences:</b> the keys and values come from the second sentence, "
+                   f"k<sub>j</sub> = {kproj} for each of its {result.key_len} tokens x′<sub>j</sub>; "
+                   f"this query of the first sentence weighs them.</p>")
+    T = result.key_len  # keys: the second sentence's in cross-attention
     if T > MAX_KEYS:
         order = np.argsort(-alpha, kind="stable")[:MAX_KEYS]
         note = f" (the {MAX_KEYS} keys with the largest weight of {T:,})"
@@ -80,11 +88,12 @@ def walk_html(result: AttentionResult, token: int, head: int) -> str:
             "<th>ω</th><th>ω / " + html.escape(div) + "</th><th>α</th></tr>"]
     for j in order:
         masked = np.isneginf(scaled[j])
-        terms = "masked (key after the query)" if masked else (
+        why = "key after the query" if j > token else "outside the window"  # a causal mask, or the window's
+        terms = f"masked ({why})" if masked else (
             "cosine of the angle" if cfg.similarity == "cosine" else _terms(q, k[j]))
         bar = f"<span style='background:#440154;color:white'>{'&nbsp;' * max(0, int(round(alpha[j] * 20)))}</span>"
         rows.append(
-            f"<tr><td>{j + 1}</td><td>{html.escape(result.tokens[j])}</td><td>{terms}</td>"
+            f"<tr><td>{j + 1}</td><td>{html.escape(result.key_tokens[j])}</td><td>{terms}</td>"
             f"<td align=right>{format_value(float(omega[j]))}</td>"
             f"<td align=right>{format_value(float(scaled[j]))}</td>"
             f"<td align=right>{float(alpha[j]):.4f} {bar}</td></tr>")

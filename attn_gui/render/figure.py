@@ -15,7 +15,6 @@ from .focus import FocusView
 from .heatmap import HeatmapView
 
 MAP_MIN_W, MAP_MIN_H = 230, 150
-TOKEN_ROW_FIELDS = {name for name, info in FIELDS.items() if info.rows == "token"}
 
 
 class PipelineView(QtWidgets.QWidget):
@@ -164,15 +163,12 @@ class PipelineView(QtWidgets.QWidget):
 
     def _outline(self, token: int | None) -> None:
         """Outline query row ``token`` in every map with token rows."""
-        for name, view in self.views.items():
-            view.set_highlight(token if name in TOKEN_ROW_FIELDS else None)
-        for view in self.focusView.findChildren(HeatmapView):
-            view.set_highlight(token if view.data is not None and view.data.field in TOKEN_ROW_FIELDS else None)
+        for view in (*self.views.values(), *self.focusView.findChildren(HeatmapView)):
+            view.set_highlight(token if view.data is not None and view.data.query_rows else None)
         for view in self.overview:
             view.set_highlight(token)
 
     def _on_row_clicked(self, row: int) -> None:
         view = self.sender()
-        name = next((n for n, v in self.views.items() if v is view), None)
-        if name in TOKEN_ROW_FIELDS:
+        if view.data is not None and view.data.query_rows:
             self.tokenSelected.emit(row)

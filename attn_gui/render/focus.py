@@ -73,8 +73,8 @@ class FocusView(QtWidgets.QWidget):
             view.setVisible(any(view is v for v, _ in pairs))
         for view, name in pairs:
             view.set_data(map_data(frame, name, head if FIELDS[name].per_head else None, hidden))
-            view.set_highlight(token if FIELDS[name].rows == "token" else None)
+            view.set_highlight(token if view.data.query_rows else None)
 
     def _on_row(self, view: HeatmapView, row: int) -> None:
-        if view.data is not None and FIELDS[view.data.field].rows == "token":
+        if view.data is not None and view.data.query_rows:
             self.tokenSelected.emit(row)

@@ -15,15 +15,16 @@ from typing import Any
 from PySide6 import QtCore, QtGui, QtWidgets
 
 from ..engine import MODELS, OPTIONS, PRESETS, AttentionConfig, Tokens
+from ..engine.inputs import source_tokens_for
 from .editors import Editor, make_editor
 
 MAX_CHIPS = 300
 # Where each option sits; an option missing here lands in "More", so a new one needs no edit.
 GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("Sentence", ("sentence", "tokenizer")),
+    ("Sentence", ("sentence", "source_sentence", "tokenizer")),
     ("Source", ("model", "layer")),
     ("Sizes", ("d_model", "d_k", "d_v", "heads")),
-    ("Inputs and weights", ("seed", "weight_seed", "inputs", "positional", "init", "bias")),
+    ("Inputs and weights", ("seed", "weight_seed", "inputs", "positional", "position_offset", "init", "bias")),
     ("Attention", ("layout", "projections", "similarity", "scale", "temperature", "causal",
                    "rope_base", "kv_heads", "window", "sink_tokens")),
     ("Compute", ("device", "dtype")),
@@ -76,13 +77,20 @@ class ControlPanel(QtWidgets.QWidget):
         self.tokenChips.setWordWrap(True)
         self.tokenChips.setTextFormat(QtCore.Qt.TextFormat.RichText)
         self.tokenChips.setToolTip("The tokens x₁, x₂, … numbered by position")
+        self.sourceChips = QtWidgets.QLabel()
+        self.sourceChips.setObjectName("sourceChips")
+        self.sourceChips.setWordWrap(True)
+        self.sourceChips.setTextFormat(QtCore.Qt.TextFormat.RichText)
+        self.sourceChips.hide()
         self.presetCombo = QtWidgets.QComboBox()
         self.presetCombo.setObjectName("presetCombo")
         self.presetCombo.addItem("Preset…", None)
         for name in PRESETS:
             self.presetCombo.addItem(name, name)
         self.presetCombo.setToolTip("default: the explorer's start; tutorial-uniform and tutorial-embedding "
-                                    "reproduce the tutorials' printed numbers")
+                                    "reproduce the tutorials' printed numbers; the others show one variant "
+                                    "of today's attention each (RoPE, ALiBi, grouped-query, sliding window, "
+                                    "sinks, nn.Linear with biases, cross-attention)")
         self.presetCombo.activated.connect(self._on_preset)
         self.rerollButton = QtWidgets.QPushButton("Re-roll")
         self.rerollButton.setObjectName("rerollButton")
@@ -117,6 +125,12 @@ class ControlPanel(QtWidgets.QWidget):
             form.addRow(widget)
             form.addRow(self.messageLabel)
             form.addRow(self.tokenChips)
+        elif name == "source_sentence":  # under the first: its keys and values (cross-attention)
+            label = QtWidgets.QLabel("second sentence: keys and values (cross-attention)")
+            label.setStyleSheet("color:#445;")
+            form.addRow(label)
+            form.addRow(widget)
+            form.addRow(self.sourceChips)
         elif name == "seed":
             row = QtWidgets.QHBoxLayout()
             row.addWidget(widget, 1)
@@ -171,22 +185,19 @@ class ControlPanel(QtWidgets.QWidget):
 
     def _show_tokens(self, cfg: AttentionConfig, toks: Tokens) -> None:
         """The tokens as chips, each with its position counted from 1 (``doubt₃`` is x₃), as the maps
-        and the walk count; the vocabulary ids, which are not positions, are in the tooltip."""
-        chips, ids = [], []
-        for i, (tok, tid) in enumerate(list(zip(toks.tokens, toks.token_ids))[:MAX_CHIPS], start=1):
-            label = html.escape("␣" if tok == " " else tok)
-            chips.append(f'<span style="background:#e8eefc; color:#1a2b4c;">&nbsp;{label}'
-                         f'<sub style="color:#6a7a99;">{i}</sub>&nbsp;</span>')
-            ids.append(f"{label} {tid}")
-        more = len(toks.tokens) - MAX_CHIPS
-        tail = f" … and {more:,} more" if more > 0 else ""
-        vocab = f"ids in a vocabulary of {len(toks.vocab):,}" if cfg.model else f"V = {len(toks.vocab):,} distinct"
-        self.tokenChips.setText(f"<b>T = {len(toks.tokens):,}</b> tokens x<sub>1</sub> … x<sub>{len(toks.tokens)}"
-                                f"</sub>, {vocab}: " + " ".join(chips) + tail)
-        self.tokenChips.setToolTip(
-            f"<p>The tokens, numbered by position from 1 (x₁ is the first). Vocabulary ids"
-            f"{' (the model’s)' if cfg.model else ' (repeated tokens share one)'}: "
-            + ", ".join(ids[:60]) + (", …" if len(ids) > 60 else "") + "</p>")
+        and the walk count; the vocabulary ids, which are not positions, are in the tooltip.
+        With a second sentence (cross-attention) its tokens, the keys, have chips of their own."""
+        source = source_tokens_for(cfg)
+        both = toks if source is None else toks.joined(source)  # cross-attention: one vocabulary for both
+        ids, T = both.token_ids, len(toks.tokens)
+        vocab = f"ids in a vocabulary of {len(toks.vocab):,}" if cfg.model else f"V = {len(both.vocab):,} distinct"
+        self.tokenChips.setText(f"<b>T = {T:,}</b> tokens x<sub>1</sub> … x<sub>{T}</sub>, {vocab}: "
+                                + _chips(toks.tokens))
+        self.tokenChips.setToolTip(_ids_tip(toks.tokens, ids[:T], "the model’s" if cfg.model else ""))
+        self.sourceChips.setVisible(source is not None)
+        if source is not None:
+            self.sourceChips.setText(f"<b>T_k = {len(source.tokens):,}</b> keys: " + _chips(source.tokens))
+            self.sourceChips.setToolTip(_ids_tip(source.tokens, ids[T:], ""))
 
     def show_message(self, text: str) -> None:
         """Show (or, with "", hide) a problem right under the sentence."""
@@ -216,3 +227,22 @@ class ControlPanel(QtWidgets.QWidget):
     def focus_sentence(self) -> None:
         self.sentenceInput.setFocus(QtCore.Qt.FocusReason.ShortcutFocusReason)
         self.sentenceInput.moveCursor(QtGui.QTextCursor.MoveOperation.End)
+
+
+def _chips(tokens: tuple[str, ...]) -> str:
+    """The tokens as chips with their positions from 1 (the first ``MAX_CHIPS``), as rich text."""
+    chips = []
+    for i, tok in enumerate(tokens[:MAX_CHIPS], start=1):
+        label = html.escape("␣" if tok == " " else tok)
+        chips.append(f'<span style="background:#e8eefc; color:#1a2b4c;">&nbsp;{label}'
+                     f'<sub style="color:#6a7a99;">{i}</sub>&nbsp;</span>')
+    more = len(tokens) - MAX_CHIPS
+    return " ".join(chips) + (f" … and {more:,} more" if more > 0 else "")
+
+
+def _ids_tip(tokens: tuple[str, ...], ids: tuple[int, ...], whose: str) -> str:
+    """The tooltip of a row of chips: positions count from 1; the vocabulary ids are not positions."""
+    pairs = [f"{html.escape(tok)} {tid}" for tok, tid in zip(tokens[:60], ids[:60])]
+    return (f"<p>The tokens, numbered by position from 1 (x₁ is the first). Vocabulary ids"
+            f"{f' ({whose})' if whose else ' (repeated tokens share one)'}: "
+            + ", ".join(pairs) + (", …" if len(tokens) > 60 else "") + "</p>")

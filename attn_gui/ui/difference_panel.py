@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from PySide6 import QtWidgets
+from PySide6 import QtCore, QtWidgets
 
 from ..engine import FIELDS
 from ..present.difference import (comparable_fields, head_difference, layer_difference, per_head_fields,
-                                  pinned_difference)
+                                  pinned_difference, shift_note)
 from ..present.frame import Frame
 from ..present.state import ViewState
 from ..render.heatmap import HeatmapView
@@ -15,8 +15,15 @@ from .insight_panels import labelled_combo
 
 
 class DifferencePanel(QtWidgets.QWidget):
-    """Pin a result, then see any map as now minus pinned; or head minus head, layer minus layer."""
+    """Pin a result, then see any map as now minus pinned; or head minus head, layer minus layer.
 
+    Signals
+    -------
+    shiftRequested()
+        "Pin, then shift one position" was pressed: the owner moves the sentence by one position.
+    """
+
+    shiftRequested = QtCore.Signal()
     MODES = (("now − pinned", "pinned"), ("head − head", "heads"), ("layer − layer (α)", "layers"))
 
     def __init__(self, parent: QtWidgets.QWidget | None = None):
@@ -28,6 +35,11 @@ class DifferencePanel(QtWidgets.QWidget):
         self.pinButton.setObjectName("pinButton")
         self.pinButton.setToolTip("Keep the result shown now; later results with the same number of tokens "
                                   "show their difference from it")
+        self.shiftButton = QtWidgets.QPushButton("Pin, then shift one position")
+        self.shiftButton.setObjectName("shiftButton")
+        self.shiftButton.setToolTip("Pin this result and move the whole sentence one position on (position "
+                                    "offset + 1): RoPE's and ALiBi's scores stay, sinusoidal ones change")
+        self.shiftButton.clicked.connect(self.shiftRequested)
         self.pinnedLabel = QtWidgets.QLabel("nothing pinned")
         self.pinnedLabel.setObjectName("pinnedLabel")
         self.pinnedLabel.setWordWrap(True)
@@ -47,7 +59,7 @@ class DifferencePanel(QtWidgets.QWidget):
         self.fieldCombo.setSizeAdjustPolicy(QtWidgets.QComboBox.SizeAdjustPolicy.AdjustToContents)
         self.labelA, self.labelB, self.labelLayer = QtWidgets.QLabel("A"), QtWidgets.QLabel("− B"), QtWidgets.QLabel("layer")
         bar = QtWidgets.QHBoxLayout()  # two rows, so the panel fits a side dock
-        for w in (self.pinButton, self.modeCombo, self.fieldCombo):
+        for w in (self.pinButton, self.shiftButton, self.modeCombo, self.fieldCombo):
             bar.addWidget(w)
         bar.addStretch(1)
         pick = QtWidgets.QHBoxLayout()
@@ -81,6 +93,7 @@ class DifferencePanel(QtWidgets.QWidget):
         self.frame, self.state, self.hidden = frame, state, hidden
         result = frame.result
         model = result.layer_weights is not None
+        self.shiftButton.setEnabled(result.config.model is None and result.config.positional != "none")
         self.modeCombo.model().item(2).setEnabled(model)
         if not model and self.mode == "layers":
             self.modeCombo.setCurrentIndex(0)
@@ -119,6 +132,7 @@ class DifferencePanel(QtWidgets.QWidget):
         if self.frame is None:
             return
         mode, result = self.mode, self.frame.result
+        self.message.setStyleSheet("color:#556")
         self.labelA.setText("head" if mode == "layers" else "A")
         self.labelA.setVisible(mode != "pinned")
         self.labelB.setVisible(mode != "pinned")
@@ -155,3 +169,15 @@ class DifferencePanel(QtWidgets.QWidget):
             data = layer_difference(self.frame, self.layerA.value() - 1, self.layerB.value() - 1,
                                     self.headA.value() - 1, self.hidden)
         self.map.set_data(data)
+        note = shift_note(self.pinned.result.config, result.config, data) if mode == "pinned" else None
+        if note:
+            self.message.setText(note)
+            self.message.setStyleSheet("color:#1a2b4c; font-weight:600")
+            self.message.show()
+
+    def show_field(self, name: str) -> None:
+        """Compare field ``name`` (now − pinned) when it is in the list."""
+        self.modeCombo.setCurrentIndex(0)
+        index = self.fieldCombo.findData(name)
+        if index >= 0:
+            self.fieldCombo.setCurrentIndex(index)

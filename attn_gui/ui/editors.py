@@ -173,12 +173,20 @@ def _text(opt: Option) -> Editor:
     box = SentenceEdit()
     box.setPlaceholderText("Type a sentence…")
     box.setFixedHeight(64)
+    if opt.nullable:  # the second sentence: an empty box is none (self-attention)
+        box.setPlaceholderText("A second sentence for cross-attention (empty: self-attention)")
+        box.setFixedHeight(48)
 
-    def put(value: str) -> None:
-        if box.toPlainText() != value:  # never move the cursor of the text being typed
+    def put(value: str | None) -> None:
+        value = value or ""
+        if box.toPlainText() != value and (value or box.toPlainText().strip()):  # never move the typing cursor
             box.setPlainText(value)
 
-    return Editor(opt, box, box.toPlainText, put, [box.textChanged])
+    def get() -> str | None:
+        text = box.toPlainText()
+        return None if opt.nullable and not text.strip() else text
+
+    return Editor(opt, box, get, put, [box.textChanged])
 
 
 def _int(opt: Option) -> Editor:

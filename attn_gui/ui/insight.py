@@ -59,6 +59,7 @@ class InsightDocks(QtCore.QObject):
         window.statusBar().addPermanentWidget(self.fixButton)
         self.metrics.headPicked.connect(self._on_head_picked)
         self.scaling.fixRequested.connect(window.edit_config)
+        self.difference.shiftRequested.connect(self.shift_positions)
         window.frameShown.connect(self._on_frame)
         window.stateChanged.connect(self._on_state)
 
@@ -103,6 +104,16 @@ class InsightDocks(QtCore.QObject):
         """The saturation note's one-click fix, as a config edit."""
         if self.note is not None:
             self.window.edit_config(dict(self.note.fix))
+
+    def shift_positions(self) -> None:
+        """Pin the result shown now and move the sentence one position on: the difference dock then shows
+        what depends on absolute positions (sinusoidal) and what on i − j only (RoPE, ALiBi)."""
+        win = self.window
+        self.difference.pin()
+        self.difference.show_field("scores")
+        if win.edit_config({"position_offset": win.state.config.position_offset + 1}):
+            self.docks["difference"].show()
+            self.docks["difference"].raise_()
 
     def _on_head_picked(self, layer: int | None, head: int) -> None:
         win = self.window

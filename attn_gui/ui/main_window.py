@@ -163,8 +163,9 @@ class MainWindow(FileActions, QtWidgets.QMainWindow):
         controls keep showing what was typed, and the message says why.
         """
         try:
-            if "sentence" in changes:
-                check_window_text(changes["sentence"])
+            for name in ("sentence", "source_sentence"):
+                if changes.get(name) is not None:
+                    check_window_text(changes[name])
             config = self._state.config.replace(**changes)
             check_tokens(config)
         except UserError as exc:
@@ -259,7 +260,7 @@ class MainWindow(FileActions, QtWidgets.QMainWindow):
         self.statusLabel.setText(
             f"T = {T:,}  ·  V = {len(result.vocab):,}  ·  h = {result.heads}  ·  "
             f"d_model = {dims.d_model}, d_k = {dims.d_k}, d_v = {dims.d_v}  ·  "
-            f"X {T}×{dims.d_model}, alpha {result.heads}×{T}×{T}  ·  "
+            f"X {T}×{dims.d_model}, alpha {result.heads}×{T}×{result.key_len}  ·  "
             f"{result.device}, {result.config.dtype}  ·  {result.elapsed_ms:.2f} ms{note}")
         if self._invalid:  # a frame still in flight must not hide a newer problem
             self._show_invalid(self._invalid)

@@ -59,8 +59,8 @@ def out_of_range(opt: Option):
         return ["yes", 1, None]
     if opt.kind in ("choice", "model", "device"):
         return ["nope", 3, ["cpu"]]
-    if opt.kind == "text":
-        return [None, 12, "x" * (opt.hi + 1)]
+    if opt.kind == "text":  # None is a nullable text's "none" (source_sentence: self-attention)
+        return [*([] if opt.nullable else [None]), 12, "x" * (opt.hi + 1)]
     raise AssertionError(opt.kind)
 
 
@@ -133,7 +133,8 @@ def test_flags_and_choices_come_from_the_declaration():
     assert OPTIONS["weight_seed"].nullable and OPTIONS["model"].nullable and not OPTIONS["seed"].nullable
     assert OPTIONS["layer"].modes == {"model"}
     random_only = {"d_model", "d_k", "d_v", "heads", "seed", "weight_seed", "inputs", "projections",
-                   "positional", "init", "tokenizer", "rope_base", "bias", "kv_heads"}
+                   "positional", "init", "tokenizer", "rope_base", "bias", "kv_heads", "source_sentence",
+                       "position_offset"}
     assert {n for n, o in OPTIONS.items() if o.modes == {"random"}} == random_only
     assert tuple(OPTIONS) == AttentionConfig.field_names()
     with pytest.raises(dataclass_error()):

@@ -166,10 +166,10 @@ def test_linear_init_is_nn_linears_uniform():
     assert mha.weight.abs().max() <= 1 / 16 and mha.bias.abs().max() <= 1 / 16
 
 
-def llama_cos_sin(T, d_k, base, dtype):
-    """LlamaRotaryEmbedding's default cos and sin, in ``dtype``."""
+def llama_cos_sin(T, d_k, base, dtype, offset=0):
+    """LlamaRotaryEmbedding's default cos and sin at position_ids offset ... offset + T - 1, in ``dtype``."""
     inv_freq = 1.0 / (base ** (torch.arange(0, d_k, 2, dtype=torch.int64).to(dtype) / d_k))
-    freqs = torch.arange(T, dtype=dtype)[:, None] * inv_freq[None, :]
+    freqs = torch.arange(offset, offset + T, dtype=dtype)[:, None] * inv_freq[None, :]
     emb = torch.cat((freqs, freqs), dim=-1)
     return emb.cos(), emb.sin()
 
