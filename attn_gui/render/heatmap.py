@@ -17,6 +17,37 @@ from .cells import MAX_VALUE_CELLS, CellValues
 from .style import MASK_FILL, MASK_HATCH, SIGNED_CMAP, WEIGHTS_CMAP, highlight_rect, no_pen
 
 
+GAP_PX = 6  # between a hovered cell and its read-out
+
+
+class Readout(QtWidgets.QLabel):
+    """The hover read-out: a small frameless window that stays until told to hide."""
+
+    def __init__(self, owner: QtWidgets.QWidget):
+        super().__init__(owner, QtCore.Qt.WindowType.ToolTip | QtCore.Qt.WindowType.FramelessWindowHint)
+        self.setObjectName("hoverReadout")
+        self.setAttribute(QtCore.Qt.WidgetAttribute.WA_ShowWithoutActivating, True)
+        self.setAttribute(QtCore.Qt.WidgetAttribute.WA_TransparentForMouseEvents, True)
+        self.setStyleSheet("QLabel { background: #fffbe6; color: #111; border: 1px solid #998; padding: 2px 5px; }")
+        self.hide()
+
+
+def readout_position(cell: QtCore.QRect, size: QtCore.QSize, screen: QtCore.QRect) -> QtCore.QPoint:
+    """Top-left corner of a read-out of ``size`` beside ``cell`` (both in screen pixels).
+
+    Right of the cell and centred on its row; left of it where the screen ends there;
+    above or below the row where neither side has room. Never on the cell itself.
+    """
+    y = min(max(cell.center().y() - size.height() // 2, screen.top()), screen.bottom() - size.height())
+    if cell.right() + GAP_PX + size.width() <= screen.right():
+        return QtCore.QPoint(cell.right() + GAP_PX, y)
+    if cell.left() - GAP_PX - size.width() >= screen.left():
+        return QtCore.QPoint(cell.left() - GAP_PX - size.width(), y)
+    x = min(max(cell.left(), screen.left()), screen.right() - size.width())
+    above = cell.top() - GAP_PX - size.height()
+    return QtCore.QPoint(x, above if above >= screen.top() else cell.bottom() + GAP_PX)
+
+
 class HeatmapView(pg.GraphicsLayoutWidget):
     """A titled matrix heatmap with labelled axes, colour bar, values and hover read-out.
 
@@ -75,6 +106,8 @@ class HeatmapView(pg.GraphicsLayoutWidget):
             self.plot.hideAxis("top")
             self.plot.hideAxis("left")
         self._highlight_row: int | None = None
+        self._hover: tuple[int, int] | None = None
+        self.readout = Readout(self)
         self.plot.getViewBox().sigResized.connect(lambda _vb: self._fit_columns())
         self.scene().sigMouseMoved.connect(self._on_mouse_moved)
         self.scene().sigMouseClicked.connect(self._on_mouse_clicked)
@@ -126,6 +159,8 @@ class HeatmapView(pg.GraphicsLayoutWidget):
             self._fit()
         self._last = {"kind": data.kind, "levels": levels, "title": data.title, "layout": layout_key}
         self.set_highlight(self._highlight_row)
+        if self.readout.isVisible():  # the pointer still rests on a cell: read out its new value
+            self.show_readout(self._hover if self._hover and self._hover[0] < R and self._hover[1] < C else None)
         self.ci.layout.activate()  # lay out now, so a picture taken right away has every label
 
     @staticmethod
@@ -223,11 +258,38 @@ class HeatmapView(pg.GraphicsLayoutWidget):
             R, C = self.data.matrix.shape
             self.plot.getViewBox().setRange(xRange=(-0.5, C - 0.5), yRange=(-0.5, R - 0.5), padding=0)
 
+    def cell_rect(self, r: int, c: int) -> QtCore.QRect:
+        """Display cell (r, c) as a rectangle in the viewport's pixels."""
+        view_box = self.plot.getViewBox()
+        scene = view_box.mapViewToScene(QtCore.QRectF(c - 0.5, r - 0.5, 1, 1)).boundingRect()
+        return self.mapFromScene(scene).boundingRect()
+
     def _on_mouse_moved(self, scene_pos) -> None:
-        cell = self.cell_at(scene_pos)
-        self.setToolTip(self.describe(*cell) if cell else "")
-        if cell:
-            QtWidgets.QToolTip.showText(QtGui.QCursor.pos(), self.toolTip(), self)
+        self.show_readout(self.cell_at(scene_pos))
+
+    def show_readout(self, cell: tuple[int, int] | None) -> None:
+        """Show the read-out of display ``cell`` beside it (None hides it).
+
+        It stays while the pointer is on the cell (a tooltip vanishes after a while) and
+        sits beside the cell, never on it: right of it, or left where the screen ends.
+        """
+        self._hover = cell
+        if cell is None or self.data is None:
+            self.readout.hide()
+            return
+        self.readout.setText(self.describe(*cell))
+        self.readout.adjustSize()
+        self.readout.move(readout_position(self.cell_rect(*cell).translated(self.viewport().mapToGlobal(QtCore.QPoint(0, 0))),
+                                           self.readout.size(), self.screen().availableGeometry()))
+        self.readout.show()
+
+    def leaveEvent(self, ev) -> None:
+        self.show_readout(None)
+        super().leaveEvent(ev)
+
+    def hideEvent(self, ev) -> None:
+        self.readout.hide()
+        super().hideEvent(ev)
 
     def _on_mouse_clicked(self, event) -> None:
         if event.button() != QtCore.Qt.MouseButton.LeftButton:
