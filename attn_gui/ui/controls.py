@@ -17,7 +17,8 @@ from PySide6 import QtCore, QtGui, QtWidgets
 from ..engine import MODELS, OPTIONS, PRESETS, AttentionConfig, Tokens
 from .editors import Editor, make_editor
 
-MAX_CHIPS = 300
+FEW_CHIPS = 20  # a longer input shows its first tokens and a link to the whole list
+MAX_CHIPS = 5000  # the whole list stops here ("… and N more")
 # Where each option sits; an option missing here lands in "More", so a new one needs no edit.
 GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("Sentence", ("sentence", "tokenizer")),
@@ -76,6 +77,9 @@ class ControlPanel(QtWidgets.QWidget):
         self.tokenChips.setWordWrap(True)
         self.tokenChips.setTextFormat(QtCore.Qt.TextFormat.RichText)
         self.tokenChips.setToolTip("The tokens with their vocabulary ids (repeated words share an id)")
+        self.tokenChips.linkActivated.connect(lambda _link: self.show_all_tokens())
+        self._tokens: tuple[AttentionConfig, Tokens] | None = None
+        self.tokenList: QtWidgets.QDialog | None = None
         self.presetCombo = QtWidgets.QComboBox()
         self.presetCombo.setObjectName("presetCombo")
         self.presetCombo.addItem("Preset…", None)
@@ -170,17 +174,45 @@ class ControlPanel(QtWidgets.QWidget):
             self.hideSpecialCheck.setChecked(hide)
 
     def _show_tokens(self, cfg: AttentionConfig, toks: Tokens) -> None:
+        self._tokens = (cfg, toks)
+        T = len(toks.tokens)
+        # a long input would push every control off the panel: its first tokens and a link
+        link = f' … <a href="all">{T:,} tokens, show all</a>' if T > FEW_CHIPS else ""
+        self.tokenChips.setText(self._chips_html(cfg, toks, FEW_CHIPS) + link)
+        if self.tokenList is not None and self.tokenList.isVisible():
+            self.show_all_tokens()
+
+    @staticmethod
+    def _chips_html(cfg: AttentionConfig, toks: Tokens, limit: int) -> str:
+        """The first ``limit`` tokens as chips after a line saying how many there are."""
         chips = []
-        for tok, tid in list(zip(toks.tokens, toks.token_ids))[:MAX_CHIPS]:
+        for tok, tid in list(zip(toks.tokens[:limit], toks.token_ids[:limit])):
             label = html.escape("␣" if tok == " " else tok)
             chips.append(f'<span style="background:#e8eefc; color:#1a2b4c;">&nbsp;{label}'
                          f'<sub style="color:#6a7a99;">{tid}</sub>&nbsp;</span>')
-        more = len(toks.tokens) - MAX_CHIPS
-        tail = f" … and {more:,} more" if more > 0 else ""
-        self.tokenChips.setText(
-            f"<b>T = {len(toks.tokens):,}</b> tokens, "
-            + (f"ids in a vocabulary of {len(toks.vocab):,}: " if cfg.model else f"V = {len(toks.vocab):,} distinct: ")
-            + " ".join(chips) + tail)
+        return (f"<b>T = {len(toks.tokens):,}</b> tokens, "
+                + (f"ids in a vocabulary of {len(toks.vocab):,}: " if cfg.model else f"V = {len(toks.vocab):,} distinct: ")
+                + " ".join(chips))
+
+    def show_all_tokens(self) -> None:
+        """Every token (up to ``MAX_CHIPS``) in a window of its own, which scrolls; the panel keeps its size."""
+        if self._tokens is None:
+            return
+        cfg, toks = self._tokens
+        if self.tokenList is None:
+            self.tokenList = QtWidgets.QDialog(self)
+            self.tokenList.setObjectName("tokenListDialog")
+            self.tokenList.resize(520, 420)
+            self.tokenList.text = QtWidgets.QTextBrowser()
+            self.tokenList.text.setObjectName("tokenListText")
+            QtWidgets.QVBoxLayout(self.tokenList).addWidget(self.tokenList.text)
+        T = len(toks.tokens)
+        more = T - MAX_CHIPS
+        self.tokenList.setWindowTitle(f"All {T:,} tokens" if more <= 0 else f"Tokens 1 to {MAX_CHIPS:,} of {T:,}")
+        self.tokenList.text.setHtml(self._chips_html(cfg, toks, MAX_CHIPS)
+                                    + (f" … and {more:,} more" if more > 0 else ""))
+        self.tokenList.show()
+        self.tokenList.raise_()
 
     def show_message(self, text: str) -> None:
         """Show (or, with "", hide) a problem right under the sentence."""
