@@ -11,6 +11,7 @@ import numpy as np
 
 from ..engine import FIELDS, MODELS, AttentionResult, formula
 from ..engine.reduce import block_edges
+from .explain import explain
 from .formats import format_value
 from .frame import Frame
 
@@ -51,6 +52,7 @@ class MapData:
     pair_arrow : read-outs say "query → key" rather than "row, col"
     field : the result field shown ("weights"), for file names
     masked : (R, C) bool, optional: cells masked although their value is finite (alpha's zeros)
+    about : rich text, what this map is (formula, shapes, one plain sentence): the title's tooltip
     """
 
     matrix: np.ndarray
@@ -66,6 +68,7 @@ class MapData:
     pair_arrow: bool = False
     field: str = ""
     masked: np.ndarray | None = None
+    about: str = ""
 
 
 def map_id(name: str, head: int | None) -> str:
@@ -150,6 +153,7 @@ def map_data(frame: Frame, name: str, head: int | None = None, hidden: tuple[int
         pair_arrow=info.rows == "token" and info.cols == "key",
         field=name,
         masked=masked if masked is not None and masked.any() else None,
+        about=explain(name, result),
     )
 
 

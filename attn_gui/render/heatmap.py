@@ -149,6 +149,8 @@ class HeatmapView(pg.GraphicsLayoutWidget):
         self.values.set_data(m, white)
         if last.get("title") != data.title:
             self.plot.setTitle(data.title, size="9pt")
+        if last.get("about") != data.about:  # "what is this": hover the title
+            self.plot.titleLabel.setToolTip(data.about)
         layout_key = ((R, C), data.row_labels, data.col_labels, data.row_blocks, data.col_blocks)
         if last.get("layout") != layout_key:
             self.image.setRect(QtCore.QRectF(-0.5, -0.5, C, R))
@@ -157,7 +159,8 @@ class HeatmapView(pg.GraphicsLayoutWidget):
             self.plot.getViewBox().setRange(xRange=(-0.5, C - 0.5), yRange=(-0.5, R - 0.5), padding=0)
         elif last.get("title") != data.title:
             self._fit()
-        self._last = {"kind": data.kind, "levels": levels, "title": data.title, "layout": layout_key}
+        self._last = {"kind": data.kind, "levels": levels, "title": data.title, "layout": layout_key,
+                      "about": data.about}
         self.set_highlight(self._highlight_row)
         if self.readout.isVisible():  # the pointer still rests on a cell: read out its new value
             self.show_readout(self._hover if self._hover and self._hover[0] < R and self._hover[1] < C else None)

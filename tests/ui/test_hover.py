@@ -4,6 +4,7 @@ import numpy as np
 from PySide6 import QtCore, QtWidgets
 
 from attn_gui.engine import AttentionConfig, compute
+from attn_gui.present.explain import explain
 from attn_gui.render.heatmap import HeatmapView, readout_position
 
 
@@ -61,3 +62,9 @@ def test_the_read_out_moves_left_or_above_where_the_screen_ends():
     narrow = QtCore.QRect(0, 0, 300, 800)
     above = readout_position(QtCore.QRect(120, 100, 30, 30), size, narrow)
     assert above.y() + 20 < 100 and QtCore.QRect(above, size).right() <= 300
+
+
+def test_each_title_says_what_its_map_is(window):
+    for name, field in (("weights:0", "weights"), ("x", "x"), ("w_o", "w_o")):
+        view = window.findChild(HeatmapView, f"heatmap:{name}")
+        assert view.plot.titleLabel.toolTip() == explain(field, window.frame.result)

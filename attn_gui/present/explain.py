@@ -1,0 +1,86 @@
+"""What each map is, for the tooltip on its title: formula, shapes, one plain sentence.
+
+Built from ``engine.fields.FIELDS`` and the formula the config computes, so the text
+says what the map in front of the reader really is (layout, biases, heads, grouping).
+"""
+
+from __future__ import annotations
+
+import html
+
+from ..engine import FIELDS, AttentionResult, formula
+
+# One plain sentence per field: what a reader sees in the map.
+MEANING: dict[str, str] = {
+    "x": "Each row is one token's vector: the input that every later step starts from.",
+    "w_q": "The learned matrix that turns each token's vector into its query: what it looks for.",
+    "w_k": "The learned matrix that turns each token's vector into its key: what it offers to be found by.",
+    "w_v": "The learned matrix that turns each token's vector into its value: what it passes on when attended to.",
+    "b_q": "A row added to every token's query.",
+    "b_k": "A row added to every token's key.",
+    "b_v": "A row added to every token's value.",
+    "q_unrotated": "Each token's query before the position rotation.",
+    "k_unrotated": "Each token's key before the position rotation.",
+    "q": "Each row is one token's query: what that token is looking for.",
+    "k": "Each row is one token's key: what that token can be found by.",
+    "v": "Each row is one token's value: what that token hands on to whoever attends to it.",
+    "scores": "How well each query (row) matches each key (column): large means a good match.",
+    "position_bias": "ALiBi's penalty for distance: the further a key is from the query, the lower its score.",
+    "scaled": "The scores scaled down so the softmax does not saturate; hatched cells are masked out.",
+    "weights": "How much each query token (row) attends to each key token (column); every row sums to 1.",
+    "head_outputs": "Each token's new vector from this head: the values mixed in the proportions of α.",
+    "concat": "Every head's output side by side, one row per token.",
+    "w_o": "The learned matrix that mixes the heads' outputs back to the model's width.",
+    "b_o": "A row added to every token's output.",
+    "output": "Each row is one token's new vector after attention: what the next layer receives.",
+}
+
+_AXES = {"token": "query tokens", "key": "key tokens", "one": "one row", "dim": ""}
+
+
+def _dims_names(name: str, result: AttentionResult) -> tuple[str, str]:
+    """The symbolic names of the rows and columns of ``name`` (``T``, ``d_model``, ``d_k`` ...)."""
+    cfg, dims = result.config, result.config.dims
+    col = cfg.layout == "column"
+    inner = {"q": "d_k", "k": "d_k", "v": "d_v"}
+    if not dims.projections:
+        inner = {"q": "d_model", "k": "d_model", "v": "d_model"}
+    width = {"x": "d_model", "q_unrotated": "d_k", "k_unrotated": "d_k", "head_outputs": inner["v"],
+             "concat": f"h·{inner['v']}", "output": "d_model", "b_o": "d_model"}
+    if name in ("w_q", "w_k", "w_v"):
+        rows, cols = "d_model", inner[name[-1]]
+        return (cols, rows) if col else (rows, cols)
+    if name == "w_o":
+        rows, cols = f"h·{inner['v']}", "d_model"
+        return (cols, rows) if col else (rows, cols)
+    if name in ("b_q", "b_k", "b_v"):
+        return "1", inner[name[-1]]
+    if name in ("q", "k", "v"):
+        return "T", inner[name]
+    if FIELDS[name].cols == "key":
+        return "T", "T"
+    return ("1" if FIELDS[name].rows == "one" else "T"), width[name]
+
+
+def explain(name: str, result: AttentionResult) -> str:
+    """The "what is this" of field ``name`` in ``result``, as rich text for a tooltip.
+
+    >>> # e.g. "<b>α = softmax(ω / √d_k)</b><br>shape T × T = 5 × 5 (query tokens × key tokens),
+    >>> #      one per head (4 heads)<br>How much each query token ..."
+    """
+    info = FIELDS[name]
+    shape = result.shape(name)
+    R, C = shape[-2:]
+    rows, cols = _dims_names(name, result)
+    parts = [f"shape {rows} × {cols} = {R} × {C}"]
+    axes = [_AXES[info.rows], _AXES[info.cols]]
+    if any(axes):
+        parts[0] += f" ({axes[0] or 'dimensions'} × {axes[1] or 'dimensions'})"
+    if info.per_head:
+        n, heads = shape[0], result.heads
+        if n == heads:
+            parts.append(f"one per head ({heads} head{'s' if heads > 1 else ''})")
+        else:
+            parts.append(f"one per key/value head ({n}), shared by {heads // n} query heads each")
+    return (f"<b>{html.escape(formula(name, result.config))}</b><br>{html.escape(', '.join(parts))}"
+            f"<br>{html.escape(MEANING[name])}")
