@@ -14,7 +14,7 @@ from ..present.formats import nice_ceil
 from ..present.maps import MapData, describe_cell, display_row, full_row, tick_label
 from .axes import LabelAxis
 from .cells import MAX_VALUE_CELLS, CellValues
-from .style import MASK_FILL, MASK_HATCH, SIGNED_CMAP, WEIGHTS_CMAP, highlight_rect, no_pen
+from .style import SIGNED_CMAP, WEIGHTS_CMAP, add_mask_cells, highlight_rect, mask_items, set_mask_path
 
 
 GAP_PX = 6  # between a hovered cell and its read-out
@@ -84,14 +84,8 @@ class HeatmapView(pg.GraphicsLayoutWidget):
         self.plot.hideAxis("bottom")
         self.image = pg.ImageItem(axisOrder="row-major")
         self.plot.addItem(self.image)
-        self.mask_fill = QtWidgets.QGraphicsPathItem()
-        self.mask_fill.setBrush(MASK_FILL)
-        self.mask_fill.setPen(no_pen())
-        self.mask_hatch = QtWidgets.QGraphicsPathItem()
-        self.mask_hatch.setBrush(QtGui.QBrush(MASK_HATCH, QtCore.Qt.BrushStyle.BDiagPattern))
-        self.mask_hatch.setPen(no_pen())
-        for i, item in enumerate((self.mask_fill, self.mask_hatch)):
-            item.setZValue(5 + i)
+        self.mask_fill, self.mask_hatch = mask_items()
+        for item in (self.mask_fill, self.mask_hatch):
             self.plot.addItem(item)
         self.values = CellValues()
         self.plot.addItem(self.values)
@@ -102,9 +96,11 @@ class HeatmapView(pg.GraphicsLayoutWidget):
                                         interactive=False, width=12, colorMapMenu=False)
         # thumbnails share the weights' fixed 0..1 scale with the full maps, so they skip the bar
         self.colorbar.setImageItem(self.image, insert_in=None if compact else self.plot)
-        if compact:  # thumbnails: the picture and a title; hovering still names every cell
+        if compact:  # thumbnails: the picture, square cells and a title; hovering still names every cell
             self.plot.hideAxis("top")
             self.plot.hideAxis("left")
+            self.plot.getViewBox().setMouseEnabled(x=False, y=False)
+            self.plot.setAspectLocked(True)
         self._highlight_row: int | None = None
         self._hover: tuple[int, int] | None = None
         self.readout = Readout(self)
@@ -155,7 +151,8 @@ class HeatmapView(pg.GraphicsLayoutWidget):
         if last.get("layout") != layout_key:
             self.image.setRect(QtCore.QRectF(-0.5, -0.5, C, R))
             self._fit()
-            self.plot.getViewBox().setLimits(xMin=-0.5, xMax=C - 0.5, yMin=-0.5, yMax=R - 0.5)
+            if not self.compact:  # thumbnails neither zoom nor pan; limits would fight their square cells
+                self.plot.getViewBox().setLimits(xMin=-0.5, xMax=C - 0.5, yMin=-0.5, yMax=R - 0.5)
             self.plot.getViewBox().setRange(xRange=(-0.5, C - 0.5), yRange=(-0.5, R - 0.5), padding=0)
         elif last.get("title") != data.title:
             self._fit()
@@ -177,16 +174,8 @@ class HeatmapView(pg.GraphicsLayoutWidget):
     def _set_mask(self, mask: np.ndarray | None) -> None:
         path = QtGui.QPainterPath()
         if mask is not None and mask.any():
-            for r in np.flatnonzero(mask.any(axis=1)):
-                row = mask[r]
-                # one rectangle per run of masked cells in this row
-                edges = np.flatnonzero(np.diff(np.concatenate(([0], row.astype(np.int8), [0]))))
-                for start, end in zip(edges[::2], edges[1::2]):
-                    path.addRect(QtCore.QRectF(start - 0.5, r - 0.5, end - start, 1))
-        self.mask_fill.setPath(path)
-        self.mask_hatch.setPath(path)
-        for item in (self.mask_fill, self.mask_hatch):  # an empty path would export as invalid SVG
-            item.setVisible(not path.isEmpty())
+            add_mask_cells(path, mask)
+        set_mask_path((self.mask_fill, self.mask_hatch), path)
 
     def resizeEvent(self, ev) -> None:
         super().resizeEvent(ev)
