@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import html
 
-from ..engine import FIELDS, AttentionResult, formula
+from ..engine import FIELDS, MODELS, AttentionResult, formula
+
+CAPTION_CHARS = 140  # a longer sentence is cut with "…" in a figure's title
 
 # One plain sentence per field: what a reader sees in the map.
 MEANING: dict[str, str] = {
@@ -36,6 +38,14 @@ MEANING: dict[str, str] = {
 }
 
 _AXES = {"token": "query tokens", "key": "key tokens", "one": "one row", "dim": ""}
+
+
+def axis_titles(name: str) -> tuple[str, str]:
+    """The names of the rows and columns of field ``name`` in a picture: ("query", "key") for
+    the token-by-token maps, "token" and "dimension" elsewhere, "" for a bias's single row."""
+    info = FIELDS[name]
+    names = {"token": "query" if info.cols == "key" else "token", "key": "key", "dim": "dimension", "one": ""}
+    return names[info.rows], names[info.cols]
 
 
 def _dims_names(name: str, result: AttentionResult) -> tuple[str, str]:
@@ -84,3 +94,23 @@ def explain(name: str, result: AttentionResult) -> str:
             parts.append(f"one per key/value head ({n}), shared by {heads // n} query heads each")
     return (f"<b>{html.escape(formula(name, result.config))}</b><br>{html.escape(', '.join(parts))}"
             f"<br>{html.escape(MEANING[name])}")
+
+
+def figure_caption(result: AttentionResult, head: int) -> tuple[str, str]:
+    """The two title lines of a whole figure: the sentence, then the sizes and the head shown.
+
+    Positions are counted from 1, as a reader counts them.
+    """
+    cfg, dims = result.config, result.config.dims
+    sentence = " ".join(cfg.sentence.split())
+    if len(sentence) > CAPTION_CHARS:
+        sentence = sentence[:CAPTION_CHARS - 1].rstrip() + "…"
+    parts = [f"T = {result.seq_len} tokens", f"d_model = {dims.d_model}, d_k = {dims.d_k}, d_v = {dims.d_v}"]
+    kv = result.shape("k")[0] if "k" in result.fields() else result.heads
+    heads = f"{result.heads} head{'s' if result.heads > 1 else ''}"
+    parts.append(heads + (f" sharing {kv} key/value heads" if kv != result.heads else ""))
+    if cfg.model is not None:
+        parts.insert(0, f"{MODELS[cfg.model].label}, layer {cfg.layer + 1} of {MODELS[cfg.model].layers}")
+    if result.heads > 1:
+        parts.append(f"per-head maps: head {head + 1}")
+    return f"“{sentence}”", "  ·  ".join(parts)

@@ -30,6 +30,8 @@ class PipelineView(QtWidgets.QWidget):
     ----------
     on_new_view : callable, optional
         Called with each HeatmapView as it is made (the window adds its context menu).
+    picture : bool
+        Drawn for a picture, not a screen: no outlines, no hints about clicking.
 
     Signals
     -------
@@ -45,8 +47,9 @@ class PipelineView(QtWidgets.QWidget):
     headSelected = QtCore.Signal(int)
     focusRequested = QtCore.Signal(object)  # a field name, or None for every map
 
-    def __init__(self, parent: QtWidgets.QWidget | None = None, on_new_view=None):
+    def __init__(self, parent: QtWidgets.QWidget | None = None, on_new_view=None, picture: bool = False):
         super().__init__(parent)
+        self.picture = picture
         self._on_new_view = on_new_view or (lambda view: None)  # e.g. the window's context menu
         self.frame: Frame | None = None
         self.head = 0
@@ -62,7 +65,8 @@ class PipelineView(QtWidgets.QWidget):
         self.headBar = QtWidgets.QWidget()
         bar = QtWidgets.QHBoxLayout(self.headBar)
         bar.setContentsMargins(0, 0, 0, 0)
-        self.headLabel = QtWidgets.QLabel("<b>All heads</b><br>α of each head;<br>click one to<br>show it below")
+        self.headLabel = QtWidgets.QLabel("<b>All heads</b><br>α of each head" if picture else
+                                          "<b>All heads</b><br>α of each head;<br>click one to<br>show it below")
         self.headLabel.setObjectName("headLabel")
         bar.addWidget(self.headLabel)
         self.overviewBox = QtWidgets.QHBoxLayout()
@@ -169,7 +173,8 @@ class PipelineView(QtWidgets.QWidget):
             view.setVisible(i < heads)
             if i < heads:
                 data = map_data(frame, "weights", i, self.hidden)
-                data.title = f"<b>head {i + 1} ▾</b>" if i == self.head else f"head {i + 1}"
+                selected = "<b>head {}</b>" if self.picture else "<b>head {} ▾</b>"
+                data.title = (selected if i == self.head else "head {}").format(i + 1)
                 view.set_data(data)
 
     def _group_heads(self, groups: list[list[int]]) -> None:
@@ -207,7 +212,8 @@ class PipelineView(QtWidgets.QWidget):
             self.overviewBox.addWidget(box, len(members))
 
     def _outline(self, token: int | None) -> None:
-        """Outline query row ``token`` in every map with token rows."""
+        """Outline query row ``token`` in every map with token rows (never in a picture)."""
+        token = None if self.picture else token
         for name, view in self.views.items():
             view.set_highlight(token if name in TOKEN_ROW_FIELDS else None)
         for view in self.focusView.findChildren(HeatmapView):

@@ -6,15 +6,19 @@ integer ticks, the y axis inverted so row 0 is on top, and a ColorBarItem beside
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 import numpy as np
 import pyqtgraph as pg
 from PySide6 import QtCore, QtGui, QtWidgets
 
+from ..present.explain import axis_titles
 from ..present.formats import nice_ceil
 from ..present.maps import MapData, describe_cell, display_row, full_row, tick_label
 from .axes import LabelAxis
-from .cells import MAX_VALUE_CELLS, CellValues
-from .style import SIGNED_CMAP, WEIGHTS_CMAP, add_mask_cells, highlight_rect, mask_items, set_mask_path
+from .cells import MAX_VALUE_CELLS, CellRects, CellValues
+from .style import SIGNED_CMAP, WEIGHTS_CMAP, highlight_rect, mask_items, mask_rects, set_mask
 
 
 GAP_PX = 6  # between a hovered cell and its read-out
@@ -70,6 +74,7 @@ class HeatmapView(pg.GraphicsLayoutWidget):
         self.data: MapData | None = None
         self._last: dict = {}
         self.compact = compact
+        self.axis_titles = False  # name the axes ("query", "key"): pictures do, the window has no room
         self.setMinimumSize(120, 110)
         self.ci.layout.setContentsMargins(2, 2, 2, 2)
         font = QtGui.QFont(self.font().family(), 8)
@@ -172,10 +177,26 @@ class HeatmapView(pg.GraphicsLayoutWidget):
         return (luminance < 0.5).reshape(shown.shape)
 
     def _set_mask(self, mask: np.ndarray | None) -> None:
-        path = QtGui.QPainterPath()
-        if mask is not None and mask.any():
-            add_mask_cells(path, mask)
-        set_mask_path((self.mask_fill, self.mask_hatch), path)
+        set_mask((self.mask_fill, self.mask_hatch), [] if mask is None else mask_rects(mask))
+
+    @contextmanager
+    def cells_as_rectangles(self) -> Iterator[None]:
+        """While open, each cell is drawn as a rectangle instead of a pixel of a scaled image.
+
+        For SVG: Qt's SVG renderer smooths images, so a map would come out blurred there.
+        """
+        self.image.render()  # the image's colours, as the colour map or lookup table made them
+        qimage = self.image.qimage.convertToFormat(QtGui.QImage.Format.Format_RGBA8888)
+        rgba = pg.functions.ndarray_from_qimage(qimage).copy()  # copied while qimage lives
+        cells = CellRects(rgba)
+        cells.setZValue(self.image.zValue())
+        self.plot.addItem(cells)
+        self.image.hide()
+        try:
+            yield
+        finally:
+            self.image.show()
+            self.plot.removeItem(cells)
 
     def resizeEvent(self, ev) -> None:
         super().resizeEvent(ev)
@@ -187,6 +208,9 @@ class HeatmapView(pg.GraphicsLayoutWidget):
         """Label every displayed row and column, stand column labels upright if they must, wrap the title."""
         R, C = self.data.matrix.shape
         if not self.compact:
+            rows, cols = axis_titles(self.data.field) if self.axis_titles and self.data.field else ("", "")
+            self.rowAxis.set_title(rows)
+            self.colAxis.set_title(cols)
             self.rowAxis.set_labels([tick_label(self.data.row_labels, self.data.row_blocks, i) for i in range(R)])
             self.colAxis.set_labels([tick_label(self.data.col_labels, self.data.col_blocks, j) for j in range(C)])
             self._fit_columns()

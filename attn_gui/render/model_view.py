@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6 import QtCore, QtGui, QtWidgets
+from PySide6 import QtCore, QtWidgets
 
-from .style import WEIGHTS_CMAP, add_mask_cells, highlight_rect, mask_items, set_mask_path
+from .style import WEIGHTS_CMAP, highlight_rect, mask_items, mask_rects, set_mask
 
 GAP = 2  # white pixels between thumbnails
 
@@ -83,12 +83,12 @@ class ModelView(pg.GraphicsLayoutWidget):
             for j in range(H):
                 rgba[i * cell:i * cell + t, j * cell:j * cell + t] = colors[i, j]
         self.image.setImage(rgba, autoLevels=False)
-        path = QtGui.QPainterPath()
+        rects = []
         if masked is not None and masked.any():
             for i in range(L):
                 for j in range(H):
-                    add_mask_cells(path, masked, x0=j * cell, y0=i * cell)
-        set_mask_path((self.mask_fill, self.mask_hatch), path)
+                    rects.extend(mask_rects(masked, x0=j * cell, y0=i * cell))
+        set_mask((self.mask_fill, self.mask_hatch), rects)
         self.cell, self.shape = cell, (L, H)
         self.plot.getAxis("left").setTicks([[(i * cell + t / 2, str(i + 1)) for i in range(L)]])
         self.plot.getAxis("top").setTicks([[(j * cell + t / 2, str(j + 1)) for j in range(H)]])

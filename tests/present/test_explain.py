@@ -37,3 +37,15 @@ def test_alpha_q_and_grouped_keys_say_what_they_are():
     assert "one per key/value head (2), shared by 2 query heads each" in explain("k", result)
     assert "W_q  (x W)" in explain("w_q", result) and "d_model × d_k = 5 × 3" in explain("w_q", result)
 
+
+
+def test_the_figure_caption_gives_the_sentence_sizes_and_head_from_1():
+    from attn_gui.present.explain import figure_caption
+
+    result = compute(AttentionConfig(heads=4, kv_heads=2))
+    title, sizes = figure_caption(result, head=1)
+    assert title == "“When in doubt look intelligent”"
+    assert sizes == ("T = 5 tokens  ·  d_model = 5, d_k = 3, d_v = 3  ·  4 heads sharing 2 key/value heads"
+                     "  ·  per-head maps: head 2")
+    long = compute(AttentionConfig(sentence="word " * 100))
+    assert len(figure_caption(long, 0)[0]) <= 142 and figure_caption(long, 0)[0].endswith("…”")
