@@ -32,6 +32,11 @@ GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
 LABELS = {"d_k": "d_q = d_k", "heads": "heads h", "init": "W init", "inputs": "X", "model": "weights"}
 
 
+def breakable(text: str, every: int = 12) -> str:
+    """``text`` with a zero-width space every ``every`` characters, so a long word wraps."""
+    return "\u200b".join(text[i:i + every] for i in range(0, len(text), every))
+
+
 class ControlPanel(QtWidgets.QWidget):
     """All inputs of one attention computation, made from the config's declarations.
 
@@ -101,6 +106,11 @@ class ControlPanel(QtWidgets.QWidget):
         self.modelNote.setObjectName("modelNote")
         self.modelNote.setWordWrap(True)
         self.modelNote.setStyleSheet("color:#445;")
+        for label in (self.messageLabel, self.tokenChips, self.modelNote):
+            # wrapped text takes the panel's width, never widens it: a long word would push the
+            # controls' right edge (spin-box arrows) out of sight and let Tab scroll sideways
+            label.setSizePolicy(QtWidgets.QSizePolicy.Policy.Ignored, QtWidgets.QSizePolicy.Policy.Preferred)
+            label.setMinimumWidth(1)
 
         placed = {name for _, names in GROUPS for name in names}
         groups = [*GROUPS, ("More", tuple(n for n in OPTIONS if n not in placed))]
@@ -187,7 +197,7 @@ class ControlPanel(QtWidgets.QWidget):
         """The first ``limit`` tokens as chips after a line saying how many there are."""
         chips = []
         for tok, tid in list(zip(toks.tokens[:limit], toks.token_ids[:limit])):
-            label = html.escape("␣" if tok == " " else tok)
+            label = html.escape(breakable("␣" if tok == " " else tok))
             chips.append(f'<span style="background:#e8eefc; color:#1a2b4c;">&nbsp;{label}'
                          f'<sub style="color:#6a7a99;">{tid}</sub>&nbsp;</span>')
         return (f"<b>T = {len(toks.tokens):,}</b> tokens, "

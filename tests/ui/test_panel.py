@@ -33,3 +33,26 @@ def test_a_short_sentence_shows_every_chip_and_no_link(window):
     text = window.panel.tokenChips.text()
     assert "show all" not in text
     assert all(f"&nbsp;{t}<sub" in text for t in tokens_for(AttentionConfig()).tokens)
+
+
+def test_at_1366_by_768_no_control_is_cut_and_tab_never_scrolls_sideways(window, qtbot):
+    window.resize(1366, 768)
+    narrowest = window.panel.minimumSizeHint().width()
+    word = "supercalifragilisticexpialidociouslyextraordinarilylongword"
+    window.panel.sentenceInput.setPlainText(f"{word} and more")
+    qtbot.waitUntil(lambda: window.frame.result.tokens[0] == word)
+    for _ in range(3):  # the layouts' requests are posted events
+        QtWidgets.QApplication.sendPostedEvents()
+    assert window.panel.minimumSizeHint().width() <= narrowest  # a long word wraps, never widens the panel
+    scroll = window.findChild(QtWidgets.QScrollArea, "controlScroll")
+    qtbot.waitUntil(lambda: window.panel.width() <= scroll.viewport().width())
+    assert scroll.horizontalScrollBar().maximum() == 0
+    edge = scroll.viewport().width()
+    for editor in window.panel.findChildren(QtWidgets.QAbstractSpinBox) + window.panel.findChildren(QtWidgets.QComboBox):
+        if editor.isVisible():  # the whole editor, arrows included, lies inside the panel's view
+            right = editor.mapTo(scroll.viewport(), QtCore.QPoint(editor.width(), 0)).x()
+            assert right <= edge and editor.width() >= editor.minimumSizeHint().width(), editor.objectName()
+    window.panel.sentenceInput.setFocus()
+    for _ in range(40):
+        window.focusNextChild()
+        assert scroll.horizontalScrollBar().value() == 0, QtWidgets.QApplication.focusWidget().objectName()
