@@ -108,7 +108,7 @@ class HeatmapView(pg.GraphicsLayoutWidget):
             self.plot.setAspectLocked(True)
         self._highlight_row: int | None = None
         self._hover: tuple[int, int] | None = None
-        self.readout = Readout(self)
+        self._readout: Readout | None = None  # made on the first hover: most maps are never hovered
         self.plot.getViewBox().sigResized.connect(lambda _vb: self._fit_columns())
         self.scene().sigMouseMoved.connect(self._on_mouse_moved)
         self.scene().sigMouseClicked.connect(self._on_mouse_clicked)
@@ -164,7 +164,7 @@ class HeatmapView(pg.GraphicsLayoutWidget):
         self._last = {"kind": data.kind, "levels": levels, "title": data.title, "layout": layout_key,
                       "about": data.about}
         self.set_highlight(self._highlight_row)
-        if self.readout.isVisible():  # the pointer still rests on a cell: read out its new value
+        if self._readout is not None and self._readout.isVisible():  # the pointer rests on a cell: new value
             self.show_readout(self._hover if self._hover and self._hover[0] < R and self._hover[1] < C else None)
         self.ci.layout.activate()  # lay out now, so a picture taken right away has every label
 
@@ -283,6 +283,13 @@ class HeatmapView(pg.GraphicsLayoutWidget):
     def _on_mouse_moved(self, scene_pos) -> None:
         self.show_readout(self.cell_at(scene_pos))
 
+    @property
+    def readout(self) -> Readout:
+        """The hover read-out (a frameless window beside the hovered cell)."""
+        if self._readout is None:
+            self._readout = Readout(self)
+        return self._readout
+
     def show_readout(self, cell: tuple[int, int] | None) -> None:
         """Show the read-out of display ``cell`` beside it (None hides it).
 
@@ -291,7 +298,8 @@ class HeatmapView(pg.GraphicsLayoutWidget):
         """
         self._hover = cell
         if cell is None or self.data is None:
-            self.readout.hide()
+            if self._readout is not None:
+                self._readout.hide()
             return
         self.readout.setText(self.describe(*cell))
         self.readout.adjustSize()
@@ -304,7 +312,8 @@ class HeatmapView(pg.GraphicsLayoutWidget):
         super().leaveEvent(ev)
 
     def hideEvent(self, ev) -> None:
-        self.readout.hide()
+        if self._readout is not None:
+            self._readout.hide()
         super().hideEvent(ev)
 
     def _on_mouse_clicked(self, event) -> None:
