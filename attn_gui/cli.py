@@ -34,10 +34,13 @@ class UsageError(Exception):
 
 def _flag_help(opt) -> str:
     text = opt.help.rstrip(".")
-    if opt.kind in ("int", "float") and opt.lo is not None:
+    if opt.ordinal:  # an index: the flag counts from 1, the config's field from 0
+        text += f"; counted from 1: {opt.lo + 1} to {opt.hi + 1}"
+    elif opt.kind in ("int", "float") and opt.lo is not None:
         text += f"; {opt.lo:g} to {opt.hi:g}"
     if opt.kind != "bool" and opt.default is not None:
-        text += f" (default {opt.default})" if opt.kind != "text" else f' (default "{opt.default}")'
+        default = opt.default + 1 if opt.ordinal else opt.default
+        text += f" (default {default})" if opt.kind != "text" else f' (default "{default}")'
     if opt.modes == {"random"}:
         text += "; random weights only"
     return text
@@ -81,6 +84,8 @@ def config_from_args(args: argparse.Namespace):
 
     base = preset(args.preset) if getattr(args, "preset", None) else AttentionConfig()
     changes = given_options(args)
+    if "layer" in changes:
+        changes["layer"] = _layer_from_one(changes["layer"], changes.get("model", base.model))
     config = base.replace(**changes)
     inert = [OPTIONS[name].flag for name in changes if config.mode not in OPTIONS[name].modes]
     if inert:
@@ -91,12 +96,36 @@ def config_from_args(args: argparse.Namespace):
     return config
 
 
+def _layer_from_one(layer: int, model: str | None) -> int:
+    """The config's 0-based layer of ``--layer`` (counted from 1); UsageError out of range."""
+    from .engine import MODELS
+
+    if model is None:
+        raise UsageError("attn-gui: --layer needs --model")
+    spec = MODELS[model]
+    if not 1 <= layer <= spec.layers:
+        raise UsageError(f"attn-gui: {spec.label} has layers 1 to {spec.layers}; got --layer {layer}")
+    return layer - 1
+
+
+def head_from_args(args: argparse.Namespace, config) -> int | None:
+    """The 0-based head of ``--head`` (counted from 1) for ``config``, or None; UsageError out of range."""
+    head = getattr(args, "head", None)
+    if head is None:
+        return None
+    heads = config.dims.heads
+    if not 1 <= head <= heads:
+        raise UsageError(f"attn-gui: this config has heads 1 to {heads}; got --head {head}")
+    return head - 1
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="attn-gui", description="Attention Explorer: watch self-attention computed, step by step.")
     p.add_argument("--version", action="version", version=f"attn-gui {__version__}")
     sub = p.add_subparsers(dest="command", parser_class=_Parser, metavar="{gui,export,bench}")
 
     gui = sub.add_parser("gui", help="open the window (the default)")
+    gui.add_argument("--head", type=int, metavar="N", help="the head to show first, counted from 1 (default 1)")
     add_engine_options(gui)
 
     ex = sub.add_parser("export", help="write every map as PNG/SVG and every tensor as .npy/.csv, no window")
@@ -215,11 +244,12 @@ def main(argv: list[str] | None = None) -> int:
         args = build_parser().parse_args(argv)
         if args.command in (None, "gui"):
             # no options: the window opens where the user left it (saved settings)
-            given = args.command == "gui" and (given_options(args) or args.preset)
+            given = args.command == "gui" and (given_options(args) or args.preset or args.head is not None)
             config = config_from_args(args) if given else None
+            head = head_from_args(args, config) if given else None
             from .ui.app import run_gui
 
-            return run_gui(config)
+            return run_gui(config, head=head)
         if args.command == "export":
             return run_export(args)
         if args.command == "bench":

@@ -180,7 +180,11 @@ def test_window_part_measures_latency_and_stalls(qtbot, monkeypatch, tmp_path):
     from attn_gui.bench.window import bench_window
 
     rows = bench_window(bench.BenchSettings.for_mode(tiny=True), log=_silent)
-    latency = [r for r in rows if r.name == "update latency"]
-    assert len(latency) == 2 and all(r.median > 0 and r.target == 16.0 for r in latency)
+    latency = [r for r in rows if r.name.startswith("update latency")]
+    assert {r.name for r in latency} == {"update latency, seed changed", "update latency, d_k changed"}
+    assert len(latency) == 4 and all(r.median > 0 for r in latency)
+    assert sorted(r.target for r in latency) == [10.0, 10.0, 16.0, 16.0]  # the p95 targets
+    typing = [r for r in rows if r.name == "keystroke to frame"]
+    assert len(typing) == 2 and all(r.median > 0 and r.target == 33.0 for r in typing)
     stalls = [r for r in rows if "stall" in r.name]
     assert len(stalls) == 2 and all(r.median >= 0 and r.met is not None for r in stalls)

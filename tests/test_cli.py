@@ -13,7 +13,7 @@ from PySide6 import QtGui
 
 from attn_gui import __version__
 from attn_gui.cli import main
-from attn_gui.engine import compute, preset
+from attn_gui.engine import AttentionConfig, compute, preset
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -32,7 +32,7 @@ def test_export_arrays_of_a_preset(tmp_path, capsys):
     expected = compute(preset("tutorial-embedding"))
     np.testing.assert_array_equal(np.load(out / "weights.npy"), expected.numpy("weights"))
     np.testing.assert_array_equal(np.load(out / "x.npy"), expected.numpy("x"))
-    assert (out / "weights_head0.csv").exists() and (out / "manifest.json").exists()
+    assert (out / "weights_head1.csv").exists() and (out / "manifest.json").exists()
     assert not list(out.glob("*.png")) and not list(out.glob("*.svg"))
     captured = capsys.readouterr()
     lines = captured.out.splitlines()
@@ -55,7 +55,7 @@ def test_export_engine_options_reach_the_config(tmp_path, capsys):
 def test_export_images_in_process(tmp_path, qtbot, capsys):
     out = tmp_path / "png"
     assert run(["export", "--out", str(out), "--format", "png", "--width", "700"]) == 0
-    assert QtGui.QImage(str(out / "weights_head0.png")).width() == 700
+    assert QtGui.QImage(str(out / "weights_head1.png")).width() == 700
     assert (out / "figure.png").exists() and not list(out.glob("*.svg"))
     assert capsys.readouterr().err == ""
 
@@ -122,7 +122,7 @@ def test_python_dash_m_exports_a_png(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip().startswith("wrote ") and "(T = 3, 1 head)" in proc.stdout
     assert "Traceback" not in proc.stderr and "propagateSizeHints" not in proc.stderr  # no Qt chatter
-    image = QtGui.QImage(str(out / "weights_head0.png"))
+    image = QtGui.QImage(str(out / "weights_head1.png"))
     assert not image.isNull() and image.width() >= 500
 
 
@@ -134,12 +134,17 @@ def test_export_in_model_mode(tmp_path, capsys):
     from attn_gui.cli import main
 
     out = tmp_path / "model"
-    assert main(["export", "--model", "minilm-l6", "--layer", "3", "--sentence", "it was tired",
+    assert main(["export", "--model", "minilm-l6", "--layer", "4", "--sentence", "it was tired",
                  "--format", "npy", "--out", str(out)]) == 0
     weights = np.load(out / "weights.npy")
     assert weights.shape == (12, 5, 5)  # [CLS] it was tired [SEP]
-    assert main(["export", "--model", "minilm-l6", "--layer", "9", "--out", str(out)]) == 2
-    assert "layer must be between 0 and 5" in capsys.readouterr().err
+    # --layer counts from 1, as the window does: layer 4 is the config's layer 3
+    expected = compute(AttentionConfig(model="minilm-l6", layer=3, sentence="it was tired"))
+    np.testing.assert_allclose(weights, expected.numpy("weights"), atol=1e-6)
+    for layer in ("0", "7"):
+        assert main(["export", "--model", "minilm-l6", "--layer", layer, "--out", str(tmp_path / "o")]) == 2
+        err = capsys.readouterr().err
+        assert "MiniLM-L6" in err and f"has layers 1 to 6; got --layer {layer}" in err and err.count("\n") == 1
 
 
 FLAGS = ["--sentence", "--d-model", "--d-k", "--d-v", "--heads", "--seed", "--weight-seed", "--inputs",
@@ -170,7 +175,7 @@ def test_fuzzed_options_give_a_config_or_one_clear_error(argv):
     (["--model", "minilm-l6", "--d-model", "7"], "--d-model has no effect with --model minilm-l6"),
     (["--model", "minilm-l6", "--heads", "3", "--no-projections"], "--heads, --no-projections has no effect"),
     (["--layer", "0"], "--layer needs --model"),
-    (["--layer", "2"], "layer is only used with a pretrained model"),
+    (["--layer", "2"], "--layer needs --model"),
 ])
 def test_options_a_source_ignores_are_refused(tmp_path, capsys, options, message):
     from attn_gui.engine.sources import is_available
@@ -191,17 +196,32 @@ def test_flags_follow_the_declared_options(capsys):
     for opt in OPTIONS.values():
         assert opt.flag in text
     assert "0.01 to 100" in text and "(default 1.0)" in text  # the temperature's declared range
+    assert "counted from 1: 1 to 6 (default 1)" in " ".join(text.split())  # --layer
+    assert "--head N" in text
 
 
 def test_gui_without_options_opens_the_saved_state(monkeypatch):
     import attn_gui.ui.app as app
 
     opened = []
-    monkeypatch.setattr(app, "run_gui", lambda config=None: opened.append(config) or 0)
+    monkeypatch.setattr(app, "run_gui", lambda config=None, head=None: opened.append(config) or 0)
     assert run([]) == 0 and run(["gui"]) == 0
     assert opened == [None, None]  # the window then reads its settings
     assert run(["gui", "--seed", str(2**40)]) == 0
     assert opened[-1].seed == 2**40
+
+
+def test_gui_head_counts_from_1(monkeypatch, capsys):
+    import attn_gui.ui.app as app
+
+    opened = []
+    monkeypatch.setattr(app, "run_gui", lambda config=None, head=None: opened.append((config, head)) or 0)
+    assert run(["--heads", "4", "--head", "4"]) == 0
+    assert opened[-1][0].heads == 4 and opened[-1][1] == 3  # ViewState.head counts from 0
+    for argv in (["--heads", "4", "--head", "5"], ["--head", "0"]):
+        assert run(argv) == 2
+        err = capsys.readouterr().err
+        assert "heads 1 to" in err and f"got --head {argv[-1]}" in err and err.count("\n") == 1
 
 
 def test_a_bug_is_not_dressed_up_as_a_user_error(monkeypatch, tmp_path):

@@ -55,7 +55,7 @@ def view(frame):
 
 
 def stem(field, head):
-    return field if head is None else f"{field}_head{head}"
+    return field if head is None else f"{field}_head{head + 1}"  # file names count heads from 1
 
 
 def no_space(text):
@@ -116,19 +116,19 @@ def test_npy_files_equal_the_result_exactly(exported):
 def test_csv_files_read_back_exactly(exported):
     frame, folder, _, _, _ = exported
     result = frame.result
-    weights = np.loadtxt(folder / "weights_head0.csv", delimiter=",", ndmin=2)
+    weights = np.loadtxt(folder / "weights_head1.csv", delimiter=",", ndmin=2)
     np.testing.assert_array_equal(weights.astype(np.float32), result.numpy("weights")[0])
     for field in result.fields():
         array = result.numpy(field)
         if FIELDS[field].per_head:
             for h in range(result.heads):
-                back = np.loadtxt(folder / f"{field}_head{h}.csv", delimiter=",", ndmin=2)
+                back = np.loadtxt(folder / f"{stem(field, h)}.csv", delimiter=",", ndmin=2)
                 np.testing.assert_array_equal(back.astype(array.dtype), array[h], err_msg=f"{field} {h}")
         else:
             back = np.loadtxt(folder / f"{field}.csv", delimiter=",", ndmin=2)
             np.testing.assert_array_equal(back.astype(array.dtype), array, err_msg=field)
     if result.config.causal:  # masked scores are written as -inf and read back as -inf
-        assert np.isneginf(np.loadtxt(folder / "scaled_head0.csv", delimiter=",")).any()
+        assert np.isneginf(np.loadtxt(folder / "scaled_head1.csv", delimiter=",")).any()
 
 
 def test_manifest_round_trips_the_config_and_lists_every_file(exported):
@@ -159,9 +159,10 @@ def test_file_names_follow_fields_and_heads(exported):
     names = set(os.listdir(folder))
     heads = frame.result.heads
     assert {"x.png", "x.svg", "x.npy", "x.csv", "output.png", "concat.csv", "figure.png"} <= names
-    for h in range(heads):
+    for h in range(1, heads + 1):  # counted from 1, as the window counts heads
         assert {f"weights_head{h}.png", f"weights_head{h}.svg", f"weights_head{h}.csv"} <= names
-    assert f"weights_head{heads}.png" not in names and "weights.png" not in names
+    assert "weights_head0.png" not in names and f"weights_head{heads + 1}.png" not in names
+    assert "weights.png" not in names
 
 
 def read_only_folder(tmp_path):
@@ -237,7 +238,7 @@ def test_copy_image_puts_the_picture_on_the_clipboard(view):
 def test_write_arrays_alone(frame, tmp_path):
     written = arrays.write_arrays(frame.result, tmp_path, ["csv"])
     assert [p.name for p in written] == arrays.array_files(frame.result, ["csv"])
-    assert "weights_head0.csv" in os.listdir(tmp_path) and not list(tmp_path.glob("*.npy"))
+    assert "weights_head1.csv" in os.listdir(tmp_path) and not list(tmp_path.glob("*.npy"))
 
 
 @pytest.fixture

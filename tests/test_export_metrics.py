@@ -14,7 +14,7 @@ def test_head_metrics_csv_is_written_with_the_arrays(tmp_path):
     assert [p.name for p in written] == array_files(result, ["csv"])
     assert written[-1].name == "head_metrics.csv"
     rows = list(csv.DictReader((tmp_path / "head_metrics.csv").read_text().splitlines()))
-    assert [r["head"] for r in rows] == ["0", "1", "2"] and all(r["layer"] == "" for r in rows)
+    assert [r["head"] for r in rows] == ["1", "2", "3"] and all(r["layer"] == "" for r in rows)  # from 1
     alpha = result.weights
     for h, row in enumerate(rows):  # the weight on the previous token, by hand: rows 2..4
         by_hand = sum(float(alpha[h, i, i - 1]) for i in range(1, 4)) / 3

@@ -27,12 +27,39 @@ def test_version_1_files_still_load():
     assert state == ViewState(AttentionConfig(heads=3)) and layout == {}
 
 
+def without_inputs(config: AttentionConfig) -> dict:
+    data = config.to_dict()
+    del data["inputs"]
+    return data
+
+
+def test_files_before_stable_inputs_load_as_they_were_saved():
+    # made when "embedding" was the default: a config without "inputs" meant it
+    v1 = {"app": "attn-gui", "version": 1, "config": without_inputs(AttentionConfig(heads=3))}
+    assert parse_session(json.dumps(v1))[0].config == AttentionConfig(heads=3, inputs="embedding")
+    v2 = {"app": "attn-gui", "version": 2, "state": {"config": without_inputs(AttentionConfig()), "head": 0}}
+    assert parse_session(json.dumps(v2))[0].config == AttentionConfig(inputs="embedding")
+    v2_empty = {"app": "attn-gui", "version": 2, "state": {}}
+    assert parse_session(json.dumps(v2_empty))[0].config == AttentionConfig(inputs="embedding")
+    for inputs in ("embedding", "uniform", "stable"):  # a saved choice stays what it was
+        v2 = {"app": "attn-gui", "version": 2, "state": ViewState(AttentionConfig(inputs=inputs)).to_dict()}
+        assert parse_session(json.dumps(v2))[0].config.inputs == inputs
+
+
+def test_version_3_files_mean_the_new_default():
+    data = good()
+    assert data["version"] == 3
+    del data["state"]["config"]["inputs"]
+    assert parse_session(json.dumps(data))[0].config == AttentionConfig()
+    assert AttentionConfig().inputs == "stable"
+
+
 def good() -> dict:
     return session_dict(ViewState())
 
 
 @pytest.mark.parametrize("mutate,message", [
-    (lambda d: d.update(version=3), "version 3 is not supported"),
+    (lambda d: d.update(version=4), "version 4 is not supported"),
     (lambda d: d.update(version=True), "not supported"),
     (lambda d: d.pop("state"), "has no state"),
     (lambda d: d.update(app="other"), "not an Attention Explorer session"),

@@ -19,8 +19,10 @@ from ..ui.settings import Settings
 from .settings import BenchSettings, engine_config, sentence
 from .timing import Log, Row, Timing
 
-UPDATE_TARGET_MS = 16.0
+DEFAULT_SIZE, T64_SIZE = "default (T=5, d=5, h=1)", "T=64, d_model 256, 8 heads"
+UPDATE_TARGETS_MS = {DEFAULT_SIZE: 10.0, T64_SIZE: 16.0}  # p95, control change -> every map repainted
 STALL_TARGET_MS = 25.0
+TYPING_TARGET_MS = 33.0  # two frames at 60 Hz: a character's maps appear with it
 
 
 def _app() -> QtWidgets.QApplication:
@@ -38,6 +40,7 @@ class _Harness:
         self._tmp = tempfile.TemporaryDirectory()
         self.win = MainWindow(settings=Settings(os.path.join(self._tmp.name, "settings.ini")))
         self.win.resize(1600, 1000)
+        self.win.set_state(self.win.state.replace(focus=None))  # every map, as on a large screen
         self.win.show()
         self.shown: list[float] = []
         self.win.frameShown.connect(lambda _f: self.shown.append(time.perf_counter()))
@@ -76,27 +79,55 @@ class _Harness:
         self._tmp.cleanup()
 
 
-def measure_update_latency(configs: dict[str, AttentionConfig], repeats: int = 30) -> dict[str, list[float]]:
-    """Milliseconds from a control's change (the seed spinner) to every visible map repainted.
+CONTROLS = {
+    # the spinner turned, and its value on round i: a seed changes every number, d_k every shape too
+    "seed": ("seedSpin", lambda cfg, i: cfg.seed + 1 + i),
+    "d_k": ("dKSpin", lambda cfg, i: cfg.d_k + 1 + i % 2),
+}
 
-    The time runs until the queued paint events of every map have run (counted with an
-    event filter in the tests), in an offscreen window of 1600 x 1000 with software rendering.
+
+def measure_update_latency(configs: dict[str, AttentionConfig], repeats: int = 30,
+                           control: str = "seed") -> dict[str, list[float]]:
+    """Milliseconds from a control's change to every visible map repainted.
+
+    ``control`` is "seed" (the seed spinner: new numbers) or "d_k" (the d_k spinner,
+    between d_k + 1 and d_k + 2: new shapes, so axes and labels are laid out again).
+    The time runs until the queued paint events of every map have run, in an offscreen
+    window of 1600 x 1000 with software rendering, showing all maps (not the focus view).
     """
+    name_of_spin, value = CONTROLS[control]
     h = _Harness()
     out: dict[str, list[float]] = {}
     try:
         for name, cfg in configs.items():
             h.wait_frame(lambda cfg=cfg: h.show(cfg))
-            spin = h.win.panel.seedSpin
+            spin = getattr(h.win.panel, name_of_spin)
             samples = []
             for i in range(repeats + 2):
-                seconds = h.wait_frame(lambda i=i: spin.setValue(cfg.seed + 1 + i))
+                seconds = h.wait_frame(lambda i=i: spin.setValue(value(cfg, i)))
                 if i >= 2:  # the first rounds fill caches and Qt's glyph atlas
                     samples.append(seconds * 1e3)
             out[name] = samples
     finally:
         h.close()
     return out
+
+
+def measure_typing(config: AttentionConfig, typed: str) -> list[float]:
+    """Milliseconds from each keystroke in the sentence box to its frame drawn and painted.
+
+    Starts from ``config`` and types ``typed`` one character at a time at the end of its
+    sentence (as the cursor does), each keystroke after the previous frame, so every
+    sample is one keystroke's own latency (13 characters a second leave 77 ms between them).
+    """
+    h = _Harness()
+    try:
+        h.wait_frame(lambda: h.show(config))
+        box = h.win.panel.sentenceInput
+        box.moveCursor(box.textCursor().MoveOperation.End)
+        return [h.wait_frame(lambda ch=ch: box.insertPlainText(ch)) * 1e3 for ch in typed]
+    finally:
+        h.close()
 
 
 def measure_gui_stalls(config: AttentionConfig, rounds: int = 3) -> dict[str, float]:
@@ -139,17 +170,30 @@ def bench_window(settings: BenchSettings, log: Log) -> list[Row]:
     """Update latency (control change -> every map repainted) and GUI-thread stalls of the real window."""
     tiny = settings.mode == "tiny"
     sizes = {
-        "default (T=5, d=5, h=1)": AttentionConfig(),
-        "T=64, d_model 256, 8 heads": AttentionConfig(sentence=sentence(8 if tiny else 64), d_model=256,
-                                                      d_k=32, d_v=32, heads=8, init="scaled_normal"),
+        DEFAULT_SIZE: AttentionConfig(),
+        T64_SIZE: AttentionConfig(sentence=sentence(8 if tiny else 64), d_model=256,
+                                  d_k=32, d_v=32, heads=8, init="scaled_normal"),
     }
     repeats = 3 if tiny else (15 if settings.mode == "quick" else 40)
-    log("window: update latency ...")
     rows = []
-    for name, samples in measure_update_latency(sizes, repeats).items():
-        t = Timing(samples)
-        rows.append(Row.timed("window", "update latency", name, t, target=UPDATE_TARGET_MS,
-                              met=t.p95_ms <= UPDATE_TARGET_MS))
+    for control in CONTROLS:
+        log(f"window: update latency, {control} changed ...")
+        for name, samples in measure_update_latency(sizes, repeats, control).items():
+            t = Timing(samples)
+            target = UPDATE_TARGETS_MS[name]
+            rows.append(Row.timed("window", f"update latency, {control} changed", name, t, target=target,
+                                  met=t.p95_ms <= target))
+    typed = " very" if tiny else " and very carefully type another word"
+    typing = {
+        DEFAULT_SIZE: AttentionConfig(),
+        "T=28, d_model 64, 4 heads": AttentionConfig(sentence=sentence(4 if tiny else 22), d_model=64, d_k=16,
+                                                     d_v=16, heads=4),
+    }
+    log("window: typing ...")
+    for name, config in typing.items():
+        t = Timing(measure_typing(config, typed))
+        rows.append(Row.timed("window", "keystroke to frame", name, t, target=TYPING_TARGET_MS,
+                              met=max(t.samples_ms) <= TYPING_TARGET_MS))
     T = 32 if tiny else 2048
     log(f"window: GUI stalls while T={T} computes ...")
     stalls = measure_gui_stalls(engine_config(T, "cpu"), rounds=1 if tiny else 3)

@@ -65,13 +65,19 @@ class AttentionConfig:
     heads: int = option(1, kind="int", lo=1, hi=128, label="heads", modes=RANDOM_ONLY,
                         help="Number of attention heads h.")
     seed: int = option(123, kind="int", lo=0, hi=MAX_SEED, label="seed", modes=RANDOM_ONLY,
-                       help="Seed of the inputs X (and of the weights when they share its stream).")
+                       help="Seed of the inputs X (and of the weights when there is no weight seed).")
     weight_seed: int | None = option(None, kind="int", lo=0, hi=MAX_SEED, nullable=True, label="weight seed",
                                      modes=RANDOM_ONLY,
-                                     help="Seed of the projections; none continues the inputs' stream.")
-    inputs: str = option("embedding", kind="choice", label="inputs", modes=RANDOM_ONLY,
-                         choices=(("embedding", "embedding table N(0,1)"), ("uniform", "uniform rand(T, d)")),
-                         help="Where X comes from: rows of a seeded embedding table, or uniform noise per position.")
+                                     help="Seed of the projections; none uses the seed (stable inputs: a "
+                                          "generator of their own; embedding, uniform: the inputs' stream, "
+                                          "continued).")
+    inputs: str = option("stable", kind="choice", label="inputs", modes=RANDOM_ONLY,
+                         choices=(("stable", "one row per (seed, token)"),
+                                  ("embedding", "embedding table N(0,1)"), ("uniform", "uniform rand(T, d)")),
+                         help="Where X comes from: an N(0,1) row per token drawn from (seed, token) alone, so "
+                              "a new word changes no other row and no weight (stable); rows of a seeded table "
+                              "over the sorted vocabulary, the weights continuing its stream (embedding, the "
+                              "tutorials'); or uniform noise per position (uniform).")
     projections: bool = option(True, kind="bool", label="projections W_q, W_k, W_v", modes=RANDOM_ONLY,
                                help="Project X into queries, keys and values; off means q = k = v = x.")
     positional: str = option("none", kind="choice", label="positions", modes=RANDOM_ONLY, bare="sinusoidal",
@@ -118,7 +124,8 @@ class AttentionConfig:
                                         *((name, spec.label) for name, spec in MODELS.items())),
                                help="A pretrained model instead of random weights.")
     layer: int = option(0, kind="int", lo=0, hi=max(s.layers for s in MODELS.values()) - 1, label="layer",
-                        modes=MODEL_ONLY, help="The model's layer to show; X is the hidden state entering it.")
+                        modes=MODEL_ONLY, ordinal=True,
+                        help="The model's layer to show; X is the hidden state entering it.")
 
     def __post_init__(self) -> None:
         for opt in OPTIONS.values():
@@ -141,8 +148,9 @@ class AttentionConfig:
             if self.positional in ("rope", "alibi"):
                 raise ConfigError(f"{self.positional} positions are for random weights; "
                                   f"{spec.label} has its own (choose positions none)")
-            if self.layer >= spec.layers:
-                raise ConfigError(f"{spec.label} has layers 0 to {spec.layers - 1}; got {self.layer}")
+            if self.layer >= spec.layers:  # people count layers from 1; the field, as torch, from 0
+                raise ConfigError(f"{spec.label} has layers 1 to {spec.layers} (layer = 0 to {spec.layers - 1} "
+                                  f"counted from 0); got layer = {self.layer}")
 
     @property
     def dims(self) -> Dims:
@@ -198,7 +206,7 @@ LIMITS: dict[str, tuple[int, int]] = {n: (o.lo, o.hi) for n, o in OPTIONS.items(
 
 
 PRESETS: dict[str, AttentionConfig] = {
-    # The explorer's start: the "follow x_2 'in'" walk, d = 5, d_q = d_k = d_v = 3.
+    # The explorer's start: the "follow x_2 'in'" walk, d = 5, d_q = d_k = d_v = 3, stable inputs.
     "default": AttentionConfig(),
     # Seed 004: torch.manual_seed(42); inputs = torch.rand(4, 3); W = torch.rand(3, 2), q = x W.
     "tutorial-uniform": AttentionConfig(
@@ -207,7 +215,7 @@ PRESETS: dict[str, AttentionConfig] = {
     ),
     # Raschka's walk: nn.Embedding(6, 16) after manual_seed(123), reseed, W = torch.rand(24, 16), q = W x.
     "tutorial-embedding": AttentionConfig(
-        sentence="Life is short, eat dessert first", seed=123, weight_seed=123, layout="column",
+        sentence="Life is short, eat dessert first", inputs="embedding", seed=123, weight_seed=123, layout="column",
         d_model=16, d_k=24, d_v=28, heads=1,
     ),
 }

@@ -1,11 +1,24 @@
 """Seeded draws of X and the weights: CPU generators in a fixed order, cached, moved to a device once.
 
 Every device shows the same numbers because every number is drawn on the CPU first.
+
+Three ways to draw X (``config.inputs``):
+
+- "stable" (the default): each token's row is ``torch.randn(d_model, generator=g)`` with
+  ``g = torch.Generator().manual_seed(row_seed(seed, token))``, so a row depends on
+  (seed, token text, d_model) alone; the weights come from their own generator seeded
+  with ``weight_seed`` (or ``seed`` when it is None). Adding a word changes no other row
+  and no weight.
+- "embedding": the tutorials' stream: a V x d N(0, 1) table over the sorted vocabulary,
+  then (without a weight seed) the weights from the same generator.
+- "uniform": ``torch.rand(T, d)``, one row per position, then the weights likewise.
 """
 
 from __future__ import annotations
 
+import hashlib
 import math
+import threading
 from collections import OrderedDict
 
 import torch
@@ -19,19 +32,67 @@ def draw_parameters(config: AttentionConfig, toks: Tokens):
 
     Order (so the tutorials' numbers come out): X (V x d table, or T x d uniform),
     then from the weight generator W_q, W_k, W_v, W_o, then (``bias``) b_q, b_k, b_v, b_o.
-    Biases are None without ``bias``. Returns float32 CPU tensors;
+    With "stable" inputs X is drawn row by row (``stable_rows``) and the weights from
+    their own generator. Biases are None without ``bias``. Returns float32 CPU tensors;
     the weights are shared with a small cache (an in-place change makes the next call draw again).
     """
-    rows = len(toks.vocab) if config.inputs == "embedding" else len(toks.tokens)
+    stable = config.inputs == "stable"
+    # stable weights do not depend on the sentence: typing keeps hitting the cache
+    rows = 0 if stable else len(toks.vocab) if config.inputs == "embedding" else len(toks.tokens)
     key = (rows, config.d_model, config.d_k, config.d_v, config.heads, config.seed,
            config.weight_seed, config.inputs, config.projections, config.init, config.layout,
            config.dims.kv_heads, config.bias)
     first, *weights = _cached_draw(key, config.heads * config.d_model * (2 * config.d_k + 2 * config.d_v))
-    if config.inputs == "embedding":
+    if stable:
+        x = stable_rows(config.seed, toks.vocab, config.d_model)[toks.id_tensor()]  # (T, d), a copy
+    elif config.inputs == "embedding":
         x = first[toks.id_tensor()]  # rows of the table, by token id
     else:
         x = first.clone()
     return (x, *weights)
+
+
+def row_seed(seed: int, token: str) -> int:
+    """The seed of ``token``'s row of X in "stable" inputs: 63 bits of a BLAKE2b hash.
+
+    ``int.from_bytes(blake2b(f"{seed}:{token}".encode("utf-8"), digest_size=8).digest(), "big")``
+    with its top bit cleared. The same on every platform and in every process (Python's
+    ``hash()`` of a string is salted per process); the seed's digits end at the first ":",
+    so no two (seed, token) pairs share a text.
+    """
+    digest = hashlib.blake2b(f"{seed}:{token}".encode("utf-8"), digest_size=8).digest()
+    return int.from_bytes(digest, "big") & (2**63 - 1)
+
+
+ROW_CACHE_MAX = 4_000_000  # floats kept (16 MB); typing redraws only the word being typed
+_ROWS: OrderedDict[tuple[int, str, int], torch.Tensor] = OrderedDict()  # (seed, token, d) -> (d,)
+_rows_kept = 0
+_ROWS_LOCK = threading.Lock()  # computes run on the worker thread and on the GUI thread
+
+
+def stable_rows(seed: int, vocab: tuple[str, ...], d: int) -> torch.Tensor:
+    """The (V, d) float32 CPU rows of ``vocab`` in "stable" inputs, one N(0, 1) draw per token.
+
+    Row v is ``torch.randn(d, generator=torch.Generator().manual_seed(row_seed(seed, vocab[v])))``,
+    as ``nn.Embedding`` initialises a row; rows are cached, and the result is a new tensor.
+    """
+    global _rows_kept
+    rows = []
+    with _ROWS_LOCK:
+        for token in vocab:
+            key = (seed, token, d)
+            row = _ROWS.get(key)
+            if row is None:
+                row = torch.randn(d, generator=torch.Generator().manual_seed(row_seed(seed, token)))
+                if d <= ROW_CACHE_MAX // 64:  # rows of a huge d_model are not kept
+                    _ROWS[key] = row
+                    _rows_kept += d
+                    while _rows_kept > ROW_CACHE_MAX:
+                        _rows_kept -= _ROWS.popitem(last=False)[1].numel()
+            else:
+                _ROWS.move_to_end(key)
+            rows.append(row)
+    return torch.stack(rows) if rows else torch.empty(0, d)
 
 
 CACHE_MAX_WEIGHTS = 4_000_000  # 16 MB a set in float32; at most 4 sets are kept
@@ -88,7 +149,10 @@ def _draw(rows, d, d_k, d_v, h, seed, weight_seed, inputs, projections, init, la
     # Cached: typing changes the tokens far more often than the sizes or seeds, and drawing
     # a million weights costs milliseconds, more than the attention itself at small T.
     gen = torch.Generator().manual_seed(seed)
-    if inputs == "embedding":
+    if inputs == "stable":
+        first = None  # X is drawn per token (stable_rows); the weights have a generator of their own
+        gen = torch.Generator().manual_seed(seed if weight_seed is None else weight_seed)
+    elif inputs == "embedding":
         first = torch.randn(rows, d, generator=gen)  # nn.Embedding's N(0, 1) init, V x d
     else:
         first = torch.rand(rows, d, generator=gen)  # one uniform row per position, T x d

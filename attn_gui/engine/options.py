@@ -57,11 +57,14 @@ class Option:
     decimals : int or None
         "float": the most decimal places a value may have.
     nullable : bool
-        None is allowed (weight_seed: same stream as X; model: random weights).
+        None is allowed (weight_seed: from X's seed; model: random weights).
     modes : frozenset of {"random", "model"}
         Where the field has an effect; elsewhere it is kept but inert.
     bare : Any
         "choice": the value of the CLI flag given without one (an old boolean flag), or None.
+    ordinal : bool
+        "int": an index, counted from 0 in the config (as torch counts) and from 1 where a
+        person reads or types it (the window's spin box, the CLI flag): ``layer`` 0 is layer 1.
     """
 
     name: str
@@ -76,6 +79,7 @@ class Option:
     nullable: bool = False
     modes: frozenset[str] = BOTH
     bare: Any = None
+    ordinal: bool = False
 
     @property
     def flag(self) -> str:
@@ -141,7 +145,7 @@ class Option:
 def option(default: Any, *, kind: str, label: str, help: str, lo: int | float | None = None,
            hi: int | float | None = None, choices: tuple[tuple[Any, str], ...] = (),
            decimals: int | None = None, nullable: bool = False, modes: frozenset[str] = BOTH,
-           bare: Any = None) -> Any:
+           bare: Any = None, ordinal: bool = False) -> Any:
     """A dataclass field carrying its ``Option`` declaration in its metadata.
 
     The name is filled in from the field by ``declared_options``.
@@ -149,7 +153,7 @@ def option(default: Any, *, kind: str, label: str, help: str, lo: int | float | 
     if kind not in KINDS:
         raise TypeError(f"unknown option kind {kind!r}")
     spec = dict(kind=kind, label=label, help=help, lo=lo, hi=hi, choices=tuple(choices),
-                decimals=decimals, nullable=nullable, modes=frozenset(modes), bare=bare)
+                decimals=decimals, nullable=nullable, modes=frozenset(modes), bare=bare, ordinal=ordinal)
     return dataclasses.field(default=default, metadata={"option": spec})
 
 

@@ -1,8 +1,8 @@
 """The tensors of a result as .npy and .csv files, and the manifest that describes them. No Qt.
 
 ``<field>.npy`` holds the full array of each field (per-head fields keep their head axis
-first); ``<field>.csv`` a 2-D field and ``<field>_head<i>.csv`` head ``i`` of a per-head
-field, header-less, comma separated, every value with enough digits to read back the
+first, indexed from 0 as numpy indexes); ``<field>.csv`` a 2-D field and
+``<field>_head<i>.csv`` head ``i`` (counted from 1, as the window counts) of a per-head field, header-less, comma separated, every value with enough digits to read back the
 exact float (``inf``/``-inf``/``nan`` spelled out).
 """
 
@@ -170,7 +170,8 @@ def manifest(result: AttentionResult, files: Iterable[str], formats: Iterable[st
         "created_utc": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "formats": list(formats),
         "png_width": width,
-        "csv": "header-less, comma separated, one matrix per file (<field>_head<i>.csv per head); "
+        "csv": "header-less, comma separated, one matrix per file (<field>_head<i>.csv per head, "
+               "i counted from 1; in the .npy files the head axis is indexed from 0); "
                "rows and columns as in the array; names of token axes are in 'tokens'",
         "files": list(files),
     }

@@ -5,8 +5,9 @@ What ``export_all`` writes (formats permitting):
 ``<field>.png``, ``<field>.svg``
     One picture per map, as the window draws it: title, token labels, colour bar and
     (where the cells are large enough) each cell's value, with the axes named ("query",
-    "key"); in an SVG the cells are crisp rectangles (a pixelated image for large maps). Per-head fields are written
-    once per head as ``<field>_head<i>.png`` / ``.svg`` with ``i`` counted from 0.
+    "key"); in an SVG the cells are crisp rectangles (a pixelated image for large maps).
+    Per-head fields are written once per head as ``<field>_head<i>.png`` / ``.svg`` with
+    ``i`` counted from 1 (head 1 is index 0 of the head axis in the .npy file).
 ``figure.png``
     The whole figure under a title (the sentence, the sizes, the head shown): every map,
     laid out as the data flows, without the window's outlines and hints.

@@ -15,8 +15,8 @@ METRICS_FILE = "head_metrics.csv"
 def write_head_metrics(result: AttentionResult, folder: str | os.PathLike) -> Path:
     """Write the head metrics of ``result`` to ``folder/head_metrics.csv`` and return its path.
 
-    A header names the columns: layer (0-based, empty with random weights), head
-    (0-based, as ``weights_head<i>.csv``), then each metric.
+    A header names the columns: layer (empty with random weights) and head, both counted
+    from 1 (as ``weights_head<i>.csv`` and the window), then each metric.
     """
     path = Path(folder) / METRICS_FILE
     atomic_write(path, metrics_table(result).csv().encode("ascii"))

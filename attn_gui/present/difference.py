@@ -73,22 +73,25 @@ def head_difference(frame: Frame, name: str, head_a: int, head_b: int, hidden: t
     result, info = frame.result, FIELDS[name]
     t = getattr(result, name)
     R, C = t.shape[-2:]
-    layer = f"layer {result.config.layer}: " if result.config.model is not None else ""
+    layer = f"layer {result.config.layer + 1}: " if result.config.model is not None else ""
     title = f"{layer}{info.symbol} of head {head_a + 1} − head {head_b + 1}  ({R} × {C})"
     a, b = result.head_index(name, head_a), result.head_index(name, head_b)  # grouped-query K, V: their K/V heads
     return as_map(frame, name, _reduced(t[a] - t[b])[None], 0, hidden, title=title, kind="signed",
-                  symbol=f"Δ{info.symbol}", head=None, field=f"{name}_head{head_a}_minus_head{head_b}")
+                  symbol=f"Δ{info.symbol}", head=None, field=f"{name}_head{head_a + 1}_minus_head{head_b + 1}")
 
 
 def layer_difference(frame: Frame, layer_a: int, layer_b: int, head: int, hidden: tuple[int, ...] = ()) -> MapData:
-    """alpha of layer ``layer_a`` minus layer ``layer_b`` (0-based), head ``head``, of a model-mode frame."""
+    """alpha of layer ``layer_a`` minus layer ``layer_b`` (0-based), head ``head``, of a model-mode frame.
+
+    The title and file name count layers and heads from 1.
+    """
     result = frame.result
     lw = result.layer_weights
     T = result.seq_len
-    title = f"α of layer {layer_a} − layer {layer_b}, head {head + 1}/{result.heads}  ({T} × {T})"
+    title = f"α of layer {layer_a + 1} − layer {layer_b + 1}, head {head + 1}/{result.heads}  ({T} × {T})"
     return as_map(frame, "weights", _reduced(lw[layer_a, head] - lw[layer_b, head])[None], 0, hidden,
                   title=title, kind="signed", symbol="Δα", head=None,
-                  field=f"weights_layer{layer_a}_minus_layer{layer_b}_head{head}")
+                  field=f"weights_layer{layer_a + 1}_minus_layer{layer_b + 1}_head{head + 1}")
 
 
 def per_head_fields(result: AttentionResult) -> list[str]:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 NICE_STEPS = (1.0, 1.5, 2.0, 3.0, 4.0, 5.0, 6.0, 8.0, 10.0)
@@ -9,9 +11,9 @@ NICE_STEPS = (1.0, 1.5, 2.0, 3.0, 4.0, 5.0, 6.0, 8.0, 10.0)
 
 def format_value(v: float) -> str:
     """Compact cell text: 3 significant figures, -inf and NaN spelled out."""
-    if np.isnan(v):
+    if math.isnan(v):  # math, not numpy: this runs once per cell per update
         return "NaN"
-    if np.isinf(v):
+    if math.isinf(v):
         return "-∞" if v < 0 else "∞"
     a = abs(v)
     if a >= 1000:
@@ -25,7 +27,7 @@ def format_value(v: float) -> str:
 
 def format_compact(v: float) -> str:
     """Shorter cell text for narrow cells: 2 significant figures, no leading zero."""
-    if not np.isfinite(v) or abs(v) >= 100:
+    if not math.isfinite(v) or abs(v) >= 100:
         return format_value(v)
     if abs(v) >= 9.95:
         return f"{v:.0f}"

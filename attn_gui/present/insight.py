@@ -57,11 +57,12 @@ class MetricsTable:
         return [(layer, head, values[metric]) for layer, head, values in ranked[:n]]
 
     def csv(self) -> str:
-        """CSV with a header: layer (0-based; empty with random weights), head (0-based), one column per metric."""
+        """CSV with a header: layer (empty with random weights), head (both counted from 1, as the maps and
+        ``weights_head<i>.csv`` count them), one column per metric."""
         text = io.StringIO()
         text.write(",".join(("layer", "head", *METRICS)) + "\n")
         for layer, head, values in self.rows():
-            cells = ["" if layer is None else str(layer), str(head)]
+            cells = ["" if layer is None else str(layer + 1), str(head + 1)]
             cells += [f"{values[m]:.9g}" for m in METRICS]
             text.write(",".join(cells) + "\n")
         return text.getvalue()
@@ -116,15 +117,19 @@ def as_map(frame: Frame, name: str, array: np.ndarray, index: int | None, hidden
     return dataclasses.replace(map_data(shown, name, index, hidden), **changes)
 
 
+SUBSCRIPTS = str.maketrans("0123456789", "₀₁₂₃₄₅₆₇₈₉")
+
+
 def rollout_map(frame: Frame, maps: np.ndarray, layer: int, fusion: str = "mean", residual: bool = True,
                 hidden: tuple[int, ...] = ()) -> MapData:
-    """The map of rollout ``maps[layer]`` (layer 0-based, as the layer control)."""
+    """The map of rollout ``maps[layer]`` (``layer`` 0-based; the title and file name count from 1)."""
     T = frame.result.seq_len
     mix = f"{fusion} of heads" + (", ½A + ½I" if residual else "")
-    products = "Â₀" if layer == 0 else f"Â_{layer} … Â₀"
+    last = str(layer + 1).translate(SUBSCRIPTS)
+    products = "Â₁" if layer == 0 else f"Â{last} … Â₁"
     return as_map(frame, "weights", maps[layer][None], 0, hidden,
-                  title=f"rollout after layer {layer}: R = {products}  ({mix}; {T} × {T})",
-                  symbol="R", head=None, field=f"rollout_layer{layer}")
+                  title=f"rollout after layer {layer + 1}: R = {products}  ({mix}; {T} × {T})",
+                  symbol="R", head=None, field=f"rollout_layer{layer + 1}")
 
 
 # the metrics grid and the why-scaling panel ---------------------------------------------------
@@ -133,9 +138,9 @@ BOUNDED = frozenset({"entropy_norm", "max_weight", "sink", "previous", "self"}) 
 
 
 def metrics_map(table: MetricsTable, metric: str) -> MapData:
-    """The grid of ``metric`` over every layer (rows) and head (columns, numbered from 1)."""
+    """The grid of ``metric`` over every layer (rows) and head (columns), both numbered from 1."""
     L, H = table.shape
-    rows = ["heads"] if table.layers is None else [f"layer {layer}" for layer in table.layers]
+    rows = ["heads"] if table.layers is None else [f"layer {layer + 1}" for layer in table.layers]
     top = 1.0 if metric in BOUNDED else nice_ceil(float(np.nanmax(table.values[metric], initial=0.0)))
     return MapData(matrix=table.values[metric].astype(np.float32), title=f"{metric_label(metric)}: "
                    f"{metric_help(metric)}  (0 to {top:g})", kind="weights",

@@ -47,12 +47,13 @@ class MapData:
     row_labels, col_labels : labels of the full axes (before reduction)
     row_blocks, col_blocks : [start, end) of the full axis each displayed row/column covers
     symbol : name used in read-outs, e.g. "α"
-    head : head index (0-based) or None
+    head : head index (0-based) or None; titles, read-outs and file names count from 1
     masked_reason : what a -inf cell means ("key after the query")
     pair_arrow : read-outs say "query → key" rather than "row, col"
     field : the result field shown ("weights"), for file names
     masked : (R, C) bool, optional: cells masked although their value is finite (alpha's zeros)
     about : rich text, what this map is (formula, shapes, one plain sentence): the title's tooltip
+    row_tokens, col_tokens : the axis runs over token positions (a pooled block is named "1–16", from 1)
     """
 
     matrix: np.ndarray
@@ -69,6 +70,8 @@ class MapData:
     field: str = ""
     masked: np.ndarray | None = None
     about: str = ""
+    row_tokens: bool = False
+    col_tokens: bool = False
 
 
 def map_id(name: str, head: int | None) -> str:
@@ -80,8 +83,9 @@ def map_id(name: str, head: int | None) -> str:
 
 
 def file_stem(name: str, head: int | None) -> str:
-    """The file name (without suffix) of a map: ``weights_head0`` or ``x``."""
-    return name if head is None else f"{name}_head{head}"
+    """The file name (without suffix) of a map: ``weights_head1`` for head 0 (files count heads
+    from 1, as the window does), or ``x``."""
+    return name if head is None else f"{name}_head{head + 1}"
 
 
 def special_tokens(result: AttentionResult) -> tuple[int, ...]:
@@ -135,7 +139,7 @@ def map_data(frame: Frame, name: str, head: int | None = None, hidden: tuple[int
             shape.append(f"K/V head {result.head_index(name, head) + 1}/{kv}")
     if (r_shown, c_shown) != (R, C):
         shape.append(f"shown {r_shown} × {c_shown}")
-    layer_txt = f"layer {cfg.layer}: " if cfg.model is not None else ""
+    layer_txt = f"layer {cfg.layer + 1}: " if cfg.model is not None else ""  # counted from 1
     # a title may wrap between its words and after a comma, never inside "5 × 3"
     shape_txt = ", ".join(part.replace(" ", NBSP) for part in shape)
     return MapData(
@@ -154,6 +158,8 @@ def map_data(frame: Frame, name: str, head: int | None = None, hidden: tuple[int
         field=name,
         masked=masked if masked is not None and masked.any() else None,
         about=explain(name, result),
+        row_tokens=info.rows in ("token", "key"),
+        col_tokens=info.cols in ("token", "key"),
     )
 
 
@@ -180,14 +186,18 @@ def map_keys(result: AttentionResult) -> list[tuple[str, int | None]]:
     return keys
 
 
-def axis_name(labels: list[str], blocks, i: int) -> str:
-    """The name of displayed row or column ``i``: its token, or the range of a pooled block."""
+def axis_name(labels: list[str], blocks, i: int, tokens: bool = False) -> str:
+    """The name of displayed row or column ``i``: its token, or the range of a pooled block.
+
+    A block of ``tokens`` is named by positions counted from 1 ("1–16", x₁ to x₁₆); a block
+    of dimensions by indices from 0, as the axis labels count them.
+    """
     if blocks is None:
         return labels[i] if i < len(labels) else str(i)
     start, end = blocks[i]
     if end - start == 1:
         return labels[start] if start < len(labels) else str(start)
-    return f"{start}–{end - 1}"
+    return f"{start + 1}–{end}" if tokens else f"{start}–{end - 1}"
 
 
 def tick_label(labels: list[str], blocks, i: int) -> str:
@@ -211,11 +221,11 @@ def full_row(data: MapData, shown: int) -> int:
 def describe_cell(data: MapData, r: int, c: int) -> str:
     """The read-out of displayed cell (r, c): names, exact value and meaning.
 
-    >>> # e.g. "α[in → look] = 0.829733, head 1"
+    >>> # e.g. "α[in → When] = 0.31608, head 1"
     """
     v = float(data.matrix[r, c])
-    rname = axis_name(data.row_labels, data.row_blocks, r)
-    cname = axis_name(data.col_labels, data.col_blocks, c)
+    rname = axis_name(data.row_labels, data.row_blocks, r, data.row_tokens)
+    cname = axis_name(data.col_labels, data.col_blocks, c, data.col_tokens)
     where = f"{rname} → {cname}" if data.pair_arrow else f"{rname}, {cname}"
     value = f"{v:.6g}" if np.isfinite(v) else format_value(v)
     text = f"{data.symbol}[{where}] = {value}"

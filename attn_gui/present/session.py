@@ -18,7 +18,10 @@ from ..engine import AttentionConfig
 from .files import atomic_write, read_regular
 from .state import MAX_WINDOW_CHARS, ViewState, check_window_text
 
-SESSION_VERSION = 2  # 1: the config alone; 2: the whole view state
+SESSION_VERSION = 3  # 1: the config alone; 2: the whole view state; 3: "stable" inputs are the default
+# The defaults a file written before version 3 was made under, for the fields it may leave out:
+# such a file without "inputs" meant the table over the sorted vocabulary, the default then.
+OLD_DEFAULTS: dict[str, Any] = {"inputs": "embedding"}
 # the longest sentence the window shows (JSON escapes a character in at most 12 bytes), plus the layout
 MAX_BYTES = 12 * MAX_WINDOW_CHARS + 256_000
 LAYOUT_KEYS = ("geometry", "window_state", "splitter")
@@ -39,10 +42,27 @@ def save_session(path: str | os.PathLike, state: ViewState, layout: dict[str, st
     atomic_write(path, text.encode("utf-8"))
 
 
+def with_old_defaults(config: Any) -> Any:
+    """A config dict written before version 3, with the defaults it was made under filled in.
+
+    Anything but a dict is returned as it is (``AttentionConfig.from_dict`` says what is wrong).
+    """
+    return {**OLD_DEFAULTS, **config} if isinstance(config, dict) else config
+
+
+def old_state(state: Any) -> Any:
+    """A view-state dict written before version 3 (``with_old_defaults`` on its config)."""
+    if not isinstance(state, dict):
+        return state
+    return {**state, "config": with_old_defaults(state.get("config", {}))}
+
+
 def parse_session(text: str | bytes) -> tuple[ViewState, dict[str, str]]:
     """Validate a session's text; returns (state, layout) or raises ValueError.
 
-    Version 1 files (a config, no view choices) still load, with the default view.
+    Version 1 files (a config, no view choices) still load, with the default view. Files
+    before version 3 load as they were saved: a config without ``inputs`` keeps the
+    "embedding" inputs it was made with (``OLD_DEFAULTS``).
     """
     if len(text) > MAX_BYTES:
         raise ValueError(f"this file is {len(text):,} bytes; a session is at most {MAX_BYTES:,}")
@@ -57,9 +77,9 @@ def parse_session(text: str | bytes) -> tuple[ViewState, dict[str, str]]:
     if not isinstance(data, dict) or data.get("app") != "attn-gui":
         raise ValueError("this is not an Attention Explorer session file")
     version = data.get("version")
-    if version not in (1, SESSION_VERSION) or isinstance(version, bool):
-        raise ValueError(f"session version {version!r} is not supported (this app reads versions 1 and "
-                         f"{SESSION_VERSION})")
+    if version not in (1, 2, SESSION_VERSION) or isinstance(version, bool):
+        raise ValueError(f"session version {str(version)[:40]} is not supported (this app reads versions 1 "
+                         f"to {SESSION_VERSION})")
     body = "config" if version == 1 else "state"
     extra = sorted(set(data) - {"app", "version", body, "layout"})
     if extra:
@@ -68,10 +88,10 @@ def parse_session(text: str | bytes) -> tuple[ViewState, dict[str, str]]:
         raise ValueError(f"the session has no {body}")
     try:
         if version == 1:
-            state = ViewState(AttentionConfig.from_dict(data["config"]))
+            state = ViewState(AttentionConfig.from_dict(with_old_defaults(data["config"])))
             check_window_text(state.config.sentence)
         else:
-            state = ViewState.from_dict(data["state"])
+            state = ViewState.from_dict(data["state"] if version == SESSION_VERSION else old_state(data["state"]))
     except (TypeError, RecursionError) as exc:
         raise ValueError(f"the session's {body} is not valid: {exc}") from None
     layout = data.get("layout", {})

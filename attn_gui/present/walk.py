@@ -58,7 +58,7 @@ def walk_html(result: AttentionResult, token: int, head: int) -> str:
     div = " / ".join(divisor) if divisor else "1"
 
     out = [f"<h3 style='margin:2px'>Following x<sub>{n}</sub> “{tok}”{head_txt}</h3>"]
-    step1 = f"Hidden state entering layer {cfg.layer}" if cfg.model else "Embedding"
+    step1 = f"Hidden state entering layer {cfg.layer + 1}" if cfg.model else "Embedding"
     out.append(f"<p><b>1. {step1}</b> x<sub>{n}</sub> = {_vec(x)}</p>")
     if result.w_q is not None:
         proj = f"W<sub>q</sub> x<sub>{n}</sub>" if col else f"x<sub>{n}</sub> W<sub>q</sub>"

@@ -88,14 +88,16 @@ class LabelAxis(pg.AxisItem):
         if view is None or not self._labels:
             return None
         n = len(self._labels)
-        spacing = abs(self._along(1.0) - self._along(0.0)) or 1.0
+        origin = self._along(0.0)
+        signed = self._along(1.0) - origin  # the view maps rows and columns linearly onto the axis
+        spacing = abs(signed) or 1.0
         across = self._metrics.height() + 1 if self.orientation == "left" or self.upright else self._widest + 2 * GAP
         step = max(1, math.ceil(across / spacing))  # thin evenly only where labels would overlap
         lo, hi = view.viewRange()[0 if self.orientation == "top" else 1]
         first = max(0, math.floor(min(lo, hi)))
         first -= first % step
         last = min(n - 1, math.ceil(max(lo, hi)))
-        return [(self._along(i), self._labels[i]) for i in range(first, last + 1, step)]
+        return [(origin + i * signed, self._labels[i]) for i in range(first, last + 1, step)]
 
     def drawPicture(self, p, *specs):
         (texts,) = specs
@@ -146,3 +148,49 @@ class LabelAxis(pg.AxisItem):
                 painter.end()
             self.picture = picture
         self.picture.play(p)
+
+
+class BarAxis(pg.AxisItem):
+    """A colour bar's value axis: given ticks painted straight into the cached picture.
+
+    pyqtgraph's ``AxisItem`` measures every tick text with a painter and lays them out
+    each time the range changes, which a signed map's colour bar does on most updates;
+    these ticks are a handful of given values, so they are placed by arithmetic and
+    measured with cached font metrics. Set them with ``setTicks([[(value, text), ...]])``.
+    """
+
+    def __init__(self, font: QtGui.QFont):
+        super().__init__("right")
+        self.setTickFont(font)
+        self._metrics = QtGui.QFontMetricsF(font)
+
+    def paint(self, p, opt, widget):
+        if self.picture is None:
+            picture = QtGui.QPicture()
+            painter = QtGui.QPainter(picture)
+            try:
+                self._draw(painter)
+            finally:
+                painter.end()
+            self.picture = picture
+        self.picture.play(p)
+
+    def _draw(self, p: QtGui.QPainter) -> None:
+        bounds = self.boundingRect()
+        lo, hi = self.range
+        if not self._tickLevels or hi == lo:
+            return
+        p.setRenderHint(QtGui.QPainter.RenderHint.TextAntialiasing, True)
+        p.setFont(self.style["tickFont"])
+        p.setPen(self.pen())
+        h, tick = self.geometry().height(), 4
+        p.drawLine(QtCore.QLineF(0, 0, 0, h))
+        text_h = self._metrics.height()
+        for value, text in self._tickLevels[0]:
+            y = h * (hi - value) / (hi - lo)  # top is the highest value
+            p.setPen(self.pen())
+            p.drawLine(QtCore.QLineF(0, y, tick, y))
+            p.setPen(self.textPen())
+            top = min(max(y - text_h / 2, 0.0), h - text_h)  # the end labels stay inside the bar's height
+            p.drawText(QtCore.QRectF(tick + 2, top, bounds.width() - tick - 2, text_h),
+                       QtCore.Qt.AlignmentFlag.AlignLeft | QtCore.Qt.AlignmentFlag.AlignVCenter, text)

@@ -16,8 +16,9 @@ from PySide6 import QtCore, QtGui, QtWidgets
 from ..present.explain import axis_titles
 from ..present.formats import nice_ceil
 from ..present.maps import MapData, describe_cell, display_row, full_row, tick_label
-from .axes import LabelAxis
+from .axes import BarAxis, LabelAxis
 from .cells import MAX_VALUE_CELLS, CellRects, CellValues
+from .image import LutImage
 from .style import SIGNED_CMAP, WEIGHTS_CMAP, highlight_rect, mask_items, mask_rects, set_mask
 
 
@@ -87,7 +88,7 @@ class HeatmapView(pg.GraphicsLayoutWidget):
         self.plot.getViewBox().setMouseEnabled(x=True, y=True)
         self.plot.showAxis("top")
         self.plot.hideAxis("bottom")
-        self.image = pg.ImageItem(axisOrder="row-major")
+        self.image = LutImage(axisOrder="row-major")
         self.plot.addItem(self.image)
         self.mask_fill, self.mask_hatch = mask_items()
         for item in (self.mask_fill, self.mask_hatch):
@@ -99,6 +100,7 @@ class HeatmapView(pg.GraphicsLayoutWidget):
         self.plot.addItem(self.highlight)
         self.colorbar = pg.ColorBarItem(values=(0, 1), colorMap=pg.colormap.get(WEIGHTS_CMAP),
                                         interactive=False, width=12, colorMapMenu=False)
+        self._use_bar_axis(self.font())  # the default size, as pyqtgraph's own colour bar axis
         # thumbnails share the weights' fixed 0..1 scale with the full maps, so they skip the bar
         self.colorbar.setImageItem(self.image, insert_in=None if compact else self.plot)
         if compact:  # thumbnails: the picture, square cells and a title; hovering still names every cell
@@ -167,6 +169,17 @@ class HeatmapView(pg.GraphicsLayoutWidget):
         if self._readout is not None and self._readout.isVisible():  # the pointer rests on a cell: new value
             self.show_readout(self._hover if self._hover and self._hover[0] < R and self._hover[1] < C else None)
         self.ci.layout.activate()  # lay out now, so a picture taken right away has every label
+
+    def _use_bar_axis(self, font: QtGui.QFont) -> None:
+        """Give the colour bar a ``BarAxis``: its ticks change with most updates of a signed map."""
+        bar, axis = self.colorbar, BarAxis(font)
+        bar.setAxisItems({"right": axis})
+        axis.setZValue(0.5)
+        axis.setWidth(45)
+        axis.setStyle(showValues=True)
+        axis.unlinkFromView()
+        axis.setRange(*bar.values)
+        bar.axis = axis
 
     @staticmethod
     def _white_text(shown: np.ndarray, levels, cmap, kind: str) -> np.ndarray:

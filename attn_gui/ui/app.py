@@ -43,8 +43,8 @@ def install_error_hook(app) -> None:
     sys.excepthook = hook
 
 
-def run_gui(config: AttentionConfig | None = None) -> int:
-    """Open the window (on ``config`` if given) and run until it closes."""
+def run_gui(config: AttentionConfig | None = None, head: int | None = None) -> int:
+    """Open the window (on ``config`` if given, showing ``head``, 0-based, if given) and run until it closes."""
     from PySide6 import QtGui, QtWidgets
 
     from .. import __version__
@@ -59,6 +59,8 @@ def run_gui(config: AttentionConfig | None = None) -> int:
     app.setWindowIcon(QtGui.QIcon(path_of("icon.svg")))
     install_error_hook(app)
     window = open_window(config)
+    if head is not None:
+        window.set_state(window.state.replace(head=head))
     window.show()
     return app.exec()
 

@@ -81,7 +81,7 @@ class ControlPanel(QtWidgets.QWidget):
         self.tokenChips.setObjectName("tokenChips")
         self.tokenChips.setWordWrap(True)
         self.tokenChips.setTextFormat(QtCore.Qt.TextFormat.RichText)
-        self.tokenChips.setToolTip("The tokens with their vocabulary ids (repeated words share an id)")
+        self.tokenChips.setToolTip("The tokens x₁, x₂, … numbered by position")
         self.tokenChips.linkActivated.connect(lambda _link: self.show_all_tokens())
         self._tokens: tuple[AttentionConfig, Tokens] | None = None
         self.tokenList: QtWidgets.QDialog | None = None
@@ -168,7 +168,7 @@ class ControlPanel(QtWidgets.QWidget):
             for name in ("d_k", "d_v", "init", "weight_seed"):
                 self.editors[name].widget.setEnabled(False)
         model = MODELS.get(cfg.model) if cfg.model else None
-        self.layerSpin.setMaximum(model.layers - 1 if model else OPTIONS["layer"].hi)
+        self.layerSpin.setMaximum(model.layers if model else OPTIONS["layer"].hi + 1)  # counted from 1
         self.rerollButton.setEnabled(model is None)
         self.hideSpecialCheck.setEnabled(model is not None)
         self.modelNote.setVisible(model is not None)
@@ -184,25 +184,35 @@ class ControlPanel(QtWidgets.QWidget):
             self.hideSpecialCheck.setChecked(hide)
 
     def _show_tokens(self, cfg: AttentionConfig, toks: Tokens) -> None:
+        """The first tokens as chips, each with its position counted from 1 (``doubt₃`` is x₃), as the
+        maps and the walk count; the vocabulary ids, which are not positions, are in the tooltip.
+
+        A long input would push every control off the panel: it shows its first ``FEW_CHIPS``
+        tokens and a link that opens all of them.
+        """
         self._tokens = (cfg, toks)
         T = len(toks.tokens)
-        # a long input would push every control off the panel: its first tokens and a link
         link = f' … <a href="all">{T:,} tokens, show all</a>' if T > FEW_CHIPS else ""
         self.tokenChips.setText(self._chips_html(cfg, toks, FEW_CHIPS) + link)
+        ids = [f"{html.escape('␣' if tok == ' ' else tok)} {tid}" for tok, tid in zip(toks.tokens[:60], toks.token_ids[:60])]
+        self.tokenChips.setToolTip(
+            f"<p>The tokens, numbered by position from 1 (x₁ is the first). Vocabulary ids"
+            f"{' (the model’s)' if cfg.model else ' (repeated tokens share one)'}: "
+            + ", ".join(ids) + (", …" if T > 60 else "") + "</p>")
         if self.tokenList is not None and self.tokenList.isVisible():
             self.show_all_tokens()
 
     @staticmethod
     def _chips_html(cfg: AttentionConfig, toks: Tokens, limit: int) -> str:
-        """The first ``limit`` tokens as chips after a line saying how many there are."""
+        """The first ``limit`` tokens as chips, numbered from 1, after a line saying how many there are."""
         chips = []
-        for tok, tid in list(zip(toks.tokens[:limit], toks.token_ids[:limit])):
+        for i, tok in enumerate(toks.tokens[:limit], start=1):
             label = html.escape(breakable("␣" if tok == " " else tok))
             chips.append(f'<span style="background:#e8eefc; color:#1a2b4c;">&nbsp;{label}'
-                         f'<sub style="color:#6a7a99;">{tid}</sub>&nbsp;</span>')
-        return (f"<b>T = {len(toks.tokens):,}</b> tokens, "
-                + (f"ids in a vocabulary of {len(toks.vocab):,}: " if cfg.model else f"V = {len(toks.vocab):,} distinct: ")
-                + " ".join(chips))
+                         f'<sub style="color:#6a7a99;">{i}</sub>&nbsp;</span>')
+        T = len(toks.tokens)
+        vocab = f"ids in a vocabulary of {len(toks.vocab):,}" if cfg.model else f"V = {len(toks.vocab):,} distinct"
+        return f"<b>T = {T:,}</b> tokens x<sub>1</sub> … x<sub>{T}</sub>, {vocab}: " + " ".join(chips)
 
     def show_all_tokens(self) -> None:
         """Every token (up to ``MAX_CHIPS``) in a window of its own, which scrolls; the panel keeps its size."""

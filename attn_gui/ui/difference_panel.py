@@ -89,8 +89,8 @@ class DifferencePanel(QtWidgets.QWidget):
         if self.headB.value() == self.headA.value() and result.heads > 1:
             self.headB.setValue(2 if self.headA.value() == 1 else 1)
         L = result.layer_weights.size(0) if model else 1
-        for spin in (self.layerA, self.layerB):
-            spin.setRange(0, L - 1)
+        for spin in (self.layerA, self.layerB):  # layers and heads counted from 1, as everywhere on screen
+            spin.setRange(1, L)
         self._draw()
 
     @property
@@ -152,6 +152,6 @@ class DifferencePanel(QtWidgets.QWidget):
         elif mode == "heads":
             data = head_difference(self.frame, name, self.headA.value() - 1, self.headB.value() - 1, self.hidden)
         else:
-            data = layer_difference(self.frame, self.layerA.value(), self.layerB.value(), self.headA.value() - 1,
-                                    self.hidden)
+            data = layer_difference(self.frame, self.layerA.value() - 1, self.layerB.value() - 1,
+                                    self.headA.value() - 1, self.hidden)
         self.map.set_data(data)

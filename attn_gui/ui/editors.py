@@ -121,7 +121,9 @@ class Editor(QtCore.QObject):
         self.option, self.widget, self._get, self._put = opt, widget, get, put
         widget.setObjectName(object_name(opt))
         tip = opt.help
-        if opt.kind in ("int", "float") and opt.lo is not None:
+        if opt.ordinal:
+            tip += f" (counted from 1: {opt.lo + 1} to {opt.hi + 1})"
+        elif opt.kind in ("int", "float") and opt.lo is not None:
             tip += f" ({opt.lo:g} to {opt.hi:g})"
         widget.setToolTip(tip)
         for signal in signals:
@@ -186,13 +188,19 @@ def _int(opt: Option) -> Editor:
         spin = QtWidgets.QSpinBox()
         spin.setRange(opt.lo, opt.hi)
         spin.setAccelerated(True)
+    if opt.ordinal:  # an index people count from 1 (layer 1 is the config's layer 0)
+        spin.setRange(opt.lo + 1, opt.hi + 1)
+        return Editor(opt, spin, lambda: spin.value() - 1, lambda value: spin.setValue(value + 1),
+                      [spin.valueChanged])
     if not opt.nullable:
         return Editor(opt, spin, spin.value, spin.setValue, [spin.valueChanged])
-    # nullable: a check box says "none" (weight_seed: the weights continue X's stream)
+    # nullable: a check box says "none" (weight_seed: the weights come from X's seed)
     if opt.name == "weight_seed":
-        same = QtWidgets.QCheckBox("same stream as X")
+        same = QtWidgets.QCheckBox("from X's seed")
         same.setObjectName("sameStreamCheck")
-        same.setToolTip("Draw the weights right after X from one seeded stream, as a notebook that seeds once does")
+        same.setToolTip("No seed of their own: with stable inputs the weights are drawn from X's seed by a "
+                        "generator of their own; with the embedding table or uniform inputs they continue X's "
+                        "stream, as a notebook that seeds once does")
     else:  # kv_heads, window: "none" is the plain attention
         same = QtWidgets.QCheckBox("none")
         same.setObjectName(object_name(opt).replace("Spin", "NoneCheck"))

@@ -9,7 +9,9 @@ STEPS = """
 <p>The maps run left to right in the order the numbers flow. Every row of a token map is one
 token of the sentence; hover a map's title for its formula, its shape and what it means.</p>
 <ol>
-<li><b>X</b>: each token's vector (one row per token, d<sub>model</sub> columns).</li>
+<li><b>X</b>: each token's vector (one row per token, d<sub>model</sub> columns). With stable
+inputs (the default) a row depends only on the seed and its token, so a new word changes no
+other row.</li>
 <li><b>Q = X W<sub>q</sub></b>, <b>K = X W<sub>k</sub></b>, <b>V = X W<sub>v</sub></b>: three learned
 matrices turn every token into a <i>query</i> (what it looks for), a <i>key</i> (what it can be
 found by) and a <i>value</i> (what it passes on).</li>
@@ -35,8 +37,9 @@ CONTROLS = """
 input shows its first tokens and a link to all of them.</li>
 <li><b>Sizes</b>: d<sub>model</sub> (the width of X), d<sub>q</sub> = d<sub>k</sub> (queries and keys),
 d<sub>v</sub> (values) and the number of heads h.</li>
-<li><b>Inputs and weights</b>: the seeds that draw X and the weights, how X is made (an embedding
-table or uniform random rows), positional encoding, how W is initialised, and biases.</li>
+<li><b>Inputs and weights</b>: the seeds that draw X and the weights, how X is made (stable: one
+row per seed and token; an embedding table; uniform random rows, as the tutorials), positional
+encoding, how W is initialised, and biases.</li>
 <li><b>Attention</b>: the two weight conventions (q = x·W or q = W·x), projections on or off, the
 1/√d<sub>k</sub> scaling, the temperature, a causal mask or a window, dot or cosine similarity,
 and key/value heads for grouped-query attention.</li>

@@ -15,6 +15,7 @@ from ..present.saturation import SaturationNote
 from .difference_panel import DifferencePanel
 from .insight_panels import MetricsPanel, RolloutPanel
 from .scaling_panel import ScalingPanel
+from .sight import in_sight
 
 
 class InsightDocks(QtCore.QObject):
@@ -85,7 +86,7 @@ class InsightDocks(QtCore.QObject):
             return
         hidden = win.hidden_tokens()
         for name, dock in self.docks.items():
-            if key not in (None, name) or (key is None and not dock.isVisible()):
+            if key not in (None, name) or (key is None and not in_sight(dock)):
                 continue  # a dock out of sight computes when it comes into sight
             if name == "metrics":
                 self.metrics.show_frame(frame, state)

@@ -108,7 +108,8 @@ class MetricsPanel(QtWidgets.QWidget):
             self.table.horizontalHeaderItem(c).setToolTip(metric_help(m))
         self.table.setRowCount(len(rows))
         for r, (layer, head, values) in enumerate(rows):
-            cells = ([layer] if layered else []) + [head + 1] + [round(values[m], 4) for m in METRICS]
+            # layers and heads counted from 1, as on every map; the row keeps the 0-based pair
+            cells = ([layer + 1] if layered else []) + [head + 1] + [round(values[m], 4) for m in METRICS]
             for c, value in enumerate(cells):
                 item = QtWidgets.QTableWidgetItem()
                 item.setData(QtCore.Qt.ItemDataRole.DisplayRole, value if np.isfinite(value) else "–")
@@ -190,6 +191,6 @@ class RolloutPanel(QtWidgets.QWidget):
         if not model:
             return
         layer = self.layerSlider.value()
-        self.layerLabel.setText(str(layer))
+        self.layerLabel.setText(str(layer + 1))  # counted from 1, as the title says
         self.map.set_data(rollout_map(self.frame, self.maps(), layer, self.fusionCombo.currentData(),
                                       self.residualCheck.isChecked(), self.hidden))

@@ -89,6 +89,7 @@ class MainWindow(FileActions, QtWidgets.QMainWindow):
 
         self.focus = TokenFocus()
         self.focusDock = self.add_dock("Follow one token", "tokenFocusDock", self.focus)
+        self.focusDock.visibilityChanged.connect(self.focus.came_into_sight)
         self.modelView = ModelView()
         self.modelDock = self.add_dock("Model view",
                                     "modelViewDock", self.modelView)

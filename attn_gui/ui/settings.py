@@ -20,7 +20,7 @@ from typing import Any
 from PySide6 import QtCore
 
 from ..engine import UserError, check_tokens
-from ..present.session import MAX_BYTES
+from ..present.session import MAX_BYTES, old_state, with_old_defaults
 from ..present.state import ViewState
 
 _DEFAULTS: dict[str, Any] = {
@@ -122,13 +122,15 @@ class Settings:
         """The last view state (or, from older settings, the last config), or None when absent or invalid.
 
         An invalid one (bad JSON, deep nesting, wrong types, out-of-range or huge values,
-        too many tokens) adds a note saying why.
+        too many tokens) adds a note saying why. Every field is saved, so one that is
+        missing was saved before it had a new default: it reads as it was made
+        (``present.session.OLD_DEFAULTS``: no ``inputs`` means "embedding").
         """
         try:
             if text := self.get("state"):
-                state = ViewState.from_dict(json.loads(text))
+                state = ViewState.from_dict(old_state(json.loads(text)))
             elif text := self.get("config"):
-                state = ViewState.from_dict({"config": json.loads(text)})
+                state = ViewState.from_dict({"config": with_old_defaults(json.loads(text))})
             else:
                 return None
             check_tokens(state.config)

@@ -6,13 +6,14 @@ from PySide6 import QtCore, QtWidgets
 
 from ..engine import AttentionResult
 from ..present.walk import HINT, walk_html
+from .sight import in_sight
 
 
 class TokenFocus(QtWidgets.QTextBrowser):
     """The walk of the selected query token (see ``present.walk.walk_html``).
 
     The walk is written only while the panel is on screen: a hidden panel (a closed dock,
-    a tab behind the model view) keeps just the request and writes it when it is shown.
+    a tab behind another) keeps just the request and writes it when it is shown.
     The scroll bar stays on, so a walk of another length never re-flows the panel twice.
     """
 
@@ -28,7 +29,7 @@ class TokenFocus(QtWidgets.QTextBrowser):
     def show_walk(self, result: AttentionResult | None, token: int | None, head: int) -> None:
         """Show the walk of ``token`` through ``head`` of ``result`` (the hint when there is none)."""
         self._request = (result, token, head)
-        if self.isVisible():
+        if in_sight(self):
             self._write()
         else:
             self._shown = None  # written when shown; holds no old result meanwhile
@@ -36,6 +37,11 @@ class TokenFocus(QtWidgets.QTextBrowser):
     def showEvent(self, event) -> None:
         super().showEvent(event)
         self._write()
+
+    def came_into_sight(self, visible: bool) -> None:
+        """Write the kept request when the panel's tab is brought to the front (docks' ``visibilityChanged``)."""
+        if visible:
+            self._write()
 
     def _write(self) -> None:
         if self._request is None or self._shown is not None and (

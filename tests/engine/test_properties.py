@@ -25,7 +25,7 @@ def configs(draw):
         kv_heads=draw(st.none() | st.sampled_from([g for g in range(1, heads + 1) if heads % g == 0])),
         seed=draw(st.integers(0, 2**32)),
         weight_seed=draw(st.none() | st.integers(0, 2**32)),
-        inputs=draw(st.sampled_from(["embedding", "uniform"])),
+        inputs=draw(st.sampled_from(["stable", "embedding", "uniform"])),
         projections=projections,
         bias=projections and draw(st.booleans()),
         positional=draw(st.sampled_from(["none", "sinusoidal", "alibi"] + (["rope"] if even else []))),

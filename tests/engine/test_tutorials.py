@@ -39,8 +39,8 @@ def test_uniform_tutorial_simplified_attention():
 
 def test_raschka_embedding_tutorial_follows_x2():
     # Raschka, "Understanding and Coding the Self-Attention Mechanism": column layout, d=16, d_k=24, d_v=28
-    r = compute(AttentionConfig(sentence="Life is short, eat dessert first", seed=123, weight_seed=123,
-                                layout="column", d_model=16, d_k=24, d_v=28))
+    r = compute(AttentionConfig(sentence="Life is short, eat dessert first", inputs="embedding", seed=123,
+                                weight_seed=123, layout="column", d_model=16, d_k=24, d_v=28))
     assert r.vocab == ("Life", "dessert", "eat", "first", "is", "short")
     assert r.token_ids.tolist() == [0, 4, 5, 2, 1, 3]
     assert close(r.x[0, :5], [0.3374, -0.1778, -0.3035, -0.5880, 0.3486])
@@ -56,10 +56,12 @@ def test_presets_match_the_tutorial_configs():
     assert preset("default") == AttentionConfig()
     assert preset("tutorial-embedding").layout == "column"
     assert preset("tutorial-uniform").inputs == "uniform"
+    assert preset("tutorial-embedding").inputs == "embedding"
 
 
-def test_default_follows_in_through_every_step():
-    r = compute(AttentionConfig())
+def test_embedding_inputs_follow_in_through_every_step():
+    # the default before stable inputs: the tutorials' stream, still selectable
+    r = compute(AttentionConfig(inputs="embedding"))
     assert r.tokens == ("When", "in", "doubt", "look", "intelligent")
     assert r.vocab == ("When", "doubt", "in", "intelligent", "look")
     assert r.token_ids.tolist() == [0, 2, 1, 4, 3]
@@ -80,3 +82,12 @@ def test_default_follows_in_through_every_step():
     assert torch.allclose(r.output, r.concat @ w_o, atol=1e-5)
     # pinned so a change of draw order is caught
     assert close(r.weights[0, 1], [0.02639, 0.08610, 0.05728, 0.82973, 0.00049])
+
+
+def test_tutorial_presets_compute_the_tutorial_streams():
+    # the presets name their inputs: a new default cannot change their numbers
+    r = compute(preset("tutorial-embedding"))
+    assert close(r.x[0, :5], [0.3374, -0.1778, -0.3035, -0.5880, 0.3486])
+    assert close(r.weights[0, 1], [0.2912, 0.0106, 0.0982, 0.0625, 0.4917, 0.0458])
+    r = compute(preset("tutorial-uniform"))
+    assert close(r.weights[0, 2], [0.2773, 0.2594, 0.2700, 0.1933])

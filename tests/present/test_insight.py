@@ -9,8 +9,9 @@ from attn_gui.engine.sources import is_available
 from attn_gui.present.difference import (comparable_fields, config_changes, head_difference, layer_difference,
                                          pinned_difference)
 from attn_gui.present.frame import make_frame
-from attn_gui.present.insight import metrics_table, rollout_arrays, rollout_map
+from attn_gui.present.insight import metrics_map, metrics_table, rollout_arrays, rollout_map
 from attn_gui.present.saturation import saturation_note
+from attn_gui.present.walk import walk_html
 
 needs_model = pytest.mark.skipif(not is_available("minilm-l6"), reason="the pretrained extra is not installed")
 
@@ -49,7 +50,7 @@ def test_head_difference():
     data = head_difference(f, "scores", 2, 0)
     s = compute(AttentionConfig(heads=3)).scores
     np.testing.assert_allclose(data.matrix, (s[2] - s[0]).numpy(), atol=1e-6)
-    assert "head 3 − head 1" in data.title and data.kind == "signed"
+    assert "head 3 − head 1" in data.title and data.kind == "signed" and data.field == "scores_head3_minus_head1"
 
 
 def test_metrics_table_of_random_weights_and_its_csv():
@@ -58,7 +59,7 @@ def test_metrics_table_of_random_weights_and_its_csv():
     assert table.shape == (1, 2) and table.layers is None
     lines = table.csv().splitlines()
     assert lines[0] == "layer,head,entropy,entropy_norm,max_weight,sink,previous,self,distance"
-    assert len(lines) == 3 and lines[1].startswith(",0,")
+    assert len(lines) == 3 and lines[1].startswith(",1,") and lines[2].startswith(",2,")  # heads from 1
     # causal: the first row sees only token 1, so its weight there is 1
     assert table.values["sink"][0, 0] >= 1 / f.result.seq_len
 
@@ -88,9 +89,13 @@ def test_model_metrics_rollout_and_layer_difference():
     assert maps.shape == (6, T, T)
     np.testing.assert_allclose(maps.sum(-1), 1, atol=1e-5)
     data = rollout_map(f, maps, 5)
-    assert data.kind == "weights" and "rollout after layer 5" in data.title
+    # titles and file names count layers and heads from 1: maps[5] is the rollout after layer 6
+    assert data.kind == "weights" and "rollout after layer 6: R = Â₆ … Â₁" in data.title
+    assert data.field == "rollout_layer6" and "layer 1" in metrics_map(table, "previous").row_labels[0]
     diff = layer_difference(f, 3, 1, 4)
     np.testing.assert_allclose(diff.matrix, (lw[3, 4] - lw[1, 4]).numpy(), atol=1e-7)
+    assert "α of layer 4 − layer 2, head 5/12" in diff.title and diff.field == "weights_layer4_minus_layer2_head5"
+    assert "Hidden state entering layer 3</b>" in walk_html(f.result, 1, 0)  # the config's layer 2
 
 
 def test_a_streamed_result_reads_its_saturation_from_the_rows_it_kept():

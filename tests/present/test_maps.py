@@ -35,7 +35,7 @@ def test_keys_ids_and_file_names():
     frame = frame_of(heads=2)
     keys = map_keys(frame.result)
     assert keys[:3] == [("x", None), ("w_q", 0), ("w_q", 1)] and keys[-1] == ("output", None)
-    assert (map_id("weights", 1), file_stem("weights", 1), file_stem("x", None)) == ("weights:1", "weights_head1", "x")
+    assert (map_id("weights", 1), file_stem("weights", 1), file_stem("x", None)) == ("weights:1", "weights_head2", "x")
 
 
 def test_read_out_names_the_pair_and_the_value():
@@ -45,6 +45,16 @@ def test_read_out_names_the_pair_and_the_value():
     assert describe_cell(data, 1, 4) == f"α[in → intelligent] = {value:.6g}, head 1"
     masked = map_data(frame_of(causal=True), "scaled", 0)
     assert describe_cell(masked, 0, 3).endswith("(masked: this key comes after the query (causal))")
+
+
+def test_pooled_token_blocks_are_named_by_positions_from_1():
+    # 40 tokens pooled into 10 displayed rows of 4: the first block is x_1 to x_4
+    frame = make_frame(0, compute(AttentionConfig(sentence=" ".join(f"w{i}" for i in range(40)), d_model=24)),
+                       max_side=10)
+    data = map_data(frame, "weights", 0)
+    assert data.row_blocks[0] == (0, 4) and describe_cell(data, 0, 1).startswith("α[1–4 → 5–8] = ")
+    x = map_data(frame, "x", None)  # rows are tokens (from 1), columns are dimensions (indices from 0)
+    assert x.col_blocks[0] == (0, 3) and describe_cell(x, 0, 0).startswith("X[1–4, 0–2] = ")
 
 
 def test_view_state_fits_a_smaller_result():

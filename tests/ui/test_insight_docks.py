@@ -62,6 +62,7 @@ def test_metrics_grid_opens_a_head_and_rollout_follows_its_slider(window, qtbot)
     show(window, qtbot, config)
     insight = window.insight
     grid = insight.metrics.grid
+    insight.docks["metrics"].raise_()  # a dock behind another tab computes nothing until it is shown
     qtbot.waitUntil(lambda: grid.data is not None and grid.data.matrix.shape == (6, 12), timeout=5000)
     lw = compute(config).layer_weights
     T = lw.shape[-1]
@@ -77,7 +78,7 @@ def test_metrics_grid_opens_a_head_and_rollout_follows_its_slider(window, qtbot)
     panel.layerSlider.setValue(0)
     fused = 0.5 * lw[0].mean(0) + 0.5 * torch.eye(T)
     np.testing.assert_allclose(panel.map.image.image, (fused / fused.sum(-1, keepdim=True)).numpy(), atol=1e-6)
-    assert "rollout after layer 0" in panel.map.data.title
+    assert "rollout after layer 1" in panel.map.data.title and panel.layerLabel.text() == "1"  # from 1
 
 
 def test_why_scaling_sweeps_only_even_sizes_with_rope(window, qtbot):
@@ -91,3 +92,20 @@ def test_why_scaling_sweeps_only_even_sizes_with_rope(window, qtbot):
     window.insight.docks["scaling"].raise_()
     qtbot.waitUntil(lambda: window.insight.scaling.sweep is not None, timeout=10000)
     assert 1 not in window.insight.scaling.sweep.d_ks
+
+
+def test_docks_behind_another_tab_compute_nothing(window, qtbot):
+    """Qt keeps tabbed docks visible and moves them out of the window: only the front tab computes."""
+    insight = window.insight
+    window.focusDock.raise_()
+    qtbot.waitUntil(lambda: not window.focusDock.visibleRegion().isEmpty())
+    calls = []
+    insight.scaling.show_frame = lambda *a: calls.append(a)
+    window.edit_config({"seed": 7})
+    qtbot.waitUntil(lambda: window.frame.result.config.seed == 7)
+    qtbot.waitUntil(lambda: window.focus.toPlainText().startswith("Following"))
+    assert calls == [] and insight.docks["scaling"].isVisible()  # tabbed out of sight, not hidden
+    with qtbot.waitSignal(insight.docks["scaling"].visibilityChanged):
+        insight.docks["scaling"].raise_()
+    qtbot.waitUntil(lambda: len(calls) == 1)  # shown: it computes the frame now in the window
+    assert calls[0][0] is window.frame

@@ -12,28 +12,35 @@ SENTENCE = "The animal didn't cross the street because it was too tired"
 
 
 def choose_model(window, qtbot, layer):
+    """Choose MiniLM-L6 and the config's ``layer`` (0-based), which the spin box shows counted from 1."""
     p = window.panel
     p.sentenceInput.setPlainText(SENTENCE)
     p.sourceCombo.setCurrentIndex(p.sourceCombo.findData("minilm-l6"))
-    p.layerSpin.setValue(layer)
+    p.layerSpin.setValue(layer + 1)
     qtbot.waitUntil(lambda: window.frame.result.config.model == "minilm-l6"
                     and window.frame.result.config.layer == layer, timeout=20000)
 
 
-def test_choosing_minilm_layer_3_shows_real_heads(window, qtbot):
+def test_choosing_minilm_layer_4_shows_real_heads(window, qtbot):
     choose_model(window, qtbot, 3)
     p = window.panel
+    assert (p.layerSpin.minimum(), p.layerSpin.value(), p.layerSpin.maximum()) == (1, 4, 6)
     assert (p.dModelSpin.value(), p.headsSpin.value(), p.dKSpin.value()) == (384, 12, 32)
     assert not p.dModelSpin.isEnabled() and not p.headsSpin.isEnabled()
     expected = compute(AttentionConfig(sentence=SENTENCE, model="minilm-l6", layer=3))
     assert window.frame.result.tokens[0] == "[CLS]"
     assert window.modelDock.isVisible()
     np.testing.assert_allclose(window.modelView.image.image.shape[:2], (6 * 17 - 2, 12 * 17 - 2))
-    # click head 2 of layer 3 in the model view: the full maps show it
+    ticks = window.modelView.plot.getAxis("left")._tickLevels[0]
+    assert [label for _, label in ticks] == [str(n) for n in range(1, 7)]  # counted from 1
+    assert window.modelView.plot.getAxis("left").labelText == "layer"
+    # click head 2 of layer 4 (0-based 3, 1) in the model view: the full maps show it
     with qtbot.waitSignal(window.stateChanged, timeout=5000):
         window.modelView.headPicked.emit(3, 1)
     view = window.findChild(HeatmapView, "heatmap:weights:1")
     np.testing.assert_allclose(view.image.image, expected.numpy("weights")[1], atol=1e-6)
+    title = view.data.title.replace("\xa0", " ")
+    assert title.startswith("layer 4: ") and "head 2/12" in title
     it = expected.tokens.index("it")
     assert expected.tokens[int(view.image.image[it].argmax())] == "animal"
     assert "before the residual and LayerNorm" in window.statusLabel.text()

@@ -16,7 +16,7 @@ def test_save_and_open_session(window, qtbot, tmp_path):
     path = tmp_path / "two-heads.json"
     window.save_session(str(path))
     data = json.loads(path.read_text())
-    assert data["version"] == 2 and data["state"]["config"]["heads"] == 2 and "geometry" in data["layout"]
+    assert data["version"] == 3 and data["state"]["config"]["heads"] == 2 and "geometry" in data["layout"]
     assert (data["state"]["head"], data["state"]["token"]) == (1, 3)
     window.set_state(ViewState(AttentionConfig(sentence="something else")))
     qtbot.waitUntil(lambda: window.frame.result.config.sentence == "something else", timeout=10000)

@@ -29,6 +29,18 @@ def test_the_state_round_trips(tmp_path):
     assert again.state() == state and again.notes == []
 
 
+def test_settings_saved_before_stable_inputs_read_as_they_were_made(tmp_path):
+    # every field is saved: one without "inputs" was saved when "embedding" was the default
+    config = AttentionConfig(heads=2).to_dict()
+    del config["inputs"]
+    s = saved(tmp_path, state=json.dumps({"config": config, "head": 1}))
+    assert s.state() == ViewState(AttentionConfig(heads=2, inputs="embedding"), head=1)
+    s = saved(tmp_path, state="", config=json.dumps(config))
+    assert s.state().config == AttentionConfig(heads=2, inputs="embedding")
+    s = saved(tmp_path, state=json.dumps(ViewState(AttentionConfig(inputs="embedding")).to_dict()))
+    assert s.state().config.inputs == "embedding" and s.notes == []
+
+
 @pytest.mark.parametrize("text,reason", [
     ('{"config": ' * 5000 + "}" * 5000, "nested too deeply|not valid JSON"),
     ('{"config": {"d_model": "five"}}', "d_model must be a whole number"),

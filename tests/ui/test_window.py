@@ -54,6 +54,14 @@ def test_typing_recomputes_live(window, qtbot):
     assert "today" in window.panel.tokenChips.text()
 
 
+def test_chips_number_tokens_by_position_and_name_vocabulary_ids_apart(window):
+    # "doubt" is x_3 (positions count from 1, as the walk does); its id in the sorted vocabulary is 1
+    chips = window.panel.tokenChips
+    assert '&nbsp;doubt<sub style="color:#6a7a99;">3</sub>' in chips.text()
+    assert '&nbsp;When<sub style="color:#6a7a99;">1</sub>' in chips.text()
+    assert "doubt 1, look 4, intelligent 3" in chips.toolTip()
+
+
 def test_weights_rows_sum_to_one_and_hover_reads_out(window):
     w = shown(window, "weights:0")
     np.testing.assert_allclose(w.sum(axis=1), np.ones(5), atol=1e-5)
@@ -233,7 +241,7 @@ def test_right_click_exports_and_copies(window, qtbot, tmp_path, monkeypatch):
 def test_export_all_from_the_window(window, tmp_path):
     written = window.export_all(str(tmp_path / "all"))
     names = {Path(p).name for p in written}
-    assert {"weights_head0.png", "weights_head0.svg", "weights.npy", "figure.png", "manifest.json"} <= names
+    assert {"weights_head1.png", "weights_head1.svg", "weights.npy", "figure.png", "manifest.json"} <= names
 
 
 def test_example_sentences_are_shipped_and_offered(window, qtbot):
