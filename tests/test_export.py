@@ -9,7 +9,7 @@ import xml.etree.ElementTree as ET
 import numpy as np
 import pytest
 import pyqtgraph as pg
-from PySide6 import QtGui, QtWidgets
+from PySide6 import QtCore, QtGui, QtSvg, QtWidgets
 
 from attn_gui.export import arrays, bundle, files, images
 from attn_gui.engine import FIELDS, AttentionConfig, compute, preset
@@ -263,14 +263,31 @@ def live(frame, qtbot):
     return view
 
 
-def test_the_live_figure_is_grabbed_as_it_is(frame, live, qtbot, tmp_path):
+def orange(image: QtGui.QImage) -> int:
+    """How many pixels have the colour of the window's selection outlines."""
+    rgb = pixels(image).astype(int)
+    return int((np.abs(rgb - np.array([255, 140, 0])).max(axis=2) < 40).sum())
+
+
+def test_the_figure_is_the_live_heads_under_a_title_without_ui_chrome(qapp, qtbot, tmp_path):
+    from attn_gui.render.figure import PipelineView
+
+    frame = make_frame(0, compute(AttentionConfig(heads=2, causal=True)))
+    live = PipelineView()
+    qtbot.addWidget(live)
     live.resize(*offscreen.FIGURE_SIZE)
-    live.show_frame(frame, token=2)
+    live.show()
+    live.show_frame(frame, head=1, token=2)
     qtbot.waitUntil(lambda: live.width() == offscreen.FIGURE_SIZE[0])
+    assert orange(live.grab().toImage()) > 100  # on screen: the followed row and the chosen head
     bundle.export_all(frame, tmp_path, formats="png", figure=live)
     saved = QtGui.QImage(str(tmp_path / "figure.png"))
-    grabbed = live.grab().toImage().convertToFormat(saved.format())
-    assert saved == grabbed
+    assert saved.width() >= offscreen.FIGURE_SIZE[0] and saved.height() >= offscreen.FIGURE_SIZE[1]
+    assert orange(saved) == 0  # no outlines in a picture
+    title = pixels(saved.copy(0, 0, saved.width(), offscreen.TITLE_H))
+    assert (title < 100).all(axis=2).sum() > 200  # the sentence and the sizes, in dark text
+    body = saved.copy(0, offscreen.TITLE_H, saved.width(), saved.height() - offscreen.TITLE_H)
+    assert (pixels(body) < 250).any(axis=2).mean() > 0.3
 
 
 def test_a_scrolled_live_figure_is_redrawn_whole(frame, live, qtbot, tmp_path):
@@ -310,3 +327,60 @@ def test_bad_widths_are_refused_before_writing(frame, tmp_path, width):
     with pytest.raises(ValueError, match="width"):
         bundle.export_all(frame, tmp_path / "out", width=width)
     assert not (tmp_path / "out").exists()
+
+
+def svg_in_qt(svg: bytes, size: QtCore.QSize) -> QtGui.QImage:
+    """The SVG drawn by Qt's own SVG renderer (QtSvg), on white, at ``size``."""
+    renderer = QtSvg.QSvgRenderer(QtCore.QByteArray(svg))
+    assert renderer.isValid()
+    image = QtGui.QImage(size, QtGui.QImage.Format.Format_ARGB32)
+    image.fill(QtGui.QColor("white"))
+    painter = QtGui.QPainter(image)
+    renderer.render(painter)
+    painter.end()
+    return image
+
+
+@pytest.mark.parametrize("config, name, head", [
+    (AttentionConfig(causal=True), "weights", 0),  # hatched masked cells
+    (AttentionConfig(), "x", None),  # signed colours, values in every cell
+    (AttentionConfig(causal=True, sentence=" ".join(f"w{i}" for i in range(40))), "scaled", 0),  # no values
+])
+def test_the_svg_renders_like_the_png_in_qtsvg(qapp, config, name, head):
+    view = offscreen.render_map(map_data(make_frame(0, compute(config)), name, head))
+    try:
+        png, svg = images.render_image(view), images.render_svg(view)
+    finally:
+        offscreen.dispose(view)
+    drawn = svg_in_qt(svg, png.size())
+    diff = np.abs(pixels(drawn).astype(int) - pixels(png).astype(int))
+    # text is laid out alike but anti-aliased differently; blurred cells or grey blocks differ widely
+    assert diff.mean() < 4 and (diff.max(axis=2) > 64).mean() < 0.03
+    np.testing.assert_allclose(pixels(drawn).mean(axis=(0, 1)), pixels(png).mean(axis=(0, 1)), atol=2)
+
+
+def test_the_svg_reads_the_same_in_a_browser(view):
+    svg = images.render_svg(view).decode()
+    assert "<pattern" not in svg  # Qt writes hatching patterns in map units: grey blocks in a browser
+    families = re.findall(r'font-family="([^"]*)"', svg)
+    assert families and all(f.split(",")[-1].strip() in ("sans-serif", "serif", "monospace") for f in families)
+    assert "Sans Serif" not in svg  # Qt's alias, no CSS name: a browser falls back to a serif
+    big = offscreen.render_map(map_data(make_frame(0, compute(AttentionConfig(
+        sentence=" ".join(f"w{i}" for i in range(160))))), "scores", 0))
+    try:
+        svg = images.render_svg(big).decode()
+    finally:
+        offscreen.dispose(big)
+    assert svg.count("<image ") == svg.count('<image style="image-rendering:pixelated"') >= 1
+
+
+@pytest.mark.parametrize("name, head, rows, cols", [
+    ("weights", 0, "query", "key"), ("scores", 0, "query", "key"), ("x", None, "token", "dimension")])
+def test_a_single_map_export_names_its_axes(frame, name, head, rows, cols):
+    view = offscreen.render_map(map_data(frame, name, head))
+    try:
+        root = ET.fromstring(images.render_svg(view))
+    finally:
+        offscreen.dispose(view)
+    texts = ["".join(t.itertext()).strip() for t in root.iter(f"{SVG}text")]
+    assert rows in texts and cols in texts

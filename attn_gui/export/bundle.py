@@ -4,11 +4,13 @@ What ``export_all`` writes (formats permitting):
 
 ``<field>.png``, ``<field>.svg``
     One picture per map, as the window draws it: title, token labels, colour bar and
-    (where the cells are large enough) each cell's value. Per-head fields are written
-    once per head as ``<field>_head<i>.png`` / ``.svg`` with ``i`` counted from 1 (head 1 is
-    index 0 of the head axis in the .npy file).
+    (where the cells are large enough) each cell's value, with the axes named ("query",
+    "key"); in an SVG the cells are crisp rectangles (a pixelated image for large maps).
+    Per-head fields are written once per head as ``<field>_head<i>.png`` / ``.svg`` with
+    ``i`` counted from 1 (head 1 is index 0 of the head axis in the .npy file).
 ``figure.png``
-    The whole figure: every map, laid out as the data flows.
+    The whole figure under a title (the sentence, the sizes, the head shown): every map,
+    laid out as the data flows, without the window's outlines and hints.
 ``<field>.npy``, ``<field>.csv``, ``<field>_head<i>.csv``
     The tensors (see ``export.arrays``).
 ``manifest.json``
@@ -114,8 +116,8 @@ def export_all(frame: Frame, folder: str | os.PathLike, formats: str | Iterable[
         Pixel width of each map's PNG; default the map's own size. ``figure.png``
         keeps the figure's size.
     figure : render.figure.PipelineView, optional
-        The live figure to grab for ``figure.png`` (the window's); without it one is
-        laid out offscreen at about 1800 x 1100.
+        The window's figure: ``figure.png`` shows its head and hidden tokens, at its size
+        or larger; without it, head 1 at about 1800 x 1100.
     progress : callable, optional
         ``progress(done, total)`` after each file.
     cancel : callable, optional

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 from pathlib import Path
@@ -13,6 +14,7 @@ from ..render.heatmap import HeatmapView
 from .files import ExportError, atomic_write, scaled_size
 
 PADDING = 10  # white border around each exported map, in layout pixels
+RECT_CELLS = 128 * 128  # up to this many cells an SVG draws each as a rectangle (larger: a pixelated image)
 
 
 def render_image(view: HeatmapView, width: int | None = None) -> QtGui.QImage:
@@ -56,13 +58,42 @@ def render_image(view: HeatmapView, width: int | None = None) -> QtGui.QImage:
 
 
 _EMPTY_PATH = re.compile(rb'<path[^>]*\sd=""[^>]*/>\s*')
+_FONT = re.compile(rb'font-family="([^"]*)"')
+GENERIC_FONTS = {b"sans serif": b"sans-serif", b"sans": b"sans-serif", b"sans-serif": b"sans-serif",
+                 b"serif": b"serif", b"monospace": b"monospace"}
+
+
+def _generic_font(match: re.Match) -> bytes:
+    """Qt's family name as a CSS list: the font Qt really drew with, then a generic family.
+
+    "Sans Serif" is Qt's alias, no CSS name: a browser would fall back to a serif font.
+    Naming the resolved font first keeps the text's widths as Qt laid them out.
+    """
+    family = match.group(1).strip()
+    generic = GENERIC_FONTS.get(family.lower(), b"sans-serif")
+    real = QtGui.QFontInfo(QtGui.QFont(family.decode("utf-8", "replace"))).family().encode("utf-8")
+    real = real.replace(b"'", b"").replace(b'"', b"")
+    return b'font-family="' + (b"'" + real + b"', " if real else b"") + generic + b'"'
+
+
+def readable_svg(svg: bytes) -> bytes:
+    """Qt's SVG made to read the same in a browser as in Qt.
+
+    Empty mask paths (``d=""``, which SVG readers reject) are dropped; every font list ends
+    in a generic family, so a browser without Qt's font never falls back to a serif; and
+    images (the cells of large maps) are scaled as crisp pixels, not blurred.
+    """
+    svg = _EMPTY_PATH.sub(b"", svg)
+    svg = _FONT.sub(_generic_font, svg)
+    return svg.replace(b"<image ", b'<image style="image-rendering:pixelated" ')
 
 
 def render_svg(view: HeatmapView) -> bytes:
     """The whole of ``view`` as an SVG document (text stays text), UTF-8 bytes.
 
     Qt's SVG generator draws the scene directly: pyqtgraph 0.14's SVGExporter fails on
-    the closed paths that Qt 6 writes (pyqtgraph issue #3495).
+    the closed paths that Qt 6 writes (pyqtgraph issue #3495). Cells are rectangles up to
+    ``RECT_CELLS`` cells, beyond that a pixelated image, so they are crisp in every reader.
     """
     exporter = SVGExporter(view.ci)
     source = exporter.getSourceRect()
@@ -76,17 +107,19 @@ def render_svg(view: HeatmapView) -> bytes:
     generator.setResolution(96)
     generator.setTitle(view.data.title if view.data is not None else "Attention Explorer")
     generator.setDescription("Attention Explorer (attn-gui)")
+    small = view.data is not None and view.data.matrix.size <= RECT_CELLS
+    cells = view.cells_as_rectangles() if small else contextlib.nullcontext()
     painter = QtGui.QPainter(generator)
     try:
-        exporter.setExportMode(True, {"antialias": True, "background": QtGui.QColor("white"),
-                                      "painter": painter})
-        painter.fillRect(page, QtGui.QColor("white"))
-        view.scene().render(painter, page.adjusted(PADDING, PADDING, -PADDING, -PADDING), source)
+        with cells:
+            exporter.setExportMode(True, {"antialias": True, "background": QtGui.QColor("white"),
+                                          "painter": painter})
+            painter.fillRect(page, QtGui.QColor("white"))
+            view.scene().render(painter, page.adjusted(PADDING, PADDING, -PADDING, -PADDING), source)
     finally:
         exporter.setExportMode(False)
         painter.end()
-    # an empty mask path comes out as d="", which SVG readers reject with a warning
-    return _EMPTY_PATH.sub(b"", bytes(buffer.data()))
+    return readable_svg(bytes(buffer.data()))
 
 
 def png_bytes(image: QtGui.QImage) -> bytes:

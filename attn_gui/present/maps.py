@@ -11,6 +11,7 @@ import numpy as np
 
 from ..engine import FIELDS, MODELS, AttentionResult, formula
 from ..engine.reduce import block_edges
+from .explain import explain
 from .formats import format_value
 from .frame import Frame
 
@@ -51,6 +52,7 @@ class MapData:
     pair_arrow : read-outs say "query → key" rather than "row, col"
     field : the result field shown ("weights"), for file names
     masked : (R, C) bool, optional: cells masked although their value is finite (alpha's zeros)
+    about : rich text, what this map is (formula, shapes, one plain sentence): the title's tooltip
     row_tokens, col_tokens : the axis runs over token positions (a pooled block is named "1–16", from 1)
     query_rows : the rows are the query tokens (clicking one follows it; the followed one is outlined)
     """
@@ -68,6 +70,7 @@ class MapData:
     pair_arrow: bool = False
     field: str = ""
     masked: np.ndarray | None = None
+    about: str = ""
     row_tokens: bool = False
     col_tokens: bool = False
     query_rows: bool = False
@@ -158,6 +161,7 @@ def map_data(frame: Frame, name: str, head: int | None = None, hidden: tuple[int
         pair_arrow=info.rows == "token" and info.cols == "key",
         field=name,
         masked=masked if masked is not None and masked.any() else None,
+        about=explain(name, result),
         row_tokens=info.rows in ("token", "key", "source"),
         col_tokens=info.cols in ("token", "key", "source"),
         query_rows=info.rows == "token" or (info.rows == "source" and result.source_tokens is None),

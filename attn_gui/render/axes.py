@@ -33,6 +33,7 @@ class LabelAxis(pg.AxisItem):
         self._labels: list[str] = []
         self._widest = 0.0
         self.upright = False
+        self.title = ""  # the axis's name ("query", "key"), drawn on its outer side when set
 
     @property
     def labels(self) -> list[str]:
@@ -46,9 +47,22 @@ class LabelAxis(pg.AxisItem):
         self._labels = labels
         self._widest = max((self._metrics.horizontalAdvance(t) for t in labels), default=0.0)
         if self.orientation == "left":
-            self.setWidth(math.ceil(self._widest) + 2 * GAP)
+            self.setWidth(math.ceil(self._widest + self._band()) + 2 * GAP)
         self.picture = None
         self.update()
+
+    def set_title(self, title: str) -> None:
+        """Name the axis (e.g. "query"), in a band on the side away from the image; "" removes it."""
+        if title == self.title:
+            return
+        self.title = title
+        if self.orientation == "left":  # a top axis is sized by ``fit``
+            self.setWidth(math.ceil(self._widest + self._band()) + 2 * GAP)
+        self.picture = None
+        self.update()
+
+    def _band(self) -> float:
+        return self._metrics.height() + GAP if self.title else 0.0
 
     def fit(self, length_px: float) -> None:
         """Decide, for an axis ``length_px`` long, whether top labels stand upright; size the axis."""
@@ -56,7 +70,7 @@ class LabelAxis(pg.AxisItem):
             return
         n = max(1, len(self._labels))
         upright = self._widest + 2 * GAP > length_px / n
-        height = (self._widest if upright else self._metrics.height()) + 2 * GAP
+        height = (self._widest if upright else self._metrics.height()) + 2 * GAP + self._band()
         if upright != self.upright or abs(self.height() - height) > 0.5:
             self.upright = upright
             self.setHeight(math.ceil(height))
@@ -93,6 +107,19 @@ class LabelAxis(pg.AxisItem):
         bounds = self.boundingRect()
         p.setClipRect(bounds)
         h = self._metrics.height()
+        if self.title:
+            title_font = QtGui.QFont(self.style["tickFont"])
+            title_font.setItalic(True)
+            p.save()
+            p.setFont(title_font)
+            if self.orientation == "left":  # read from bottom to top, centred on the rows
+                p.translate(0, bounds.height() / 2)
+                p.rotate(-90)
+                p.drawText(QtCore.QRectF(-bounds.height() / 2, 0, bounds.height(), h),
+                           QtCore.Qt.AlignmentFlag.AlignCenter, self.title)
+            else:
+                p.drawText(QtCore.QRectF(0, 0, bounds.width(), h), QtCore.Qt.AlignmentFlag.AlignCenter, self.title)
+            p.restore()
         for pos, text in texts:
             if self.orientation == "left":
                 rect = QtCore.QRectF(0, pos - h / 2, bounds.width() - GAP, h)

@@ -6,15 +6,20 @@ strip of alpha thumbnails sits on top, and clicking one selects that head.
 
 from __future__ import annotations
 
+import numpy as np
+import pyqtgraph as pg
 from PySide6 import QtCore, QtWidgets
 
 from ..engine import FIELDS
 from ..present.frame import Frame
+from ..present.heads import kv_groups
 from ..present.maps import STAGES, map_data, map_id
 from .focus import FocusView
 from .heatmap import HeatmapView
+from .style import WEIGHTS_CMAP
 
 MAP_MIN_W, MAP_MIN_H = 230, 150
+STRIP_H = 120  # the heads strip; grouped-query heads add a bracket above it
 
 
 class PipelineView(QtWidgets.QWidget):
@@ -24,6 +29,8 @@ class PipelineView(QtWidgets.QWidget):
     ----------
     on_new_view : callable, optional
         Called with each HeatmapView as it is made (the window adds its context menu).
+    picture : bool
+        Drawn for a picture, not a screen: no outlines, no hints about clicking.
 
     Signals
     -------
@@ -39,8 +46,9 @@ class PipelineView(QtWidgets.QWidget):
     headSelected = QtCore.Signal(int)
     focusRequested = QtCore.Signal(object)  # a field name, or None for every map
 
-    def __init__(self, parent: QtWidgets.QWidget | None = None, on_new_view=None):
+    def __init__(self, parent: QtWidgets.QWidget | None = None, on_new_view=None, picture: bool = False):
         super().__init__(parent)
+        self.picture = picture
         self._on_new_view = on_new_view or (lambda view: None)  # e.g. the window's context menu
         self.frame: Frame | None = None
         self.head = 0
@@ -56,13 +64,17 @@ class PipelineView(QtWidgets.QWidget):
         self.headBar = QtWidgets.QWidget()
         bar = QtWidgets.QHBoxLayout(self.headBar)
         bar.setContentsMargins(0, 0, 0, 0)
-        self.headLabel = QtWidgets.QLabel("<b>All heads</b><br>α of each head;<br>click one to<br>show it below")
+        self.headLabel = QtWidgets.QLabel("<b>All heads</b><br>α of each head" if picture else
+                                          "<b>All heads</b><br>α of each head;<br>click one to<br>show it below")
         self.headLabel.setObjectName("headLabel")
         bar.addWidget(self.headLabel)
         self.overviewBox = QtWidgets.QHBoxLayout()
         self.overviewBox.setSpacing(2)
         bar.addLayout(self.overviewBox, 1)
-        self.headBar.setFixedHeight(120)
+        self.headsColorBar = weights_colour_bar()
+        bar.addWidget(self.headsColorBar)
+        self._groups: list[list[int]] = []
+        self.headBar.setFixedHeight(STRIP_H)
         self.headBar.hide()
         outer.addWidget(self.headBar)
 
@@ -149,20 +161,58 @@ class PipelineView(QtWidgets.QWidget):
             i = len(self.overview)
             view = HeatmapView(f"headgrid:weights:{i}", compact=True)
             view.setMinimumSize(48, 60)
+            view.values.show_values = False
             view.rowClicked.connect(lambda _row, i=i: self.headSelected.emit(i))
             self.overview.append(view)
             self._on_new_view(view)
-            self.overviewBox.addWidget(view)
+        groups = kv_groups(frame.result)
+        if groups != self._groups:
+            self._group_heads(groups)
         for i, view in enumerate(self.overview):
             view.setVisible(i < heads)
             if i < heads:
                 data = map_data(frame, "weights", i, self.hidden)
-                data.title = f"<b>head {i + 1} ▾</b>" if i == self.head else f"head {i + 1}"
-                view.values.show_values = False
+                selected = "<b>head {}</b>" if self.picture else "<b>head {} ▾</b>"
+                data.title = (selected if i == self.head else "head {}").format(i + 1)
                 view.set_data(data)
 
+    def _group_heads(self, groups: list[list[int]]) -> None:
+        """Lay the thumbnails out in ``groups``; heads sharing a key/value head get a bracket "K/V g"."""
+        self._groups = groups
+        for view in self.overview:  # out of the old group boxes before those are deleted
+            view.setParent(self.headBar)
+        while self.overviewBox.count():
+            widget = self.overviewBox.takeAt(0).widget()
+            if widget is not None and widget not in self.overview:
+                widget.deleteLater()
+        grouped = len(groups) < sum(len(g) for g in groups)
+        self.headBar.setFixedHeight(STRIP_H + (18 if grouped else 0))
+        for g, members in enumerate(groups):
+            if not grouped:
+                self.overviewBox.addWidget(self.overview[members[0]])
+                continue
+            box = QtWidgets.QWidget()
+            box.setObjectName(f"kvGroup:{g}")
+            column = QtWidgets.QVBoxLayout(box)
+            column.setContentsMargins(0, 0, 0, 0)
+            column.setSpacing(1)
+            bracket = QtWidgets.QLabel(f"K/V {g + 1}: heads {members[0] + 1}–{members[-1] + 1}"
+                                       if len(members) > 1 else f"K/V {g + 1}: head {members[0] + 1}")
+            bracket.setObjectName(f"kvGroupLabel:{g}")
+            bracket.setAlignment(QtCore.Qt.AlignmentFlag.AlignCenter)
+            bracket.setToolTip("Grouped-query attention: these query heads share one key and value head")
+            bracket.setStyleSheet("color:#334; font-size:8pt; border:1px solid #778; border-bottom:none;")
+            column.addWidget(bracket)
+            row = QtWidgets.QHBoxLayout()
+            row.setSpacing(2)
+            for head in members:
+                row.addWidget(self.overview[head])
+            column.addLayout(row, 1)
+            self.overviewBox.addWidget(box, len(members))
+
     def _outline(self, token: int | None) -> None:
-        """Outline query row ``token`` in every map with token rows."""
+        """Outline query row ``token`` in every map whose rows are the queries (never in a picture)."""
+        token = None if self.picture else token
         for view in (*self.views.values(), *self.focusView.findChildren(HeatmapView)):
             view.set_highlight(token if view.data is not None and view.data.query_rows else None)
         for view in self.overview:
@@ -172,3 +222,16 @@ class PipelineView(QtWidgets.QWidget):
         view = self.sender()
         if view.data is not None and view.data.query_rows:
             self.tokenSelected.emit(row)
+
+
+def weights_colour_bar() -> pg.GraphicsLayoutWidget:
+    """A colour bar of alpha's fixed 0 to 1 scale, for a row of thumbnails that have none."""
+    widget = pg.GraphicsLayoutWidget()
+    widget.setObjectName("headsColorBar")
+    widget.ci.layout.setContentsMargins(0, 6, 0, 6)
+    widget.bar = pg.ColorBarItem(values=(0, 1), colorMap=pg.colormap.get(WEIGHTS_CMAP), interactive=False,
+                                 width=10, colorMapMenu=False)
+    widget.bar.axis.setTicks([[(v, f"{v:g}") for v in np.linspace(0, 1, 3)]])
+    widget.addItem(widget.bar)
+    widget.setFixedWidth(48)
+    return widget

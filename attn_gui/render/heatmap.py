@@ -6,16 +6,51 @@ integer ticks, the y axis inverted so row 0 is on top, and a ColorBarItem beside
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 import numpy as np
 import pyqtgraph as pg
 from PySide6 import QtCore, QtGui, QtWidgets
 
+from ..present.explain import axis_titles
 from ..present.formats import nice_ceil
 from ..present.maps import MapData, describe_cell, display_row, full_row, tick_label
 from .axes import BarAxis, LabelAxis
-from .cells import MAX_VALUE_CELLS, CellValues
+from .cells import MAX_VALUE_CELLS, CellRects, CellValues
 from .image import LutImage
-from .style import MASK_FILL, MASK_HATCH, SIGNED_CMAP, WEIGHTS_CMAP, highlight_rect, no_pen
+from .style import SIGNED_CMAP, WEIGHTS_CMAP, highlight_rect, mask_items, mask_rects, set_mask
+
+
+GAP_PX = 6  # between a hovered cell and its read-out
+
+
+class Readout(QtWidgets.QLabel):
+    """The hover read-out: a small frameless window that stays until told to hide."""
+
+    def __init__(self, owner: QtWidgets.QWidget):
+        super().__init__(owner, QtCore.Qt.WindowType.ToolTip | QtCore.Qt.WindowType.FramelessWindowHint)
+        self.setObjectName("hoverReadout")
+        self.setAttribute(QtCore.Qt.WidgetAttribute.WA_ShowWithoutActivating, True)
+        self.setAttribute(QtCore.Qt.WidgetAttribute.WA_TransparentForMouseEvents, True)
+        self.setStyleSheet("QLabel { background: #fffbe6; color: #111; border: 1px solid #998; padding: 2px 5px; }")
+        self.hide()
+
+
+def readout_position(cell: QtCore.QRect, size: QtCore.QSize, screen: QtCore.QRect) -> QtCore.QPoint:
+    """Top-left corner of a read-out of ``size`` beside ``cell`` (both in screen pixels).
+
+    Right of the cell and centred on its row; left of it where the screen ends there;
+    above or below the row where neither side has room. Never on the cell itself.
+    """
+    y = min(max(cell.center().y() - size.height() // 2, screen.top()), screen.bottom() - size.height())
+    if cell.right() + GAP_PX + size.width() <= screen.right():
+        return QtCore.QPoint(cell.right() + GAP_PX, y)
+    if cell.left() - GAP_PX - size.width() >= screen.left():
+        return QtCore.QPoint(cell.left() - GAP_PX - size.width(), y)
+    x = min(max(cell.left(), screen.left()), screen.right() - size.width())
+    above = cell.top() - GAP_PX - size.height()
+    return QtCore.QPoint(x, above if above >= screen.top() else cell.bottom() + GAP_PX)
 
 
 class HeatmapView(pg.GraphicsLayoutWidget):
@@ -40,6 +75,7 @@ class HeatmapView(pg.GraphicsLayoutWidget):
         self.data: MapData | None = None
         self._last: dict = {}
         self.compact = compact
+        self.axis_titles = False  # name the axes ("query", "key"): pictures do, the window has no room
         self.setMinimumSize(120, 110)
         self.ci.layout.setContentsMargins(2, 2, 2, 2)
         font = QtGui.QFont(self.font().family(), 8)
@@ -54,14 +90,8 @@ class HeatmapView(pg.GraphicsLayoutWidget):
         self.plot.hideAxis("bottom")
         self.image = LutImage(axisOrder="row-major")
         self.plot.addItem(self.image)
-        self.mask_fill = QtWidgets.QGraphicsPathItem()
-        self.mask_fill.setBrush(MASK_FILL)
-        self.mask_fill.setPen(no_pen())
-        self.mask_hatch = QtWidgets.QGraphicsPathItem()
-        self.mask_hatch.setBrush(QtGui.QBrush(MASK_HATCH, QtCore.Qt.BrushStyle.BDiagPattern))
-        self.mask_hatch.setPen(no_pen())
-        for i, item in enumerate((self.mask_fill, self.mask_hatch)):
-            item.setZValue(5 + i)
+        self.mask_fill, self.mask_hatch = mask_items()
+        for item in (self.mask_fill, self.mask_hatch):
             self.plot.addItem(item)
         self.values = CellValues()
         self.plot.addItem(self.values)
@@ -73,10 +103,14 @@ class HeatmapView(pg.GraphicsLayoutWidget):
         self._use_bar_axis(self.font())  # the default size, as pyqtgraph's own colour bar axis
         # thumbnails share the weights' fixed 0..1 scale with the full maps, so they skip the bar
         self.colorbar.setImageItem(self.image, insert_in=None if compact else self.plot)
-        if compact:  # thumbnails: the picture and a title; hovering still names every cell
+        if compact:  # thumbnails: the picture, square cells and a title; hovering still names every cell
             self.plot.hideAxis("top")
             self.plot.hideAxis("left")
+            self.plot.getViewBox().setMouseEnabled(x=False, y=False)
+            self.plot.setAspectLocked(True)
         self._highlight_row: int | None = None
+        self._hover: tuple[int, int] | None = None
+        self._readout: Readout | None = None  # made on the first hover: most maps are never hovered
         self.plot.getViewBox().sigResized.connect(lambda _vb: self._fit_columns())
         self.scene().sigMouseMoved.connect(self._on_mouse_moved)
         self.scene().sigMouseClicked.connect(self._on_mouse_clicked)
@@ -118,16 +152,22 @@ class HeatmapView(pg.GraphicsLayoutWidget):
         self.values.set_data(m, white)
         if last.get("title") != data.title:
             self.plot.setTitle(data.title, size="9pt")
+        if last.get("about") != data.about:  # "what is this": hover the title
+            self.plot.titleLabel.setToolTip(data.about)
         layout_key = ((R, C), data.row_labels, data.col_labels, data.row_blocks, data.col_blocks)
         if last.get("layout") != layout_key:
             self.image.setRect(QtCore.QRectF(-0.5, -0.5, C, R))
             self._fit()
-            self.plot.getViewBox().setLimits(xMin=-0.5, xMax=C - 0.5, yMin=-0.5, yMax=R - 0.5)
+            if not self.compact:  # thumbnails neither zoom nor pan; limits would fight their square cells
+                self.plot.getViewBox().setLimits(xMin=-0.5, xMax=C - 0.5, yMin=-0.5, yMax=R - 0.5)
             self.plot.getViewBox().setRange(xRange=(-0.5, C - 0.5), yRange=(-0.5, R - 0.5), padding=0)
         elif last.get("title") != data.title:
             self._fit()
-        self._last = {"kind": data.kind, "levels": levels, "title": data.title, "layout": layout_key}
+        self._last = {"kind": data.kind, "levels": levels, "title": data.title, "layout": layout_key,
+                      "about": data.about}
         self.set_highlight(self._highlight_row)
+        if self._readout is not None and self._readout.isVisible():  # the pointer rests on a cell: new value
+            self.show_readout(self._hover if self._hover and self._hover[0] < R and self._hover[1] < C else None)
         self.ci.layout.activate()  # lay out now, so a picture taken right away has every label
 
     def _use_bar_axis(self, font: QtGui.QFont) -> None:
@@ -150,18 +190,26 @@ class HeatmapView(pg.GraphicsLayoutWidget):
         return (luminance < 0.5).reshape(shown.shape)
 
     def _set_mask(self, mask: np.ndarray | None) -> None:
-        path = QtGui.QPainterPath()
-        if mask is not None and mask.any():
-            for r in np.flatnonzero(mask.any(axis=1)):
-                row = mask[r]
-                # one rectangle per run of masked cells in this row
-                edges = np.flatnonzero(np.diff(np.concatenate(([0], row.astype(np.int8), [0]))))
-                for start, end in zip(edges[::2], edges[1::2]):
-                    path.addRect(QtCore.QRectF(start - 0.5, r - 0.5, end - start, 1))
-        self.mask_fill.setPath(path)
-        self.mask_hatch.setPath(path)
-        for item in (self.mask_fill, self.mask_hatch):  # an empty path would export as invalid SVG
-            item.setVisible(not path.isEmpty())
+        set_mask((self.mask_fill, self.mask_hatch), [] if mask is None else mask_rects(mask))
+
+    @contextmanager
+    def cells_as_rectangles(self) -> Iterator[None]:
+        """While open, each cell is drawn as a rectangle instead of a pixel of a scaled image.
+
+        For SVG: Qt's SVG renderer smooths images, so a map would come out blurred there.
+        """
+        self.image.render()  # the image's colours, as the colour map or lookup table made them
+        qimage = self.image.qimage.convertToFormat(QtGui.QImage.Format.Format_RGBA8888)
+        rgba = pg.functions.ndarray_from_qimage(qimage).copy()  # copied while qimage lives
+        cells = CellRects(rgba)
+        cells.setZValue(self.image.zValue())
+        self.plot.addItem(cells)
+        self.image.hide()
+        try:
+            yield
+        finally:
+            self.image.show()
+            self.plot.removeItem(cells)
 
     def resizeEvent(self, ev) -> None:
         super().resizeEvent(ev)
@@ -173,6 +221,9 @@ class HeatmapView(pg.GraphicsLayoutWidget):
         """Label every displayed row and column, stand column labels upright if they must, wrap the title."""
         R, C = self.data.matrix.shape
         if not self.compact:
+            rows, cols = axis_titles(self.data.field) if self.axis_titles and self.data.field else ("", "")
+            self.rowAxis.set_title(rows)
+            self.colAxis.set_title(cols)
             self.rowAxis.set_labels([tick_label(self.data.row_labels, self.data.row_blocks, i) for i in range(R)])
             self.colAxis.set_labels([tick_label(self.data.col_labels, self.data.col_blocks, j) for j in range(C)])
             self._fit_columns()
@@ -236,11 +287,47 @@ class HeatmapView(pg.GraphicsLayoutWidget):
             R, C = self.data.matrix.shape
             self.plot.getViewBox().setRange(xRange=(-0.5, C - 0.5), yRange=(-0.5, R - 0.5), padding=0)
 
+    def cell_rect(self, r: int, c: int) -> QtCore.QRect:
+        """Display cell (r, c) as a rectangle in the viewport's pixels."""
+        view_box = self.plot.getViewBox()
+        scene = view_box.mapViewToScene(QtCore.QRectF(c - 0.5, r - 0.5, 1, 1)).boundingRect()
+        return self.mapFromScene(scene).boundingRect()
+
     def _on_mouse_moved(self, scene_pos) -> None:
-        cell = self.cell_at(scene_pos)
-        self.setToolTip(self.describe(*cell) if cell else "")
-        if cell:
-            QtWidgets.QToolTip.showText(QtGui.QCursor.pos(), self.toolTip(), self)
+        self.show_readout(self.cell_at(scene_pos))
+
+    @property
+    def readout(self) -> Readout:
+        """The hover read-out (a frameless window beside the hovered cell)."""
+        if self._readout is None:
+            self._readout = Readout(self)
+        return self._readout
+
+    def show_readout(self, cell: tuple[int, int] | None) -> None:
+        """Show the read-out of display ``cell`` beside it (None hides it).
+
+        It stays while the pointer is on the cell (a tooltip vanishes after a while) and
+        sits beside the cell, never on it: right of it, or left where the screen ends.
+        """
+        self._hover = cell
+        if cell is None or self.data is None:
+            if self._readout is not None:
+                self._readout.hide()
+            return
+        self.readout.setText(self.describe(*cell))
+        self.readout.adjustSize()
+        self.readout.move(readout_position(self.cell_rect(*cell).translated(self.viewport().mapToGlobal(QtCore.QPoint(0, 0))),
+                                           self.readout.size(), self.screen().availableGeometry()))
+        self.readout.show()
+
+    def leaveEvent(self, ev) -> None:
+        self.show_readout(None)
+        super().leaveEvent(ev)
+
+    def hideEvent(self, ev) -> None:
+        if self._readout is not None:
+            self._readout.hide()
+        super().hideEvent(ev)
 
     def _on_mouse_clicked(self, event) -> None:
         if event.button() != QtCore.Qt.MouseButton.LeftButton:

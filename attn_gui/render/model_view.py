@@ -10,7 +10,7 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6 import QtCore, QtWidgets
 
-from .style import WEIGHTS_CMAP, highlight_rect
+from .style import WEIGHTS_CMAP, highlight_rect, mask_items, mask_rects, set_mask
 
 GAP = 2  # white pixels between thumbnails
 
@@ -36,8 +36,21 @@ class ModelView(pg.GraphicsLayoutWidget):
         self.plot.setAspectLocked(True)  # square thumbnails, as every map of alpha is square
         self.plot.showAxis("top")
         self.plot.hideAxis("bottom")
+        for side, name in (("left", "layer"), ("top", "head")):
+            axis = self.plot.getAxis(side)
+            axis.setLabel(name)
+            axis.setPen(pg.mkPen(None))  # no axis line, only the numbers and the name
+            axis.setTextPen(pg.mkPen("k"))
         self.image = pg.ImageItem(axisOrder="row-major")
         self.plot.addItem(self.image)
+        self.mask_fill, self.mask_hatch = mask_items()
+        for item in (self.mask_fill, self.mask_hatch):
+            self.plot.addItem(item)
+        # the colour of alpha's fixed 0..1 scale; the image is already coloured, so the bar stands alone
+        self.colorbar = pg.ColorBarItem(values=(0, 1), colorMap=pg.colormap.get(WEIGHTS_CMAP), interactive=False,
+                                        width=12, colorMapMenu=False)
+        self.colorbar.axis.setTicks([[(v, f"{v:g}") for v in np.linspace(0, 1, 5)]])
+        self.addItem(self.colorbar, row=0, col=1)
         self.selected = highlight_rect()
         self.plot.addItem(self.selected)
         self.cell = 1
@@ -46,16 +59,21 @@ class ModelView(pg.GraphicsLayoutWidget):
         self.setToolTip("α of every layer (rows) and head (columns), both numbered from 1: click one to open it")
 
     def set_weights(self, weights: np.ndarray, layer: int, head: int, hidden: tuple[int, ...] = (),
-                    seq_len: int | None = None) -> None:
+                    seq_len: int | None = None, masked: np.ndarray | None = None) -> None:
         """Show ``weights`` (layers, heads, t, t) and outline ``layer``, ``head``.
 
         ``hidden`` tokens are left out only when the thumbnails are not reduced (t == seq_len).
+        ``masked`` (t, t) bool marks the cells a mask removed (the same in every layer and
+        head); they are hatched as in every other map of alpha.
         """
         L, H, t, _ = weights.shape
+        if masked is not None and masked.shape != (t, t):
+            masked = None
         if hidden and t == seq_len:
             keep = [i for i in range(t) if i not in hidden]
             if keep:
                 weights = weights[:, :, keep][:, :, :, keep]
+                masked = None if masked is None else masked[np.ix_(keep, keep)]
                 t = len(keep)
         cell = t + GAP
         rgba = np.full((L * cell - GAP, H * cell - GAP, 4), 255, dtype=np.uint8)
@@ -65,11 +83,31 @@ class ModelView(pg.GraphicsLayoutWidget):
             for j in range(H):
                 rgba[i * cell:i * cell + t, j * cell:j * cell + t] = colors[i, j]
         self.image.setImage(rgba, autoLevels=False)
+        rects = []
+        if masked is not None and masked.any():
+            for i in range(L):
+                for j in range(H):
+                    rects.extend(mask_rects(masked, x0=j * cell, y0=i * cell))
+        set_mask((self.mask_fill, self.mask_hatch), rects)
         self.cell, self.shape = cell, (L, H)
-        self.plot.getAxis("left").setTicks([[(i * cell + t / 2, f"layer {i + 1}") for i in range(L)]])
+        self.plot.getAxis("left").setTicks([[(i * cell + t / 2, str(i + 1)) for i in range(L)]])
         self.plot.getAxis("top").setTicks([[(j * cell + t / 2, str(j + 1)) for j in range(H)]])
         self.plot.getViewBox().setRange(xRange=(0, H * cell - GAP), yRange=(0, L * cell - GAP), padding=0)
+        self._fit_width()
         self.selected.setRect(QtCore.QRectF(head * cell - 1, layer * cell - 1, t + 2, t + 2))
+
+    def resizeEvent(self, ev) -> None:
+        super().resizeEvent(ev)
+        if getattr(self, "shape", (0, 0)) != (0, 0):
+            self._fit_width()
+
+    def _fit_width(self) -> None:
+        """As wide as square thumbnails need, so the layer numbers and the colour bar sit beside them."""
+        L, H = self.shape
+        grid_h = L * self.cell - GAP
+        view_h = self.plot.getViewBox().height() or self.height()
+        need = view_h * (H * self.cell - GAP) / grid_h + self.plot.getAxis("left").width() + 4
+        self.plot.setMaximumWidth(max(120.0, need))
 
     def _on_click(self, event) -> None:
         if event.button() != QtCore.Qt.MouseButton.LeftButton or self.shape == (0, 0):

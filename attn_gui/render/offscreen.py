@@ -6,8 +6,9 @@ import os
 import sys
 
 import pyqtgraph as pg
-from PySide6 import QtCore, QtWidgets
+from PySide6 import QtCore, QtGui, QtWidgets
 
+from ..present.explain import figure_caption
 from ..present.frame import Frame
 from ..present.maps import MapData
 from .cells import MAX_VALUE_CELLS
@@ -19,7 +20,8 @@ MAP_MAX_SIZE = (1800, 1400)
 MAP_MARGIN = (180, 100)  # row labels + colour bar, title + column labels
 CELL_SIZE = (44, 30)  # room for a value such as "-0.12" in every cell
 SMALL_CELL_SIZE = (16, 16)  # matrices too big to print values get small cells
-FIGURE_SIZE = (1800, 1100)
+FIGURE_SIZE = (1800, 1100)  # the whole figure, its title included
+TITLE_H = 56  # the figure's title: the sentence, then the sizes and the head shown
 
 
 def _quiet_offscreen_plugin() -> None:
@@ -109,6 +111,7 @@ def render_map(data: MapData, width: int | None = None) -> HeatmapView:
     """
     ensure_app()
     view = HeatmapView("export")
+    view.axis_titles = True  # a picture stands alone: it names its axes
     w, h = map_size(data)
     lay_out(view, w if width is None else width, h)
     view.set_data(data)
@@ -125,35 +128,62 @@ def _hidden_by_scrolling(widget: QtWidgets.QWidget) -> tuple[int, int]:
     return max(0, need.width() - area.viewport().width()), max(0, need.height() - area.viewport().height())
 
 
-def render_figure(frame: Frame, figure: PipelineView | None = None):
-    """The whole figure as a QImage: every map of ``frame``, laid out as the data flows.
+def render_figure(frame: Frame, figure: PipelineView | None = None) -> QtGui.QImage:
+    """The whole figure as a QImage: a title, then every map of ``frame``, laid out as the data flows.
+
+    Drawn offscreen for a picture: the title gives the sentence, the sizes and the head
+    shown; there are no outlines and no hints about clicking.
 
     Parameters
     ----------
     frame : Frame
     figure : PipelineView, optional
-        The window's figure. It is grabbed as it is on screen, unless part of it is
-        scrolled out of sight: then a copy showing the same head and token is laid out
-        offscreen, large enough for nothing to be cut off. Without it, a figure of
-        about ``FIGURE_SIZE`` (larger if the maps need it).
+        The window's figure: the picture shows its head and hidden tokens, at its size or
+        larger (nothing is cut off). Without it, head 1 at about ``FIGURE_SIZE``.
     """
     width, height = FIGURE_SIZE
-    head, token, hidden = 0, None, ()
+    head, hidden = 0, ()
     if figure is not None:
-        if _hidden_by_scrolling(figure) == (0, 0):
-            return figure.grab().toImage()
-        width, height = max(width, figure.width()), max(height, figure.height())
-        head, token, hidden = figure.head, figure.token, figure.hidden
+        width, height = max(width, figure.width()), max(height, figure.height() + TITLE_H)
+        head, hidden = figure.head, figure.hidden
     ensure_app()
-    view = PipelineView()
+    view = PipelineView(picture=True)
     try:
-        lay_out(view, width, height)
-        view.show_frame(frame, head, token, hidden)
+        lay_out(view, width, height - TITLE_H)
+        view.show_frame(frame, head, None, hidden)
         QtWidgets.QApplication.processEvents()
         extra_w, extra_h = _hidden_by_scrolling(view)
         if extra_w or extra_h:
-            view.resize(width + extra_w, height + extra_h)
+            view.resize(width + extra_w, height - TITLE_H + extra_h)
             QtWidgets.QApplication.processEvents()
-        return view.grab().toImage()
+        body = view.grab().toImage()
     finally:
         dispose(view)
+    return _with_title(body, *figure_caption(frame.result, head))
+
+
+def _with_title(body: QtGui.QImage, title: str, subtitle: str) -> QtGui.QImage:
+    """``body`` below a white band of ``TITLE_H`` pixels holding ``title`` and ``subtitle``."""
+    image = QtGui.QImage(body.width(), body.height() + TITLE_H, QtGui.QImage.Format.Format_ARGB32)
+    image.fill(QtGui.QColor("white"))
+    painter = QtGui.QPainter(image)
+    try:
+        painter.setRenderHint(QtGui.QPainter.RenderHint.TextAntialiasing, True)
+        painter.setPen(QtGui.QColor(20, 20, 20))
+        band = QtCore.QRectF(12, 6, body.width() - 24, TITLE_H - 10)
+        font = QtGui.QFont()
+        font.setPointSizeF(13)
+        font.setBold(True)
+        painter.setFont(font)
+        top = QtCore.Qt.AlignmentFlag.AlignLeft | QtCore.Qt.AlignmentFlag.AlignTop
+        painter.drawText(band, top, QtGui.QFontMetrics(font).elidedText(
+            title, QtCore.Qt.TextElideMode.ElideRight, int(band.width())))
+        font.setPointSizeF(10)
+        font.setBold(False)
+        painter.setFont(font)
+        painter.setPen(QtGui.QColor(60, 60, 70))
+        painter.drawText(band, QtCore.Qt.AlignmentFlag.AlignLeft | QtCore.Qt.AlignmentFlag.AlignBottom, subtitle)
+        painter.drawImage(0, TITLE_H, body)
+    finally:
+        painter.end()
+    return image

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pyqtgraph as pg
 from PySide6 import QtCore, QtGui, QtWidgets
 
@@ -27,3 +28,88 @@ def highlight_rect() -> QtWidgets.QGraphicsRectItem:
 
 def no_pen() -> QtGui.QPen:
     return QtGui.QPen(QtCore.Qt.PenStyle.NoPen)
+
+
+HATCH_STEP = 7.0  # pixels between the hatching's diagonal lines
+
+
+class Hatch(pg.GraphicsObject):
+    """Diagonal lines over masked cells, drawn as lines in screen pixels.
+
+    Not a pattern brush: Qt's SVG generator writes a pattern in the item's own units,
+    which a map's scale blows up into grey blocks in a browser. Lines read the same in
+    the window, a PNG and an SVG.
+    """
+
+    def __init__(self):
+        super().__init__()
+        self._rects: list[QtCore.QRectF] = []
+        self._path = QtGui.QPainterPath()
+        self._pen = QtGui.QPen(MASK_HATCH)
+        self._pen.setWidthF(1.0)
+        self._pen.setCosmetic(True)
+
+    def setPath(self, path: QtGui.QPainterPath, rects: list[QtCore.QRectF] | None = None) -> None:
+        self.prepareGeometryChange()
+        self._path, self._rects = path, list(rects or [])
+        self.update()
+
+    def path(self) -> QtGui.QPainterPath:
+        return self._path
+
+    def boundingRect(self) -> QtCore.QRectF:
+        return self._path.boundingRect()
+
+    def paint(self, painter: QtGui.QPainter, *args) -> None:
+        if not self._rects:
+            return
+        t = painter.transform()
+        painter.save()
+        painter.resetTransform()
+        painter.setPen(self._pen)
+        lines = []
+        for rect in self._rects:
+            r = t.mapRect(rect)
+            # lines x + y = c rising to the right, every HATCH_STEP pixels, cut to the rectangle
+            c = (np.floor((r.left() + r.top()) / HATCH_STEP) + 1) * HATCH_STEP
+            while c < r.right() + r.bottom():
+                x1, y1 = max(r.left(), c - r.bottom()), min(r.bottom(), c - r.left())
+                x2, y2 = min(r.right(), c - r.top()), max(r.top(), c - r.right())
+                lines.append(QtCore.QLineF(x1, y1, x2, y2))
+                c += HATCH_STEP
+        painter.drawLines(lines)
+        painter.restore()
+
+
+def mask_items() -> tuple[QtWidgets.QGraphicsPathItem, Hatch]:
+    """The light grey fill and the diagonal hatching drawn over masked cells (z 5 and 6)."""
+    fill, hatch = QtWidgets.QGraphicsPathItem(), Hatch()
+    fill.setBrush(MASK_FILL)
+    fill.setPen(no_pen())
+    for i, item in enumerate((fill, hatch)):
+        item.setZValue(5 + i)
+    return fill, hatch
+
+
+def mask_rects(mask: np.ndarray, x0: float = -0.5, y0: float = -0.5) -> list[QtCore.QRectF]:
+    """One rectangle per run of True cells in each row of ``mask`` (R, C).
+
+    Cell (r, c) spans [x0 + c, x0 + c + 1) x [y0 + r, y0 + r + 1).
+    """
+    rects = []
+    for r in np.flatnonzero(mask.any(axis=1)):
+        edges = np.flatnonzero(np.diff(np.concatenate(([0], mask[r].astype(np.int8), [0]))))
+        rects.extend(QtCore.QRectF(x0 + start, y0 + r, end - start, 1) for start, end in zip(edges[::2], edges[1::2]))
+    return rects
+
+
+def set_mask(items, rects: list[QtCore.QRectF]) -> None:
+    """Cover ``rects`` with the mask ``items``; hidden when there are none (an empty path is invalid SVG)."""
+    path = QtGui.QPainterPath()
+    for rect in rects:
+        path.addRect(rect)
+    fill, hatch = items
+    fill.setPath(path)
+    hatch.setPath(path, rects)
+    for item in items:
+        item.setVisible(bool(rects))

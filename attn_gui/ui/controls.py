@@ -18,7 +18,8 @@ from ..engine import MODELS, OPTIONS, PRESETS, AttentionConfig, Tokens
 from ..engine.inputs import source_tokens_for
 from .editors import Editor, make_editor
 
-MAX_CHIPS = 300
+FEW_CHIPS = 20  # a longer input shows its first tokens and a link to the whole list
+MAX_CHIPS = 5000  # the whole list stops here ("… and N more")
 # Where each option sits; an option missing here lands in "More", so a new one needs no edit.
 GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("Sentence", ("sentence", "source_sentence", "tokenizer")),
@@ -30,6 +31,11 @@ GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("Compute", ("device", "dtype")),
 )
 LABELS = {"d_k": "d_q = d_k", "heads": "heads h", "init": "W init", "inputs": "X", "model": "weights"}
+
+
+def breakable(text: str, every: int = 12) -> str:
+    """``text`` with a zero-width space every ``every`` characters, so a long word wraps."""
+    return "\u200b".join(text[i:i + every] for i in range(0, len(text), every))
 
 
 class ControlPanel(QtWidgets.QWidget):
@@ -82,6 +88,9 @@ class ControlPanel(QtWidgets.QWidget):
         self.sourceChips.setWordWrap(True)
         self.sourceChips.setTextFormat(QtCore.Qt.TextFormat.RichText)
         self.sourceChips.hide()
+        self.tokenChips.linkActivated.connect(lambda _link: self.show_all_tokens())
+        self._tokens: tuple[AttentionConfig, Tokens] | None = None
+        self.tokenList: QtWidgets.QDialog | None = None
         self.presetCombo = QtWidgets.QComboBox()
         self.presetCombo.setObjectName("presetCombo")
         self.presetCombo.addItem("Preset…", None)
@@ -105,6 +114,11 @@ class ControlPanel(QtWidgets.QWidget):
         self.modelNote.setObjectName("modelNote")
         self.modelNote.setWordWrap(True)
         self.modelNote.setStyleSheet("color:#445;")
+        for label in (self.messageLabel, self.tokenChips, self.modelNote):
+            # wrapped text takes the panel's width, never widens it: a long word would push the
+            # controls' right edge (spin-box arrows) out of sight and let Tab scroll sideways
+            label.setSizePolicy(QtWidgets.QSizePolicy.Policy.Ignored, QtWidgets.QSizePolicy.Policy.Preferred)
+            label.setMinimumWidth(1)
 
         placed = {name for _, names in GROUPS for name in names}
         groups = [*GROUPS, ("More", tuple(n for n in OPTIONS if n not in placed))]
@@ -184,20 +198,52 @@ class ControlPanel(QtWidgets.QWidget):
             self.hideSpecialCheck.setChecked(hide)
 
     def _show_tokens(self, cfg: AttentionConfig, toks: Tokens) -> None:
-        """The tokens as chips, each with its position counted from 1 (``doubt₃`` is x₃), as the maps
-        and the walk count; the vocabulary ids, which are not positions, are in the tooltip.
-        With a second sentence (cross-attention) its tokens, the keys, have chips of their own."""
+        """The first tokens as chips, each with its position counted from 1 (``doubt₃`` is x₃), as the
+        maps and the walk count; the vocabulary ids, which are not positions, are in the tooltip.
+        With a second sentence (cross-attention) its tokens, the keys, have chips of their own.
+
+        A long input would push every control off the panel: it shows its first ``FEW_CHIPS``
+        tokens and a link that opens all of them.
+        """
         source = source_tokens_for(cfg)
         both = toks if source is None else toks.joined(source)  # cross-attention: one vocabulary for both
         ids, T = both.token_ids, len(toks.tokens)
-        vocab = f"ids in a vocabulary of {len(toks.vocab):,}" if cfg.model else f"V = {len(both.vocab):,} distinct"
-        self.tokenChips.setText(f"<b>T = {T:,}</b> tokens x<sub>1</sub> … x<sub>{T}</sub>, {vocab}: "
-                                + _chips(toks.tokens))
+        self._tokens = (cfg, toks, len(both.vocab))
+        link = f' … <a href="all">{T:,} tokens, show all</a>' if T > FEW_CHIPS else ""
+        self.tokenChips.setText(self._chips_html(cfg, toks, len(both.vocab), FEW_CHIPS, more=False) + link)
         self.tokenChips.setToolTip(_ids_tip(toks.tokens, ids[:T], "the model’s" if cfg.model else ""))
         self.sourceChips.setVisible(source is not None)
         if source is not None:
-            self.sourceChips.setText(f"<b>T_k = {len(source.tokens):,}</b> keys: " + _chips(source.tokens))
+            self.sourceChips.setText(f"<b>T_k = {len(source.tokens):,}</b> keys: "
+                                     + _chips(source.tokens, FEW_CHIPS))
             self.sourceChips.setToolTip(_ids_tip(source.tokens, ids[T:], ""))
+        if self.tokenList is not None and self.tokenList.isVisible():
+            self.show_all_tokens()
+
+    @staticmethod
+    def _chips_html(cfg: AttentionConfig, toks: Tokens, vocab_size: int, limit: int, more: bool = True) -> str:
+        """The first ``limit`` tokens as chips, numbered from 1, after a line saying how many there are."""
+        T = len(toks.tokens)
+        vocab = f"ids in a vocabulary of {len(toks.vocab):,}" if cfg.model else f"V = {vocab_size:,} distinct"
+        return f"<b>T = {T:,}</b> tokens x<sub>1</sub> … x<sub>{T}</sub>, {vocab}: " + _chips(toks.tokens, limit, more)
+
+    def show_all_tokens(self) -> None:
+        """Every token (up to ``MAX_CHIPS``) in a window of its own, which scrolls; the panel keeps its size."""
+        if self._tokens is None:
+            return
+        cfg, toks, vocab_size = self._tokens
+        if self.tokenList is None:
+            self.tokenList = QtWidgets.QDialog(self)
+            self.tokenList.setObjectName("tokenListDialog")
+            self.tokenList.resize(520, 420)
+            self.tokenList.text = QtWidgets.QTextBrowser()
+            self.tokenList.text.setObjectName("tokenListText")
+            QtWidgets.QVBoxLayout(self.tokenList).addWidget(self.tokenList.text)
+        T = len(toks.tokens)
+        self.tokenList.setWindowTitle(f"All {T:,} tokens" if T <= MAX_CHIPS else f"Tokens 1 to {MAX_CHIPS:,} of {T:,}")
+        self.tokenList.text.setHtml(self._chips_html(cfg, toks, vocab_size, MAX_CHIPS))
+        self.tokenList.show()
+        self.tokenList.raise_()
 
     def show_message(self, text: str) -> None:
         """Show (or, with "", hide) a problem right under the sentence."""
@@ -229,15 +275,15 @@ class ControlPanel(QtWidgets.QWidget):
         self.sentenceInput.moveCursor(QtGui.QTextCursor.MoveOperation.End)
 
 
-def _chips(tokens: tuple[str, ...]) -> str:
-    """The tokens as chips with their positions from 1 (the first ``MAX_CHIPS``), as rich text."""
+def _chips(tokens: tuple[str, ...], limit: int, more: bool = True) -> str:
+    """The first ``limit`` tokens as chips with their positions from 1, as rich text (then "… and N more")."""
     chips = []
-    for i, tok in enumerate(tokens[:MAX_CHIPS], start=1):
-        label = html.escape("␣" if tok == " " else tok)
+    for i, tok in enumerate(tokens[:limit], start=1):
+        label = html.escape(breakable("␣" if tok == " " else tok))
         chips.append(f'<span style="background:#e8eefc; color:#1a2b4c;">&nbsp;{label}'
                      f'<sub style="color:#6a7a99;">{i}</sub>&nbsp;</span>')
-    more = len(tokens) - MAX_CHIPS
-    return " ".join(chips) + (f" … and {more:,} more" if more > 0 else "")
+    left = len(tokens) - limit
+    return " ".join(chips) + (f" … and {left:,} more" if more and left > 0 else "")
 
 
 def _ids_tip(tokens: tuple[str, ...], ids: tuple[int, ...], whose: str) -> str:

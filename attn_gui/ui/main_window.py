@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 from PySide6 import QtCore, QtGui, QtWidgets
 
 from ..engine import AttentionConfig, UserError, check_tokens, preset
@@ -273,13 +274,17 @@ class MainWindow(FileActions, QtWidgets.QMainWindow):
         self.pipeline.show_frame(self.frame, state.head, state.token, hidden, state.focus)
         self.focus.show_walk(result, state.token, state.head)
         if "layer_weights" not in self.frame.arrays:
-            self.modelDock.hide()
+            if not self.modelDock.isHidden():  # leaving model mode: the walk comes back in front
+                self.modelDock.hide()
+                self.focusDock.raise_()
             return
         if self.modelDock.isHidden():  # entering model mode: the grid of every head, in front
             self.modelDock.show()
             self.modelDock.raise_()
+        scaled = self.frame.arrays.get("scaled")  # a mask is the same in every layer and head
+        masked = np.isneginf(scaled).all(axis=0) if scaled is not None else None
         self.modelView.set_weights(self.frame.arrays["layer_weights"], result.config.layer, state.head, hidden,
-                                   result.seq_len)
+                                   result.seq_len, masked)
 
     def hidden_tokens(self) -> tuple[int, ...]:
         """Token indices left out of the maps: the model's special tokens, when asked."""

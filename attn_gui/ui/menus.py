@@ -6,19 +6,7 @@ from PySide6 import QtGui, QtWidgets
 
 from ..engine import PRESETS
 from ..present.resources import example_sentences
-
-HELP = (
-    "Each map is one step of self-attention, left to right:\n\n"
-    "X (one row per token; with stable inputs a row depends only on the seed and its token, so a "
-    "new word changes no other row) is projected by W_q, W_k, W_v into Q, K, V.\n"
-    "omega = Q K^T compares every query row with every key column.\n"
-    "omega' divides by sqrt(d_k) (and the temperature); hatched cells are masked.\n"
-    "alpha = softmax(omega') over each row: every row sums to 1 (colour scale fixed 0..1).\n"
-    "Z = alpha V mixes the values; the heads are concatenated and multiplied by W_O.\n\n"
-    "Signed maps use blue for negative, white for 0, red for positive, scaled to the largest "
-    "magnitude. Hover a cell for its exact value; click a row to follow that token; "
-    "right-click a map to export it; scroll to zoom.")
-
+from .help import show_help
 
 def build_menus(win: QtWidgets.QMainWindow) -> None:
     """File (sessions, export), View, Presets (with example sentences) and Help, on ``ui.MainWindow`` ``win``."""
@@ -60,5 +48,6 @@ def build_menus(win: QtWidgets.QMainWindow) -> None:
         examples.addAction(sentence, lambda s=sentence: win.edit_config({"sentence": s}))
 
     help_menu = win.menuBar().addMenu("&Help")
-    help_menu.addAction("How to read the maps",
-                        lambda: QtWidgets.QMessageBox.information(win, "How to read the maps", HELP))
+    win.helpAction = help_menu.addAction("How to read the maps", lambda: show_help(win))
+    win.helpAction.setObjectName("helpAction")
+    win.helpAction.setShortcut(QtGui.QKeySequence.StandardKey.HelpContents)

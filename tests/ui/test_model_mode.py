@@ -32,7 +32,8 @@ def test_choosing_minilm_layer_4_shows_real_heads(window, qtbot):
     assert window.modelDock.isVisible()
     np.testing.assert_allclose(window.modelView.image.image.shape[:2], (6 * 17 - 2, 12 * 17 - 2))
     ticks = window.modelView.plot.getAxis("left")._tickLevels[0]
-    assert [label for _, label in ticks] == [f"layer {n}" for n in range(1, 7)]  # counted from 1
+    assert [label for _, label in ticks] == [str(n) for n in range(1, 7)]  # counted from 1
+    assert window.modelView.plot.getAxis("left").labelText == "layer"
     # click head 2 of layer 4 (0-based 3, 1) in the model view: the full maps show it
     with qtbot.waitSignal(window.stateChanged, timeout=5000):
         window.modelView.headPicked.emit(3, 1)
