@@ -44,7 +44,8 @@ def attend(x: torch.Tensor, weights: Projections, *, layout: str = "row", scale:
            temperature: float = 1.0, causal: bool = False, similarity: str = "dot",
            rope_base: float | None = None, alibi: bool = False, window: int | None = None,
            sink_tokens: int = 0, reduce_to: int | None = None,
-           block_bytes: int = 16 * 2**20) -> dict[str, torch.Tensor]:
+           block_bytes: int = 16 * 2**20,
+           past: tuple[torch.Tensor, torch.Tensor] | None = None) -> dict[str, torch.Tensor]:
     """Multi-head self-attention over ``x`` with every intermediate kept.
 
     Parameters
@@ -69,6 +70,11 @@ def attend(x: torch.Tensor, weights: Projections, *, layout: str = "row", scale:
         Keep the T x T fields only as ``reduce_matrix(field, reduce_to, reduce_to)`` would
         pool them, computed per head and per block of query rows of about ``block_bytes``,
         so no h x T x T tensor is ever allocated. The values are the same.
+    past : (k, v), optional
+        A key/value cache: the keys (g, P, d_k), after RoPE, and values (g, P, d_v) of the P
+        tokens before ``x``. The rows of ``x`` are then positions P ... P + n - 1 (their
+        RoPE angles and causal mask start at P) and attend to the cached keys and their own.
+        Not with ``reduce_to``.
 
     Returns
     -------
@@ -76,9 +82,12 @@ def attend(x: torch.Tensor, weights: Projections, *, layout: str = "row", scale:
     head_outputs (h, T, d_v), concat (T, h*d_v) and output (T, d); with RoPE also
     q_unrotated and k_unrotated, with ALiBi position_bias (h, T, T) (not when streamed).
     With ``reduce_to``, ``shown`` (a dict of the three pooled (h, r, r) fields) replaces
-    scores, scaled and weights.
+    scores, scaled and weights. With ``past``, k and v are the whole cache, past rows then
+    new (g, P + n, .), ready to be the next step's ``past``; q, q_unrotated and k_unrotated
+    are the n new rows; the T x T fields are (h, n, P + n).
     """
-    T, d = x.size()  # tokens, embedding size
+    T, d = x.size()  # tokens (new ones, with a past), embedding size
+    P = 0 if past is None else past[0].size(-2)  # cached positions before x
     p = weights
     if p.w_q is None:
         q = k = v = x.unsqueeze(0)  # simplified attention: q = k = v = x, (1, T, d)
@@ -91,21 +100,25 @@ def attend(x: torch.Tensor, weights: Projections, *, layout: str = "row", scale:
     extra = {}
     if rope_base is not None:
         extra = dict(q_unrotated=q, k_unrotated=k)
-        cos, sin = rope_angles(T, q.size(-1), rope_base, q.dtype, q.device)  # each (T, d_k)
+        cos, sin = rope_angles(T, q.size(-1), rope_base, q.dtype, q.device, start=P)  # each (T, d_k)
         q, k = rotate(q, cos, sin), rotate(k, cos, sin)  # (h, T, d_k), (g, T, d_k)
+    if past is not None:
+        if reduce_to is not None:
+            raise ValueError("a key/value cache is not streamed")
+        k, v = torch.cat([past[0], k], dim=-2), torch.cat([past[1], v], dim=-2)  # (g, P + T, n)
     k_per_head, v_per_head = repeat_kv(k, q.size(0)), repeat_kv(v, q.size(0))  # (h, T, n): head i uses K/V i // (h/g)
     d_k = q.size(-1)
     slopes = alibi_slopes(q.size(0), q.dtype, q.device) if alibi else None  # (h,)
     masks = dict(causal=causal, slopes=slopes, window=window, sink_tokens=sink_tokens)
 
     if reduce_to is None:
-        attn_scores = attention_scores(q, k_per_head, similarity)  # omega (h, T, T)
-        scaled = scale_and_mask(attn_scores, d_k, scale, temperature, **masks)  # (h, T, T), -inf where masked
+        attn_scores = attention_scores(q, k_per_head, similarity)  # omega (h, T, P + T)
+        scaled = scale_and_mask(attn_scores, d_k, scale, temperature, row_start=P, **masks)  # -inf where masked
         attn_weights = attention_weights(scaled)  # alpha (h, T, T), rows sum to 1
         context_vec = context_vectors(attn_weights, v_per_head)  # z (h, T, d_v)
         fields = dict(scores=attn_scores, scaled=scaled, weights=attn_weights)
         if slopes is not None:
-            extra["position_bias"] = position_bias(slopes, 0, T, T, causal)  # (h, T, T)
+            extra["position_bias"] = position_bias(slopes, P, T, P + T, causal)  # (h, T, P + T)
     else:
         context_vec, shown = _attend_in_blocks(q, k_per_head, v_per_head, reduce_to, block_bytes, scale=scale,
                                                temperature=temperature, similarity=similarity, **masks)
@@ -275,13 +288,15 @@ def position_bias(slopes: torch.Tensor, row_start: int, n: int, T: int, causal: 
     return -slopes[:, None, None] * distance  # (h, n, T)
 
 
-def rope_angles(T: int, d_k: int, base: float, dtype=torch.float32, device=None):
-    """cos and sin (T, d_k) of RoPE's angles t * base^(-2i/d_k), each frequency twice (Llama's layout).
+def rope_angles(T: int, d_k: int, base: float, dtype=torch.float32, device=None, start: int = 0):
+    """cos and sin (T, d_k) of RoPE's angles t * base^(-2i/d_k) at positions t = start ... start + T - 1,
+    each frequency twice (Llama's layout).
 
-    Computed in ``dtype``.
+    Computed in ``dtype``; ``start`` is the first position (a key/value cache's length).
     """
     inv_freq = 1.0 / base ** (torch.arange(0, d_k, 2, dtype=dtype, device=device) / d_k)  # (d_k/2,)
-    angles = torch.arange(T, dtype=dtype, device=device).unsqueeze(1) * inv_freq  # (T, d_k/2)
+    positions = torch.arange(start, start + T, dtype=dtype, device=device)  # (T,)
+    angles = positions.unsqueeze(1) * inv_freq  # (T, d_k/2)
     angles = torch.cat([angles, angles], dim=-1)  # (T, d_k): dim i and i + d_k/2 share a frequency
     return angles.cos(), angles.sin()
 
