@@ -41,7 +41,9 @@ def test_tiny_settings_are_small():
 def test_every_row_has_real_positive_numbers(report):
     from attn_gui.engine.sources import is_available
 
-    assert {r["section"] for r in report["rows"]} == SECTIONS | ({"model"} if is_available("minilm-l6") else set())
+    models = {"model"} if is_available("minilm-l6") else set()
+    models |= {"decoder"} if is_available("smollm2-135m") else set()
+    assert {r["section"] for r in report["rows"]} == SECTIONS | models
     for r in report["rows"]:
         assert _positive(r["median"]), r
         assert r["runs"] >= 1

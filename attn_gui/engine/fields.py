@@ -115,7 +115,7 @@ def formula(name: str, config) -> str:
     if name == "x" and config.model is not None:
         from .sources import MODELS
 
-        return f"X: {MODELS[config.model].x_is} {config.layer}"
+        return f"X: {MODELS[config.model].x_is}"
     return info.formula
 
 

@@ -49,7 +49,7 @@ def test_spec_and_config():
         AttentionConfig(model=NAME, layer=30)
     assert formula("weights", cfg) == "α = softmax(ω / √d_k + mask)"
     assert formula("q", cfg).endswith("rotated (RoPE)")
-    assert formula("x", cfg) == "X: RMSNorm of the residual stream entering layer 29"
+    assert formula("x", cfg) == "X: RMSNorm of the residual stream entering the layer"
 
 
 def test_weights_equal_transformers_state_dict(smollm2_peer):
@@ -150,7 +150,8 @@ def test_compute_shows_a_decoder_layer(smollm2_peer):
     assert torch.isneginf(r.scaled[:, 0, 1:]).all()  # causal by construction, the option off
     assert r.next_tokens[0][0] == "␣Paris" and r.next_tokens[0][1] == pytest.approx(0.7725, abs=1e-3)
     assert [p for _, p in r.next_tokens] == sorted((p for _, p in r.next_tokens), reverse=True)
-    assert any("4-bit" in n for n in r.notes) and any("RMSNorm" in n for n in r.notes)
+    assert any("4-bit" in n for n in r.notes) and any("causal by construction" in n for n in r.notes)
+    assert formula("x", cfg) == "X: RMSNorm of the residual stream entering the layer"
     again = compute(cfg.replace(layer=6))  # another layer reads the kept run, not a new one
     assert again.layer_weights.data_ptr() == r.layer_weights.data_ptr()
 

@@ -26,9 +26,8 @@ MODELS: dict[str, ModelSpec] = {
         ModelSpec("smollm2-135m", "SmolLM2-135M (decoder)", module="smollm2", layers=30, heads=9, kv_heads=3,
                   d_model=576, d_k=64, d_v=64, max_tokens=512, has_bias=False, causal=True, rope_base=100000.0,
                   special_tokens=("<|endoftext|>", "<|im_start|>", "<|im_end|>"),
-                  x_is="RMSNorm of the residual stream entering layer",
-                  about=("X is RMSNorm of the residual stream entering the layer: what its attention reads",
-                         "output is the attention block's output, before the residual",
+                  x_is="RMSNorm of the residual stream entering the layer",
+                  about=("output is the attention block's output, before the residual",
                          "the weights are 4-bit (Q4_1) approximations of the published SmolLM2-135M-Instruct",
                          "the model is causal by construction: the causal mask is always on")),
     )

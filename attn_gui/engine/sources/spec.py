@@ -34,7 +34,7 @@ class ModelSpec:
     rope_base : float, optional
         The base of the RoPE rotation of q and k in every layer; None without RoPE.
     x_is : str
-        What X is, completed by the layer's number ("the hidden state entering layer").
+        What X is ("the hidden state entering the layer").
     about : tuple of str
         What the window and the result notes say about the model's numbers: what X is,
         what the output is, how exact the weights are.
@@ -54,5 +54,5 @@ class ModelSpec:
     kv_heads: int | None = None
     causal: bool = False
     rope_base: float | None = None
-    x_is: str = "the hidden state entering layer"
+    x_is: str = "the hidden state entering the layer"
     about: tuple[str, ...] = ("output is the attention block's output, before the residual and LayerNorm",)
