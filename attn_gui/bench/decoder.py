@@ -52,7 +52,7 @@ def bench_decoder(settings: BenchSettings, log: Log) -> tuple[list[Row], list[di
     rows.append(Row.timed("decoder", "load from the cache (weights + tokenizer)", "-", t,
                           target=LOAD_TARGET_MS, met=t.median_ms <= LOAD_TARGET_MS))
     model = source(NAME)
-    sizes = (16,) if settings.mode == "tiny" else (16, 64)
+    sizes = (8,) if settings.mode == "tiny" else (16, 64)
     for T in sizes:
         cfg = AttentionConfig(sentence=_sentence(T), model=NAME, layer=3, device=settings.device)
         ids = torch.tensor(model.tokenize(cfg.sentence).token_ids)

@@ -203,7 +203,6 @@ def test_greedy_generation_equals_transformers(smollm2_peer):
         theirs = hf.generate(ids, max_new_tokens=6, do_sample=False)[0, ids.shape[1]:]
     assert [s.token_id for s in ours.steps] == theirs.tolist()
     assert ours.text == tokenizer.decode(theirs)
-    assert generate(config, 2).text == " Paris."
 
 
 @pytest.mark.parametrize("model, steps, message", [
