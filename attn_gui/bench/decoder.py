@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import time
 
 import torch
@@ -64,8 +65,8 @@ def bench_decoder(settings: BenchSettings, log: Log) -> tuple[list[Row], list[di
         mass = sink_mass(compute(cfg).layer_weights)
         rows.append(Row.timed("decoder", "full forward: 30 layers, weights and next-token logits", f"T={len(ids)}",
                               t, extra={"sink_mass_by_layer": [round(float(m), 3) for m in mass.mean(-1)]}))
-        layers = iter(range(10**9))
-        switch = time_interleaved({"switch": lambda: compute(cfg.replace(layer=next(layers) % 30))},
+        layers = itertools.cycle(range(30))
+        switch = time_interleaved({"switch": lambda: compute(cfg.replace(layer=next(layers)))},
                                   settings.device, settings.min_repeats, settings.max_repeats,
                                   settings.budget_s)["switch"]
         rows.append(Row.timed("decoder", "switch the shown layer (kept run, one layer's steps)", f"T={len(ids)}",
