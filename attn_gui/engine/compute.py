@@ -288,7 +288,7 @@ def _compute(config: AttentionConfig, toks: Tokens, device: torch.device, reduce
         notes = []
     else:
         x, weights, layer_weights, next_tokens = _model_inputs(config, toks, device, dtype)
-        notes = list(source(config.model).spec.about)
+        notes = list(MODELS[config.model].about)
     steps = A.attend(x, weights, layout=config.layout, scale=config.scale, temperature=config.temperature,
                      causal=config.is_causal, similarity=config.similarity, rope_base=config.rope,
                      alibi=_alibi(config), window=config.window, sink_tokens=config.sink_tokens,
