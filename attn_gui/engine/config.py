@@ -166,7 +166,7 @@ class AttentionConfig:
         """The sizes in use: the model's fixed sizes in model mode, else this config's."""
         if self.model is not None:
             s = MODELS[self.model]
-            return Dims(s.d_model, s.heads, s.d_k, s.d_v, True)
+            return Dims(s.d_model, s.heads, s.d_k, s.d_v, True, s.kv_heads)
         if not self.projections:
             return Dims(self.d_model, self.heads, self.d_model, self.d_model, False)
         return Dims(self.d_model, self.heads, self.d_k, self.d_v, True, self.kv_heads)
@@ -175,6 +175,18 @@ class AttentionConfig:
     def cross(self) -> bool:
         """True for cross-attention: random weights and a second sentence that is not blank."""
         return self.model is None and self.source_sentence is not None and bool(self.source_sentence.strip())
+
+    @property
+    def is_causal(self) -> bool:
+        """Whether the causal mask is on: the option, or a decoder model (causal by construction)."""
+        return self.causal or (self.model is not None and MODELS[self.model].causal)
+
+    @property
+    def rope(self) -> float | None:
+        """The RoPE base in use: the model's, or (random weights) ``rope_base`` with RoPE positions; else None."""
+        if self.model is not None:
+            return MODELS[self.model].rope_base
+        return self.rope_base if self.positional == "rope" else None
 
     @property
     def mode(self) -> str:

@@ -106,14 +106,14 @@ def formula(name: str, config) -> str:
             inner += " + m"
         if config.temperature != 1.0:
             inner = f"({inner}) / {config.temperature:g}" if " + " in inner else f"{inner} / {config.temperature:g}"
-        if config.causal or config.window is not None:
+        if config.is_causal or config.window is not None:
             inner += " + mask"
         return f"ω′ = {inner}" if name == "scaled" else f"α = softmax({inner})"
     if name == "position_bias":
-        return info.formula if config.causal else "m = -slope_h |i - j|: ALiBi's bias"
+        return info.formula if config.is_causal else "m = -slope_h |i - j|: ALiBi's bias"
     if name == "rope_angles":
         p = f"(t + {config.position_offset})" if config.position_offset else "t"  # t: the token's index
-        return f"θ = {p} · {config.rope_base:g}^(−2i/d_k)"
+        return f"θ = {p} · {config.rope or config.rope_base:g}^(−2i/d_k)"
     if name == "output":
         if not projections:
             return "output = Concat(Z), no W_O"
@@ -121,8 +121,12 @@ def formula(name: str, config) -> str:
         return f"output = Concat(Z) W_Oᵀ{b}" if col else f"output = Concat(Z) W_O{b}"
     if name in ("w_q", "w_k", "w_v", "w_o"):
         return f"{info.symbol}  ({'W x' if col else 'x W'})"
+    if name == "x" and config.model is not None:
+        from .sources import MODELS
+
+        return f"X: {MODELS[config.model].x_is}"
     return info.formula
 
 
 def _rope(config) -> bool:
-    return config.model is None and config.positional == "rope"
+    return config.rope is not None

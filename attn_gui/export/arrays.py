@@ -155,6 +155,7 @@ def manifest(result: AttentionResult, files: Iterable[str], formats: Iterable[st
              width: int | None = None) -> dict[str, Any]:
     """What ``manifest.json`` holds: enough to recompute, read and cite the export."""
     info = as_dict(result)
+    decoder = {} if info["next_tokens"] is None else {"next_tokens": info["next_tokens"]}  # a decoder's top 5
     return {
         "attn_gui_export": 1,
         "config": result.config.to_dict(),
@@ -167,6 +168,7 @@ def manifest(result: AttentionResult, files: Iterable[str], formats: Iterable[st
         "device": info["device"],
         "elapsed_ms": info["elapsed_ms"],
         "notes": info["notes"],
+        **decoder,
         "versions": versions(),
         "created_utc": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "formats": list(formats),

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..engine import METRICS, AttentionResult, head_metrics, rollout
+from ..engine import METRICS, MODELS, AttentionResult, head_metrics, rollout
 from ..engine.attention import attention_weights, scale_and_mask
 from ..engine.metrics import METRIC_HELP, METRIC_LABELS
 from ..engine.reduce import reduce_matrix
@@ -82,7 +82,7 @@ def metrics_table(result: AttentionResult) -> MetricsTable | None:
         layers = None
     else:
         L = result.layer_weights.size(0)
-        if mask is not None:  # only the shown layer is computed with the causal mask
+        if mask is not None and not MODELS[result.config.model].causal:  # only the shown layer is masked
             full = torch.ones_like(mask)
             mask = torch.stack([mask if i == result.config.layer else full for i in range(L)])[:, None]
         values = head_metrics(result.layer_weights, mask)
@@ -174,7 +174,7 @@ def query_softmax(result: AttentionResult, head: int, token: int) -> QuerySoftma
     out = []
     for scale in (True, False):
         scaled = scale_and_mask(row, d_k, scale, cfg.temperature, False)
-        if cfg.causal:  # the keys after the query are masked
+        if cfg.is_causal:  # the keys after the query are masked
             scaled[..., token + 1:] = float("-inf")
         out.append(attention_weights(scaled)[0, 0].detach().cpu().numpy())
     return QuerySoftmax(list(result.key_tokens), out[0], out[1], d_k, result.tokens[token])

@@ -173,9 +173,9 @@ def _masked_reason(cfg) -> str:
     if cfg.window is not None:
         n = cfg.sink_tokens
         sinks = (" (the first key stays visible)" if n == 1 else f" (the first {n} keys stay visible)") if n else ""
-        after = "after the query or " if cfg.causal else ""
+        after = "after the query or " if cfg.is_causal else ""
         return f"masked: this key is {after}outside the window of {cfg.window}{sinks}"
-    if cfg.causal:
+    if cfg.is_causal:
         return "masked: this key comes after the query (causal)"
     return "not finite: overflow in this dtype"
 

@@ -18,7 +18,7 @@ from .formats import nice_ceil
 
 def visible_keys(result: AttentionResult) -> torch.Tensor | None:
     """The visible keys of the shown layer's alpha: the causal mask, or None (every key)."""
-    if not result.config.causal:
+    if not result.config.is_causal:
         return None
     return causal_visible(result.seq_len, result.weights.device)
 
@@ -27,7 +27,7 @@ def streamed_saturation(result: AttentionResult) -> Saturation:
     """``saturation`` of a streamed result, from each row's largest alpha kept while streaming."""
     row_max = result.shown["weights_row_max"]  # (h, T)
     counted = torch.ones_like(row_max, dtype=torch.bool)
-    if result.config.causal or result.key_len == 1:
+    if result.config.is_causal or result.key_len == 1:
         counted[:, 0 if result.key_len > 1 else slice(None)] = False  # rows that see one key: one-hot anyway
     one_hot = (row_max >= ONE_HOT) & counted
     scaled = result.shown["scaled"]

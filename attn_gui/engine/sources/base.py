@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import abc
+from typing import Callable
 
 import torch
 
@@ -34,6 +35,14 @@ class ModelSource(abc.ABC):
     def available(self) -> bool:
         """Whether the model's files and libraries are installed here (imports nothing)."""
 
+    def load(self, progress: Callable[[int, int], None] | None = None) -> None:
+        """Load the model now, so the first compute does not wait for it.
+
+        A source that converts its files on the first load (and caches them) calls
+        ``progress(done, total)`` meanwhile; later loads are quick and report nothing.
+        Raises ``ModelUnavailable`` when the model is not installed.
+        """
+
     @abc.abstractmethod
     def tokenize(self, sentence: str) -> Tokens:
         """The model's tokens of ``sentence`` (special tokens included); ids are vocabulary ids.
@@ -49,10 +58,20 @@ class ModelSource(abc.ABC):
         Returns
         -------
         hidden : list of L + 1 tensors (T, d)
-            hidden[l] enters layer l; the last is the model's output.
+            hidden[l] is what layer l's attention reads (X): the hidden state entering it,
+            normalised first in a pre-norm model (Llama's RMSNorm); the last is the model's
+            output (after its final norm, where it has one).
         weights : (L, h, T, T)
             Every layer's attention weights.
         """
+
+    def next_tokens(self, token_ids: torch.Tensor, device: torch.device | str, dtype: torch.dtype,
+                    k: int = 5) -> tuple[tuple[str, float], ...] | None:
+        """The ``k`` most likely tokens after ``token_ids`` (readable text, probability), highest first.
+
+        None for a model that predicts no next token (an encoder); a decoder overrides it.
+        """
+        return None
 
     @abc.abstractmethod
     def layer_weights(self, layer: int, device: torch.device | str, dtype: torch.dtype) -> Projections:

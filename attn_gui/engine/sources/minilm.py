@@ -162,6 +162,9 @@ class Source(ModelSource):
     def available(self) -> bool:
         return all(importlib.util.find_spec(m) is not None for m in (PACKAGE, "safetensors", "tokenizers"))
 
+    def load(self, progress=None) -> None:
+        load_model(self.spec.name)
+
     def tokenize(self, sentence: str) -> Tokens:
         return model_tokenize(self.spec.name, sentence)
 

@@ -20,11 +20,24 @@ class ModelSpec:
     layers, heads, d_model, d_k, d_v : int
         The model's sizes (d_k and d_v per head).
     max_tokens : int
-        The most tokens (special tokens included) the model reads.
+        The most tokens (special tokens included) the model reads here.
     has_bias : bool
         Whether its Q, K, V and output projections add a bias.
     special_tokens : tuple of str
         Tokens the model adds itself ([CLS], [SEP]); views may hide them.
+    kv_heads : int, optional
+        Key/value heads, each shared by heads / kv_heads query heads (grouped-query
+        attention); None means one per head.
+    causal : bool
+        A decoder: every layer masks the keys after each query, by construction, and the
+        source predicts the next token (``ModelSource.next_tokens``, ``decoder``).
+    rope_base : float, optional
+        The base of the RoPE rotation of q and k in every layer; None without RoPE.
+    x_is : str
+        What X is ("the hidden state entering the layer").
+    about : tuple of str
+        What the window and the result notes say about the model's numbers: what X is,
+        what the output is, how exact the weights are.
     """
 
     name: str
@@ -38,3 +51,8 @@ class ModelSpec:
     max_tokens: int
     has_bias: bool
     special_tokens: tuple[str, ...] = ()
+    kv_heads: int | None = None
+    causal: bool = False
+    rope_base: float | None = None
+    x_is: str = "the hidden state entering the layer"
+    about: tuple[str, ...] = ("output is the attention block's output, before the residual and LayerNorm",)

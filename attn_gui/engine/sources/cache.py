@@ -1,0 +1,166 @@
+"""A model's converted weights, kept on disk so that only the first load converts them.
+
+One folder per model under the cache root (``platformdirs.user_cache_dir("attn-gui")/models``,
+or ``$ATTN_GUI_CACHE_DIR/models``) holds ``weights.safetensors``, any text files the model
+needs (its tokenizer) and ``manifest.json``. The manifest names the source file (size and
+modification time), the converter's version, the model's facts read at conversion, and the
+size and CRC-32 of every file. Every file is written to a temporary name and renamed into
+place, the manifest last; a load checks all of it first, so a partial, truncated or corrupt
+cache is rebuilt, never used.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import zlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import torch
+
+CACHE_ENV = "ATTN_GUI_CACHE_DIR"
+WEIGHTS = "weights.safetensors"
+MANIFEST = "manifest.json"
+CHUNK = 16 * 2**20  # bytes read at a time when checksumming a file just written
+
+Progress = Callable[[int, int], None]  # (done, total)
+
+
+@dataclass(frozen=True)
+class Converted:
+    """A model converted for the engine.
+
+    Attributes
+    ----------
+    weights : dict of str to tensor
+        Every weight, float32, on the CPU.
+    texts : dict of str to str
+        Text files by name ("tokenizer.json").
+    meta : dict
+        JSON-ready facts read from the source file (norm epsilon, special token ids...).
+    """
+
+    weights: dict[str, torch.Tensor]
+    texts: dict[str, str]
+    meta: dict
+
+
+def cache_root() -> Path:
+    """The folder of every model's cache: ``$ATTN_GUI_CACHE_DIR/models``, else the user's cache folder."""
+    override = os.environ.get(CACHE_ENV)
+    if override:
+        return Path(override) / "models"
+    import platformdirs
+
+    return Path(platformdirs.user_cache_dir("attn-gui")) / "models"
+
+
+def fingerprint(path: Path) -> dict:
+    """What identifies a source file's contents cheaply: its name, size and modification time."""
+    st = path.stat()
+    return {"name": path.name, "size": st.st_size, "mtime_ns": st.st_mtime_ns}
+
+
+def _crc32(path: Path) -> int:
+    crc = 0
+    with open(path, "rb") as f:
+        while chunk := f.read(CHUNK):
+            crc = zlib.crc32(chunk, crc)
+    return crc
+
+
+def _entry(path: Path) -> dict:
+    return {"size": path.stat().st_size, "crc32": _crc32(path)}
+
+
+def load(folder: Path, source: dict, version: int) -> Converted | None:
+    """The cached conversion in ``folder``, or None when it is missing, stale, partial or corrupt.
+
+    Parameters
+    ----------
+    folder : Path
+    source : dict
+        The source file's ``fingerprint``; a cache of another file is stale.
+    version : int
+        The converter's version; a cache written by another is stale.
+    """
+    from safetensors import SafetensorError
+    from safetensors.torch import load as load_bytes
+
+    try:
+        manifest = json.loads((folder / MANIFEST).read_text(encoding="utf-8"))
+        if manifest.get("version") != version or manifest.get("source") != source:
+            return None
+        files = manifest["files"]
+        if WEIGHTS not in files:
+            return None
+        data = {}
+        for name, entry in files.items():
+            # one read per file: the bytes checked are the bytes used
+            data[name] = (folder / name).read_bytes()
+            if len(data[name]) != entry["size"] or zlib.crc32(data[name]) != entry["crc32"]:
+                return None
+        weights = load_bytes(data.pop(WEIGHTS))  # owned tensors: no file mapping faulted in later
+        texts = {name: raw.decode("utf-8") for name, raw in data.items()}
+        return Converted(weights, texts, manifest["meta"])
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, SafetensorError, MemoryError):
+        return None
+
+
+def _write_atomic(folder: Path, name: str, write: Callable[[str], None]) -> None:
+    """Write ``name`` in ``folder`` through a temporary file renamed into place."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=folder)
+    os.close(fd)
+    try:
+        write(tmp)
+        with open(tmp, "rb") as f:
+            os.fsync(f.fileno())
+        os.replace(tmp, folder / name)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def store(folder: Path, source: dict, version: int, converted: Converted) -> None:
+    """Write ``converted`` into ``folder``: every file atomically, then the manifest that vouches for them."""
+    from safetensors.torch import save_file
+
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / MANIFEST).unlink(missing_ok=True)  # no manifest while the files change: a crash leaves no cache
+    _write_atomic(folder, WEIGHTS, lambda tmp: save_file(converted.weights, tmp))
+    for name, text in converted.texts.items():
+        _write_atomic(folder, name, lambda tmp, text=text: Path(tmp).write_text(text, encoding="utf-8"))
+    files = {name: _entry(folder / name) for name in (WEIGHTS, *converted.texts)}
+    manifest = {"version": version, "source": source, "meta": converted.meta, "files": files}
+    _write_atomic(folder, MANIFEST, lambda tmp: Path(tmp).write_text(json.dumps(manifest, indent=1), encoding="utf-8"))
+
+
+def load_or_build(folder: Path, source: dict, version: int, build: Callable[[Progress], Converted],
+                  progress: Progress | None = None) -> Converted:
+    """The cached conversion, or ``build(progress)`` stored for the next time.
+
+    ``progress(done, total)`` is called while building (the last step is writing the cache);
+    a load from a valid cache calls it never. A cache folder that cannot be written leaves the
+    conversion in memory only.
+    """
+    found = load(folder, source, version)
+    if found is not None:
+        return found
+    report = progress or (lambda done, total: None)
+    steps = []
+
+    def building(done: int, total: int) -> None:
+        steps[:] = [total + 1]  # one more step: writing the cache
+        report(done, total + 1)
+
+    converted = build(building)
+    total = steps[0] if steps else 1
+    try:
+        store(folder, source, version, converted)
+    except OSError:
+        pass  # read-only or full disk: this run converts again next time
+    report(total, total)
+    return converted

@@ -1,0 +1,137 @@
+"""The Llama decoder's forward pass, written out, with its key/value cache.
+
+Per layer: RMSNorm, then attention through the engine's one ``attention.attend`` (causal,
+RoPE with the half-split pairing, grouped-query K/V heads), the residual, RMSNorm, the
+SwiGLU feed-forward, the residual; then the final RMSNorm and the output head. Weights are
+named as transformers' ``LlamaForCausalLM`` names them (``model.layers.3.self_attn.q_proj.weight``),
+in nn.Linear's (out, in) layout; the tests compare every step with that class.
+
+The same ``forward`` serves a whole sentence (the prefill) and one more token at a time
+(a decode step): given the ``KVCache`` of the tokens before, each layer computes q, k and v
+of the new tokens only and attends to the cached keys and values plus its own.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+from ..attention import Projections, attend
+
+
+@dataclass(frozen=True)
+class LlamaShape:
+    """The sizes and constants of a Llama model."""
+
+    layers: int
+    heads: int
+    kv_heads: int
+    d_k: int
+    eps: float  # RMSNorm's epsilon
+    rope_base: float
+
+
+@dataclass(frozen=True)
+class KVCache:
+    """Every layer's keys (after RoPE) and values of the tokens read so far, on the compute device.
+
+    Attributes
+    ----------
+    keys, values : tuple of L tensors (g, P, d_k) and (g, P, d_v)
+    """
+
+    keys: tuple[torch.Tensor, ...]
+    values: tuple[torch.Tensor, ...]
+
+    @property
+    def length(self) -> int:
+        """P, the number of cached positions."""
+        return self.keys[0].size(-2)
+
+
+@dataclass(frozen=True)
+class Forward:
+    """One pass over n new tokens (all of a sentence, or the next one after a cache of P).
+
+    Attributes
+    ----------
+    residual : list of L + 1 tensors (n, d)
+        The residual stream entering each layer (transformers' ``hidden_states[l]``); the last
+        is the final RMSNorm of the output, as transformers' last hidden state.
+    inputs : list of L tensors (n, d)
+        What each layer's attention reads: RMSNorm of its residual stream (X in the window).
+    weights : (L, h, n, P + n)
+        Every layer's attention weights of the new query rows against every key.
+    cache : KVCache
+        The keys and values of all P + n tokens: the next step's cache.
+    logits : (V,)
+        The next-token logits after the last token.
+    """
+
+    residual: list[torch.Tensor]
+    inputs: list[torch.Tensor]
+    weights: torch.Tensor
+    cache: KVCache
+    logits: torch.Tensor
+
+
+def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+    """x / sqrt(mean(x²) + eps) * weight, over the last axis (Llama's RMSNorm)."""
+    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * weight
+
+
+def head_weights(w: dict, layer: int, shape: LlamaShape) -> Projections:
+    """Layer ``layer``'s projections per head, in column layout (q_i = W x_i), no biases.
+
+    nn.Linear stores W_q as (h * d_k, d); head i owns rows i*d_k:(i+1)*d_k (K and V: g heads).
+    """
+    p = f"model.layers.{layer}.self_attn"
+    d = w[f"{p}.q_proj.weight"].shape[1]
+    return Projections(
+        w_q=w[f"{p}.q_proj.weight"].view(shape.heads, -1, d),  # (h, d_k, d)
+        w_k=w[f"{p}.k_proj.weight"].view(shape.kv_heads, -1, d),  # (g, d_k, d)
+        w_v=w[f"{p}.v_proj.weight"].view(shape.kv_heads, -1, d),  # (g, d_v, d)
+        w_o=w[f"{p}.o_proj.weight"],  # (d, h * d_v)
+    )
+
+
+def feed_forward(x: torch.Tensor, w: dict, layer: int) -> torch.Tensor:
+    """SwiGLU: W_down (silu(W_gate x) * W_up x).  (n, d) -> (n, d)"""
+    p = f"model.layers.{layer}.mlp"
+    return F.linear(F.silu(F.linear(x, w[f"{p}.gate_proj.weight"])) * F.linear(x, w[f"{p}.up_proj.weight"]),
+                    w[f"{p}.down_proj.weight"])
+
+
+def decoder_layer(h: torch.Tensor, w: dict, layer: int, shape: LlamaShape,
+                  past: tuple[torch.Tensor, torch.Tensor] | None = None):
+    """One layer over the new rows ``h`` (n, d); returns (next residual, X, attention steps)."""
+    p = f"model.layers.{layer}"
+    x = rms_norm(h, w[f"{p}.input_layernorm.weight"], shape.eps)  # X: what attention reads
+    steps = attend(x, head_weights(w, layer, shape), layout="column", causal=True, rope_base=shape.rope_base,
+                   past=past)
+    h = h + steps["output"]
+    h = h + feed_forward(rms_norm(h, w[f"{p}.post_attention_layernorm.weight"], shape.eps), w, layer)
+    return h, x, steps
+
+
+def forward(w: dict, ids: torch.Tensor, shape: LlamaShape, cache: KVCache | None = None) -> Forward:
+    """Run the model on the new token ids (n,), after the ``cache`` of the tokens before (if any).
+
+    The output head is the token embedding (tied weights); only the last row's logits are
+    computed, as the next token needs no others.
+    """
+    h = w["model.embed_tokens.weight"][ids]  # (n, d)
+    residual, inputs, weights, keys, values = [h], [], [], [], []
+    for layer in range(shape.layers):
+        past = None if cache is None else (cache.keys[layer], cache.values[layer])
+        h, x, steps = decoder_layer(h, w, layer, shape, past)
+        residual.append(h)
+        inputs.append(x)
+        weights.append(steps["weights"])  # (h, n, P + n)
+        keys.append(steps["k"])  # (g, P + n, d_k): the cache and the new keys
+        values.append(steps["v"])
+    residual[-1] = rms_norm(h, w["model.norm.weight"], shape.eps)  # (n, d)
+    logits = F.linear(residual[-1][-1], w["model.embed_tokens.weight"])  # (V,): the last row only
+    return Forward(residual, inputs, torch.stack(weights), KVCache(tuple(keys), tuple(values)), logits)

