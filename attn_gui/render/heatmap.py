@@ -236,6 +236,9 @@ class HeatmapView(pg.GraphicsLayoutWidget):
             title.item.setTextWidth(width)
             option = title.item.document().defaultTextOption()
             option.setAlignment(QtCore.Qt.AlignmentFlag.AlignCenter)
+            # between words only: Qt's default also breaks inside a word too long for the line,
+            # which cut shapes such as "shown 384 × 384" (joined by no-break spaces) in two
+            option.setWrapMode(QtGui.QTextOption.WrapMode.WordWrap)
             title.item.document().setDefaultTextOption(option)
         title.updateMin()
 
