@@ -55,6 +55,8 @@ class MapData:
     about : rich text, what this map is (formula, shapes, one plain sentence): the title's tooltip
     row_tokens, col_tokens : the axis runs over token positions (a pooled block is named "1–16", from 1)
     query_rows : the rows are the query tokens (clicking one follows it; the followed one is outlined)
+    brief_title : the formula and the shape only, for a small map beside a large one (the
+        large map names the head and the layer)
     """
 
     matrix: np.ndarray
@@ -74,6 +76,7 @@ class MapData:
     row_tokens: bool = False
     col_tokens: bool = False
     query_rows: bool = False
+    brief_title: str = ""
 
 
 def map_id(name: str, head: int | None) -> str:
@@ -150,6 +153,7 @@ def map_data(frame: Frame, name: str, head: int | None = None, hidden: tuple[int
         matrix=matrix,
         title=f"{layer_txt}{formula(name, cfg)}  ({shape_txt})" + (
             f"<br>{frame.saturation.short}" if info.kind == "weights" and frame.saturation else ""),
+        brief_title=f"{formula(name, cfg)}  ({shape[0].replace(' ', NBSP)})",
         kind=info.kind,
         row_labels=_axis_labels(result, info.rows, R),
         col_labels=_axis_labels(result, info.cols, C),

@@ -37,6 +37,8 @@ class FocusView(QtWidgets.QWidget):
         self.center = make_view("focus")
         self.before = [make_view(f"focus:before:{i}") for i in range(SIDE)]
         self.after = [make_view(f"focus:after:{i}") for i in range(SIDE)]
+        for view in (*self.before, *self.after):
+            view.brief = True  # the large map names the head and layer; small ones keep their room for the matrix
         self.title = QtWidgets.QLabel()
         self.title.setObjectName("focusTitle")
         self.backButton = QtWidgets.QPushButton("All maps (Esc)")

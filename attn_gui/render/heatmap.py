@@ -76,6 +76,7 @@ class HeatmapView(pg.GraphicsLayoutWidget):
         self._last: dict = {}
         self.compact = compact
         self.axis_titles = False  # name the axes ("query", "key"): pictures do, the window has no room
+        self.brief = False  # a small map beside a large one: the formula and shape only (MapData.brief_title)
         self.setMinimumSize(120, 110)
         self.ci.layout.setContentsMargins(2, 2, 2, 2)
         font = QtGui.QFont(self.font().family(), 8)
@@ -150,8 +151,9 @@ class HeatmapView(pg.GraphicsLayoutWidget):
         self._set_mask(mask)
         white = self._white_text(shown, levels, cmap, data.kind) if m.size <= MAX_VALUE_CELLS else None
         self.values.set_data(m, white)
-        if last.get("title") != data.title:
-            self.plot.setTitle(data.title, size="9pt")
+        title = data.brief_title if self.brief and data.brief_title else data.title
+        if last.get("title") != title:
+            self.plot.setTitle(title, size="9pt")
         if last.get("about") != data.about:  # "what is this": hover the title
             self.plot.titleLabel.setToolTip(data.about)
         layout_key = ((R, C), data.row_labels, data.col_labels, data.row_blocks, data.col_blocks)
@@ -161,9 +163,9 @@ class HeatmapView(pg.GraphicsLayoutWidget):
             if not self.compact:  # thumbnails neither zoom nor pan; limits would fight their square cells
                 self.plot.getViewBox().setLimits(xMin=-0.5, xMax=C - 0.5, yMin=-0.5, yMax=R - 0.5)
             self.plot.getViewBox().setRange(xRange=(-0.5, C - 0.5), yRange=(-0.5, R - 0.5), padding=0)
-        elif last.get("title") != data.title:
+        elif last.get("title") != title:
             self._fit()
-        self._last = {"kind": data.kind, "levels": levels, "title": data.title, "layout": layout_key,
+        self._last = {"kind": data.kind, "levels": levels, "title": title, "layout": layout_key,
                       "about": data.about}
         self.set_highlight(self._highlight_row)
         if self._readout is not None and self._readout.isVisible():  # the pointer rests on a cell: new value

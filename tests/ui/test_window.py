@@ -298,3 +298,18 @@ def test_a_first_start_on_a_small_screen_focuses_alpha_and_esc_shows_every_map(q
     qtbot.mouseClick(focus.backButton, QtCore.Qt.MouseButton.LeftButton)
     assert heatmap(win, "weights:0").isVisible() and not focus.isVisible()
     win.service.shutdown()
+
+
+def test_small_maps_beside_the_focused_one_keep_their_room_for_the_matrix(window, qtbot):
+    """Found by looking at 1366 x 768: with 4 heads the side maps' titles took four lines."""
+    window.set_state(window.state.replace(config=AttentionConfig(heads=4, kv_heads=2, d_model=16, d_k=4, d_v=4),
+                                          focus="k"))
+    qtbot.waitUntil(lambda: window.frame is not None and window.frame.result.config.heads == 4)
+    focus = window.pipeline.focusView
+    qtbot.waitUntil(lambda: focus.center.data is not None and focus.center.data.field == "k")
+    assert "K/V\u00a0head\u00a01/2" in focus.center.plot.titleLabel.text
+    for view in focus.before + focus.after:
+        if view.isVisible():
+            title = view.plot.titleLabel.text
+            assert "head" not in title and title.endswith(")"), title  # formula and shape only
+            assert view.data.title != title and view.data.brief_title == title
