@@ -106,8 +106,12 @@ class ModelView(pg.GraphicsLayoutWidget):
         L, H = self.shape
         grid_h = L * self.cell - GAP
         view_h = self.plot.getViewBox().height() or self.height()
-        need = view_h * (H * self.cell - GAP) / grid_h + self.plot.getAxis("left").width() + 4
-        self.plot.setMaximumWidth(max(120.0, need))
+        need = max(120.0, view_h * (H * self.cell - GAP) / grid_h + self.plot.getAxis("left").width() + 4)
+        if abs(self.plot.maximumWidth() - need) > 0.5:
+            self.plot.setMaximumWidth(need)
+            # the grid and its colour bar move left: repaint the whole view, or the pixels of
+            # their old place stay on screen (seen on X11 as a second, stale model view)
+            QtCore.QTimer.singleShot(0, self.viewport().update)
 
     def _on_click(self, event) -> None:
         if event.button() != QtCore.Qt.MouseButton.LeftButton or self.shape == (0, 0):
