@@ -153,7 +153,7 @@ def map_data(frame: Frame, name: str, head: int | None = None, hidden: tuple[int
         matrix=matrix,
         title=f"{layer_txt}{formula(name, cfg)}  ({shape_txt})" + (
             f"<br>{frame.saturation.short}" if info.kind == "weights" and frame.saturation else ""),
-        brief_title=f"{formula(name, cfg)}  ({shape[0].replace(' ', NBSP)})",
+        brief_title=f"{_brief(formula(name, cfg), info.symbol)}  ({shape[0].replace(' ', NBSP)})",
         kind=info.kind,
         row_labels=_axis_labels(result, info.rows, R),
         col_labels=_axis_labels(result, info.cols, C),
@@ -170,6 +170,14 @@ def map_data(frame: Frame, name: str, head: int | None = None, hidden: tuple[int
         col_tokens=info.cols in ("token", "key", "source"),
         query_rows=info.rows == "token" or (info.rows == "source" and result.source_tokens is None),
     )
+
+
+BRIEF_CHARS = 16  # a longer formula is named by its symbol beside a large map (the tooltip has it whole)
+
+
+def _brief(text: str, symbol: str) -> str:
+    """A small map's title: its formula while short ("Z = α V"), else its symbol ("α")."""
+    return text if len(text) <= BRIEF_CHARS else symbol
 
 
 def _masked_reason(cfg) -> str:
