@@ -384,3 +384,18 @@ def test_a_single_map_export_names_its_axes(frame, name, head, rows, cols):
         offscreen.dispose(view)
     texts = ["".join(t.itertext()).strip() for t in root.iter(f"{SVG}text")]
     assert rows in texts and cols in texts
+
+
+def test_grouped_query_csv_files_name_their_key_value_head(tmp_path):
+    """k_head3.png shows query head 3's K/V head; the K/V tensors' CSVs are named by K/V head (found in review)."""
+    cfg = preset("grouped-query")
+    result = compute(cfg)
+    arrays.write_arrays(result, tmp_path, ("csv",))
+    names = {p.name for p in tmp_path.iterdir()}
+    g = cfg.kv_heads
+    for field in ("k", "v", "w_k", "w_v"):
+        assert {f"{field}_kv{i}.csv" for i in range(1, g + 1)} <= names and f"{field}_head1.csv" not in names
+        for i in range(g):
+            back = np.loadtxt(tmp_path / f"{field}_kv{i + 1}.csv", delimiter=",", ndmin=2)
+            np.testing.assert_array_equal(back.astype(np.float32), getattr(result, field)[i].numpy())
+    assert {f"q_head{h}.csv" for h in range(1, cfg.heads + 1)} <= names  # query heads keep their names

@@ -71,8 +71,12 @@ def _array_items(result: AttentionResult, field: str, formats: tuple[str, ...]):
     if "npy" in formats:
         yield f"{field}.npy", "npy", None
     if "csv" in formats:
-        for head in (range(result.shape(field)[0]) if FIELDS[field].per_head else [None]):  # K/V: kv_heads
-            yield f"{file_stem(field, head)}.csv", "csv", head
+        n = result.shape(field)[0] if FIELDS[field].per_head else None
+        for head in (range(n) if n is not None else [None]):
+            if n is not None and n != result.heads:  # grouped-query K, V: one file per K/V head, named so
+                yield f"{field}_kv{head + 1}.csv", "csv", head  # (k_head3.png shows query head 3's K/V head)
+            else:
+                yield f"{file_stem(field, head)}.csv", "csv", head
 
 
 def array_files(result: AttentionResult, formats: Iterable[str] = ARRAY_FORMATS) -> list[str]:
@@ -174,7 +178,8 @@ def manifest(result: AttentionResult, files: Iterable[str], formats: Iterable[st
         "formats": list(formats),
         "png_width": width,
         "csv": "header-less, comma separated, one matrix per file (<field>_head<i>.csv per head, "
-               "i counted from 1; in the .npy files the head axis is indexed from 0); "
+               "i counted from 1; grouped-query K/V fields: <field>_kv<g>.csv per K/V head g, from 1; "
+               "in the .npy files the head axis is indexed from 0); "
                "rows and columns as in the array; names of token axes are in 'tokens' (cross-attention: "
                "the key axes and the rows of k, v and x_source in 'source_tokens')",
         "files": list(files),
