@@ -11,7 +11,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
-from ..engine import FIELDS, AttentionConfig, AttentionResult, UserError
+from ..engine import FIELDS, MODELS, AttentionConfig, AttentionResult, UserError
 
 DEFAULT_TOKEN = 1  # the tutorials follow x_2 "in"
 
@@ -35,6 +35,20 @@ def check_window_text(text: str) -> None:
     if run > MAX_WINDOW_RUN:
         raise UserError(f"the window shows at most {MAX_WINDOW_RUN:,} characters without a space; this sentence "
                         f"has {run:,} in a row (attn-gui export takes it)")
+
+
+def carry_layer(config: AttentionConfig, changes: dict[str, Any]) -> dict[str, Any]:
+    """``changes`` with the layer carried across a change of model: the same layer where the
+    new model has it, else its last; 0 for random weights, which have none.
+
+    Choosing another source is one click; a layer the new source lacks would turn that click
+    into an error whose cause the user cannot see (the layer box keeps the old number).
+    """
+    if "model" not in changes or "layer" in changes or changes["model"] == config.model:
+        return changes
+    model = changes["model"]
+    layer = min(config.layer, MODELS[model].layers - 1) if model in MODELS else 0
+    return {**changes, "layer": layer}
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ from ..engine import AttentionConfig, UserError, check_tokens, preset
 from ..present.frame import Frame
 from ..present.maps import special_tokens
 from ..present.runner import Failure
-from ..present.state import ViewState, check_window_text
+from ..present.state import ViewState, carry_layer, check_window_text
 from ..render.figure import PipelineView
 from ..render.model_view import ModelView
 from . import map_menu
@@ -167,7 +167,7 @@ class MainWindow(FileActions, QtWidgets.QMainWindow):
             for name in ("sentence", "source_sentence"):
                 if changes.get(name) is not None:
                     check_window_text(changes[name])
-            config = self._state.config.replace(**changes)
+            config = self._state.config.replace(**carry_layer(self._state.config, changes))
             check_tokens(config)
         except UserError as exc:
             self._show_invalid(str(exc))

@@ -5,6 +5,7 @@ import pytest
 
 from attn_gui.engine import AttentionConfig, compute
 from attn_gui.engine.sources import is_available
+from attn_gui.present.state import carry_layer
 from attn_gui.render.heatmap import HeatmapView
 
 pytestmark = pytest.mark.skipif(not is_available("minilm-l6"), reason="the pretrained extra is not installed")
@@ -65,3 +66,17 @@ def test_hiding_specials_with_nothing_else_left_shows_them(window, qtbot):
     window.panel.sentenceInput.setPlainText("   ")
     qtbot.waitUntil(lambda: window.frame.result.tokens == ("[CLS]", "[SEP]"), timeout=20000)
     assert window.findChild(HeatmapView, "heatmap:weights:0").image.image.shape == (2, 2)
+
+
+def test_another_source_keeps_a_layer_it_has(window, qtbot):
+    """Found in review: leaving MiniLM's layer 4 for random weights was refused ("layer is only
+    used with a pretrained model") and the user had to find the layer box first."""
+    choose_model(window, qtbot, 3)  # layer 4 to a person
+    p = window.panel
+    p.sourceCombo.setCurrentIndex(p.sourceCombo.findData(None))
+    qtbot.waitUntil(lambda: window.frame.result.config.model is None)
+    assert window.state.config.layer == 0 and p.messageLabel.text() == ""
+    assert carry_layer(AttentionConfig(model="minilm-l6", layer=5), {"model": "smollm2-135m"}) == {
+        "model": "smollm2-135m", "layer": 5}
+    assert carry_layer(AttentionConfig(model="smollm2-135m", layer=20), {"model": "minilm-l6"}) == {
+        "model": "minilm-l6", "layer": 5}  # MiniLM's last layer, layer 6 to a person
