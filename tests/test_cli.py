@@ -175,7 +175,7 @@ def test_generate_prints_each_step_then_the_text(capsys):
     assert main(["generate", "--model", "smollm2-135m", "--sentence", "The capital of France is", "--steps", "2"]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert len(lines) == 3 and lines[-1] == "The capital of France is Paris."
-    assert "␣Paris" in lines[0] and "p = 0.77" in lines[0] and "position   5" in lines[0]
+    assert "␣Paris" in lines[0] and "p = 0.77" in lines[0] and "position   6" in lines[0]
     assert lines[1].split()[4] == "." and "p = 0.68" in lines[1]
 
 
@@ -185,7 +185,8 @@ def test_generate_prints_each_step_then_the_text(capsys):
     (["--sentence", ""], "the sentence has no tokens"),
     (["--model", "minilm-l6"], "an encoder, cannot generate"),
     ([], "random weights cannot generate"),
-    (["--d-model", "8"], "--d-model has no effect with --model smollm2-135m"),
+    (["--d-model", "8"], "--d-model has no effect on generate"),
+    (["--temperature", "0.5", "--window", "1"], "--temperature, --window have no effect on generate"),
 ])
 def test_generate_refuses_bad_input_in_one_line(capsys, options, message):
     from attn_gui.engine.sources import is_available

@@ -112,7 +112,8 @@ def formula(name: str, config) -> str:
     if name == "position_bias":
         return info.formula if config.is_causal else "m = -slope_h |i - j|: ALiBi's bias"
     if name == "rope_angles":
-        p = f"(t + {config.position_offset})" if config.position_offset else "t"  # t: the token's index
+        offset = config.position_offset if config.model is None else 0  # a model reads from position 0
+        p = f"(t + {offset})" if offset else "t"  # t: the token's index
         return f"θ = {p} · {config.rope or config.rope_base:g}^(−2i/d_k)"
     if name == "output":
         if not projections:

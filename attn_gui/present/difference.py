@@ -25,8 +25,9 @@ def comparable_fields(current: AttentionResult, pinned: AttentionResult) -> list
     """The fields both results have with the same shape, in data-flow order."""
     if current.seq_len != pinned.seq_len:
         return []
-    return [n for n in current.fields()
-            if getattr(pinned, n, None) is not None and getattr(pinned, n).shape == getattr(current, n).shape]
+    return [n for n in current.fields()  # a long input's streamed fields are kept only pooled: none to subtract
+            if getattr(current, n, None) is not None and getattr(pinned, n, None) is not None
+            and getattr(pinned, n).shape == getattr(current, n).shape]
 
 
 def config_changes(pinned: AttentionConfig, current: AttentionConfig, limit: int = 4) -> str:
@@ -95,8 +96,10 @@ def layer_difference(frame: Frame, layer_a: int, layer_b: int, head: int, hidden
 
 
 def per_head_fields(result: AttentionResult) -> list[str]:
-    """The per-head fields of ``result`` (those a head − head difference exists for)."""
-    return [n for n in result.fields() if FIELDS[n].per_head]
+    """The per-head fields of ``result`` (those a head − head difference exists for); a long
+    input's streamed T x T fields are kept only pooled, and a difference of pooled maps is not
+    the pooled difference, so they are left out."""
+    return [n for n in result.fields() if FIELDS[n].per_head and getattr(result, n) is not None]
 
 
 def pinned_differences(current: Frame, pinned: Frame) -> list[MapData]:

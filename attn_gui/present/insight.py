@@ -15,7 +15,7 @@ import numpy as np
 import torch
 
 from ..engine import METRICS, MODELS, AttentionResult, head_metrics, rollout
-from ..engine.attention import attention_weights, scale_and_mask
+from ..engine.attention import alibi_slopes, attention_weights, scale_and_mask
 from ..engine.metrics import METRIC_HELP, METRIC_LABELS
 from ..engine.reduce import reduce_matrix
 from .formats import nice_ceil
@@ -171,10 +171,13 @@ def query_softmax(result: AttentionResult, head: int, token: int) -> QuerySoftma
     cfg = result.config
     d_k = result.q.size(-1)
     row = result.row("scores", head, token)[None, None]  # (1, 1, T_k): only this query's scores
+    random = cfg.model is None
+    slopes = alibi_slopes(result.heads, row.dtype, row.device)[head:head + 1] if (
+        random and cfg.positional == "alibi") else None
     out = []
-    for scale in (True, False):
-        scaled = scale_and_mask(row, d_k, scale, cfg.temperature, False)
-        if cfg.is_causal:  # the keys after the query are masked
-            scaled[..., token + 1:] = float("-inf")
+    for scale in (True, False):  # every mask and bias as configured: causal, window, sinks, ALiBi
+        scaled = scale_and_mask(row, d_k, scale, cfg.temperature, cfg.is_causal, row_start=token, slopes=slopes,
+                                window=cfg.window, sink_tokens=cfg.sink_tokens,
+                                offset=cfg.position_offset if random else 0)
         out.append(attention_weights(scaled)[0, 0].detach().cpu().numpy())
     return QuerySoftmax(list(result.key_tokens), out[0], out[1], d_k, result.tokens[token])

@@ -4,12 +4,12 @@ import numpy as np
 import pytest
 import torch
 
-from attn_gui.engine import AttentionConfig, compute
+from attn_gui.engine import AttentionConfig, compute, preset
 from attn_gui.engine.sources import is_available
 from attn_gui.present.difference import (comparable_fields, config_changes, head_difference, layer_difference,
-                                         pinned_difference)
+                                         per_head_fields, pinned_difference)
 from attn_gui.present.frame import make_frame
-from attn_gui.present.insight import metrics_map, metrics_table, rollout_arrays, rollout_map
+from attn_gui.present.insight import metrics_map, metrics_table, query_softmax, rollout_arrays, rollout_map
 from attn_gui.present.saturation import saturation_note
 from attn_gui.present.walk import walk_html
 
@@ -131,3 +131,26 @@ def test_a_streamed_result_reads_its_saturation_from_the_rows_it_kept():
     assert got.rows == expected.rows and got.one_hot == pytest.approx(expected.one_hot)
     assert got.span == pytest.approx(expected.span, rel=1e-6)
     assert metrics_table(streamed) is None  # the metrics need every weight
+
+
+@pytest.mark.parametrize("name", ["sliding-window", "attention-sinks", "alibi", "rope", "cross-attention"])
+def test_why_scaling_uses_every_mask_and_bias_as_the_window_does(name):
+    """Found in review: the scaled softmax ignored the window, the sinks and ALiBi; it must be alpha's row."""
+    result = compute(preset(name).replace(dtype="float64"))
+    token = min(6, result.seq_len - 1)
+    shown = query_softmax(result, 0, token)
+    np.testing.assert_allclose(shown.scaled, result.weights[0, token].numpy(), atol=1e-12)
+
+
+def test_a_long_inputs_streamed_maps_are_not_offered_for_differences():
+    """Found in review: head − head on a streamed result raised AttributeError."""
+    cfg = AttentionConfig(sentence=" ".join(f"w{i}" for i in range(400)), heads=2)
+    frame = make_frame(0, compute(cfg, display_max=384))
+    assert frame.result.weights is None  # streamed
+    fields = per_head_fields(frame.result)
+    assert "weights" not in fields and "scores" not in fields and "q" in fields
+    assert "weights" not in comparable_fields(frame.result, frame.result)
+    d = head_difference(frame, "q", 0, 1)
+    diff = (frame.result.q[0] - frame.result.q[1]).numpy()
+    assert d.matrix.shape == (384, 3)  # pooled for the screen, each cell its block's extreme
+    assert np.abs(d.matrix).max() == pytest.approx(np.abs(diff).max(), abs=1e-6)
