@@ -59,21 +59,23 @@ class ModelView(pg.GraphicsLayoutWidget):
         self.setToolTip("α of every layer (rows) and head (columns), both numbered from 1: click one to open it")
 
     def set_weights(self, weights: np.ndarray, layer: int, head: int, hidden: tuple[int, ...] = (),
-                    seq_len: int | None = None, masked: np.ndarray | None = None) -> None:
+                    seq_len: int | None = None, masked: np.ndarray | None = None,
+                    other_layers: np.ndarray | None = None) -> None:
         """Show ``weights`` (layers, heads, t, t) and outline ``layer``, ``head``.
 
         ``hidden`` tokens are left out only when the thumbnails are not reduced (t == seq_len).
-        ``masked`` (t, t) bool marks the cells a mask removed (the same in every layer and
-        head); they are hatched as in every other map of alpha.
+        ``masked`` (t, t) bool marks the cells a mask removed in layer ``layer`` (the same in
+        every head), ``other_layers`` those of every other layer (a decoder's causal mask);
+        they are hatched as in every other map of alpha.
         """
         L, H, t, _ = weights.shape
-        if masked is not None and masked.shape != (t, t):
-            masked = None
+        masks = [masked if i == layer else other_layers for i in range(L)]
+        masks = [m if m is not None and m.shape == (t, t) else None for m in masks]
         if hidden and t == seq_len:
             keep = [i for i in range(t) if i not in hidden]
             if keep:
                 weights = weights[:, :, keep][:, :, :, keep]
-                masked = None if masked is None else masked[np.ix_(keep, keep)]
+                masks = [None if m is None else m[np.ix_(keep, keep)] for m in masks]
                 t = len(keep)
         cell = t + GAP
         rgba = np.full((L * cell - GAP, H * cell - GAP, 4), 255, dtype=np.uint8)
@@ -84,10 +86,10 @@ class ModelView(pg.GraphicsLayoutWidget):
                 rgba[i * cell:i * cell + t, j * cell:j * cell + t] = colors[i, j]
         self.image.setImage(rgba, autoLevels=False)
         rects = []
-        if masked is not None and masked.any():
-            for i in range(L):
+        for i, m in enumerate(masks):
+            if m is not None and m.any():
                 for j in range(H):
-                    rects.extend(mask_rects(masked, x0=j * cell, y0=i * cell))
+                    rects.extend(mask_rects(m, x0=j * cell, y0=i * cell))
         set_mask((self.mask_fill, self.mask_hatch), rects)
         self.cell, self.shape = cell, (L, H)
         self.plot.getAxis("left").setTicks([[(i * cell + t / 2, str(i + 1)) for i in range(L)]])

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 from PySide6 import QtCore, QtGui, QtWidgets
 
-from ..engine import AttentionConfig, UserError, check_tokens, preset
+from ..engine import MODELS, AttentionConfig, UserError, check_tokens, preset
 from ..present.frame import Frame
 from ..present.maps import special_tokens
 from ..present.runner import Failure
@@ -281,10 +281,14 @@ class MainWindow(FileActions, QtWidgets.QMainWindow):
         if self.modelDock.isHidden():  # entering model mode: the grid of every head, in front
             self.modelDock.show()
             self.modelDock.raise_()
-        scaled = self.frame.arrays.get("scaled")  # a mask is the same in every layer and head
-        masked = np.isneginf(scaled).all(axis=0) if scaled is not None else None
+        # the options (causal, window, ...) apply to the shown layer only; the model's other
+        # layers are as it computed them: causal in a decoder, unmasked in an encoder
+        scaled = self.frame.arrays.get("scaled")
+        masked = np.isneginf(scaled).all(axis=0) if scaled is not None else None  # the same in every head
+        t = self.frame.arrays["layer_weights"].shape[-1]
+        model_mask = np.triu(np.ones((t, t), dtype=bool), 1) if MODELS[result.config.model].causal else None
         self.modelView.set_weights(self.frame.arrays["layer_weights"], result.config.layer, state.head, hidden,
-                                   result.seq_len, masked)
+                                   result.seq_len, masked, other_layers=model_mask)
 
     def hidden_tokens(self) -> tuple[int, ...]:
         """Token indices left out of the maps: the model's special tokens, when asked."""

@@ -65,7 +65,7 @@ def test_the_model_view_numbers_layers_and_heads_from_1_and_hatches_masks(qtbot)
     t, L, H = 4, 3, 5
     causal = torch.ones(t, t, dtype=torch.bool).triu(1)
     weights = torch.softmax(torch.randn(L, H, t, t).masked_fill(causal, float("-inf")), dim=-1).numpy()
-    view.set_weights(weights, layer=1, head=2, masked=causal.numpy())
+    view.set_weights(weights, layer=1, head=2, masked=causal.numpy(), other_layers=causal.numpy())  # a decoder
     left, top = view.plot.getAxis("left"), view.plot.getAxis("top")
     assert [label for _, label in left._tickLevels[0]] == ["1", "2", "3"]
     assert [label for _, label in top._tickLevels[0]] == ["1", "2", "3", "4", "5"]
@@ -78,6 +78,10 @@ def test_the_model_view_numbers_layers_and_heads_from_1_and_hatches_masks(qtbot)
     assert (hatched.right(), hatched.bottom()) == ((H - 1) * cell + t, (L - 1) * cell + t - 1)
     px, py = view.plot.getViewBox().viewPixelSize()
     assert px == pytest.approx(py, rel=0.02)
+    # an encoder with the causal option: only the shown layer was computed with the mask (found in review)
+    view.set_weights(weights, layer=1, head=2, masked=causal.numpy())
+    hatched = view.mask_hatch.path().boundingRect()
+    assert (hatched.top(), hatched.bottom()) == (cell, cell + t - 1)
 
 
 @pytest.mark.skipif(not is_available("minilm-l6"), reason="the pretrained extra is not installed")
