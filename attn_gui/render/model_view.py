@@ -113,7 +113,10 @@ class ModelView(pg.GraphicsLayoutWidget):
             self.plot.setMaximumWidth(need)
             # the grid and its colour bar move left: repaint the whole view, or the pixels of
             # their old place stay on screen (seen on X11 as a second, stale model view)
-            QtCore.QTimer.singleShot(0, self.viewport().update)
+            QtCore.QTimer.singleShot(0, self, self._repaint_all)  # dropped if the view is gone by then
+
+    def _repaint_all(self) -> None:
+        self.viewport().update()
 
     def _on_click(self, event) -> None:
         if event.button() != QtCore.Qt.MouseButton.LeftButton or self.shape == (0, 0):
