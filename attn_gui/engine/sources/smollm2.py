@@ -213,6 +213,9 @@ class Source(ModelSource):
     def load(self, progress: cache.Progress | None = None) -> None:
         load_model(self.spec.name, progress)
 
+    def loaded(self) -> bool:
+        return self.spec.name in _loaded
+
     def tokenize(self, sentence: str) -> Tokens:
         return model_tokenize(self.spec.name, sentence)
 

