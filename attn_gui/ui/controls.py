@@ -196,6 +196,7 @@ class ControlPanel(QtWidgets.QWidget):
         self.rerollButton.setEnabled(model is None)
         self.hideSpecialCheck.setEnabled(model is not None)
         self.hideSpecialCheck.setText(special_label(model))
+        self.hideSpecialCheck.setToolTip(special_tip(model))
         self.modelNote.setVisible(model is not None)
         if model is not None:
             weights = "W and b are" if model.has_bias else "W are"
@@ -298,10 +299,20 @@ class ControlPanel(QtWidgets.QWidget):
 def special_label(model) -> str:
     """The "hide special tokens" check box's text for ``model`` (a ``ModelSpec`` or None)."""
     if model is None:
-        return "hide a model's special tokens in the maps"
+        return "hide special tokens in the maps"
     if model.causal:  # a decoder adds none of its own: only those typed in the text
-        return f"hide special tokens typed in the text ({model.special_tokens[0]}, …)"
+        return "hide special tokens typed in the text"
     return f"hide {' and '.join(model.special_tokens)} in the maps"
+
+
+def special_tip(model) -> str:
+    """The check box's tooltip: which tokens it hides for ``model``."""
+    if model is None:
+        return "Random weights have no special tokens; a model's are hidden here"
+    if model.causal:
+        return (f"{model.label.split(' ')[0]} adds no special tokens of its own: this hides only those typed in "
+                f"the text ({', '.join(model.special_tokens)}); the numbers are unchanged")
+    return ("Special tokens often soak up attention; hiding them shows the rest (the numbers are unchanged)")
 
 
 def _chips(tokens: tuple[str, ...], limit: int, more: bool = True) -> str:

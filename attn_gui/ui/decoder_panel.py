@@ -29,9 +29,13 @@ class DecoderPanel(QtWidgets.QWidget):
         layout.setContentsMargins(0, 4, 0, 0)
         layout.setHorizontalSpacing(6)
         layout.setVerticalSpacing(2)
-        title = QtWidgets.QLabel("next token: the model's top 5")
+        title = QtWidgets.QLabel("next token, the model's top 5 <span style='color:#8a5a00;'>"
+                                 "(its weights are 4-bit approximations)</span>")
+        title.setObjectName("nextTokensTitle")
+        title.setWordWrap(True)
         title.setStyleSheet("color:#445;")
-        title.setToolTip("softmax of the model's logits at the last position, highest first")
+        title.setToolTip("softmax of the model's logits at the last position, highest first; the weights are "
+                         "the 4-bit (Q4_1) file's, close to but not equal to the published model's")
         layout.addWidget(title, 0, 0, 1, 3)
         self.tokenLabels: list[QtWidgets.QLabel] = []
         self.bars: list[QtWidgets.QProgressBar] = []
@@ -61,8 +65,11 @@ class DecoderPanel(QtWidgets.QWidget):
         self.generateButton.setToolTip("Append the most likely next token to the sentence (greedy), "
                                        "one step at a time; click again to stop")
         self.generateButton.clicked.connect(self._on_click)
-        layout.addWidget(self.generateButton, TOP + 1, 0, 1, 2)
-        layout.addWidget(self.stepsSpin, TOP + 1, 2)
+        self.stepsSpin.setMaximumWidth(80)
+        row = QtWidgets.QHBoxLayout()
+        row.addWidget(self.generateButton, 1)
+        row.addWidget(self.stepsSpin)
+        layout.addLayout(row, TOP + 1, 0, 1, 3)
         self.running = False
         self.pairs: tuple[tuple[str, float], ...] = ()
 

@@ -328,14 +328,19 @@ class MainWindow(FileActions, QtWidgets.QMainWindow):
             if not self.modelDock.isHidden():  # leaving model mode: the walk comes back in front
                 self.modelDock.hide()
                 self.focusDock.raise_()
+                self.resizeDocks([self.focusDock], [max(150, self.height() // 5)], QtCore.Qt.Orientation.Vertical)
             return
         if self.modelDock.isHidden():  # entering model mode: the grid of every head, in front
             self.modelDock.show()
             self.modelDock.raise_()
+            if result.layer_weights.size(0) > result.heads:  # 30 x 9: thumbnails need a taller dock
+                self.resizeDocks([self.modelDock], [max(150, self.height() * 2 // 5)],
+                                 QtCore.Qt.Orientation.Vertical)
         scaled = self.frame.arrays.get("scaled")  # a mask is the same in every layer and head
         masked = np.isneginf(scaled).all(axis=0) if scaled is not None else None
         self.modelView.set_weights(self.frame.arrays["layer_weights"], result.config.layer, state.head, hidden,
-                                   result.seq_len, masked)
+                                   result.seq_len, masked, result.config.dims.kv_heads,
+                                   self.frame.arrays.get("sink_mass"))
 
     def hidden_tokens(self) -> tuple[int, ...]:
         """Token indices left out of the maps: the model's special tokens, when asked."""

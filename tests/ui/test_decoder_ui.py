@@ -90,3 +90,40 @@ def test_stop_ends_a_generation_after_the_step_in_progress(window, qtbot):
     assert not panel.running and panel.generateButton.text() == "Generate"
     qtbot.waitUntil(lambda: window.frame.result.config == window.state.config, timeout=60000)
     assert window.state.config.sentence == PROMPT + " Paris"
+
+
+def test_model_view_groups_30_layers_by_9_heads_with_transformers_sink_masses(window, qtbot, smollm2_peer):
+    choose_smollm2(window, qtbot)
+    model, tokenizer = smollm2_peer
+    ids = tokenizer(PROMPT, return_tensors="pt", add_special_tokens=False).input_ids
+    with torch.no_grad():
+        attentions = model(ids, output_attentions=True).attentions  # 30 x (1, 9, T, T)
+    expected = torch.stack([a[0, :, 1:, 0].mean(-1) for a in attentions]).numpy()  # (L, h)
+    view = window.modelView
+    assert window.modelDock.isVisible() and view.across and view.shape == (30, 9)
+    np.testing.assert_allclose(view.sink, expected, atol=1e-4)
+    assert expected[4:].mean() > 0.6  # the attention sink from layer 3 or so up
+    left, top = view.plot.getAxis("left"), view.plot.getAxis("top")
+    assert [label for _, label in left._tickLevels[0]] == ["K/V 1 · 1", "2", "3", "K/V 2 · 4", "5", "6",
+                                                          "K/V 3 · 7", "8", "9"]
+    assert sorted(int(label) for level in top._tickLevels for _, label in level) == list(range(1, 31))
+    assert top.labelText == "layer" and view.sinkPlot.isVisible()
+    t = 5
+    rows = view.head_starts()
+    assert rows[3] - rows[2] > rows[2] - rows[1] == t + 2  # a wider gap between the K/V groups
+    px, py = view.plot.getViewBox().viewPixelSize()
+    assert px == pytest.approx(py, rel=0.02)  # square cells
+    # the thumbnail of layer 6, head 4 is that head's alpha
+    y0, x0 = view._origin(5, 3)
+    thumb = view.image.image[y0:y0 + t, x0:x0 + t, :3]
+    import pyqtgraph as pg
+    from attn_gui.render.style import WEIGHTS_CMAP
+    colours = pg.colormap.get(WEIGHTS_CMAP).map(attentions[5][0, 3].numpy().ravel(), mode="byte")[:, :3]
+    np.testing.assert_array_equal(thumb.reshape(-1, 3), colours)
+    # a click on it opens layer 6, head 4
+    centre = view.plot.getViewBox().mapViewToScene(QtCore.QPointF(x0 + t / 2, y0 + t / 2))
+    assert view.head_at(centre) == (5, 3)
+    with qtbot.waitSignal(window.stateChanged, timeout=5000):
+        view.headPicked.emit(*view.head_at(centre))
+    qtbot.waitUntil(lambda: window.frame.result.config.layer == 5, timeout=60000)
+    assert window.state.head == 3
