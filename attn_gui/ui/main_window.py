@@ -24,6 +24,7 @@ from . import map_menu
 from .controls import ControlPanel
 from .file_actions import FileActions
 from .insight import InsightDocks
+from .kv_cache_panel import KVCachePanel
 from .menus import build_menus
 from .settings import Settings
 from .token_focus import TokenFocus
@@ -97,6 +98,9 @@ class MainWindow(FileActions, QtWidgets.QMainWindow):
         self.modelView = ModelView()
         self.modelDock = self.add_dock("Model view",
                                     "modelViewDock", self.modelView)
+        self.kvCache = KVCachePanel()
+        self.kvCacheDock = self.add_dock("KV cache (decoding)", "kvCacheDock", self.kvCache)
+        self.kvCacheDock.visibilityChanged.connect(lambda visible: visible and self.kvCache.follow(self._state))
         self.focusDock.raise_()
         self.modelDock.hide()
 
@@ -176,6 +180,8 @@ class MainWindow(FileActions, QtWidgets.QMainWindow):
         if not config_changed and self.frame is not None:
             self._draw()
         if state != old:
+            if not self.kvCacheDock.isHidden():
+                self.kvCache.follow(state)
             self.stateChanged.emit(state)
 
     def edit_config(self, changes: dict[str, Any]) -> bool:
@@ -416,4 +422,5 @@ class MainWindow(FileActions, QtWidgets.QMainWindow):
         self.settings.sync()
         self.service.shutdown()
         self.generator.shutdown()
+        self.kvCache.shutdown()
         super().closeEvent(event)

@@ -127,3 +127,37 @@ def test_model_view_groups_30_layers_by_9_heads_with_transformers_sink_masses(wi
         view.headPicked.emit(*view.head_at(centre))
     qtbot.waitUntil(lambda: window.frame.result.config.layer == 5, timeout=60000)
     assert window.state.head == 3
+
+
+def test_kv_cache_view_grows_a_row_per_step_and_equals_transformers(window, qtbot, smollm2_peer):
+    choose_smollm2(window, qtbot)
+    assert window.kvCacheDock.toggleViewAction() in window.menuBar().actions()[1].menu().actions()
+    window.kvCacheDock.show()
+    window.kvCacheDock.raise_()
+    panel = window.kvCache
+    qtbot.waitUntil(lambda: panel.prefillButton.isEnabled(), timeout=5000)
+    panel.prefillButton.click()
+    qtbot.waitUntil(lambda: len(panel.steps) == 1 and not panel.busy, timeout=60000)
+    for n in (2, 3):
+        panel.stepButton.click()
+        qtbot.waitUntil(lambda n=n: len(panel.steps) == n and not panel.busy, timeout=60000)
+    assert [s.kind for s in panel.steps] == ["prefill", "decode", "decode"]
+    assert [len(s.tokens) for s in panel.steps] == [5, 6, 7]
+    assert panel.steps[1].tokens[-1] == "␣Paris" and panel.steps[1].probability == pytest.approx(0.7725, abs=1e-3)
+    assert all(s.recompute_ms > 0 and s.elapsed_ms > 0 for s in panel.steps[1:])
+    # the window's layer 5, head 2 (0-based 4, 1): its K/V head is 1 (0-based 0)
+    window.select_head(1)
+    model, tokenizer = smollm2_peer
+    ids = tokenizer(PROMPT + " Paris.", return_tensors="pt", add_special_tokens=False).input_ids
+    assert ids.shape[1] == 7
+    with torch.no_grad():
+        out = model(ids, output_attentions=True, use_cache=True)
+    alpha = panel.alphaView.image.image  # the newest query row against the 7 cached keys
+    np.testing.assert_allclose(alpha, out.attentions[4][0, 1, -1:].numpy(), atol=1e-4)
+    keys = panel.keysView.image.image  # (7, 64): the cache of K/V head 1 in layer 5, after RoPE
+    np.testing.assert_allclose(keys, out.past_key_values.layers[4].keys[0, 0].numpy(), atol=1e-4)
+    np.testing.assert_allclose(panel.valuesView.image.image, out.past_key_values.layers[4].values[0, 0].numpy(),
+                               atol=1e-4)
+    panel.list.setCurrentRow(0)  # the prefill: the cache of the sentence, its last row's alpha
+    assert panel.keysView.image.image.shape == (5, 64)
+    np.testing.assert_allclose(panel.alphaView.image.image, out.attentions[4][0, 1, 4:5, :5].numpy(), atol=1e-4)
