@@ -16,6 +16,7 @@ from PySide6 import QtCore, QtWidgets
 from .style import WEIGHTS_CMAP, highlight_rect, mask_items, mask_rects, set_mask
 
 GAP = 2  # white pixels between thumbnails
+MAX_HATCHED = 400  # masked runs hatched at most (30 x 9 causal thumbnails have over a thousand)
 AXIS_WIDTH = 70  # the left axes of the grid and the sink band, equal so that their columns line up
 
 
@@ -114,14 +115,16 @@ class ModelView(pg.GraphicsLayoutWidget):
         colors = pg.colormap.get(WEIGHTS_CMAP).map(np.clip(weights, 0, 1).ravel(), mode="byte")
         colors = colors.reshape(L, H, t, t, 4)
         rects = []
+        base = mask_rects(masked, x0=0, y0=0) if masked is not None and masked.any() else []  # one thumbnail's
         for i in range(L):
             for j in range(H):
                 y0, x0 = self._origin(i, j)
                 rgba[y0:y0 + t, x0:x0 + t] = colors[i, j]
-                if masked is not None and masked.any():
-                    rects.extend(mask_rects(masked, x0=x0, y0=y0))
+                rects.extend(r.translated(x0, y0) for r in base)
         self.image.setImage(rgba, autoLevels=False)
         set_mask((self.mask_fill, self.mask_hatch), rects)
+        if len(rects) > MAX_HATCHED:  # the grey fill alone marks them; hatching each costs a stall to paint
+            self.mask_hatch.setPath(self.mask_hatch.path(), [])
         self.cell, self.shape = t + GAP, (L, H)
         self.sink = None if sink is None else np.asarray(sink)
         self._label_axes(t)
