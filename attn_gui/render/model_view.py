@@ -3,8 +3,8 @@
 One RGBA image holds the whole grid, so it draws as fast as a single map; a click picks
 the layer and head to open in the full views. A model with more layers than heads
 (SmolLM2: 30 x 9) runs its layers across, so the grid fits the wide dock with square
-thumbnails; its query heads are grouped by the key/value head they share, and a band
-below gives each head's sink mass (mean alpha on the first token) per layer.
+thumbnails; its query heads are grouped by the key/value head they share, and a map
+beside the grid gives each head's sink mass (mean alpha on the first token) in the same places.
 """
 
 from __future__ import annotations
@@ -17,7 +17,6 @@ from .style import WEIGHTS_CMAP, highlight_rect, mask_items, mask_rects, set_mas
 
 GAP = 2  # white pixels between thumbnails
 MAX_HATCHED = 400  # masked runs hatched at most (30 x 9 causal thumbnails have over a thousand)
-AXIS_WIDTH = 70  # the left axes of the grid and the sink band, equal so that their columns line up
 
 
 def starts(n: int, size: int, group: int) -> np.ndarray:
@@ -53,25 +52,27 @@ class ModelView(pg.GraphicsLayoutWidget):
         self.mask_fill, self.mask_hatch = mask_items()
         for item in (self.mask_fill, self.mask_hatch):
             self.plot.addItem(item)
-        # the colour of alpha's fixed 0..1 scale; the image is already coloured, so the bar stands alone
-        self.colorbar = pg.ColorBarItem(values=(0, 1), colorMap=pg.colormap.get(WEIGHTS_CMAP), interactive=False,
-                                        width=12, colorMapMenu=False)
-        self.colorbar.axis.setTicks([[(v, f"{v:g}") for v in np.linspace(0, 1, 5)]])
-        self.addItem(self.colorbar, row=0, col=1)
         self.selected = highlight_rect()
         self.plot.addItem(self.selected)
-        # the sink band: mean alpha on the first token, a row per head, a column per layer
-        self.sinkPlot = self.addPlot(row=1, col=0)
+        # beside the grid, in its rows and columns: each head's sink mass (mean alpha on the first token)
+        self.sinkPlot = self.addPlot(row=0, col=1)
         self.sinkPlot.setMenuEnabled(False)
         self.sinkPlot.hideButtons()
         self.sinkPlot.invertY(True)
+        self.sinkPlot.setAspectLocked(True)
         self.sinkPlot.setMouseEnabled(False, False)
+        self.sinkPlot.showAxis("top")
         self.sinkPlot.hideAxis("bottom")
-        self.sinkPlot.setXLink(self.plot)
+        self.sinkPlot.hideAxis("left")
         self.sinkImage = pg.ImageItem(axisOrder="row-major")
         self.sinkPlot.addItem(self.sinkImage)
-        self.ci.layout.setRowStretchFactor(0, 5)
-        self.ci.layout.setRowStretchFactor(1, 1)
+        # the colour of alpha's fixed 0..1 scale; the images are already coloured, so the bar stands alone
+        self.colorbar = pg.ColorBarItem(values=(0, 1), colorMap=pg.colormap.get(WEIGHTS_CMAP), interactive=False,
+                                        width=12, colorMapMenu=False)
+        self.colorbar.axis.setTicks([[(v, f"{v:g}") for v in np.linspace(0, 1, 5)]])
+        self.addItem(self.colorbar, row=0, col=2)
+        for col, stretch in ((0, 1), (1, 1), (2, 0)):  # the grid and the sink map share the width
+            self.ci.layout.setColumnStretchFactor(col, stretch)
         for plot in (self.plot, self.sinkPlot):
             for side in ("left", "top"):
                 axis = plot.getAxis(side)
@@ -96,7 +97,7 @@ class ModelView(pg.GraphicsLayoutWidget):
         ``masked`` (t, t) bool marks the cells a mask removed (the same in every layer and
         head); they are hatched as in every other map of alpha. ``kv_heads`` groups the query
         heads by the key/value head they read; ``sink`` (layers, heads) is each head's sink
-        mass, shown as a band below the grid when the layers run across.
+        mass, shown beside the grid when the layers run across.
         """
         L, H, t, _ = weights.shape
         if masked is not None and masked.shape != (t, t):
@@ -159,7 +160,6 @@ class ModelView(pg.GraphicsLayoutWidget):
         top.setTicks([major, minor] if self.across else [heads])
         left.setLabel(head_name if self.across else "layer")
         top.setLabel("layer" if self.across else head_name)
-        left.setWidth(AXIS_WIDTH if self.across else None)
 
     def layer_starts(self) -> np.ndarray:
         return self._cols if self.across else self._rows
@@ -168,26 +168,25 @@ class ModelView(pg.GraphicsLayoutWidget):
         return self._rows if self.across else self._cols
 
     def _show_sink(self, t: int) -> None:
-        """The band of sink masses below the grid (layers across only): a row per head, a gap per group."""
+        """Each head's sink mass beside the grid (layers across only): one square per thumbnail's place."""
         show = self.across and self.sink is not None and self.sink.shape == self.shape
         self.sinkPlot.setVisible(show)
         if not show:
             return
         L, H = self.shape
-        rows = H + (H - 1) // self.groups  # a white row between the groups
-        band = np.full((rows, self._cols[-1] + t, 4), 255, dtype=np.uint8)
+        block = np.full((self._rows[-1] + t, self._cols[-1] + t, 4), 255, dtype=np.uint8)
         colors = pg.colormap.get(WEIGHTS_CMAP).map(np.clip(self.sink, 0, 1).ravel(), mode="byte").reshape(L, H, 4)
-        for j in range(H):
-            r = j + j // self.groups
-            for i in range(L):
-                band[r, self._cols[i]:self._cols[i] + t] = colors[i, j]
-        self.sinkImage.setImage(band, autoLevels=False)
-        self.sinkPlot.getViewBox().setYRange(0, rows, padding=0)
-        left = self.sinkPlot.getAxis("left")
-        left.setTicks([[(rows / 2, "sink mass")]])
-        left.setWidth(AXIS_WIDTH)
-        self.sinkPlot.setToolTip("sink mass: each head's mean α on the first token (over the queries after it); "
-                                 "a row per head (grouped by K/V head), a column per layer; hover for the number")
+        for i in range(L):
+            for j in range(H):
+                y0, x0 = self._origin(i, j)
+                block[y0:y0 + t, x0:x0 + t] = colors[i, j]
+        self.sinkImage.setImage(block, autoLevels=False)
+        self.sinkPlot.getViewBox().setRange(xRange=(0, block.shape[1]), yRange=(0, block.shape[0]), padding=0.015)
+        top = self.sinkPlot.getAxis("top")
+        top.setTicks(self.plot.getAxis("top")._tickLevels)
+        top.setLabel("sink mass: mean α on token 1, per layer")
+        self.sinkPlot.setToolTip("sink mass: each head's mean α on the first token (over the queries after it), "
+                                 "in the grid's rows and columns; hover for the number")
 
     def resizeEvent(self, ev) -> None:
         super().resizeEvent(ev)
@@ -195,15 +194,23 @@ class ModelView(pg.GraphicsLayoutWidget):
             self._fit_width()
 
     def _fit_width(self) -> None:
-        """As wide as square thumbnails need, so the numbers and the colour bar sit beside them."""
+        """As wide as square thumbnails need, so the numbers and the colour bar sit beside them.
+
+        With the layers across, the grid and the sink map share the width half and half instead.
+        """
+        if self.across:
+            half = max(120.0, (self.width() - 90) / 2)  # less the colour bar
+            for plot in (self.plot, self.sinkPlot):
+                plot.setPreferredWidth(half)
+                plot.setMaximumWidth(half)
+            return
         grid_h, grid_w = self.image.image.shape[:2]
         view_h = self.plot.getViewBox().height() or self.height()
         need = view_h * grid_w / grid_h + self.plot.getAxis("left").width() + 4
-        for plot in (self.plot, self.sinkPlot):
-            plot.setMaximumWidth(max(120.0, need))
+        self.plot.setMaximumWidth(max(120.0, need))
 
     def head_at(self, scene_pos) -> tuple[int, int] | None:
-        """The (layer, head) under ``scene_pos`` in the grid or the sink band, else None."""
+        """The (layer, head) under ``scene_pos`` in the grid or the sink map, else None."""
         if self.shape == (0, 0):
             return None
         t = self.cell - GAP
@@ -214,12 +221,6 @@ class ModelView(pg.GraphicsLayoutWidget):
             col = int(np.searchsorted(self._cols, p.x(), side="right")) - 1
             if col < 0 or p.x() >= self._cols[col] + t:
                 return None
-            if plot is self.sinkPlot:  # band rows: a head each, a white row between the groups
-                r = int(p.y())
-                row = r - r // (self.groups + 1)
-                if r < 0 or (r + 1) % (self.groups + 1) == 0 or row >= self.shape[1]:
-                    return None
-                return col, row
             row = int(np.searchsorted(self._rows, p.y(), side="right")) - 1
             if row < 0 or p.y() >= self._rows[row] + t:
                 return None
