@@ -57,7 +57,7 @@ class KVCachePanel(QtWidgets.QWidget):
         self.list.setWordWrap(True)
         self.keysView, self.valuesView = HeatmapView("kv:keys"), HeatmapView("kv:values")
         self.alphaView = HeatmapView("kv:alpha")
-        self.alphaView.setMaximumHeight(150)
+        self.alphaView.setMaximumHeight(170)
 
         buttons = QtWidgets.QHBoxLayout()
         buttons.addWidget(self.prefillButton)
