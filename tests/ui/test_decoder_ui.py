@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 import torch
-from PySide6 import QtCore
+from PySide6 import QtCore, QtWidgets
 
 from attn_gui.engine.sources import is_available
 from attn_gui.engine.sources import smollm2
@@ -58,6 +58,10 @@ def test_next_tokens_are_transformers_softmax(window, qtbot, smollm2_peer):
     assert panel.tokenLabels[0].text() == "␣Paris"
     assert [b.value() for b in panel.bars] == [round(p * 1000) for p in shown]
     assert panel.bars[0].text() == f"{shown[0]:.1%}"
+    # what the window says about this model: its 4-bit weights, and which special tokens it hides
+    assert panel.isVisible() and "4-bit" in panel.findChild(QtWidgets.QLabel, "nextTokensTitle").text()
+    check = window.panel.hideSpecialCheck
+    assert check.text() == "hide special tokens typed in the text" and "adds no special tokens" in check.toolTip()
 
 
 def test_generate_appends_transformers_greedy_tokens_one_frame_each(window, qtbot, smollm2_peer):
