@@ -110,7 +110,7 @@ class MainWindow(FileActions, QtWidgets.QMainWindow):
         self.loadBar = QtWidgets.QProgressBar()
         self.loadBar.setObjectName("loadBar")
         self.loadBar.setRange(0, 100)
-        self.loadBar.setMaximumWidth(220)
+        self.loadBar.setFixedWidth(200)
         self.loadBar.hide()
         self.statusBar().addPermanentWidget(self.loadBar)
         self._loading: str | None = None  # the model the worker loads before the next frame
@@ -271,16 +271,16 @@ class MainWindow(FileActions, QtWidgets.QMainWindow):
             self.panel.show_loading("")
             self.loadBar.hide()
             return
-        label = MODELS[model].label
+        name = MODELS[model].label.split(" (")[0]  # "SmolLM2-135M"
         if total:
             percent = round(100 * done / total)
-            text = f"⏳ converting {label}'s weights into the cache (once), {percent} %"
+            text = f"converting {name}'s weights into the cache (only the first time), {percent} %"
         else:
             percent = 0
-            text = f"⏳ loading {label}… (the maps show the previous result)"
+            text = f"loading {name}… (the maps show the previous result)"
         self.panel.show_loading(text)
         self.loadBar.setValue(percent)
-        self.loadBar.setFormat(f"loading {label.split(' ')[0]}: %p %")
+        self.loadBar.setFormat(f"{name}: %p %")
         self.loadBar.show()
 
     def _on_load_progress(self, done: int, total: int) -> None:
