@@ -391,8 +391,11 @@ class MainWindow(FileActions, QtWidgets.QMainWindow):
 
     def _on_generated(self, config: AttentionConfig, outcome: GenerationStep | Exception) -> None:
         self._step_running = False
-        if self._generation is None or config != self._state.config:
-            return  # stopped, or the sentence was edited meanwhile: the step is dropped
+        if self._generation is None:
+            return  # stopped: the step is dropped
+        if config != self._state.config:  # the input was edited meanwhile: the person takes over
+            self.stop_generation()
+            return
         if isinstance(outcome, Exception):
             self.stop_generation()
             self._show_invalid(str(outcome).splitlines()[0])
