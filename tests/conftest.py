@@ -8,6 +8,18 @@ import shutil
 import pytest
 
 
+@pytest.fixture(autouse=True)
+def collect_garbage_on_the_main_thread():
+    """A window turns Python's automatic collection off (``ui/collector.py``) and collects on a
+    GUI timer; tests without an event loop collect here, after each test, on the main thread."""
+    yield
+    import sys
+
+    collector = sys.modules.get("attn_gui.ui.collector")
+    if collector is not None and collector._COLLECTOR is not None:
+        collector._COLLECTOR.check()
+
+
 @pytest.fixture(scope="session", autouse=True)
 def model_cache_dir(tmp_path_factory):
     """Models convert into a folder of this session (removed after it), never the user's cache,

@@ -9,6 +9,7 @@ import torch
 
 from ..engine import AttentionConfig, compute
 from ..engine.decoding import Decoder
+from ..present.heads import sink_mass
 from .settings import BenchSettings
 from .timing import Log, Row, Timing, paired_ratio, time_interleaved
 
@@ -21,11 +22,6 @@ DECODE_TARGET = 5.0  # a cached step at least this many times faster than recomp
 def _sentence(T: int) -> str:
     """A sentence of exactly T SmolLM2 tokens ("␣word" is one token; the first "word" too)."""
     return " ".join(["word"] * T)
-
-
-def sink_mass(weights: torch.Tensor) -> torch.Tensor:
-    """Each layer's and head's mean attention on the first token, over the queries after it: (L, h)."""
-    return weights[:, :, 1:, 0].mean(-1)
 
 
 def bench_decoder(settings: BenchSettings, log: Log) -> tuple[list[Row], list[dict[str, str]]]:

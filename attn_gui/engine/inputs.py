@@ -48,3 +48,17 @@ def check_tokens(config: AttentionConfig) -> Tokens:
             raise ConfigError(f"{spec.label} reads at most {spec.max_tokens} tokens; "
                               f"this text has {len(toks.tokens):,}")
     return toks
+
+
+def check_tokens_now(config: AttentionConfig) -> Tokens | None:
+    """``check_tokens(config)`` when it is quick; None when the model must be loaded first.
+
+    A window calls this on its GUI thread: loading a model (converting it, the first time)
+    is left to its worker, which loads it and checks the tokens there (``compute`` does).
+    A model that is not installed still raises ``ModelUnavailable`` at once.
+    """
+    if config.model is not None:
+        model = source(config.model)
+        if model.available() and not model.loaded():
+            return None
+    return check_tokens(config)

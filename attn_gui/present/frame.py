@@ -8,6 +8,7 @@ import numpy as np
 
 from ..engine import AttentionResult
 from ..engine.reduce import reduce_matrix
+from .heads import sink_mass
 from .saturation import SaturationNote, saturation_note
 
 DISPLAY_MAX = 384  # cells per side sent to the screen: at least the pixels a map has here
@@ -40,4 +41,5 @@ def make_frame(request_id: int, result: AttentionResult, max_side: int = DISPLAY
     arrays = {name: result.display(name, max_side, max_side) for name in result.fields()}
     if result.layer_weights is not None:  # the model view: every layer's and head's alpha, small
         arrays["layer_weights"] = reduce_matrix(result.layer_weights, THUMB_MAX, THUMB_MAX, "weights").cpu().numpy()
+        arrays["sink_mass"] = sink_mass(result.layer_weights).cpu().numpy()  # (L, h), from the whole maps
     return Frame(request_id, result, arrays, saturation_note(result))

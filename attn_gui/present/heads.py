@@ -1,6 +1,8 @@
-"""Which query heads share one key/value head (grouped-query attention), for the heads strip."""
+"""Which query heads share one key/value head (grouped-query attention), and each head's sink mass."""
 
 from __future__ import annotations
+
+import torch
 
 from ..engine import AttentionResult
 
@@ -15,3 +17,13 @@ def kv_groups(result: AttentionResult) -> list[list[int]]:
     for head in range(result.heads):
         groups[result.head_index("k", head)].append(head)
     return groups
+
+
+def sink_mass(layer_weights: torch.Tensor) -> torch.Tensor:
+    """Each layer's and head's mean alpha on the first token, over the queries after it: (L, h).
+
+    The first query row is left out: in a causal model it sees the first token only (alpha 1).
+    ``layer_weights`` is (L, h, T, T); with T = 1 the one row counts.
+    """
+    rows = layer_weights[:, :, 1:, 0] if layer_weights.size(-2) > 1 else layer_weights[:, :, :, 0]
+    return rows.mean(-1)

@@ -12,10 +12,12 @@ import itertools
 import threading
 import traceback
 from dataclasses import dataclass
+from typing import Callable
 
 import torch
 
 from ..engine import AttentionConfig, DeviceError, UserError, compute, tokens_for
+from ..engine.sources import source
 from .frame import DISPLAY_MAX, Frame, make_frame
 
 SMALL_CELLS = 8 * 64 * 64  # h * T * T
@@ -72,13 +74,17 @@ def torch_threads(n: int):
             torch.set_num_threads(before)
 
 
-def run_request(request_id: int, config: AttentionConfig) -> Frame | Failure:
+def run_request(request_id: int, config: AttentionConfig,
+                progress: Callable[[int, int], None] | None = None) -> Frame | Failure:
     """Compute one request: its Frame, or a Failure saying why.
 
     Only the displayed maps are computed: past DISPLAY_MAX tokens the T x T fields are
-    streamed (``compute(config, display_max=DISPLAY_MAX)``).
+    streamed (``compute(config, display_max=DISPLAY_MAX)``). In model mode the model is
+    loaded first, reporting ``progress(done, total)`` while a first load converts it.
     """
     try:
+        if config.model is not None:
+            source(config.model).load(progress)
         return make_frame(request_id, compute(config, display_max=DISPLAY_MAX))
     except DeviceError as exc:
         return Failure(request_id, config, str(exc), device_error=True)

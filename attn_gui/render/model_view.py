@@ -1,7 +1,10 @@
 """BertViz's model view, in one picture: every layer's and head's alpha as a grid of thumbnails.
 
-One RGBA image holds the whole grid (6 x 12 heads of a real model), so it draws as fast
-as a single map; a click picks the layer and head to open in the full views.
+One RGBA image holds the whole grid, so it draws as fast as a single map; a click picks
+the layer and head to open in the full views. A model with more layers than heads
+(SmolLM2: 30 x 9) runs its layers across, so the grid fits the wide dock with square
+thumbnails; its query heads are grouped by the key/value head they share, and a map
+beside the grid gives each head's sink mass (mean alpha on the first token) in the same places.
 """
 
 from __future__ import annotations
@@ -13,6 +16,14 @@ from PySide6 import QtCore, QtWidgets
 from .style import WEIGHTS_CMAP, highlight_rect, mask_items, mask_rects, set_mask
 
 GAP = 2  # white pixels between thumbnails
+MAX_HATCHED = 400  # masked runs hatched at most (30 x 9 causal thumbnails have over a thousand)
+
+
+def starts(n: int, size: int, group: int) -> np.ndarray:
+    """Where each of ``n`` blocks of ``size`` pixels starts: GAP between blocks, a wider gap
+    between groups of ``group`` (the query heads sharing one key/value head)."""
+    group_gap = max(4, size // 3) if group < n else 0
+    return np.array([k * (size + GAP) + (k // group) * group_gap for k in range(n)])
 
 
 class ModelView(pg.GraphicsLayoutWidget):
@@ -21,7 +32,7 @@ class ModelView(pg.GraphicsLayoutWidget):
     Signals
     -------
     headPicked(int, int)
-        A thumbnail was clicked: layer, head (both 0-based).
+        A thumbnail (or a sink-mass cell) was clicked: layer, head (both 0-based).
     """
 
     headPicked = QtCore.Signal(int, int)
@@ -29,74 +40,156 @@ class ModelView(pg.GraphicsLayoutWidget):
     def __init__(self, parent: QtWidgets.QWidget | None = None):
         super().__init__(parent=parent)
         self.setObjectName("modelView")
-        self.plot = self.addPlot()
+        self.plot = self.addPlot(row=0, col=0)
         self.plot.setMenuEnabled(False)
         self.plot.hideButtons()
         self.plot.invertY(True)
         self.plot.setAspectLocked(True)  # square thumbnails, as every map of alpha is square
         self.plot.showAxis("top")
         self.plot.hideAxis("bottom")
-        for side, name in (("left", "layer"), ("top", "head")):
-            axis = self.plot.getAxis(side)
-            axis.setLabel(name)
-            axis.setPen(pg.mkPen(None))  # no axis line, only the numbers and the name
-            axis.setTextPen(pg.mkPen("k"))
         self.image = pg.ImageItem(axisOrder="row-major")
         self.plot.addItem(self.image)
         self.mask_fill, self.mask_hatch = mask_items()
         for item in (self.mask_fill, self.mask_hatch):
             self.plot.addItem(item)
-        # the colour of alpha's fixed 0..1 scale; the image is already coloured, so the bar stands alone
+        self.selected = highlight_rect()
+        self.plot.addItem(self.selected)
+        # beside the grid, in its rows and columns: each head's sink mass (mean alpha on the first token)
+        self.sinkPlot = self.addPlot(row=0, col=1)
+        self.sinkPlot.setMenuEnabled(False)
+        self.sinkPlot.hideButtons()
+        self.sinkPlot.invertY(True)
+        self.sinkPlot.setAspectLocked(True)
+        self.sinkPlot.setMouseEnabled(False, False)
+        self.sinkPlot.showAxis("top")
+        self.sinkPlot.hideAxis("bottom")
+        self.sinkPlot.hideAxis("left")
+        self.sinkImage = pg.ImageItem(axisOrder="row-major")
+        self.sinkPlot.addItem(self.sinkImage)
+        # the colour of alpha's fixed 0..1 scale; the images are already coloured, so the bar stands alone
         self.colorbar = pg.ColorBarItem(values=(0, 1), colorMap=pg.colormap.get(WEIGHTS_CMAP), interactive=False,
                                         width=12, colorMapMenu=False)
         self.colorbar.axis.setTicks([[(v, f"{v:g}") for v in np.linspace(0, 1, 5)]])
-        self.addItem(self.colorbar, row=0, col=1)
-        self.selected = highlight_rect()
-        self.plot.addItem(self.selected)
+        self.addItem(self.colorbar, row=0, col=2)
+        for col, stretch in ((0, 1), (1, 1), (2, 0)):  # the grid and the sink map share the width
+            self.ci.layout.setColumnStretchFactor(col, stretch)
+        for plot in (self.plot, self.sinkPlot):
+            for side in ("left", "top"):
+                axis = plot.getAxis(side)
+                axis.setPen(pg.mkPen(None))  # no axis line, only the numbers and the name
+                axis.setTextPen(pg.mkPen("k"))
         self.cell = 1
         self.shape = (0, 0)
+        self.across = False  # layers run across (columns) instead of down
+        self.sink: np.ndarray | None = None  # (L, H)
+        self.groups = 1  # query heads per key/value head
+        self._rows = self._cols = np.zeros(0, dtype=int)
         self.scene().sigMouseClicked.connect(self._on_click)
-        self.setToolTip("α of every layer (rows) and head (columns), both numbered from 1: click one to open it")
+        self.scene().sigMouseMoved.connect(self._on_hover)
+        self.setToolTip("α of every layer and head, both numbered from 1: click one to open it")
 
     def set_weights(self, weights: np.ndarray, layer: int, head: int, hidden: tuple[int, ...] = (),
                     seq_len: int | None = None, masked: np.ndarray | None = None,
-                    other_layers: np.ndarray | None = None) -> None:
+                    other_layers: np.ndarray | None = None, kv_heads: int | None = None,
+                    sink: np.ndarray | None = None) -> None:
         """Show ``weights`` (layers, heads, t, t) and outline ``layer``, ``head``.
 
         ``hidden`` tokens are left out only when the thumbnails are not reduced (t == seq_len).
         ``masked`` (t, t) bool marks the cells a mask removed in layer ``layer`` (the same in
         every head), ``other_layers`` those of every other layer (a decoder's causal mask);
-        they are hatched as in every other map of alpha.
+        they are hatched as in every other map of alpha. ``kv_heads`` groups the query
+        heads by the key/value head they read; ``sink`` (layers, heads) is each head's sink
+        mass, shown beside the grid when the layers run across.
         """
         L, H, t, _ = weights.shape
-        masks = [masked if i == layer else other_layers for i in range(L)]
-        masks = [m if m is not None and m.shape == (t, t) else None for m in masks]
+        masked, other_layers = (m if m is not None and m.shape == (t, t) else None for m in (masked, other_layers))
         if hidden and t == seq_len:
             keep = [i for i in range(t) if i not in hidden]
             if keep:
                 weights = weights[:, :, keep][:, :, :, keep]
-                masks = [None if m is None else m[np.ix_(keep, keep)] for m in masks]
+                masked, other_layers = (None if m is None else m[np.ix_(keep, keep)] for m in (masked, other_layers))
                 t = len(keep)
-        cell = t + GAP
-        rgba = np.full((L * cell - GAP, H * cell - GAP, 4), 255, dtype=np.uint8)
+        self.across = L > H
+        self.groups = H // kv_heads if kv_heads and 0 < kv_heads < H and H % kv_heads == 0 else H
+        layer_starts, head_starts = starts(L, t, L), starts(H, t, self.groups)
+        self._rows, self._cols = (head_starts, layer_starts) if self.across else (layer_starts, head_starts)
+        rgba = np.full((self._rows[-1] + t, self._cols[-1] + t, 4), 255, dtype=np.uint8)
         colors = pg.colormap.get(WEIGHTS_CMAP).map(np.clip(weights, 0, 1).ravel(), mode="byte")
         colors = colors.reshape(L, H, t, t, 4)
+        rects = []
+        shown, others = (mask_rects(m, x0=0, y0=0) if m is not None and m.any() else []  # one thumbnail's
+                         for m in (masked, other_layers))
+        for i in range(L):
+            base = shown if i == layer else others
+            for j in range(H):
+                y0, x0 = self._origin(i, j)
+                rgba[y0:y0 + t, x0:x0 + t] = colors[i, j]
+                rects.extend(r.translated(x0, y0) for r in base)
+        self.image.setImage(rgba, autoLevels=False)
+        set_mask((self.mask_fill, self.mask_hatch), rects)
+        if len(rects) > MAX_HATCHED:  # the grey fill alone marks them; hatching each costs a stall to paint
+            self.mask_hatch.setPath(self.mask_hatch.path(), [])
+        self.cell, self.shape = t + GAP, (L, H)
+        self.sink = None if sink is None else np.asarray(sink)
+        self._label_axes(t)
+        self._show_sink(t)
+        # a little room at the sides: the first and last layer numbers are drawn whole
+        self.plot.getViewBox().setRange(xRange=(0, rgba.shape[1]), yRange=(0, rgba.shape[0]), padding=0.015)
+        self._fit_width()
+        y0, x0 = self._origin(layer, head)
+        self.selected.setRect(QtCore.QRectF(x0 - 1, y0 - 1, t + 2, t + 2))
+
+    def _origin(self, layer: int, head: int) -> tuple[int, int]:
+        """The top-left pixel (y, x) of ``layer``'s ``head`` in the grid."""
+        if self.across:
+            return int(self._rows[head]), int(self._cols[layer])
+        return int(self._rows[layer]), int(self._cols[head])
+
+    def _label_axes(self, t: int) -> None:
+        L, H = self.shape
+        grouped = self.groups < H
+
+        def head_label(j: int) -> str:  # the first head of a group names its K/V head
+            return f"K/V {j // self.groups + 1} · {j + 1}" if grouped and j % self.groups == 0 else str(j + 1)
+
+        # layers 1, 5, 10, ... always; the others where there is room (pyqtgraph drops a crowded level)
+        layers = [(s + t / 2, str(i + 1)) for i, s in enumerate(self.layer_starts())]
+        major = [tick for i, tick in enumerate(layers) if L <= 12 or i == 0 or (i + 1) % 5 == 0]
+        minor = [tick for tick in layers if tick not in major]
+        heads = [(s + t / 2, head_label(j)) for j, s in enumerate(self.head_starts())]
+        head_name = "query head, by K/V head" if grouped else "head"
+        left, top = self.plot.getAxis("left"), self.plot.getAxis("top")
+        left.setTicks([heads] if self.across else [major, minor])
+        top.setTicks([major, minor] if self.across else [heads])
+        left.setLabel(head_name if self.across else "layer")
+        top.setLabel("layer" if self.across else head_name)
+
+    def layer_starts(self) -> np.ndarray:
+        return self._cols if self.across else self._rows
+
+    def head_starts(self) -> np.ndarray:
+        return self._rows if self.across else self._cols
+
+    def _show_sink(self, t: int) -> None:
+        """Each head's sink mass beside the grid (layers across only): one square per thumbnail's place."""
+        show = self.across and self.sink is not None and self.sink.shape == self.shape
+        self.sinkPlot.setVisible(show)
+        if not show:
+            return
+        L, H = self.shape
+        block = np.full((self._rows[-1] + t, self._cols[-1] + t, 4), 255, dtype=np.uint8)
+        colors = pg.colormap.get(WEIGHTS_CMAP).map(np.clip(self.sink, 0, 1).ravel(), mode="byte").reshape(L, H, 4)
         for i in range(L):
             for j in range(H):
-                rgba[i * cell:i * cell + t, j * cell:j * cell + t] = colors[i, j]
-        self.image.setImage(rgba, autoLevels=False)
-        rects = []
-        for i, m in enumerate(masks):
-            if m is not None and m.any():
-                for j in range(H):
-                    rects.extend(mask_rects(m, x0=j * cell, y0=i * cell))
-        set_mask((self.mask_fill, self.mask_hatch), rects)
-        self.cell, self.shape = cell, (L, H)
-        self.plot.getAxis("left").setTicks([[(i * cell + t / 2, str(i + 1)) for i in range(L)]])
-        self.plot.getAxis("top").setTicks([[(j * cell + t / 2, str(j + 1)) for j in range(H)]])
-        self.plot.getViewBox().setRange(xRange=(0, H * cell - GAP), yRange=(0, L * cell - GAP), padding=0)
-        self._fit_width()
-        self.selected.setRect(QtCore.QRectF(head * cell - 1, layer * cell - 1, t + 2, t + 2))
+                y0, x0 = self._origin(i, j)
+                block[y0:y0 + t, x0:x0 + t] = colors[i, j]
+        self.sinkImage.setImage(block, autoLevels=False)
+        self.sinkPlot.getViewBox().setRange(xRange=(0, block.shape[1]), yRange=(0, block.shape[0]), padding=0.015)
+        top = self.sinkPlot.getAxis("top")
+        top.setTicks(self.plot.getAxis("top")._tickLevels)
+        top.setLabel("sink mass: mean α on token 1, per layer")
+        self.sinkPlot.setToolTip("sink mass: each head's mean α on the first token (over the queries after it), "
+                                 "in the grid's rows and columns; hover for the number")
 
     def resizeEvent(self, ev) -> None:
         super().resizeEvent(ev)
@@ -104,11 +197,19 @@ class ModelView(pg.GraphicsLayoutWidget):
             self._fit_width()
 
     def _fit_width(self) -> None:
-        """As wide as square thumbnails need, so the layer numbers and the colour bar sit beside them."""
-        L, H = self.shape
-        grid_h = L * self.cell - GAP
+        """As wide as square thumbnails need, so the numbers and the colour bar sit beside them.
+
+        With the layers across, the grid and the sink map share the width half and half instead.
+        """
+        if self.across:
+            half = max(120.0, (self.width() - 90) / 2)  # less the colour bar
+            for plot in (self.plot, self.sinkPlot):
+                plot.setPreferredWidth(half)
+                plot.setMaximumWidth(half)
+            return
+        grid_h, grid_w = self.image.image.shape[:2]
         view_h = self.plot.getViewBox().height() or self.height()
-        need = max(120.0, view_h * (H * self.cell - GAP) / grid_h + self.plot.getAxis("left").width() + 4)
+        need = max(120.0, view_h * grid_w / grid_h + self.plot.getAxis("left").width() + 4)
         if abs(self.plot.maximumWidth() - need) > 0.5:
             self.plot.setMaximumWidth(need)
             # the grid and its colour bar move left: repaint the whole view, or the pixels of
@@ -118,10 +219,36 @@ class ModelView(pg.GraphicsLayoutWidget):
     def _repaint_all(self) -> None:
         self.viewport().update()
 
-    def _on_click(self, event) -> None:
-        if event.button() != QtCore.Qt.MouseButton.LeftButton or self.shape == (0, 0):
+    def head_at(self, scene_pos) -> tuple[int, int] | None:
+        """The (layer, head) under ``scene_pos`` in the grid or the sink map, else None."""
+        if self.shape == (0, 0):
+            return None
+        t = self.cell - GAP
+        for plot in (self.plot, self.sinkPlot):
+            if not plot.isVisible() or not plot.sceneBoundingRect().contains(scene_pos):
+                continue
+            p = plot.getViewBox().mapSceneToView(scene_pos)
+            col = int(np.searchsorted(self._cols, p.x(), side="right")) - 1
+            if col < 0 or p.x() >= self._cols[col] + t:
+                return None
+            row = int(np.searchsorted(self._rows, p.y(), side="right")) - 1
+            if row < 0 or p.y() >= self._rows[row] + t:
+                return None
+            return (col, row) if self.across else (row, col)
+        return None
+
+    def _on_hover(self, scene_pos) -> None:
+        found = self.head_at(scene_pos)
+        if found is None:
             return
-        p = self.plot.getViewBox().mapSceneToView(event.scenePos())
-        layer, head = int(p.y() // self.cell), int(p.x() // self.cell)
-        if 0 <= layer < self.shape[0] and 0 <= head < self.shape[1]:
-            self.headPicked.emit(layer, head)
+        layer, head = found
+        group = f" (K/V head {head // self.groups + 1})" if self.groups < self.shape[1] else ""
+        sink = f": sink mass {self.sink[layer, head]:.2f}" if self.sink is not None else ""
+        self.setToolTip(f"layer {layer + 1}, head {head + 1}{group}{sink} — click to open it")
+
+    def _on_click(self, event) -> None:
+        if event.button() != QtCore.Qt.MouseButton.LeftButton:
+            return
+        found = self.head_at(event.scenePos())
+        if found is not None:
+            self.headPicked.emit(*found)

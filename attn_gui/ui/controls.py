@@ -16,6 +16,7 @@ from PySide6 import QtCore, QtGui, QtWidgets
 
 from ..engine import MODELS, OPTIONS, PRESETS, AttentionConfig, Tokens
 from ..engine.inputs import source_tokens_for
+from .decoder_panel import DecoderPanel
 from .editors import Editor, make_editor
 
 FEW_CHIPS = 20  # a longer input shows its first tokens and a link to the whole list
@@ -78,6 +79,13 @@ class ControlPanel(QtWidgets.QWidget):
         self.messageLabel.setWordWrap(True)
         self.messageLabel.setStyleSheet("color: #b00020; font-weight: 600;")
         self.messageLabel.hide()
+        self.loadNote = QtWidgets.QLabel()
+        self.loadNote.setObjectName("loadNote")
+        self.loadNote.setWordWrap(True)
+        self.loadNote.setStyleSheet("color: #1a4c8c; font-weight: 600;")
+        self.loadNote.hide()
+        self.decoderPanel = DecoderPanel()
+        self.decoderPanel.hide()
         self.tokenChips = QtWidgets.QLabel()
         self.tokenChips.setObjectName("tokenChips")
         self.tokenChips.setWordWrap(True)
@@ -114,7 +122,7 @@ class ControlPanel(QtWidgets.QWidget):
         self.modelNote.setObjectName("modelNote")
         self.modelNote.setWordWrap(True)
         self.modelNote.setStyleSheet("color:#445;")
-        for label in (self.messageLabel, self.tokenChips, self.modelNote):
+        for label in (self.messageLabel, self.loadNote, self.tokenChips, self.modelNote):
             # wrapped text takes the panel's width, never widens it: a long word would push the
             # controls' right edge (spin-box arrows) out of sight and let Tab scroll sideways
             label.setSizePolicy(QtWidgets.QSizePolicy.Policy.Ignored, QtWidgets.QSizePolicy.Policy.Preferred)
@@ -138,7 +146,9 @@ class ControlPanel(QtWidgets.QWidget):
         if name == "sentence":
             form.addRow(widget)
             form.addRow(self.messageLabel)
+            form.addRow(self.loadNote)
             form.addRow(self.tokenChips)
+            form.addRow(self.decoderPanel)
         elif name == "source_sentence":  # under the first: its keys and values (cross-attention)
             label = QtWidgets.QLabel("second sentence: keys and values (cross-attention)")
             label.setStyleSheet("color:#445;")
@@ -185,6 +195,8 @@ class ControlPanel(QtWidgets.QWidget):
         self.layerSpin.setMaximum(model.layers if model else OPTIONS["layer"].hi + 1)  # counted from 1
         self.rerollButton.setEnabled(model is None)
         self.hideSpecialCheck.setEnabled(model is not None)
+        self.hideSpecialCheck.setText(special_label(model))
+        self.hideSpecialCheck.setToolTip(special_tip(model))
         self.modelNote.setVisible(model is not None)
         if model is not None:
             weights = "W and b are" if model.has_bias else "W are"
@@ -192,6 +204,15 @@ class ControlPanel(QtWidgets.QWidget):
                                    f"{weights} the layer's real weights; {'; '.join(model.about)}.")
         if tokens is not None:
             self._show_tokens(cfg, tokens)
+
+    def show_tokens(self, cfg: AttentionConfig, tokens: Tokens) -> None:
+        """Show ``tokens`` as chips (when they came later than ``cfg``: its model was still loading)."""
+        self._show_tokens(cfg, tokens)
+
+    def show_loading(self, text: str) -> None:
+        """Show (or, with "", hide) what the worker is loading, right under the sentence."""
+        self.loadNote.setText(text)
+        self.loadNote.setVisible(bool(text))
 
     def show_hide_special(self, hide: bool) -> None:
         with QtCore.QSignalBlocker(self.hideSpecialCheck):
@@ -273,6 +294,25 @@ class ControlPanel(QtWidgets.QWidget):
     def focus_sentence(self) -> None:
         self.sentenceInput.setFocus(QtCore.Qt.FocusReason.ShortcutFocusReason)
         self.sentenceInput.moveCursor(QtGui.QTextCursor.MoveOperation.End)
+
+
+def special_label(model) -> str:
+    """The "hide special tokens" check box's text for ``model`` (a ``ModelSpec`` or None)."""
+    if model is None:
+        return "hide special tokens in the maps"
+    if model.causal:  # a decoder adds none of its own: only those typed in the text
+        return "hide special tokens typed in the text"
+    return f"hide {' and '.join(model.special_tokens)} in the maps"
+
+
+def special_tip(model) -> str:
+    """The check box's tooltip: which tokens it hides for ``model``."""
+    if model is None:
+        return "Random weights have no special tokens; a model's are hidden here"
+    if model.causal:
+        return (f"{model.label.split(' ')[0]} adds no special tokens of its own: this hides only those typed in "
+                f"the text ({', '.join(model.special_tokens)}); the numbers are unchanged")
+    return ("Special tokens often soak up attention; hiding them shows the rest (the numbers are unchanged)")
 
 
 def _chips(tokens: tuple[str, ...], limit: int, more: bool = True) -> str:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from PySide6 import QtCore, QtWidgets
 
-from ..engine import UserError, check_tokens
+from ..engine import UserError, check_tokens_now
 from ..export.bundle import export_all
 from ..export.folder import Cancelled, FolderInUse
 from ..present.session import load_session, save_session
@@ -31,7 +31,7 @@ class FileActions:
         """Load ``path``; on any problem say why in a dialog and change nothing."""
         try:
             state, layout = load_session(path)
-            check_tokens(state.config)
+            check_tokens_now(state.config)  # a model not yet loaded: the worker checks
         except (OSError, ValueError) as exc:
             QtWidgets.QMessageBox.warning(self, "Cannot open session", f"{path}\n\n{exc}")
             return False

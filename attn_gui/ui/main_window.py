@@ -12,21 +12,24 @@ from typing import Any
 import numpy as np
 from PySide6 import QtCore, QtGui, QtWidgets
 
-from ..engine import MODELS, AttentionConfig, UserError, check_tokens, preset
+from ..engine import MODELS, AttentionConfig, UserError, check_tokens_now, preset
 from ..present.frame import Frame
+from ..present.generation import GenerationStep, generate_step
 from ..present.maps import special_tokens
 from ..present.runner import Failure
 from ..present.state import ViewState, carry_layer, check_window_text
 from ..render.figure import PipelineView
 from ..render.model_view import ModelView
 from . import map_menu
+from .collector import collect_on_gui_thread
 from .controls import ControlPanel
 from .file_actions import FileActions
 from .insight import InsightDocks
+from .kv_cache_panel import KVCachePanel
 from .menus import build_menus
 from .settings import Settings
 from .token_focus import TokenFocus
-from .worker import ComputeService
+from .worker import ComputeService, TaskThread
 
 
 SMALL_SCREEN_HEIGHT = 900  # below this the window opens focused on alpha, its neighbours beside it
@@ -52,15 +55,19 @@ class MainWindow(FileActions, QtWidgets.QMainWindow):
         An edit was refused (the message says why); the state did not change.
     stateChanged(ViewState)
         The view state changed (config or view choices).
+    generated(GenerationStep)
+        Generate appended a token to the sentence (its frame follows).
     """
 
     frameShown = QtCore.Signal(object)
     computeFailed = QtCore.Signal(str)
     inputInvalid = QtCore.Signal(str)
     stateChanged = QtCore.Signal(object)
+    generated = QtCore.Signal(object)
 
     def __init__(self, state: ViewState | AttentionConfig | None = None, settings: Settings | None = None):
         super().__init__()
+        collect_on_gui_thread()  # worker threads must never delete Qt objects (see ui/collector.py)
         self.setWindowTitle("Attention Explorer")
         self.setObjectName("mainWindow")
         self.settings = settings or Settings()
@@ -93,12 +100,22 @@ class MainWindow(FileActions, QtWidgets.QMainWindow):
         self.modelView = ModelView()
         self.modelDock = self.add_dock("Model view",
                                     "modelViewDock", self.modelView)
+        self.kvCache = KVCachePanel()
+        self.kvCacheDock = self.add_dock("KV cache (decoding)", "kvCacheDock", self.kvCache)
+        self.kvCacheDock.visibilityChanged.connect(lambda visible: visible and self.kvCache.follow(self._state))
         self.focusDock.raise_()
         self.modelDock.hide()
 
         self.statusLabel = QtWidgets.QLabel()
         self.statusLabel.setObjectName("statusLabel")
         self.statusBar().addWidget(self.statusLabel, 1)
+        self.loadBar = QtWidgets.QProgressBar()
+        self.loadBar.setObjectName("loadBar")
+        self.loadBar.setRange(0, 100)
+        self.loadBar.setFixedWidth(200)
+        self.loadBar.hide()
+        self.statusBar().addPermanentWidget(self.loadBar)
+        self._loading: str | None = None  # the model the worker loads before the next frame
         build_menus(self)
 
         self._busy_timer = QtCore.QTimer(self)
@@ -108,6 +125,13 @@ class MainWindow(FileActions, QtWidgets.QMainWindow):
         self.service = ComputeService(self)
         self.service.resultReady.connect(self.show_frame)
         self.service.failed.connect(self._on_failed)
+        self.service.loadProgress.connect(self._on_load_progress)
+        self.generator = TaskThread("attn-gui generate", self)
+        self.generator.done.connect(self._on_generated)
+        self._generation: list[int] | None = None  # [done, total] while Generate runs
+        self._step_running = False
+        self.panel.decoderPanel.generateRequested.connect(self.generate)
+        self.panel.decoderPanel.stopRequested.connect(self.stop_generation)
         self.panel.edited.connect(self.edit_config)
         self.panel.presetChosen.connect(self.apply_preset)
         self.panel.hideSpecialToggled.connect(lambda hide: self.set_state(self._state.replace(hide_special=hide)))
@@ -146,15 +170,20 @@ class MainWindow(FileActions, QtWidgets.QMainWindow):
         old, self._state = self._state, state
         config_changed = state.config != old.config or self.frame is None
         if config_changed:
-            self.panel.show_config(state.config, check_tokens(state.config))
+            tokens = check_tokens_now(state.config)  # None: the worker loads the model first
+            self.panel.show_config(state.config, tokens)
             self._invalid = ""
             self.panel.show_message("")
+            if tokens is None:
+                self._show_loading(state.config.model)
             self.service.submit(state.config)
             self._busy_timer.start()
         self.panel.show_hide_special(state.hide_special)
         if not config_changed and self.frame is not None:
             self._draw()
         if state != old:
+            if not self.kvCacheDock.isHidden():
+                self.kvCache.follow(state)
             self.stateChanged.emit(state)
 
     def edit_config(self, changes: dict[str, Any]) -> bool:
@@ -168,7 +197,7 @@ class MainWindow(FileActions, QtWidgets.QMainWindow):
                 if changes.get(name) is not None:
                     check_window_text(changes[name])
             config = self._state.config.replace(**carry_layer(self._state.config, changes))
-            check_tokens(config)
+            check_tokens_now(config)  # a model still loading: its worker checks them
         except UserError as exc:
             self._show_invalid(str(exc))
             return False
@@ -226,7 +255,7 @@ class MainWindow(FileActions, QtWidgets.QMainWindow):
             start = ViewState(start, focus="weights" if small else None)
         state = start or self.settings.state() or ViewState(focus="weights" if small else None)
         try:
-            check_tokens(state.config)
+            check_tokens_now(state.config)
         except UserError:
             state = ViewState()
         self.set_state(state)
@@ -236,6 +265,29 @@ class MainWindow(FileActions, QtWidgets.QMainWindow):
         if self.service.latest_id != self._shown_id:
             base = self.statusLabel.text().split("  ·  ⏳")[0]
             self.statusLabel.setText(base + "  ·  ⏳ computing… (the maps show the previous result)")
+
+    def _show_loading(self, model: str | None, done: int = 0, total: int = 0) -> None:
+        """Say under the sentence and in the status bar that ``model`` loads (None: it is done)."""
+        self._loading = model
+        if model is None:
+            self.panel.show_loading("")
+            self.loadBar.hide()
+            return
+        name = MODELS[model].label.split(" (")[0]  # "SmolLM2-135M"
+        if total:
+            percent = round(100 * done / total)
+            text = f"converting {name}'s weights into the cache (only the first time), {percent} %"
+        else:
+            percent = 0
+            text = f"loading {name}… (the maps show the previous result)"
+        self.panel.show_loading(text)
+        self.loadBar.setValue(percent)
+        self.loadBar.setFormat(f"{name}: %p %")
+        self.loadBar.show()
+
+    def _on_load_progress(self, done: int, total: int) -> None:
+        if self._loading is not None:
+            self._show_loading(self._loading, done, total)
 
     def _show_invalid(self, message: str) -> None:
         self._invalid = message
@@ -250,6 +302,12 @@ class MainWindow(FileActions, QtWidgets.QMainWindow):
         self.frame = frame
         self._shown_id = frame.request_id
         self.failed_config = None
+        if self._loading is not None:  # the model is in memory now: the chips come at once
+            tokens = check_tokens_now(self._state.config)
+            if tokens is not None:
+                self.panel.show_tokens(self._state.config, tokens)
+            self._show_loading(None)
+        self.panel.decoderPanel.show_next_tokens(result.next_tokens)
         fitted = self._state.fitted(result)
         if fitted != self._state:
             self._state = fitted
@@ -266,6 +324,7 @@ class MainWindow(FileActions, QtWidgets.QMainWindow):
         if self._invalid:  # a frame still in flight must not hide a newer problem
             self._show_invalid(self._invalid)
         self.frameShown.emit(frame)
+        self._continue_generation(result.config)
 
     def _draw(self) -> None:
         """Draw the shown frame as the state says: head, followed token, hidden tokens."""
@@ -277,10 +336,14 @@ class MainWindow(FileActions, QtWidgets.QMainWindow):
             if not self.modelDock.isHidden():  # leaving model mode: the walk comes back in front
                 self.modelDock.hide()
                 self.focusDock.raise_()
+                self.resizeDocks([self.focusDock], [max(150, self.height() // 5)], QtCore.Qt.Orientation.Vertical)
             return
         if self.modelDock.isHidden():  # entering model mode: the grid of every head, in front
             self.modelDock.show()
             self.modelDock.raise_()
+            if result.layer_weights.size(0) > result.heads:  # 30 x 9: thumbnails need a taller dock
+                self.resizeDocks([self.modelDock], [max(150, self.height() * 2 // 5)],
+                                 QtCore.Qt.Orientation.Vertical)
         # the options (causal, window, ...) apply to the shown layer only; the model's other
         # layers are as it computed them: causal in a decoder, unmasked in an encoder
         scaled = self.frame.arrays.get("scaled")
@@ -288,7 +351,8 @@ class MainWindow(FileActions, QtWidgets.QMainWindow):
         t = self.frame.arrays["layer_weights"].shape[-1]
         model_mask = np.triu(np.ones((t, t), dtype=bool), 1) if MODELS[result.config.model].causal else None
         self.modelView.set_weights(self.frame.arrays["layer_weights"], result.config.layer, state.head, hidden,
-                                   result.seq_len, masked, other_layers=model_mask)
+                                   result.seq_len, masked, other_layers=model_mask,
+                                   kv_heads=result.config.dims.kv_heads, sink=self.frame.arrays.get("sink_mass"))
 
     def hidden_tokens(self) -> tuple[int, ...]:
         """Token indices left out of the maps: the model's special tokens, when asked."""
@@ -298,6 +362,8 @@ class MainWindow(FileActions, QtWidgets.QMainWindow):
         config = failure.config
         self._shown_id = failure.request_id
         self.failed_config = config
+        self._show_loading(None)
+        self.stop_generation()
         first_line = failure.message.splitlines()[0]
         if failure.device_error and config.device != self.last_good_device:
             first_line += f" — back on {self.last_good_device}"
@@ -305,6 +371,55 @@ class MainWindow(FileActions, QtWidgets.QMainWindow):
         self.panel.show_message(first_line)
         self.statusLabel.setText(f"⚠ {first_line} — the maps show the last good result")
         self.computeFailed.emit(first_line)
+
+    # generation ------------------------------------------------------------------------------
+
+    def generate(self, steps: int) -> None:
+        """Append the model's most likely next token ``steps`` times, each step on the generate thread,
+        each new sentence computed and shown as a frame before the next step starts."""
+        if self._generation is not None or self.frame is None:
+            return
+        self._generation = [0, steps]
+        self.panel.decoderPanel.set_running(True, 0, steps)
+        self._next_step()
+
+    def stop_generation(self) -> None:
+        """Stop generating after the step in progress (its token is still appended)."""
+        if self._generation is not None:
+            self._generation = None
+            self.panel.decoderPanel.set_running(False)
+
+    def _next_step(self) -> None:
+        config = self._state.config
+        self._step_running = True
+        self.statusLabel.setText(f"⏳ generating token {self._generation[0] + 1} of {self._generation[1]}…")
+        self.generator.start(config, lambda: generate_step(config))
+
+    def _on_generated(self, config: AttentionConfig, outcome: GenerationStep | Exception) -> None:
+        self._step_running = False
+        if self._generation is None:
+            return  # stopped: the step is dropped
+        if config != self._state.config:  # the input was edited meanwhile: the person takes over
+            self.stop_generation()
+            return
+        if isinstance(outcome, Exception):
+            self.stop_generation()
+            self._show_invalid(str(outcome).splitlines()[0])
+            return
+        self._generation[0] += 1
+        done, total = self._generation
+        if done >= total or outcome.stopped:
+            self.stop_generation()
+        else:
+            self.panel.decoderPanel.set_running(True, done, total)
+        if not self.edit_config({"sentence": outcome.sentence}):
+            self.stop_generation()
+        self.generated.emit(outcome)
+
+    def _continue_generation(self, shown: AttentionConfig) -> None:
+        """The next step, once the last step's sentence is shown."""
+        if self._generation is not None and not self._step_running and shown == self._state.config:
+            self._next_step()
 
     # lifetime --------------------------------------------------------------------------------
 
@@ -315,4 +430,6 @@ class MainWindow(FileActions, QtWidgets.QMainWindow):
         self.settings.set_state(self._state)
         self.settings.sync()
         self.service.shutdown()
+        self.generator.shutdown()
+        self.kvCache.shutdown()
         super().closeEvent(event)

@@ -31,6 +31,7 @@ def build_menus(win: QtWidgets.QMainWindow) -> None:
     view_menu = win.menuBar().addMenu("&View")
     view_menu.addAction(win.focusDock.toggleViewAction())
     view_menu.addAction(win.modelDock.toggleViewAction())
+    view_menu.addAction(win.kvCacheDock.toggleViewAction())
     focus = view_menu.addAction("Focus on α (its neighbours beside it)", lambda: win.focus_on("weights"))
     focus.setObjectName("focusAlphaAction")
     every = view_menu.addAction("All maps", lambda: win.focus_on(None))

@@ -19,7 +19,7 @@ from typing import Any
 
 from PySide6 import QtCore
 
-from ..engine import UserError, check_tokens
+from ..engine import UserError, check_tokens_now
 from ..present.session import MAX_BYTES, old_state, with_old_defaults
 from ..present.state import ViewState
 
@@ -133,7 +133,7 @@ class Settings:
                 state = ViewState.from_dict({"config": with_old_defaults(json.loads(text))})
             else:
                 return None
-            check_tokens(state.config)
+            check_tokens_now(state.config)  # a model not yet loaded: the worker checks
             return state
         except RecursionError:
             reason = "it is nested too deeply"

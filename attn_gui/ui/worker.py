@@ -13,16 +13,19 @@ milliseconds for a large frame) instead of on the GUI thread.
 from __future__ import annotations
 
 import threading
+import traceback
+from typing import Any, Callable
 
 from PySide6 import QtCore
 
-from ..engine import AttentionConfig
+from ..engine import AttentionConfig, UserError
 from ..present.frame import Frame
 from ..present.runner import Failure, LatestWins, is_small, run_request, torch_threads
 
 
 class _Worker(QtCore.QObject):
     finished = QtCore.Signal(object)  # Frame or Failure
+    progress = QtCore.Signal(int, int, int)  # request id, done, total (a model's first load)
 
     def __init__(self, queue: LatestWins):
         super().__init__()
@@ -45,7 +48,9 @@ class _Worker(QtCore.QObject):
     def process(self) -> None:
         job = self._queue.take()
         if job is not None:  # None: a newer request already took this wake-up's work
-            self.finished.emit(run_request(*job))
+            request_id, config = job
+            report = lambda done, total: self.progress.emit(request_id, done, total)  # noqa: E731
+            self.finished.emit(run_request(request_id, config, report))
 
 
 class ComputeService(QtCore.QObject):
@@ -57,10 +62,13 @@ class ComputeService(QtCore.QObject):
         The newest request's frame (stale ones are never emitted).
     failed(Failure)
         The newest request failed.
+    loadProgress(int, int)
+        The newest request's model is being converted on its first load: done, total steps.
     """
 
     resultReady = QtCore.Signal(object)
     failed = QtCore.Signal(object)
+    loadProgress = QtCore.Signal(int, int)
     _wake = QtCore.Signal()
     _release = QtCore.Signal()
 
@@ -75,6 +83,7 @@ class ComputeService(QtCore.QObject):
         self._release.connect(self._worker.release, QtCore.Qt.ConnectionType.QueuedConnection)
         self._delivered: Frame | None = None
         self._worker.finished.connect(self._deliver)
+        self._worker.progress.connect(self._on_progress)
         self._thread.start()
 
     @property
@@ -95,6 +104,10 @@ class ComputeService(QtCore.QObject):
             self._wake.emit()
         return request_id
 
+    def _on_progress(self, request_id: int, done: int, total: int) -> None:
+        if self.queue.is_latest(request_id):
+            self.loadProgress.emit(done, total)
+
     def _deliver(self, outcome: Frame | Failure) -> None:
         if not self.queue.is_latest(outcome.request_id):
             return
@@ -112,5 +125,52 @@ class ComputeService(QtCore.QObject):
         """Stop the thread (waits for a compute in progress to finish)."""
         self.queue.clear()
         self._delivered = None
+        self._thread.quit()
+        self._thread.wait()
+
+
+class _Task(QtCore.QObject):
+    finished = QtCore.Signal(object, object)  # (token, outcome)
+
+    @QtCore.Slot(object, object, object)
+    def run(self, token: object, function: Callable[[], Any], _unused: object = None) -> None:
+        try:
+            outcome = function()
+        except UserError as exc:
+            outcome = exc
+        except Exception as exc:  # noqa: BLE001 - a task must never take the window down
+            outcome = RuntimeError(f"unexpected error: {exc}\n{''.join(traceback.format_exception(exc))}")
+        self.finished.emit(token, outcome)
+
+
+class TaskThread(QtCore.QObject):
+    """One more thread for work that is not a frame (a generation step): ``start`` a callable, get ``done``.
+
+    Signals
+    -------
+    done(object, object)
+        The token given to ``start`` and the callable's return value, or the exception it raised
+        (a ``UserError`` as raised; anything else a ``RuntimeError`` with the traceback).
+    """
+
+    done = QtCore.Signal(object, object)
+    _run = QtCore.Signal(object, object, object)
+
+    def __init__(self, name: str, parent: QtCore.QObject | None = None):
+        super().__init__(parent)
+        self._thread = QtCore.QThread()
+        self._thread.setObjectName(name)
+        self._task = _Task()
+        self._task.moveToThread(self._thread)
+        self._run.connect(self._task.run, QtCore.Qt.ConnectionType.QueuedConnection)
+        self._task.finished.connect(self.done)
+        self._thread.start()
+
+    def start(self, token: object, function: Callable[[], Any]) -> None:
+        """Run ``function()`` on the thread (after any task before it); ``done(token, outcome)`` follows."""
+        self._run.emit(token, function, None)
+
+    def shutdown(self) -> None:
+        """Stop the thread (waits for a task in progress to finish)."""
         self._thread.quit()
         self._thread.wait()

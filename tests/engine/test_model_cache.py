@@ -142,3 +142,24 @@ def test_smollm2_rebuilds_a_truncated_cache():
     assert (folder / "weights.safetensors").stat().st_size == manifest["files"]["weights.safetensors"]["size"]
     for key in ("model.layers.0.self_attn.q_proj.weight", "model.norm.weight"):
         assert torch.equal(after.weights[key], before.weights[key])
+
+
+def test_the_cache_reads_safetensors_as_the_safetensors_package_does(tmp_path):
+    import numpy as np
+    from safetensors.torch import load_file, save_file
+
+    g = torch.Generator().manual_seed(0)
+    tensors = {"w": torch.randn(7, 5, generator=g), "half": torch.randn(3, generator=g).half(),
+               "ids": torch.arange(11, dtype=torch.int64), "one": torch.randn(1, 1, 3, generator=g),
+               "bf": torch.randn(2, 2, generator=g).bfloat16()}
+    path = tmp_path / "t.safetensors"
+    save_file(tensors, str(path))
+    expected = load_file(str(path))
+    got = cache.parse_safetensors(np.fromfile(path, dtype=np.uint8))
+    assert got.keys() == expected.keys()
+    for name, tensor in expected.items():
+        assert got[name].dtype == tensor.dtype and torch.equal(got[name], tensor)
+    data = bytearray(path.read_bytes())
+    data[:8] = (len(data) + 1).to_bytes(8, "little")  # a header longer than the file
+    with pytest.raises(ValueError):
+        cache.parse_safetensors(np.frombuffer(bytes(data), dtype=np.uint8).copy())

@@ -1,3 +1,5 @@
+import gc
+
 import pytest
 
 from attn_gui.present.state import ViewState
@@ -20,3 +22,5 @@ def window(qtbot, settings):
     qtbot.waitUntil(lambda: win.frame is not None, timeout=10000)
     yield win
     win.service.shutdown()
+    win.close()
+    gc.collect()  # this window's Qt wrappers die here, on the main thread, never in a worker (ui/collector.py)

@@ -45,6 +45,9 @@ def test_choosing_minilm_layer_4_shows_real_heads(window, qtbot):
     it = expected.tokens.index("it")
     assert expected.tokens[int(view.image.image[it].argmax())] == "animal"
     assert "before the residual and LayerNorm" in window.statusLabel.text()
+    assert p.hideSpecialCheck.text() == "hide [CLS] and [SEP] in the maps"
+    assert not p.decoderPanel.isVisible()  # an encoder predicts no next token
+    assert not window.modelView.across and not window.modelView.sinkPlot.isVisible()  # 6 layers down
 
 
 def test_hiding_special_tokens_and_going_back(window, qtbot):

@@ -43,6 +43,10 @@ class ModelSource(abc.ABC):
         Raises ``ModelUnavailable`` when the model is not installed.
         """
 
+    def loaded(self) -> bool:
+        """Whether the model is in memory already (then tokenizing and computing start at once)."""
+        return True
+
     @abc.abstractmethod
     def tokenize(self, sentence: str) -> Tokens:
         """The model's tokens of ``sentence`` (special tokens included); ids are vocabulary ids.

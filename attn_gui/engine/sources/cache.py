@@ -12,6 +12,7 @@ cache is rebuilt, never used.
 from __future__ import annotations
 
 import json
+import math
 import os
 import tempfile
 import zlib
@@ -19,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+import numpy as np
 import torch
 
 CACHE_ENV = "ATTN_GUI_CACHE_DIR"
@@ -87,9 +89,6 @@ def load(folder: Path, source: dict, version: int) -> Converted | None:
     version : int
         The converter's version; a cache written by another is stale.
     """
-    from safetensors import SafetensorError
-    from safetensors.torch import load as load_bytes
-
     try:
         manifest = json.loads((folder / MANIFEST).read_text(encoding="utf-8"))
         if manifest.get("version") != version or manifest.get("source") != source:
@@ -100,14 +99,61 @@ def load(folder: Path, source: dict, version: int) -> Converted | None:
         data = {}
         for name, entry in files.items():
             # one read per file: the bytes checked are the bytes used
-            data[name] = (folder / name).read_bytes()
-            if len(data[name]) != entry["size"] or zlib.crc32(data[name]) != entry["crc32"]:
+            data[name] = _read(folder / name, entry["size"])
+            if data[name] is None or zlib.crc32(data[name]) != entry["crc32"]:
                 return None
-        weights = load_bytes(data.pop(WEIGHTS))  # owned tensors: no file mapping faulted in later
-        texts = {name: raw.decode("utf-8") for name, raw in data.items()}
+        weights = parse_safetensors(data.pop(WEIGHTS))
+        texts = {name: raw.tobytes().decode("utf-8") for name, raw in data.items()}
         return Converted(weights, texts, manifest["meta"])
-    except (OSError, ValueError, KeyError, TypeError, AttributeError, SafetensorError, MemoryError):
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, RuntimeError, MemoryError):
         return None
+
+
+def _read(path: Path, size: int) -> np.ndarray | None:
+    """The file's bytes (uint8), or None unless it has exactly ``size`` of them.
+
+    Read into an uninitialised array: zeroing a bytearray of 538 MB first would hold the GIL
+    for a tenth of a second; the read itself and the CRC-32 let other threads run.
+    """
+    buffer = np.empty(size, dtype=np.uint8)
+    with open(path, "rb") as f:
+        if f.readinto(buffer) != size or f.read(1):
+            return None
+    return buffer
+
+
+DTYPES = {"F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16, "I64": torch.int64,
+          "I32": torch.int32}
+
+
+def parse_safetensors(buffer: np.ndarray) -> dict[str, torch.Tensor]:
+    """The tensors of a safetensors file held in ``buffer`` (uint8), as views of it (no copy).
+
+    The format is an 8-byte little-endian header length, a JSON header naming each tensor's
+    dtype, shape and [start, end) byte offsets after the header, then the data (the header is
+    padded so that the data are aligned). Reading it here, one small view per tensor, lets
+    other threads run in between:
+    ``safetensors.torch.load`` holds the GIL for the whole file (about 200 ms for SmolLM2,
+    a stall of the window). Raises ValueError or KeyError on a malformed file.
+    """
+    n = int.from_bytes(buffer[:8].tobytes(), "little")
+    if not 0 < n <= len(buffer) - 8:
+        raise ValueError("bad safetensors header length")
+    header = json.loads(buffer[8:8 + n].tobytes())
+    data = torch.from_numpy(buffer)
+    base = 8 + n
+    tensors = {}
+    for name, info in header.items():
+        if name == "__metadata__":
+            continue
+        dtype = DTYPES[info["dtype"]]
+        start, end = info["data_offsets"]
+        shape = [int(d) for d in info["shape"]]
+        count = (end - start) // dtype.itemsize
+        if not 0 <= start <= end <= len(buffer) - base or count != math.prod(shape):
+            raise ValueError(f"bad offsets or shape of {name!r}")
+        tensors[name] = data[base + start:base + end].view(dtype).reshape(shape)
+    return tensors
 
 
 def _write_atomic(folder: Path, name: str, write: Callable[[str], None]) -> None:

@@ -165,6 +165,9 @@ class Source(ModelSource):
     def load(self, progress=None) -> None:
         load_model(self.spec.name)
 
+    def loaded(self) -> bool:
+        return load_model.cache_info().currsize > 0
+
     def tokenize(self, sentence: str) -> Tokens:
         return model_tokenize(self.spec.name, sentence)
 

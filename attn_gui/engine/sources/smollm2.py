@@ -151,8 +151,11 @@ def load_model(name: str, progress: cache.Progress | None = None) -> SmolLM2:
         meta = converted.meta
         tokenizer = Tokenizer.from_str(converted.texts["tokenizer.json"])
         special = frozenset(meta["special_ids"])
-        ordered = sorted(tokenizer.get_vocab(with_added_tokens=True).items(), key=lambda kv: kv[1])
-        vocab = tuple(readable(tok, i in special) for tok, i in ordered)
+        ids = tokenizer.get_vocab(with_added_tokens=True)
+        texts = [""] * len(ids)
+        for tok, i in ids.items():  # a Python loop, not sorted(): other threads run meanwhile
+            texts[i] = readable(tok, i in special)
+        vocab = tuple(texts)
         shape = LlamaShape(spec.layers, spec.heads, spec.kv_heads, spec.d_k, meta["eps"], spec.rope_base)
         model = SmolLM2(spec, shape, converted.weights, tokenizer, vocab, special, meta["eos_id"],
                         meta["bos_id"] if meta["add_bos"] else None)
@@ -212,6 +215,9 @@ class Source(ModelSource):
 
     def load(self, progress: cache.Progress | None = None) -> None:
         load_model(self.spec.name, progress)
+
+    def loaded(self) -> bool:
+        return self.spec.name in _loaded
 
     def tokenize(self, sentence: str) -> Tokens:
         return model_tokenize(self.spec.name, sentence)
