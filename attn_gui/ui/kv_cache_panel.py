@@ -117,7 +117,7 @@ class KVCachePanel(QtWidgets.QWidget):
 
     def _start(self, what: str, function) -> None:
         self.busy = True
-        self.note.setText("⏳ prefilling…" if what == "prefill" else "⏳ decoding one token…")
+        self.note.setText("prefilling…" if what == "prefill" else "decoding one token…")
         self._enable()
         self.worker.start((what, self.config), function)
 

@@ -263,8 +263,8 @@ class MainWindow(FileActions, QtWidgets.QMainWindow):
     def _show_busy(self) -> None:
         # only a compute slower than a few frames says so; fast ones would just flicker
         if self.service.latest_id != self._shown_id:
-            base = self.statusLabel.text().split("  ·  ⏳")[0]
-            self.statusLabel.setText(base + "  ·  ⏳ computing… (the maps show the previous result)")
+            base = self.statusLabel.text().split("  ·  computing…")[0]
+            self.statusLabel.setText(base + "  ·  computing… (the maps show the previous result)")
 
     def _show_loading(self, model: str | None, done: int = 0, total: int = 0) -> None:
         """Say under the sentence and in the status bar that ``model`` loads (None: it is done)."""
@@ -392,7 +392,7 @@ class MainWindow(FileActions, QtWidgets.QMainWindow):
     def _next_step(self) -> None:
         config = self._state.config
         self._step_running = True
-        self.statusLabel.setText(f"⏳ generating token {self._generation[0] + 1} of {self._generation[1]}…")
+        self.statusLabel.setText(f"generating token {self._generation[0] + 1} of {self._generation[1]}…")
         self.generator.start(config, lambda: generate_step(config))
 
     def _on_generated(self, config: AttentionConfig, outcome: GenerationStep | Exception) -> None:
