@@ -177,7 +177,7 @@ class AttentionResult:
         if t is not None:
             return t[head, token]
         cfg = self.config
-        kv_head = head // (self.heads // self.k.shape[0])  # the K/V head this query head reads
+        kv_head = self.head_index("k", head)  # the K/V head this query head reads
         slopes = A.alibi_slopes(self.heads, self.q.dtype, self.q.device)[head:head + 1] if _alibi(cfg) else None
         rows = A.query_rows(self.q[head:head + 1, token:token + 1], self.k[kv_head:kv_head + 1], token,
                             scale=cfg.scale, temperature=cfg.temperature, causal=cfg.is_causal,
@@ -208,7 +208,8 @@ def estimate_bytes(config: AttentionConfig, display_max: int | None = None) -> i
     dims = config.dims
     h, d, d_k, d_v = dims.heads, dims.d_model, dims.d_k, dims.d_v
     elem = 8 if config.dtype == "float64" else 4
-    if _streams(config, T, display_max):
+    streams = _streams(config, T, display_max)
+    if streams:
         # a GPU's block shrinks to what is free (see _block_bytes): count its smallest
         block = BLOCK_BYTES["cpu"] if config.device == "cpu" else MIN_GPU_BLOCK
         n = 3 * h * display_max**2 + 8 * block // elem  # the pooled maps; one block's fields and temporaries
@@ -216,7 +217,7 @@ def estimate_bytes(config: AttentionConfig, display_max: int | None = None) -> i
         n = 4 * h * T * T_k  # scores, scaled, weights, and one softmax temporary
     n += (T + T_k) * d * 3 + h * (T + T_k) * (d_k + d_v) + T * h * d_v
     n += h * d * (2 * d_k + d_v) + h * d_v * d + (V + T_k) * d
-    if config.positional == "alibi" and not _streams(config, T, display_max):
+    if _alibi(config) and not streams:
         n += h * T * T_k  # the position bias
     return n * elem
 

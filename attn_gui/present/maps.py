@@ -124,10 +124,10 @@ def map_data(frame: Frame, name: str, head: int | None = None, hidden: tuple[int
     matrix = frame.arrays[name]
     # alpha is 0 where a key is masked, a value a real weight can take: its cells are hatched
     # where the scaled scores (reduced the same way) are -inf
-    masked = np.isneginf(frame.arrays["scaled"]) if info.kind == "weights" and "scaled" in frame.arrays else None
+    scaled = frame.arrays.get("scaled") if info.kind == "weights" else None  # weights are per head
+    masked = None if scaled is None else np.isneginf(scaled[head])  # this head's only: the strip asks h times
     if info.per_head:
         matrix = matrix[result.head_index(name, head)]  # grouped-query K, V: the head's K/V head
-        masked = None if masked is None else masked[head]
     R, C = result.shape(name)[-2:]
     row_blocks = block_edges(R, matrix.shape[0]) if matrix.shape[0] != R else None
     col_blocks = block_edges(C, matrix.shape[1]) if matrix.shape[1] != C else None
@@ -149,11 +149,12 @@ def map_data(frame: Frame, name: str, head: int | None = None, hidden: tuple[int
     layer_txt = f"layer {cfg.layer + 1}: " if cfg.model is not None else ""  # counted from 1
     # a title may wrap between its words and after a comma, never inside "5 × 3"
     shape_txt = ", ".join(part.replace(" ", NBSP) for part in shape)
+    text = formula(name, cfg)
     return MapData(
         matrix=matrix,
-        title=f"{layer_txt}{formula(name, cfg)}  ({shape_txt})" + (
+        title=f"{layer_txt}{text}  ({shape_txt})" + (
             f"<br>{frame.saturation.short}" if info.kind == "weights" and frame.saturation else ""),
-        brief_title=f"{_brief(formula(name, cfg), info.symbol)}  ({shape[0].replace(' ', NBSP)})",
+        brief_title=f"{_brief(text, info.symbol)}  ({shape[0].replace(' ', NBSP)})",
         kind=info.kind,
         row_labels=_axis_labels(result, info.rows, R),
         col_labels=_axis_labels(result, info.cols, C),
