@@ -302,6 +302,15 @@ def _run_bench(args: argparse.Namespace) -> int:
     return 0
 
 
+def _check_display() -> None:
+    """Refuse, in one line, to open the window on Linux with no display (Qt would abort on xcb)."""
+    if sys.platform.startswith("linux") and not any(
+            os.environ.get(name) for name in ("DISPLAY", "WAYLAND_DISPLAY", "QT_QPA_PLATFORM")):
+        raise UsageError("attn-gui: there is no display (DISPLAY and WAYLAND_DISPLAY are unset), so the window "
+                         "cannot open; run it in a desktop session or over ssh -X, or use attn-gui export / "
+                         "generate, which need none")
+
+
 def _stop_now(signum, frame):
     raise KeyboardInterrupt
 
@@ -340,6 +349,7 @@ def _main(argv: list[str]) -> int:
             given = args.command == "gui" and (given_options(args) or args.preset or args.head is not None)
             config = config_from_args(args) if given else None
             head = head_from_args(args, config) if given else None
+            _check_display()
             from .ui.app import run_gui
 
             signal.signal(signal.SIGTERM, signal.SIG_DFL)  # the window is Qt's: no exception inside its loop

@@ -93,3 +93,19 @@ def test_ranges_print_as_integers():
     assert "e+" not in flat
     seed = OPTIONS["seed"]
     assert f"{seed.lo} to {seed.hi}" in flat
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the display check is Linux's")
+def test_no_display_is_one_line_and_exit_2(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k not in ("DISPLAY", "WAYLAND_DISPLAY", "QT_QPA_PLATFORM")}
+    proc = subprocess.run([sys.executable, "-m", "attn_gui"], capture_output=True, env=env, timeout=120)
+    err = proc.stderr.decode()
+    assert proc.returncode == 2 and "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+    assert "no display" in err and "attn-gui export" in err
+
+
+def test_the_license_is_an_spdx_string():
+    import tomllib  # setuptools >= 77 reads it; the table form is deprecated (a warning on every build)
+
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())
+    assert project["project"]["license"] == "MIT"
