@@ -109,3 +109,33 @@ def test_the_license_is_an_spdx_string():
 
     project = tomllib.loads((REPO / "pyproject.toml").read_text())
     assert project["project"]["license"] == "MIT"
+
+
+QUIT_WITHOUT_CLOSING = """
+import sys
+from PySide6 import QtCore, QtWidgets
+app = QtWidgets.QApplication(["attn-gui"])
+from attn_gui.ui.app import open_window
+from attn_gui.ui.settings import Settings
+from pathlib import Path
+import time
+
+
+def run():  # as run_gui: the window is a local, deleted when exec returns
+    window = open_window(settings=Settings(Path(sys.argv[1]), memory_only=True))
+    window.show()
+    window.generator.start("step", lambda: time.sleep(1.0))  # a Generate step in progress, as reported
+    QtCore.QTimer.singleShot(200, app.quit)  # quit with the window open, its threads running
+    return app.exec()
+
+
+sys.exit(run())
+"""
+
+
+def test_quitting_without_closing_the_window_stops_its_threads(tmp_path):
+    env = {**os.environ, "QT_QPA_PLATFORM": "offscreen"}
+    proc = subprocess.run([sys.executable, "-c", QUIT_WITHOUT_CLOSING, str(tmp_path / "settings.json")],
+                          capture_output=True, env=env, timeout=60, cwd=tmp_path)
+    err = proc.stderr.decode()
+    assert proc.returncode == 0 and "QThread" not in err, (proc.returncode, err)
