@@ -13,11 +13,16 @@ import sys
 import threading
 
 from . import __version__
-from .engine.errors import UserError
-from .export.folder import Cancelled
+
+# Nothing heavy is imported here: main() installs its signal handling before torch and Qt
+# load, so Ctrl-C or SIGTERM at any moment of the start-up ends in one line and exit 130.
 
 
 class _Parser(argparse.ArgumentParser):
+    def __init__(self, *args, **kwargs):  # subparsers too: "--head" is never read as "--heads"
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
+
     def error(self, message: str):  # one clear line, exit 2 (argparse would print the whole usage)
         raise UsageError(f"{self.prog}: {one_line(message)} (see --help)")
 
@@ -34,16 +39,23 @@ class UsageError(Exception):
 
 def _flag_help(opt) -> str:
     text = opt.help.rstrip(".")
+    if opt.kind == "bool" and opt.default is True:  # --no-X turns X off: its help says so
+        text = f"do not {text[0].lower()}{text[1:]} (done by default)"
     if opt.ordinal:  # an index: the flag counts from 1, the config's field from 0
         text += f"; counted from 1: {opt.lo + 1} to {opt.hi + 1}"
     elif opt.kind in ("int", "float") and opt.lo is not None:
-        text += f"; {opt.lo:g} to {opt.hi:g}"
+        text += f"; {_number(opt.lo)} to {_number(opt.hi)}"
     if opt.kind != "bool" and opt.default is not None:
         default = opt.default + 1 if opt.ordinal else opt.default
         text += f" (default {default})" if opt.kind != "text" else f' (default "{default}")'
     if opt.modes == {"random"}:
         text += "; random weights only"
     return text
+
+
+def _number(value: int | float) -> str:
+    """A whole number in full (``9223372036854775807``, ``1000000000``), else as ``%g``: never ``9.22337e+18``."""
+    return str(int(value)) if float(value).is_integer() else f"{value:g}"
 
 
 def add_engine_options(p: argparse.ArgumentParser) -> None:
@@ -138,6 +150,7 @@ def load_model(name: str) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    # allow_abbrev off: "--head" must never be read as "--heads" (nor any prefix as a flag)
     p = _Parser(prog="attn-gui", description="Attention Explorer: watch self-attention computed, step by step.")
     p.add_argument("--version", action="version", version=f"attn-gui {__version__}")
     sub = p.add_subparsers(dest="command", parser_class=_Parser, metavar="{gui,export,generate,bench}")
@@ -203,6 +216,8 @@ def run_export(args: argparse.Namespace) -> int:
     (offscreen); an arrays-only export never imports it. Ctrl-C or SIGTERM stop it
     between files: ``Cancelled`` (the folder is unchanged).
     """
+    from .export.folder import Cancelled
+
     with _interrupts() as stop:
         try:
             return _export(args, stop)
@@ -211,7 +226,7 @@ def run_export(args: argparse.Namespace) -> int:
 
 
 def _export(args: argparse.Namespace, stop: threading.Event) -> int:
-    from .engine import compute
+    from .engine import UserError, compute
     from .export.bundle import export_all
     from .export.files import IMAGE_FORMATS, check_width, parse_formats
     from .export.folder import Target
@@ -287,8 +302,44 @@ def _run_bench(args: argparse.Namespace) -> int:
     return 0
 
 
+def _check_display() -> None:
+    """Refuse, in one line, to open the window on Linux with no display (Qt would abort on xcb)."""
+    if sys.platform.startswith("linux") and not any(
+            os.environ.get(name) for name in ("DISPLAY", "WAYLAND_DISPLAY", "QT_QPA_PLATFORM")):
+        raise UsageError("attn-gui: there is no display (DISPLAY and WAYLAND_DISPLAY are unset), so the window "
+                         "cannot open; run it in a desktop session or over ssh -X, or use attn-gui export / "
+                         "generate, which need none")
+
+
+def _stop_now(signum, frame):
+    raise KeyboardInterrupt
+
+
 def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
+    """Run the command ``argv`` (default ``sys.argv[1:]``); the exit status.
+
+    SIGTERM is handled like Ctrl-C from the first line on, before the imports that take
+    seconds: either ends in one line and exit 130, at any moment.
+    """
+    main_thread = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, _stop_now) if main_thread else None
+    try:
+        return _main(sys.argv[1:] if argv is None else argv)
+    except KeyboardInterrupt:
+        print("attn-gui: interrupted", file=sys.stderr)
+        if argv is None:  # the program itself: an interrupt inside an import's C code can leave
+            sys.stderr.flush()  # Python to re-raise SIGINT at exit (status -2), so leave with 130 now
+            os._exit(130)
+        return 130
+    finally:
+        if main_thread:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _main(argv: list[str]) -> int:
+    from .engine.errors import UserError
+    from .export.folder import Cancelled
+
     if not argv or argv[0].startswith("-") and argv[0] not in ("-h", "--help", "--version"):
         argv = ["gui", *argv]
     try:
@@ -298,8 +349,10 @@ def main(argv: list[str] | None = None) -> int:
             given = args.command == "gui" and (given_options(args) or args.preset or args.head is not None)
             config = config_from_args(args) if given else None
             head = head_from_args(args, config) if given else None
+            _check_display()
             from .ui.app import run_gui
 
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)  # the window is Qt's: no exception inside its loop
             return run_gui(config, head=head)
         if args.command == "export":
             return run_export(args)
@@ -313,9 +366,6 @@ def main(argv: list[str] | None = None) -> int:
     except UserError as exc:  # anything else is a bug: it raises with its traceback
         print(f"attn-gui: {one_line(str(exc))}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print("attn-gui: interrupted", file=sys.stderr)
-        return 130
     except Cancelled as exc:
         print(f"attn-gui: {one_line(str(exc))}", file=sys.stderr)
         return 130

@@ -97,6 +97,21 @@ def _plain_file(path: Path) -> bool:
         return False
 
 
+NAME_MAX = 255  # bytes in one path component (Linux, macOS; Windows counts 255 characters)
+STAGE_EXTRA = 40  # the hidden folder's name adds ".", ".attn-gui-PID-XXXXXXXX.partial" to the target's
+
+
+def _check_name_lengths(path: Path, text: str) -> None:
+    """Refuse a path with a component the file system cannot hold (``OSError`` File name too long)."""
+    parts = path.parts[1:]
+    for i, part in enumerate(parts):
+        limit = NAME_MAX - STAGE_EXTRA if i == len(parts) - 1 else NAME_MAX
+        size = len(os.fsencode(part))
+        if size > limit:
+            raise ExportError(f"cannot write to {text[:60]}...: a folder name of {size:,} bytes is too long "
+                              f"(at most {limit} here); choose a shorter name")
+
+
 class Target:
     """The folder an export goes to, checked up front, and the hidden folder it is written in.
 
@@ -122,6 +137,7 @@ class Target:
         if not text.strip():
             raise ExportError("the output folder name is empty; name a folder, e.g. --out figs")
         path = Path(os.path.abspath(text))
+        _check_name_lengths(path, text)
         if path.is_symlink():
             try:
                 path = path.resolve(strict=True)

@@ -92,7 +92,8 @@ def layer_difference(frame: Frame, layer_a: int, layer_b: int, head: int, hidden
     title = f"α of layer {layer_a + 1} − layer {layer_b + 1}, head {head + 1}/{result.heads}  ({T} × {T})"
     return as_map(frame, "weights", _reduced(lw[layer_a, head] - lw[layer_b, head])[None], 0, hidden,
                   title=title, kind="signed", symbol="Δα", head=None,
-                  field=f"weights_layer{layer_a + 1}_minus_layer{layer_b + 1}_head{head + 1}")
+                  field=f"weights_layer{layer_a + 1}_minus_layer{layer_b + 1}_head{head + 1}",
+                  masked=None)  # two other layers: the shown layer's mask is neither's
 
 
 def per_head_fields(result: AttentionResult) -> list[str]:

@@ -129,7 +129,8 @@ def rollout_map(frame: Frame, maps: np.ndarray, layer: int, fusion: str = "mean"
     products = "Â₁" if layer == 0 else f"Â{last} … Â₁"
     return as_map(frame, "weights", maps[layer][None], 0, hidden,
                   title=f"rollout after layer {layer + 1}: R = {products}  ({mix}; {T} × {T})",
-                  symbol="R", head=None, field=f"rollout_layer{layer + 1}")
+                  symbol="R", head=None, field=f"rollout_layer{layer + 1}",
+                  masked=None)  # a product over layers: the shown layer's mask is not its mask
 
 
 # the metrics grid and the why-scaling panel ---------------------------------------------------

@@ -58,7 +58,12 @@ def ensure_app(offscreen: bool = False) -> QtWidgets.QApplication:
     if offscreen or headless:
         os.environ["QT_QPA_PLATFORM"] = "offscreen"
         _quiet_offscreen_plugin()
-    return pg.mkQApp("attn-gui")
+    # made from a clean argv: Qt decodes argv itself and crashes on bytes that are not UTF-8
+    # (a folder name such as b"bad\xfe2" among the command's arguments)
+    app = QtWidgets.QApplication(["attn-gui"])
+    app.setApplicationName("attn-gui")
+    pg.mkQApp()  # adopts the application made above (pyqtgraph's own settings)
+    return app
 
 
 def map_size(data: MapData) -> tuple[int, int]:

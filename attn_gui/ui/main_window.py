@@ -128,6 +128,9 @@ class MainWindow(FileActions, QtWidgets.QMainWindow):
         self.service.loadProgress.connect(self._on_load_progress)
         self.generator = TaskThread("attn-gui generate", self)
         self.generator.done.connect(self._on_generated)
+        # an application that quits without closing this window still stops every thread first
+        # (else Qt aborts: "QThread: Destroyed while thread ... is still running")
+        QtWidgets.QApplication.instance().aboutToQuit.connect(self.stop_workers)
         self._generation: list[int] | None = None  # [done, total] while Generate runs
         self._step_running = False
         self.panel.decoderPanel.generateRequested.connect(self.generate)
@@ -429,7 +432,11 @@ class MainWindow(FileActions, QtWidgets.QMainWindow):
         self.settings.set("splitter", self.splitter.saveState())
         self.settings.set_state(self._state)
         self.settings.sync()
+        self.stop_workers()
+        super().closeEvent(event)
+
+    def stop_workers(self) -> None:
+        """Stop the compute, generate and KV-cache threads (each waits for its task in progress)."""
         self.service.shutdown()
         self.generator.shutdown()
         self.kvCache.shutdown()
-        super().closeEvent(event)

