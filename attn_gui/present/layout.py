@@ -230,18 +230,24 @@ def lay_out(maps: list[MapShape], focus: str | None, width: float, height: float
     boxes[main.id] = Box(x0, top, focus_box.w, focus_box.h, cw, ch, px)
     right_x = boxes[main.id].right + PAD
     shown = {main.id}
-    for names, x, w in ((before, 0.0, left_w), (after, right_x, width - right_x)):
+    for names, x, w, side in ((before, 0.0, left_w, "left"), (after, right_x, width - right_x, "right")):
         y = top
         share = room_h / max(1, len(names))
         for name in names:
             m = by_field[name]
             box = _neighbour(m, x, y, w, share - PAD)
+            if side == "left":  # next to the focused map, not at the canvas's edge
+                box = Box(x0 - PAD - box.w, box.y, box.w, box.h, box.cell_w, box.cell_h, box.label_px, box.thumb)
             boxes[m.id] = box
             shown.add(m.id)
             y = box.bottom + PAD
+    shift = min(b.x for mid, b in boxes.items() if mid in shown)  # what the left column left unused
+    for mid in shown:
+        b = boxes[mid]
+        boxes[mid] = Box(b.x - shift, b.y, b.w, b.h, b.cell_w, b.cell_h, b.label_px, b.thumb)
     rest = [m for m in flow_order(maps) if m.id not in shown]
     bottom = max(b.bottom for b in boxes.values())
-    bottom = _thumbs(rest, max(bottom, height) + PAD, width, boxes) if rest else bottom
+    bottom = _thumbs(rest, bottom + PAD, width, boxes) if rest else bottom  # below the fold where it must
     return Layout(boxes, width, max(height, bottom + PAD))
 
 
