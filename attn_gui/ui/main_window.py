@@ -228,6 +228,16 @@ class MainWindow(FileActions, QtWidgets.QMainWindow):
         """Show ``field``'s map large with its neighbours (None: every map)."""
         self.set_state(self._state.replace(focus=field))
 
+    def show_dock(self, name: str) -> QtWidgets.QDockWidget:
+        """Bring dock ``name`` (one of ``present.state.DOCKS``) in front."""
+        docks = {"walk": self.focusDock, "model-view": self.modelDock, "kv-cache": self.kvCacheDock,
+                 "metrics": self.insight.docks["metrics"], "difference": self.insight.docks["difference"],
+                 "rollout": self.insight.docks["rollout"], "why-scaling": self.insight.docks["scaling"]}
+        dock = docks[name]
+        dock.show()
+        dock.raise_()
+        return dock
+
     def _on_head_picked(self, layer: int, head: int) -> None:
         if layer == self._state.config.layer:
             self.select_head(head)
