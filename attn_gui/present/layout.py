@@ -254,7 +254,8 @@ def lay_out(maps: list[MapShape], focus: str | None, width: float, height: float
 def _neighbour(m: MapShape, x: float, y: float, w: float, h: float) -> Box:
     """A neighbour of the focused map: readable in ``w`` x ``h``, else a thumbnail."""
     cw, ch, px = _fit(m, w, h, 28.0, _square(m))
-    if max(m.rows, m.cols) <= READABLE_T and min(cw, ch) < READABLE_CELL or min(cw, ch) < 2:
+    token_cell = ch if m.cols > LABELLED_T else min(cw, ch)  # a long d axis may be narrow; token rows may not
+    if token_cell < READABLE_CELL and min(m.rows, m.cols) <= READABLE_T or min(cw, ch) < 2:
         return Box(x, y, min(w, THUMB_W), THUMB_H, thumb=True)
     return _box(m, x, y, cw, ch, px)
 

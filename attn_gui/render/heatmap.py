@@ -159,6 +159,8 @@ class MapItem(pg.GraphicsLayout):
             self.plot.setTitle(title, size="9pt")
         if last.get("about") != data.about:  # "what is this": hover the title
             self.plot.titleLabel.setToolTip(data.about)
+        if self.compact:  # square cells, unless that would make a strip of a long, thin matrix
+            self.plot.setAspectLocked(max(R, C) <= 4 * min(R, C))
         layout_key = ((R, C), data.row_labels, data.col_labels, data.row_blocks, data.col_blocks)
         if last.get("layout") != layout_key:
             self.image.setRect(QtCore.QRectF(-0.5, -0.5, C, R))
