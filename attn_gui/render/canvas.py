@@ -172,10 +172,11 @@ class Canvas(pg.GraphicsView):
             if b is None:
                 continue
             pen = QtGui.QPen(QtGui.QColor(110, 110, 130))
-            path = QtGui.QPainterPath(QtCore.QPointF(b.x, b.bottom))
-            path.lineTo(b.x, b.y + 4)
-            path.lineTo(b.right, b.y + 4)
-            path.lineTo(b.right, b.bottom)
+            line_y = b.bottom - 1  # under the label, never through it
+            path = QtGui.QPainterPath(QtCore.QPointF(b.x, line_y + 5))
+            path.lineTo(b.x, line_y)
+            path.lineTo(b.right, line_y)
+            path.lineTo(b.right, line_y + 5)
             line = self.scene().addPath(path, pen)
             text = (f"K/V {g + 1}: heads {members[0] + 1}–{members[-1] + 1}" if len(members) > 1
                     else f"K/V {g + 1}: head {members[0] + 1}")
@@ -184,7 +185,7 @@ class Canvas(pg.GraphicsView):
             font = label.font()
             font.setPointSizeF(7.5)
             label.setFont(font)
-            label.setPos(b.x + (b.w - label.boundingRect().width()) / 2, b.y - 2)
+            label.setPos(b.x + (b.w - label.boundingRect().width()) / 2, line_y - label.boundingRect().height())
             label.setToolTip("Grouped-query attention: these query heads share one key and value head")
             self._groups += [line, label]
             self.brackets.append((text, list(members)))
