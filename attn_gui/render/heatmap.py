@@ -23,6 +23,7 @@ from .style import SIGNED_CMAP, WEIGHTS_CMAP, Marks, highlight_rect, mask_items,
 
 
 GAP_PX = 6  # between a hovered cell and its read-out
+FAINT_ALPHA = 0.1  # alpha whose largest shown weight is below this is drawn on 0 to its max, and says so
 SHORT_BAR_PX = 200  # a map shorter than this gives its colour bar three ticks, not five
 
 
@@ -69,7 +70,6 @@ class MapItem(pg.GraphicsLayout):
         self.compact = compact
         self.axis_titles = False  # name the axes ("query", "key"): pictures do, the window has no room
         self.brief = False  # a small map beside a large one: the formula and shape only (MapData.brief_title)
-        self.scale = "fixed"  # alpha's colour scale: "fixed" 0-1, "max" 0 to the map's largest, "row" per row
         self.layout.setContentsMargins(2, 2, 2, 2)
         font = QtGui.QFont(QtWidgets.QApplication.font().family(), 8)
         self.rowAxis, self.colAxis = LabelAxis("left", font), LabelAxis("top", font)
@@ -127,8 +127,14 @@ class MapItem(pg.GraphicsLayout):
         R, C = m.shape
         finite = np.isfinite(m)
         all_finite = bool(finite.all())
+        note = ""
         if data.kind == "weights":
             levels, cmap = (0.0, 1.0), pg.colormap.get(WEIGHTS_CMAP)
+            top = float(np.max(m[finite])) if finite.any() else 1.0
+            if not self.compact and top < FAINT_ALPHA:  # a long input: every weight near 0 on the 0-1 scale
+                levels = (0.0, nice_ceil(top))
+                n = len(data.col_labels) or C
+                note = f"<br>mean α = 1/T = {1 / n:.2g}; colour scale 0 to max ({levels[1]:g})"
         else:
             if all_finite:
                 top = nice_ceil(float(max(m.max(), -m.min())))
@@ -154,7 +160,7 @@ class MapItem(pg.GraphicsLayout):
         self._set_mask(mask)
         white = self._white_text(shown, levels, cmap, data.kind) if m.size <= MAX_VALUE_CELLS else None
         self.values.set_data(m, white)
-        title = data.brief_title if self.brief and data.brief_title else data.title
+        title = (data.brief_title if self.brief and data.brief_title else data.title) + note
         if last.get("title") != title:
             self.plot.setTitle(title, size="9pt")
         if last.get("about") != data.about:  # "what is this": hover the title

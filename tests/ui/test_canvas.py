@@ -59,3 +59,13 @@ def test_marks_outline_cells_and_keep_the_followed_row(window):
     assert len(window.canvas.item_of("weights:0").marks.rects()) == 2
     window.canvas.set_marks({})
     assert window.canvas.item_of("weights:0").marks.rects() == []
+
+
+def test_a_long_inputs_faint_alpha_says_its_scale(window, qtbot):
+    words = " ".join(itertools.islice(itertools.cycle(WORDS), 700))
+    window.set_state(window.state.replace(config=AttentionConfig(sentence=words), focus="weights"))
+    qtbot.waitUntil(lambda: window.frame.result.seq_len == 700, timeout=30000)
+    alpha = window.canvas.item_of("weights:0")
+    top = float(alpha.image.image.max())
+    assert top < 0.1 and alpha.image.levels[1] >= top and alpha.image.levels[1] < 0.1  # 0 to max, not 0 to 1
+    assert "mean α = 1/T = 0.0014; colour scale 0 to max" in alpha.plot.titleLabel.text
