@@ -149,6 +149,14 @@ def load_model(name: str) -> None:
     source(name).load(progress)
 
 
+def _geometry(text: str) -> tuple[int, int]:
+    """``--geometry WxH``: (width, height) in pixels, each 200 to 10000."""
+    w, _, h = text.lower().partition("x")
+    if not (w.isdigit() and h.isdigit() and 200 <= int(w) <= 10000 and 200 <= int(h) <= 10000):
+        raise argparse.ArgumentTypeError(f"expected WxH, each 200 to 10000 pixels (e.g. 1366x768); got {text!r}")
+    return int(w), int(h)
+
+
 def build_parser() -> argparse.ArgumentParser:
     # allow_abbrev off: "--head" must never be read as "--heads" (nor any prefix as a flag)
     p = _Parser(prog="attn-gui", description="Attention Explorer: watch self-attention computed, step by step.")
@@ -157,6 +165,15 @@ def build_parser() -> argparse.ArgumentParser:
 
     gui = sub.add_parser("gui", help="open the window (the default)")
     gui.add_argument("--head", type=int, metavar="N", help="the head to show first, counted from 1 (default 1)")
+    from .engine import FIELDS
+    from .present.state import DOCKS
+
+    view = gui.add_argument_group("what the window shows first (for slides and tests)")
+    view.add_argument("--focus", choices=list(FIELDS), metavar="MAP",
+                      help="the map shown large, e.g. weights (alpha, the default), scores, rope_angles")
+    view.add_argument("--all-maps", action="store_true", help="every map in data-flow order instead of one large")
+    view.add_argument("--dock", choices=list(DOCKS), metavar="NAME", help="the dock in front: " + ", ".join(DOCKS))
+    view.add_argument("--geometry", type=_geometry, metavar="WxH", help="the window's size in pixels, e.g. 1366x768")
     add_engine_options(gui)
 
     ex = sub.add_parser("export", help="write every map as PNG/SVG and every tensor as .npy/.csv, no window")
@@ -352,8 +369,12 @@ def _main(argv: list[str]) -> int:
             _check_display()
             from .ui.app import run_gui
 
+            view = {"focus": args.focus, "all_maps": args.all_maps, "dock": args.dock,
+                    "geometry": args.geometry} if args.command == "gui" else {}
+            if view.get("focus") and view.get("all_maps"):
+                raise UsageError("attn-gui: --focus and --all-maps ask for different views; give one")
             signal.signal(signal.SIGTERM, signal.SIG_DFL)  # the window is Qt's: no exception inside its loop
-            return run_gui(config, head=head)
+            return run_gui(config, head=head, **view)
         if args.command == "export":
             return run_export(args)
         if args.command == "generate":

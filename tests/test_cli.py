@@ -256,18 +256,34 @@ def test_gui_without_options_opens_the_saved_state(monkeypatch):
     import attn_gui.ui.app as app
 
     opened = []
-    monkeypatch.setattr(app, "run_gui", lambda config=None, head=None: opened.append(config) or 0)
+    monkeypatch.setattr(app, "run_gui", lambda config=None, head=None, **view: opened.append(config) or 0)
     assert run([]) == 0 and run(["gui"]) == 0
     assert opened == [None, None]  # the window then reads its settings
     assert run(["gui", "--seed", str(2**40)]) == 0
     assert opened[-1].seed == 2**40
 
 
+def test_gui_view_flags_reach_the_window_and_bad_names_list_the_choices(monkeypatch, capsys):
+    import attn_gui.ui.app as app
+
+    views = []
+    monkeypatch.setattr(app, "run_gui", lambda config=None, head=None, **view: views.append(view) or 0)
+    assert run(["--focus", "rope_angles", "--dock", "why-scaling", "--geometry", "1366x768"]) == 0
+    assert views[-1] == {"focus": "rope_angles", "all_maps": False, "dock": "why-scaling", "geometry": (1366, 768)}
+    assert run(["--all-maps"]) == 0 and views[-1]["all_maps"] and views[-1]["focus"] is None
+    capsys.readouterr()
+    for argv, named in ((["--focus", "alpha"], "'weights'"), (["--dock", "walkk"], "'kv-cache'"),
+                        (["--geometry", "big"], "WxH"), (["--focus", "x", "--all-maps"], "give one")):
+        assert run(argv) == 2, argv
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and named in err and "Traceback" not in err, err
+
+
 def test_gui_head_counts_from_1(monkeypatch, capsys):
     import attn_gui.ui.app as app
 
     opened = []
-    monkeypatch.setattr(app, "run_gui", lambda config=None, head=None: opened.append((config, head)) or 0)
+    monkeypatch.setattr(app, "run_gui", lambda config=None, head=None, **view: opened.append((config, head)) or 0)
     assert run(["--heads", "4", "--head", "4"]) == 0
     assert opened[-1][0].heads == 4 and opened[-1][1] == 3  # ViewState.head counts from 0
     for argv in (["--heads", "4", "--head", "5"], ["--head", "0"]):

@@ -101,8 +101,9 @@ def test_every_map_is_an_svg_with_its_title_as_text(exported):
 def test_figure_png_holds_the_whole_figure(exported):
     _, folder, _, _, _ = exported
     image = QtGui.QImage(str(folder / "figure.png"))
-    assert (image.width(), image.height()) == offscreen.FIGURE_SIZE
-    assert (pixels(image) < 250).any(axis=2).mean() > 0.3
+    # the window's layout: alpha first, its neighbours beside it, the other maps as thumbnails below
+    assert image.width() == offscreen.FIGURE_SIZE[0] and image.height() >= offscreen.FIGURE_SIZE[1]
+    assert (pixels(image) < 250).any(axis=2).mean() > 0.05
 
 
 def test_npy_files_equal_the_result_exactly(exported):
@@ -254,9 +255,9 @@ def test_write_arrays_alone(frame, tmp_path):
 
 @pytest.fixture
 def live(frame, qtbot):
-    from attn_gui.render.figure import PipelineView
+    from attn_gui.render.canvas import Canvas
 
-    view = PipelineView()
+    view = Canvas()
     qtbot.addWidget(view)
     view.show()
     view.show_frame(frame)
@@ -270,10 +271,10 @@ def orange(image: QtGui.QImage) -> int:
 
 
 def test_the_figure_is_the_live_heads_under_a_title_without_ui_chrome(qapp, qtbot, tmp_path):
-    from attn_gui.render.figure import PipelineView
+    from attn_gui.render.canvas import Canvas
 
     frame = make_frame(0, compute(AttentionConfig(heads=2, causal=True)))
-    live = PipelineView()
+    live = Canvas()
     qtbot.addWidget(live)
     live.resize(*offscreen.FIGURE_SIZE)
     live.show()
@@ -287,17 +288,16 @@ def test_the_figure_is_the_live_heads_under_a_title_without_ui_chrome(qapp, qtbo
     title = pixels(saved.copy(0, 0, saved.width(), offscreen.TITLE_H))
     assert (title < 100).all(axis=2).sum() > 200  # the sentence and the sizes, in dark text
     body = saved.copy(0, offscreen.TITLE_H, saved.width(), saved.height() - offscreen.TITLE_H)
-    assert (pixels(body) < 250).any(axis=2).mean() > 0.3
+    assert (pixels(body) < 250).any(axis=2).mean() > 0.05
 
 
 def test_a_scrolled_live_figure_is_redrawn_whole(frame, live, qtbot, tmp_path):
-    live.resize(700, 450)  # far smaller than the maps need: the figure scrolls
-    scroll = live.findChild(QtWidgets.QScrollArea)
-    qtbot.waitUntil(lambda: scroll.horizontalScrollBar().maximum() > 0 or scroll.verticalScrollBar().maximum() > 0)
+    live.resize(700, 450)  # far smaller than the maps need: the canvas scrolls
+    qtbot.waitUntil(lambda: live.horizontalScrollBar().maximum() > 0 or live.verticalScrollBar().maximum() > 0)
     bundle.export_all(frame, tmp_path, formats="png", figure=live)
     saved = QtGui.QImage(str(tmp_path / "figure.png"))
     assert saved.width() >= offscreen.FIGURE_SIZE[0] and saved.height() >= offscreen.FIGURE_SIZE[1]
-    assert (pixels(saved) < 250).any(axis=2).mean() > 0.3
+    assert (pixels(saved) < 250).any(axis=2).mean() > 0.05
 
 
 @pytest.mark.parametrize("formats, message", [

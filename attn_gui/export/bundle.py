@@ -115,7 +115,7 @@ def export_all(frame: Frame, folder: str | os.PathLike, formats: str | Iterable[
     width : int, optional
         Pixel width of each map's PNG; default the map's own size. ``figure.png``
         keeps the figure's size.
-    figure : render.figure.PipelineView, optional
+    figure : render.canvas.Canvas, optional
         The window's figure: ``figure.png`` shows its head and hidden tokens, at its size
         or larger; without it, head 1 at about 1800 x 1100.
     progress : callable, optional

@@ -34,6 +34,19 @@ class LabelAxis(pg.AxisItem):
         self._widest = 0.0
         self.upright = False
         self.title = ""  # the axis's name ("query", "key"), drawn on its outer side when set
+        self.drawn: list[str] = []  # the labels drawn last (every k-th where they would overlap)
+
+    def set_pixel_size(self, px: int) -> None:
+        """Draw the labels at ``px`` pixels (the canvas's layout chooses it for the cells)."""
+        font = self.style["tickFont"]
+        if font is not None and font.pixelSize() == px:
+            return
+        font = QtGui.QFont(font if font is not None else QtGui.QFont())
+        font.setPixelSize(px)
+        self.setTickFont(font)
+        self._metrics = QtGui.QFontMetricsF(font)
+        labels, self._labels = self._labels, []
+        self.set_labels(labels)
 
     @property
     def labels(self) -> list[str]:
@@ -97,7 +110,9 @@ class LabelAxis(pg.AxisItem):
         first = max(0, math.floor(min(lo, hi)))
         first -= first % step
         last = min(n - 1, math.ceil(max(lo, hi)))
-        return [(origin + i * signed, self._labels[i]) for i in range(first, last + 1, step)]
+        specs = [(origin + i * signed, self._labels[i]) for i in range(first, last + 1, step)]
+        self.drawn = [text for _, text in specs]
+        return specs
 
     def drawPicture(self, p, *specs):
         (texts,) = specs

@@ -19,10 +19,12 @@ from ..present.maps import MapData, describe_cell, display_row, full_row, tick_l
 from .axes import BarAxis, LabelAxis
 from .cells import MAX_VALUE_CELLS, CellRects, CellValues
 from .image import LutImage
-from .style import SIGNED_CMAP, WEIGHTS_CMAP, highlight_rect, mask_items, mask_rects, set_mask
+from .style import SIGNED_CMAP, WEIGHTS_CMAP, Marks, highlight_rect, mask_items, mask_rects, set_mask
 
 
 GAP_PX = 6  # between a hovered cell and its read-out
+FAINT_ALPHA = 0.1  # alpha whose largest shown weight is below this is drawn on 0 to its max, and says so
+SHORT_BAR_PX = 200  # a map shorter than this gives its colour bar three ticks, not five
 
 
 class Readout(QtWidgets.QLabel):
@@ -53,33 +55,23 @@ def readout_position(cell: QtCore.QRect, size: QtCore.QSize, screen: QtCore.QRec
     return QtCore.QPoint(x, above if above >= screen.top() else cell.bottom() + GAP_PX)
 
 
-class HeatmapView(pg.GraphicsLayoutWidget):
-    """A titled matrix heatmap with labelled axes, colour bar, values and hover read-out.
+class MapItem(pg.GraphicsLayout):
+    """A titled matrix heatmap as one scene item: labelled axes, colour bar, values, masks, outline.
 
-    Its ``image`` ImageItem holds exactly the matrix shown (``image.image``).
-
-    Signals
-    -------
-    rowClicked(int)
-        A row was clicked; the argument is the index on the full (unreduced) row axis.
-    doubleClicked()
-        The map was double-clicked (the window focuses on it).
+    Its ``image`` ImageItem holds exactly the matrix shown (``image.image``). A HeatmapView
+    holds one; the canvas (``render.canvas``) holds one per map in a single scene.
     """
 
-    rowClicked = QtCore.Signal(int)
-    doubleClicked = QtCore.Signal()
-
-    def __init__(self, name: str = "", parent: QtWidgets.QWidget | None = None, compact: bool = False):
-        super().__init__(parent=parent)
-        self.setObjectName(name)
+    def __init__(self, name: str = "", compact: bool = False):
+        super().__init__()
+        self.name = name
         self.data: MapData | None = None
         self._last: dict = {}
         self.compact = compact
         self.axis_titles = False  # name the axes ("query", "key"): pictures do, the window has no room
         self.brief = False  # a small map beside a large one: the formula and shape only (MapData.brief_title)
-        self.setMinimumSize(120, 110)
-        self.ci.layout.setContentsMargins(2, 2, 2, 2)
-        font = QtGui.QFont(self.font().family(), 8)
+        self.layout.setContentsMargins(2, 2, 2, 2)
+        font = QtGui.QFont(QtWidgets.QApplication.font().family(), 8)
         self.rowAxis, self.colAxis = LabelAxis("left", font), LabelAxis("top", font)
         self.plot: pg.PlotItem = self.addPlot(row=0, col=0, axisItems={"left": self.rowAxis, "top": self.colAxis})
         self.plot.setMenuEnabled(False)
@@ -99,22 +91,32 @@ class HeatmapView(pg.GraphicsLayoutWidget):
         self.highlight = highlight_rect()
         self.highlight.hide()
         self.plot.addItem(self.highlight)
+        self.marks = Marks()
+        self.plot.addItem(self.marks)
         self.colorbar = pg.ColorBarItem(values=(0, 1), colorMap=pg.colormap.get(WEIGHTS_CMAP),
                                         interactive=False, width=12, colorMapMenu=False)
-        self._use_bar_axis(self.font())  # the default size, as pyqtgraph's own colour bar axis
+        self._use_bar_axis(QtWidgets.QApplication.font())  # the default size, as pyqtgraph's own colour bar axis
         # thumbnails share the weights' fixed 0..1 scale with the full maps, so they skip the bar
         self.colorbar.setImageItem(self.image, insert_in=None if compact else self.plot)
         if compact:  # thumbnails: the picture, square cells and a title; hovering still names every cell
-            self.plot.hideAxis("top")
-            self.plot.hideAxis("left")
-            self.plot.getViewBox().setMouseEnabled(x=False, y=False)
-            self.plot.setAspectLocked(True)
+            self.set_compact()
         self._highlight_row: int | None = None
-        self._hover: tuple[int, int] | None = None
-        self._readout: Readout | None = None  # made on the first hover: most maps are never hovered
         self.plot.getViewBox().sigResized.connect(lambda _vb: self._fit_columns())
-        self.scene().sigMouseMoved.connect(self._on_mouse_moved)
-        self.scene().sigMouseClicked.connect(self._on_mouse_clicked)
+
+    def set_label_px(self, px: int) -> None:
+        """Row and column labels at ``px`` pixels (the canvas sizes them to the cells)."""
+        if px and not self.compact:
+            self.rowAxis.set_pixel_size(px)
+            self.colAxis.set_pixel_size(px)
+
+    def set_compact(self) -> None:
+        """Draw as a thumbnail from now on: title and picture, no axes, no zoom."""
+        self.compact = True
+        self.plot.hideAxis("top")
+        self.plot.hideAxis("left")
+        self.plot.getViewBox().setMouseEnabled(x=False, y=False)
+        self.plot.setAspectLocked(True)
+
 
     # rendering -------------------------------------------------------------------------------
 
@@ -125,8 +127,14 @@ class HeatmapView(pg.GraphicsLayoutWidget):
         R, C = m.shape
         finite = np.isfinite(m)
         all_finite = bool(finite.all())
+        note = ""
         if data.kind == "weights":
             levels, cmap = (0.0, 1.0), pg.colormap.get(WEIGHTS_CMAP)
+            top = float(np.max(m[finite])) if finite.any() else 1.0
+            if not self.compact and top < FAINT_ALPHA:  # a long input: every weight near 0 on the 0-1 scale
+                levels = (0.0, nice_ceil(top))
+                n = len(data.col_labels) or C
+                note = f"<br>mean α = 1/T = {1 / n:.2g}; colour scale 0 to max ({levels[1]:g})"
         else:
             if all_finite:
                 top = nice_ceil(float(max(m.max(), -m.min())))
@@ -140,22 +148,25 @@ class HeatmapView(pg.GraphicsLayoutWidget):
         last = self._last
         if last.get("kind") != data.kind:
             self.colorbar.setColorMap(cmap)
-        if last.get("levels") != levels:
+        ticks = 5 if self.size().height() >= SHORT_BAR_PX else 3  # a short bar takes fewer, never overprinted
+        if last.get("levels") != levels or last.get("ticks") != ticks:
             self.colorbar.setLevels(levels)
-            # five round ticks, given, so the bar's axis never searches for its own spacing
+            # round ticks, given, so the bar's axis never searches for its own spacing
             lo, hi = levels
-            self.colorbar.axis.setTicks([[(v, f"{v:g}") for v in np.linspace(lo, hi, 5)]])
+            self.colorbar.axis.setTicks([[(v, f"{v:g}") for v in np.linspace(lo, hi, ticks)]])
         mask = None if all_finite else ~finite
         if data.masked is not None:  # alpha's masked zeros are hatched like the -inf of the scores
             mask = data.masked if mask is None else mask | data.masked
         self._set_mask(mask)
         white = self._white_text(shown, levels, cmap, data.kind) if m.size <= MAX_VALUE_CELLS else None
         self.values.set_data(m, white)
-        title = data.brief_title if self.brief and data.brief_title else data.title
+        title = (data.brief_title if self.brief and data.brief_title else data.title) + note
         if last.get("title") != title:
             self.plot.setTitle(title, size="9pt")
         if last.get("about") != data.about:  # "what is this": hover the title
             self.plot.titleLabel.setToolTip(data.about)
+        if self.compact:  # square cells, unless that would make a strip of a long, thin matrix
+            self.plot.setAspectLocked(max(R, C) <= 4 * min(R, C))
         layout_key = ((R, C), data.row_labels, data.col_labels, data.row_blocks, data.col_blocks)
         if last.get("layout") != layout_key:
             self.image.setRect(QtCore.QRectF(-0.5, -0.5, C, R))
@@ -165,12 +176,11 @@ class HeatmapView(pg.GraphicsLayoutWidget):
             self.plot.getViewBox().setRange(xRange=(-0.5, C - 0.5), yRange=(-0.5, R - 0.5), padding=0)
         elif last.get("title") != title:
             self._fit()
-        self._last = {"kind": data.kind, "levels": levels, "title": title, "layout": layout_key,
+        self._last = {"kind": data.kind, "levels": levels, "ticks": ticks, "title": title, "layout": layout_key,
                       "about": data.about}
         self.set_highlight(self._highlight_row)
-        if self._readout is not None and self._readout.isVisible():  # the pointer rests on a cell: new value
-            self.show_readout(self._hover if self._hover and self._hover[0] < R and self._hover[1] < C else None)
-        self.ci.layout.activate()  # lay out now, so a picture taken right away has every label
+        self.marks.set_shape(R, C)
+        self.layout.activate()  # lay out now, so a picture taken right away has every label
 
     def _use_bar_axis(self, font: QtGui.QFont) -> None:
         """Give the colour bar a ``BarAxis``: its ticks change with most updates of a signed map."""
@@ -215,8 +225,7 @@ class HeatmapView(pg.GraphicsLayoutWidget):
 
     def resizeEvent(self, ev) -> None:
         super().resizeEvent(ev)
-        # pyqtgraph's close() clears the scene and a resize may follow: nothing left to fit then
-        if getattr(self, "data", None) is not None and not getattr(self, "closed", False):
+        if getattr(self, "data", None) is not None and self.scene() is not None:
             self._fit()
 
     def _fit(self) -> None:
@@ -232,7 +241,7 @@ class HeatmapView(pg.GraphicsLayoutWidget):
         title = self.plot.titleLabel
         bar = 0 if self.compact else 75  # the title sits above the image only, not the colour bar
         axis = 0 if self.compact else self.rowAxis.width()
-        width = max(50, self.width() - axis - bar)
+        width = max(50, self.size().width() - axis - bar)
         title.item.setTextWidth(-1)
         if title.item.boundingRect().width() > width:  # wrap only when it does not fit on one line
             title.item.setTextWidth(width)
@@ -245,7 +254,7 @@ class HeatmapView(pg.GraphicsLayoutWidget):
         title.updateMin()
 
     def _fit_columns(self) -> None:
-        self.colAxis.fit(self.plot.getViewBox().width() or max(40, self.width() - 120))
+        self.colAxis.fit(self.plot.getViewBox().width() or max(40, self.size().width() - 120))
 
     def _title_min(self) -> None:
         """Replaces LabelItem.updateMin: the title wraps, so it never sets the map's minimum width."""
@@ -287,19 +296,74 @@ class HeatmapView(pg.GraphicsLayoutWidget):
         """The read-out for display cell (r, c): names, exact value and meaning."""
         return describe_cell(self.data, r, c)
 
+    def cell_scene_rect(self, r: int, c: int) -> QtCore.QRectF:
+        """Display cell (r, c) as a rectangle in scene coordinates."""
+        view_box = self.plot.getViewBox()
+        return view_box.mapViewToScene(QtCore.QRectF(c - 0.5, r - 0.5, 1, 1)).boundingRect()
+
     def reset_zoom(self) -> None:
         if self.data is not None:
             R, C = self.data.matrix.shape
             self.plot.getViewBox().setRange(xRange=(-0.5, C - 0.5), yRange=(-0.5, R - 0.5), padding=0)
 
+
+
+class HeatmapView(pg.GraphicsLayoutWidget):
+    """One MapItem in a widget of its own, with the hover read-out (docks, pictures, exports).
+
+    The item's drawing attributes (``data``, ``image``, ``plot``, ``colorbar``, ``values``,
+    ``set_data``, ``set_highlight``, ...) are read through the view.
+
+    Signals
+    -------
+    rowClicked(int)
+        A row was clicked; the argument is the index on the full (unreduced) row axis.
+    doubleClicked()
+        The map was double-clicked.
+    """
+
+    rowClicked = QtCore.Signal(int)
+    doubleClicked = QtCore.Signal()
+
+    def __init__(self, name: str = "", parent: QtWidgets.QWidget | None = None, compact: bool = False):
+        super().__init__(parent=parent)
+        self.setObjectName(name)
+        self.item = MapItem(name, compact)
+        self.ci.layout.setContentsMargins(0, 0, 0, 0)
+        self.ci.addItem(self.item)
+        self.setMinimumSize(120, 110)
+        self._hover: tuple[int, int] | None = None
+        self._readout: Readout | None = None  # made on the first hover: most maps are never hovered
+        self.scene().sigMouseMoved.connect(self._on_mouse_moved)
+        self.scene().sigMouseClicked.connect(self._on_mouse_clicked)
+
+    def __getattr__(self, name: str):
+        if name == "item":  # not made yet (Qt asks for attributes while constructing)
+            raise AttributeError(name)
+        return getattr(self.item, name)
+
+    @property
+    def axis_titles(self) -> bool:
+        return self.item.axis_titles
+
+    @axis_titles.setter
+    def axis_titles(self, value: bool) -> None:
+        self.item.axis_titles = value
+
+    def set_data(self, data: MapData) -> None:
+        """Show ``data`` (see ``MapItem.set_data``); a read-out on screen follows the new value."""
+        self.item.set_data(data)
+        R, C = data.matrix.shape
+        if self._readout is not None and self._readout.isVisible():  # the pointer rests on a cell: new value
+            self.show_readout(self._hover if self._hover and self._hover[0] < R and self._hover[1] < C else None)
+        self.ci.layout.activate()
+
     def cell_rect(self, r: int, c: int) -> QtCore.QRect:
         """Display cell (r, c) as a rectangle in the viewport's pixels."""
-        view_box = self.plot.getViewBox()
-        scene = view_box.mapViewToScene(QtCore.QRectF(c - 0.5, r - 0.5, 1, 1)).boundingRect()
-        return self.mapFromScene(scene).boundingRect()
+        return self.mapFromScene(self.item.cell_scene_rect(r, c)).boundingRect()
 
     def _on_mouse_moved(self, scene_pos) -> None:
-        self.show_readout(self.cell_at(scene_pos))
+        self.show_readout(self.item.cell_at(scene_pos))
 
     @property
     def readout(self) -> Readout:
@@ -315,11 +379,11 @@ class HeatmapView(pg.GraphicsLayoutWidget):
         sits beside the cell, never on it: right of it, or left where the screen ends.
         """
         self._hover = cell
-        if cell is None or self.data is None:
+        if cell is None or self.item.data is None:
             if self._readout is not None:
                 self._readout.hide()
             return
-        self.readout.setText(self.describe(*cell))
+        self.readout.setText(self.item.describe(*cell))
         self.readout.adjustSize()
         self.readout.move(readout_position(self.cell_rect(*cell).translated(self.viewport().mapToGlobal(QtCore.QPoint(0, 0))),
                                            self.readout.size(), self.screen().availableGeometry()))
@@ -340,7 +404,7 @@ class HeatmapView(pg.GraphicsLayoutWidget):
         if event.double():
             self.doubleClicked.emit()
             return
-        cell = self.cell_at(event.scenePos())
+        cell = self.item.cell_at(event.scenePos())
         if cell is None:
             return
-        self.rowClicked.emit(full_row(self.data, cell[0]))
+        self.rowClicked.emit(full_row(self.item.data, cell[0]))

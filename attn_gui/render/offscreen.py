@@ -12,7 +12,7 @@ from ..present.explain import figure_caption
 from ..present.frame import Frame
 from ..present.maps import MapData
 from .cells import MAX_VALUE_CELLS
-from .figure import PipelineView
+from .canvas import Canvas
 from .heatmap import HeatmapView
 
 MAP_MIN_SIZE = (560, 500)
@@ -124,44 +124,33 @@ def render_map(data: MapData, width: int | None = None) -> HeatmapView:
     return view
 
 
-def _hidden_by_scrolling(widget: QtWidgets.QWidget) -> tuple[int, int]:
-    """(width, height) of the content of ``widget``'s scroll area that lies out of sight."""
-    area = widget.findChild(QtWidgets.QScrollArea)
-    if area is None or area.widget() is None:
-        return 0, 0
-    need = area.widget().size().expandedTo(area.widget().minimumSizeHint())
-    return max(0, need.width() - area.viewport().width()), max(0, need.height() - area.viewport().height())
-
-
-def render_figure(frame: Frame, figure: PipelineView | None = None) -> QtGui.QImage:
-    """The whole figure as a QImage: a title, then every map of ``frame``, laid out as the data flows.
+def render_figure(frame: Frame, figure: Canvas | None = None) -> QtGui.QImage:
+    """The whole figure as a QImage: a title, then every map of ``frame``, laid out as the window lays them out.
 
     Drawn offscreen for a picture: the title gives the sentence, the sizes and the head
-    shown; there are no outlines and no hints about clicking.
+    shown; there are no outlines and no hints about clicking. The canvas's layout
+    (``present.layout``) places the maps, so the picture shows what the window shows;
+    thumbnails below the fold are in it too.
 
     Parameters
     ----------
     frame : Frame
-    figure : PipelineView, optional
-        The window's figure: the picture shows its head and hidden tokens, at its size or
-        larger (nothing is cut off). Without it, head 1 at about ``FIGURE_SIZE``.
+    figure : Canvas, optional
+        The window's canvas: the picture shows its head, hidden tokens and focus, at its
+        size or larger. Without it, head 1 and alpha in focus at about ``FIGURE_SIZE``.
     """
     width, height = FIGURE_SIZE
-    head, hidden = 0, ()
+    head, hidden, focus = 0, (), "weights"
     if figure is not None:
         width, height = max(width, figure.width()), max(height, figure.height() + TITLE_H)
-        head, hidden = figure.head, figure.hidden
+        head, hidden, focus = figure.head, figure.hidden, figure.focus
     ensure_app()
-    view = PipelineView(picture=True)
+    view = Canvas(picture=True)
     try:
         lay_out(view, width, height - TITLE_H)
-        view.show_frame(frame, head, None, hidden)
+        view.show_frame(frame, head, None, hidden, focus)
         QtWidgets.QApplication.processEvents()
-        extra_w, extra_h = _hidden_by_scrolling(view)
-        if extra_w or extra_h:
-            view.resize(width + extra_w, height - TITLE_H + extra_h)
-            QtWidgets.QApplication.processEvents()
-        body = view.grab().toImage()
+        body = view.render_scene()
     finally:
         dispose(view)
     return _with_title(body, *figure_caption(frame.result, head))

@@ -113,3 +113,44 @@ def set_mask(items, rects: list[QtCore.QRectF]) -> None:
     hatch.setPath(path, rects)
     for item in items:
         item.setVisible(bool(rects))
+
+
+class Marks(pg.GraphicsObject):
+    """Outlines around chosen cells of a map (a lesson points at them), in screen pixels.
+
+    ``set_cells([(row, col), ...])``: a col of None outlines the whole row.
+    """
+
+    def __init__(self):
+        super().__init__()
+        self._cells: list[tuple[int, int | None]] = []
+        self._shape = (0, 0)
+        self._pen = QtGui.QPen(QtGui.QColor(230, 0, 120))
+        self._pen.setWidthF(3.0)
+        self._pen.setCosmetic(True)
+        self.setZValue(21)  # above the followed row's outline
+
+    def set_shape(self, rows: int, cols: int) -> None:
+        if (rows, cols) != self._shape:
+            self.prepareGeometryChange()
+            self._shape = (rows, cols)
+
+    def set_cells(self, cells) -> None:
+        self._cells = [(int(r), None if c is None else int(c)) for r, c in cells]
+        self.update()
+
+    def rects(self) -> list[QtCore.QRectF]:
+        """The outlined rectangles, in the map's cell coordinates (cells of the shown shape only)."""
+        R, C = self._shape
+        return [QtCore.QRectF(-0.5 if c is None else c - 0.5, r - 0.5, C if c is None else 1, 1)
+                for r, c in self._cells if 0 <= r < R and (c is None or 0 <= c < C)]
+
+    def boundingRect(self) -> QtCore.QRectF:
+        R, C = self._shape
+        return QtCore.QRectF(-1, -1, C + 1, R + 1)
+
+    def paint(self, painter: QtGui.QPainter, *args) -> None:
+        painter.setPen(self._pen)
+        painter.setBrush(QtCore.Qt.BrushStyle.NoBrush)
+        for rect in self.rects():
+            painter.drawRect(rect)

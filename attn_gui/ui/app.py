@@ -43,8 +43,13 @@ def install_error_hook(app) -> None:
     sys.excepthook = hook
 
 
-def run_gui(config: AttentionConfig | None = None, head: int | None = None) -> int:
-    """Open the window (on ``config`` if given, showing ``head``, 0-based, if given) and run until it closes."""
+def run_gui(config: AttentionConfig | None = None, head: int | None = None, focus: str | None = None,
+            all_maps: bool = False, dock: str | None = None, geometry: tuple[int, int] | None = None) -> int:
+    """Open the window (on ``config`` if given, showing ``head``, 0-based, if given) and run until it closes.
+
+    ``focus`` (a field) or ``all_maps`` choose the canvas's view, ``dock`` (one of
+    ``present.state.DOCKS``) the dock in front, ``geometry`` (width, height) the window's size.
+    """
     from PySide6 import QtGui, QtWidgets
 
     from .. import __version__
@@ -61,6 +66,12 @@ def run_gui(config: AttentionConfig | None = None, head: int | None = None) -> i
     window = open_window(config)
     if head is not None:
         window.set_state(window.state.replace(head=head))
+    if focus is not None or all_maps:
+        window.focus_on(focus)
+    if geometry is not None:
+        window.resize(*geometry)
+    if dock is not None:
+        window.show_dock(dock)
     window.show()
     return app.exec()
 

@@ -96,7 +96,7 @@ class FileActions:
             progress.setValue(done)  # modal: lets the Cancel button be pressed
 
         try:
-            written = export_all(self.frame, folder, figure=self.pipeline, progress=report,
+            written = export_all(self.frame, folder, figure=self.canvas, progress=report,
                                  cancel=progress.wasCanceled, overwrite=overwrite)
         except FolderInUse as exc:
             progress.close()

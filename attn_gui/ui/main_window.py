@@ -18,7 +18,7 @@ from ..present.generation import GenerationStep, generate_step
 from ..present.maps import special_tokens
 from ..present.runner import Failure
 from ..present.state import ViewState, carry_layer, check_window_text
-from ..render.figure import PipelineView
+from ..render.canvas import Pipeline
 from ..render.model_view import ModelView
 from . import map_menu
 from .collector import collect_on_gui_thread
@@ -30,9 +30,6 @@ from .menus import build_menus
 from .settings import Settings
 from .token_focus import TokenFocus
 from .worker import ComputeService, TaskThread
-
-
-SMALL_SCREEN_HEIGHT = 900  # below this the window opens focused on alpha, its neighbours beside it
 
 
 class MainWindow(FileActions, QtWidgets.QMainWindow):
@@ -86,7 +83,8 @@ class MainWindow(FileActions, QtWidgets.QMainWindow):
         scroll.setHorizontalScrollBarPolicy(QtCore.Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
         scroll.setMinimumWidth(max(330, self.panel.minimumSizeHint().width()
                                    + scroll.verticalScrollBar().sizeHint().width() + 4))
-        self.pipeline = PipelineView(on_new_view=map_menu.install)
+        self.pipeline = Pipeline()
+        self.canvas = self.pipeline.canvas  # every map, one scene
         self.splitter = QtWidgets.QSplitter(QtCore.Qt.Orientation.Horizontal)
         self.splitter.addWidget(scroll)
         self.splitter.addWidget(self.pipeline)
@@ -138,9 +136,10 @@ class MainWindow(FileActions, QtWidgets.QMainWindow):
         self.panel.edited.connect(self.edit_config)
         self.panel.presetChosen.connect(self.apply_preset)
         self.panel.hideSpecialToggled.connect(lambda hide: self.set_state(self._state.replace(hide_special=hide)))
-        self.pipeline.tokenSelected.connect(self.select_token)
-        self.pipeline.headSelected.connect(self.select_head)
-        self.pipeline.focusRequested.connect(self.focus_on)
+        self.canvas.tokenSelected.connect(self.select_token)
+        self.canvas.headSelected.connect(self.select_head)
+        self.canvas.focusRequested.connect(self.focus_on)
+        self.canvas.mapMenuRequested.connect(lambda data, pos: map_menu.show_menu(self.canvas, data, pos))
         escape = QtGui.QShortcut(QtGui.QKeySequence(QtCore.Qt.Key.Key_Escape), self)
         escape.activated.connect(lambda: self.focus_on(None))
         self.modelView.headPicked.connect(self._on_head_picked)
@@ -232,6 +231,16 @@ class MainWindow(FileActions, QtWidgets.QMainWindow):
         """Show ``field``'s map large with its neighbours (None: every map)."""
         self.set_state(self._state.replace(focus=field))
 
+    def show_dock(self, name: str) -> QtWidgets.QDockWidget:
+        """Bring dock ``name`` (one of ``present.state.DOCKS``) in front."""
+        docks = {"walk": self.focusDock, "model-view": self.modelDock, "kv-cache": self.kvCacheDock,
+                 "metrics": self.insight.docks["metrics"], "difference": self.insight.docks["difference"],
+                 "rollout": self.insight.docks["rollout"], "why-scaling": self.insight.docks["scaling"]}
+        dock = docks[name]
+        dock.show()
+        dock.raise_()
+        return dock
+
     def _on_head_picked(self, layer: int, head: int) -> None:
         if layer == self._state.config.layer:
             self.select_head(head)
@@ -252,11 +261,10 @@ class MainWindow(FileActions, QtWidgets.QMainWindow):
         if self.settings.get("window_state").isEmpty():  # the docks below take a fifth of the height
             QtCore.QTimer.singleShot(0, lambda: self.resizeDocks(
                 [self.focusDock], [max(150, self.height() // 5)], QtCore.Qt.Orientation.Vertical))
-        # on a laptop screen the maps cannot all be read at once: a new start focuses on alpha
-        small = self.screen().availableGeometry().height() < SMALL_SCREEN_HEIGHT
+        # alpha is what a learner came for: a new start shows it first, its neighbours beside it
         if isinstance(start, AttentionConfig):  # options on the command line
-            start = ViewState(start, focus="weights" if small else None)
-        state = start or self.settings.state() or ViewState(focus="weights" if small else None)
+            start = ViewState(start, focus="weights")
+        state = start or self.settings.state() or ViewState(focus="weights")
         try:
             check_tokens_now(state.config)
         except UserError:

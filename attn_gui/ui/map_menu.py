@@ -1,4 +1,8 @@
-"""Right-click on any map: export it as PNG or SVG, copy it, reset the zoom."""
+"""Right-click on any map: export it as PNG or SVG, copy it, reset the zoom.
+
+Maps on the canvas are drawn again offscreen for the picture (``render_map``), so the
+picture is the map alone at a readable size, whatever its size on the canvas.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +11,9 @@ from PySide6 import QtCore, QtWidgets
 from ..engine import UserError
 from ..export.images import copy_image, export_image
 from ..present.maps import file_stem
+from ..present.maps import MapData
 from ..render.heatmap import HeatmapView
+from ..render.offscreen import dispose, render_map
 
 
 def install(view: HeatmapView) -> None:
@@ -45,3 +51,25 @@ def export_dialog(view: HeatmapView) -> None:
         export_image(view, path, width)
     except UserError as exc:
         QtWidgets.QMessageBox.warning(view, "Export failed", str(exc))
+
+
+def show_menu(owner: QtWidgets.QWidget, data: MapData, global_pos: QtCore.QPoint) -> None:
+    """The context menu of a canvas map showing ``data``, at ``global_pos``."""
+    canvas_menu(owner, data).exec(global_pos)
+
+
+def canvas_menu(owner: QtWidgets.QWidget, data: MapData) -> QtWidgets.QMenu:
+    """The context menu of a canvas map showing ``data``: export or copy it as a picture of its own."""
+    menu = QtWidgets.QMenu(owner)
+    menu.addAction("Export image…", lambda: _offscreen(data, export_dialog))
+    menu.addAction("Copy image", lambda: _offscreen(data, copy_image))
+    return menu
+
+
+def _offscreen(data: MapData, use) -> None:
+    """Call ``use`` with an offscreen HeatmapView of ``data``, then dispose of it."""
+    view = render_map(data)
+    try:
+        use(view)
+    finally:
+        dispose(view)

@@ -6,11 +6,10 @@ import torch
 from PySide6 import QtWidgets
 
 from attn_gui.engine import PRESETS, AttentionConfig, compute, preset
-from attn_gui.render.heatmap import HeatmapView
 
 
 def heatmap(win, name):
-    view = win.findChild(HeatmapView, f"heatmap:{name}")
+    view = win.canvas.item_of(name)
     assert view is not None, f"no map heatmap:{name}"
     return view
 
@@ -33,7 +32,7 @@ def test_a_second_sentence_makes_cross_attention_and_an_empty_one_self_attention
     assert "T_k = 3" in window.panel.sourceChips.text() and "alpha 1×5×3" in window.statusLabel.text()
     box.clear()  # empty: self-attention again
     wait_for(qtbot, window, lambda c: c.source_sentence is None)
-    assert heatmap(window, "weights:0").data.matrix.shape == (5, 5) and not heatmap(window, "x_source").isVisible()
+    assert heatmap(window, "weights:0").data.matrix.shape == (5, 5) and window.canvas.item_of("x_source") is None
     assert not window.panel.sourceChips.isVisible()
 
 

@@ -3,12 +3,10 @@
 import numpy as np
 import pytest
 import torch
-from PySide6 import QtWidgets
 
 from attn_gui.engine import AttentionConfig, compute
 from attn_gui.engine.sources import is_available
 from attn_gui.present.heads import kv_groups
-from attn_gui.render.heatmap import HeatmapView
 from attn_gui.render.model_view import ModelView
 
 
@@ -29,30 +27,32 @@ def test_kv_groups_are_the_heads_that_read_one_key_value_head(heads, kv):
 def test_the_strip_brackets_heads_sharing_a_key_value_head(window, qtbot):
     window.edit_config({"heads": 4, "kv_heads": 2})
     qtbot.waitUntil(lambda: window.frame.result.config.kv_heads == 2 and window.frame.result.heads == 4)
-    labels = [window.findChild(QtWidgets.QLabel, f"kvGroupLabel:{g}") for g in range(2)]
-    assert [label.text() for label in labels] == ["K/V 1: heads 1–2", "K/V 2: heads 3–4"]
-    for g, members in enumerate(kv_groups(window.frame.result)):
-        box = window.findChild(QtWidgets.QWidget, f"kvGroup:{g}")
-        inside = {v.objectName() for v in box.findChildren(HeatmapView)}
-        assert inside == {f"headgrid:weights:{h}" for h in members}
+    canvas = window.canvas
+    assert canvas.brackets == [("K/V 1: heads 1–2", [0, 1]), ("K/V 2: heads 3–4", [2, 3])]
+    assert [members for _, members in canvas.brackets] == kv_groups(window.frame.result)
+    for g, members in enumerate(kv_groups(window.frame.result)):  # each bracket spans its heads' thumbnails
+        bracket = canvas.plan.boxes[f"group:{g}"]
+        for h in members:
+            thumb = canvas.plan.boxes[f"strip:{h}"]
+            assert bracket.x <= thumb.x and thumb.right <= bracket.right
     window.edit_config({"kv_heads": 4})  # no grouping: no brackets
     qtbot.waitUntil(lambda: window.frame.result.config.kv_heads == 4)
-    qtbot.waitUntil(lambda: window.findChild(QtWidgets.QLabel, "kvGroupLabel:0") is None)
+    assert canvas.brackets == []
 
 
 def test_strip_cells_are_square_masked_cells_hatched_and_the_bar_is_alphas(window, qtbot):
     window.panel.headsSpin.setValue(3)
     window.panel.causalCheck.setChecked(True)
     qtbot.waitUntil(lambda: window.frame.result.heads == 3 and window.frame.result.config.causal)
-    thumb = window.findChild(HeatmapView, "headgrid:weights:2")
+    thumb = window.canvas.strip[2]
     px, py = thumb.plot.getViewBox().viewPixelSize()
     assert px == pytest.approx(py, rel=0.02)
     assert thumb.mask_hatch.isVisible()
     # the hatched cells are exactly the upper triangle a causal mask removes (torch's triu)
     masked = torch.ones(5, 5, dtype=torch.bool).triu(1).numpy()
     np.testing.assert_array_equal(thumb.data.masked, masked)
-    bar = window.pipeline.headsColorBar.bar
-    full = window.findChild(HeatmapView, "heatmap:weights:0").colorbar
+    bar = window.canvas.stripBar
+    full = window.canvas.item_of("weights:0").colorbar
     assert tuple(bar.levels()) == tuple(full.levels()) == (0.0, 1.0)
     assert np.array_equal(bar.colorMap().getLookupTable(nPts=16), full.colorMap().getLookupTable(nPts=16))
 

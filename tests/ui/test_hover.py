@@ -5,23 +5,28 @@ from PySide6 import QtCore, QtWidgets
 
 from attn_gui.engine import AttentionConfig, compute
 from attn_gui.present.explain import explain
-from attn_gui.render.heatmap import HeatmapView, readout_position
+from attn_gui.render.heatmap import readout_position
 
 
-def move_to_cell(qtbot, view: HeatmapView, r: int, c: int) -> None:
-    qtbot.mouseMove(view.viewport(), view.cell_rect(r, c).center())
+def cell_rect(canvas, mid: str, r: int, c: int) -> QtCore.QRect:
+    return canvas.mapFromScene(canvas.item_of(mid).cell_scene_rect(r, c)).boundingRect()
+
+
+def move_to_cell(qtbot, canvas, mid: str, r: int, c: int) -> None:
+    canvas.ensureVisible(canvas.item_of(mid))
+    qtbot.mouseMove(canvas.viewport(), cell_rect(canvas, mid, r, c).center())
 
 
 def test_hover_reads_out_the_cell_beside_it_and_stays(window, qtbot):
-    view = window.findChild(HeatmapView, "heatmap:weights:0")
+    view = window.canvas
     alpha = compute(AttentionConfig()).numpy("weights")[0]  # the peer: the tensor itself
-    move_to_cell(qtbot, view, 1, 4)
+    move_to_cell(qtbot, view, "weights:0", 1, 4)
     qtbot.waitUntil(view.readout.isVisible)
     text = view.readout.text()
     assert text.startswith("α[in → intelligent] = ")
     assert abs(float(text.split("= ")[1].split(",")[0]) - alpha[1, 4]) < 1e-5
     origin = view.viewport().mapToGlobal(QtCore.QPoint(0, 0))
-    cell = view.cell_rect(1, 4).translated(origin)
+    cell = cell_rect(view, "weights:0", 1, 4).translated(origin)
     box = view.readout.geometry()
     assert not box.intersects(cell)  # beside the cell, never on it
     assert abs(box.center().y() - cell.center().y()) <= 1 and min(abs(box.left() - cell.right()),
@@ -30,12 +35,14 @@ def test_hover_reads_out_the_cell_beside_it_and_stays(window, qtbot):
     qtbot.wait(1200)  # a tooltip would be gone by now; the read-out stays while the pointer does
     assert view.readout.isVisible() and view.readout.text() == text
 
-    move_to_cell(qtbot, view, 3, 0)
+    move_to_cell(qtbot, view, "weights:0", 3, 0)
     qtbot.waitUntil(lambda: view.readout.text().startswith("α[look → When]"))
     assert abs(float(view.readout.text().split("= ")[1].split(",")[0]) - alpha[3, 0]) < 1e-5
 
-    def off_the_cells():  # the corner: no cell there (moved again: the offscreen cursor lags at times)
-        qtbot.mouseMove(view.viewport(), QtCore.QPoint(2 + off_the_cells.n % 2, 2))
+    corner = view.mapFromScene(view.item_of("weights:0").sceneBoundingRect().topLeft())
+
+    def off_the_cells():  # the map's corner: no cell there (moved again: the offscreen cursor lags at times)
+        qtbot.mouseMove(view.viewport(), corner + QtCore.QPoint(2 + off_the_cells.n % 2, 2))
         off_the_cells.n += 1
         return not view.readout.isVisible()
 
@@ -44,8 +51,8 @@ def test_hover_reads_out_the_cell_beside_it_and_stays(window, qtbot):
 
 
 def test_the_read_out_follows_a_new_result_under_a_resting_pointer(window, qtbot):
-    view = window.findChild(HeatmapView, "heatmap:scores:0")
-    move_to_cell(qtbot, view, 0, 0)
+    view = window.canvas
+    move_to_cell(qtbot, view, "scores:0", 0, 0)
     qtbot.waitUntil(view.readout.isVisible)
     window.panel.seedSpin.setValue(7)
     qtbot.waitUntil(lambda: window.frame.result.config.seed == 7)
@@ -66,5 +73,5 @@ def test_the_read_out_moves_left_or_above_where_the_screen_ends():
 
 def test_each_title_says_what_its_map_is(window):
     for name, field in (("weights:0", "weights"), ("x", "x"), ("w_o", "w_o")):
-        view = window.findChild(HeatmapView, f"heatmap:{name}")
+        view = window.canvas.item_of(name)
         assert view.plot.titleLabel.toolTip() == explain(field, window.frame.result)

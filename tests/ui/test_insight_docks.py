@@ -7,7 +7,6 @@ import torch
 from attn_gui.engine import AttentionConfig, compute
 from attn_gui.engine.sources import is_available
 from attn_gui.present.state import ViewState
-from attn_gui.render.heatmap import HeatmapView
 
 
 def show(window, qtbot, config):
@@ -20,7 +19,7 @@ def test_saturation_is_said_in_plain_words_and_fixed_in_one_click(window, qtbot)
     insight = window.insight
     assert insight.fixButton.isVisible()
     assert "one-hot" in window.statusLabel.text() and "span ±" in window.statusLabel.text()
-    alpha = window.findChild(HeatmapView, "heatmap:weights:0")
+    alpha = window.canvas.item_of("weights:0")
     assert "one-hot" in alpha.data.title
     # the fix is a config edit: scaled-normal weights keep the softmax soft
     with qtbot.waitSignal(window.frameShown, timeout=10000):

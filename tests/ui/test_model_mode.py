@@ -6,7 +6,6 @@ import pytest
 from attn_gui.engine import AttentionConfig, compute
 from attn_gui.engine.sources import is_available
 from attn_gui.present.state import carry_layer
-from attn_gui.render.heatmap import HeatmapView
 
 pytestmark = pytest.mark.skipif(not is_available("minilm-l6"), reason="the pretrained extra is not installed")
 SENTENCE = "The animal didn't cross the street because it was too tired"
@@ -38,7 +37,7 @@ def test_choosing_minilm_layer_4_shows_real_heads(window, qtbot):
     # click head 2 of layer 4 (0-based 3, 1) in the model view: the full maps show it
     with qtbot.waitSignal(window.stateChanged, timeout=5000):
         window.modelView.headPicked.emit(3, 1)
-    view = window.findChild(HeatmapView, "heatmap:weights:1")
+    view = window.canvas.item_of("weights:1")
     np.testing.assert_allclose(view.image.image, expected.numpy("weights")[1], atol=1e-6)
     title = view.data.title.replace("\xa0", " ")
     assert title.startswith("layer 4: ") and "head 2/12" in title
@@ -53,7 +52,7 @@ def test_choosing_minilm_layer_4_shows_real_heads(window, qtbot):
 def test_hiding_special_tokens_and_going_back(window, qtbot):
     choose_model(window, qtbot, 0)
     window.panel.hideSpecialCheck.setChecked(True)
-    view = window.findChild(HeatmapView, "heatmap:weights:0")
+    view = window.canvas.item_of("weights:0")
     T = len(window.frame.result.tokens)
     assert view.image.image.shape == (T - 2, T - 2)
     assert "[CLS]" not in [view.data.row_labels[b[0]] for b in view.data.row_blocks]
@@ -68,7 +67,7 @@ def test_hiding_specials_with_nothing_else_left_shows_them(window, qtbot):
     window.panel.hideSpecialCheck.setChecked(True)
     window.panel.sentenceInput.setPlainText("   ")
     qtbot.waitUntil(lambda: window.frame.result.tokens == ("[CLS]", "[SEP]"), timeout=20000)
-    assert window.findChild(HeatmapView, "heatmap:weights:0").image.image.shape == (2, 2)
+    assert window.canvas.item_of("weights:0").image.image.shape == (2, 2)
 
 
 def test_another_source_keeps_a_layer_it_has(window, qtbot):

@@ -18,7 +18,7 @@ from PySide6 import QtWidgets
 from attn_gui.engine import FIELDS, PRESETS, compute
 from attn_gui.engine.sources import is_available
 from attn_gui.present.frame import make_frame
-from attn_gui.present.maps import map_data
+from attn_gui.present.maps import map_data, map_id
 
 TEXTS = ["When in doubt look intelligent", "", "   ", "?!", "a", "Ünïcödé 日本語 слово 🙂",
          "tab\tand\nnewline", "ctrl\x00\x1b chars", "the the the the", "x " * 40,
@@ -35,9 +35,9 @@ def settled(win) -> bool:
 def check_maps_match_a_fresh_compute(win):
     result = win.frame.result
     fresh = make_frame(0, compute(result.config))
-    head, focus = win.state.head, win.pipeline.focus
-    shown = ([(win.pipeline.focusView.center, focus)] if focus is not None
-             else [(win.pipeline.views[name], name) for name in ("x", "weights", "output")])
+    head, focus = win.state.head, win.canvas.focus
+    names = [focus] if focus is not None else ["x", "weights", "output"]
+    shown = [(win.canvas.item_of(map_id(name, head if FIELDS[name].per_head else None)), name) for name in names]
     for view, name in shown:
         expected = map_data(fresh, name, head if FIELDS[name].per_head else None, win.hidden_tokens()).matrix
         # float32 to its last bits: the window computes small configs at one torch thread, this at two

@@ -24,7 +24,7 @@ def test_save_and_open_session(window, qtbot, tmp_path):
     qtbot.waitUntil(lambda: window.frame.result.config.heads == 2, timeout=10000)
     assert window.frame.result.config.sentence == AttentionConfig().sentence
     assert (window.state.head, window.state.token) == (1, 3)
-    assert window.findChild(QtWidgets.QWidget, "heatmap:weights:1").isVisible()
+    assert window.canvas.item_of("weights:1").isVisible()
     assert window.settings.recent_sessions()[0] == str(path)
 
 

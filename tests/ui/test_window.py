@@ -8,15 +8,13 @@ import torch
 from PySide6 import QtCore, QtGui, QtWidgets
 
 from attn_gui.engine import AttentionConfig, compute, preset, tokens_for
-from attn_gui.export.images import copy_image
 from attn_gui.ui import MainWindow, map_menu
-from attn_gui.render.heatmap import HeatmapView
 from attn_gui.present.frame import DISPLAY_MAX
 from attn_gui.present.runner import is_small
 
 
 def heatmap(win, name):
-    view = win.findChild(HeatmapView, f"heatmap:{name}")
+    view = win.canvas.item_of(name)
     assert view is not None, f"no map heatmap:{name}"
     return view
 
@@ -74,8 +72,8 @@ def test_second_head_appears_and_can_be_selected(window, qtbot):
     window.panel.headsSpin.setValue(2)
     wait_for(qtbot, window, lambda c: c.heads == 2)
     expected = compute(AttentionConfig(heads=2))
-    overview = [window.findChild(HeatmapView, f"headgrid:weights:{i}") for i in range(2)]
-    assert all(v is not None and v.isVisible() for v in overview)
+    overview = window.canvas.strip[:2]
+    assert all(v.isVisible() for v in overview)
     np.testing.assert_allclose(overview[1].image.image, expected.numpy("weights")[1], atol=1e-6)
     window.select_head(1)
     np.testing.assert_allclose(shown(window, "weights:1"), expected.numpy("weights")[1], atol=1e-6)
@@ -125,7 +123,7 @@ def test_every_knob_reaches_the_engine(window, qtbot):
 def test_projections_off_hides_the_weight_maps(window, qtbot):
     window.panel.projectionsCheck.setChecked(False)
     wait_for(qtbot, window, lambda c: not c.projections)
-    assert not heatmap(window, "w_q:0").isVisible()
+    assert window.canvas.item_of("w_q:0") is None
     assert window.pipeline.noProjection.isVisible()
     assert not window.panel.dKSpin.isEnabled()
 
@@ -186,9 +184,10 @@ def test_tiny_configs_are_drawn_at_once(window):
 def test_clicking_a_row_follows_that_token(window, qtbot):
     view = heatmap(window, "weights:0")
     scene_pt = view.plot.getViewBox().mapViewToScene(QtCore.QPointF(2, 1))
-    pos = view.mapFromScene(scene_pt)
-    with qtbot.waitSignal(window.pipeline.tokenSelected, timeout=3000) as blocker:
-        qtbot.mouseClick(view.viewport(), QtCore.Qt.MouseButton.LeftButton, pos=pos)
+    window.canvas.ensureVisible(view)
+    pos = window.canvas.mapFromScene(scene_pt)
+    with qtbot.waitSignal(window.canvas.tokenSelected, timeout=3000) as blocker:
+        qtbot.mouseClick(window.canvas.viewport(), QtCore.Qt.MouseButton.LeftButton, pos=pos)
     assert blocker.args == [1]
     assert heatmap(window, "q:0").highlight.isVisible()
     text = window.focus.toPlainText()
@@ -227,15 +226,24 @@ def test_long_input_is_reduced_for_display(window, qtbot):
 
 
 def test_right_click_exports_and_copies(window, qtbot, tmp_path, monkeypatch):
-    view = heatmap(window, "weights:0")
+    data = heatmap(window, "weights:0").data
     target = tmp_path / "alpha.png"
     monkeypatch.setattr(QtWidgets.QFileDialog, "getSaveFileName", lambda *a, **k: (str(target), ""))
     monkeypatch.setattr(QtWidgets.QInputDialog, "getInt", lambda *a, **k: (1000, True))
-    map_menu.export_dialog(view)
+    menus = []
+    monkeypatch.setattr(map_menu, "show_menu", lambda owner, data, pos: menus.append(map_menu.canvas_menu(owner, data)))
+    window.canvas.mapMenuRequested.disconnect()
+    window.canvas.mapMenuRequested.connect(lambda data, pos: map_menu.show_menu(window.canvas, data, pos))
+    rect = window.canvas.rect_of("weights:0")
+    window.canvas.customContextMenuRequested.emit(rect.center())
+    actions = {a.text(): a for a in menus[-1].actions()}
+    assert {"Export image…", "Copy image"} <= set(actions)
+    actions["Export image…"].trigger()
     image = QtGui.QImage(str(target))
     assert image.width() == 1000
-    copy_image(view)
+    actions["Copy image"].trigger()
     assert QtGui.QGuiApplication.clipboard().image().width() > 100
+    assert menus[-1].parent() is window.canvas and data.field == "weights"
 
 
 def test_export_all_from_the_window(window, tmp_path):
@@ -277,26 +285,29 @@ def test_a_million_character_paste_is_refused_before_it_lands(window, qtbot):
     qtbot.waitUntil(lambda: window.state.config.sentence == "a fine short paste")
 
 
-def test_a_first_start_on_a_small_screen_focuses_alpha_and_esc_shows_every_map(qtbot, settings):
-    win = MainWindow(settings=settings)  # no saved state; the offscreen screen is 800 x 600
+def test_a_first_start_focuses_alpha_and_esc_shows_every_map(qtbot, settings):
+    win = MainWindow(settings=settings)  # no saved state
     qtbot.addWidget(win)
     win.show()
     qtbot.waitUntil(lambda: win.frame is not None, timeout=10000)
     assert win.state.focus == "weights"
-    focus = win.pipeline.focusView
-    assert focus.isVisible() and focus.center.data.field == "weights"
-    np.testing.assert_allclose(focus.center.image.image, compute(AttentionConfig()).numpy("weights")[0], atol=1e-6)
-    assert [v.data.field for v in focus.before + focus.after if v.isVisible()] == [
-        "scores", "scaled", "head_outputs", "concat"]  # its neighbours in the data flow
+    canvas = win.canvas
+    alpha = canvas.item_of("weights:0")
+    assert alpha is not None and not alpha.compact
+    np.testing.assert_allclose(alpha.image.image, compute(AttentionConfig()).numpy("weights")[0], atol=1e-6)
+    boxes = canvas.plan.boxes
+    assert all(boxes[mid].right <= boxes["weights:0"].x for mid in ("scores:0", "scaled:0"))  # its neighbours
+    assert all(boxes[mid].x >= boxes["weights:0"].right for mid in ("head_outputs:0", "concat"))  # in the flow
+    assert canvas.item_of("x").compact  # the rest: thumbnails
     with qtbot.waitSignal(win.stateChanged):
-        focus.after[0].doubleClicked.emit()  # move along the flow
+        canvas.focusRequested.emit("head_outputs")  # a thumbnail or neighbour clicked
     assert win.state.focus == "head_outputs"
     escape = next(s for s in win.findChildren(QtGui.QShortcut) if s.key().toString() == "Esc")
     escape.activated.emit()  # offscreen windows are never active, so the key itself cannot be sent
     assert win.state.focus is None
     win.focus_on("weights")
-    qtbot.mouseClick(focus.backButton, QtCore.Qt.MouseButton.LeftButton)
-    assert heatmap(win, "weights:0").isVisible() and not focus.isVisible()
+    qtbot.mouseClick(win.pipeline.backButton, QtCore.Qt.MouseButton.LeftButton)
+    assert win.state.focus is None and not canvas.item_of("x").compact
     win.service.shutdown()
 
 
@@ -305,11 +316,10 @@ def test_small_maps_beside_the_focused_one_keep_their_room_for_the_matrix(window
     window.set_state(window.state.replace(config=AttentionConfig(heads=4, kv_heads=2, d_model=16, d_k=4, d_v=4),
                                           focus="k"))
     qtbot.waitUntil(lambda: window.frame is not None and window.frame.result.config.heads == 4)
-    focus = window.pipeline.focusView
-    qtbot.waitUntil(lambda: focus.center.data is not None and focus.center.data.field == "k")
-    assert "K/V\u00a0head\u00a01/2" in focus.center.plot.titleLabel.text
-    for view in focus.before + focus.after:
-        if view.isVisible():
-            title = view.plot.titleLabel.text
-            assert "head" not in title and title.endswith(")"), title  # formula and shape only
-            assert view.data.title != title and view.data.brief_title == title
+    k = window.canvas.item_of("k:0")
+    assert "K/V\u00a0head\u00a01/2" in k.plot.titleLabel.text
+    for mid in ("q:0", "v:0"):
+        item = window.canvas.item_of(mid)
+        title = item.plot.titleLabel.text
+        assert "head" not in title and title.endswith(")"), title  # formula and shape only
+        assert item.data.title != title and item.data.brief_title == title

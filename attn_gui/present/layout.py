@@ -1,0 +1,300 @@
+"""Where each map goes on the one canvas, by importance (pure Python, no Qt).
+
+The focused map (alpha by default) gets the space first: cells large enough for its
+full token labels (up to ``LABELLED_T`` tokens) and for printed values (up to
+``VALUES_T``). Its data-flow neighbours come next, at a readable size or as thumbnails;
+every other map is a labelled thumbnail below the fold (symbol, shape, miniature; a
+click focuses it). Without a focus ("All maps") every map is laid out in data-flow
+order at a readable minimum on a canvas that scrolls. The window and the exported
+figure both use ``lay_out``, so a picture shows what the window shows.
+
+Sizes are in pixels; (x, y) is the top-left corner in canvas coordinates.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from ..engine import FIELDS
+from .frame import Frame
+from .maps import STAGES, MapData, map_data, map_id, neighbours, tick_label
+
+TITLE_H = 34  # a title of up to two lines at 9 pt
+BAR_W = 62  # the colour bar and its tick labels
+PAD = 6  # between boxes
+CHAR_W = 0.62  # a label character's width, per pixel of font size
+LABEL_PX = 11  # the label font's pixel size when there is room
+MIN_LABEL_PX = 7  # smaller labels are thinned (every k-th) instead
+LINE = 1.3  # a text line's height per pixel of font size
+LABELLED_T = 64  # up to this many rows, every row of the focused map carries its label
+VALUES_T = 16  # up to this many rows and columns, values are written in its cells
+VALUE_CELL = 24  # a cell that holds a printed value ("0.64") at 8.5 pt
+MAX_CELL = 48
+READABLE_CELL = 12  # neighbours and "All maps": at least this, for T <= READABLE_T
+READABLE_T = 32
+THUMB_W, THUMB_H = 104, 92  # a thumbnail: title line and miniature
+STRIP_H = 80  # the heads strip (alpha of each head)
+BRACKET_H = 16  # "K/V g: heads a-b" above grouped heads
+STRIP_BAR_W = 48  # the strip's shared 0-1 colour bar
+ALL_MAPS_SIDE = 420  # "All maps": a long axis is shrunk to about this many pixels
+SIDE_MIN = 190  # a column of neighbours beside the focused map
+MAX_CHARS = 14  # longer labels end in an ellipsis (render.axes cuts them there)
+
+
+@dataclass(frozen=True)
+class MapShape:
+    """A map to place: its id (``present.maps.map_id``), field, displayed shape, longest labels."""
+
+    id: str
+    field: str
+    rows: int
+    cols: int
+    row_chars: int = 6
+    col_chars: int = 6
+
+
+@dataclass(frozen=True)
+class Box:
+    """Where one item goes.
+
+    Attributes
+    ----------
+    x, y, w, h : float
+        The item's rectangle on the canvas.
+    cell_w, cell_h : float
+        A cell's size in pixels (0 for thumbnails and the strip's parts).
+    label_px : int
+        The pixel size of its row and column labels (0: no labels).
+    thumb : bool
+        Drawn as a labelled thumbnail: title, miniature, no axes or colour bar.
+    """
+
+    x: float
+    y: float
+    w: float
+    h: float
+    cell_w: float = 0.0
+    cell_h: float = 0.0
+    label_px: int = 0
+    thumb: bool = False
+
+    @property
+    def right(self) -> float:
+        return self.x + self.w
+
+    @property
+    def bottom(self) -> float:
+        return self.y + self.h
+
+    def overlaps(self, other: Box) -> bool:
+        return self.x < other.right and other.x < self.right and self.y < other.bottom and other.y < self.bottom
+
+    def inside(self, width: float, height: float) -> bool:
+        return self.x >= 0 and self.y >= 0 and self.right <= width + 0.5 and self.bottom <= height + 0.5
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Every item's box (maps by map id; ``strip:<i>``, ``group:<g>`` and ``strip:bar`` for the
+    heads strip) and the canvas's full size (larger than the viewport where it scrolls)."""
+
+    boxes: dict[str, Box]
+    width: float
+    height: float
+
+
+def shape_of(map_id: str, data: MapData) -> MapShape:
+    """The MapShape of a map showing ``data`` (longest labels cut as the axes cut them)."""
+    R, C = data.matrix.shape
+    row = max((len(tick_label(data.row_labels, data.row_blocks, i)) for i in range(R)), default=1)
+    col = max((len(tick_label(data.col_labels, data.col_blocks, j)) for j in range(C)), default=1)
+    return MapShape(map_id, data.field, R, C, min(row, MAX_CHARS), min(col, MAX_CHARS))
+
+
+def label_px_for(cell: float) -> int:
+    """The label font's pixel size for cells ``cell`` pixels apart: a line fits in a cell."""
+    return max(MIN_LABEL_PX, min(LABEL_PX, int(cell / LINE)))
+
+
+def _margins(m: MapShape, cell_w: float, px: int) -> tuple[float, float]:
+    """(left + right, top + bottom) around the cells of ``m``: labels, title, colour bar."""
+    left = m.row_chars * CHAR_W * px + 8
+    side_by_side = m.col_chars * CHAR_W * px + 6 <= cell_w
+    top = (LINE * px if side_by_side else m.col_chars * CHAR_W * px) + 8
+    return left + BAR_W, TITLE_H + top
+
+
+def _fit(m: MapShape, width: float, height: float, largest: float, square: bool) -> tuple[float, float, int]:
+    """The largest cells (w, h) up to ``largest`` with which ``m`` fits ``width`` x ``height``,
+    and the label size that goes with them. Margins depend on the label size: two passes."""
+    px, cw = LABEL_PX, largest
+    for _ in range(3):
+        extra_w, extra_h = _margins(m, cw, px)
+        cw = min(largest, max(0.5, (width - extra_w) / m.cols))
+        ch = min(largest, max(0.5, (height - extra_h) / m.rows))
+        if square:
+            cw = ch = min(cw, ch)
+        px = label_px_for(min(ch, cw if m.cols <= LABELLED_T else ch))
+    return cw, ch, px
+
+
+def _box(m: MapShape, x: float, y: float, cw: float, ch: float, px: int) -> Box:
+    extra_w, extra_h = _margins(m, cw, px)
+    return Box(x, y, extra_w + m.cols * cw, extra_h + m.rows * ch, cw, ch, px)
+
+
+def _square(m: MapShape) -> bool:
+    """Square cells unless one axis is long (a d_model axis beside a short token axis)."""
+    return max(m.rows, m.cols) <= 4 * min(m.rows, m.cols) or max(m.rows, m.cols) <= LABELLED_T
+
+
+def _largest(m: MapShape) -> float:
+    return MAX_CELL if max(m.rows, m.cols) <= VALUES_T else 28.0
+
+
+def flow_order(maps: list[MapShape]) -> list[MapShape]:
+    """``maps`` in data-flow order (``STAGES``), each field's heads together."""
+    rank = {f: i for i, f in enumerate(f for _, names, _ in STAGES for f in names)}
+    return sorted(maps, key=lambda m: rank.get(m.field, len(rank)))
+
+
+def _strip(heads: int, groups: list[list[int]] | None, width: float, boxes: dict[str, Box]) -> float:
+    """Lay the heads strip out along the top; returns its height (0 without one)."""
+    if heads <= 1:
+        return 0.0
+    grouped = groups is not None and len(groups) < heads
+    top = BRACKET_H if grouped else 0.0
+    w = max(40.0, min(THUMB_W, (width - STRIP_BAR_W - PAD * (heads + 1)) / heads))
+    for i in range(heads):
+        boxes[f"strip:{i}"] = Box(PAD + i * (w + PAD), top, w, STRIP_H - top - PAD, thumb=True)
+    if grouped:
+        for g, members in enumerate(groups):
+            first, last = boxes[f"strip:{members[0]}"], boxes[f"strip:{members[-1]}"]
+            boxes[f"group:{g}"] = Box(first.x, 0.0, last.right - first.x, BRACKET_H - 1)
+    boxes["strip:bar"] = Box(PAD + heads * (w + PAD), top, STRIP_BAR_W, STRIP_H - top - PAD)
+    return STRIP_H
+
+
+def _thumbs(maps: list[MapShape], y: float, width: float, boxes: dict[str, Box]) -> float:
+    """Lay ``maps`` out as thumbnails in rows from ``y``; returns the bottom."""
+    per_row = max(1, int((width - PAD) // (THUMB_W + PAD)))
+    bottom = y
+    for i, m in enumerate(maps):
+        r, c = divmod(i, per_row)
+        box = Box(PAD + c * (THUMB_W + PAD), y + r * (THUMB_H + PAD), THUMB_W, THUMB_H, thumb=True)
+        boxes[m.id] = box
+        bottom = box.bottom
+    return bottom
+
+
+def lay_out(maps: list[MapShape], focus: str | None, width: float, height: float, heads: int = 1,
+            groups: list[list[int]] | None = None) -> Layout:
+    """Place ``maps`` in a ``width`` x ``height`` viewport, ``focus`` (a field; None: all maps) first.
+
+    Parameters
+    ----------
+    maps : list of MapShape
+        Every map the canvas shows (per-head fields: the selected head's only).
+    focus : str or None
+        The field shown large; None lays every map out in data-flow order (scrolling).
+    width, height : float
+        The viewport in pixels.
+    heads : int
+        Heads of the result: with more than one, a strip of each head's alpha goes on top.
+    groups : list of list of int, optional
+        Query heads sharing a key/value head (grouped-query attention): a bracket above each.
+
+    Returns
+    -------
+    Layout
+        A box per map id; the focused map's lies inside the viewport.
+    """
+    boxes: dict[str, Box] = {}
+    top = _strip(heads, groups, width, boxes)
+    present = tuple(m.field for m in flow_order(maps))
+    if focus is None or focus not in present:
+        return _all_maps(flow_order(maps), top, width, boxes)
+    by_field = {m.field: m for m in maps}
+    before, after = neighbours(focus, present, 2)
+    main = by_field[focus]
+    side_w = SIDE_MIN * (bool(before) + bool(after))
+    room_h = height - top - PAD
+    cw, ch, px = _fit(main, width - side_w - 2 * PAD, room_h, _largest(main), _square(main))
+    focus_box = _box(main, 0.0, top, cw, ch, px)
+    # the neighbours share what is left beside it; the focused map stays in the middle
+    left_w = (width - focus_box.w - 2 * PAD) / 2 if before and after else 0.0
+    if before and not after:
+        left_w = width - focus_box.w - PAD
+    x0 = left_w + PAD if before else 0.0
+    boxes[main.id] = Box(x0, top, focus_box.w, focus_box.h, cw, ch, px)
+    right_x = boxes[main.id].right + PAD
+    shown = {main.id}
+    for names, x, w, side in ((before, 0.0, left_w, "left"), (after, right_x, width - right_x, "right")):
+        y = top
+        share = room_h / max(1, len(names))
+        for name in names:
+            m = by_field[name]
+            box = _neighbour(m, x, y, w, share - PAD)
+            if side == "left":  # next to the focused map, not at the canvas's edge
+                box = Box(x0 - PAD - box.w, box.y, box.w, box.h, box.cell_w, box.cell_h, box.label_px, box.thumb)
+            boxes[m.id] = box
+            shown.add(m.id)
+            y = box.bottom + PAD
+    shift = min(b.x for mid, b in boxes.items() if mid in shown)  # what the left column left unused
+    for mid in shown:
+        b = boxes[mid]
+        boxes[mid] = Box(b.x - shift, b.y, b.w, b.h, b.cell_w, b.cell_h, b.label_px, b.thumb)
+    rest = [m for m in flow_order(maps) if m.id not in shown]
+    bottom = max(b.bottom for b in boxes.values())
+    bottom = _thumbs(rest, bottom + PAD, width, boxes) if rest else bottom  # below the fold where it must
+    return Layout(boxes, width, max(height, bottom + PAD))
+
+
+def _neighbour(m: MapShape, x: float, y: float, w: float, h: float) -> Box:
+    """A neighbour of the focused map: readable in ``w`` x ``h``, else a thumbnail."""
+    cw, ch, px = _fit(m, w, h, 28.0, _square(m))
+    token_cell = ch if m.cols > LABELLED_T else min(cw, ch)  # a long d axis may be narrow; token rows may not
+    if token_cell < READABLE_CELL and min(m.rows, m.cols) <= READABLE_T or min(cw, ch) < 2:
+        return Box(x, y, min(w, THUMB_W), THUMB_H, thumb=True)
+    return _box(m, x, y, cw, ch, px)
+
+
+def _all_maps(maps: list[MapShape], top: float, width: float, boxes: dict[str, Box]) -> Layout:
+    """Every map at a readable minimum, a column per stage of the data flow (the canvas scrolls)."""
+    x = 0.0
+    bottom = top
+    for _, names, _ in STAGES:
+        column = [m for m in maps if m.field in names]
+        if not column:
+            continue
+        y, col_w = top, 0.0
+        for m in column:
+            cw = _readable(m.cols)
+            ch = _readable(m.rows)
+            box = _box(m, x, y, cw, ch, label_px_for(min(cw, ch) if m.cols <= LABELLED_T else ch))
+            boxes[m.id] = box
+            y = box.bottom + PAD
+            col_w = max(col_w, box.w)
+        bottom = max(bottom, y)
+        x += col_w + PAD
+    return Layout(boxes, max(width, x), bottom)
+
+
+def _readable(n: int) -> float:
+    """A cell's size along an axis of ``n`` in "All maps": 14 px while short, else about
+    ``ALL_MAPS_SIDE`` in all, at least ``READABLE_CELL`` up to ``READABLE_T``."""
+    if n <= READABLE_T:
+        return max(READABLE_CELL, min(16.0, ALL_MAPS_SIDE / n))
+    return max(1.0, math.floor(ALL_MAPS_SIDE / n * 4) / 4)
+
+
+def frame_shapes(frame: Frame, head: int = 0, hidden: tuple[int, ...] = ()) -> dict[str, tuple[MapShape, MapData]]:
+    """Every map of ``frame`` the canvas shows (per-head fields: head ``head``), by map id,
+    with the MapData it draws."""
+    out = {}
+    for name in frame.result.fields():
+        h = head if FIELDS[name].per_head else None
+        data = map_data(frame, name, h, hidden)
+        out[map_id(name, h)] = (shape_of(map_id(name, h), data), data)
+    return out

@@ -1,0 +1,397 @@
+"""The pipeline as one canvas: a single QGraphicsView whose scene holds every map.
+
+``present.layout`` decides where each map goes; here each map is a ``MapItem`` placed at
+its box. Items are made once per field (and once as a thumbnail) and kept: an update
+sets new images and labels on them and the view repaints once. The heads strip (alpha
+of each head, K/V brackets, one shared colour bar) lives in the same scene.
+"""
+
+from __future__ import annotations
+
+import pyqtgraph as pg
+from PySide6 import QtCore, QtGui, QtWidgets
+
+from ..engine import FIELDS
+from ..present.frame import Frame
+from ..present.heads import kv_groups
+from ..present.layout import Box, Layout, frame_shapes, lay_out
+from ..present.maps import full_row, map_data, map_id
+from .heatmap import MapItem, Readout, readout_position
+from .style import WEIGHTS_CMAP
+
+ZOOM_STEP = 1.15  # Ctrl + wheel, per notch
+
+
+class Canvas(pg.GraphicsView):
+    """Every map of a frame in one scene, laid out by ``present.layout.lay_out``.
+
+    Parameters
+    ----------
+    picture : bool
+        Drawn for a picture: no outlines, no hints about clicking.
+
+    Signals
+    -------
+    tokenSelected(int)
+        A query row was clicked in a map whose rows are the queries.
+    headSelected(int)
+        A head's thumbnail in the strip was clicked.
+    focusRequested(object)
+        A thumbnail was clicked or a map double-clicked (its field); the focused map
+        double-clicked asks for every map (None).
+    mapMenuRequested(object, QPoint)
+        Right-click on a map: its MapData and the global position (the window adds its menu).
+    """
+
+    tokenSelected = QtCore.Signal(int)
+    headSelected = QtCore.Signal(int)
+    focusRequested = QtCore.Signal(object)
+    mapMenuRequested = QtCore.Signal(object, object)
+
+    def __init__(self, parent: QtWidgets.QWidget | None = None, picture: bool = False):
+        self.plan: Layout | None = None
+        self._zoom = 1.0
+        super().__init__(parent)
+        self.setObjectName("canvas")
+        self.picture = picture
+        self.enableMouse(False)  # pyqtgraph's own pan and zoom: the canvas scrolls instead
+        self.setAlignment(QtCore.Qt.AlignmentFlag.AlignLeft | QtCore.Qt.AlignmentFlag.AlignTop)
+        self.setFrameShape(QtWidgets.QFrame.Shape.NoFrame)
+        for policy in (self.setHorizontalScrollBarPolicy, self.setVerticalScrollBarPolicy):
+            policy(QtCore.Qt.ScrollBarPolicy.ScrollBarAlwaysOff if picture else  # a picture holds the whole scene
+                   QtCore.Qt.ScrollBarPolicy.ScrollBarAsNeeded)
+        self.setTransformationAnchor(QtWidgets.QGraphicsView.ViewportAnchor.AnchorUnderMouse)
+        self.frame: Frame | None = None
+        self.head, self.token, self.hidden, self.focus = 0, None, (), None
+        self.items: dict[tuple[str, bool], MapItem] = {}  # (field, thumbnail) -> item, kept between frames
+        self.shown: dict[str, MapItem] = {}  # map id -> the item showing it now
+        self.strip: list[MapItem] = []
+        self.marks: dict[str, list] = {}
+        self._groups: list[QtWidgets.QGraphicsItem] = []
+        self.brackets: list[tuple[str, list[int]]] = []  # the K/V brackets drawn: (text, query heads)
+        self.stripBar = pg.ColorBarItem(values=(0, 1), colorMap=pg.colormap.get(WEIGHTS_CMAP), interactive=False,
+                                        width=10, colorMapMenu=False)
+        self.stripBar.axis.setTicks([[(v, f"{v:g}") for v in (0.0, 0.5, 1.0)]])
+        self.stripBar.hide()
+        self.scene().addItem(self.stripBar)
+        self._hover: tuple[MapItem, tuple[int, int]] | None = None
+        self._readout: Readout | None = None
+        self.scene().sigMouseMoved.connect(self._on_mouse_moved)
+        self.scene().sigMouseClicked.connect(self._on_mouse_clicked)
+        self.setContextMenuPolicy(QtCore.Qt.ContextMenuPolicy.CustomContextMenu)
+        self.customContextMenuRequested.connect(self._on_context_menu)
+
+    # drawing ---------------------------------------------------------------------------------
+
+    def show_frame(self, frame: Frame, head: int = 0, token: int | None = None,
+                   hidden: tuple[int, ...] = (), focus: str | None = None) -> None:
+        """Draw ``frame``: per-head maps for ``head``, row ``token`` outlined, ``hidden`` tokens
+        left out, ``focus`` (a field; None: every map) laid out first. Only the outline moves
+        when nothing else changed."""
+        focus = focus if focus in frame.result.fields() else None
+        unchanged = frame is self.frame and (head, hidden, focus) == (self.head, self.hidden, self.focus)
+        self.frame, self.head, self.token, self.hidden, self.focus = frame, head, token, hidden, focus
+        if not unchanged:
+            self._data = frame_shapes(frame, head, hidden)
+            self._place()
+            self._fill()
+            self._refresh_readout()
+        self._outline(token)
+
+    def _refresh_readout(self) -> None:
+        """A read-out on screen (the pointer rests on a cell) names the new value there."""
+        if self._hover is None or self._readout is None or not self._readout.isVisible():
+            return
+        item, (r, c) = self._hover
+        if item.data is not None and r < item.data.matrix.shape[0] and c < item.data.matrix.shape[1]:
+            self._readout.setText(item.describe(r, c))
+        else:
+            self._readout.hide()
+
+    def _place(self) -> None:
+        """Lay the maps out for the viewport's size and move the items to their boxes."""
+        if self.frame is None:
+            return
+        result = self.frame.result
+        size = self.viewport().size()
+        groups = kv_groups(result) if result.heads > 1 else None
+        self.plan = lay_out([s for s, _ in self._data.values()], self.focus, max(200, size.width()),
+                              max(200, size.height()), result.heads, groups)
+        boxes = self.plan.boxes
+        shown: dict[str, MapItem] = {}
+        for mid, (_, data) in self._data.items():
+            box = boxes[mid]
+            item = self._item(data.field, box.thumb)
+            shown[mid] = item
+            item.setGeometry(QtCore.QRectF(box.x, box.y, box.w, box.h))
+            if not box.thumb:
+                item.set_label_px(box.label_px)
+            brief = box.thumb or (self.focus is not None and data.field != self.focus)  # beside a large map
+            if item.brief != brief:
+                item.brief, item.data = brief, None  # the title changes: drawn again below
+            if item.data is not data:  # a new frame, or an item that was a thumbnail until this resize
+                if not item.compact:
+                    item.marks.set_cells(self.marks.get(data.field, []))
+                item.set_data(data)
+        for item in self.items.values():
+            item.setVisible(any(item is s for s in shown.values()))
+        self.shown = shown
+        self._place_strip(result.heads, groups, boxes)
+        self.updateMatrix()
+
+    def _item(self, field: str, thumb: bool) -> MapItem:
+        item = self.items.get((field, thumb))
+        if item is None:
+            item = MapItem(field, compact=thumb)
+            item.plot.getViewBox().setMouseEnabled(x=False, y=False)  # the wheel scrolls the canvas
+            self.scene().addItem(item)
+            self.items[(field, thumb)] = item
+        return item
+
+    def _place_strip(self, heads: int, groups, boxes: dict[str, Box]) -> None:
+        for g in self._groups:
+            self.scene().removeItem(g)
+        self._groups, self.brackets = [], []
+        while len(self.strip) < heads:
+            item = MapItem(f"strip:{len(self.strip)}", compact=True)
+            item.values.show_values = False
+            item.brief = True  # "head 2": the large map names the rest
+            self.scene().addItem(item)
+            self.strip.append(item)
+        for i, item in enumerate(self.strip):
+            item.setVisible(i < heads and heads > 1)
+            if f"strip:{i}" in boxes and i < heads:
+                b = boxes[f"strip:{i}"]
+                item.setGeometry(QtCore.QRectF(b.x, b.y, b.w, b.h))
+        bar = boxes.get("strip:bar")
+        self.stripBar.setVisible(bar is not None)
+        if bar is not None:
+            self.stripBar.setGeometry(QtCore.QRectF(bar.x, bar.y + 14, bar.w, bar.h - 20))
+        for g, members in enumerate(groups or []):
+            b = boxes.get(f"group:{g}")
+            if b is None:
+                continue
+            pen = QtGui.QPen(QtGui.QColor(110, 110, 130))
+            line_y = b.bottom - 1  # under the label, never through it
+            path = QtGui.QPainterPath(QtCore.QPointF(b.x, line_y + 5))
+            path.lineTo(b.x, line_y)
+            path.lineTo(b.right, line_y)
+            path.lineTo(b.right, line_y + 5)
+            line = self.scene().addPath(path, pen)
+            text = (f"K/V {g + 1}: heads {members[0] + 1}–{members[-1] + 1}" if len(members) > 1
+                    else f"K/V {g + 1}: head {members[0] + 1}")
+            label = self.scene().addSimpleText(text)
+            label.setBrush(QtGui.QColor(50, 50, 70))
+            font = label.font()
+            font.setPointSizeF(7.5)
+            label.setFont(font)
+            label.setPos(b.x + (b.w - label.boundingRect().width()) / 2, line_y - label.boundingRect().height())
+            label.setToolTip("Grouped-query attention: these query heads share one key and value head")
+            self._groups += [line, label]
+            self.brackets.append((text, list(members)))
+
+    def _fill(self) -> None:
+        """Set the strip's data: alpha of each head (only what changed repaints)."""
+        heads = self.frame.result.heads
+        if heads > 1:
+            for i in range(heads):
+                data = self._data["weights:0"][1] if i == 0 and self.head == 0 else None
+                data = data if data is not None and self.hidden == () else map_data(self.frame, "weights", i,
+                                                                                      self.hidden)
+                data.brief_title = (("<b>head {}</b>" if self.picture else "<b>head {} ▾</b>") if i == self.head
+                                    else "head {}").format(i + 1)
+                self.strip[i].set_data(data)
+
+    def _outline(self, token: int | None) -> None:
+        """Outline query row ``token`` in every map whose rows are the queries (never in a picture)."""
+        token = None if self.picture else token
+        for item in self.shown.values():
+            item.set_highlight(token if item.data is not None and item.data.query_rows else None)
+        for item in self.strip:
+            item.set_highlight(token)
+
+    def set_marks(self, marks: dict[str, list]) -> None:
+        """Outline cells: ``marks`` maps a field ("weights") to (row, col) cells, col None for a whole row.
+
+        They stay until replaced (an empty dict clears them); the followed row's outline stays too.
+        """
+        self.marks = {k: list(v) for k, v in marks.items()}
+        for item in self.items.values():
+            if item.data is not None and not item.compact:
+                item.marks.set_cells(self.marks.get(item.data.field, []))
+
+    def resizeEvent(self, ev) -> None:
+        super().resizeEvent(ev)
+        if getattr(self, "frame", None) is not None:
+            self._place()
+            self._outline(self.token)  # items that were thumbnails until now
+
+    def close(self) -> bool:
+        # not pyqtgraph's close(), which clears the scene under items this canvas still holds
+        return QtWidgets.QGraphicsView.close(self)
+
+    def updateMatrix(self, propagate: bool = True) -> None:
+        """Scene pixels are screen pixels (times the zoom); the scene is the layout's size and scrolls."""
+        if self.plan is not None:
+            self.setSceneRect(0, 0, self.plan.width, self.plan.height)
+        self.setTransform(QtGui.QTransform.fromScale(self._zoom, self._zoom))
+        self.sigDeviceRangeChanged.emit(self, self.range)
+        self.sigDeviceTransformChanged.emit(self)
+
+    # for tests and tools ---------------------------------------------------------------------
+
+    def item_of(self, mid: str) -> MapItem | None:
+        """The item showing map ``mid`` ("weights:0"), or None when it is not laid out."""
+        item = self.shown.get(mid)
+        return item if item is not None and item.isVisible() else None
+
+    def rect_of(self, mid: str) -> QtCore.QRect | None:
+        """Map ``mid``'s rectangle in viewport pixels, or None when it is not laid out."""
+        item = self.item_of(mid)
+        return None if item is None else self.mapFromScene(item.sceneBoundingRect()).boundingRect()
+
+    def labels_of(self, mid: str) -> tuple[list[str], list[str]] | None:
+        """The (row, column) label texts map ``mid`` draws, or None when it is not laid out."""
+        item = self.item_of(mid)
+        if item is None or item.compact:
+            return None
+        self.viewport().repaint()  # labels are worked out when painted: for the current zoom
+        return item.rowAxis.drawn, item.colAxis.drawn
+
+    # interaction -----------------------------------------------------------------------------
+
+    def _item_at(self, scene_pos: QtCore.QPointF) -> tuple[MapItem, str] | None:
+        for mid, item in self.shown.items():
+            if item.isVisible() and item.sceneBoundingRect().contains(scene_pos):
+                return item, mid
+        for i, item in enumerate(self.strip):
+            if item.isVisible() and item.sceneBoundingRect().contains(scene_pos):
+                return item, f"strip:{i}"
+        return None
+
+    def wheelEvent(self, ev: QtGui.QWheelEvent) -> None:
+        if ev.modifiers() & QtCore.Qt.KeyboardModifier.ControlModifier:  # zoom the whole canvas
+            self._zoom *= ZOOM_STEP if ev.angleDelta().y() > 0 else 1 / ZOOM_STEP
+            self.updateMatrix()
+            return
+        QtWidgets.QAbstractScrollArea.wheelEvent(self, ev)  # scroll; the maps' view boxes never see it
+
+    @property
+    def readout(self) -> Readout:
+        if self._readout is None:
+            self._readout = Readout(self)
+        return self._readout
+
+    def _on_mouse_moved(self, scene_pos) -> None:
+        hit = self._item_at(scene_pos)
+        cell = hit[0].cell_at(scene_pos) if hit is not None else None
+        if cell is None:
+            self._hover = None
+            if self._readout is not None:
+                self._readout.hide()
+            return
+        item = hit[0]
+        self._hover = (item, cell)
+        self.readout.setText(item.describe(*cell))
+        self.readout.adjustSize()
+        rect = self.mapFromScene(item.cell_scene_rect(*cell)).boundingRect()
+        self.readout.move(readout_position(rect.translated(self.viewport().mapToGlobal(QtCore.QPoint(0, 0))),
+                                           self.readout.size(), self.screen().availableGeometry()))
+        self.readout.show()
+
+    def leaveEvent(self, ev) -> None:
+        if self._readout is not None:
+            self._readout.hide()
+        super().leaveEvent(ev)
+
+    def hideEvent(self, ev) -> None:
+        if self._readout is not None:
+            self._readout.hide()
+        super().hideEvent(ev)
+
+    def _on_mouse_clicked(self, event) -> None:
+        if event.button() != QtCore.Qt.MouseButton.LeftButton:
+            return
+        hit = self._item_at(event.scenePos())
+        if hit is None:
+            return
+        item, mid = hit
+        if mid.startswith("strip:"):
+            self.headSelected.emit(int(mid.split(":")[1]))
+            return
+        if item.compact:  # a thumbnail: focus on it
+            self.focusRequested.emit(item.data.field)
+            return
+        if event.double():
+            self.focusRequested.emit(None if item.data.field == self.focus else item.data.field)
+            return
+        cell = item.cell_at(event.scenePos())
+        if cell is not None and item.data.query_rows:
+            self.tokenSelected.emit(full_row(item.data, cell[0]))
+
+    def _on_context_menu(self, pos: QtCore.QPoint) -> None:
+        hit = self._item_at(self.mapToScene(pos))
+        if hit is not None and hit[0].data is not None:
+            self.mapMenuRequested.emit(hit[0].data, self.viewport().mapToGlobal(pos))
+
+    def render_scene(self) -> QtGui.QImage:
+        """The whole canvas (beyond the viewport too) as an image, for the exported figure."""
+        w = max(int(self.plan.width), self.viewport().width())
+        h = max(int(self.plan.height), self.viewport().height())
+        image = QtGui.QImage(w, h, QtGui.QImage.Format.Format_ARGB32)
+        image.fill(QtGui.QColor("white"))
+        painter = QtGui.QPainter(image)
+        try:
+            self.scene().render(painter, QtCore.QRectF(0, 0, w, h), QtCore.QRectF(0, 0, w, h))
+        finally:
+            painter.end()
+        return image
+
+
+class Pipeline(QtWidgets.QWidget):
+    """The canvas with a line above it: what is in focus, and the button to every map (Esc).
+
+    ``canvas`` is the Canvas; its signals are the window's to connect.
+    """
+
+    def __init__(self, parent: QtWidgets.QWidget | None = None, picture: bool = False):
+        super().__init__(parent)
+        self.canvas = Canvas(picture=picture)
+        self.title = QtWidgets.QLabel()
+        self.title.setObjectName("focusTitle")
+        self.backButton = QtWidgets.QPushButton("All maps (Esc)")
+        self.backButton.setObjectName("focusBackButton")
+        self.backButton.setToolTip("Every map of the pipeline, in data-flow order (scroll; Ctrl + wheel zooms)")
+        self.backButton.clicked.connect(lambda: self.canvas.focusRequested.emit(None))
+        self.noProjection = QtWidgets.QLabel("No projections: q = k = v = x, so there are no W_q, W_k, W_v, W_O.")
+        self.noProjection.setObjectName("noProjectionNote")
+        self.noProjection.hide()
+        bar = QtWidgets.QHBoxLayout()
+        bar.setContentsMargins(4, 2, 4, 0)
+        bar.addWidget(self.title, 1)
+        bar.addWidget(self.noProjection)
+        bar.addWidget(self.backButton)
+        layout = QtWidgets.QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.setSpacing(2)
+        layout.addLayout(bar)
+        layout.addWidget(self.canvas, 1)
+
+    def show_frame(self, frame: Frame, head: int = 0, token: int | None = None,
+                   hidden: tuple[int, ...] = (), focus: str | None = None) -> None:
+        """Draw ``frame`` on the canvas (see ``Canvas.show_frame``) and say what is in focus."""
+        self.canvas.show_frame(frame, head, token, hidden, focus)
+        focus = self.canvas.focus
+        self.backButton.setVisible(focus is not None)
+        self.noProjection.setVisible(frame.result.w_q is None)
+        if focus is None:
+            self.title.setText("<b>Every map</b>, as the data flows: scroll, Ctrl + wheel zooms; "
+                               "double-click a map to focus on it")
+        else:
+            self.title.setText(f"<b>{FIELDS[focus].symbol}</b> and its neighbours in the data flow: "
+                               f"click a small map to focus on it; Esc for every map")
+        shown = focus or "weights"  # every map opens with alpha in view
+        if shown in frame.result.fields() and (item := self.canvas.item_of(
+                map_id(shown, head if FIELDS[shown].per_head else None))) is not None:
+            self.canvas.ensureVisible(item, 0, 0)
+

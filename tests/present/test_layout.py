@@ -1,0 +1,69 @@
+"""The canvas layout on its own: in every state at the window's two common sizes the focused
+map lies wholly inside the first viewport, its cells hold its labels, and no boxes overlap."""
+
+import itertools
+
+import pytest
+
+from attn_gui.engine import AttentionConfig, compute
+from attn_gui.engine.sources import is_available
+from attn_gui.present.frame import make_frame
+from attn_gui.present.heads import kv_groups
+from attn_gui.present.layout import LABELLED_T, LINE, VALUE_CELL, VALUES_T, frame_shapes, lay_out
+
+# the canvas's share of a 1366 x 768 and a 1920 x 1080 screen: the controls on the left,
+# the menu, the status bar and the docks below take the rest
+VIEWPORTS = {"1366x768": (1000, 540), "1920x1080": (1550, 820)}
+WORDS = "the animal did not cross the street because it was too tired".split()
+
+STATES = {
+    "default": AttentionConfig(),
+    "4 heads d 64": AttentionConfig(heads=4, d_model=64),
+    "8 heads T 64": AttentionConfig(heads=8, d_model=256, sentence=" ".join(itertools.islice(itertools.cycle(WORDS), 64))),
+    "cross 6x7": AttentionConfig(sentence="the cat sat on the mat", source_sentence="le chat était assis sur le tapis"),
+    "700 tokens": AttentionConfig(sentence=" ".join(itertools.islice(itertools.cycle(WORDS), 700))),
+}
+if is_available("minilm-l6"):
+    STATES["MiniLM 15 tokens"] = AttentionConfig(model="minilm-l6", layer=3, sentence=(
+        "The animal didn't cross the street because it was too tired"))
+if is_available("smollm2-135m"):
+    STATES["SmolLM2 9 heads"] = AttentionConfig(model="smollm2-135m", sentence="The cat sat on the mat because it")
+
+
+@pytest.fixture(scope="module", params=sorted(STATES))
+def frame(request):
+    return make_frame(0, compute(STATES[request.param]))
+
+
+@pytest.mark.parametrize("size", sorted(VIEWPORTS))
+def test_alpha_first_readable_and_nothing_overlaps(frame, size):
+    width, height = VIEWPORTS[size]
+    shapes = frame_shapes(frame)
+    result = frame.result
+    layout = lay_out([s for s, _ in shapes.values()], "weights", width, height, result.heads, kv_groups(result))
+    alpha = layout.boxes["weights:0"]
+    assert alpha.inside(width, height), (alpha, size)
+    shape = shapes["weights:0"][0]
+    # every row and column carries its label (a line of it fits a cell); 64 rows and the heads
+    # strip need more than the 540 px a 768 px screen leaves, so there every k-th is drawn
+    if shape.rows <= (LABELLED_T if size == "1920x1080" else LABELLED_T // 2):
+        assert min(alpha.cell_w, alpha.cell_h) >= alpha.label_px * LINE - 0.5, alpha
+    else:  # thinned labels: the cells still tile the box the layout gave
+        assert alpha.cell_h * shape.rows <= alpha.h
+    if max(shape.rows, shape.cols) <= VALUES_T:
+        assert min(alpha.cell_w, alpha.cell_h) >= VALUE_CELL, alpha
+    boxes = list(layout.boxes.items())
+    for (a, box_a), (b, box_b) in itertools.combinations(boxes, 2):
+        if not (a.startswith("group:") or b.startswith("group:")):  # a bracket spans its heads' thumbnails
+            assert not box_a.overlaps(box_b), (a, b, box_a, box_b)
+    assert all(box.right <= layout.width + 0.5 and box.bottom <= layout.height + 0.5 for _, box in boxes)
+    assert set(shapes) <= set(layout.boxes)  # every map is placed: readable or a thumbnail
+
+
+def test_all_maps_keeps_data_flow_order_and_readable_cells():
+    frame = make_frame(0, compute(AttentionConfig(heads=2)))
+    shapes = [s for s, _ in frame_shapes(frame).values()]
+    layout = lay_out(shapes, None, 1000, 540, 2)
+    x = [layout.boxes[i].x for i in ("x", "q:0", "weights:0", "head_outputs:0", "output")]
+    assert x == sorted(x) and len(set(x)) == 5  # one column per stage, left to right
+    assert all(min(layout.boxes[s.id].cell_w, layout.boxes[s.id].cell_h) >= 12 for s in shapes)

@@ -1,0 +1,71 @@
+"""The one canvas in the window: in each state, at both common screen sizes, alpha lies inside
+the visible viewport and names every row and column with its full token."""
+
+import itertools
+
+import numpy as np
+import pytest
+
+from attn_gui.engine import AttentionConfig, compute
+from attn_gui.engine.sources import is_available
+
+WORDS = "the animal did not cross the street because it was too tired".split()
+STATES = {
+    "default": AttentionConfig(),
+    "4 heads d 64": AttentionConfig(heads=4, d_model=64),
+    "8 heads T 64": AttentionConfig(heads=8, d_model=256, sentence=" ".join(itertools.islice(itertools.cycle(WORDS), 64))),
+    "cross 6x7": AttentionConfig(sentence="the cat sat on the mat", source_sentence="le chat était assis sur le tapis"),
+}
+if is_available("minilm-l6"):
+    STATES["MiniLM 15 tokens"] = AttentionConfig(model="minilm-l6", layer=3, sentence=(
+        "The animal didn't cross the street because it was too tired"))
+
+
+@pytest.mark.parametrize("size", [(1366, 768), (1920, 1080)], ids=["1366x768", "1920x1080"])
+@pytest.mark.parametrize("state", sorted(STATES))
+def test_alpha_is_in_view_with_every_label(window, qtbot, state, size):
+    config = STATES[state]
+    window.resize(*size)
+    window.set_state(window.state.replace(config=config, focus="weights"))
+    qtbot.waitUntil(lambda: window.frame.result.config == config, timeout=20000)
+    canvas = window.canvas
+    qtbot.waitUntil(lambda: canvas.rect_of("weights:0") is not None)
+    rect, view = canvas.rect_of("weights:0"), canvas.viewport().rect()
+    assert view.contains(rect), (rect, view)
+    item = canvas.item_of("weights:0")
+    np.testing.assert_allclose(item.image.image, compute(config).numpy("weights")[0], atol=1e-5)
+    result = window.frame.result
+    rows, cols = canvas.labels_of("weights:0")
+    if result.seq_len <= 32:  # 64 rows beside the heads strip and the docks: every k-th (see test_layout)
+        assert rows == list(result.tokens) and cols == list(result.key_tokens)
+    else:
+        assert set(rows) <= set(result.tokens) and len(rows) >= result.seq_len // 4
+
+
+@pytest.mark.parametrize("name", ["walk", "model-view", "metrics", "difference", "rollout", "why-scaling",
+                                  "kv-cache"])
+def test_each_dock_can_be_brought_in_front(window, name):
+    dock = window.show_dock(name)
+    assert dock.isVisible() and not dock.visibleRegion().isEmpty()
+
+
+def test_marks_outline_cells_and_keep_the_followed_row(window):
+    window.canvas.set_marks({"weights": [(1, 4), (3, None)], "scores": [(0, 0)]})
+    alpha = window.canvas.item_of("weights:0")
+    rects = [(r.x(), r.y(), r.width(), r.height()) for r in alpha.marks.rects()]
+    assert rects == [(3.5, 0.5, 1, 1), (-0.5, 2.5, 5, 1)]  # cell (1, 4) and the whole row 3
+    assert alpha.highlight.isVisible()  # the followed token's outline stays
+    window.panel.seedSpin.setValue(9)  # a new frame keeps them
+    assert len(window.canvas.item_of("weights:0").marks.rects()) == 2
+    window.canvas.set_marks({})
+    assert window.canvas.item_of("weights:0").marks.rects() == []
+
+
+def test_a_long_inputs_faint_alpha_says_its_scale(window, qtbot):
+    words = " ".join(itertools.islice(itertools.cycle(WORDS), 700))
+    window.set_state(window.state.replace(config=AttentionConfig(sentence=words), focus="weights"))
+    qtbot.waitUntil(lambda: window.frame.result.seq_len == 700, timeout=30000)
+    alpha = window.canvas.item_of("weights:0")
+    top = float(alpha.image.image.max())
+    assert top < 0.1 and alpha.image.levels[1] >= top and alpha.image.levels[1] < 0.1  # 0 to max, not 0 to 1
+    assert "mean α = 1/T = 0.0014; colour scale 0 to max" in alpha.plot.titleLabel.text
