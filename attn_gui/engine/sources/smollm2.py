@@ -140,6 +140,11 @@ def load_model(name: str, progress: cache.Progress | None = None) -> SmolLM2:
         if name in _loaded:
             return _loaded[name]
         spec = MODELS[name]
+        if spec.module == "hf":  # a Hugging Face folder: read as it is, nothing converted or cached
+            from .hf import read
+
+            _loaded[name] = read(spec)
+            return _loaded[name]
         path = gguf_path(spec)
         missing = [m for m in NEEDS[1:] if importlib.util.find_spec(m) is None]
         if missing:
