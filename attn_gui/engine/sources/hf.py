@@ -124,7 +124,9 @@ def read(spec: ModelSpec):
     return SmolLM2(spec, shape, weights, tokenizer, tuple(texts), special, -1 if eos is None else int(eos), None)
 
 
-from .smollm2 import Source as _Decoder  # noqa: E402  (torch: imported with the source, not the spec)
+from .smollm2 import READERS, Source as _Decoder  # noqa: E402  (torch: imported with the source, not the spec)
+
+READERS["hf"] = read
 
 
 class Source(_Decoder):
