@@ -128,7 +128,7 @@ class Option:
                 return  # a folder: its config.json is read (and checked) when the model's sizes are needed
             if not any(value == v and type(value) is type(v) for v in self.values if v is not None):
                 allowed = ", ".join(str(v) for v in self.values if v is not None)
-                none = " or none" if self.nullable else ""
+                none = (", a model folder" if self.kind == "model" else "") + (" or none" if self.nullable else "")
                 raise ConfigError(f"{name} must be one of {allowed}{none}; got {_short(value)}")
         elif self.kind == "device":
             if not isinstance(value, str) or not _DEVICE_RE.fullmatch(value):
