@@ -159,3 +159,23 @@ def test_cli_takes_a_folder(folder, tmp_path, capsys):
         assert main(["export", "--model", *args, "--out", str(tmp_path / "x")]) == 2
         err = capsys.readouterr().err
         assert message in err and err.count("\n") == 1
+
+
+def test_fifo_and_shape_mismatch_in_one_line(tmp_path, folder):
+    import os
+    import shutil
+
+    fifo = tmp_path / "fifo"
+    fifo.mkdir()
+    os.mkfifo(fifo / "config.json")  # never opened: reading a FIFO would wait for a writer forever
+    _tokenizer(fifo)
+    with pytest.raises(ConfigError, match="has no config.json"):
+        AttentionConfig(model=str(fifo))
+    path, _ = folder
+    wrong = tmp_path / "wrong"
+    shutil.copytree(path, wrong)
+    cfg = json.loads((wrong / "config.json").read_text())
+    cfg["num_attention_heads"], cfg["head_dim"] = 2, 8
+    (wrong / "config.json").write_text(json.dumps(cfg))
+    with pytest.raises(ConfigError, match=r"config.json says W_q is \(16, 32\), the weights hold \(32, 32\)"):
+        compute(AttentionConfig(sentence=SENTENCE, model=str(wrong)))
