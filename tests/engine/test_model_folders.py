@@ -98,7 +98,6 @@ def test_cached_decoding_equals_recomputing(folder):
 
 
 def test_weights_keep_their_stored_dtype(tmp_path_factory):
-    path, hf = None, None
     cfg = transformers.AutoConfig.for_model("llama", hidden_size=16, intermediate_size=16, num_hidden_layers=1,
                                             num_attention_heads=2, vocab_size=len(WORDS))
     folder = tmp_path_factory.mktemp("bf16")
