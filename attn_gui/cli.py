@@ -68,7 +68,9 @@ def add_engine_options(p: argparse.ArgumentParser) -> None:
         kw: dict = {"dest": opt.name, "default": None, "help": _flag_help(opt)}
         if opt.kind == "bool":
             kw["action"] = "store_false" if opt.default else "store_true"
-        elif opt.kind in ("choice", "model"):
+        elif opt.kind == "model":  # a bundled name or a model folder: the config checks which
+            kw["metavar"] = "{" + ",".join(v for v in opt.values if v is not None) + "}|PATH"
+        elif opt.kind == "choice":
             kw["choices"] = [v for v in opt.values if v is not None]
             if opt.bare is not None:  # an old boolean flag: given alone it means this choice
                 kw.update(nargs="?", const=opt.bare)

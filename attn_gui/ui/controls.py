@@ -198,6 +198,7 @@ class ControlPanel(QtWidgets.QWidget):
         self.hideSpecialCheck.setText(special_label(model))
         self.hideSpecialCheck.setToolTip(special_tip(model))
         self.modelNote.setVisible(model is not None)
+        self.decoderPanel.set_quantised(model is not None and any("4-bit" in note for note in model.about))
         if model is not None:
             weights = "W and b are" if model.has_bias else "W are"
             self.modelNote.setText(f"{model.label}: the model's own tokens; X is {model.x_is}; "

@@ -29,13 +29,11 @@ class DecoderPanel(QtWidgets.QWidget):
         layout.setContentsMargins(0, 4, 0, 0)
         layout.setHorizontalSpacing(6)
         layout.setVerticalSpacing(2)
-        title = QtWidgets.QLabel("next token, the model's top 5 <span style='color:#8a5a00;'>"
-                                 "(its weights are 4-bit approximations)</span>")
+        self.title = title = QtWidgets.QLabel()
         title.setObjectName("nextTokensTitle")
         title.setWordWrap(True)
         title.setStyleSheet("color:#445;")
-        title.setToolTip("softmax of the model's logits at the last position, highest first; the weights are "
-                         "the 4-bit (Q4_1) file's, close to but not equal to the published model's")
+        self.set_quantised(True)
         layout.addWidget(title, 0, 0, 1, 3)
         self.tokenLabels: list[QtWidgets.QLabel] = []
         self.bars: list[QtWidgets.QProgressBar] = []
@@ -72,6 +70,14 @@ class DecoderPanel(QtWidgets.QWidget):
         layout.addLayout(row, TOP + 1, 0, 1, 3)
         self.running = False
         self.pairs: tuple[tuple[str, float], ...] = ()
+
+    def set_quantised(self, quantised: bool) -> None:
+        """Name the 4-bit weights in the title (the bundled SmolLM2), or not (a model folder's own weights)."""
+        note = " <span style='color:#8a5a00;'>(its weights are 4-bit approximations)</span>" if quantised else ""
+        self.title.setText(f"next token, the model's top 5{note}")
+        self.title.setToolTip("softmax of the model's logits at the last position, highest first"
+                              + ("; the weights are the 4-bit (Q4_1) file's, close to but not equal to the "
+                                 "published model's" if quantised else ""))
 
     def show_next_tokens(self, pairs: tuple[tuple[str, float], ...] | None) -> None:
         """Show ``pairs`` (token text, probability), highest first; None hides the panel (an encoder)."""

@@ -17,7 +17,30 @@ from .spec import ModelSpec
 if TYPE_CHECKING:
     from .base import ModelSource
 
-MODELS: dict[str, ModelSpec] = {
+
+
+class _Models(dict):
+    """The bundled models by name; a path looks up the folder's spec (``hf.spec_for``, read once)."""
+
+    def __missing__(self, key):
+        if isinstance(key, str) and key not in ("", "none"):
+            from .hf import spec_for
+
+            return spec_for(key)
+        raise KeyError(key)
+
+    def __contains__(self, key) -> bool:
+        try:
+            self[key]
+        except (KeyError, ConfigError):
+            return False
+        return True
+
+    def get(self, key, default=None):
+        return self[key] if key in self else default
+
+
+MODELS: dict[str, ModelSpec] = _Models({
     spec.name: spec
     for spec in (
         ModelSpec("minilm-l6", "MiniLM-L6 (all-MiniLM-L6-v2)", module="minilm", layers=6, heads=12,
@@ -31,15 +54,14 @@ MODELS: dict[str, ModelSpec] = {
                          "the weights are 4-bit (Q4_1) approximations of the published SmolLM2-135M-Instruct",
                          "the model is causal by construction: the causal mask is always on")),
     )
-}
+})
 
 
 def spec(name: str) -> ModelSpec:
     """The static spec of model ``name``; ``ConfigError`` naming the choices otherwise."""
-    found = MODELS.get(name) if isinstance(name, str) else None
-    if found is None:
-        raise ConfigError(f"model must be one of {', '.join(MODELS)} or none; got {name!r:.40}")
-    return found
+    if not isinstance(name, str):
+        raise ConfigError(f"model must be one of {', '.join(MODELS)}, a folder or none; got {name!r:.40}")
+    return MODELS[name]
 
 
 @functools.cache

@@ -83,17 +83,24 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
 
 
 def head_weights(w: dict, layer: int, shape: LlamaShape) -> Projections:
-    """Layer ``layer``'s projections per head, in column layout (q_i = W x_i), no biases.
+    """Layer ``layer``'s projections per head, in column layout (q_i = W x_i + b).
 
     nn.Linear stores W_q as (h * d_k, d); head i owns rows i*d_k:(i+1)*d_k (K and V: g heads).
+    Q, K and V have biases where the weights hold them (Qwen2), else none (Llama).
     """
     p = f"model.layers.{layer}.self_attn"
     d = w[f"{p}.q_proj.weight"].shape[1]
+    biases = {}
+    if f"{p}.q_proj.bias" in w:
+        biases = dict(b_q=w[f"{p}.q_proj.bias"].view(shape.heads, 1, -1),  # (h, 1, d_k)
+                      b_k=w[f"{p}.k_proj.bias"].view(shape.kv_heads, 1, -1),  # (g, 1, d_k)
+                      b_v=w[f"{p}.v_proj.bias"].view(shape.kv_heads, 1, -1))  # (g, 1, d_v)
     return Projections(
         w_q=w[f"{p}.q_proj.weight"].view(shape.heads, -1, d),  # (h, d_k, d)
         w_k=w[f"{p}.k_proj.weight"].view(shape.kv_heads, -1, d),  # (g, d_k, d)
         w_v=w[f"{p}.v_proj.weight"].view(shape.kv_heads, -1, d),  # (g, d_v, d)
         w_o=w[f"{p}.o_proj.weight"],  # (d, h * d_v)
+        **biases,
     )
 
 
@@ -119,8 +126,9 @@ def decoder_layer(h: torch.Tensor, w: dict, layer: int, shape: LlamaShape,
 def forward(w: dict, ids: torch.Tensor, shape: LlamaShape, cache: KVCache | None = None) -> Forward:
     """Run the model on the new token ids (n,), after the ``cache`` of the tokens before (if any).
 
-    The output head is the token embedding (tied weights); only the last row's logits are
-    computed, as the next token needs no others.
+    The output head is ``lm_head.weight`` where the weights hold one, else the token
+    embedding (tied weights); only the last row's logits are computed, as the next token
+    needs no others.
     """
     h = w["model.embed_tokens.weight"][ids]  # (n, d)
     residual, inputs, weights, keys, values = [h], [], [], [], []
@@ -133,5 +141,6 @@ def forward(w: dict, ids: torch.Tensor, shape: LlamaShape, cache: KVCache | None
         keys.append(steps["k"])  # (g, P + n, d_k): the cache and the new keys
         values.append(steps["v"])
     residual[-1] = rms_norm(h, w["model.norm.weight"], shape.eps)  # (n, d)
-    logits = F.linear(residual[-1][-1], w["model.embed_tokens.weight"])  # (V,): the last row only
+    head = w.get("lm_head.weight", w["model.embed_tokens.weight"])  # (V, d)
+    logits = F.linear(residual[-1][-1], head)  # (V,): the last row only
     return Forward(residual, inputs, torch.stack(weights), KVCache(tuple(keys), tuple(values)), logits)

@@ -20,6 +20,7 @@ import importlib.util
 import threading
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 import torch
 
@@ -128,6 +129,8 @@ def _hf_name(name: str) -> str:
 
 
 _loaded: dict[str, SmolLM2] = {}
+# Other sources of Llama-family weights, by spec.module: each registers its reader on import (hf)
+READERS: dict[str, Callable[[ModelSpec], SmolLM2]] = {}
 _lock = threading.Lock()
 
 
@@ -140,6 +143,9 @@ def load_model(name: str, progress: cache.Progress | None = None) -> SmolLM2:
         if name in _loaded:
             return _loaded[name]
         spec = MODELS[name]
+        if spec.module in READERS:  # a Hugging Face folder: read as it is, nothing converted or cached
+            _loaded[name] = READERS[spec.module](spec)
+            return _loaded[name]
         path = gguf_path(spec)
         missing = [m for m in NEEDS[1:] if importlib.util.find_spec(m) is None]
         if missing:

@@ -1,0 +1,180 @@
+"""A model is a path: tiny random Llama-family folders made by transformers (save_pretrained,
+plus a WordLevel tokenizer.json from ``tokenizers``) give through ``compute`` every layer's
+alpha of transformers' eager attention (1e-5), X, Q, K, V and the block output of its forward
+hooks (1e-4), its next-token top 5, and cached decoding equals a full recompute.
+"""
+
+import json
+
+import pytest
+import torch
+
+from attn_gui.engine import MODELS, AttentionConfig, ConfigError, compute, source
+from attn_gui.engine.decoding import Decoder
+
+transformers = pytest.importorskip("transformers")
+
+WORDS = ["<unk>", "<s>", "</s>"] + [f"w{i}" for i in range(61)] + "the cat sat on a mat and dog ran".split()
+SENTENCE = "the cat sat on a mat and the dog ran"
+FAMILIES = {
+    "llama": dict(num_key_value_heads=2),
+    "qwen2": dict(num_key_value_heads=2),  # Q/K/V biases
+    "mistral": dict(num_key_value_heads=4, sliding_window=None),
+}
+
+
+def _tokenizer(folder):
+    from tokenizers import Tokenizer, models, pre_tokenizers
+
+    tok = Tokenizer(models.WordLevel({w: i for i, w in enumerate(WORDS)}, unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    tok.save(str(folder / "tokenizer.json"))
+
+
+@pytest.fixture(scope="module", params=sorted(FAMILIES))
+def folder(request, tmp_path_factory):
+    kind = request.param
+    torch.manual_seed(0)
+    config = transformers.AutoConfig.for_model(kind, hidden_size=32, intermediate_size=48, num_hidden_layers=2,
+                                               num_attention_heads=4, vocab_size=len(WORDS), eos_token_id=2,
+                                               bos_token_id=1, tie_word_embeddings=False,
+                                               max_position_embeddings=128, **FAMILIES[kind])
+    hf = transformers.AutoModelForCausalLM.from_config(config, attn_implementation="eager").eval()
+    if kind == "qwen2":  # random, not zero, biases: they must be read
+        with torch.no_grad():
+            for layer in hf.model.layers:
+                for proj in (layer.self_attn.q_proj, layer.self_attn.k_proj, layer.self_attn.v_proj):
+                    proj.bias.normal_()
+    path = tmp_path_factory.mktemp(kind)
+    hf.save_pretrained(path)
+    _tokenizer(path)
+    return str(path), hf
+
+
+def test_every_layer_equals_transformers(folder):
+    path, hf = folder
+    cfg = AttentionConfig(sentence=SENTENCE, model=path, layout="column")
+    ids = torch.tensor(source(path).tokenize(SENTENCE).token_ids)
+    assert ids.tolist() == [WORDS.index(w) for w in SENTENCE.split()]
+    hooks, seen = [], {}
+    for i, layer in enumerate(hf.model.layers):
+        hooks.append(layer.self_attn.register_forward_hook(
+            lambda m, args, kwargs, out, i=i: seen.__setitem__(i, (kwargs["hidden_states"][0], out[0][0])),
+            with_kwargs=True))
+    with torch.no_grad():
+        out = hf(ids[None], output_attentions=True)
+    for h in hooks:
+        h.remove()
+    spec = MODELS[path]
+    T, d_k = len(ids), spec.d_k
+    for layer in range(2):
+        r = compute(cfg.replace(layer=layer))
+        x, block = seen[layer]
+        attn = hf.model.layers[layer].self_attn
+        with torch.no_grad():
+            k = attn.k_proj(x).view(T, -1, d_k).transpose(0, 1)
+            v = attn.v_proj(x).view(T, -1, d_k).transpose(0, 1)
+            q = attn.q_proj(x).view(T, -1, d_k).transpose(0, 1)
+        assert torch.allclose(r.weights, out.attentions[layer][0], atol=1e-5, rtol=0), layer
+        assert torch.allclose(r.x, x, atol=1e-4, rtol=1e-4)
+        assert torch.allclose(r.q_unrotated, q, atol=1e-4, rtol=1e-4)
+        assert torch.allclose(r.k_unrotated, k, atol=1e-4, rtol=1e-4)
+        assert torch.allclose(r.v, v, atol=1e-4, rtol=1e-4)
+        assert torch.allclose(r.output, block, atol=1e-4, rtol=1e-4)
+    probs = torch.softmax(out.logits[0, -1].double(), -1).topk(5)
+    got = compute(cfg).next_tokens
+    assert [t for t, _ in got] == [WORDS[i] for i in probs.indices.tolist()]
+    assert [p for _, p in got] == pytest.approx(probs.values.tolist(), abs=1e-5)
+
+
+def test_cached_decoding_equals_recomputing(folder):
+    path, _ = folder
+    decoder = Decoder(AttentionConfig(sentence=SENTENCE, model=path))
+    for _ in range(2):
+        step = decoder.step()
+        full = decoder.recompute()
+        assert torch.allclose(step.weights, full.weights[:, :, -1], atol=1e-5, rtol=0)
+        assert torch.allclose(decoder.logits, full.logits, atol=1e-5, rtol=1e-5)
+
+
+def test_weights_keep_their_stored_dtype(tmp_path_factory):
+    cfg = transformers.AutoConfig.for_model("llama", hidden_size=16, intermediate_size=16, num_hidden_layers=1,
+                                            num_attention_heads=2, vocab_size=len(WORDS))
+    folder = tmp_path_factory.mktemp("bf16")
+    transformers.AutoModelForCausalLM.from_config(cfg).to(torch.bfloat16).save_pretrained(folder)
+    _tokenizer(folder)
+    from attn_gui.engine.sources import smollm2
+
+    assert smollm2.load_model(str(folder)).weights["model.layers.0.self_attn.q_proj.weight"].dtype == torch.bfloat16
+    assert compute(AttentionConfig(sentence=SENTENCE, model=str(folder))).weights.dtype == torch.float32
+
+
+def _bad(tmp_path, kind):
+    folder = tmp_path / kind
+    folder.mkdir()
+    cfg = dict(model_type="llama", hidden_size=32, num_attention_heads=4, num_hidden_layers=2)
+    if kind == "unsupported":
+        cfg["model_type"] = "t5"
+    (folder / "config.json").write_text(json.dumps(cfg))
+    if kind != "no tokenizer":
+        _tokenizer(folder)
+    return str(folder)
+
+
+@pytest.mark.parametrize("kind, message", [
+    ("no tokenizer", "has no tokenizer.json"),
+    ("unsupported", "is a 't5' model; supported model_types: llama, mistral, qwen2"),
+])
+def test_bad_folders_say_what_is_wrong(tmp_path, kind, message):
+    with pytest.raises(ConfigError, match=message):
+        AttentionConfig(model=_bad(tmp_path, kind))
+
+
+def test_missing_weights_and_truncated_file(tmp_path):
+    path = _bad(tmp_path, "no weights")
+    with pytest.raises(ConfigError, match="has no weights: model.safetensors is missing"):
+        compute(AttentionConfig(sentence=SENTENCE, model=path))
+    (tmp_path / "no weights" / "model.safetensors").write_bytes(b"\x10\x00\x00\x00\x00\x00\x00\x00{\"a\"")
+    from attn_gui.engine.sources import smollm2
+
+    with pytest.raises(ConfigError, match="the weights cannot be read"):
+        smollm2.load_model(path)
+
+
+def test_not_a_folder(tmp_path):
+    with pytest.raises(ConfigError, match="neither a bundled model nor a folder"):
+        AttentionConfig(model=str(tmp_path / "nowhere"))
+
+
+def test_cli_takes_a_folder(folder, tmp_path, capsys):
+    from attn_gui.cli import main
+
+    path, _ = folder
+    assert main(["export", "--model", path, "--sentence", "the cat sat", "--layer", "2", "--out",
+                 str(tmp_path / "out")]) in (0, None)
+    assert (tmp_path / "out" / "weights.npy").is_file()
+    for args, message in ([path, "--layer", "3"], "has layers 1 to 2; got --layer 3"), \
+                         ([str(tmp_path / "nowhere")], "is neither a bundled model nor a folder"):
+        assert main(["export", "--model", *args, "--out", str(tmp_path / "x")]) == 2
+        err = capsys.readouterr().err
+        assert message in err and err.count("\n") == 1
+
+
+def test_fifo_and_shape_mismatch_in_one_line(tmp_path, folder):
+    import os
+    import shutil
+
+    fifo = tmp_path / "fifo"
+    fifo.mkdir()
+    os.mkfifo(fifo / "config.json")  # never opened: reading a FIFO would wait for a writer forever
+    _tokenizer(fifo)
+    with pytest.raises(ConfigError, match="has no config.json"):
+        AttentionConfig(model=str(fifo))
+    path, _ = folder
+    wrong = tmp_path / "wrong"
+    shutil.copytree(path, wrong)
+    cfg = json.loads((wrong / "config.json").read_text())
+    cfg["num_attention_heads"], cfg["head_dim"] = 2, 8
+    (wrong / "config.json").write_text(json.dumps(cfg))
+    with pytest.raises(ConfigError, match=r"config.json says W_q is \(16, 32\), the weights hold \(32, 32\)"):
+        compute(AttentionConfig(sentence=SENTENCE, model=str(wrong)))
