@@ -11,6 +11,7 @@ import os
 import signal
 import sys
 import threading
+from pathlib import Path
 
 from . import __version__
 
@@ -163,7 +164,7 @@ def build_parser() -> argparse.ArgumentParser:
     # allow_abbrev off: "--head" must never be read as "--heads" (nor any prefix as a flag)
     p = _Parser(prog="attn-gui", description="Attention Explorer: watch self-attention computed, step by step.")
     p.add_argument("--version", action="version", version=f"attn-gui {__version__}")
-    sub = p.add_subparsers(dest="command", parser_class=_Parser, metavar="{gui,export,generate,bench}")
+    sub = p.add_subparsers(dest="command", parser_class=_Parser, metavar="{gui,export,generate,effects,bench}")
 
     gui = sub.add_parser("gui", help="open the window (the default)")
     gui.add_argument("--head", type=int, metavar="N", help="the head to show first, counted from 1 (default 1)")
@@ -191,6 +192,16 @@ def build_parser() -> argparse.ArgumentParser:
                                         "each step; print each step's probability, then the text")
     g.add_argument("--steps", type=int, default=8, metavar="N", help="tokens to generate, 1 to 512 (default 8)")
     add_engine_options(g)
+
+    e = sub.add_parser("effects", allow_abbrev=False,
+                       help="ablate (or, with --corrupt, patch) each head of a decoder alone; write the layer x "
+                            "head grid of its effect on the next token as CSV and PNG")
+    e.add_argument("--out", required=True, metavar="DIR", help="folder to write (created if missing)")
+    e.add_argument("--corrupt", metavar="TEXT", help="patch each head from --sentence into this sentence (same "
+                                                      "token count) and write the recovered fraction instead")
+    e.add_argument("--target", metavar="TOKEN", help="the next token whose log p is measured (default: the top one)")
+    e.add_argument("--mode", choices=("zero", "mean"), default="zero", help="ablation: zero, or mean over positions")
+    add_engine_options(e)
 
     b = sub.add_parser("bench", help="measure speed, latency and memory; print a table")
     b.add_argument("--quick", action="store_true", help="fewer sizes and repeats")
@@ -300,6 +311,44 @@ def run_generate(args: argparse.Namespace) -> int:
     return 0
 
 
+def run_effects(args: argparse.Namespace) -> int:
+    """``attn-gui effects``: the (layers x heads) grid as effects.csv and effects.png in ``--out``."""
+    from .engine import interventions
+
+    config = config_from_args(args)
+    if config.model:
+        load_model(config.model)
+    if args.corrupt is None:
+        grids = interventions.head_effects(config, args.target, args.mode)
+        symbol, what = "Δ log p", f"change in log p(next token) when the head alone is ablated ({args.mode})"
+    else:
+        grids = interventions.patch_effects(config, config.replace(sentence=args.corrupt))
+        symbol, what = "recovered", "fraction of the logit difference recovered by patching the head alone"
+    grid = None
+    for grid in grids:
+        print(f"attn-gui effects: layer {grid.done} of {grid.total}", file=sys.stderr, flush=True)
+    values = grid.values.numpy()
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    rows = [f"layer {i + 1}" for i in range(values.shape[0])]
+    cols = [f"head {j + 1}" for j in range(values.shape[1])]
+    with open(out / "effects.csv", "w", encoding="utf-8") as f:
+        f.write(f"# {what}\n" + ",".join(["layer", *cols]) + "\n")
+        for i, row in enumerate(values):
+            f.write(",".join([str(i + 1), *(f"{v:.6g}" for v in row)]) + "\n")
+    from .export.images import export_image
+    from .present.maps import MapData
+    from .render.offscreen import dispose, render_map
+
+    view = render_map(MapData(values, f"{symbol}: {what}", "signed", rows, cols, symbol=symbol))
+    try:
+        export_image(view, out / "effects.png")
+    finally:
+        dispose(view)
+    print(f"wrote {out / 'effects.csv'} and {out / 'effects.png'}")
+    return 0
+
+
 def _run_bench(args: argparse.Namespace) -> int:
     """``attn-gui bench``: progress to stderr, the tables to stdout, the JSON to ``--json``; 0 on success."""
     from . import bench
@@ -381,6 +430,8 @@ def _main(argv: list[str]) -> int:
             return run_export(args)
         if args.command == "generate":
             return run_generate(args)
+        if args.command == "effects":
+            return run_effects(args)
         if args.command == "bench":
             return _run_bench(args)
     except UsageError as exc:

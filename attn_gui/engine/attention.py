@@ -9,6 +9,7 @@ value size. All functions are batched over heads; there is no loop over tokens o
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -47,7 +48,8 @@ def attend(x: torch.Tensor, weights: Projections, *, x_kv: torch.Tensor | None =
            rope_base: float | None = None, alibi: bool = False, position_offset: int = 0,
            window: int | None = None, sink_tokens: int = 0, reduce_to: int | None = None,
            block_bytes: int = 16 * 2**20,
-           past: tuple[torch.Tensor, torch.Tensor] | None = None) -> dict[str, torch.Tensor]:
+           past: tuple[torch.Tensor, torch.Tensor] | None = None,
+           z_hook: Callable[[torch.Tensor], torch.Tensor] | None = None) -> dict[str, torch.Tensor]:
     """Multi-head attention of ``x`` over ``x_kv`` (itself by default) with every intermediate kept.
 
     Parameters
@@ -82,6 +84,9 @@ def attend(x: torch.Tensor, weights: Projections, *, x_kv: torch.Tensor | None =
         tokens before ``x``. The rows of ``x`` are then positions P ... P + n - 1 (their
         RoPE angles and causal mask start at P) and attend to the cached keys and their own.
         Not with ``reduce_to``.
+    z_hook : callable, optional
+        Given the per-head outputs Z (h, T, d_v), returns what the concat and W_O read instead
+        (a head ablated or patched, ``engine.interventions``); ``head_outputs`` is its result.
 
     Returns
     -------
@@ -136,6 +141,8 @@ def attend(x: torch.Tensor, weights: Projections, *, x_kv: torch.Tensor | None =
         context_vec, shown = _attend_in_blocks(q, k_per_head, v_per_head, reduce_to, block_bytes, scale=scale,
                                                temperature=temperature, similarity=similarity, **masks)
         fields = dict(shown=shown)
+    if z_hook is not None:
+        context_vec = z_hook(context_vec)  # an intervention (ablation, patching): Z shows what W_O reads
     concat = concat_heads(context_vec)  # (T, h*d_v)
     output = output_projection(concat, p.w_o, layout)  # (T, d)
     if p.b_o is not None:

@@ -112,29 +112,31 @@ def feed_forward(x: torch.Tensor, w: dict, layer: int) -> torch.Tensor:
 
 
 def decoder_layer(h: torch.Tensor, w: dict, layer: int, shape: LlamaShape,
-                  past: tuple[torch.Tensor, torch.Tensor] | None = None):
+                  past: tuple[torch.Tensor, torch.Tensor] | None = None, *, z_hook=None):
     """One layer over the new rows ``h`` (n, d); returns (next residual, X, attention steps)."""
     p = f"model.layers.{layer}"
     x = rms_norm(h, w[f"{p}.input_layernorm.weight"], shape.eps)  # X: what attention reads
     steps = attend(x, head_weights(w, layer, shape), layout="column", causal=True, rope_base=shape.rope_base,
-                   past=past)
+                   past=past, z_hook=z_hook)
     h = h + steps["output"]
     h = h + feed_forward(rms_norm(h, w[f"{p}.post_attention_layernorm.weight"], shape.eps), w, layer)
     return h, x, steps
 
 
-def forward(w: dict, ids: torch.Tensor, shape: LlamaShape, cache: KVCache | None = None) -> Forward:
+def forward(w: dict, ids: torch.Tensor, shape: LlamaShape, cache: KVCache | None = None, *,
+            z_hooks: dict | None = None) -> Forward:
     """Run the model on the new token ids (n,), after the ``cache`` of the tokens before (if any).
 
     The output head is ``lm_head.weight`` where the weights hold one, else the token
     embedding (tied weights); only the last row's logits are computed, as the next token
-    needs no others.
+    needs no others. ``z_hooks`` maps a layer (0-based) to a function of its per-head
+    outputs Z (h, n, d_v) returning what W_O reads instead (``engine.interventions``).
     """
     h = w["model.embed_tokens.weight"][ids]  # (n, d)
     residual, inputs, weights, keys, values = [h], [], [], [], []
     for layer in range(shape.layers):
         past = None if cache is None else (cache.keys[layer], cache.values[layer])
-        h, x, steps = decoder_layer(h, w, layer, shape, past)
+        h, x, steps = decoder_layer(h, w, layer, shape, past, z_hook=(z_hooks or {}).get(layer))
         residual.append(h)
         inputs.append(x)
         weights.append(steps["weights"])  # (h, n, P + n)

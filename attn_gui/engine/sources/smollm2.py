@@ -247,11 +247,18 @@ class Source(ModelSource):
         vocab = load_model(self.spec.name).vocab
         return tuple((vocab[i], float(p)) for p, i in zip(top.values.tolist(), top.indices.tolist()))
 
-    def forward(self, token_ids: torch.Tensor, device, dtype, cache: KVCache | None = None) -> Forward:
-        """Run the model on new ``token_ids`` (n,) after ``cache`` (None: from the start); nothing is kept."""
+    def forward(self, token_ids: torch.Tensor, device, dtype, cache: KVCache | None = None, *,
+                z_hooks: dict | None = None) -> Forward:
+        """Run the model on new ``token_ids`` (n,) after ``cache`` (None: from the start); nothing is kept.
+
+        ``z_hooks`` (layer -> function of Z) intervene on heads (``llama.forward``)."""
         with torch.no_grad():
             return forward(_weights_on(self.spec.name, str(device), dtype), token_ids.to(device),
-                           load_model(self.spec.name).shape, cache)
+                           load_model(self.spec.name).shape, cache, z_hooks=z_hooks)
+
+    def decoder(self, device, dtype) -> tuple[dict[str, torch.Tensor], LlamaShape]:
+        """The weights on ``device`` and the shape: ``llama.decoder_layer`` runs a layer on them."""
+        return _weights_on(self.spec.name, str(device), dtype), load_model(self.spec.name).shape
 
     def decode_text(self, token_ids) -> str:
         """The text of ``token_ids`` (special tokens included), as the model's byte-level decoder gives it."""

@@ -1,0 +1,281 @@
+"""Which head matters: knock heads out (ablation) or copy them from another input (activation patching).
+
+Both act on the per-head outputs Z (h, n, d_v) of a decoder layer, just before the concat and
+W_O, through the ``z_hook`` of ``attention.attend`` threaded through the one decoder forward
+(``sources/llama.py``); so they work for every model source that runs that forward.
+
+    ablated Z_i = 0                       (mode "zero")
+    ablated Z_i = mean over positions of Z_i, every row   (mode "mean")
+    patched Z_i = Z_i of the clean input  (run on the corrupted input)
+
+``head_effects`` and ``patch_effects`` give a (L, h) grid, exactly (every cell is a forward
+pass, not a gradient): the residual stream below layer l is the clean run's, computed once,
+and the h variants of layer l run as one batch (``torch.vmap``) through layers l ... L - 1.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+from .config import AttentionConfig
+from .devices import resolve_device
+from .errors import ConfigError
+from .sources import source
+from .sources.llama import decoder_layer, rms_norm
+
+MODES = ("zero", "mean")
+Head = tuple[int, int]  # (layer, head), 0-based
+
+
+@dataclass(frozen=True)
+class Run:
+    """A decoder run with an intervention: its next-token logits (V,) and its token ids."""
+
+    logits: torch.Tensor
+    token_ids: tuple[int, ...]
+
+
+def _decoder(config: AttentionConfig):
+    """The model source of ``config``, refusing encoders and random weights with what works instead."""
+    src = source(config.model) if config.model else None
+    if src is None or not hasattr(src, "decoder"):
+        raise ConfigError("interventions need a decoder model (smollm2-135m); "
+                          f"{config.model or 'random weights'} has no next token to change")
+    return src
+
+
+def _device(config: AttentionConfig):
+    from .compute import DTYPES
+
+    return resolve_device(config.device), DTYPES[config.dtype]
+
+
+def check_heads(config: AttentionConfig, heads) -> tuple[Head, ...]:
+    """The (layer, head) pairs as ints, refused with one line if out of range (counted from 1 in the message)."""
+    dims = _decoder(config).spec
+    out = []
+    for layer, head in heads:
+        if not (0 <= layer < dims.layers and 0 <= head < dims.heads):
+            raise ConfigError(f"head {layer + 1}.{head + 1} does not exist: layers are 1 to {dims.layers}, "
+                              f"heads 1 to {dims.heads}")
+        out.append((int(layer), int(head)))
+    return tuple(out)
+
+
+def _ids(src, config: AttentionConfig) -> tuple[int, ...]:
+    return tuple(src.tokenize(config.sentence).token_ids)
+
+
+def _knock_out(heads: list[int], mode: str) -> Callable[[torch.Tensor], torch.Tensor]:
+    """A z_hook setting the given heads of Z (h, n, d_v) to zero or to their mean over positions."""
+    if mode not in MODES:
+        raise ConfigError(f"ablation mode must be one of {', '.join(MODES)}; got {mode!r}")
+
+    def hook(z):
+        z = z.clone()
+        z[heads] = 0.0 if mode == "zero" else z[heads].mean(-2, keepdim=True).expand_as(z[heads])
+        return z
+    return hook
+
+
+def _by_layer(heads: tuple[Head, ...]) -> dict[int, list[int]]:
+    layers: dict[int, list[int]] = {}
+    for layer, head in heads:
+        layers.setdefault(layer, []).append(head)
+    return layers
+
+
+def ablate(config: AttentionConfig, heads, mode: str = "zero") -> Run:
+    """Run ``config``'s sentence with the (layer, head) pairs (0-based) knocked out before W_O.
+
+    Parameters
+    ----------
+    config : AttentionConfig
+        A decoder model (``model="smollm2-135m"``) and the sentence.
+    heads : iterable of (layer, head)
+    mode : "zero" or "mean"
+        Zero the head's Z, or replace every row of it by its mean over the input's positions.
+    """
+    src = _decoder(config)
+    heads = check_heads(config, heads)
+    device, dtype = _device(config)
+    ids = _ids(src, config)
+    hooks = {layer: _knock_out(hs, mode) for layer, hs in _by_layer(heads).items()}
+    run = src.forward(torch.tensor(ids), device, dtype, z_hooks=hooks)
+    return Run(run.logits, ids)
+
+
+def target_id(config: AttentionConfig, target: str | int | None, logits: torch.Tensor) -> int:
+    """The vocabulary id of ``target`` (a token's text or id); None: the top next token of ``logits``."""
+    if target is None:
+        return int(logits.argmax())
+    vocab = source(config.model).tokenize("").vocab
+    if isinstance(target, int):
+        if not 0 <= target < len(vocab):
+            raise ConfigError(f"target id {target} is not in the vocabulary (0 to {len(vocab) - 1})")
+        return target
+    if target in vocab:
+        return vocab.index(target)  # as the maps show it ("␣Paris")
+    ids = source(config.model).tokenize(target).token_ids  # as typed (" Paris")
+    if len(ids) != 1:
+        raise ConfigError(f"target {target!r} is not one token of {config.model}'s vocabulary "
+                          f"({len(ids)} tokens); type one token, e.g. ' Paris' with its leading space")
+    return ids[0]
+
+
+@dataclass(frozen=True)
+class Grid:
+    """A (L, h) grid being filled: ``values`` (NaN where not computed yet), ``done`` layers of ``total``."""
+
+    values: torch.Tensor
+    done: int
+    total: int
+
+
+def _layer_batches(config: AttentionConfig, ids: tuple[int, ...], hook_for: Callable[[int, int], Callable],
+                   cancelled: Callable[[], bool] | None) -> Iterator[tuple[int, torch.Tensor]]:
+    """For each layer l, the (h, V) last-row logits with each head i of l intervened on by ``hook_for(l, i)``.
+
+    The residual stream entering l is the plain run's; the h variants run as one vmapped batch above it.
+    """
+    src = _decoder(config)
+    device, dtype = _device(config)
+    w, shape = src.decoder(device, dtype)
+    with torch.no_grad():
+        clean = src.forward(torch.tensor(ids), device, dtype)
+        for layer in range(shape.layers):
+            if cancelled is not None and cancelled():
+                return
+            below = clean.residual[layer]  # (n, d), the same for every head of this layer
+            picks = torch.eye(shape.heads, dtype=dtype, device=device)  # (h, h): row i picks head i
+
+            def first(pick, layer=layer):
+                return decoder_layer(below, w, layer, shape, z_hook=hook_for(layer, pick))[0]
+            h = torch.vmap(first)(picks)  # (h, n, d)
+            for above in range(layer + 1, shape.layers):
+                h = torch.vmap(lambda r, above=above: decoder_layer(r, w, above, shape)[0])(h)
+            last = rms_norm(h[:, -1], w["model.norm.weight"], shape.eps)  # (h, d)
+            yield layer, F.linear(last, w["model.embed_tokens.weight"])  # (h, V), the tied output head
+
+
+def _masked(pick: torch.Tensor) -> torch.Tensor:
+    return pick[:, None, None]  # (h, 1, 1): 1 on the intervened head
+
+
+def head_effects(config: AttentionConfig, target: str | int | None = None, mode: str = "zero",
+                 cancelled: Callable[[], bool] | None = None) -> Iterator[Grid]:
+    """The change in log p(target) when each head alone is ablated, as a (L, h) grid filled layer by layer.
+
+    Yields a ``Grid`` after each layer (for a progress bar); the last has every value. Stops
+    early, without a last grid, when ``cancelled()`` returns True. ``target`` defaults to the
+    top next token of the plain run.
+    """
+    src = _decoder(config)
+    _knock_out([], mode)  # refuses a bad mode before any work
+    device, dtype = _device(config)
+    ids = _ids(src, config)
+    base = torch.log_softmax(src.forward(torch.tensor(ids), device, dtype).logits.double(), -1)
+    t = target_id(config, target, base)
+    dims = src.spec
+    values = torch.full((dims.layers, dims.heads), float("nan"), dtype=torch.float64)
+
+    def hook_for(layer, pick):
+        m = _masked(pick)
+        if mode == "zero":
+            return lambda z: z * (1 - m)
+        return lambda z: z * (1 - m) + z.mean(-2, keepdim=True) * m
+    for layer, logits in _layer_batches(config, ids, hook_for, cancelled):
+        values[layer] = torch.log_softmax(logits.double(), -1)[:, t].cpu() - base[t].cpu()
+        yield Grid(values.clone(), layer + 1, dims.layers)
+
+
+def _pair(clean_config: AttentionConfig, corrupt_config: AttentionConfig):
+    src = _decoder(clean_config)
+    if corrupt_config.model != clean_config.model:
+        raise ConfigError("patching needs both inputs on the same model")
+    clean_ids, corrupt_ids = _ids(src, clean_config), _ids(src, corrupt_config)
+    if len(clean_ids) != len(corrupt_ids):
+        raise ConfigError(f"patching needs inputs of the same token count: the clean one has {len(clean_ids)}, "
+                          f"the corrupted one {len(corrupt_ids)}")
+    return src, clean_ids, corrupt_ids
+
+
+def clean_z(clean_config: AttentionConfig, corrupt_config: AttentionConfig):
+    """Every layer's Z (h, n, d_v) on the clean input, recorded by z_hooks that change nothing."""
+    src, clean_ids, corrupt_ids = _pair(clean_config, corrupt_config)
+    device, dtype = _device(clean_config)
+    seen: dict[int, torch.Tensor] = {}
+
+    def record(layer):
+        return lambda z: seen.setdefault(layer, z)
+    hooks = {layer: record(layer) for layer in range(src.spec.layers)}
+    clean = src.forward(torch.tensor(clean_ids), device, dtype, z_hooks=hooks)
+    return src, clean, seen, corrupt_ids
+
+
+def patch(clean_config: AttentionConfig, corrupt_config: AttentionConfig, heads) -> Run:
+    """Run the corrupted input with the given heads' Z (before W_O) taken from the clean input."""
+    heads = check_heads(clean_config, heads)
+    src, _, seen, corrupt_ids = clean_z(clean_config, corrupt_config)
+    device, dtype = _device(clean_config)
+
+    def copy(layer, hs):
+        def hook(z):
+            z = z.clone()
+            z[hs] = seen[layer][hs]
+            return z
+        return hook
+    hooks = {layer: copy(layer, hs) for layer, hs in _by_layer(heads).items()}
+    return Run(src.forward(torch.tensor(corrupt_ids), device, dtype, z_hooks=hooks).logits, corrupt_ids)
+
+
+@dataclass(frozen=True)
+class Patching:
+    """The two inputs' targets (top next tokens) and their logit differences, clean and corrupted."""
+
+    clean_target: int
+    corrupt_target: int
+    clean_diff: float
+    corrupt_diff: float
+
+    def recovered(self, logits: torch.Tensor) -> torch.Tensor:
+        """(d - corrupted d) / (clean d - corrupted d), d = logit(clean target) - logit(corrupted target)."""
+        d = logits[..., self.clean_target].double() - logits[..., self.corrupt_target].double()
+        return (d - self.corrupt_diff) / (self.clean_diff - self.corrupt_diff)
+
+
+def patching(clean_config: AttentionConfig, corrupt_config: AttentionConfig) -> Patching:
+    """The targets and logit differences that ``patch_effects`` measures recovery against."""
+    src, clean_ids, corrupt_ids = _pair(clean_config, corrupt_config)
+    device, dtype = _device(clean_config)
+    clean = src.forward(torch.tensor(clean_ids), device, dtype).logits.double()
+    corrupt = src.forward(torch.tensor(corrupt_ids), device, dtype).logits.double()
+    a, b = int(clean.argmax()), int(corrupt.argmax())
+    if a == b:
+        raise ConfigError(f"both inputs predict {source(clean_config.model).token_text(a)!r} next: "
+                          "choose a corrupted input that changes the prediction")
+    return Patching(a, b, float(clean[a] - clean[b]), float(corrupt[a] - corrupt[b]))
+
+
+def patch_effects(clean_config: AttentionConfig, corrupt_config: AttentionConfig,
+                  cancelled: Callable[[], bool] | None = None) -> Iterator[Grid]:
+    """The recovered fraction of the logit difference when each head alone is patched, a (L, h) grid.
+
+    Yields a ``Grid`` after each layer, as ``head_effects``; 1 means the head alone restores the
+    clean prediction's margin, 0 that it changes nothing.
+    """
+    measure = patching(clean_config, corrupt_config)
+    _, _, seen, corrupt_ids = clean_z(clean_config, corrupt_config)
+    dims = _decoder(clean_config).spec
+    values = torch.full((dims.layers, dims.heads), float("nan"), dtype=torch.float64)
+
+    def hook_for(layer, pick):
+        m = _masked(pick)
+        return lambda z: z * (1 - m) + seen[layer] * m
+    for layer, logits in _layer_batches(corrupt_config, corrupt_ids, hook_for, cancelled):
+        values[layer] = measure.recovered(logits).cpu()
+        yield Grid(values.clone(), layer + 1, dims.layers)
