@@ -193,9 +193,17 @@ class Trainer:
         _, alphas = self.model(batch.inputs, keep_weights=True)
         return batch, alphas[:, 0]
 
-    def save(self, folder: str | os.PathLike) -> Path:
-        """Write the checkpoint, a Hugging Face Llama folder, atomically (a temp folder, then a rename)."""
-        return save_checkpoint(self.model, folder, step=self.steps)
+    def save(self, folder: str | os.PathLike, log: bool = False) -> Path:
+        """Write the checkpoint, a Hugging Face Llama folder, atomically (a temp folder, then a rename);
+        with ``log`` also log.csv, the records so far."""
+        extra = {"log.csv": log_csv(self.records)} if log else {}
+        return save_checkpoint(self.model, folder, step=self.steps, extra=extra)
+
+
+def log_csv(records: list[Record]) -> str:
+    """step,loss,accuracy,time: one line per record."""
+    lines = ["step,loss,accuracy,time"] + [f"{r.step},{r.loss:.9g},{r.accuracy:.6g},{r.time:.4f}" for r in records]
+    return "\n".join(lines) + "\n"
 
 
 def head_scores(alphas: torch.Tensor, batch) -> dict[str, torch.Tensor]:
@@ -256,8 +264,10 @@ def tokenizer_json(task: Task) -> str:
     return tokenizer.to_str()
 
 
-def save_checkpoint(model: TinyDecoder, folder: str | os.PathLike, step: int = 0) -> Path:
-    """Write config.json, model.safetensors and tokenizer.json into ``folder``, whole or not at all."""
+def save_checkpoint(model: TinyDecoder, folder: str | os.PathLike, step: int = 0,
+                    extra: dict[str, str] | None = None) -> Path:
+    """Write config.json, model.safetensors, tokenizer.json (and ``extra``: name -> text) into
+    ``folder``, whole or not at all."""
     from safetensors.torch import save_file
 
     target = Path(folder)
@@ -268,6 +278,8 @@ def save_checkpoint(model: TinyDecoder, folder: str | os.PathLike, step: int = 0
         (stage / "config.json").write_text(json.dumps(config, indent=2) + "\n")
         save_file(checkpoint_tensors(model), str(stage / "model.safetensors"), metadata={"format": "pt"})
         (stage / "tokenizer.json").write_text(tokenizer_json(model.config.task_obj))
+        for name, text in (extra or {}).items():
+            (stage / name).write_text(text)
         _replace_folder(stage, target)
     except BaseException:
         shutil.rmtree(stage, ignore_errors=True)
