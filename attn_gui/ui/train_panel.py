@@ -99,7 +99,7 @@ class TrainPanel(QtWidgets.QWidget):
         self.curves.setLabel("bottom", "step")
         self.lossCurve = self.curves.plot(pen=pg.mkPen("#1f77b4", width=2))
         self.accCurve = self.curves.plot(pen=pg.mkPen("#ff7f0e", width=2))
-        self.metrics = pg.PlotWidget(title="best head per layer: previous token (solid), induction (dashed)")
+        self.metrics = pg.PlotWidget(title="per layer: previous (solid), induction (dashed)")
         self.metrics.setLabel("bottom", "step")
         self.metrics.setYRange(0, 1)
         self.heads_view = pg.PlotWidget(title="α on the probe: layers down, heads across")
