@@ -164,7 +164,7 @@ def build_parser() -> argparse.ArgumentParser:
     # allow_abbrev off: "--head" must never be read as "--heads" (nor any prefix as a flag)
     p = _Parser(prog="attn-gui", description="Attention Explorer: watch self-attention computed, step by step.")
     p.add_argument("--version", action="version", version=f"attn-gui {__version__}")
-    sub = p.add_subparsers(dest="command", parser_class=_Parser, metavar="{gui,export,generate,effects,bench}")
+    sub = p.add_subparsers(dest="command", parser_class=_Parser, metavar="{gui,export,generate,effects,train,bench}")
 
     gui = sub.add_parser("gui", help="open the window (the default)")
     gui.add_argument("--head", type=int, metavar="N", help="the head to show first, counted from 1 (default 1)")
@@ -202,6 +202,7 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--target", metavar="TOKEN", help="the next token whose log p is measured (default: the top one)")
     e.add_argument("--mode", choices=("zero", "mean"), default="zero", help="ablation: zero, or mean over positions")
     add_engine_options(e)
+    add_train_parser(sub)
 
     b = sub.add_parser("bench", help="measure speed, latency and memory; print a table")
     b.add_argument("--quick", action="store_true", help="fewer sizes and repeats")
@@ -349,6 +350,54 @@ def run_effects(args: argparse.Namespace) -> int:
     return 0
 
 
+def add_train_parser(sub) -> None:
+    """``attn-gui train``: its flags, one per field of ``TrainConfig`` that a person sets."""
+    from .engine.tasks import TASKS
+
+    t = sub.add_parser("train", allow_abbrev=False,
+                       help="train a tiny decoder on a toy task; write a Hugging Face checkpoint and log.csv")
+    t.add_argument("--task", default="induction", choices=TASKS, help="the task (default induction)")
+    t.add_argument("--layers", type=int, default=2, metavar="N", help="1 to 4 (default 2)")
+    t.add_argument("--heads", type=int, default=4, metavar="N", help="1 to 8 (default 4)")
+    t.add_argument("--d-model", type=int, default=64, metavar="N", help="16 to 256 (default 64)")
+    t.add_argument("--mlp", action="store_true", help="add the SwiGLU MLP (default: attention only)")
+    t.add_argument("--symbols", type=int, default=16, metavar="N", help="the task's symbols (default 16)")
+    t.add_argument("--length", type=int, default=32, metavar="N", help="sequence length (default 32)")
+    t.add_argument("--batch", type=int, default=32, metavar="N", help="sequences per step (default 32)")
+    t.add_argument("--lr", type=float, default=3e-3, help="AdamW's learning rate (default 0.003)")
+    t.add_argument("--steps", type=int, default=2000, metavar="N", help="training steps (default 2000)")
+    t.add_argument("--seed", type=int, default=0, help="seeds the weights and the batches (default 0)")
+    t.add_argument("--out", required=True, metavar="DIR", help="the checkpoint folder (replaced whole)")
+
+
+def run_train(args: argparse.Namespace) -> int:
+    """``attn-gui train``: a progress bar with the loss on stderr; Ctrl-C stops after the step
+    in progress and saves that whole checkpoint (with log.csv) before exiting 130."""
+    from .engine.training import Trainer, TrainConfig
+
+    if not 1 <= args.steps <= 10_000_000:
+        raise UsageError(f"attn-gui train: --steps must be 1 to 10000000, not {args.steps}")
+    config = TrainConfig(task=args.task, symbols=args.symbols, length=args.length, layers=args.layers,
+                         heads=args.heads, d_model=args.d_model, mlp=args.mlp, batch=args.batch, lr=args.lr,
+                         seed=args.seed)
+    trainer = Trainer(config)
+    with _interrupts() as stop:
+        stop.writing = True  # a signal asks to stop between steps: the weights stay whole
+        for record in trainer.run(args.steps):
+            if record.step % max(1, args.steps // 100) == 0 or record.step == args.steps or stop.is_set():
+                done = record.step / args.steps
+                bar = "#" * int(30 * done) + "." * (30 - int(30 * done))
+                print(f"\rtrain [{bar}] {record.step}/{args.steps}  loss {record.loss:.4f}  "
+                      f"accuracy {record.accuracy:.3f}  {record.time:.1f} s", end="", file=sys.stderr, flush=True)
+            if stop.is_set():
+                break
+        print(file=sys.stderr)
+        trainer.save(args.out, log=True)
+    print(f"wrote {args.out} (step {trainer.steps}, loss {trainer.records[-1].loss:.4f}, "
+          f"accuracy {trainer.records[-1].accuracy:.3f})")
+    return 130 if stop.is_set() else 0
+
+
 def _run_bench(args: argparse.Namespace) -> int:
     """``attn-gui bench``: progress to stderr, the tables to stdout, the JSON to ``--json``; 0 on success."""
     from . import bench
@@ -432,6 +481,8 @@ def _main(argv: list[str]) -> int:
             return run_generate(args)
         if args.command == "effects":
             return run_effects(args)
+        if args.command == "train":
+            return run_train(args)
         if args.command == "bench":
             return _run_bench(args)
     except UsageError as exc:

@@ -29,6 +29,7 @@ from .kv_cache_panel import KVCachePanel
 from .menus import build_menus
 from .settings import Settings
 from .token_focus import TokenFocus
+from .train_panel import TrainPanel
 from .worker import ComputeService, TaskThread
 
 
@@ -101,6 +102,9 @@ class MainWindow(FileActions, QtWidgets.QMainWindow):
         self.kvCache = KVCachePanel()
         self.kvCacheDock = self.add_dock("KV cache (decoding)", "kvCacheDock", self.kvCache)
         self.kvCacheDock.visibilityChanged.connect(lambda visible: visible and self.kvCache.follow(self._state))
+        self.train = TrainPanel()
+        self.trainDock = self.add_dock("Train", "trainDock", self.train)
+        self.train.openRequested.connect(self.open_trained)
         self.focusDock.raise_()
         self.modelDock.hide()
 
@@ -448,3 +452,9 @@ class MainWindow(FileActions, QtWidgets.QMainWindow):
         self.service.shutdown()
         self.generator.shutdown()
         self.kvCache.shutdown()
+        self.train.shutdown()
+
+    def open_trained(self, folder: str) -> None:
+        """Show the Train dock's checkpoint ``folder`` in the maps: the config's model becomes
+        that path, a Hugging Face folder of model_type llama (``engine.sources.hf``)."""
+        self.edit_config({"model": folder})

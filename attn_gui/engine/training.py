@@ -1,0 +1,300 @@
+"""A tiny Llama-shaped decoder trained live on a toy task (engine/tasks.py), through the one ``attend``.
+
+The model is what ``LlamaForCausalLM`` computes, so a checkpoint is a Hugging Face folder
+of model_type "llama": token embedding, per layer RMSNorm -> causal multi-head attention with
+RoPE -> residual, RMSNorm -> SwiGLU MLP -> residual (attention-only: no MLP, saved as zero
+weights, which Llama computes as exactly 0), a final RMSNorm and an untied output head.
+Training is AdamW on the cross-entropy of the scored positions, one record per step.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+import tempfile
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Iterator
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .attention import Projections, attend
+from .errors import ConfigError
+from .tasks import Task
+
+ROPE_BASE = 10000.0
+RMS_EPS = 1e-5
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """Everything that decides a run: the task, the model's sizes, the optimiser and the seed."""
+
+    task: str = "induction"
+    symbols: int = 16
+    length: int = 32
+    layers: int = 2
+    heads: int = 4
+    d_model: int = 64
+    mlp: bool = False
+    batch: int = 32
+    lr: float = 3e-3
+    weight_decay: float = 0.0
+    seed: int = 0
+
+    def __post_init__(self):
+        Task(self.task, self.symbols, self.length)  # checks the task and its sizes
+        checks = [("layers", 1, 4), ("heads", 1, 8), ("d_model", 16, 256), ("batch", 1, 4096)]
+        for name, low, high in checks:
+            value = getattr(self, name)
+            if not low <= value <= high:
+                raise ConfigError(f"{name.replace('_', '-')} must be {low} to {high}, not {value}")
+        if self.d_model % self.heads or (self.d_model // self.heads) % 2:
+            raise ConfigError(f"d-model {self.d_model} must split into {self.heads} heads of an even size (RoPE)")
+        if not (0 < self.lr <= 1) or not math.isfinite(self.lr):
+            raise ConfigError(f"learning rate must be in (0, 1], not {self.lr}")
+
+    @property
+    def task_obj(self) -> Task:
+        return Task(self.task, self.symbols, self.length)
+
+    @property
+    def head_dim(self) -> int:
+        return self.d_model // self.heads
+
+    @property
+    def intermediate(self) -> int:
+        """The MLP's hidden size: 4 d, or 1 for attention-only (a zero MLP in the checkpoint)."""
+        return 4 * self.d_model if self.mlp else 1
+
+
+def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float = RMS_EPS) -> torch.Tensor:
+    """Llama's RMSNorm: x / sqrt(mean(x^2) + eps) * weight.  (..., d)"""
+    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * weight
+
+
+class TinyDecoder(nn.Module):
+    """The decoder, its parameters named and shaped as Llama's (q_proj (h*d_k, d), ...)."""
+
+    def __init__(self, config: TrainConfig, generator: torch.Generator):
+        super().__init__()
+        self.config = c = config
+        V, d, f = c.task_obj.vocab_size, c.d_model, c.intermediate
+        draw = lambda *shape: nn.Parameter(torch.randn(*shape, generator=generator) * 0.02)  # noqa: E731
+        self.embed = draw(V, d)
+        self.blocks = nn.ModuleList()
+        for _ in range(c.layers):
+            block = nn.Module()
+            block.norm1 = nn.Parameter(torch.ones(d))
+            block.q, block.k, block.v, block.o = draw(d, d), draw(d, d), draw(d, d), draw(d, d)
+            block.norm2 = nn.Parameter(torch.ones(d))
+            zero = lambda *shape: nn.Parameter(torch.zeros(*shape), requires_grad=c.mlp)  # noqa: E731
+            block.gate, block.up, block.down = (draw(f, d), draw(f, d), draw(d, f)) if c.mlp else \
+                (zero(f, d), zero(f, d), zero(d, f))
+            self.blocks.append(block)
+        self.norm = nn.Parameter(torch.ones(d))
+        self.head = draw(V, d)
+
+    def projections(self, block) -> Projections:
+        """One layer's attention weights in the engine's column layout (views, no copy)."""
+        h, d_k, d = self.config.heads, self.config.head_dim, self.config.d_model
+        heads = lambda w: w.view(h, d_k, d)  # noqa: E731  # (h*d_k, d) -> (h, d_k, d): head i's rows
+        return Projections(heads(block.q), heads(block.k), heads(block.v), block.o)
+
+    def forward(self, inputs: torch.Tensor, keep_weights: bool = False):
+        """Logits (B, T, V) of the tokens ``inputs`` (B, T); with ``keep_weights`` also alpha (L, B, h, T, T)."""
+        x = self.embed[inputs]  # (B, T, d)
+        alphas = []
+        for block in self.blocks:
+            p = self.projections(block)
+            one = lambda row: attend(row, p, layout="column", causal=True, rope_base=ROPE_BASE)  # noqa: E731
+            out = torch.vmap(lambda row: _outputs(one(row)))(rms_norm(x, block.norm1))  # attend per sequence
+            x = x + out[0]  # (B, T, d)
+            alphas.append(out[1])  # (B, h, T, T)
+            if self.config.mlp:
+                y = rms_norm(x, block.norm2)
+                x = x + F.silu(y @ block.gate.T) * (y @ block.up.T) @ block.down.T  # SwiGLU, (B, T, d)
+        logits = rms_norm(x, self.norm) @ self.head.T  # (B, T, V)
+        return (logits, torch.stack(alphas)) if keep_weights else logits
+
+
+def _outputs(fields: dict) -> tuple[torch.Tensor, torch.Tensor]:
+    return fields["output"], fields["weights"]
+
+
+def loss_and_accuracy(logits: torch.Tensor, batch) -> tuple[torch.Tensor, torch.Tensor]:
+    """Mean cross-entropy and the share of argmax hits over the scored positions."""
+    scored_logits = logits[batch.scored]  # (N, V)
+    targets = batch.targets[batch.scored]  # (N,)
+    loss = F.cross_entropy(scored_logits, targets)
+    return loss, (scored_logits.argmax(-1) == targets).float().mean()
+
+
+@dataclass(frozen=True)
+class Record:
+    """One training step: its number (from 1), the loss and accuracy of its batch, seconds since the start."""
+
+    step: int
+    loss: float
+    accuracy: float
+    time: float
+
+
+class Trainer:
+    """A seeded training run driven one step at a time: ``step()``, ``run(n)``, ``reset()``.
+
+    Pausing is not calling ``step`` (the state stays); resuming is calling it again.
+    The model's initial weights and the batches come from two CPU generators seeded by
+    ``config.seed``, so a run is the same on every device and after every reset.
+    """
+
+    def __init__(self, config: TrainConfig):
+        self.config = config
+        self.reset()
+
+    def reset(self) -> None:
+        """Back to step 0: fresh weights, optimiser and batches from the seed."""
+        c = self.config
+        self.task = c.task_obj
+        self.model = TinyDecoder(c, torch.Generator().manual_seed(c.seed))
+        self.data = torch.Generator().manual_seed(c.seed + 1)
+        trainable = [p for p in self.model.parameters() if p.requires_grad]
+        self.optimizer = torch.optim.AdamW(trainable, lr=c.lr, weight_decay=c.weight_decay)
+        self.steps, self.elapsed, self.records = 0, 0.0, []
+
+    def step(self) -> Record:
+        """One AdamW step on a fresh batch."""
+        start = time.perf_counter()
+        batch = self.task.batch(self.config.batch, self.data)
+        loss, accuracy = loss_and_accuracy(self.model(batch.inputs), batch)
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        self.optimizer.step()
+        self.steps += 1
+        self.elapsed += time.perf_counter() - start
+        record = Record(self.steps, loss.item(), accuracy.item(), self.elapsed)
+        self.records.append(record)
+        return record
+
+    def run(self, steps: int) -> Iterator[Record]:
+        """``steps`` more steps, one record each (stop iterating to pause)."""
+        for _ in range(steps):
+            yield self.step()
+
+    @torch.no_grad()
+    def probe(self):
+        """The probe batch (one sequence) and every head's alpha on it (L, h, T, T)."""
+        batch = self.task.probe()
+        _, alphas = self.model(batch.inputs, keep_weights=True)
+        return batch, alphas[:, 0]
+
+    def save(self, folder: str | os.PathLike, log: bool = False) -> Path:
+        """Write the checkpoint, a Hugging Face Llama folder, atomically (a temp folder, then a rename);
+        with ``log`` also log.csv, the records so far."""
+        extra = {"log.csv": log_csv(self.records)} if log else {}
+        return save_checkpoint(self.model, folder, step=self.steps, extra=extra)
+
+
+def log_csv(records: list[Record]) -> str:
+    """step,loss,accuracy,time: one line per record."""
+    lines = ["step,loss,accuracy,time"] + [f"{r.step},{r.loss:.9g},{r.accuracy:.6g},{r.time:.4f}" for r in records]
+    return "\n".join(lines) + "\n"
+
+
+def head_scores(alphas: torch.Tensor, batch) -> dict[str, torch.Tensor]:
+    """The previous-token and induction score of every head, (L, h) each.
+
+    ``alphas`` (L, h, T, T) are one sequence's (``batch``, the probe). previous: mean
+    alpha_i,i-1 over rows i >= 1 (0-based); induction (the induction task alone, else NaN):
+    mean alpha from each second-copy token i to i - m + 1, the token after its earlier copy
+    (m the probe's period).
+    """
+    T = alphas.size(-1)
+    i = torch.arange(1, T)
+    previous = alphas[..., i, i - 1].mean(-1)
+    if batch.period is None:
+        return dict(previous=previous, induction=torch.full_like(previous, float("nan")))
+    m = int(batch.period[0])
+    rows = torch.arange(T + 1 - m, T)  # the second copy's inputs (the sequence is T + 1 long)
+    return dict(previous=previous, induction=alphas[..., rows, rows - m + 1].mean(-1))
+
+
+def llama_config(config: TrainConfig) -> dict:
+    """config.json of the checkpoint: what LlamaForCausalLM needs to rebuild this model."""
+    return {
+        "architectures": ["LlamaForCausalLM"], "model_type": "llama",
+        "vocab_size": config.task_obj.vocab_size, "hidden_size": config.d_model,
+        "intermediate_size": config.intermediate, "num_hidden_layers": config.layers,
+        "num_attention_heads": config.heads, "num_key_value_heads": config.heads,
+        "head_dim": config.head_dim, "max_position_embeddings": max(64, config.length),
+        "rms_norm_eps": RMS_EPS, "rope_theta": ROPE_BASE, "hidden_act": "silu",
+        "tie_word_embeddings": False, "attention_bias": False, "mlp_bias": False,
+        "torch_dtype": "float32", "attn_gui_train": asdict(config),
+    }
+
+
+def checkpoint_tensors(model: TinyDecoder) -> dict[str, torch.Tensor]:
+    """The weights under Llama's names."""
+    tensors = {"model.embed_tokens.weight": model.embed, "model.norm.weight": model.norm,
+               "lm_head.weight": model.head}
+    for i, b in enumerate(model.blocks):
+        pre = f"model.layers.{i}."
+        tensors.update({
+            pre + "input_layernorm.weight": b.norm1, pre + "post_attention_layernorm.weight": b.norm2,
+            pre + "self_attn.q_proj.weight": b.q, pre + "self_attn.k_proj.weight": b.k,
+            pre + "self_attn.v_proj.weight": b.v, pre + "self_attn.o_proj.weight": b.o,
+            pre + "mlp.gate_proj.weight": b.gate, pre + "mlp.up_proj.weight": b.up,
+            pre + "mlp.down_proj.weight": b.down,
+        })
+    return {name: t.detach().contiguous().clone() for name, t in tensors.items()}
+
+
+def tokenizer_json(task: Task) -> str:
+    """A WordLevel tokenizer over the task's symbols, split on whitespace ("3 1 4 SEP 3 1 4")."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+
+    vocab = {name: i for i, name in enumerate(task.token_names())}
+    tokenizer = Tokenizer(models.WordLevel(vocab, unk_token=task.token_names()[0]))
+    tokenizer.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    return tokenizer.to_str()
+
+
+def save_checkpoint(model: TinyDecoder, folder: str | os.PathLike, step: int = 0,
+                    extra: dict[str, str] | None = None) -> Path:
+    """Write config.json, model.safetensors, tokenizer.json (and ``extra``: name -> text) into
+    ``folder``, whole or not at all."""
+    from safetensors.torch import save_file
+
+    target = Path(folder)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    stage = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
+    try:
+        config = {**llama_config(model.config), "attn_gui_step": step}
+        (stage / "config.json").write_text(json.dumps(config, indent=2) + "\n")
+        save_file(checkpoint_tensors(model), str(stage / "model.safetensors"), metadata={"format": "pt"})
+        (stage / "tokenizer.json").write_text(tokenizer_json(model.config.task_obj))
+        for name, text in (extra or {}).items():
+            (stage / name).write_text(text)
+        _replace_folder(stage, target)
+    except BaseException:
+        shutil.rmtree(stage, ignore_errors=True)
+        raise
+    return target
+
+
+def _replace_folder(stage: Path, target: Path) -> None:
+    """Put ``stage`` where ``target`` is; an old checkpoint is moved aside first and removed after."""
+    if not target.exists():
+        os.rename(stage, target)
+        return
+    if any(target.iterdir()) and not (target / "model.safetensors").exists():
+        raise ConfigError(f"{target} holds files that are not a checkpoint; choose another folder")
+    old = Path(tempfile.mkdtemp(prefix=f".{target.name}.old.", dir=target.parent))
+    os.rename(target, old / "x")  # the old checkpoint, out of the way in one step
+    os.rename(stage, target)
+    shutil.rmtree(old, ignore_errors=True)

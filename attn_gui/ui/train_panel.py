@@ -1,0 +1,247 @@
+"""The Train dock: train a tiny decoder on a toy task off the GUI thread and watch its heads form.
+
+A ``TaskThread`` owns the ``Trainer`` (``TrainRun``) and runs a few steps per task; the
+panel queues the next task when one is done, so Pause takes effect within a few steps and
+the GUI thread only draws what each task returns: loss and accuracy, every head's alpha on the
+task's fixed probe sequence (one image, layers as rows and heads as columns), and each
+layer's best previous-token and induction score against the step.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6 import QtCore, QtWidgets
+
+from ..engine.errors import UserError
+from ..engine.tasks import TASKS
+from ..engine.training import Trainer, TrainConfig, head_scores
+from .worker import TaskThread
+
+PROBE_EVERY = 10  # steps between redraws of the heads and their scores
+BATCH_OF_STEPS = 5  # steps per task on the thread (one report each)
+
+
+class TrainRun:
+    """The run the worker thread owns: every method is called there, one after another."""
+
+    def __init__(self):
+        self.trainer: Trainer | None = None
+
+    def reset(self, config: TrainConfig) -> tuple:
+        self.trainer = Trainer(config)
+        return [], self.probe()
+
+    def steps(self, n: int, last: bool) -> tuple:
+        """``n`` steps: their records, and the heads when a redraw is due or this is the ``last`` chunk."""
+        records = list(self.trainer.run(n))
+        due = last or records[-1].step % PROBE_EVERY < n
+        return records, self.probe() if due else None
+
+    def probe(self) -> tuple:
+        batch, alphas = self.trainer.probe()
+        scores = {name: v.numpy() for name, v in head_scores(alphas, batch).items()}
+        return self.trainer.steps, alphas.numpy(), scores
+
+
+def head_mosaic(alphas: np.ndarray, gap: int = 1) -> np.ndarray:
+    """alpha (L, h, T, T) as one image: layer l's head i at row block l, column block i, NaN gaps."""
+    L, h, T, _ = alphas.shape
+    out = np.full((L * (T + gap) - gap, h * (T + gap) - gap), np.nan, dtype=np.float32)
+    for layer in range(L):
+        for head in range(h):
+            r, c = layer * (T + gap), head * (T + gap)
+            out[r:r + T, c:c + T] = alphas[layer, head]
+    return out
+
+
+class TrainPanel(QtWidgets.QWidget):
+    """Controls, curves and heads of one training run."""
+
+    stopped = QtCore.Signal()  # a Start or Step came to its end or was paused
+    openRequested = QtCore.Signal(str)  # a saved checkpoint's folder, for the window's config
+
+    def __init__(self, parent=None):
+        super().__init__(parent)
+        self.task = QtWidgets.QComboBox()
+        self.task.addItems(TASKS)
+        self.task.setCurrentText("induction")
+        self.layers, self.heads = self._spin(1, 4, 2), self._spin(1, 8, 2)
+        self.d_model, self.symbols = self._spin(16, 256, 32), self._spin(2, 64, 8)
+        self.length, self.seed = self._spin(4, 128, 16), self._spin(0, 2**31 - 1, 0)
+        self.lr = QtWidgets.QDoubleSpinBox(decimals=4, minimum=0.0001, maximum=1.0, singleStep=0.001, value=0.01)
+        self.mlp = QtWidgets.QCheckBox("MLP")
+        self.message = QtWidgets.QLabel()
+        self.message.setObjectName("trainMessage")
+        self.message.setWordWrap(True)
+        form = QtWidgets.QFormLayout()
+        for label, widget in (("Task", self.task), ("Layers", self.layers), ("Heads", self.heads),
+                              ("d_model", self.d_model), ("Symbols", self.symbols), ("Length", self.length),
+                              ("Learning rate", self.lr), ("Seed", self.seed), ("", self.mlp)):
+            form.addRow(label, widget)
+        buttons = QtWidgets.QGridLayout()
+        self.start, self.pauseButton = QtWidgets.QPushButton("Start"), QtWidgets.QPushButton("Pause")
+        self.stepButton, self.resetButton = QtWidgets.QPushButton("Step"), QtWidgets.QPushButton("Reset")
+        self.openButton = QtWidgets.QPushButton("Open in the explorer")
+        for i, b in enumerate((self.start, self.pauseButton, self.stepButton, self.resetButton)):
+            buttons.addWidget(b, i // 2, i % 2)
+        buttons.addWidget(self.openButton, 2, 0, 1, 2)
+        left = QtWidgets.QVBoxLayout()
+        left.addLayout(form)
+        left.addLayout(buttons)
+        left.addWidget(self.message)
+        left.addStretch(1)
+
+        self.curves = pg.PlotWidget(title="loss (blue), accuracy (orange) per step")
+        self.curves.setLabel("bottom", "step")
+        self.lossCurve = self.curves.plot(pen=pg.mkPen("#1f77b4", width=2))
+        self.accCurve = self.curves.plot(pen=pg.mkPen("#ff7f0e", width=2))
+        self.metrics = pg.PlotWidget(title="per layer: previous (solid), induction (dashed)")
+        self.metrics.setLabel("bottom", "step")
+        self.metrics.setYRange(0, 1)
+        self.heads_view = pg.PlotWidget(title="α on the probe: layers down, heads across")
+        self.heads_view.invertY(True)
+        self.heads_view.setAspectLocked(True)
+        self.image = pg.ImageItem(axisOrder="row-major")
+        self.image.setLookupTable(pg.colormap.get("viridis").getLookupTable(0, 1, 256))
+        self.heads_view.addItem(self.image)
+        plots = QtWidgets.QSplitter(QtCore.Qt.Orientation.Horizontal)
+        for w in (self.curves, self.heads_view, self.metrics):
+            plots.addWidget(w)
+        layout = QtWidgets.QHBoxLayout(self)
+        layout.addLayout(left)
+        layout.addWidget(plots, 1)
+
+        self._steps: list[int] = []
+        self._loss: list[float] = []
+        self._acc: list[float] = []
+        self._scores: dict[tuple[str, int], tuple[list[int], list[float], pg.PlotDataItem]] = {}
+        self.running = False
+        self.step_count = 0
+        self.run_state = TrainRun()
+        self.tasks = TaskThread("attn-gui train", self)
+        self.tasks.done.connect(self._on_done)
+        self.pause = False
+        self._left = 0  # steps still to run for this Start or Step
+        self._fresh = False  # the thread holds a run made from the controls
+        self.start.clicked.connect(lambda: self._run(10_000_000))
+        self.stepButton.clicked.connect(lambda: self._run(1))
+        self.pauseButton.clicked.connect(self._pause)
+        self.resetButton.clicked.connect(self.reset)
+        self.openButton.clicked.connect(self.open_in_explorer)
+
+    @staticmethod
+    def _spin(low: int, high: int, value: int) -> QtWidgets.QSpinBox:
+        return QtWidgets.QSpinBox(minimum=low, maximum=high, value=value)
+
+    def config(self) -> TrainConfig:
+        return TrainConfig(task=self.task.currentText(), symbols=self.symbols.value(), length=self.length.value(),
+                           layers=self.layers.value(), heads=self.heads.value(), d_model=self.d_model.value(),
+                           mlp=self.mlp.isChecked(), lr=self.lr.value(), seed=self.seed.value(), batch=64)
+
+    def reset(self) -> None:
+        """A fresh run from the controls' settings (a bad setting is said, the old run kept)."""
+        if self.running:
+            self.message.setText("Pause before resetting.")
+            return
+        try:
+            config = self.config()
+        except UserError as exc:
+            self.message.setText(str(exc))
+            return
+        self.message.setText("")
+        self._steps, self._loss, self._acc = [], [], []
+        self.lossCurve.setData([], [])
+        self.accCurve.setData([], [])
+        for _, _, item in self._scores.values():
+            self.metrics.removeItem(item)
+        self._scores = {}
+        self.step_count = 0
+        self.tasks.start("reset", lambda: self.run_state.reset(config))
+        self._fresh = True
+
+    def _run(self, steps: int) -> None:
+        if self.running:
+            return
+        if not self._fresh:
+            self.reset()
+            if not self._fresh:
+                return
+        self.running, self.pause, self._left = True, False, steps
+        self._next_chunk()
+
+    def _next_chunk(self) -> None:
+        n = min(BATCH_OF_STEPS, self._left)
+        self._left -= n
+        last = self._left == 0
+        self.tasks.start("steps", lambda: self.run_state.steps(n, last))
+
+    def _pause(self) -> None:
+        self.pause = True
+
+    @QtCore.Slot(object, object)
+    def _on_done(self, token, outcome) -> None:
+        if isinstance(outcome, Exception):
+            self.message.setText(str(outcome).splitlines()[0])
+            self.running = False
+            self.stopped.emit()
+            return
+        if token == "save":
+            self.openRequested.emit(outcome)
+            return
+        records, probe = outcome
+        if records:
+            self._on_records(records)
+        if probe is not None:
+            self._on_probe(*probe)
+        if token == "steps":
+            if self._left > 0 and not self.pause:
+                self._next_chunk()
+            else:
+                self.running = False
+                self.stopped.emit()
+
+    def open_in_explorer(self) -> None:
+        """Save the current checkpoint to a temp folder; the window opens it as its model
+        (``openRequested``), which needs a loader of model folders (issue 21)."""
+        if not self._fresh:
+            self.message.setText("Train first: there is no model yet.")
+            return
+        self.pause = True
+        folder = Path(tempfile.gettempdir()) / "attn-gui-train" / f"step-{self.step_count}"
+        self.tasks.start("save", lambda: str(self.run_state.trainer.save(folder)))
+
+    def _on_records(self, records) -> None:
+        for r in records:
+            self._steps.append(r.step)
+            self._loss.append(r.loss)
+            self._acc.append(r.accuracy)
+        self.step_count = records[-1].step
+        self.lossCurve.setData(self._steps, self._loss)
+        self.accCurve.setData(self._steps, self._acc)
+        last = records[-1]
+        self.message.setText(f"step {last.step}: loss {last.loss:.3f}, accuracy {last.accuracy:.2f}")
+
+    def _on_probe(self, step: int, alphas, scores) -> None:
+        self.image.setImage(head_mosaic(alphas), levels=(0, 1))
+        colours = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728")
+        for name, style in (("previous", QtCore.Qt.PenStyle.SolidLine), ("induction", QtCore.Qt.PenStyle.DashLine)):
+            best = np.nanmax(scores[name], axis=1) if not np.isnan(scores[name]).all() else None
+            for layer in range(0 if best is None else len(best)):
+                key = (name, layer)
+                if key not in self._scores:
+                    item = self.metrics.plot(pen=pg.mkPen(colours[layer], width=2, style=style),
+                                             name=f"layer {layer + 1} {name}")
+                    self._scores[key] = ([], [], item)
+                xs, ys, item = self._scores[key]
+                xs.append(step)
+                ys.append(float(best[layer]))
+                item.setData(xs, ys)
+
+    def shutdown(self) -> None:
+        """Stop the run and its thread (the window closes)."""
+        self.pause = True
+        self.tasks.shutdown()

@@ -1,0 +1,28 @@
+"""``attn-gui train``: the checkpoint and log it writes, and one line with exit 2 for bad options."""
+
+import csv
+
+import pytest
+
+from attn_gui.cli import main
+
+TINY = ["train", "--task", "copy", "--layers", "1", "--heads", "2", "--d-model", "16", "--symbols", "4",
+        "--length", "8", "--batch", "4", "--steps", "5"]
+
+
+def test_train_writes_a_checkpoint_and_its_log(tmp_path, capsys):
+    assert main([*TINY, "--out", str(tmp_path / "ck")]) == 0
+    files = sorted(p.name for p in (tmp_path / "ck").iterdir())
+    assert files == ["config.json", "log.csv", "model.safetensors", "tokenizer.json"]
+    rows = list(csv.DictReader((tmp_path / "ck" / "log.csv").read_text().splitlines()))
+    assert [int(r["step"]) for r in rows] == [1, 2, 3, 4, 5]
+    assert "loss" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("bad", [["--heads", "3"], ["--task", "nope"], ["--ste", "3"], ["--steps", "0"],
+                                 ["--d-model", "8"]])
+def test_bad_train_options_print_one_line_and_exit_2(tmp_path, capsys, bad):
+    assert main([*TINY, "--out", str(tmp_path / "ck"), *bad]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "Traceback" not in err
+    assert not (tmp_path / "ck").exists()

@@ -1,0 +1,35 @@
+"""The Train dock: Step, Start/Pause, Reset and the heads image, run off the GUI thread."""
+
+import numpy as np
+
+from attn_gui.ui.train_panel import head_mosaic
+
+
+def test_head_mosaic_puts_layers_down_and_heads_across():
+    a = np.arange(2 * 3 * 2 * 2, dtype=np.float32).reshape(2, 3, 2, 2)
+    m = head_mosaic(a)
+    assert m.shape == (5, 8)
+    assert np.array_equal(m[3:5, 6:8], a[1, 2]) and np.isnan(m[2]).all() and np.isnan(m[:, 2]).all()
+
+
+def test_train_dock_steps_runs_pauses_and_resets(window, qtbot):
+    panel = window.train
+    assert window.trainDock.toggleViewAction() in window.menuBar().actions()[1].menu().actions()
+    panel.layers.setValue(1)
+    panel.d_model.setValue(16)
+    with qtbot.waitSignal(panel.stopped, timeout=20000):
+        panel.stepButton.click()
+    qtbot.waitUntil(lambda: panel.step_count == 1, timeout=5000)
+    panel.start.click()
+    qtbot.waitUntil(lambda: panel.step_count >= 11, timeout=20000)
+    panel.pauseButton.click()
+    qtbot.waitUntil(lambda: not panel.running, timeout=20000)
+    assert panel.step_count >= 2 and panel.image.image.shape == (15, 31)  # 1 layer, 2 heads of 15 tokens
+    panel.resetButton.click()
+    assert panel.step_count == 0 and "step" not in panel.message.text()
+
+
+def test_a_bad_size_is_said_in_the_dock(window):
+    window.train.heads.setValue(3)  # 32 does not split into 3 heads
+    window.train.resetButton.click()
+    assert "heads" in window.train.message.text()
