@@ -55,6 +55,7 @@ class PipelineView(QtWidgets.QWidget):
         self.token: int | None = None
         self.hidden: tuple[int, ...] = ()
         self.focus: str | None = None
+        self.marks: dict[str, list[tuple[int, int | None]]] = {}
         self.views: dict[str, HeatmapView] = {}
         self.overview: list[HeatmapView] = []
 
@@ -141,6 +142,7 @@ class PipelineView(QtWidgets.QWidget):
             else:
                 self._draw_grid(frame, head, hidden)
         self._outline(token)
+        self.set_marks(self.marks)
 
     def _draw_grid(self, frame: Frame, head: int, hidden: tuple[int, ...]) -> None:
         result = frame.result
@@ -217,6 +219,15 @@ class PipelineView(QtWidgets.QWidget):
             view.set_highlight(token if view.data is not None and view.data.query_rows else None)
         for view in self.overview:
             view.set_highlight(token)
+
+    def set_marks(self, marks: dict[str, list[tuple[int, int | None]]]) -> None:
+        """Outline cells: ``marks`` maps a field name to 0-based (row, col) cells (col None: the whole row).
+
+        Every map of that field shows them, in the grid and in the focus view; other maps none.
+        """
+        self.marks = {name: list(cells) for name, cells in marks.items()}
+        for view in (*self.views.values(), *self.focusView.findChildren(HeatmapView)):
+            view.set_marks(self.marks.get(view.data.field, []) if view.data is not None else [])
 
     def _on_row_clicked(self, row: int) -> None:
         view = self.sender()

@@ -19,10 +19,17 @@ from ..present.maps import MapData, describe_cell, display_row, full_row, tick_l
 from .axes import BarAxis, LabelAxis
 from .cells import MAX_VALUE_CELLS, CellRects, CellValues
 from .image import LutImage
-from .style import SIGNED_CMAP, WEIGHTS_CMAP, highlight_rect, mask_items, mask_rects, set_mask
+from .style import MARK, SIGNED_CMAP, WEIGHTS_CMAP, highlight_rect, mask_items, mask_rects, set_mask
 
 
 GAP_PX = 6  # between a hovered cell and its read-out
+
+
+def _display_index(blocks, index: int, size: int) -> int | None:
+    """The displayed column holding full-axis column ``index`` (blocks: pooled columns), or None."""
+    if blocks is None:
+        return index if 0 <= index < size else None
+    return next((i for i, (start, end) in enumerate(blocks) if start <= index < end), None)
 
 
 class Readout(QtWidgets.QLabel):
@@ -110,6 +117,8 @@ class HeatmapView(pg.GraphicsLayoutWidget):
             self.plot.getViewBox().setMouseEnabled(x=False, y=False)
             self.plot.setAspectLocked(True)
         self._highlight_row: int | None = None
+        self._marks: list[tuple[int, int | None]] = []
+        self._mark_items: list[QtWidgets.QGraphicsRectItem] = []
         self._hover: tuple[int, int] | None = None
         self._readout: Readout | None = None  # made on the first hover: most maps are never hovered
         self.plot.getViewBox().sigResized.connect(lambda _vb: self._fit_columns())
@@ -168,6 +177,7 @@ class HeatmapView(pg.GraphicsLayoutWidget):
         self._last = {"kind": data.kind, "levels": levels, "title": title, "layout": layout_key,
                       "about": data.about}
         self.set_highlight(self._highlight_row)
+        self.set_marks(self._marks)
         if self._readout is not None and self._readout.isVisible():  # the pointer rests on a cell: new value
             self.show_readout(self._hover if self._hover and self._hover[0] < R and self._hover[1] < C else None)
         self.ci.layout.activate()  # lay out now, so a picture taken right away has every label
@@ -269,6 +279,26 @@ class HeatmapView(pg.GraphicsLayoutWidget):
         C = self.data.matrix.shape[1]
         self.highlight.setRect(QtCore.QRectF(-0.5, shown - 0.5, C, 1))
         self.highlight.show()
+
+    def set_marks(self, cells) -> None:
+        """Outline full-axis cells ``(row, col)`` (0-based; col None: the whole row); those not shown are skipped."""
+        self._marks = list(cells)
+        rects = []
+        if self.data is not None:
+            C = self.data.matrix.shape[1]
+            for row, col in self._marks:
+                r = display_row(self.data, row)
+                c = None if col is None else _display_index(self.data.col_blocks, col, C)
+                if r is not None and (col is None or c is not None):
+                    rects.append(QtCore.QRectF(-0.5, r - 0.5, C, 1) if c is None else QtCore.QRectF(c - 0.5, r - 0.5, 1, 1))
+        while len(self._mark_items) < len(rects):
+            item = highlight_rect(MARK)
+            self.plot.addItem(item)
+            self._mark_items.append(item)
+        for i, item in enumerate(self._mark_items):
+            item.setVisible(i < len(rects))
+            if i < len(rects):
+                item.setRect(rects[i])
 
     # interaction -----------------------------------------------------------------------------
 
