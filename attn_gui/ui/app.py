@@ -43,8 +43,10 @@ def install_error_hook(app) -> None:
     sys.excepthook = hook
 
 
-def run_gui(config: AttentionConfig | None = None, head: int | None = None) -> int:
-    """Open the window (on ``config`` if given, showing ``head``, 0-based, if given) and run until it closes."""
+def run_gui(config: AttentionConfig | None = None, head: int | None = None,
+            lesson: tuple[str, int] | None = None) -> int:
+    """Open the window (on ``config`` if given, showing ``head``, 0-based, if given) and run until it closes;
+    ``lesson`` (name, step from 1) opens the Lessons dock at that step."""
     from PySide6 import QtGui, QtWidgets
 
     from .. import __version__
@@ -61,6 +63,10 @@ def run_gui(config: AttentionConfig | None = None, head: int | None = None) -> i
     window = open_window(config)
     if head is not None:
         window.set_state(window.state.replace(head=head))
+    if lesson is not None:
+        from .lessons_panel import open_lessons
+
+        open_lessons(window, *lesson)
     window.show()
     return app.exec()
 

@@ -37,7 +37,7 @@ class LessonsPanel(QtWidgets.QWidget):
         self.task = QtWidgets.QLabel()
         self.task.setObjectName("lessonTask")
         self.task.setWordWrap(True)
-        self.answers = QtWidgets.QGridLayout()  # the key tokens, three to a row, so long sentences wrap
+        self.answers = QtWidgets.QGridLayout()  # the key tokens, eight to a row, so long sentences wrap
         self.verdict = QtWidgets.QLabel()
         self.verdict.setObjectName("lessonVerdict")
         self.verdict.setWordWrap(True)
@@ -125,7 +125,7 @@ class LessonsPanel(QtWidgets.QWidget):
             button = QtWidgets.QPushButton(f"{column} {token}")
             button.setObjectName(f"lessonAnswer:{column}")
             button.clicked.connect(lambda _c=False, column=column: self.answer(column))
-            self.answers.addWidget(button, (column - 1) // 3, (column - 1) % 3)
+            self.answers.addWidget(button, (column - 1) // 8, (column - 1) % 8)
 
     def answer(self, column: int) -> None:
         """The learner's answer: key ``column`` (from 1); the verdict names the numbers."""
@@ -146,8 +146,6 @@ def open_lessons(window, name: str | None = None, step: int | None = None) -> Le
     if panel is None:
         panel = window.lessonsPanel = LessonsPanel(window)
         window.lessonsDock = window.add_dock("Lessons", "lessonsDock", panel)
-        window.addDockWidget(QtCore.Qt.DockWidgetArea.RightDockWidgetArea, window.lessonsDock)  # beside the maps
-        window.lessonsDock.setMinimumWidth(300)
     window.lessonsDock.show()
     window.lessonsDock.raise_()
     if name is None:
