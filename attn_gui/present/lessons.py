@@ -75,6 +75,17 @@ class Lesson:
         base = preset(self.preset)
         return base.replace(**self.overrides) if self.overrides else base
 
+    def config_at(self, number: int, start: AttentionConfig | None = None) -> AttentionConfig:
+        """The config at step ``number`` when the learner did every action of steps 1 to ``number``,
+        from ``start`` (default the lesson's own); actions that choose a model are left out (random weights)."""
+        config = self.config() if start is None else start
+        for step in self.steps[:number]:
+            if step.action and "model" not in step.action.when:
+                for name, want in step.action.when.items():
+                    config = config.replace(**{name: want.get("min", want.get("max")) if isinstance(want, dict)
+                                               else want})
+        return config
+
     def step(self, number: int) -> Step:
         """Step ``number``, counted from 1; ``LessonError`` when there is no such step."""
         if not 1 <= number <= len(self.steps):

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import os
+
 from PySide6 import QtCore, QtWidgets
 
 from ..engine import UserError
+from ..export.lessons import export_lesson
 from ..present.lessons import Lesson, LessonError, action_done, fill, judge, lesson_names, load_lesson
 
 
@@ -45,6 +48,11 @@ class LessonsPanel(QtWidgets.QWidget):
         self.backButton.setObjectName("lessonBack")
         self.nextButton = QtWidgets.QPushButton("Next")
         self.nextButton.setObjectName("lessonNext")
+        self.exportButton = QtWidgets.QPushButton("Export lesson…")
+        self.exportButton.setObjectName("lessonExport")
+        self.exportButton.setToolTip("Every step as a PNG with its text, and an HTML page of them all, "
+                                     "on the sentence shown now")
+        self.exportButton.clicked.connect(self._export)
         self.backButton.clicked.connect(lambda: self.go(self.number - 1))
         self.nextButton.clicked.connect(lambda: self.go(self.number + 1))
         self.choice.activated.connect(lambda _i: self.open(self.choice.currentData(), 1))
@@ -53,6 +61,7 @@ class LessonsPanel(QtWidgets.QWidget):
         top.addWidget(self.stepLabel)
         top.addWidget(self.backButton)
         top.addWidget(self.nextButton)
+        top.addWidget(self.exportButton)
         layout = QtWidgets.QVBoxLayout(self)
         layout.addLayout(top)
         layout.addWidget(self.text)
@@ -82,6 +91,22 @@ class LessonsPanel(QtWidgets.QWidget):
         self.verdict.setText("")
         self.window.focus_on(self.lesson.step(number).focus)
         self.refill()
+
+    def export(self, folder: str) -> str:
+        """Write the lesson, run on the window's config, into ``folder``; a sentence saying where or why not."""
+        try:
+            path = export_lesson(self.lesson, folder, self.window.state.config)
+        except UserError as exc:
+            return f"Not exported: {exc}"
+        return f"Exported to {path}: open index.html"
+
+    def _export(self) -> None:
+        if self.lesson is None:
+            return
+        folder = QtWidgets.QFileDialog.getExistingDirectory(self, "Export the lesson into a folder")
+        if folder:
+            self.verdict.setStyleSheet("")
+            self.verdict.setText(self.export(os.path.join(folder, self.lesson.name)))
 
     def _show_marks(self, marks: dict) -> None:
         """The one place the lesson's outlines reach the maps (issue 25 moves them onto its canvas)."""

@@ -24,15 +24,6 @@ def test_six_lessons_in_order():
                                   "5-causal-mask", "6-today"]
 
 
-def _apply_actions(lesson, config, upto):
-    """The config after the learner did every action up to step ``upto`` (random-weight ones only)."""
-    for step in lesson.steps[:upto]:
-        if step.action and "model" not in step.action.when:
-            for name, want in step.action.when.items():
-                config = config.replace(**{name: want["min"] if isinstance(want, dict) else want})
-    return config
-
-
 def _independent_answer(result, question):
     """The right column from q, k and the config alone: torch's own softmax of the scaled scores."""
     h = question.head - 1
@@ -61,7 +52,9 @@ def test_walk_every_step(name, variant):
     if variant and lesson.config().heads > 1:  # keep d_k x heads sizes valid: only the sentence changes
         start = lesson.config().replace(sentence=variant["sentence"])
     for number, step in enumerate(lesson.steps, 1):
-        config = _apply_actions(lesson, start, number)
+        config = lesson.config_at(number, start)
+        assert all(action_done(s.action, config) for s in lesson.steps[:number]
+                   if s.action and "model" not in s.action.when)
         result = compute(config)
         assert step.focus in result.fields(), (name, number, step.focus)
         text = fill(step.text, result)
