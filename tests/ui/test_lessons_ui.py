@@ -60,3 +60,17 @@ def test_action_waits_for_the_state(window, qtbot):
     assert panel.task.text().startswith("Your turn")
     window.edit_config({"d_k": 64})
     qtbot.waitUntil(lambda: panel.task.text().startswith("Done"), timeout=10000)
+
+
+def test_progress_is_remembered_and_export_says_where(window, qtbot, settings, tmp_path):
+    from attn_gui.ui.lessons_panel import open_lessons
+
+    settings.set("lesson", "5-causal-mask:3")
+    panel = open_lessons(window)
+    assert (panel.lesson.name, panel.number) == ("5-causal-mask", 3)
+    _wait_for(qtbot, window, load_lesson("5-causal-mask").config())
+    said = panel.export(str(tmp_path / "handout"))
+    assert said.startswith("Exported to") and (tmp_path / "handout" / "index.html").exists()
+    settings.set("lesson", "5-causal-mask:99")  # a step the lesson no longer has: its first
+    window.lessonsPanel.lesson = None
+    assert open_lessons(window).number == 1
