@@ -69,6 +69,8 @@ class LessonsPanel(QtWidgets.QWidget):
         layout.addLayout(self.answers)
         layout.addWidget(self.verdict)
         layout.addStretch(1)
+        center = window.pipeline.focusView.center  # the focused map: where the question's cells are clicked
+        center.scene().sigMouseClicked.connect(lambda event: self._on_map_click(center, event))
         window.frameShown.connect(lambda _frame: self.refill())
         window.stateChanged.connect(lambda _state: self.refill())
 
@@ -151,6 +153,17 @@ class LessonsPanel(QtWidgets.QWidget):
             button.setObjectName(f"lessonAnswer:{column}")
             button.clicked.connect(lambda _c=False, column=column: self.answer(column))
             self.answers.addWidget(button, (column - 1) // 8, (column - 1) % 8)
+
+    def _on_map_click(self, view, event) -> None:
+        """A click on a cell of the question's row in the focused map answers it (as its button does)."""
+        step = self.lesson.step(self.number) if self.lesson is not None else None
+        cell = view.cell_at(event.scenePos())
+        if step is None or step.question is None or cell is None or view.data is None:
+            return
+        if view.data.field != step.question.field or view.data.row_blocks or view.data.col_blocks:
+            return  # another map, or a pooled one whose cells are not single keys
+        if cell[0] == step.question.row - 1:
+            self.answer(cell[1] + 1)
 
     def answer(self, column: int) -> None:
         """The learner's answer: key ``column`` (from 1); the verdict names the numbers."""

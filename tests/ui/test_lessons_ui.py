@@ -3,7 +3,7 @@
 import os
 
 import torch
-from PySide6 import QtWidgets
+from PySide6 import QtCore, QtWidgets
 
 from attn_gui.present.lessons import fill, load_lesson
 
@@ -33,6 +33,11 @@ def test_lesson_walk_in_the_window(window, qtbot, settings):
     panel.answer(1 if right != 1 else 2)
     assert panel.verdict.text().startswith("Not quite")
     assert settings.get("lesson") == "2-qkv:6"
+    center = window.pipeline.focusView.center  # a click on the cell answers too
+    qtbot.waitUntil(lambda: center.data is not None and center.data.field == "weights", timeout=5000)
+    point = center.plot.getViewBox().mapViewToScene(QtCore.QPointF(right - 1, 2)).toPoint()
+    qtbot.mouseClick(center.viewport(), QtCore.Qt.MouseButton.LeftButton, pos=center.mapFromScene(point))
+    qtbot.waitUntil(lambda: panel.verdict.text().startswith("Right"), timeout=5000)
     # the learner changes the sentence: the text follows the new numbers
     window.edit_config({"sentence": "we watch the numbers move"})
     new = config.replace(sentence="we watch the numbers move")
