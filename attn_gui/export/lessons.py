@@ -95,9 +95,9 @@ def export_lesson(lesson: Lesson, folder: str | os.PathLike, start: AttentionCon
         for number in range(1, len(lesson.steps) + 1):
             image, text = step_image(lesson, number, start)
             (stage / f"step-{number}.png").write_bytes(png_bytes(image))
-            paragraphs = "".join(f"<p>{html.escape(p)}</p>" for p in text.split("\n\n"))
-            parts.append(f"<h2>Step {number}</h2>\n<img src='step-{number}.png' alt='step {number}' "
-                         f"style='max-width:100%'>\n{paragraphs}\n")
+            # the picture carries the step's title and text; alt keeps the text for a screen reader
+            parts.append(f"<p><img src='step-{number}.png' alt='Step {number}: {html.escape(text)}' "
+                         f"style='max-width:100%'></p>\n")
         parts.append("</body>\n")
         (stage / "index.html").write_text("".join(parts), encoding="utf-8")
     except BaseException:
