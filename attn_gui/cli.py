@@ -164,7 +164,8 @@ def build_parser() -> argparse.ArgumentParser:
     # allow_abbrev off: "--head" must never be read as "--heads" (nor any prefix as a flag)
     p = _Parser(prog="attn-gui", description="Attention Explorer: watch self-attention computed, step by step.")
     p.add_argument("--version", action="version", version=f"attn-gui {__version__}")
-    sub = p.add_subparsers(dest="command", parser_class=_Parser, metavar="{gui,export,generate,effects,train,bench}")
+    sub = p.add_subparsers(dest="command", parser_class=_Parser,
+                           metavar="{gui,export,generate,effects,train,lessons,lesson,bench}")
 
     gui = sub.add_parser("gui", help="open the window (the default)")
     gui.add_argument("--head", type=int, metavar="N", help="the head to show first, counted from 1 (default 1)")
@@ -203,6 +204,10 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--mode", choices=("zero", "mean"), default="zero", help="ablation: zero, or mean over positions")
     add_engine_options(e)
     add_train_parser(sub)
+    sub.add_parser("lessons", help="list the guided lessons", allow_abbrev=False)
+    les = sub.add_parser("lesson", help="open the window at a lesson's step (for slides)", allow_abbrev=False)
+    les.add_argument("name", help="a lesson's name, as `attn-gui lessons` lists it")
+    les.add_argument("--step", type=int, default=1, metavar="N", help="the step to open, counted from 1 (default 1)")
 
     b = sub.add_parser("bench", help="measure speed, latency and memory; print a table")
     b.add_argument("--quick", action="store_true", help="fewer sizes and repeats")
@@ -475,6 +480,20 @@ def _main(argv: list[str]) -> int:
                 raise UsageError("attn-gui: --focus and --all-maps ask for different views; give one")
             signal.signal(signal.SIGTERM, signal.SIG_DFL)  # the window is Qt's: no exception inside its loop
             return run_gui(config, head=head, **view)
+        if args.command == "lessons":
+            from .present.lessons import lesson_names, load_lesson
+
+            for name in lesson_names():
+                lesson = load_lesson(name)
+                print(f"{name:20} {len(lesson.steps)} steps  {lesson.title}")
+            return 0
+        if args.command == "lesson":
+            from .present.lessons import load_lesson
+
+            load_lesson(args.name).step(args.step)  # an unknown lesson or step: one line, exit 2, no window
+            from .ui.app import run_gui
+
+            return run_gui(None, lesson=(args.name, args.step))
         if args.command == "export":
             return run_export(args)
         if args.command == "generate":

@@ -13,12 +13,13 @@ SIGNED_CMAP = "CET-D1A"  # blue - white - red, centred on zero
 MASK_FILL = QtGui.QColor(225, 225, 225)
 MASK_HATCH = QtGui.QColor(120, 120, 120)
 HIGHLIGHT = QtGui.QColor(255, 140, 0)
+MARK = QtGui.QColor(220, 0, 120)  # a lesson's cells: magenta, apart from the followed row's orange
 
 
-def highlight_rect() -> QtWidgets.QGraphicsRectItem:
-    """The orange outline that marks the followed token's row (or the chosen head)."""
+def highlight_rect(colour: QtGui.QColor = HIGHLIGHT) -> QtWidgets.QGraphicsRectItem:
+    """The orange outline that marks the followed token's row (or the chosen head); ``colour`` for others."""
     rect = QtWidgets.QGraphicsRectItem()
-    pen = QtGui.QPen(HIGHLIGHT)
+    pen = QtGui.QPen(colour)
     pen.setWidthF(2.5)
     pen.setCosmetic(True)  # the same width at every zoom
     rect.setPen(pen)

@@ -44,11 +44,13 @@ def install_error_hook(app) -> None:
 
 
 def run_gui(config: AttentionConfig | None = None, head: int | None = None, focus: str | None = None,
-            all_maps: bool = False, dock: str | None = None, geometry: tuple[int, int] | None = None) -> int:
+            all_maps: bool = False, dock: str | None = None, geometry: tuple[int, int] | None = None,
+            lesson: tuple[str, int] | None = None) -> int:
     """Open the window (on ``config`` if given, showing ``head``, 0-based, if given) and run until it closes.
 
     ``focus`` (a field) or ``all_maps`` choose the canvas's view, ``dock`` (one of
-    ``present.state.DOCKS``) the dock in front, ``geometry`` (width, height) the window's size.
+    ``present.state.DOCKS``) the dock in front, ``geometry`` (width, height) the window's size;
+    ``lesson`` (name, step from 1) opens the Lessons dock at that step.
     """
     from PySide6 import QtGui, QtWidgets
 
@@ -72,6 +74,10 @@ def run_gui(config: AttentionConfig | None = None, head: int | None = None, focu
         window.resize(*geometry)
     if dock is not None:
         window.show_dock(dock)
+    if lesson is not None:
+        from .lessons_panel import open_lessons
+
+        open_lessons(window, *lesson)
     window.show()
     return app.exec()
 

@@ -7,6 +7,7 @@ from PySide6 import QtGui, QtWidgets
 from ..engine import PRESETS
 from ..present.resources import example_sentences
 from .help import show_help
+from .lessons_panel import open_lessons
 
 def build_menus(win: QtWidgets.QMainWindow) -> None:
     """File (sessions, export), View, Presets (with example sentences) and Help, on ``ui.MainWindow`` ``win``."""
@@ -53,3 +54,5 @@ def build_menus(win: QtWidgets.QMainWindow) -> None:
     win.helpAction = help_menu.addAction("How to read the maps", lambda: show_help(win))
     win.helpAction.setObjectName("helpAction")
     win.helpAction.setShortcut(QtGui.QKeySequence.StandardKey.HelpContents)
+    win.lessonsAction = help_menu.addAction("Lessons", lambda: open_lessons(win))
+    win.lessonsAction.setObjectName("lessonsAction")

@@ -32,6 +32,7 @@ _DEFAULTS: dict[str, Any] = {
     "export_dir": "",
     "session_dir": "",
     "recent_sessions": "[]",  # JSON list of paths, newest first
+    "lesson": "",  # the open lesson and step, "name:step" (step from 1)
 }
 MAX_RECENT = 8
 MAX_FILE_BYTES = 4 * MAX_BYTES  # the state, the old config and the layout, each as large as a session

@@ -1,0 +1,200 @@
+"""The Lessons dock: a guided tour, step by step, on the numbers the window shows now."""
+
+from __future__ import annotations
+
+import os
+
+from PySide6 import QtCore, QtWidgets
+
+from ..engine import UserError
+from ..export.lessons import export_lesson
+from ..present.lessons import Lesson, LessonError, action_done, fill, judge, lesson_names, load_lesson
+
+
+class LessonsPanel(QtWidgets.QWidget):
+    """Back / Next through a lesson's steps; the text is filled again from every new frame.
+
+    Parameters
+    ----------
+    window : MainWindow
+        The window whose state the steps focus and whose frames fill the text.
+    """
+
+    def __init__(self, window, parent: QtWidgets.QWidget | None = None):
+        super().__init__(parent)
+        self.window = window
+        self.lesson: Lesson | None = None
+        self.number = 1
+        self.choice = QtWidgets.QComboBox()
+        self.choice.setObjectName("lessonChoice")
+        self.choice.setSizeAdjustPolicy(QtWidgets.QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
+        self.choice.setMinimumContentsLength(12)  # long titles must not widen the dock past the maps
+        for name in lesson_names():
+            self.choice.addItem(load_lesson(name).title, name)
+        self.stepLabel = QtWidgets.QLabel()
+        self.stepLabel.setObjectName("lessonStep")
+        self.text = QtWidgets.QLabel()
+        self.text.setObjectName("lessonText")
+        self.text.setWordWrap(True)
+        self.text.setTextInteractionFlags(QtCore.Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.task = QtWidgets.QLabel()
+        self.task.setObjectName("lessonTask")
+        self.task.setWordWrap(True)
+        self.answers = QtWidgets.QGridLayout()  # the key tokens, eight to a row, so long sentences wrap
+        self.verdict = QtWidgets.QLabel()
+        self.verdict.setObjectName("lessonVerdict")
+        self.verdict.setWordWrap(True)
+        self.backButton = QtWidgets.QPushButton("Back")
+        self.backButton.setObjectName("lessonBack")
+        self.nextButton = QtWidgets.QPushButton("Next")
+        self.nextButton.setObjectName("lessonNext")
+        self.exportButton = QtWidgets.QPushButton("Export lesson…")
+        self.exportButton.setObjectName("lessonExport")
+        self.exportButton.setToolTip("Every step as a PNG with its text, and an HTML page of them all, "
+                                     "on the sentence shown now")
+        self.exportButton.clicked.connect(self._export)
+        self.backButton.clicked.connect(lambda: self.go(self.number - 1))
+        self.nextButton.clicked.connect(lambda: self.go(self.number + 1))
+        self.choice.activated.connect(lambda _i: self.open(self.choice.currentData(), 1))
+        top = QtWidgets.QHBoxLayout()
+        top.addWidget(self.choice, 1)
+        top.addWidget(self.stepLabel)
+        top.addWidget(self.backButton)
+        top.addWidget(self.nextButton)
+        top.addWidget(self.exportButton)
+        layout = QtWidgets.QVBoxLayout(self)
+        layout.addLayout(top)
+        layout.addWidget(self.text)
+        layout.addWidget(self.task)
+        layout.addLayout(self.answers)
+        layout.addWidget(self.verdict)
+        layout.addStretch(1)
+        canvas = window.canvas  # the question's cells are clicked in the map on the canvas
+        canvas.scene().sigMouseClicked.connect(lambda event: self._on_map_click(canvas, event))
+        window.frameShown.connect(lambda _frame: self.refill())
+        window.stateChanged.connect(lambda _state: self.refill())
+
+    def open(self, name: str, number: int = 1) -> None:
+        """Start lesson ``name`` at step ``number`` (from 1): its config, then the step's map."""
+        lesson = load_lesson(name)
+        lesson.step(number)  # an unknown step is a LessonError before anything changes
+        self.lesson, self.number = lesson, number
+        self.choice.setCurrentIndex(self.choice.findData(name))
+        config = self.lesson.config().replace(device=self.window.state.config.device)
+        self.window.set_state(self.window.state.replace(config=config, head=0, token=None))
+        self.go(number)
+
+    def go(self, number: int) -> None:
+        """Show step ``number`` (from 1): focus its map, outline its cells, fill its text."""
+        if self.lesson is None or not 1 <= number <= len(self.lesson.steps):
+            return
+        self.number = number
+        self.window.settings.set("lesson", f"{self.lesson.name}:{number}")
+        self.verdict.setText("")
+        self.window.focus_on(self.lesson.step(number).focus)
+        self.refill()
+
+    def export(self, folder: str) -> str:
+        """Write the lesson, run on the window's config, into ``folder``; a sentence saying where or why not."""
+        try:
+            path = export_lesson(self.lesson, folder, self.window.state.config)
+        except UserError as exc:
+            return f"Not exported: {exc}"
+        return f"Exported to {path}: open index.html"
+
+    def _export(self) -> None:
+        if self.lesson is None:
+            return
+        folder = QtWidgets.QFileDialog.getExistingDirectory(self, "Export the lesson into a folder")
+        if folder:
+            self.verdict.setStyleSheet("")
+            self.verdict.setText(self.export(os.path.join(folder, self.lesson.name)))
+
+    def _show_marks(self, marks: dict) -> None:
+        """The one place the lesson's outlines reach the maps (issue 25 moves them onto its canvas)."""
+        self.window.canvas.set_marks(marks)
+
+    def refill(self) -> None:
+        """Fill the step's text, question and task from the frame shown now."""
+        if self.lesson is None:
+            return
+        step = self.lesson.step(self.number)
+        self.stepLabel.setText(f"step {self.number} of {len(self.lesson.steps)}")
+        self.backButton.setEnabled(self.number > 1)
+        self.nextButton.setEnabled(self.number < len(self.lesson.steps))
+        self._show_marks({step.focus: [(r - 1, None if c is None else c - 1) for r, c in step.marks]})
+        frame = self.window.frame
+        if frame is None:
+            self.text.setText("Computing…")
+            return
+        result = frame.result
+        try:
+            self.text.setText(fill(step.text, result))
+        except UserError as exc:  # e.g. a sentence shorter than the token the step follows
+            self.text.setText(f"This step needs other numbers than the window shows: {exc}")
+        tasks = []
+        if step.action is not None:
+            done = action_done(step.action, self.window.state.config)
+            tasks.append(("Done: " if done else "Your turn: ") + step.action.ask)
+        if step.question is not None:
+            tasks.append("Question: " + step.question.ask)
+        self.task.setText("\n".join(tasks))
+        self._answer_buttons(step.question, result)
+
+    def _answer_buttons(self, question, result) -> None:
+        while self.answers.count():
+            old = self.answers.takeAt(0).widget()
+            old.hide()  # gone now, not when deleteLater runs
+            old.deleteLater()
+        if question is None or question.row > result.seq_len:
+            return
+        for column, token in enumerate(result.key_tokens, 1):
+            button = QtWidgets.QPushButton(f"{column} {token}")
+            button.setObjectName(f"lessonAnswer:{column}")
+            button.clicked.connect(lambda _c=False, column=column: self.answer(column))
+            self.answers.addWidget(button, (column - 1) // 8, (column - 1) % 8)
+
+    def _on_map_click(self, canvas, event) -> None:
+        """A click on a cell of the question's row in its map answers it (as its button does)."""
+        step = self.lesson.step(self.number) if self.lesson is not None else None
+        hit = canvas._item_at(event.scenePos())
+        view = hit[0] if hit is not None else None
+        cell = view.cell_at(event.scenePos()) if view is not None and not view.compact else None
+        if step is None or step.question is None or cell is None or view.data is None:
+            return
+        if view.data.field != step.question.field or view.data.row_blocks or view.data.col_blocks:
+            return  # another map, or a pooled one whose cells are not single keys
+        if cell[0] == step.question.row - 1:
+            self.answer(cell[1] + 1)
+
+    def answer(self, column: int) -> None:
+        """The learner's answer: key ``column`` (from 1); the verdict names the numbers."""
+        step = self.lesson.step(self.number)
+        if step.question is None or self.window.frame is None:
+            return
+        try:
+            ok, said = judge(step.question, self.window.frame.result, column)
+        except LessonError as exc:
+            ok, said = False, str(exc)
+        self.verdict.setStyleSheet("color:#070;" if ok else "color:#a00;")
+        self.verdict.setText(said)
+
+
+def open_lessons(window, name: str | None = None, step: int | None = None) -> LessonsPanel:
+    """Show the Lessons dock (made on first use), at ``name`` and ``step`` or where the learner left off."""
+    panel = getattr(window, "lessonsPanel", None)
+    if panel is None:
+        panel = window.lessonsPanel = LessonsPanel(window)
+        window.lessonsDock = window.add_dock("Lessons", "lessonsDock", panel)
+    window.lessonsDock.show()
+    window.lessonsDock.raise_()
+    if name is None:
+        saved, _, number = window.settings.get("lesson").partition(":")
+        name, step = (saved, int(number)) if saved in lesson_names() and number.isdigit() else (lesson_names()[0], 1)
+        try:
+            panel.open(name, step)
+        except LessonError:
+            panel.open(name, 1)
+    else:
+        panel.open(name, step or 1)
+    return panel

@@ -1,0 +1,81 @@
+"""Help → Lessons: the dock walks a lesson on the window's numbers, marks cells, judges answers, remembers."""
+
+import os
+
+import torch
+from PySide6 import QtCore, QtWidgets
+
+from attn_gui.present.lessons import fill, load_lesson
+
+
+def _wait_for(qtbot, window, config):
+    qtbot.waitUntil(lambda: window.frame is not None and window.frame.result.config == config, timeout=10000)
+
+
+def test_lesson_walk_in_the_window(window, qtbot, settings):
+    window.lessonsAction.trigger()
+    panel = window.lessonsPanel
+    assert window.lessonsDock.isVisible()
+    panel.open("2-qkv", 3)
+    config = load_lesson("2-qkv").config()
+    _wait_for(qtbot, window, config)
+    assert window.state.focus == "k"
+    qtbot.waitUntil(lambda: "[0.5956, 1.2759]" in panel.text.text(), timeout=5000)  # k1 as seed 004 prints it
+    assert window.canvas.marks == {"k": [(0, None), (1, None), (2, None), (3, None)]}
+    panel.nextButton.click()
+    panel.nextButton.click()
+    panel.nextButton.click()  # step 6: the question on alpha
+    assert window.state.focus == "weights"
+    qtbot.waitUntil(lambda: window.canvas.item_of("weights:0") is not None, timeout=5000)
+    assert window.canvas.item_of("weights:0").marks.rects()
+    right = int(torch.argmax(window.frame.result.weights[0, 2])) + 1
+    panel.answer(right)
+    assert panel.verdict.text().startswith("Right")
+    panel.answer(1 if right != 1 else 2)
+    assert panel.verdict.text().startswith("Not quite")
+    assert settings.get("lesson") == "2-qkv:6"
+    canvas, alpha = window.canvas, window.canvas.item_of("weights:0")  # a click on the cell answers too
+    point = alpha.plot.getViewBox().mapViewToScene(QtCore.QPointF(right - 1, 2))
+    qtbot.mouseClick(canvas.viewport(), QtCore.Qt.MouseButton.LeftButton, pos=canvas.mapFromScene(point))
+    qtbot.waitUntil(lambda: panel.verdict.text().startswith("Right"), timeout=5000)
+    # the learner changes the sentence: the text follows the new numbers
+    window.edit_config({"sentence": "we watch the numbers move"})
+    new = config.replace(sentence="we watch the numbers move")
+    _wait_for(qtbot, window, new)
+    qtbot.waitUntil(lambda: panel.text.text() == fill(load_lesson("2-qkv").steps[5].text, window.frame.result),
+                    timeout=5000)
+    shots = os.environ.get("ATTN_GUI_LESSON_SHOTS")
+    if shots:  # screenshots for the issue note: look at them
+        window.resize(1366, 768)
+        for name, number in (("1-without-weights", 3), ("3-why-scaling", 3), ("5-causal-mask", 2)):
+            panel.open(name, number)
+            _wait_for(qtbot, window, load_lesson(name).config())
+            qtbot.waitUntil(lambda: "{" not in panel.text.text() and "Computing" not in panel.text.text(),
+                            timeout=5000)
+            for _ in range(3):  # the resize and the new answer buttons are laid out by queued events
+                QtWidgets.QApplication.processEvents()
+            window.grab().save(os.path.join(shots, f"{name}-{number}.png"))
+
+
+def test_action_waits_for_the_state(window, qtbot):
+    window.lessonsAction.trigger()
+    panel = window.lessonsPanel
+    panel.open("3-why-scaling", 3)
+    _wait_for(qtbot, window, load_lesson("3-why-scaling").config())
+    assert panel.task.text().startswith("Your turn")
+    window.edit_config({"d_k": 64})
+    qtbot.waitUntil(lambda: panel.task.text().startswith("Done"), timeout=10000)
+
+
+def test_progress_is_remembered_and_export_says_where(window, qtbot, settings, tmp_path):
+    from attn_gui.ui.lessons_panel import open_lessons
+
+    settings.set("lesson", "5-causal-mask:3")
+    panel = open_lessons(window)
+    assert (panel.lesson.name, panel.number) == ("5-causal-mask", 3)
+    _wait_for(qtbot, window, load_lesson("5-causal-mask").config())
+    said = panel.export(str(tmp_path / "handout"))
+    assert said.startswith("Exported to") and (tmp_path / "handout" / "index.html").exists()
+    settings.set("lesson", "5-causal-mask:99")  # a step the lesson no longer has: its first
+    window.lessonsPanel.lesson = None
+    assert open_lessons(window).number == 1
