@@ -143,3 +143,23 @@ def test_attention_only_induction_forms_a_previous_token_head_then_an_induction_
 def test_bad_sizes_are_user_errors(change):
     with pytest.raises(UserError):
         TrainConfig(**change)
+
+
+def test_a_trained_checkpoint_opens_in_the_explorer_as_transformers_reads_it(tmp_path):
+    """"Open in the explorer": the saved folder is a model path; every layer's alpha and the next
+    tokens equal transformers' on the same folder."""
+    transformers = pytest.importorskip("transformers")
+    from attn_gui.engine import AttentionConfig, compute
+
+    trainer = Trainer(SMALL)
+    list(trainer.run(5))
+    folder = trainer.save(tmp_path / "ckpt")
+    result = compute(AttentionConfig(model=str(folder), sentence="3 1 4 1 5 3 1", layer=1))
+    hf = transformers.AutoModelForCausalLM.from_pretrained(folder, attn_implementation="eager").eval()
+    ids = torch.as_tensor(result.token_ids)[None]
+    assert ids.tolist() == [[3, 1, 4, 1, 5, 3, 1]]
+    with torch.no_grad():
+        out = hf(ids, output_attentions=True)
+    assert torch.allclose(result.layer_weights, torch.cat(out.attentions), atol=1e-5)
+    p = torch.softmax(out.logits[0, -1], -1)
+    assert [float(q) for _, q in result.next_tokens] == pytest.approx(p.topk(5).values.tolist(), abs=1e-5)
