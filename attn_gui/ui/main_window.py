@@ -103,7 +103,11 @@ class MainWindow(FileActions, QtWidgets.QMainWindow):
         self.kvCacheDock = self.add_dock("KV cache (decoding)", "kvCacheDock", self.kvCache)
         self.kvCacheDock.visibilityChanged.connect(lambda visible: visible and self.kvCache.follow(self._state))
         self.train = TrainPanel()
-        self.trainDock = self.add_dock("Train", "trainDock", self.train)
+        trainScroll = QtWidgets.QScrollArea()  # its curves and controls must not make every bottom tab 390 px tall
+        trainScroll.setWidget(self.train)
+        trainScroll.setWidgetResizable(True)
+        trainScroll.setFrameShape(QtWidgets.QFrame.Shape.NoFrame)
+        self.trainDock = self.add_dock("Train", "trainDock", trainScroll)
         self.train.openRequested.connect(self.open_trained)
         self.focusDock.raise_()
         self.modelDock.hide()
