@@ -160,6 +160,20 @@ def _geometry(text: str) -> tuple[int, int]:
     return int(w), int(h)
 
 
+def _scale(text: str) -> tuple[str, str]:
+    """``--colour-scale MAP=MODE``: a map's colour scale, e.g. weights=row."""
+    from .engine import FIELDS
+    from .present.scales import scale_choices
+
+    field, _, mode = text.partition("=")
+    if field not in FIELDS:
+        raise argparse.ArgumentTypeError(f"expected MAP=MODE with MAP one of {', '.join(FIELDS)}; got {text!r}")
+    if mode not in scale_choices(FIELDS[field].kind):
+        raise argparse.ArgumentTypeError(f"the map {field} takes the colour scales "
+                                         f"{', '.join(scale_choices(FIELDS[field].kind))}; got {text!r}")
+    return field, mode
+
+
 def build_parser() -> argparse.ArgumentParser:
     # allow_abbrev off: "--head" must never be read as "--heads" (nor any prefix as a flag)
     p = _Parser(prog="attn-gui", description="Attention Explorer: watch self-attention computed, step by step.")
@@ -178,6 +192,9 @@ def build_parser() -> argparse.ArgumentParser:
     view.add_argument("--all-maps", action="store_true", help="every map in data-flow order instead of one large")
     view.add_argument("--dock", choices=list(DOCKS), metavar="NAME", help="the dock in front: " + ", ".join(DOCKS))
     view.add_argument("--geometry", type=_geometry, metavar="WxH", help="the window's size in pixels, e.g. 1366x768")
+    view.add_argument("--colour-scale", type=_scale, action="append", metavar="MAP=MODE",
+                      help="a map's colour scale: auto, fixed (0 to 1), max (0 to the map's max) or row (each row "
+                           "to its own max), e.g. weights=row; signed maps take auto or row (repeat for more maps)")
     add_engine_options(gui)
 
     ex = sub.add_parser("export", help="write every map as PNG/SVG and every tensor as .npy/.csv, no window")
@@ -475,7 +492,7 @@ def _main(argv: list[str]) -> int:
             from .ui.app import run_gui
 
             view = {"focus": args.focus, "all_maps": args.all_maps, "dock": args.dock,
-                    "geometry": args.geometry} if args.command == "gui" else {}
+                    "geometry": args.geometry, "scales": dict(args.colour_scale or ())} if args.command == "gui" else {}
             if view.get("focus") and view.get("all_maps"):
                 raise UsageError("attn-gui: --focus and --all-maps ask for different views; give one")
             signal.signal(signal.SIGTERM, signal.SIG_DFL)  # the window is Qt's: no exception inside its loop

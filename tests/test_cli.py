@@ -269,11 +269,16 @@ def test_gui_view_flags_reach_the_window_and_bad_names_list_the_choices(monkeypa
     views = []
     monkeypatch.setattr(app, "run_gui", lambda config=None, head=None, **view: views.append(view) or 0)
     assert run(["--focus", "rope_angles", "--dock", "why-scaling", "--geometry", "1366x768"]) == 0
-    assert views[-1] == {"focus": "rope_angles", "all_maps": False, "dock": "why-scaling", "geometry": (1366, 768)}
+    assert views[-1] == {"focus": "rope_angles", "all_maps": False, "dock": "why-scaling", "geometry": (1366, 768),
+                         "scales": {}}
+    assert run(["--colour-scale", "weights=row", "--colour-scale", "scores=row"]) == 0
+    assert views[-1]["scales"] == {"weights": "row", "scores": "row"}
     assert run(["--all-maps"]) == 0 and views[-1]["all_maps"] and views[-1]["focus"] is None
     capsys.readouterr()
     for argv, named in ((["--focus", "alpha"], "'weights'"), (["--dock", "walkk"], "'kv-cache'"),
-                        (["--geometry", "big"], "WxH"), (["--focus", "x", "--all-maps"], "give one")):
+                        (["--geometry", "big"], "WxH"), (["--focus", "x", "--all-maps"], "give one"),
+                        (["--colour-scale", "weights=wide"], "auto, fixed, max, row"), (["--colour-scale", "alpha=row"], "weights"),
+                        (["--colour-scale", "scores=max"], "auto, row")):
         assert run(argv) == 2, argv
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and named in err and "Traceback" not in err, err

@@ -85,8 +85,9 @@ def _write_images(frame: Frame, folder: Path, keys, images: list[str], width: in
     from .images import export_image, png_bytes
 
     ensure_app()
+    scales = dict(figure.scales) if figure is not None else {}  # the window's colour scale choices
     for field, head in keys:
-        view = render_map(map_data(frame, field, head))
+        view = render_map(map_data(frame, field, head, scale=scales.get(field, "auto")))
         try:
             for fmt in images:
                 done(export_image(view, folder / f"{file_stem(field, head)}.{fmt}", width if fmt == "png" else None))

@@ -289,12 +289,13 @@ def _readable(n: int) -> float:
     return max(1.0, math.floor(ALL_MAPS_SIDE / n * 4) / 4)
 
 
-def frame_shapes(frame: Frame, head: int = 0, hidden: tuple[int, ...] = ()) -> dict[str, tuple[MapShape, MapData]]:
+def frame_shapes(frame: Frame, head: int = 0, hidden: tuple[int, ...] = (),
+                 scales: dict[str, str] | None = None) -> dict[str, tuple[MapShape, MapData]]:
     """Every map of ``frame`` the canvas shows (per-head fields: head ``head``), by map id,
-    with the MapData it draws."""
+    with the MapData it draws (each field on its colour scale in ``scales``, default "auto")."""
     out = {}
     for name in frame.result.fields():
         h = head if FIELDS[name].per_head else None
-        data = map_data(frame, name, h, hidden)
+        data = map_data(frame, name, h, hidden, (scales or {}).get(name, "auto"))
         out[map_id(name, h)] = (shape_of(map_id(name, h), data), data)
     return out

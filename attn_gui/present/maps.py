@@ -57,6 +57,7 @@ class MapData:
     query_rows : the rows are the query tokens (clicking one follows it; the followed one is outlined)
     brief_title : the formula and the shape only, for a small map beside a large one (the
         large map names the head and the layer)
+    scale : the colour scale mode (``present.scales``): "auto", "fixed", "max" or "row"
     """
 
     matrix: np.ndarray
@@ -77,6 +78,7 @@ class MapData:
     col_tokens: bool = False
     query_rows: bool = False
     brief_title: str = ""
+    scale: str = "auto"
 
 
 def map_id(name: str, head: int | None) -> str:
@@ -114,11 +116,13 @@ def _keep(n: int, hidden: tuple[int, ...]) -> list[int] | None:
     return keep or None  # a text of special tokens only is shown whole
 
 
-def map_data(frame: Frame, name: str, head: int | None = None, hidden: tuple[int, ...] = ()) -> MapData:
+def map_data(frame: Frame, name: str, head: int | None = None, hidden: tuple[int, ...] = (),
+             scale: str = "auto") -> MapData:
     """The MapData of field ``name`` (head ``head`` for per-head fields) in ``frame``.
 
     ``hidden`` token indices are left out of token axes shown in full (the title says
-    "shown r × c"); the numbers of the rest are unchanged.
+    "shown r × c"); the numbers of the rest are unchanged. ``scale`` is the colour scale
+    mode (``present.scales.SCALES``).
     """
     result, info = frame.result, FIELDS[name]
     matrix = frame.arrays[name]
@@ -170,6 +174,7 @@ def map_data(frame: Frame, name: str, head: int | None = None, hidden: tuple[int
         row_tokens=info.rows in ("token", "key", "source"),
         col_tokens=info.cols in ("token", "key", "source"),
         query_rows=info.rows == "token" or (info.rows == "source" and result.source_tokens is None),
+        scale=scale,
     )
 
 

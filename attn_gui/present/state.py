@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..engine import FIELDS, MODELS, AttentionConfig, AttentionResult, UserError
+from .scales import scale_choices
 
 DEFAULT_TOKEN = 1  # the tutorials follow x_2 "in"
 # the docks a person can open from the command line (``attn-gui --dock NAME``), as the View menu names them
@@ -68,6 +69,9 @@ class ViewState:
         Leave a model's [CLS] and [SEP] out of the maps (the numbers are unchanged).
     focus : str or None
         The result field shown large, or None for the whole pipeline.
+    scales : tuple of (field, mode) pairs
+        Colour scales chosen per map (``present.scales``), sorted by field; a field not
+        named is drawn on its automatic scale. Per field, so every head's map agrees.
     """
 
     config: AttentionConfig = dataclasses.field(default_factory=AttentionConfig)
@@ -75,6 +79,7 @@ class ViewState:
     token: int | None = DEFAULT_TOKEN
     hide_special: bool = False
     focus: str | None = None
+    scales: tuple[tuple[str, str], ...] = ()
 
     def __post_init__(self) -> None:
         if not isinstance(self.config, AttentionConfig):
@@ -89,6 +94,32 @@ class ViewState:
             raise UserError("hide_special must be true or false")
         if self.focus is not None and self.focus not in FIELDS:
             raise UserError(f"focus must be one of {', '.join(FIELDS)} or none; got {str(self.focus)[:40]}")
+        self._check_scales()
+
+    def _check_scales(self) -> None:
+        if not isinstance(self.scales, tuple):
+            raise UserError("scales must be pairs of a map and a colour scale")
+        for pair in self.scales:
+            if not (isinstance(pair, tuple) and len(pair) == 2 and all(isinstance(p, str) for p in pair)):
+                raise UserError("scales must be pairs of a map and a colour scale")
+            field, mode = pair
+            if field not in FIELDS:
+                raise UserError(f"scales: unknown map {field[:40]!r}; maps are {', '.join(FIELDS)}")
+            if mode == "auto" or mode not in scale_choices(FIELDS[field].kind):
+                choices = ", ".join(m for m in scale_choices(FIELDS[field].kind) if m != "auto")
+                raise UserError(f"scales: the map {field} takes {choices}; got {mode[:40]!r}")
+        fields = [field for field, _ in self.scales]
+        if fields != sorted(set(fields)):
+            raise UserError("scales: each map once, sorted by name")
+
+    def scale_of(self, field: str) -> str:
+        """The colour scale mode chosen for ``field``'s map ("auto" when none was)."""
+        return dict(self.scales).get(field, "auto")
+
+    def with_scale(self, field: str, mode: str) -> ViewState:
+        """A copy drawing ``field``'s map on colour scale ``mode`` ("auto" forgets the choice)."""
+        chosen = {**dict(self.scales), field: mode}
+        return self.replace(scales=tuple(sorted((f, m) for f, m in chosen.items() if m != "auto")))
 
     def replace(self, **changes: Any) -> ViewState:
         """A copy with ``changes`` applied (validated like any new state)."""
@@ -107,7 +138,7 @@ class ViewState:
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-ready dict: the config's fields under "config", then the view choices."""
         return {"config": self.config.to_dict(), "head": self.head, "token": self.token,
-                "hide_special": self.hide_special, "focus": self.focus}
+                "hide_special": self.hide_special, "focus": self.focus, "scales": dict(self.scales)}
 
     @classmethod
     def from_dict(cls, data: Any) -> ViewState:
@@ -123,6 +154,10 @@ class ViewState:
             raise UserError(f"unknown view field(s): {', '.join(unknown[:5])}")
         values = dict(data)
         values["config"] = AttentionConfig.from_dict(values.get("config", {}))
+        if "scales" in values:  # saved as {"weights": "row"}
+            if not isinstance(values["scales"], dict):
+                raise UserError("scales must map a map's name to a colour scale")
+            values["scales"] = tuple(sorted(values["scales"].items()))
         check_window_text(values["config"].sentence)
         if values["config"].source_sentence is not None:
             check_window_text(values["config"].source_sentence)

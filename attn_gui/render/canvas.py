@@ -62,7 +62,7 @@ class Canvas(pg.GraphicsView):
                    QtCore.Qt.ScrollBarPolicy.ScrollBarAsNeeded)
         self.setTransformationAnchor(QtWidgets.QGraphicsView.ViewportAnchor.AnchorUnderMouse)
         self.frame: Frame | None = None
-        self.head, self.token, self.hidden, self.focus = 0, None, (), None
+        self.head, self.token, self.hidden, self.focus, self.scales = 0, None, (), None, ()
         self.items: dict[tuple[str, bool], MapItem] = {}  # (field, thumbnail) -> item, kept between frames
         self.shown: dict[str, MapItem] = {}  # map id -> the item showing it now
         self.strip: list[MapItem] = []
@@ -84,15 +84,19 @@ class Canvas(pg.GraphicsView):
     # drawing ---------------------------------------------------------------------------------
 
     def show_frame(self, frame: Frame, head: int = 0, token: int | None = None,
-                   hidden: tuple[int, ...] = (), focus: str | None = None) -> None:
+                   hidden: tuple[int, ...] = (), focus: str | None = None,
+                   scales: tuple[tuple[str, str], ...] = ()) -> None:
         """Draw ``frame``: per-head maps for ``head``, row ``token`` outlined, ``hidden`` tokens
-        left out, ``focus`` (a field; None: every map) laid out first. Only the outline moves
+        left out, ``focus`` (a field; None: every map) laid out first, each field on its colour
+        scale in ``scales`` ((field, mode) pairs, see ``present.scales``). Only the outline moves
         when nothing else changed."""
         focus = focus if focus in frame.result.fields() else None
-        unchanged = frame is self.frame and (head, hidden, focus) == (self.head, self.hidden, self.focus)
-        self.frame, self.head, self.token, self.hidden, self.focus = frame, head, token, hidden, focus
+        view = (head, hidden, focus, scales)
+        unchanged = frame is self.frame and view == (self.head, self.hidden, self.focus, self.scales)
+        self.frame, self.token = frame, token
+        self.head, self.hidden, self.focus, self.scales = view
         if not unchanged:
-            self._data = frame_shapes(frame, head, hidden)
+            self._data = frame_shapes(frame, head, hidden, dict(scales))
             self._place()
             self._fill()
             self._refresh_readout()
@@ -196,8 +200,8 @@ class Canvas(pg.GraphicsView):
         if heads > 1:
             for i in range(heads):
                 data = self._data["weights:0"][1] if i == 0 and self.head == 0 else None
-                data = data if data is not None and self.hidden == () else map_data(self.frame, "weights", i,
-                                                                                      self.hidden)
+                if data is None or self.hidden != ():
+                    data = map_data(self.frame, "weights", i, self.hidden, dict(self.scales).get("weights", "auto"))
                 data.brief_title = (("<b>head {}</b>" if self.picture else "<b>head {} ▾</b>") if i == self.head
                                     else "head {}").format(i + 1)
                 self.strip[i].set_data(data)
@@ -378,9 +382,10 @@ class Pipeline(QtWidgets.QWidget):
         layout.addWidget(self.canvas, 1)
 
     def show_frame(self, frame: Frame, head: int = 0, token: int | None = None,
-                   hidden: tuple[int, ...] = (), focus: str | None = None) -> None:
+                   hidden: tuple[int, ...] = (), focus: str | None = None,
+                   scales: tuple[tuple[str, str], ...] = ()) -> None:
         """Draw ``frame`` on the canvas (see ``Canvas.show_frame``) and say what is in focus."""
-        self.canvas.show_frame(frame, head, token, hidden, focus)
+        self.canvas.show_frame(frame, head, token, hidden, focus, scales)
         focus = self.canvas.focus
         self.backButton.setVisible(focus is not None)
         self.noProjection.setVisible(frame.result.w_q is None)

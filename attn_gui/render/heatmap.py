@@ -14,8 +14,8 @@ import pyqtgraph as pg
 from PySide6 import QtCore, QtGui, QtWidgets
 
 from ..present.explain import axis_titles
-from ..present.formats import nice_ceil
 from ..present.maps import MapData, describe_cell, display_row, full_row, tick_label
+from ..present.scales import colour_scale
 from .axes import BarAxis, LabelAxis
 from .cells import MAX_VALUE_CELLS, CellRects, CellValues
 from .image import LutImage
@@ -23,7 +23,6 @@ from .style import SIGNED_CMAP, WEIGHTS_CMAP, Marks, highlight_rect, mask_items,
 
 
 GAP_PX = 6  # between a hovered cell and its read-out
-FAINT_ALPHA = 0.1  # alpha whose largest shown weight is below this is drawn on 0 to its max, and says so
 SHORT_BAR_PX = 200  # a map shorter than this gives its colour bar three ticks, not five
 
 
@@ -127,33 +126,20 @@ class MapItem(pg.GraphicsLayout):
         R, C = m.shape
         finite = np.isfinite(m)
         all_finite = bool(finite.all())
-        note = ""
-        if data.kind == "weights":
-            levels, cmap = (0.0, 1.0), pg.colormap.get(WEIGHTS_CMAP)
-            top = float(np.max(m[finite])) if finite.any() else 1.0
-            if not self.compact and top < FAINT_ALPHA:  # a long input: every weight near 0 on the 0-1 scale
-                levels = (0.0, nice_ceil(top))
-                n = len(data.col_labels) or C
-                note = f"<br>mean α = 1/T = {1 / n:.2g}; colour scale 0 to max ({levels[1]:g})"
-        else:
-            if all_finite:
-                top = nice_ceil(float(max(m.max(), -m.min())))
-            else:
-                top = nice_ceil(float(np.max(np.abs(m[finite]))) if finite.any() else 1.0)
-            levels, cmap = (-top, top), pg.colormap.get(SIGNED_CMAP)
-        shown = m if all_finite else np.where(finite, m, levels[0] if data.kind == "weights" else 0.0)
+        scale = colour_scale(m, data.kind, data.scale, len(data.col_labels) or C, faint=not self.compact)
+        levels, shown = scale.levels, scale.image
+        cmap = pg.colormap.get(WEIGHTS_CMAP if data.kind == "weights" else SIGNED_CMAP)
+        note = f"<br>{scale.note}" if scale.note and not self.compact else ""
         self.image.setImage(shown, autoLevels=False, levels=levels)
         # Only what changed is touched: typing changes numbers far more often than shapes,
         # labels or titles, and each of those makes pyqtgraph lay out and repaint an axis.
         last = self._last
         if last.get("kind") != data.kind:
             self.colorbar.setColorMap(cmap)
-        ticks = 5 if self.size().height() >= SHORT_BAR_PX else 3  # a short bar takes fewer, never overprinted
+        ticks = scale.ticks(5 if self.size().height() >= SHORT_BAR_PX else 3)  # a short bar: fewer, never overprinted
         if last.get("levels") != levels or last.get("ticks") != ticks:
             self.colorbar.setLevels(levels)
-            # round ticks, given, so the bar's axis never searches for its own spacing
-            lo, hi = levels
-            self.colorbar.axis.setTicks([[(v, f"{v:g}") for v in np.linspace(lo, hi, ticks)]])
+            self.colorbar.axis.setTicks([ticks])  # given, so the bar's axis never searches for its own spacing
         mask = None if all_finite else ~finite
         if data.masked is not None:  # alpha's masked zeros are hatched like the -inf of the scores
             mask = data.masked if mask is None else mask | data.masked

@@ -136,19 +136,20 @@ def render_figure(frame: Frame, figure: Canvas | None = None) -> QtGui.QImage:
     ----------
     frame : Frame
     figure : Canvas, optional
-        The window's canvas: the picture shows its head, hidden tokens and focus, at its
+        The window's canvas: the picture shows its head, hidden tokens, focus and colour
+        scales, at its
         size or larger. Without it, head 1 and alpha in focus at about ``FIGURE_SIZE``.
     """
     width, height = FIGURE_SIZE
-    head, hidden, focus = 0, (), "weights"
+    head, hidden, focus, scales = 0, (), "weights", ()
     if figure is not None:
         width, height = max(width, figure.width()), max(height, figure.height() + TITLE_H)
-        head, hidden, focus = figure.head, figure.hidden, figure.focus
+        head, hidden, focus, scales = figure.head, figure.hidden, figure.focus, figure.scales
     ensure_app()
     view = Canvas(picture=True)
     try:
         lay_out(view, width, height - TITLE_H)
-        view.show_frame(frame, head, None, hidden, focus)
+        view.show_frame(frame, head, None, hidden, focus, scales)
         QtWidgets.QApplication.processEvents()
         body = view.render_scene()
     finally:

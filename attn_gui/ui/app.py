@@ -45,12 +45,13 @@ def install_error_hook(app) -> None:
 
 def run_gui(config: AttentionConfig | None = None, head: int | None = None, focus: str | None = None,
             all_maps: bool = False, dock: str | None = None, geometry: tuple[int, int] | None = None,
-            lesson: tuple[str, int] | None = None) -> int:
+            lesson: tuple[str, int] | None = None, scales: dict[str, str] | None = None) -> int:
     """Open the window (on ``config`` if given, showing ``head``, 0-based, if given) and run until it closes.
 
     ``focus`` (a field) or ``all_maps`` choose the canvas's view, ``dock`` (one of
     ``present.state.DOCKS``) the dock in front, ``geometry`` (width, height) the window's size;
-    ``lesson`` (name, step from 1) opens the Lessons dock at that step.
+    ``lesson`` (name, step from 1) opens the Lessons dock at that step; ``scales`` maps a field
+    to its colour scale mode (``present.scales``).
     """
     from PySide6 import QtGui, QtWidgets
 
@@ -70,6 +71,8 @@ def run_gui(config: AttentionConfig | None = None, head: int | None = None, focu
         window.set_state(window.state.replace(head=head))
     if focus is not None or all_maps:
         window.focus_on(focus)
+    for field, mode in (scales or {}).items():
+        window.set_scale(field, mode)
     if geometry is not None:
         window.resize(*geometry)
     if dock is not None:

@@ -147,7 +147,7 @@ class MainWindow(FileActions, QtWidgets.QMainWindow):
         self.canvas.tokenSelected.connect(self.select_token)
         self.canvas.headSelected.connect(self.select_head)
         self.canvas.focusRequested.connect(self.focus_on)
-        self.canvas.mapMenuRequested.connect(lambda data, pos: map_menu.show_menu(self.canvas, data, pos))
+        self.canvas.mapMenuRequested.connect(lambda data, pos: self.map_menu(data).exec(pos))
         escape = QtGui.QShortcut(QtGui.QKeySequence(QtCore.Qt.Key.Key_Escape), self)
         escape.activated.connect(lambda: self.focus_on(None))
         self.modelView.headPicked.connect(self._on_head_picked)
@@ -238,6 +238,14 @@ class MainWindow(FileActions, QtWidgets.QMainWindow):
     def focus_on(self, field: str | None) -> None:
         """Show ``field``'s map large with its neighbours (None: every map)."""
         self.set_state(self._state.replace(focus=field))
+
+    def map_menu(self, data) -> QtWidgets.QMenu:
+        """The right-click menu of the canvas map showing ``data`` (a MapData)."""
+        return map_menu.canvas_menu(self.canvas, data, lambda mode: self.set_scale(data.field, mode))
+
+    def set_scale(self, field: str, mode: str) -> None:
+        """Draw ``field``'s map (every head's) on colour scale ``mode`` (``present.scales``)."""
+        self.set_state(self._state.with_scale(field, mode))
 
     def show_dock(self, name: str) -> QtWidgets.QDockWidget:
         """Bring dock ``name`` (one of ``present.state.DOCKS``) in front."""
@@ -349,7 +357,7 @@ class MainWindow(FileActions, QtWidgets.QMainWindow):
         """Draw the shown frame as the state says: head, followed token, hidden tokens."""
         state, result = self._state, self.frame.result
         hidden = self.hidden_tokens()
-        self.pipeline.show_frame(self.frame, state.head, state.token, hidden, state.focus)
+        self.pipeline.show_frame(self.frame, state.head, state.token, hidden, state.focus, state.scales)
         self.focus.show_walk(result, state.token, state.head)
         if "layer_weights" not in self.frame.arrays:
             if not self.modelDock.isHidden():  # leaving model mode: the walk comes back in front

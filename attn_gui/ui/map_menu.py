@@ -1,4 +1,4 @@
-"""Right-click on any map: export it as PNG or SVG, copy it, reset the zoom.
+"""Right-click on any map: export it as PNG or SVG, copy it, choose its colour scale.
 
 Maps on the canvas are drawn again offscreen for the picture (``render_map``), so the
 picture is the map alone at a readable size, whatever its size on the canvas.
@@ -6,12 +6,15 @@ picture is the map alone at a readable size, whatever its size on the canvas.
 
 from __future__ import annotations
 
-from PySide6 import QtCore, QtWidgets
+from collections.abc import Callable
+
+from PySide6 import QtCore, QtGui, QtWidgets
 
 from ..engine import UserError
 from ..export.images import copy_image, export_image
 from ..present.maps import file_stem
 from ..present.maps import MapData
+from ..present.scales import SCALES, scale_choices
 from ..render.heatmap import HeatmapView
 from ..render.offscreen import dispose, render_map
 
@@ -53,16 +56,24 @@ def export_dialog(view: HeatmapView) -> None:
         QtWidgets.QMessageBox.warning(view, "Export failed", str(exc))
 
 
-def show_menu(owner: QtWidgets.QWidget, data: MapData, global_pos: QtCore.QPoint) -> None:
-    """The context menu of a canvas map showing ``data``, at ``global_pos``."""
-    canvas_menu(owner, data).exec(global_pos)
-
-
-def canvas_menu(owner: QtWidgets.QWidget, data: MapData) -> QtWidgets.QMenu:
-    """The context menu of a canvas map showing ``data``: export or copy it as a picture of its own."""
+def canvas_menu(owner: QtWidgets.QWidget, data: MapData,
+                choose_scale: Callable[[str], None] | None = None) -> QtWidgets.QMenu:
+    """The context menu of a canvas map showing ``data``: export or copy it as a picture of its own,
+    and (given ``choose_scale``, called with the chosen mode) its colour scale."""
     menu = QtWidgets.QMenu(owner)
     menu.addAction("Export image…", lambda: _offscreen(data, export_dialog))
     menu.addAction("Copy image", lambda: _offscreen(data, copy_image))
+    if choose_scale is not None and data.field:
+        scales = menu.addMenu("Colour scale")
+        scales.setObjectName("colourScaleMenu")
+        group = QtGui.QActionGroup(scales)
+        for mode in scale_choices(data.kind):
+            label = SCALES[mode] if data.kind == "weights" or mode != "auto" else "Automatic (± the map's largest)"
+            action = scales.addAction(label, lambda mode=mode: choose_scale(mode))
+            action.setCheckable(True)
+            action.setChecked(mode == data.scale)
+            action.setData(mode)
+            group.addAction(action)
     return menu
 
 

@@ -69,3 +69,28 @@ def test_a_long_inputs_faint_alpha_says_its_scale(window, qtbot):
     top = float(alpha.image.image.max())
     assert top < 0.1 and alpha.image.levels[1] >= top and alpha.image.levels[1] < 0.1  # 0 to max, not 0 to 1
     assert "mean α = 1/T = 0.0014; colour scale 0 to max" in alpha.plot.titleLabel.text
+
+
+def test_a_maps_colour_scale_is_chosen_from_its_menu_and_kept_in_the_session(window, qtbot, tmp_path):
+    config = AttentionConfig(heads=2, d_model=8)
+    window.set_state(window.state.replace(config=config, focus="weights"))
+    qtbot.waitUntil(lambda: window.frame.result.config == config, timeout=20000)
+    alpha = compute(config).numpy("weights")  # (h, T, T)
+    menu = window.map_menu(window.canvas.item_of("weights:0").data)
+    scale_menu = next(a.menu() for a in menu.actions() if a.menu() is not None)
+    modes = {a.data(): a for a in scale_menu.actions()}
+    assert list(modes) == ["auto", "fixed", "max", "row"] and modes["auto"].isChecked()
+    modes["row"].trigger()
+    assert window.state.scales == (("weights", "row"),)
+    per_row = alpha / alpha.max(axis=-1, keepdims=True)
+    item = window.canvas.item_of("weights:0")
+    np.testing.assert_allclose(item.image.image, per_row[0], rtol=1e-5)
+    np.testing.assert_allclose(window.canvas.strip[1].image.image, per_row[1], rtol=1e-5)  # every head's map
+    assert "each row 0 to its max" in item.plot.titleLabel.text
+    assert item.data.matrix.max() == pytest.approx(alpha[0].max(), rel=1e-6)  # values and read-outs stay real
+    window.save_session(str(tmp_path / "s.json"))
+    window.set_scale("weights", "auto")
+    assert window.state.scales == ()
+    assert window.open_session(str(tmp_path / "s.json")) and window.state.scales == (("weights", "row"),)
+    scores = window.map_menu(window.canvas.item_of("scores:0").data)  # signed maps: centred on 0, or per row
+    assert [a.data() for a in next(a.menu() for a in scores.actions() if a.menu()).actions()] == ["auto", "row"]

@@ -8,7 +8,7 @@ import torch
 from PySide6 import QtCore, QtGui, QtWidgets
 
 from attn_gui.engine import AttentionConfig, compute, preset, tokens_for
-from attn_gui.ui import MainWindow, map_menu
+from attn_gui.ui import MainWindow
 from attn_gui.present.frame import DISPLAY_MAX
 from attn_gui.present.runner import is_small
 
@@ -231,9 +231,16 @@ def test_right_click_exports_and_copies(window, qtbot, tmp_path, monkeypatch):
     monkeypatch.setattr(QtWidgets.QFileDialog, "getSaveFileName", lambda *a, **k: (str(target), ""))
     monkeypatch.setattr(QtWidgets.QInputDialog, "getInt", lambda *a, **k: (1000, True))
     menus = []
-    monkeypatch.setattr(map_menu, "show_menu", lambda owner, data, pos: menus.append(map_menu.canvas_menu(owner, data)))
-    window.canvas.mapMenuRequested.disconnect()
-    window.canvas.mapMenuRequested.connect(lambda data, pos: map_menu.show_menu(window.canvas, data, pos))
+    make = window.map_menu
+
+    class Shown:  # the menu the window would show, kept instead of run
+        def __init__(self, data):
+            menus.append(make(data))
+
+        def exec(self, pos):
+            pass
+
+    monkeypatch.setattr(window, "map_menu", Shown)
     rect = window.canvas.rect_of("weights:0")
     window.canvas.customContextMenuRequested.emit(rect.center())
     actions = {a.text(): a for a in menus[-1].actions()}
