@@ -20,6 +20,10 @@ from .heatmap import MapItem, Readout, readout_position
 from .style import WEIGHTS_CMAP
 
 ZOOM_STEP = 1.15  # Ctrl + wheel, per notch
+# Items made ahead, one per idle turn of the event loop once the first frame is drawn: making a
+# MapItem costs about 25 ms (a PlotItem, its menus, a colour bar), so the first frame of a
+# 9-head model made its 9 strip thumbnails in one stall of 275 ms. Thumbnails: a 12-head strip.
+SPARES = {True: 12, False: 4}
 
 
 class Canvas(pg.GraphicsView):
@@ -74,6 +78,10 @@ class Canvas(pg.GraphicsView):
         self.stripBar.axis.setTicks([[(v, f"{v:g}") for v in (0.0, 0.5, 1.0)]])
         self.stripBar.hide()
         self.scene().addItem(self.stripBar)
+        self._spares: dict[bool, list[MapItem]] = {True: [], False: []}  # compact -> items made ahead
+        self._warmer = QtCore.QTimer(self)
+        self._warmer.setInterval(0)
+        self._warmer.timeout.connect(self._make_spare)
         self._hover: tuple[MapItem, tuple[int, int]] | None = None
         self._readout: Readout | None = None
         self.scene().sigMouseMoved.connect(self._on_mouse_moved)
@@ -101,6 +109,26 @@ class Canvas(pg.GraphicsView):
             self._fill()
             self._refresh_readout()
         self._outline(token)
+        if not self.picture and not self._warmer.isActive() and self._needs_spares():
+            self._warmer.start()
+
+    def _needs_spares(self) -> bool:
+        return any(len(self._spares[compact]) < n for compact, n in SPARES.items())
+
+    def _make_spare(self) -> None:
+        """Make one item ahead (see ``SPARES``); the timer stops when there are enough."""
+        compact = len(self._spares[True]) < SPARES[True]
+        self._spares[compact].append(MapItem("spare", compact=compact))
+        if not self._needs_spares():
+            self._warmer.stop()
+
+    def _new_item(self, name: str, compact: bool) -> MapItem:
+        """A MapItem for ``name``: one made ahead if there is one, else a new one, in the scene."""
+        spares = self._spares[compact]
+        item = spares.pop() if spares else MapItem(name, compact=compact)
+        item.name = name
+        self.scene().addItem(item)
+        return item
 
     def _refresh_readout(self) -> None:
         """A read-out on screen (the pointer rests on a cell) names the new value there."""
@@ -146,9 +174,8 @@ class Canvas(pg.GraphicsView):
     def _item(self, field: str, thumb: bool) -> MapItem:
         item = self.items.get((field, thumb))
         if item is None:
-            item = MapItem(field, compact=thumb)
+            item = self._new_item(field, thumb)
             item.plot.getViewBox().setMouseEnabled(x=False, y=False)  # the wheel scrolls the canvas
-            self.scene().addItem(item)
             self.items[(field, thumb)] = item
         return item
 
@@ -157,10 +184,9 @@ class Canvas(pg.GraphicsView):
             self.scene().removeItem(g)
         self._groups, self.brackets = [], []
         while len(self.strip) < heads:
-            item = MapItem(f"strip:{len(self.strip)}", compact=True)
+            item = self._new_item(f"strip:{len(self.strip)}", compact=True)
             item.values.show_values = False
             item.brief = True  # "head 2": the large map names the rest
-            self.scene().addItem(item)
             self.strip.append(item)
         for i, item in enumerate(self.strip):
             item.setVisible(i < heads and heads > 1)
