@@ -20,10 +20,6 @@ from .heatmap import MapItem, Readout, readout_position
 from .style import WEIGHTS_CMAP
 
 ZOOM_STEP = 1.15  # Ctrl + wheel, per notch
-# Items made ahead, one per idle turn of the event loop once the first frame is drawn: making a
-# MapItem costs about 25 ms (a PlotItem, its menus, a colour bar), so the first frame of a
-# 9-head model made its 9 strip thumbnails in one stall of 275 ms. Thumbnails: a 12-head strip.
-SPARES = {True: 12, False: 4}
 
 
 class Canvas(pg.GraphicsView):
@@ -79,6 +75,7 @@ class Canvas(pg.GraphicsView):
         self.stripBar.hide()
         self.scene().addItem(self.stripBar)
         self._spares: dict[bool, list[MapItem]] = {True: [], False: []}  # compact -> items made ahead
+        self._wanted = {True: 0, False: 0}
         self._warmer = QtCore.QTimer(self)
         self._warmer.setInterval(0)
         self._warmer.timeout.connect(self._make_spare)
@@ -109,15 +106,26 @@ class Canvas(pg.GraphicsView):
             self._fill()
             self._refresh_readout()
         self._outline(token)
-        if not self.picture and not self._warmer.isActive() and self._needs_spares():
+
+    def prepare(self, heads: int) -> None:
+        """Make the items a coming frame of ``heads`` heads needs, ahead, one per idle turn of the
+        event loop (call it while a model loads).
+
+        Making a MapItem costs about 25 ms (a PlotItem, its menus, a colour bar): the first
+        frame of a 9-head model made its 9 strip thumbnails and two maps in one 404 ms stall.
+        """
+        if self.picture or heads <= 1:
+            return
+        self._wanted = {True: heads - len(self.strip) + 2, False: 2}  # the strip, and maps the model adds
+        if self._needs_spares():
             self._warmer.start()
 
     def _needs_spares(self) -> bool:
-        return any(len(self._spares[compact]) < n for compact, n in SPARES.items())
+        return any(len(self._spares[compact]) < n for compact, n in self._wanted.items())
 
     def _make_spare(self) -> None:
-        """Make one item ahead (see ``SPARES``); the timer stops when there are enough."""
-        compact = len(self._spares[True]) < SPARES[True]
+        """Make one item ahead (see ``prepare``); the timer stops when there are enough."""
+        compact = len(self._spares[True]) < self._wanted[True]
         self._spares[compact].append(MapItem("spare", compact=compact))
         if not self._needs_spares():
             self._warmer.stop()
