@@ -71,7 +71,6 @@ class Canvas(pg.GraphicsView):
         self.brackets: list[tuple[str, list[int]]] = []  # the K/V brackets drawn: (text, query heads)
         self.stripBar = pg.ColorBarItem(values=(0, 1), colorMap=pg.colormap.get(WEIGHTS_CMAP), interactive=False,
                                         width=10, colorMapMenu=False)
-        self.stripBar.axis.setTicks([[(v, f"{v:g}") for v in (0.0, 0.5, 1.0)]])
         self.stripBar.hide()
         self.scene().addItem(self.stripBar)
         self._spares: dict[bool, list[MapItem]] = {True: [], False: []}  # compact -> items made ahead
@@ -231,6 +230,8 @@ class Canvas(pg.GraphicsView):
     def _fill(self) -> None:
         """Set the strip's data: alpha of each head (only what changed repaints)."""
         heads = self.frame.result.heads
+        relative = dict(self.scales).get("weights", "auto") in ("max", "row")  # each thumbnail its own max
+        self.stripBar.axis.setTicks([[(0.0, "0"), (0.5, "0.5"), (1.0, "max" if relative else "1")]])
         if heads > 1:
             for i in range(heads):
                 data = self._data["weights:0"][1] if i == 0 and self.head == 0 else None

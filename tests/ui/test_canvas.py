@@ -86,6 +86,7 @@ def test_a_maps_colour_scale_is_chosen_from_its_menu_and_kept_in_the_session(win
     item = window.canvas.item_of("weights:0")
     np.testing.assert_allclose(item.image.image, per_row[0], rtol=1e-5)
     np.testing.assert_allclose(window.canvas.strip[1].image.image, per_row[1], rtol=1e-5)  # every head's map
+    assert window.canvas.stripBar.axis._tickLevels[0][-1] == (1.0, "max")  # the strip's shared bar says so
     assert "each row 0 to its max" in item.plot.titleLabel.text
     assert item.data.matrix.max() == pytest.approx(alpha[0].max(), rel=1e-6)  # values and read-outs stay real
     window.save_session(str(tmp_path / "s.json"))
