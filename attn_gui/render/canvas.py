@@ -16,13 +16,13 @@ from ..present.frame import Frame
 from ..present.heads import kv_groups
 from ..present.layout import Box, Layout, frame_shapes, lay_out
 from ..present.maps import full_row, map_data, map_id
-from .heatmap import MapItem, Readout, readout_position
+from .heatmap import MapItem, Readout, ReadoutHost
 from .style import WEIGHTS_CMAP
 
 ZOOM_STEP = 1.15  # Ctrl + wheel, per notch
 
 
-class Canvas(pg.GraphicsView):
+class Canvas(ReadoutHost, pg.GraphicsView):
     """Every map of a frame in one scene, laid out by ``present.layout.lay_out``.
 
     Parameters
@@ -315,38 +315,17 @@ class Canvas(pg.GraphicsView):
             return
         QtWidgets.QAbstractScrollArea.wheelEvent(self, ev)  # scroll; the maps' view boxes never see it
 
-    @property
-    def readout(self) -> Readout:
-        if self._readout is None:
-            self._readout = Readout(self)
-        return self._readout
 
     def _on_mouse_moved(self, scene_pos) -> None:
         hit = self._item_at(scene_pos)
         cell = hit[0].cell_at(scene_pos) if hit is not None else None
         if cell is None:
             self._hover = None
-            if self._readout is not None:
-                self._readout.hide()
+            self.hide_readout()
             return
         item = hit[0]
         self._hover = (item, cell)
-        self.readout.setText(item.describe(*cell))
-        self.readout.adjustSize()
-        rect = self.mapFromScene(item.cell_scene_rect(*cell)).boundingRect()
-        self.readout.move(readout_position(rect.translated(self.viewport().mapToGlobal(QtCore.QPoint(0, 0))),
-                                           self.readout.size(), self.screen().availableGeometry()))
-        self.readout.show()
-
-    def leaveEvent(self, ev) -> None:
-        if self._readout is not None:
-            self._readout.hide()
-        super().leaveEvent(ev)
-
-    def hideEvent(self, ev) -> None:
-        if self._readout is not None:
-            self._readout.hide()
-        super().hideEvent(ev)
+        self.place_readout(item.describe(*cell), self.mapFromScene(item.cell_scene_rect(*cell)).boundingRect())
 
     def _on_mouse_clicked(self, event) -> None:
         if event.button() != QtCore.Qt.MouseButton.LeftButton:

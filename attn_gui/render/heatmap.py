@@ -54,6 +54,40 @@ def readout_position(cell: QtCore.QRect, size: QtCore.QSize, screen: QtCore.QRec
     return QtCore.QPoint(x, above if above >= screen.top() else cell.bottom() + GAP_PX)
 
 
+class ReadoutHost:
+    """The hover read-out of a graphics view (mixed into ``Canvas`` and ``HeatmapView``): made on
+    first use (most maps are never hovered), hidden when the pointer leaves or the view hides."""
+
+    _readout: Readout | None = None
+
+    @property
+    def readout(self) -> Readout:
+        """The hover read-out (a frameless window beside the hovered cell)."""
+        if self._readout is None:
+            self._readout = Readout(self)
+        return self._readout
+
+    def place_readout(self, text: str, cell: QtCore.QRect) -> None:
+        """Show ``text`` beside ``cell`` (viewport pixels), never on it (see ``readout_position``)."""
+        self.readout.setText(text)
+        self.readout.adjustSize()
+        self.readout.move(readout_position(cell.translated(self.viewport().mapToGlobal(QtCore.QPoint(0, 0))),
+                                           self.readout.size(), self.screen().availableGeometry()))
+        self.readout.show()
+
+    def hide_readout(self) -> None:
+        if self._readout is not None:
+            self._readout.hide()
+
+    def leaveEvent(self, ev) -> None:
+        self.hide_readout()
+        super().leaveEvent(ev)
+
+    def hideEvent(self, ev) -> None:
+        self.hide_readout()
+        super().hideEvent(ev)
+
+
 class MapItem(pg.GraphicsLayout):
     """A titled matrix heatmap as one scene item: labelled axes, colour bar, values, masks, outline.
 
@@ -294,7 +328,7 @@ class MapItem(pg.GraphicsLayout):
 
 
 
-class HeatmapView(pg.GraphicsLayoutWidget):
+class HeatmapView(ReadoutHost, pg.GraphicsLayoutWidget):
     """One MapItem in a widget of its own, with the hover read-out (docks, pictures, exports).
 
     The item's drawing attributes (``data``, ``image``, ``plot``, ``colorbar``, ``values``,
@@ -351,13 +385,6 @@ class HeatmapView(pg.GraphicsLayoutWidget):
     def _on_mouse_moved(self, scene_pos) -> None:
         self.show_readout(self.item.cell_at(scene_pos))
 
-    @property
-    def readout(self) -> Readout:
-        """The hover read-out (a frameless window beside the hovered cell)."""
-        if self._readout is None:
-            self._readout = Readout(self)
-        return self._readout
-
     def show_readout(self, cell: tuple[int, int] | None) -> None:
         """Show the read-out of display ``cell`` beside it (None hides it).
 
@@ -366,23 +393,9 @@ class HeatmapView(pg.GraphicsLayoutWidget):
         """
         self._hover = cell
         if cell is None or self.item.data is None:
-            if self._readout is not None:
-                self._readout.hide()
+            self.hide_readout()
             return
-        self.readout.setText(self.item.describe(*cell))
-        self.readout.adjustSize()
-        self.readout.move(readout_position(self.cell_rect(*cell).translated(self.viewport().mapToGlobal(QtCore.QPoint(0, 0))),
-                                           self.readout.size(), self.screen().availableGeometry()))
-        self.readout.show()
-
-    def leaveEvent(self, ev) -> None:
-        self.show_readout(None)
-        super().leaveEvent(ev)
-
-    def hideEvent(self, ev) -> None:
-        if self._readout is not None:
-            self._readout.hide()
-        super().hideEvent(ev)
+        self.place_readout(self.item.describe(*cell), self.cell_rect(*cell))
 
     def _on_mouse_clicked(self, event) -> None:
         if event.button() != QtCore.Qt.MouseButton.LeftButton:
