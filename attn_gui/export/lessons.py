@@ -11,7 +11,7 @@ from PySide6 import QtCore, QtGui
 from ..engine import FIELDS, AttentionConfig, compute
 from ..present.frame import make_frame
 from ..present.lessons import Lesson, fill
-from ..present.maps import map_data
+from ..present.maps import display_cells, map_data
 from ..render.offscreen import dispose, render_map
 from .folder import Target
 from .images import png_bytes, render_image
@@ -24,9 +24,10 @@ def step_image(lesson: Lesson, number: int, start: AttentionConfig | None = None
     step = lesson.step(number)
     result = compute(lesson.config_at(number, start))
     frame = make_frame(0, result)
-    view = render_map(map_data(frame, step.focus, 0 if FIELDS[step.focus].per_head else None))
+    data = map_data(frame, step.focus, 0 if FIELDS[step.focus].per_head else None)
+    view = render_map(data)
     try:
-        view.item.marks.set_cells([(r - 1, None if c is None else c - 1) for r, c in step.marks])
+        view.item.marks.set_cells(display_cells(data, [(r - 1, None if c is None else c - 1) for r, c in step.marks]))
         body = render_image(view, TEXT_W)
     finally:
         dispose(view)

@@ -231,9 +231,25 @@ def tick_label(labels: list[str], blocks, i: int) -> str:
 
 def display_row(data: MapData, row: int) -> int | None:
     """The displayed row that holds full-axis row ``row``, or None if it is not shown."""
-    if data.row_blocks is None:
-        return row if 0 <= row < data.matrix.shape[0] else None
-    return next((i for i, (start, end) in enumerate(data.row_blocks) if start <= row < end), None)
+    return _displayed(data.row_blocks, data.matrix.shape[0], row)
+
+
+def _displayed(blocks: list[tuple[int, int]] | None, n: int, index: int) -> int | None:
+    if blocks is None:
+        return index if 0 <= index < n else None
+    return next((i for i, (start, end) in enumerate(blocks) if start <= index < end), None)
+
+
+def display_cells(data: MapData, cells) -> list[tuple[int, int | None]]:
+    """Full-axis cells (row, col; col None for a whole row), 0-based, as the displayed cells that
+    hold them: pooled rows of a long input and hidden special tokens move or drop them."""
+    out = []
+    for r, c in cells:
+        row = _displayed(data.row_blocks, data.matrix.shape[0], r)
+        col = None if c is None else _displayed(data.col_blocks, data.matrix.shape[1], c)
+        if row is not None and (c is None or col is not None) and (row, col) not in out:
+            out.append((row, col))
+    return out
 
 
 def full_row(data: MapData, shown: int) -> int:

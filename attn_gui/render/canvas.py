@@ -15,7 +15,7 @@ from ..engine import FIELDS
 from ..present.frame import Frame
 from ..present.heads import kv_groups
 from ..present.layout import Box, Layout, frame_shapes, lay_out
-from ..present.maps import full_row, map_data, map_id
+from ..present.maps import display_cells, full_row, map_data, map_id
 from .heatmap import MapItem, Readout, ReadoutHost
 from .style import WEIGHTS_CMAP
 
@@ -170,7 +170,7 @@ class Canvas(ReadoutHost, pg.GraphicsView):
                 item.brief, item.data = brief, None  # the title changes: drawn again below
             if item.data is not data:  # a new frame, or an item that was a thumbnail until this resize
                 if not item.compact:
-                    item.marks.set_cells(self.marks.get(data.field, []))
+                    item.marks.set_cells(display_cells(data, self.marks.get(data.field, [])))
                 item.set_data(data)
         for item in self.items.values():
             item.setVisible(any(item is s for s in shown.values()))
@@ -250,14 +250,15 @@ class Canvas(ReadoutHost, pg.GraphicsView):
             item.set_highlight(token)
 
     def set_marks(self, marks: dict[str, list]) -> None:
-        """Outline cells: ``marks`` maps a field ("weights") to (row, col) cells, col None for a whole row.
+        """Outline cells: ``marks`` maps a field ("weights") to (row, col) cells of the full axes, col
+        None for a whole row (drawn where the map shows them: hidden tokens drop theirs).
 
         They stay until replaced (an empty dict clears them); the followed row's outline stays too.
         """
         self.marks = {k: list(v) for k, v in marks.items()}
         for item in self.items.values():
             if item.data is not None and not item.compact:
-                item.marks.set_cells(self.marks.get(item.data.field, []))
+                item.marks.set_cells(display_cells(item.data, self.marks.get(item.data.field, [])))
 
     def resizeEvent(self, ev) -> None:
         super().resizeEvent(ev)

@@ -4,7 +4,7 @@ import numpy as np
 
 from attn_gui.engine import AttentionConfig, compute
 from attn_gui.present.frame import make_frame
-from attn_gui.present.maps import describe_cell, file_stem, map_data, map_id, map_keys, special_tokens
+from attn_gui.present.maps import describe_cell, display_cells, file_stem, map_data, map_id, map_keys, special_tokens
 from attn_gui.present.state import ViewState
 
 
@@ -104,3 +104,17 @@ def test_grouped_query_maps_show_each_heads_key_value_head():
     assert map_data(make_frame(0, alibi), "position_bias", 1).matrix.shape == (5, 5)
     assert k3.masked_reason == "masked: this key is after the query or outside the window of 2 " \
                                "(the first key stays visible)"
+
+
+def test_marked_cells_follow_hidden_tokens_and_pooled_rows():
+    result = compute(AttentionConfig())  # 5 tokens
+    data = map_data(make_frame(0, result), "weights", 0, hidden=(0,))  # the first token left out
+    alpha = result.numpy("weights")[0]
+    cells = display_cells(data, [(1, 2), (0, 1), (3, None), (4, 0)])
+    assert cells == [(0, 1), (2, None)]  # row 0 and column 0 are not shown
+    assert data.matrix[0, 1] == alpha[1, 2]  # the outlined cell holds the marked value
+    long = compute(AttentionConfig(sentence=" ".join(f"w{i}" for i in range(1000))))
+    pooled = map_data(make_frame(0, long), "weights", 0)
+    r, c = display_cells(pooled, [(999, 998)])[0]
+    (r0, r1), (c0, c1) = pooled.row_blocks[r], pooled.col_blocks[c]
+    assert r0 <= 999 < r1 and c0 <= 998 < c1 and r == len(pooled.row_blocks) - 1
