@@ -10,12 +10,12 @@ import pytest
 
 @pytest.fixture(autouse=True)
 def collect_garbage_on_the_main_thread():
-    """A window turns Python's automatic collection off (``ui/collector.py``) and collects on a
+    """A window turns Python's automatic collection off (``render/collector.py``) and collects on a
     GUI timer; tests without an event loop collect here, after each test, on the main thread."""
     yield
     import sys
 
-    collector = sys.modules.get("attn_gui.ui.collector")
+    collector = sys.modules.get("attn_gui.render.collector")
     if collector is not None and collector._COLLECTOR is not None:
         collector._COLLECTOR.check()
 

@@ -13,6 +13,7 @@ from ..present.frame import Frame
 from ..present.maps import MapData
 from .cells import MAX_VALUE_CELLS
 from .canvas import Canvas
+from .collector import collect_now, collect_on_gui_thread
 from .heatmap import HeatmapView
 
 MAP_MIN_SIZE = (560, 500)
@@ -49,9 +50,13 @@ def ensure_app(offscreen: bool = False) -> QtWidgets.QApplication:
         (the command line does: it never shows a window). Without it the offscreen
         platform is chosen only when neither DISPLAY nor WAYLAND_DISPLAY is set.
         Ignored when an application already exists.
+
+    Python's automatic garbage collection is off from here on (see ``render.collector``);
+    ``dispose`` collects between pictures.
     """
     app = QtWidgets.QApplication.instance()
     if app is not None:
+        collect_on_gui_thread()
         return app
     headless = sys.platform.startswith("linux") and not (
         os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY"))
@@ -63,6 +68,7 @@ def ensure_app(offscreen: bool = False) -> QtWidgets.QApplication:
     app = QtWidgets.QApplication(["attn-gui"])
     app.setApplicationName("attn-gui")
     pg.mkQApp()  # adopts the application made above (pyqtgraph's own settings)
+    collect_on_gui_thread()
     return app
 
 
@@ -96,6 +102,7 @@ def dispose(widget: QtWidgets.QWidget) -> None:
     widget.hide()
     widget.deleteLater()
     QtCore.QCoreApplication.sendPostedEvents(widget, QtCore.QEvent.Type.DeferredDelete)
+    collect_now()  # between pictures: no Qt call is under way (see render.collector)
 
 
 def render_map(data: MapData, width: int | None = None) -> HeatmapView:

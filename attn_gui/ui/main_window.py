@@ -19,9 +19,9 @@ from ..present.maps import special_tokens
 from ..present.runner import Failure
 from ..present.state import ViewState, carry_layer, check_window_text
 from ..render.canvas import Pipeline
+from ..render.collector import collect_on_gui_thread
 from ..render.model_view import ModelView
 from . import map_menu
-from .collector import collect_on_gui_thread
 from .controls import ControlPanel
 from .file_actions import FileActions
 from .insight import InsightDocks
@@ -65,7 +65,7 @@ class MainWindow(FileActions, QtWidgets.QMainWindow):
 
     def __init__(self, state: ViewState | AttentionConfig | None = None, settings: Settings | None = None):
         super().__init__()
-        collect_on_gui_thread()  # worker threads must never delete Qt objects (see ui/collector.py)
+        collect_on_gui_thread()  # worker threads must never delete Qt objects (see render/collector.py)
         self.setWindowTitle("Attention Explorer")
         self.setObjectName("mainWindow")
         self.settings = settings or Settings()

@@ -23,4 +23,4 @@ def window(qtbot, settings):
     yield win
     win.service.shutdown()
     win.close()
-    gc.collect()  # this window's Qt wrappers die here, on the main thread, never in a worker (ui/collector.py)
+    gc.collect()  # this window's Qt wrappers die here, on the main thread, never in a worker (render/collector.py)
