@@ -46,7 +46,7 @@ def _flag_help(opt) -> str:
         text += f"; counted from 1: {opt.lo + 1} to {opt.hi + 1}"
     elif opt.kind in ("int", "float") and opt.lo is not None:
         text += f"; {_number(opt.lo)} to {_number(opt.hi)}"
-    if opt.kind != "bool" and opt.default is not None:
+    if opt.kind not in ("bool", "heads") and opt.default is not None:
         default = opt.default + 1 if opt.ordinal else opt.default
         text += f" (default {default})" if opt.kind != "text" else f' (default "{default}")'
     if opt.modes == {"random"}:
@@ -77,6 +77,8 @@ def add_engine_options(p: argparse.ArgumentParser) -> None:
                 kw.update(nargs="?", const=opt.bare)
         elif opt.kind in ("int", "float"):
             kw.update(type=int if opt.kind == "int" else float, metavar="N" if opt.kind == "int" else "X")
+        elif opt.kind == "heads":
+            kw["metavar"] = "L.H,..."
         else:
             kw["metavar"] = "TEXT" if opt.kind == "text" else "DEVICE"
         g.add_argument(opt.flag, **kw)
@@ -95,12 +97,14 @@ def config_from_args(args: argparse.Namespace):
     An option that has no effect with the chosen source (``--d-model`` with ``--model``) is
     refused rather than ignored.
     """
-    from .engine import OPTIONS, AttentionConfig, check_tokens, preset
+    from .engine import OPTIONS, AttentionConfig, check_tokens, parse_heads, preset
 
     base = preset(args.preset) if getattr(args, "preset", None) else AttentionConfig()
     changes = given_options(args)
     if "layer" in changes:
         changes["layer"] = _layer_from_one(changes["layer"], changes.get("model", base.model))
+    if "ablate" in changes:  # "5.3,12.1", counted from 1
+        changes["ablate"] = parse_heads(changes["ablate"])
     config = base.replace(**changes)
     inert = [OPTIONS[name].flag for name in changes if config.mode not in OPTIONS[name].modes]
     if inert:
@@ -290,7 +294,7 @@ def _export(args: argparse.Namespace, stop: threading.Event) -> int:
     return 0
 
 
-GENERATE_OPTIONS = ("sentence", "model", "device", "dtype")  # what changes a generation's numbers
+GENERATE_OPTIONS = ("sentence", "model", "device", "dtype", "ablate")  # what changes a generation's numbers
 
 
 def run_generate(args: argparse.Namespace) -> int:
@@ -303,7 +307,7 @@ def run_generate(args: argparse.Namespace) -> int:
     inert = [OPTIONS[name].flag for name in given_options(args) if name not in GENERATE_OPTIONS]
     if inert:
         raise UsageError(f"attn-gui: {', '.join(inert)} {'has' if len(inert) == 1 else 'have'} no effect on "
-                         f"generate: it runs the whole model as trained (only --sentence, --model, --device "
+                         f"generate: it runs the whole model as trained (only --sentence, --model, --ablate, --device "
                          f"and --dtype apply)")
     config = config_from_args(args)
     check_steps(config, args.steps)
