@@ -323,20 +323,24 @@ def run_generate(args: argparse.Namespace) -> int:
 
 def run_effects(args: argparse.Namespace) -> int:
     """``attn-gui effects``: the (layers x heads) grid as effects.csv and effects.png in ``--out``."""
-    from .engine import interventions
+    from .engine import interventions, source
 
     config = config_from_args(args)
     if config.model:
         load_model(config.model)
     if args.corrupt is None:
         grids = interventions.head_effects(config, args.target, args.mode)
-        symbol, what = "Δ log p", f"change in log p(next token) when the head alone is ablated ({args.mode})"
     else:
         grids = interventions.patch_effects(config, config.replace(sentence=args.corrupt))
-        symbol, what = "recovered", "fraction of the logit difference recovered by patching the head alone"
     grid = None
     for grid in grids:
         print(f"attn-gui effects: layer {grid.done} of {grid.total}", file=sys.stderr, flush=True)
+    if args.corrupt is None:  # name the token measured: --target's, else the top next one
+        token = f'"{source(config.model).token_text(grid.target)}"'
+        token = token if args.target is not None else f"top next token {token}"
+        symbol, what = "Δ log p", f"change in log p({token}) when the head alone is ablated ({args.mode})"
+    else:
+        symbol, what = "recovered", "fraction of the logit difference recovered by patching the head alone"
     values = grid.values.numpy()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)

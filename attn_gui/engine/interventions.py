@@ -108,11 +108,15 @@ def target_id(config: AttentionConfig, target: str | int | None, logits: torch.T
 
 @dataclass(frozen=True)
 class Grid:
-    """A (L, h) grid being filled: ``values`` (NaN where not computed yet), ``done`` layers of ``total``."""
+    """A (L, h) grid being filled: ``values`` (NaN where not computed yet), ``done`` layers of ``total``.
+
+    ``target`` is the vocabulary id whose log p ``head_effects`` measures (None for patching).
+    """
 
     values: torch.Tensor
     done: int
     total: int
+    target: int | None = None
 
 
 def _layer_batches(config: AttentionConfig, ids: tuple[int, ...], hook_for: Callable[[int, int], Callable],
@@ -169,7 +173,7 @@ def head_effects(config: AttentionConfig, target: str | int | None = None, mode:
         return lambda z: z * (1 - m) + z.mean(-2, keepdim=True) * m
     for layer, logits in _layer_batches(config, ids, hook_for, cancelled):
         values[layer] = torch.log_softmax(logits.double(), -1)[:, t].cpu() - base[t].cpu()
-        yield Grid(values.clone(), layer + 1, dims.layers)
+        yield Grid(values.clone(), layer + 1, dims.layers, t)
 
 
 def _pair(clean_config: AttentionConfig, corrupt_config: AttentionConfig):
