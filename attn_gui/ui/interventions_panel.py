@@ -8,10 +8,11 @@ The grid runs on a ``TaskThread`` one layer per task, so Cancel takes effect aft
 
 from __future__ import annotations
 
-import numpy as np
+from html import escape
+
 from PySide6 import QtCore, QtWidgets
 
-from ..engine import AttentionConfig, format_heads
+from ..engine import AttentionConfig, UserError, format_heads
 from ..engine import interventions as I
 from ..engine.sources import source
 from ..present.maps import MapData
@@ -61,8 +62,17 @@ class InterventionsPanel(QtWidgets.QWidget):
             label.setObjectName(name)
             label.setStyleSheet("font-family: monospace")
             label.setTextInteractionFlags(QtCore.Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.beforeTitle = QtWidgets.QLabel()
+        self.afterTitle = QtWidgets.QLabel()
         self.effectButton = QtWidgets.QPushButton("Effect of every head")
         self.effectButton.setObjectName("effectButton")
+        self.corruptBox = QtWidgets.QLineEdit()
+        self.corruptBox.setObjectName("corruptInput")
+        self.corruptBox.setPlaceholderText("A corrupted sentence, as many tokens: The capital of Italy is")
+        self.patchButton = QtWidgets.QPushButton("Patch every head")
+        self.patchButton.setObjectName("patchButton")
+        self.patchButton.setToolTip("Run the corrupted sentence with one head's Z taken from the clean one, "
+                                    "for every head: the fraction of the logit difference it recovers")
         self.cancelButton = QtWidgets.QPushButton("Cancel")
         self.cancelButton.setObjectName("cancelButton")
         self.cancelButton.setEnabled(False)
@@ -79,18 +89,22 @@ class InterventionsPanel(QtWidgets.QWidget):
         strike.addWidget(self.strikeButton)
         strike.addWidget(self.clearButton)
         bars = QtWidgets.QGridLayout()
-        bars.addWidget(QtWidgets.QLabel("<b>Next token, every head</b>"), 0, 0)
-        bars.addWidget(QtWidgets.QLabel("<b>With the struck heads</b>"), 0, 1)
+        bars.addWidget(self.beforeTitle, 0, 0)
+        bars.addWidget(self.afterTitle, 0, 1)
         bars.addWidget(self.before, 1, 0, QtCore.Qt.AlignmentFlag.AlignTop)
         bars.addWidget(self.after, 1, 1, QtCore.Qt.AlignmentFlag.AlignTop)
         run = QtWidgets.QHBoxLayout()
         run.addWidget(self.effectButton)
         run.addWidget(self.progress, 1)
         run.addWidget(self.cancelButton)
+        patch = QtWidgets.QHBoxLayout()
+        patch.addWidget(self.corruptBox, 1)
+        patch.addWidget(self.patchButton)
         left = QtWidgets.QVBoxLayout()
         left.addWidget(self.struckLabel)
         left.addLayout(strike)
         left.addLayout(bars)
+        left.addLayout(patch)
         left.addLayout(run)
         left.addWidget(self.message)
         left.addStretch(1)
@@ -103,6 +117,7 @@ class InterventionsPanel(QtWidgets.QWidget):
         self.strikeButton.clicked.connect(self._toggle_shown_head)
         self.clearButton.clicked.connect(lambda: self.ablateRequested.emit(()))
         self.effectButton.clicked.connect(self.run_effects)
+        self.patchButton.clicked.connect(self.run_patching)
         self.cancelButton.clicked.connect(self.cancel)
         self.grid.scene().sigMouseClicked.connect(self._on_grid_click)
         self.follow(None, 0)
@@ -110,7 +125,7 @@ class InterventionsPanel(QtWidgets.QWidget):
     def follow(self, config: AttentionConfig | None, head: int) -> None:
         """Show ``config``'s struck heads and next tokens (computed on the thread); None: not a decoder."""
         decoder = config is not None and config.model is not None and hasattr(source(config.model), "decoder")
-        for w in (self.strikeButton, self.clearButton, self.effectButton):
+        for w in (self.strikeButton, self.clearButton, self.effectButton, self.patchButton):
             w.setEnabled(decoder)
         if not decoder:
             self.config = None
@@ -123,12 +138,19 @@ class InterventionsPanel(QtWidgets.QWidget):
                                   config.ablate else f"Restore head {config.layer + 1}.{head + 1}")
         self.struckLabel.setText(f"Struck heads (layer.head): {format_heads(config.ablate) or 'none'}")
         if changed:
+            self._show_titles("Next token, every head", "With the struck heads")
             self.tasks.start(("bars", config), lambda: self._next_tokens(config))
 
+    def _show_titles(self, before: str, after: str) -> None:
+        self.beforeTitle.setText(f"<b>{escape(before)}</b>")
+        self.afterTitle.setText(f"<b>{escape(after)}</b>")
+
     @staticmethod
-    def _next_tokens(config: AttentionConfig):
+    def _next_tokens(config: AttentionConfig, other: AttentionConfig | None = None):
+        """The top next tokens of ``config`` with no head struck, and of ``other`` (default: its struck heads)."""
         src = source(config.model)
-        return (src.top_tokens(I.ablate(config, []).logits), src.top_tokens(I.ablate(config, config.ablate).logits))
+        after = I.ablate(config, config.ablate) if other is None else I.ablate(other, [])
+        return src.top_tokens(I.ablate(config, []).logits), src.top_tokens(after.logits)
 
     def _toggle_shown_head(self) -> None:
         head = (self.config.layer, self.head)
@@ -137,14 +159,40 @@ class InterventionsPanel(QtWidgets.QWidget):
 
     def run_effects(self) -> None:
         """Fill the grid of Δ log p(top next token) per head, one layer per task, with progress and Cancel."""
-        if self.config is None or self._grid_gen is not None:
+        if self.config is not None:
+            config = self.config.replace(ablate=())
+            self._start_grid(I.head_effects(config),
+                             lambda grid: f"Δ log p(“{source(config.model).token_text(grid.target)}”) "
+                                          f"when one head is struck", "Δ log p")
+
+    def run_patching(self) -> None:
+        """Fill the grid of recovered fractions, patching each head from the clean sentence into the corrupted one.
+
+        The clean and corrupted predictions show side by side; inputs of different token counts
+        are refused with one line in the dock, and the last grid stays.
+        """
+        if self.config is None:
             return
-        config = self.config
-        self._grid_gen = I.head_effects(config.replace(ablate=()))
+        clean = self.config.replace(ablate=())
+        try:
+            corrupt = clean.replace(sentence=self.corruptBox.text())
+        except UserError as exc:
+            self.message.setText(str(exc))
+            return
+        self._show_titles(f"Clean: {clean.sentence[:40]}", f"Corrupted: {corrupt.sentence[:40]}")
+        self.tasks.start(("patch bars", clean), lambda: self._next_tokens(clean, corrupt))
+        self._start_grid(I.patch_effects(clean, corrupt),
+                         lambda grid: "recovered fraction of the logit difference, one head patched", "recovered")
+
+    def _start_grid(self, grid_gen, title, symbol: str) -> None:
+        if self._grid_gen is not None:
+            return
+        self._grid_gen, self._title, self._symbol = grid_gen, title, symbol
         self._cancel = False
         self.effectButton.setEnabled(False)
+        self.patchButton.setEnabled(False)
         self.cancelButton.setEnabled(True)
-        self.progress.setRange(0, source(config.model).spec.layers)
+        self.progress.setRange(0, source(self.config.model).spec.layers)
         self.progress.setValue(0)
         self.message.setText("")
         self._next_layer()
@@ -160,6 +208,7 @@ class InterventionsPanel(QtWidgets.QWidget):
     def _stop(self, text: str) -> None:
         self._grid_gen = None
         self.effectButton.setEnabled(self.config is not None)
+        self.patchButton.setEnabled(self.config is not None)
         self.cancelButton.setEnabled(False)
         self.message.setText(text)
         self.gridDone.emit()
@@ -173,7 +222,10 @@ class InterventionsPanel(QtWidgets.QWidget):
                 self.message.setText(str(outcome).splitlines()[0])
             return
         if token != "grid":
-            if self.config is not None and token[1] == self.config:
+            if token[0] == "patch bars" and self.config is not None and token[1] == self.config.replace(ablate=()):
+                self.before.setText(_bars(outcome[0]))
+                self.after.setText(_bars(outcome[1]))
+            elif self.config is not None and token[1] == self.config:
                 self.before.setText(_bars(outcome[0]))
                 self.after.setText(_bars(outcome[1]) if self.config.ablate else "(no head struck)")
             return
@@ -190,11 +242,10 @@ class InterventionsPanel(QtWidgets.QWidget):
 
     def _show_grid(self, grid: I.Grid) -> None:
         values = grid.values.numpy()
-        token = source(self.config.model).token_text(grid.target)
         self.progress.setValue(grid.done)
-        self.grid.set_data(MapData(values, f"Δ log p(“{token}”) when one head is struck",
-                                   "signed", [f"layer {i + 1}" for i in range(values.shape[0])],
-                                   [f"head {j + 1}" for j in range(values.shape[1])], symbol="Δ log p"))
+        self.grid.set_data(MapData(values, self._title(grid), "signed",
+                                   [f"layer {i + 1}" for i in range(values.shape[0])],
+                                   [f"head {j + 1}" for j in range(values.shape[1])], symbol=self._symbol))
 
     def _on_grid_click(self, event) -> None:
         cell = self.grid.item.cell_at(event.scenePos())

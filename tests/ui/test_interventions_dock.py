@@ -59,3 +59,24 @@ def test_bad_heads_keep_the_last_result_and_encoders_are_told(window, qtbot: QtB
     assert window.state.config.ablate == ()
     assert "need a decoder model" in window.interventions.struckLabel.text()
     assert not window.interventions.effectButton.isEnabled()
+
+
+def test_patching_side_by_side_and_mismatched_counts(window, qtbot: QtBot):
+    assert window.edit_config({"sentence": PROMPT, "model": "smollm2-135m"})
+    qtbot.waitUntil(lambda: window.frame.result.config == window.state.config, timeout=60000)
+    window.show_dock("interventions")
+    panel = window.interventions
+    panel.max_layers = 1
+    panel.corruptBox.setText("The capital of Italy is")
+    with qtbot.waitSignal(panel.gridDone, timeout=60000):
+        panel.patchButton.click()
+    qtbot.waitUntil(lambda: "Rome" in panel.after.text(), timeout=30000)
+    assert "Paris" in panel.before.text() and "Corrupted: The capital of Italy is" in panel.afterTitle.text()
+    grid = panel.grid.item.data
+    assert "recovered" in grid.title and grid.matrix.shape == (30, 9)
+    panel.corruptBox.setText("Rome")  # 1 token against 5: refused in the dock, the grid stays
+    with qtbot.waitSignal(panel.gridDone, timeout=60000):
+        panel.patchButton.click()
+    assert panel.message.text() == ("patching needs inputs of the same token count: the clean one has 5, "
+                                    "the corrupted one 1")
+    assert panel.grid.item.data is grid
