@@ -382,6 +382,7 @@ class MainWindow(FileActions, QtWidgets.QMainWindow):
         self.modelView.set_weights(self.frame.arrays["layer_weights"], result.config.layer, state.head, hidden,
                                    result.seq_len, masked, other_layers=model_mask,
                                    kv_heads=result.config.dims.kv_heads, sink=self.frame.arrays.get("sink_mass"))
+        self.modelView.set_struck(result.config.ablate)
 
     def hidden_tokens(self) -> tuple[int, ...]:
         """Token indices left out of the maps: the model's special tokens, when asked."""

@@ -31,6 +31,9 @@ def test_strike_grid_and_open_a_head(window, qtbot: QtBot):
     assert panel.after.text().splitlines()[0].startswith(f"{shown[0]:<12} {shown[1] * 100:5.1f} %")
     assert float(window.frame.result.head_outputs[4].abs().max()) == 0.0  # the shown layer's Z of head 5
     assert panel.strikeButton.text() == "Restore head 1.5"
+    xs, ys = window.modelView.struck.getData()  # the model view strikes head 1.5 through: two diagonals
+    y0, x0 = window.modelView._origin(0, 4)
+    assert len(xs) == 4 and min(xs) == x0 and min(ys) == y0
 
     panel.max_layers = 2  # test hook: two layers of 30, then stop as Cancel would
     with qtbot.waitSignal(panel.gridDone, timeout=60000):
