@@ -205,8 +205,8 @@ class AttentionConfig:
         return dataclasses.replace(self, **changes)
 
     def to_dict(self) -> dict[str, Any]:
-        """Plain JSON-ready dict of every field."""
-        return dataclasses.asdict(self)
+        """Plain JSON-ready dict of every field (the struck heads as lists, as JSON reads them back)."""
+        return {**dataclasses.asdict(self), "ablate": [list(pair) for pair in self.ablate]}
 
     @classmethod
     def from_dict(cls, data: Any) -> "AttentionConfig":
