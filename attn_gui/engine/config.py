@@ -133,6 +133,9 @@ class AttentionConfig:
     layer: int = option(0, kind="int", lo=0, hi=max(s.layers for s in MODELS.values()) - 1, label="layer",
                         modes=MODEL_ONLY, ordinal=True,
                         help="The model's layer to show; X is the hidden state entering it.")
+    ablate: tuple[tuple[int, int], ...] = option((), kind="heads", label="ablated heads", modes=MODEL_ONLY,
+                                                 help="Heads knocked out (their Z zeroed before W_O), as "
+                                                      "layer.head counted from 1: 5.3,12.1; decoder models only.")
 
     def __post_init__(self) -> None:
         for opt in OPTIONS.values():
@@ -152,6 +155,8 @@ class AttentionConfig:
                 raise ConfigError(f"RoPE rotates pairs of dimensions: d_k must be even; got {self.dims.d_k}")
             if self.cross:
                 _check_cross(self)
+            if self.ablate:
+                raise ConfigError("ablating heads needs a decoder model (choose smollm2-135m)")
         else:
             spec = MODELS[self.model]
             if self.positional in ("rope", "alibi"):
@@ -160,6 +165,8 @@ class AttentionConfig:
             if self.layer >= spec.layers:  # people count layers from 1; the field, as torch, from 0
                 raise ConfigError(f"{spec.label} has layers 1 to {spec.layers} (layer = 0 to {spec.layers - 1} "
                                   f"counted from 0); got layer = {self.layer}")
+            if self.ablate:
+                _check_ablate(self.ablate, spec)
 
     @property
     def dims(self) -> Dims:
@@ -198,8 +205,8 @@ class AttentionConfig:
         return dataclasses.replace(self, **changes)
 
     def to_dict(self) -> dict[str, Any]:
-        """Plain JSON-ready dict of every field."""
-        return dataclasses.asdict(self)
+        """Plain JSON-ready dict of every field (the struck heads as lists, as JSON reads them back)."""
+        return {**dataclasses.asdict(self), "ablate": [list(pair) for pair in self.ablate]}
 
     @classmethod
     def from_dict(cls, data: Any) -> "AttentionConfig":
@@ -215,6 +222,8 @@ class AttentionConfig:
         for name, opt in OPTIONS.items():
             v = values.get(name)
             # JSON writes 2.0 as 2; a whole number in range is the same float
+            if opt.kind == "heads" and isinstance(v, list):  # JSON writes tuples as lists
+                values[name] = tuple(tuple(p) if isinstance(p, list) else p for p in v)
             if opt.kind == "float" and isinstance(v, int) and not isinstance(v, bool) and opt.lo <= v <= opt.hi:
                 values[name] = float(v)
         return cls(**values)
@@ -222,6 +231,17 @@ class AttentionConfig:
     @classmethod
     def field_names(cls) -> tuple[str, ...]:
         return tuple(OPTIONS)
+
+
+def _check_ablate(heads: tuple[tuple[int, int], ...], spec) -> None:
+    """Refuse ablation on an encoder (saying what works instead) and heads the model lacks (counted from 1)."""
+    if not spec.causal:
+        raise ConfigError(f"ablating heads changes the next token, which {spec.label} (an encoder) does not "
+                          f"predict: choose a decoder model (smollm2-135m)")
+    for layer, head in heads:
+        if layer >= spec.layers or head >= spec.heads:
+            raise ConfigError(f"head {layer + 1}.{head + 1} does not exist: {spec.label} has layers 1 to "
+                              f"{spec.layers} and heads 1 to {spec.heads}")
 
 
 def _check_cross(config: AttentionConfig) -> None:

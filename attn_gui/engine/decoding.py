@@ -31,6 +31,7 @@ from .config import AttentionConfig
 from .devices import resolve_device, synchronize
 from .errors import ConfigError
 from .inputs import check_tokens
+from .ablation import ablation_hooks
 from .sources import MODELS, source
 from .sources.llama import Forward
 from .tokens import Tokens
@@ -127,7 +128,8 @@ class Decoder:
         self.device = resolve_device(config.device)
         self.dtype = DTYPES[config.dtype]
         self.token_ids = list(self.prompt.token_ids)
-        self.prefill = self.source.forward(torch.tensor(self.token_ids), self.device, self.dtype)
+        self.hooks = ablation_hooks(config.ablate)  # the struck heads stay struck at every new token
+        self.prefill = self.source.forward(torch.tensor(self.token_ids), self.device, self.dtype, z_hooks=self.hooks)
         self._last = self.prefill
         self.steps: list[DecodeStep] = []
 
@@ -156,7 +158,8 @@ class Decoder:
         probs = torch.softmax(self.logits.double(), dim=-1)
         token_id = int(probs.argmax())
         start = time.perf_counter()
-        run = self.source.forward(torch.tensor([token_id]), self.device, self.dtype, self.cache)
+        run = self.source.forward(torch.tensor([token_id]), self.device, self.dtype, self.cache,
+                                  z_hooks=self.hooks)
         synchronize(self.device)
         elapsed_ms = (time.perf_counter() - start) * 1e3
         position = len(self.token_ids)
@@ -171,7 +174,7 @@ class Decoder:
 
     def recompute(self) -> Forward:
         """The whole sequence so far run again from the start, without the cache (for comparison)."""
-        return self.source.forward(torch.tensor(self.token_ids), self.device, self.dtype)
+        return self.source.forward(torch.tensor(self.token_ids), self.device, self.dtype, z_hooks=self.hooks)
 
     @property
     def text(self) -> str:

@@ -21,14 +21,13 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
+from .ablation import MODES, Head, by_layer, knock_out, ablation_hooks
 from .config import AttentionConfig
 from .devices import resolve_device
 from .errors import ConfigError
 from .sources import source
 from .sources.llama import decoder_layer, rms_norm
 
-MODES = ("zero", "mean")
-Head = tuple[int, int]  # (layer, head), 0-based
 
 
 @dataclass(frozen=True)
@@ -70,25 +69,6 @@ def _ids(src, config: AttentionConfig) -> tuple[int, ...]:
     return tuple(src.tokenize(config.sentence).token_ids)
 
 
-def _knock_out(heads: list[int], mode: str) -> Callable[[torch.Tensor], torch.Tensor]:
-    """A z_hook setting the given heads of Z (h, n, d_v) to zero or to their mean over positions."""
-    if mode not in MODES:
-        raise ConfigError(f"ablation mode must be one of {', '.join(MODES)}; got {mode!r}")
-
-    def hook(z):
-        z = z.clone()
-        z[heads] = 0.0 if mode == "zero" else z[heads].mean(-2, keepdim=True).expand_as(z[heads])
-        return z
-    return hook
-
-
-def _by_layer(heads: tuple[Head, ...]) -> dict[int, list[int]]:
-    layers: dict[int, list[int]] = {}
-    for layer, head in heads:
-        layers.setdefault(layer, []).append(head)
-    return layers
-
-
 def ablate(config: AttentionConfig, heads, mode: str = "zero") -> Run:
     """Run ``config``'s sentence with the (layer, head) pairs (0-based) knocked out before W_O.
 
@@ -104,8 +84,7 @@ def ablate(config: AttentionConfig, heads, mode: str = "zero") -> Run:
     heads = check_heads(config, heads)
     device, dtype = _device(config)
     ids = _ids(src, config)
-    hooks = {layer: _knock_out(hs, mode) for layer, hs in _by_layer(heads).items()}
-    run = src.forward(torch.tensor(ids), device, dtype, z_hooks=hooks)
+    run = src.forward(torch.tensor(ids), device, dtype, z_hooks=ablation_hooks(heads, mode))
     return Run(run.logits, ids)
 
 
@@ -129,11 +108,15 @@ def target_id(config: AttentionConfig, target: str | int | None, logits: torch.T
 
 @dataclass(frozen=True)
 class Grid:
-    """A (L, h) grid being filled: ``values`` (NaN where not computed yet), ``done`` layers of ``total``."""
+    """A (L, h) grid being filled: ``values`` (NaN where not computed yet), ``done`` layers of ``total``.
+
+    ``target`` is the vocabulary id whose log p ``head_effects`` measures (None for patching).
+    """
 
     values: torch.Tensor
     done: int
     total: int
+    target: int | None = None
 
 
 def _layer_batches(config: AttentionConfig, ids: tuple[int, ...], hook_for: Callable[[int, int], Callable],
@@ -175,7 +158,7 @@ def head_effects(config: AttentionConfig, target: str | int | None = None, mode:
     top next token of the plain run.
     """
     src = _decoder(config)
-    _knock_out([], mode)  # refuses a bad mode before any work
+    knock_out([], mode)  # refuses a bad mode before any work
     device, dtype = _device(config)
     ids = _ids(src, config)
     base = torch.log_softmax(src.forward(torch.tensor(ids), device, dtype).logits.double(), -1)
@@ -190,7 +173,7 @@ def head_effects(config: AttentionConfig, target: str | int | None = None, mode:
         return lambda z: z * (1 - m) + z.mean(-2, keepdim=True) * m
     for layer, logits in _layer_batches(config, ids, hook_for, cancelled):
         values[layer] = torch.log_softmax(logits.double(), -1)[:, t].cpu() - base[t].cpu()
-        yield Grid(values.clone(), layer + 1, dims.layers)
+        yield Grid(values.clone(), layer + 1, dims.layers, t)
 
 
 def _pair(clean_config: AttentionConfig, corrupt_config: AttentionConfig):
@@ -229,7 +212,7 @@ def patch(clean_config: AttentionConfig, corrupt_config: AttentionConfig, heads)
             z[hs] = seen[layer][hs]
             return z
         return hook
-    hooks = {layer: copy(layer, hs) for layer, hs in _by_layer(heads).items()}
+    hooks = {layer: copy(layer, hs) for layer, hs in by_layer(heads).items()}
     return Run(src.forward(torch.tensor(corrupt_ids), device, dtype, z_hooks=hooks).logits, corrupt_ids)
 
 

@@ -16,7 +16,7 @@ from .errors import ConfigError
 
 RANDOM, MODEL = "random", "model"
 BOTH = frozenset({RANDOM, MODEL})
-KINDS = ("text", "int", "float", "bool", "choice", "device", "model")
+KINDS = ("text", "int", "float", "bool", "choice", "device", "model", "heads")
 
 _DEVICE_RE = re.compile(r"cpu|mps|cuda(?::[0-9]+)?")  # [0-9], not \d: "cuda:٣" is no device
 
@@ -130,6 +130,8 @@ class Option:
                 allowed = ", ".join(str(v) for v in self.values if v is not None)
                 none = (", a model folder" if self.kind == "model" else "") + (" or none" if self.nullable else "")
                 raise ConfigError(f"{name} must be one of {allowed}{none}; got {_short(value)}")
+        elif self.kind == "heads":
+            _check_heads(name, value)
         elif self.kind == "device":
             if not isinstance(value, str) or not _DEVICE_RE.fullmatch(value):
                 raise ConfigError(f"{name} must be cpu, cuda, cuda:N or mps; got {_short(value)}")
@@ -142,6 +144,41 @@ class Option:
             raise ConfigError(f"{self.name} must be between {lo:g} and {hi:g}; got {shown}"
                               if isinstance(lo, float) or isinstance(hi, float)
                               else f"{self.name} must be between {lo} and {hi}; got {shown}")
+
+
+def _check_heads(name: str, value: Any) -> None:
+    """Refuse anything but a tuple of distinct (layer, head) pairs of whole numbers >= 0."""
+    if not isinstance(value, tuple):
+        raise ConfigError(f"{name} must be (layer, head) pairs such as 5.3,12.1; got {_short(value)}")
+    for pair in value:
+        if (not isinstance(pair, tuple) or len(pair) != 2
+                or any(isinstance(i, bool) or not isinstance(i, int) or i < 0 for i in pair)):
+            raise ConfigError(f"{name} must be (layer, head) pairs of whole numbers; got {_short(pair)}")
+    if len(set(value)) != len(value):
+        twice = next(p for p in value if value.count(p) > 1)
+        raise ConfigError(f"{name}: head {twice[0] + 1}.{twice[1] + 1} is listed twice")
+
+
+def parse_heads(text: str) -> tuple[tuple[int, int], ...]:
+    """``"5.3, 12.1"`` (layer.head, counted from 1) as 0-based pairs ``((4, 2), (11, 0))``; "" is none.
+
+    Raises ``ConfigError`` with one line naming the part that is not layer.head.
+    """
+    pairs = []
+    for part in text.replace(" ", "").split(","):
+        if not part:
+            continue
+        layer, dot, head = part.partition(".")
+        if not (dot and layer.isascii() and layer.isdigit() and head.isascii() and head.isdigit()
+                and int(layer) >= 1 and int(head) >= 1):
+            raise ConfigError(f"heads are written layer.head counted from 1, such as 5.3,12.1; got {_short(part)}")
+        pairs.append((int(layer) - 1, int(head) - 1))
+    return tuple(pairs)
+
+
+def format_heads(heads: tuple[tuple[int, int], ...]) -> str:
+    """0-based (layer, head) pairs as people write them: ``((4, 2), (11, 0))`` -> ``"5.3, 12.1"``."""
+    return ", ".join(f"{layer + 1}.{head + 1}" for layer, head in heads)
 
 
 def option(default: Any, *, kind: str, label: str, help: str, lo: int | float | None = None,

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from ..engine import FIELDS, OPTIONS, AttentionConfig, AttentionResult
+from ..engine import FIELDS, OPTIONS, AttentionConfig, AttentionResult, format_heads
 from ..engine.reduce import reduce_matrix
 from .frame import DISPLAY_MAX, Frame
 from .insight import as_map
@@ -43,6 +43,8 @@ def config_changes(pinned: AttentionConfig, current: AttentionConfig, limit: int
             parts.append(f"{opt.label} {'on' if old else 'off'}")
         elif opt.kind in ("choice", "model"):
             parts.append(f"{opt.label} {dict(opt.choices).get(old, old)}")
+        elif opt.kind == "heads":
+            parts.append(f"{opt.label} {format_heads(old) or 'none'}")
         else:
             parts.append(f"{opt.label} {'none' if old is None else format(old, 'g') if isinstance(old, float) else old}")
     if not parts:

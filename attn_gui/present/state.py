@@ -16,7 +16,7 @@ from .scales import scale_choices
 
 DEFAULT_TOKEN = 1  # the tutorials follow x_2 "in"
 # the docks a person can open from the command line (``attn-gui --dock NAME``), as the View menu names them
-DOCKS = ("walk", "model-view", "metrics", "difference", "rollout", "why-scaling", "kv-cache")
+DOCKS = ("walk", "model-view", "metrics", "difference", "rollout", "why-scaling", "kv-cache", "interventions")
 
 # Qt lays out a paragraph as a whole: past these lengths every keystroke in the sentence
 # box costs over 100 ms (measured with QPlainTextEdit: 50,000 word characters about 12 ms,
@@ -46,12 +46,13 @@ def carry_layer(config: AttentionConfig, changes: dict[str, Any]) -> dict[str, A
 
     Choosing another source is one click; a layer the new source lacks would turn that click
     into an error whose cause the user cannot see (the layer box keeps the old number).
+    The struck heads (``ablate``) name one model's heads: another model starts with none.
     """
-    if "model" not in changes or "layer" in changes or changes["model"] == config.model:
+    if "model" not in changes or changes["model"] == config.model:
         return changes
     model = changes["model"]
     layer = min(config.layer, MODELS[model].layers - 1) if model in MODELS else 0
-    return {**changes, "layer": layer}
+    return {"layer": layer, "ablate": (), **changes}
 
 
 @dataclass(frozen=True)

@@ -54,6 +54,8 @@ class ModelView(pg.GraphicsLayoutWidget):
             self.plot.addItem(item)
         self.selected = highlight_rect()
         self.plot.addItem(self.selected)
+        self.struck = pg.PlotCurveItem(pen=pg.mkPen("#d00000", width=2), connect="pairs")  # ablated heads
+        self.plot.addItem(self.struck)
         # beside the grid, in its rows and columns: each head's sink mass (mean alpha on the first token)
         self.sinkPlot = self.addPlot(row=0, col=1)
         self.sinkPlot.setMenuEnabled(False)
@@ -138,6 +140,17 @@ class ModelView(pg.GraphicsLayoutWidget):
         self._fit_width()
         y0, x0 = self._origin(layer, head)
         self.selected.setRect(QtCore.QRectF(x0 - 1, y0 - 1, t + 2, t + 2))
+
+    def set_struck(self, heads: tuple[tuple[int, int], ...]) -> None:
+        """Strike ``heads`` ((layer, head) pairs, 0-based; the config's ``ablate``) through: a red cross each."""
+        t = self.cell - GAP
+        xs, ys = [], []
+        for layer, head in heads:
+            if layer < self.shape[0] and head < self.shape[1]:
+                y0, x0 = self._origin(layer, head)
+                xs += [x0, x0 + t, x0, x0 + t]  # two diagonals, drawn as pairs of points
+                ys += [y0, y0 + t, y0 + t, y0]
+        self.struck.setData(np.array(xs, dtype=float), np.array(ys, dtype=float))
 
     def _origin(self, layer: int, head: int) -> tuple[int, int]:
         """The top-left pixel (y, x) of ``layer``'s ``head`` in the grid."""

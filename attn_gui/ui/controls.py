@@ -24,7 +24,7 @@ MAX_CHIPS = 5000  # the whole list stops here ("… and N more")
 # Where each option sits; an option missing here lands in "More", so a new one needs no edit.
 GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("Sentence", ("sentence", "source_sentence", "tokenizer")),
-    ("Source", ("model", "layer")),
+    ("Source", ("model", "layer", "ablate")),
     ("Sizes", ("d_model", "d_k", "d_v", "heads")),
     ("Inputs and weights", ("seed", "weight_seed", "inputs", "positional", "position_offset", "init", "bias")),
     ("Attention", ("layout", "projections", "similarity", "scale", "temperature", "causal",

@@ -13,12 +13,13 @@ from typing import Any
 
 from PySide6 import QtCore, QtGui, QtWidgets
 
-from ..engine import Option, UserError, available_devices
+from ..engine import Option, UserError, available_devices, format_heads, parse_heads
 from ..engine.sources import install_hint, is_available
 from ..present.state import check_window_text
 
 INT32_MAX = 2**31 - 1
-SUFFIX = {"int": "Spin", "float": "Spin", "bool": "Check", "choice": "Combo", "device": "Combo", "text": "Input"}
+SUFFIX = {"int": "Spin", "float": "Spin", "bool": "Check", "choice": "Combo", "device": "Combo", "text": "Input",
+          "heads": "Input"}
 
 
 def object_name(opt: Option) -> str:
@@ -189,6 +190,23 @@ def _text(opt: Option) -> Editor:
     return Editor(opt, box, get, put, [box.textChanged])
 
 
+def _heads(opt: Option) -> Editor:
+    box = QtWidgets.QLineEdit()
+    box.setPlaceholderText("none (layer.head, e.g. 5.3, 12.1)")
+
+    def put(value: tuple) -> None:
+        if value != get():  # never rewrite what the user is typing when it means the same heads
+            box.setText(format_heads(value))
+
+    def get():
+        try:
+            return parse_heads(box.text())
+        except UserError:
+            return box.text()  # the config refuses it with one line, shown where the user looks
+
+    return Editor(opt, box, get, put, [box.textEdited])
+
+
 def _int(opt: Option) -> Editor:
     if opt.hi > INT32_MAX:
         spin: QtWidgets.QAbstractSpinBox = BigSpinBox(opt.lo, opt.hi)
@@ -283,6 +301,8 @@ def make_editor(opt: Option) -> Editor:
         return _bool(opt)
     if opt.kind == "device":
         return _combo(opt, available_devices())
+    if opt.kind == "heads":
+        return _heads(opt)
     if opt.kind == "model":
         return _combo(opt, list(opt.choices),
                       lambda name: "" if name is None or is_available(name) else install_hint(name))

@@ -25,6 +25,7 @@ from . import map_menu
 from .controls import ControlPanel
 from .file_actions import FileActions
 from .insight import InsightDocks
+from .interventions_panel import InterventionsPanel
 from .kv_cache_panel import KVCachePanel
 from .menus import build_menus
 from .settings import Settings
@@ -102,6 +103,12 @@ class MainWindow(FileActions, QtWidgets.QMainWindow):
         self.kvCache = KVCachePanel()
         self.kvCacheDock = self.add_dock("KV cache (decoding)", "kvCacheDock", self.kvCache)
         self.kvCacheDock.visibilityChanged.connect(lambda visible: visible and self.kvCache.follow(self._state))
+        self.interventions = InterventionsPanel()
+        self.interventionsDock = self.add_dock("Interventions", "interventionsDock", self.interventions)
+        self.interventionsDock.visibilityChanged.connect(
+            lambda visible: visible and self.interventions.follow(self._state.config, self._state.head))
+        self.interventions.ablateRequested.connect(lambda heads: self.edit_config({"ablate": heads}))
+        self.interventions.headPicked.connect(self._on_head_picked)
         self.train = TrainPanel()
         trainScroll = QtWidgets.QScrollArea()  # its curves and controls must not make every bottom tab 390 px tall
         trainScroll.setWidget(self.train)
@@ -195,6 +202,8 @@ class MainWindow(FileActions, QtWidgets.QMainWindow):
         if state != old:
             if not self.kvCacheDock.isHidden():
                 self.kvCache.follow(state)
+            if not self.interventionsDock.isHidden():
+                self.interventions.follow(state.config, state.head)
             self.stateChanged.emit(state)
 
     def edit_config(self, changes: dict[str, Any]) -> bool:
@@ -251,6 +260,7 @@ class MainWindow(FileActions, QtWidgets.QMainWindow):
     def show_dock(self, name: str) -> QtWidgets.QDockWidget:
         """Bring dock ``name`` (one of ``present.state.DOCKS``) in front."""
         docks = {"walk": self.focusDock, "model-view": self.modelDock, "kv-cache": self.kvCacheDock,
+                 "interventions": self.interventionsDock,
                  "metrics": self.insight.docks["metrics"], "difference": self.insight.docks["difference"],
                  "rollout": self.insight.docks["rollout"], "why-scaling": self.insight.docks["scaling"]}
         dock = docks[name]
@@ -381,6 +391,7 @@ class MainWindow(FileActions, QtWidgets.QMainWindow):
         self.modelView.set_weights(self.frame.arrays["layer_weights"], result.config.layer, state.head, hidden,
                                    result.seq_len, masked, other_layers=model_mask,
                                    kv_heads=result.config.dims.kv_heads, sink=self.frame.arrays.get("sink_mass"))
+        self.modelView.set_struck(result.config.ablate)
 
     def hidden_tokens(self) -> tuple[int, ...]:
         """Token indices left out of the maps: the model's special tokens, when asked."""
@@ -461,10 +472,11 @@ class MainWindow(FileActions, QtWidgets.QMainWindow):
         super().closeEvent(event)
 
     def stop_workers(self) -> None:
-        """Stop the compute, generate and KV-cache threads (each waits for its task in progress)."""
+        """Stop the compute, generate, KV-cache, interventions and train threads (each waits for its task in progress)."""
         self.service.shutdown()
         self.generator.shutdown()
         self.kvCache.shutdown()
+        self.interventions.shutdown()
         self.train.shutdown()
 
     def open_trained(self, folder: str) -> None:

@@ -27,11 +27,13 @@ def a_valid_other_value(opt: Option):
         return next(v for v in reversed(opt.values) if v != opt.default)
     if opt.kind == "device":
         return "cuda:1"  # valid as a value; whether this machine has it is compute's question
+    if opt.kind == "heads":
+        return ((4, 2), (11, 0))
     raise AssertionError(opt.kind)
 
 
 def with_value(name, value):
-    extra = {"model": max(MODELS, key=lambda m: MODELS[m].layers)} if name == "layer" else {}  # the most layers
+    extra = {"model": max(MODELS, key=lambda m: MODELS[m].layers)} if name in ("layer", "ablate") else {}  # the most layers
     if name == "projections" and value is False:
         extra["heads"] = 1
     if name == "kv_heads" and value == OPTIONS["heads"].hi:  # kv_heads divides heads
@@ -61,6 +63,8 @@ def out_of_range(opt: Option):
         return ["nope", 3, ["cpu"]]
     if opt.kind == "text":  # None is a nullable text's "none" (source_sentence: self-attention)
         return [*([] if opt.nullable else [None]), 12, "x" * (opt.hi + 1)]
+    if opt.kind == "heads":
+        return ["5.3", [(0, 0)], ((0,),), ((0, -1),), ((0, 0), (0, 0))]
     raise AssertionError(opt.kind)
 
 

@@ -79,6 +79,6 @@ def test_another_source_keeps_a_layer_it_has(window, qtbot):
     qtbot.waitUntil(lambda: window.frame.result.config.model is None)
     assert window.state.config.layer == 0 and p.messageLabel.text() == ""
     assert carry_layer(AttentionConfig(model="minilm-l6", layer=5), {"model": "smollm2-135m"}) == {
-        "model": "smollm2-135m", "layer": 5}
-    assert carry_layer(AttentionConfig(model="smollm2-135m", layer=20), {"model": "minilm-l6"}) == {
-        "model": "minilm-l6", "layer": 5}  # MiniLM's last layer, layer 6 to a person
+        "model": "smollm2-135m", "layer": 5, "ablate": ()}
+    assert carry_layer(AttentionConfig(model="smollm2-135m", layer=20, ablate=((3, 1),)), {"model": "minilm-l6"}) == {
+        "model": "minilm-l6", "layer": 5, "ablate": ()}  # MiniLM's last layer, layer 6 to a person; no struck heads
