@@ -13,7 +13,7 @@ from .decoding import DecodeStep, Decoder, Generation, generate
 from .devices import available_devices
 from .errors import ConfigError, DeviceError, ModelUnavailable, TooLargeError, UserError
 from .fields import FIELDS, TENSOR_FIELDS, FieldInfo, formula
-from .options import Option, format_heads, parse_heads
+from .options import Option, format_heads, parse_heads, toggle_head
 from .inputs import check_tokens, check_tokens_now, tokens_for
 from .metrics import METRICS, causal_visible, head_metrics
 from .rollout import rollout
@@ -23,7 +23,7 @@ from .tokens import Tokens, tokenize
 
 __all__ = [
     "AttentionConfig", "AttentionResult", "compute", "estimate_bytes", "as_dict",
-    "OPTIONS", "Option", "format_heads", "parse_heads", "Dims", "PRESETS", "preset", "DEFAULT_SENTENCE",
+    "OPTIONS", "Option", "format_heads", "parse_heads", "toggle_head", "Dims", "PRESETS", "preset", "DEFAULT_SENTENCE",
     "UserError", "ConfigError", "DeviceError", "TooLargeError", "ModelUnavailable",
     "available_devices", "FIELDS", "TENSOR_FIELDS", "FieldInfo", "formula",
     "Tokens", "tokenize", "tokens_for", "check_tokens", "check_tokens_now",

@@ -181,6 +181,11 @@ def format_heads(heads: tuple[tuple[int, int], ...]) -> str:
     return ", ".join(f"{layer + 1}.{head + 1}" for layer, head in heads)
 
 
+def toggle_head(heads: tuple[tuple[int, int], ...], head: tuple[int, int]) -> tuple[tuple[int, int], ...]:
+    """``heads`` with ``head`` (layer, head) removed if struck, else added at the end."""
+    return tuple(h for h in heads if h != head) if head in heads else (*heads, head)
+
+
 def option(default: Any, *, kind: str, label: str, help: str, lo: int | float | None = None,
            hi: int | float | None = None, choices: tuple[tuple[Any, str], ...] = (),
            decimals: int | None = None, nullable: bool = False, modes: frozenset[str] = BOTH,

@@ -33,9 +33,12 @@ class ModelView(pg.GraphicsLayoutWidget):
     -------
     headPicked(int, int)
         A thumbnail (or a sink-mass cell) was clicked: layer, head (both 0-based).
+    headStruck(int, int)
+        A thumbnail was Ctrl-clicked: strike that head out, or restore it (decoders).
     """
 
     headPicked = QtCore.Signal(int, int)
+    headStruck = QtCore.Signal(int, int)
 
     def __init__(self, parent: QtWidgets.QWidget | None = None):
         super().__init__(parent=parent)
@@ -55,6 +58,7 @@ class ModelView(pg.GraphicsLayoutWidget):
         self.selected = highlight_rect()
         self.plot.addItem(self.selected)
         self.struck = pg.PlotCurveItem(pen=pg.mkPen("#d00000", width=2), connect="pairs")  # ablated heads
+        self.struck_allowed = False
         self.plot.addItem(self.struck)
         # beside the grid, in its rows and columns: each head's sink mass (mean alpha on the first token)
         self.sinkPlot = self.addPlot(row=0, col=1)
@@ -141,8 +145,12 @@ class ModelView(pg.GraphicsLayoutWidget):
         y0, x0 = self._origin(layer, head)
         self.selected.setRect(QtCore.QRectF(x0 - 1, y0 - 1, t + 2, t + 2))
 
-    def set_struck(self, heads: tuple[tuple[int, int], ...]) -> None:
-        """Strike ``heads`` ((layer, head) pairs, 0-based; the config's ``ablate``) through: a red cross each."""
+    def set_struck(self, heads: tuple[tuple[int, int], ...], allowed: bool = True) -> None:
+        """Strike ``heads`` ((layer, head) pairs, 0-based; the config's ``ablate``) through: a red cross each.
+
+        ``allowed``: Ctrl+click strikes a head out (a decoder's view); else it opens it as a click does.
+        """
+        self.struck_allowed = allowed
         t = self.cell - GAP
         xs, ys = [], []
         for layer, head in heads:
@@ -257,11 +265,13 @@ class ModelView(pg.GraphicsLayoutWidget):
         layer, head = found
         group = f" (K/V head {head // self.groups + 1})" if self.groups < self.shape[1] else ""
         sink = f": sink mass {self.sink[layer, head]:.2f}" if self.sink is not None else ""
-        self.setToolTip(f"layer {layer + 1}, head {head + 1}{group}{sink} — click to open it")
+        strike = "; Ctrl+click to strike it out or restore it" if self.struck_allowed else ""
+        self.setToolTip(f"layer {layer + 1}, head {head + 1}{group}{sink} — click to open it{strike}")
 
     def _on_click(self, event) -> None:
         if event.button() != QtCore.Qt.MouseButton.LeftButton:
             return
         found = self.head_at(event.scenePos())
         if found is not None:
-            self.headPicked.emit(*found)
+            ctrl = event.modifiers() & QtCore.Qt.KeyboardModifier.ControlModifier
+            (self.headStruck if ctrl and self.struck_allowed else self.headPicked).emit(*found)

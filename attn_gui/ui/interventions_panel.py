@@ -12,7 +12,7 @@ from html import escape
 
 from PySide6 import QtCore, QtWidgets
 
-from ..engine import AttentionConfig, UserError, format_heads
+from ..engine import AttentionConfig, UserError, format_heads, toggle_head
 from ..engine import interventions as I
 from ..engine.sources import source
 from ..present.maps import MapData
@@ -153,9 +153,7 @@ class InterventionsPanel(QtWidgets.QWidget):
         return src.top_tokens(I.ablate(config, []).logits), src.top_tokens(after.logits)
 
     def _toggle_shown_head(self) -> None:
-        head = (self.config.layer, self.head)
-        struck = self.config.ablate
-        self.ablateRequested.emit(tuple(h for h in struck if h != head) if head in struck else (*struck, head))
+        self.ablateRequested.emit(toggle_head(self.config.ablate, (self.config.layer, self.head)))
 
     def run_effects(self) -> None:
         """Fill the grid of Δ log p(top next token) per head, one layer per task, with progress and Cancel."""

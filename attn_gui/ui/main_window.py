@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 from PySide6 import QtCore, QtGui, QtWidgets
 
-from ..engine import MODELS, AttentionConfig, UserError, check_tokens_now, preset
+from ..engine import MODELS, AttentionConfig, UserError, check_tokens_now, preset, toggle_head
 from ..present.frame import Frame
 from ..present.generation import GenerationStep, generate_step
 from ..present.maps import special_tokens
@@ -158,6 +158,8 @@ class MainWindow(FileActions, QtWidgets.QMainWindow):
         escape = QtGui.QShortcut(QtGui.QKeySequence(QtCore.Qt.Key.Key_Escape), self)
         escape.activated.connect(lambda: self.focus_on(None))
         self.modelView.headPicked.connect(self._on_head_picked)
+        self.modelView.headStruck.connect(
+            lambda layer, head: self.edit_config({"ablate": toggle_head(self._state.config.ablate, (layer, head))}))
         self.insight = InsightDocks(self)  # head metrics, difference maps, rollout, why scaling
 
         self._restore(state)
@@ -391,7 +393,7 @@ class MainWindow(FileActions, QtWidgets.QMainWindow):
         self.modelView.set_weights(self.frame.arrays["layer_weights"], result.config.layer, state.head, hidden,
                                    result.seq_len, masked, other_layers=model_mask,
                                    kv_heads=result.config.dims.kv_heads, sink=self.frame.arrays.get("sink_mass"))
-        self.modelView.set_struck(result.config.ablate)
+        self.modelView.set_struck(result.config.ablate, allowed=result.config.is_causal)
 
     def hidden_tokens(self) -> tuple[int, ...]:
         """Token indices left out of the maps: the model's special tokens, when asked."""

@@ -50,6 +50,17 @@ def test_strike_grid_and_open_a_head(window, qtbot: QtBot):
     qtbot.waitUntil(lambda: (window.state.config.layer, window.state.head) == (2, 7), timeout=5000)
     assert dock.isVisible()
 
+    window.show_dock("model-view")  # Ctrl+click a head in the model view strikes it; again restores it
+    model_view = window.modelView
+    qtbot.waitUntil(lambda: model_view.struck_allowed and model_view.isVisible(), timeout=30000)
+    y0, x0 = model_view._origin(5, 1)  # layer 6, head 2
+    inside = model_view.mapFromScene(model_view.plot.vb.mapViewToScene(QtCore.QPointF(x0 + 1.5, y0 + 1.5)))
+    ctrl = QtCore.Qt.KeyboardModifier.ControlModifier
+    qtbot.mouseClick(model_view.viewport(), QtCore.Qt.MouseButton.LeftButton, ctrl, inside)
+    assert window.state.config.ablate == ((0, 4), (5, 1)) and window.state.config.layer == 2  # struck, not opened
+    qtbot.mouseClick(model_view.viewport(), QtCore.Qt.MouseButton.LeftButton, ctrl, inside)
+    assert window.state.config.ablate == ((0, 4),)
+
 
 def test_bad_heads_keep_the_last_result_and_encoders_are_told(window, qtbot: QtBot):
     assert window.edit_config({"sentence": "Paris is", "model": "smollm2-135m"})
