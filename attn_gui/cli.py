@@ -187,6 +187,7 @@ def build_parser() -> argparse.ArgumentParser:
     ex.add_argument("--width", type=int, default=None, metavar="PX", help="pixel width of each PNG")
     ex.add_argument("--overwrite", action="store_true",
                     help="write into a folder that holds other files (they are kept; same-named files replaced)")
+    ex.add_argument("--head", type=int, metavar="N", help="the head figure.png shows, counted from 1 (default 1)")
     add_engine_options(ex)
 
     g = sub.add_parser("generate", help="continue the sentence with a decoder model, the most likely token "
@@ -271,6 +272,7 @@ def _export(args: argparse.Namespace, stop: threading.Event) -> int:
     config = config_from_args(args)
     formats = parse_formats(args.format)
     width = None if args.width is None else check_width(args.width)
+    head = head_from_args(args, config) or 0
     Target(args.out, overwrite=args.overwrite)  # refused before the compute; creates nothing
     if any(f in IMAGE_FORMATS for f in formats):
         try:
@@ -282,7 +284,7 @@ def _export(args: argparse.Namespace, stop: threading.Event) -> int:
     result = compute(config)
     stop.writing = True
     written = export_all(make_frame(0, result), args.out, formats, width=width, cancel=stop.is_set,
-                         overwrite=args.overwrite)
+                         overwrite=args.overwrite, head=head)
     heads = f"{result.heads} head" + ("s" if result.heads != 1 else "")
     shown = args.out if args.out.endswith(os.sep) else args.out + os.sep
     keys = f", T_k = {result.key_len}" if result.source_tokens is not None else ""  # cross-attention

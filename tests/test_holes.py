@@ -139,3 +139,24 @@ def test_quitting_without_closing_the_window_stops_its_threads(tmp_path):
                           capture_output=True, env=env, timeout=60, cwd=tmp_path)
     err = proc.stderr.decode()
     assert proc.returncode == 0 and "QThread" not in err, (proc.returncode, err)
+
+
+def test_export_head_out_of_range_is_one_line_and_exit_2(tmp_path):
+    out = tmp_path / "out"
+    proc = attn_gui("export", "--format", "png", "--out", str(out), "--heads", "2", "--head", "3", cwd=tmp_path)
+    err = proc.stderr.decode()
+    assert proc.returncode == 2 and b"Traceback" not in proc.stderr, err
+    assert err.strip().splitlines() == ["attn-gui: this config has heads 1 to 2; got --head 3"]
+    assert not out.exists()
+
+
+def test_export_head_is_the_head_figure_png_shows(tmp_path, monkeypatch, capsys):
+    import attn_gui.render.offscreen as offscreen
+
+    shown = []
+    caption = offscreen.figure_caption
+    monkeypatch.setattr(offscreen, "figure_caption", lambda result, head: shown.append(head) or caption(result, head))
+    assert main(["export", "--format", "png", "--out", str(tmp_path / "out"), "--heads", "2", "--head", "2",
+                 "--sentence", "the cat sat"]) == 0
+    assert shown == [1]  # head 2 as a reader counts it, index 1 of the head axis
+    assert {"weights_head1.png", "weights_head2.png", "figure.png"} <= set(os.listdir(tmp_path / "out"))

@@ -80,27 +80,27 @@ def _check_room(folder: Path, need_disk: int, need_memory: int) -> None:
 
 
 def _write_images(frame: Frame, folder: Path, keys, images: list[str], width: int | None,
-                  figure: Any, done: Callable[[Path], None]) -> None:
+                  figure: Any, done: Callable[[Path], None], head: int = 0) -> None:
     from ..render.offscreen import dispose, ensure_app, render_figure, render_map
     from .images import export_image, png_bytes
 
     ensure_app()
-    for field, head in keys:
-        view = render_map(map_data(frame, field, head))
+    for field, h in keys:
+        view = render_map(map_data(frame, field, h))
         try:
             for fmt in images:
-                done(export_image(view, folder / f"{file_stem(field, head)}.{fmt}", width if fmt == "png" else None))
+                done(export_image(view, folder / f"{file_stem(field, h)}.{fmt}", width if fmt == "png" else None))
         finally:
             dispose(view)
     if "png" in images:
         path = folder / "figure.png"
-        atomic_write(path, png_bytes(render_figure(frame, figure)))
+        atomic_write(path, png_bytes(render_figure(frame, figure, head)))
         done(path)
 
 
 def export_all(frame: Frame, folder: str | os.PathLike, formats: str | Iterable[str] = FORMATS,
                width: int | None = None, figure: Any = None, progress: Progress | None = None,
-               cancel: Callable[[], bool] | None = None, overwrite: bool = False) -> list[Path]:
+               cancel: Callable[[], bool] | None = None, overwrite: bool = False, head: int = 0) -> list[Path]:
     """Write every map, the whole figure, every tensor and a manifest into ``folder``, whole.
 
     Parameters
@@ -117,7 +117,7 @@ def export_all(frame: Frame, folder: str | os.PathLike, formats: str | Iterable[
         keeps the figure's size.
     figure : render.canvas.Canvas, optional
         The window's figure: ``figure.png`` shows its head and hidden tokens, at its size
-        or larger; without it, head 1 at about 1800 x 1100.
+        or larger; without it, ``head`` at about 1800 x 1100.
     progress : callable, optional
         ``progress(done, total)`` after each file.
     cancel : callable, optional
@@ -126,6 +126,9 @@ def export_all(frame: Frame, folder: str | os.PathLike, formats: str | Iterable[
     overwrite : bool
         Write the export's files into a folder that holds other files (each file whole,
         the manifest last); nothing else there is deleted or changed.
+    head : int
+        The head ``figure.png`` shows (0-based) when there is no ``figure``; every
+        head's own images are written whatever it is.
 
     Returns
     -------
@@ -182,7 +185,7 @@ def export_all(frame: Frame, folder: str | os.PathLike, formats: str | Iterable[
     try:
         try:
             if images:
-                _write_images(frame, stage, keys, images, width, figure, done)
+                _write_images(frame, stage, keys, images, width, figure, done, head)
             write_arrays(result, stage, formats, progress=done)
         except MemoryError:
             raise ExportError(f"out of memory while writing the export (about {human(need_disk)} of files, "

@@ -124,7 +124,7 @@ def render_map(data: MapData, width: int | None = None) -> HeatmapView:
     return view
 
 
-def render_figure(frame: Frame, figure: Canvas | None = None) -> QtGui.QImage:
+def render_figure(frame: Frame, figure: Canvas | None = None, head: int = 0) -> QtGui.QImage:
     """The whole figure as a QImage: a title, then every map of ``frame``, laid out as the window lays them out.
 
     Drawn offscreen for a picture: the title gives the sentence, the sizes and the head
@@ -137,10 +137,12 @@ def render_figure(frame: Frame, figure: Canvas | None = None) -> QtGui.QImage:
     frame : Frame
     figure : Canvas, optional
         The window's canvas: the picture shows its head, hidden tokens and focus, at its
-        size or larger. Without it, head 1 and alpha in focus at about ``FIGURE_SIZE``.
+        size or larger. Without it, ``head`` and alpha in focus at about ``FIGURE_SIZE``.
+    head : int
+        The head shown (0-based) when there is no ``figure``.
     """
     width, height = FIGURE_SIZE
-    head, hidden, focus = 0, (), "weights"
+    hidden, focus = (), "weights"
     if figure is not None:
         width, height = max(width, figure.width()), max(height, figure.height() + TITLE_H)
         head, hidden, focus = figure.head, figure.hidden, figure.focus
