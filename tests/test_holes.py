@@ -160,3 +160,15 @@ def test_export_head_is_the_head_figure_png_shows(tmp_path, monkeypatch, capsys)
                  "--sentence", "the cat sat"]) == 0
     assert shown == [1]  # head 2 as a reader counts it, index 1 of the head axis
     assert {"weights_head1.png", "weights_head2.png", "figure.png"} <= set(os.listdir(tmp_path / "out"))
+
+
+def test_grouped_query_images_are_named_like_their_csvs(tmp_path):
+    # were k_head1..k_head<h>.png beside k_kv1..k_kv<g>.csv
+    out = tmp_path / "out"
+    assert main(["export", "--format", "png,csv", "--out", str(out), "--preset", "grouped-query"]) == 0
+    names = set(os.listdir(out))
+    for field in ("k", "v", "w_k", "w_v"):
+        pngs = {n[:-4] for n in names if n.startswith(f"{field}_") and n.endswith(".png")}
+        csvs = {n[:-4] for n in names if n.startswith(f"{field}_") and n.endswith(".csv")}
+        assert pngs == csvs and pngs and all("_kv" in n for n in pngs), (field, pngs, csvs)
+    assert {"q_head1.png", "q_head1.csv"} <= names

@@ -50,14 +50,30 @@ IMAGE_BYTES = 4  # ARGB32, per pixel, while a PNG is drawn; encoding it takes ab
 SVG_BYTES = 2_000_000  # a generous size for one map's SVG on disk
 
 
+def image_keys(result) -> list[tuple[str, str, int | None]]:
+    """(file stem, field, query head) of every map image, in data-flow order.
+
+    A grouped-query K/V field (fewer K/V heads than query heads) is drawn once per K/V
+    head, from the first query head that reads it, and named as its CSV: ``k_kv1``.
+    """
+    keys = []
+    for field, head in map_keys(result):
+        n = result.shape(field)[0] if head is not None else result.heads
+        if n == result.heads:
+            keys.append((file_stem(field, head), field, head))
+        elif head % (result.heads // n) == 0:  # the first query head of its K/V group
+            keys.append((f"{field}_kv{result.head_index(field, head) + 1}", field, head))
+    return keys
+
+
 def _image_sizes(frame: Frame, keys, width: int | None) -> list[tuple[int, int]]:
     """The pixel size of every map's PNG; ExportError before anything is written if one is too large."""
     from ..render.offscreen import map_size
     from .images import PADDING
 
     sizes = []
-    for key in keys:
-        w, h = map_size(map_data(frame, *key))
+    for _, field, head in keys:
+        w, h = map_size(map_data(frame, field, head))
         sizes.append(scaled_size(w + 2 * PADDING, h + 2 * PADDING, width))
     return sizes
 
@@ -85,11 +101,11 @@ def _write_images(frame: Frame, folder: Path, keys, images: list[str], width: in
     from .images import export_image, png_bytes
 
     ensure_app()
-    for field, h in keys:
+    for stem, field, h in keys:
         view = render_map(map_data(frame, field, h))
         try:
             for fmt in images:
-                done(export_image(view, folder / f"{file_stem(field, h)}.{fmt}", width if fmt == "png" else None))
+                done(export_image(view, folder / f"{stem}.{fmt}", width if fmt == "png" else None))
         finally:
             dispose(view)
     if "png" in images:
@@ -150,9 +166,9 @@ def export_all(frame: Frame, folder: str | os.PathLike, formats: str | Iterable[
         width = check_width(width)
     result = frame.result
     images = [f for f in IMAGE_FORMATS if f in formats]
-    keys = map_keys(result) if images else []
+    keys = image_keys(result) if images else []
     sizes = _image_sizes(frame, keys, width) if "png" in formats else []
-    names = [f"{file_stem(field, head)}.{fmt}" for field, head in keys for fmt in images]
+    names = [f"{stem}.{fmt}" for stem, _, _ in keys for fmt in images]
     names += ["figure.png"] if "png" in formats else []
     names += array_files(result, formats)
     # the manifest is made first: text that cannot be written as UTF-8 is refused here
