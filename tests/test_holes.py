@@ -172,3 +172,20 @@ def test_grouped_query_images_are_named_like_their_csvs(tmp_path):
         csvs = {n[:-4] for n in names if n.startswith(f"{field}_") and n.endswith(".csv")}
         assert pngs == csvs and pngs and all("_kv" in n for n in pngs), (field, pngs, csvs)
     assert {"q_head1.png", "q_head1.csv"} <= names
+
+
+def test_a_decoder_figure_carries_the_next_token_top_5(tmp_path, monkeypatch):
+    import attn_gui.render.offscreen as offscreen
+    from attn_gui.engine import compute
+    from attn_gui.engine.config import AttentionConfig
+
+    titles = []
+    with_title = offscreen._with_title
+    monkeypatch.setattr(offscreen, "_with_title", lambda body, *lines: titles.append(lines) or with_title(body, *lines))
+    args = ["--model", "smollm2-135m", "--sentence", "The cat sat on the"]
+    assert main(["export", "--format", "png", "--out", str(tmp_path / "out"), *args]) == 0
+    top = compute(AttentionConfig(model="smollm2-135m", sentence="The cat sat on the")).next_tokens
+    assert len(top) == 5 and len(titles) == 1
+    subtitle = titles[0][1]
+    for token, p in top:
+        assert f"“{token}” {p:.1%}" in subtitle
