@@ -189,3 +189,37 @@ def test_a_decoder_figure_carries_the_next_token_top_5(tmp_path, monkeypatch):
     subtitle = titles[0][1]
     for token, p in top:
         assert f"“{token}” {p:.1%}" in subtitle
+
+
+def test_an_export_over_the_size_guard_needs_yes(tmp_path, monkeypatch, capsys):
+    from attn_gui.export import bundle
+
+    monkeypatch.setattr(bundle, "CONFIRM_BYTES", 10_000)
+    out = tmp_path / "out"
+    argv = ["export", "--format", "npy,csv", "--out", str(out), "--heads", "2"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "--yes" in err and "nothing was written" in err
+    assert not out.exists()
+    assert main([*argv, "--yes"]) == 0 and (out / "manifest.json").exists()
+
+
+@pytest.mark.parametrize("formats, tokens", [("png,svg,npy,csv", 12), ("npy,csv", 12), ("csv", 2000)])
+def test_the_size_estimate_is_within_2x_of_the_written_size(tmp_path, formats, tokens):
+    from attn_gui.engine import compute
+    from attn_gui.engine.config import AttentionConfig
+    from attn_gui.export.bundle import ExportTooLarge, export_all
+    from attn_gui.present.frame import make_frame
+
+    if "png" in formats:
+        from attn_gui.render.offscreen import ensure_app
+        ensure_app(offscreen=True)
+    sentence = " ".join(["cat"] * tokens)
+    frame = make_frame(0, compute(AttentionConfig(sentence=sentence, heads=1, d_model=8)))
+    assert frame.result.seq_len >= tokens
+    with pytest.raises(ExportTooLarge) as refused:
+        export_all(frame, tmp_path / "a", formats, confirm_over=0)
+    assert not (tmp_path / "a").exists()
+    written = export_all(frame, tmp_path / "b", formats, confirm_over=None)
+    size = sum(p.stat().st_size for p in written)
+    assert 0.5 <= refused.value.need / size <= 2, (refused.value.need, size)
