@@ -1,6 +1,7 @@
 """Issue 20's reproductions: each gives one line and exit 2 (130 for an interrupt), no traceback,
 no segfault, no file left behind."""
 
+import json
 import os
 import signal
 import subprocess
@@ -223,3 +224,22 @@ def test_the_size_estimate_is_within_2x_of_the_written_size(tmp_path, formats, t
     written = export_all(frame, tmp_path / "b", formats, confirm_over=None)
     size = sum(p.stat().st_size for p in written)
     assert 0.5 <= refused.value.need / size <= 2, (refused.value.need, size)
+
+
+@pytest.mark.parametrize("change, words", [
+    ({"head": 4}, "head 5"), ({"token": 999_999}, "token 1000000"), ({"focus": "nope"}, "focus"),
+    ({"config": {"model": "minilm-l6", "layer": 98}}, "layer"),
+])
+def test_a_session_that_disagrees_with_its_config_is_refused_in_one_line(change, words):
+    from attn_gui.engine import AttentionConfig, UserError
+    from attn_gui.present.session import parse_session, session_dict
+    from attn_gui.present.state import ViewState
+
+    data = session_dict(ViewState(AttentionConfig(sentence="the cat sat", heads=1)))
+    if "config" in change:
+        data["state"]["config"].update(change["config"])
+    else:
+        data["state"].update(change)
+    with pytest.raises((ValueError, UserError)) as refused:
+        parse_session(json.dumps(data))
+    assert words in str(refused.value) and "\n" not in str(refused.value)
