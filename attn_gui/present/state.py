@@ -135,21 +135,6 @@ class ViewState:
             state.check_against_config()
         return state
 
-    def defaults_where_off(self) -> tuple[ViewState, list[str]]:
-        """This state with each field that disagrees with the config reset to its default,
-        and one note per reset field (a settings file's fallback, field by field)."""
-        notes, state = [], self
-        for name, default in (("head", 0), ("token", DEFAULT_TOKEN)):
-            try:
-                state.check_against_config()
-                break
-            except UserError as exc:
-                if getattr(state, name) == default:
-                    continue
-                notes.append(f"{exc}; {name} reset to its default")
-                state = state.replace(**{name: default})
-        return state, notes
-
     def disagreements(self) -> dict[str, str]:
         """{field: why} for the head or token outside what the config can show.
 
@@ -178,63 +163,3 @@ class ViewState:
         defaults = {"head": 0, "token": DEFAULT_TOKEN}
         notes = [f"{why}; {name} reset to its default" for name, why in off.items()]
         return self.replace(**{name: defaults[name] for name in off}), notes
-
-    def to_dict(self) -> dict[str, Any]:
-        """Plain JSON-ready dict: the config's fields under "config", then the view choices."""
-        return {"config": self.config.to_dict(), "head": self.head, "token": self.token,
-                "hide_special": self.hide_special, "focus": self.focus}
-
-    @classmethod
-    def from_dict(cls, data: Any, check: bool = True) -> ViewState:
-        """A state from ``to_dict``'s output; unknown keys and bad values raise UserError.
-
-        A state read from a file is one the window will show, so its sentence must also
-        pass ``check_window_text``; with ``check`` its head and token must fit its config
-        (``check_against_config``).
-        """
-        if not isinstance(data, dict):
-            raise UserError("a view state must be a mapping")
-        unknown = sorted(str(k)[:40] for k in data if k not in {f.name for f in dataclasses.fields(cls)})
-        if unknown:
-            raise UserError(f"unknown view field(s): {', '.join(unknown[:5])}")
-        values = dict(data)
-        values["config"] = AttentionConfig.from_dict(values.get("config", {}))
-        check_window_text(values["config"].sentence)
-        if values["config"].source_sentence is not None:
-            check_window_text(values["config"].source_sentence)
-        try:
-            state = cls(**values)
-        except TypeError as exc:  # a key given twice, or the like
-            raise UserError(f"the view state is not valid: {exc}") from None
-        if check:
-            state.check_against_config()
-        return state
-
-    def defaults_where_off(self) -> tuple[ViewState, list[str]]:
-        """This state with each field that disagrees with the config reset to its default,
-        and one note per reset field (a settings file's fallback, field by field)."""
-        notes, state = [], self
-        for name, default in (("head", 0), ("token", DEFAULT_TOKEN)):
-            try:
-                state.check_against_config()
-                break
-            except UserError as exc:
-                if getattr(state, name) == default:
-                    continue
-                notes.append(f"{exc}; {name} reset to its default")
-                state = state.replace(**{name: default})
-        return state, notes
-
-    def check_against_config(self) -> None:
-        """UserError, in one line, when the head or token lies outside what the config can show.
-
-        The token is checked against a bound no tokenizer exceeds (UTF-8 bytes plus two
-        special tokens): exact counting needs the model's tokenizer, and ``fitted`` keeps
-        a token between the real count and that bound inside the result when shown.
-        """
-        heads = self.config.dims.heads
-        if self.head >= heads:
-            raise UserError(f"head {self.head + 1} is not in this config (heads 1 to {heads})")
-        most = len(self.config.sentence.encode("utf-8")) + 2
-        if self.token is not None and self.token >= most:
-            raise UserError(f"token {self.token + 1} is past the sentence's end (it has at most {most} tokens)")
