@@ -285,13 +285,23 @@ def _export(args: argparse.Namespace, stop: threading.Event) -> int:
         ensure_app(offscreen=True)
     result = compute(config)
     stop.writing = True
+    progress = _tty_progress if sys.stderr.isatty() else None
     written = export_all(make_frame(0, result), args.out, formats, width=width, cancel=stop.is_set,
-                         overwrite=args.overwrite, head=head, confirm_over=None if args.yes else CONFIRM_BYTES)
+                         overwrite=args.overwrite, head=head, progress=progress,
+                         confirm_over=None if args.yes else CONFIRM_BYTES)
     heads = f"{result.heads} head" + ("s" if result.heads != 1 else "")
     shown = args.out if args.out.endswith(os.sep) else args.out + os.sep
     keys = f", T_k = {result.key_len}" if result.source_tokens is not None else ""  # cross-attention
     print(f"wrote {len(written)} files to {one_line(shown)} (T = {result.seq_len}{keys}, {heads})")
     return 0
+
+
+def _tty_progress(done: int, total: int) -> None:
+    """One self-overwriting line on a terminal's stderr (only there: logs stay clean)."""
+    sys.stderr.write(f"\rattn-gui: writing file {done} of {total} ({100 * done // total}%)")
+    if done == total:
+        sys.stderr.write("\r\033[K")  # the bar goes; the summary line follows on stdout
+    sys.stderr.flush()
 
 
 GENERATE_OPTIONS = ("sentence", "model", "device", "dtype")  # what changes a generation's numbers

@@ -243,3 +243,19 @@ def test_a_session_that_disagrees_with_its_config_is_refused_in_one_line(change,
     with pytest.raises((ValueError, UserError)) as refused:
         parse_session(json.dumps(data))
     assert words in str(refused.value) and "\n" not in str(refused.value)
+
+
+def test_a_terminal_sees_the_export_progress_and_a_pipe_does_not(tmp_path):
+    import pty
+
+    main_fd, child_fd = pty.openpty()
+    env = {**os.environ, "QT_QPA_PLATFORM": "offscreen"}
+    argv = [sys.executable, "-m", "attn_gui", "export", "--format", "npy,csv", "--heads", "2"]
+    proc = subprocess.run([*argv, "--out", str(tmp_path / "a")], stderr=child_fd, stdout=subprocess.PIPE,
+                          env=env, timeout=120)
+    os.close(child_fd)
+    seen = os.read(main_fd, 65536).decode()
+    os.close(main_fd)
+    assert proc.returncode == 0 and "writing file 1 of" in seen and "(100%)" in seen
+    piped = attn_gui("export", "--format", "npy,csv", "--heads", "2", "--out", str(tmp_path / "b"), cwd=tmp_path)
+    assert piped.returncode == 0 and piped.stderr == b""
