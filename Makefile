@@ -2,12 +2,19 @@
 # the default lets pip choose; CI passes TORCH=torch==2.13.0 (a CPU wheel).
 # TORCH_INDEX names a package index for torch alone, e.g. PyTorch's CPU-only wheels:
 #   make run TORCH_INDEX=https://download.pytorch.org/whl/cpu
+# With neither given and no nvidia-smi on PATH, setup takes the CPU index itself
+# (the default index when that cannot be reached), and says which it took.
 PYTHON ?= python3
 TORCH ?= torch
 TORCH_INDEX ?=
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+TORCH_CPU_INDEX := https://download.pytorch.org/whl/cpu
+# a pinned TORCH or a given TORCH_INDEX is the caller's choice: no index change then
+ifeq ($(origin TORCH)$(TORCH_INDEX),file)
+AUTO_CPU := $(if $(shell command -v nvidia-smi 2>/dev/null),,1)
+endif
 
 .PHONY: run test bench export clean
 
@@ -18,8 +25,17 @@ $(STAMP): pyproject.toml
 	@echo "attn-gui setup 1/4: creating $(VENV) with $(PYTHON) and updating pip"
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
+ifeq ($(AUTO_CPU),1)
+	@if $(BIN)/python -c "import urllib.request as u; u.urlopen('$(TORCH_CPU_INDEX)/torch/', timeout=15)" 2>/dev/null; \
+	then echo "attn-gui setup 2/4: no nvidia-smi on PATH: installing the CPU-only PyTorch (~190 MB) from $(TORCH_CPU_INDEX)"; \
+	     $(BIN)/python -m pip install -q "$(TORCH)" --index-url "$(TORCH_CPU_INDEX)"; \
+	else echo "attn-gui setup 2/4: $(TORCH_CPU_INDEX) cannot be reached: installing PyTorch from the default index (may be a CUDA build, several GB)"; \
+	     $(BIN)/python -m pip install -q "$(TORCH)"; \
+	fi
+else
 	@echo "attn-gui setup 2/4: installing PyTorch ($(TORCH)$(if $(TORCH_INDEX), from $(TORCH_INDEX))); a CPU wheel is ~190 MB, a CUDA build several GB"
 	$(BIN)/python -m pip install -q "$(TORCH)" $(if $(TORCH_INDEX),--index-url "$(TORCH_INDEX)")
+endif
 	@echo "attn-gui setup 3/4: installing the app with PySide6 (Qt 6, ~80 MB), pyqtgraph, numpy and the test tools"
 	$(BIN)/python -m pip install -q -e ".[test]"
 ifeq ($(PRETRAINED),1)

@@ -208,6 +208,9 @@ def build_parser() -> argparse.ArgumentParser:
     ex.add_argument("--width", type=int, default=None, metavar="PX", help="pixel width of each PNG")
     ex.add_argument("--overwrite", action="store_true",
                     help="write into a folder that holds other files (they are kept; same-named files replaced)")
+    ex.add_argument("--yes", action="store_true",
+                    help="write an export estimated larger than 1 GiB (refused without it, before any file)")
+    ex.add_argument("--head", type=int, metavar="N", help="the head figure.png shows, counted from 1 (default 1)")
     add_engine_options(ex)
 
     g = sub.add_parser("generate", help="continue the sentence with a decoder model, the most likely token "
@@ -284,7 +287,7 @@ def run_export(args: argparse.Namespace) -> int:
 
 def _export(args: argparse.Namespace, stop: threading.Event) -> int:
     from .engine import UserError, compute
-    from .export.bundle import export_all
+    from .export.bundle import CONFIRM_BYTES, export_all
     from .export.files import IMAGE_FORMATS, check_width, parse_formats
     from .export.folder import Target
     from .present.frame import make_frame
@@ -292,6 +295,7 @@ def _export(args: argparse.Namespace, stop: threading.Event) -> int:
     config = config_from_args(args)
     formats = parse_formats(args.format)
     width = None if args.width is None else check_width(args.width)
+    head = head_from_args(args, config) or 0
     Target(args.out, overwrite=args.overwrite)  # refused before the compute; creates nothing
     if any(f in IMAGE_FORMATS for f in formats):
         try:
@@ -302,13 +306,23 @@ def _export(args: argparse.Namespace, stop: threading.Event) -> int:
         ensure_app(offscreen=True)
     result = compute(config)
     stop.writing = True
+    progress = _tty_progress if sys.stderr.isatty() else None
     written = export_all(make_frame(0, result), args.out, formats, width=width, cancel=stop.is_set,
-                         overwrite=args.overwrite)
+                         overwrite=args.overwrite, head=head, progress=progress,
+                         confirm_over=None if args.yes else CONFIRM_BYTES)
     heads = f"{result.heads} head" + ("s" if result.heads != 1 else "")
     shown = args.out if args.out.endswith(os.sep) else args.out + os.sep
     keys = f", T_k = {result.key_len}" if result.source_tokens is not None else ""  # cross-attention
     print(f"wrote {len(written)} files to {one_line(shown)} (T = {result.seq_len}{keys}, {heads})")
     return 0
+
+
+def _tty_progress(done: int, total: int) -> None:
+    """One self-overwriting line on a terminal's stderr (only there: logs stay clean)."""
+    sys.stderr.write(f"\rattn-gui: writing file {done} of {total} ({100 * done // total}%)")
+    if done == total:
+        sys.stderr.write("\r\033[K")  # the bar goes; the summary line follows on stdout
+    sys.stderr.flush()
 
 
 GENERATE_OPTIONS = ("sentence", "model", "device", "dtype", "ablate")  # what changes a generation's numbers

@@ -1,6 +1,7 @@
 """Issue 20's reproductions: each gives one line and exit 2 (130 for an interrupt), no traceback,
 no segfault, no file left behind."""
 
+import json
 import os
 import signal
 import subprocess
@@ -139,3 +140,122 @@ def test_quitting_without_closing_the_window_stops_its_threads(tmp_path):
                           capture_output=True, env=env, timeout=60, cwd=tmp_path)
     err = proc.stderr.decode()
     assert proc.returncode == 0 and "QThread" not in err, (proc.returncode, err)
+
+
+def test_export_head_out_of_range_is_one_line_and_exit_2(tmp_path):
+    out = tmp_path / "out"
+    proc = attn_gui("export", "--format", "png", "--out", str(out), "--heads", "2", "--head", "3", cwd=tmp_path)
+    err = proc.stderr.decode()
+    assert proc.returncode == 2 and b"Traceback" not in proc.stderr, err
+    assert err.strip().splitlines() == ["attn-gui: this config has heads 1 to 2; got --head 3"]
+    assert not out.exists()
+
+
+def test_export_head_is_the_head_figure_png_shows(tmp_path, monkeypatch, capsys):
+    import attn_gui.render.offscreen as offscreen
+
+    shown = []
+    caption = offscreen.figure_caption
+    monkeypatch.setattr(offscreen, "figure_caption", lambda result, head: shown.append(head) or caption(result, head))
+    assert main(["export", "--format", "png", "--out", str(tmp_path / "out"), "--heads", "2", "--head", "2",
+                 "--sentence", "the cat sat"]) == 0
+    assert shown == [1]  # head 2 as a reader counts it, index 1 of the head axis
+    assert {"weights_head1.png", "weights_head2.png", "figure.png"} <= set(os.listdir(tmp_path / "out"))
+
+
+def test_grouped_query_images_are_named_like_their_csvs(tmp_path):
+    # were k_head1..k_head<h>.png beside k_kv1..k_kv<g>.csv
+    out = tmp_path / "out"
+    assert main(["export", "--format", "png,csv", "--out", str(out), "--preset", "grouped-query"]) == 0
+    names = set(os.listdir(out))
+    for field in ("k", "v", "w_k", "w_v"):
+        pngs = {n[:-4] for n in names if n.startswith(f"{field}_") and n.endswith(".png")}
+        csvs = {n[:-4] for n in names if n.startswith(f"{field}_") and n.endswith(".csv")}
+        assert pngs == csvs and pngs and all("_kv" in n for n in pngs), (field, pngs, csvs)
+    assert {"q_head1.png", "q_head1.csv"} <= names
+
+
+def test_a_decoder_figure_carries_the_next_token_top_5(tmp_path, monkeypatch):
+    import attn_gui.render.offscreen as offscreen
+    from attn_gui.engine import compute
+    from attn_gui.engine.config import AttentionConfig
+
+    titles = []
+    with_title = offscreen._with_title
+    monkeypatch.setattr(offscreen, "_with_title", lambda body, *lines: titles.append(lines) or with_title(body, *lines))
+    args = ["--model", "smollm2-135m", "--sentence", "The cat sat on the"]
+    assert main(["export", "--format", "png", "--out", str(tmp_path / "out"), *args]) == 0
+    top = compute(AttentionConfig(model="smollm2-135m", sentence="The cat sat on the")).next_tokens
+    assert len(top) == 5 and len(titles) == 1
+    subtitle = titles[0][1]
+    for token, p in top:
+        assert f"“{token}” {p:.1%}" in subtitle
+
+
+def test_an_export_over_the_size_guard_needs_yes(tmp_path, monkeypatch, capsys):
+    from attn_gui.export import bundle
+
+    monkeypatch.setattr(bundle, "CONFIRM_BYTES", 10_000)
+    out = tmp_path / "out"
+    argv = ["export", "--format", "npy,csv", "--out", str(out), "--heads", "2"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "--yes" in err and "nothing was written" in err
+    assert not out.exists()
+    assert main([*argv, "--yes"]) == 0 and (out / "manifest.json").exists()
+
+
+@pytest.mark.parametrize("formats, tokens", [("png,svg,npy,csv", 12), ("npy,csv", 12), ("csv", 2000)])
+def test_the_size_estimate_is_within_2x_of_the_written_size(tmp_path, formats, tokens):
+    from attn_gui.engine import compute
+    from attn_gui.engine.config import AttentionConfig
+    from attn_gui.export.bundle import ExportTooLarge, export_all
+    from attn_gui.present.frame import make_frame
+
+    if "png" in formats:
+        from attn_gui.render.offscreen import ensure_app
+        ensure_app(offscreen=True)
+    sentence = " ".join(["cat"] * tokens)
+    frame = make_frame(0, compute(AttentionConfig(sentence=sentence, heads=1, d_model=8)))
+    assert frame.result.seq_len >= tokens
+    with pytest.raises(ExportTooLarge) as refused:
+        export_all(frame, tmp_path / "a", formats, confirm_over=0)
+    assert not (tmp_path / "a").exists()
+    written = export_all(frame, tmp_path / "b", formats, confirm_over=None)
+    size = sum(p.stat().st_size for p in written)
+    assert 0.5 <= refused.value.need / size <= 2, (refused.value.need, size)
+
+
+@pytest.mark.parametrize("change, words", [
+    ({"head": 4}, "head 5"), ({"token": 999_999}, "token 1000000"), ({"focus": "nope"}, "focus"),
+    ({"config": {"model": "minilm-l6", "layer": 98}}, "layer"),
+])
+def test_a_session_that_disagrees_with_its_config_is_refused_in_one_line(change, words):
+    from attn_gui.engine import AttentionConfig, UserError
+    from attn_gui.present.session import parse_session, session_dict
+    from attn_gui.present.state import ViewState
+
+    data = session_dict(ViewState(AttentionConfig(sentence="the cat sat", heads=1)))
+    if "config" in change:
+        data["state"]["config"].update(change["config"])
+    else:
+        data["state"].update(change)
+    with pytest.raises((ValueError, UserError)) as refused:
+        parse_session(json.dumps(data))
+    assert words in str(refused.value) and "\n" not in str(refused.value)
+
+
+def test_a_terminal_sees_the_export_progress_and_a_pipe_does_not(tmp_path):
+    import pty
+
+    main_fd, child_fd = pty.openpty()
+    env = {**os.environ, "QT_QPA_PLATFORM": "offscreen"}
+    argv = [sys.executable, "-m", "attn_gui", "export", "--format", "npy,csv", "--heads", "2"]
+    proc = subprocess.run([*argv, "--out", str(tmp_path / "a")], stderr=child_fd, stdout=subprocess.PIPE,
+                          env=env, timeout=120)
+    os.close(child_fd)
+    seen = os.read(main_fd, 65536).decode()
+    os.close(main_fd)
+    assert proc.returncode == 0 and "writing file 1 of" in seen and "(100%)" in seen
+    piped = attn_gui("export", "--format", "npy,csv", "--heads", "2", "--out", str(tmp_path / "b"), cwd=tmp_path)
+    assert piped.returncode == 0 and piped.stderr == b""

@@ -74,7 +74,7 @@ def _array_items(result: AttentionResult, field: str, formats: tuple[str, ...]):
         n = result.shape(field)[0] if FIELDS[field].per_head else None
         for head in (range(n) if n is not None else [None]):
             if n is not None and n != result.heads:  # grouped-query K, V: one file per K/V head, named so
-                yield f"{field}_kv{head + 1}.csv", "csv", head  # (k_head3.png shows query head 3's K/V head)
+                yield f"{field}_kv{head + 1}.csv", "csv", head  # as its images: k_kv1.png
             else:
                 yield f"{file_stem(field, head)}.csv", "csv", head
 

@@ -48,6 +48,35 @@ from .folder import Cancelled, Target
 Progress = Callable[[int, int], None]
 IMAGE_BYTES = 4  # ARGB32, per pixel, while a PNG is drawn; encoding it takes about as much again
 SVG_BYTES = 2_000_000  # a generous size for one map's SVG on disk
+# on-disk size of the pictures as written, measured on MiniLM, SmolLM2 and random configs of 5 to 300 tokens
+PNG_PER_PIXEL, SVG_PER_PIXEL, FIGURE_BYTES = 0.07, 0.17, 120_000
+CONFIRM_BYTES = 1 << 30  # an export estimated larger than this on disk waits for the user's yes
+
+
+class ExportTooLarge(ExportError):
+    """An export estimated larger than ``CONFIRM_BYTES`` on disk, refused before anything is
+    written until the user confirms it (``attn-gui export --yes``); ``need`` holds the estimate."""
+
+    def __init__(self, need: int, limit: int):
+        super().__init__(f"this export would write about {human(need)}, more than {human(limit)}; "
+                         f"nothing was written (confirm it: attn-gui export --yes)")
+        self.need = need
+
+
+def image_keys(result) -> list[tuple[str, str, int | None]]:
+    """(file stem, field, query head) of every map image, in data-flow order.
+
+    A grouped-query K/V field (fewer K/V heads than query heads) is drawn once per K/V
+    head, from the first query head that reads it, and named as its CSV: ``k_kv1``.
+    """
+    keys = []
+    for field, head in map_keys(result):
+        n = result.shape(field)[0] if head is not None else result.heads
+        if n == result.heads:
+            keys.append((file_stem(field, head), field, head))
+        elif head % (result.heads // n) == 0:  # the first query head of its K/V group
+            keys.append((f"{field}_kv{result.head_index(field, head) + 1}", field, head))
+    return keys
 
 
 def _image_sizes(frame: Frame, keys, width: int | None) -> list[tuple[int, int]]:
@@ -56,8 +85,8 @@ def _image_sizes(frame: Frame, keys, width: int | None) -> list[tuple[int, int]]
     from .images import PADDING
 
     sizes = []
-    for key in keys:
-        w, h = map_size(map_data(frame, *key))
+    for _, field, head in keys:
+        w, h = map_size(map_data(frame, field, head))
         sizes.append(scaled_size(w + 2 * PADDING, h + 2 * PADDING, width))
     return sizes
 
@@ -80,28 +109,29 @@ def _check_room(folder: Path, need_disk: int, need_memory: int) -> None:
 
 
 def _write_images(frame: Frame, folder: Path, keys, images: list[str], width: int | None,
-                  figure: Any, done: Callable[[Path], None]) -> None:
+                  figure: Any, done: Callable[[Path], None], head: int = 0) -> None:
     from ..render.offscreen import dispose, ensure_app, render_figure, render_map
     from .images import export_image, png_bytes
 
     ensure_app()
     scales = dict(figure.scales) if figure is not None else {}  # the window's colour scale choices
-    for field, head in keys:
-        view = render_map(map_data(frame, field, head, scale=scales.get(field, "auto")))
+    for stem, field, h in keys:
+        view = render_map(map_data(frame, field, h, scale=scales.get(field, "auto")))
         try:
             for fmt in images:
-                done(export_image(view, folder / f"{file_stem(field, head)}.{fmt}", width if fmt == "png" else None))
+                done(export_image(view, folder / f"{stem}.{fmt}", width if fmt == "png" else None))
         finally:
             dispose(view)
     if "png" in images:
         path = folder / "figure.png"
-        atomic_write(path, png_bytes(render_figure(frame, figure)))
+        atomic_write(path, png_bytes(render_figure(frame, figure, head)))
         done(path)
 
 
 def export_all(frame: Frame, folder: str | os.PathLike, formats: str | Iterable[str] = FORMATS,
                width: int | None = None, figure: Any = None, progress: Progress | None = None,
-               cancel: Callable[[], bool] | None = None, overwrite: bool = False) -> list[Path]:
+               cancel: Callable[[], bool] | None = None, overwrite: bool = False, head: int = 0,
+               confirm_over: int | None = CONFIRM_BYTES) -> list[Path]:
     """Write every map, the whole figure, every tensor and a manifest into ``folder``, whole.
 
     Parameters
@@ -118,7 +148,7 @@ def export_all(frame: Frame, folder: str | os.PathLike, formats: str | Iterable[
         keeps the figure's size.
     figure : render.canvas.Canvas, optional
         The window's figure: ``figure.png`` shows its head and hidden tokens, at its size
-        or larger; without it, head 1 at about 1800 x 1100.
+        or larger; without it, ``head`` at about 1800 x 1100.
     progress : callable, optional
         ``progress(done, total)`` after each file.
     cancel : callable, optional
@@ -127,6 +157,9 @@ def export_all(frame: Frame, folder: str | os.PathLike, formats: str | Iterable[
     overwrite : bool
         Write the export's files into a folder that holds other files (each file whole,
         the manifest last); nothing else there is deleted or changed.
+    head : int
+        The head ``figure.png`` shows (0-based) when there is no ``figure``; every
+        head's own images are written whatever it is.
 
     Returns
     -------
@@ -135,6 +168,8 @@ def export_all(frame: Frame, folder: str | os.PathLike, formats: str | Iterable[
 
     Raises
     ------
+    ExportTooLarge
+        Estimated larger than ``confirm_over`` bytes: before any file is written.
     ExportError
         Unknown format, bad width, an image too large, a folder holding other files,
         not enough disk or memory: before any file is written.
@@ -148,9 +183,9 @@ def export_all(frame: Frame, folder: str | os.PathLike, formats: str | Iterable[
         width = check_width(width)
     result = frame.result
     images = [f for f in IMAGE_FORMATS if f in formats]
-    keys = map_keys(result) if images else []
+    keys = image_keys(result) if images else []
     sizes = _image_sizes(frame, keys, width) if "png" in formats else []
-    names = [f"{file_stem(field, head)}.{fmt}" for field, head in keys for fmt in images]
+    names = [f"{stem}.{fmt}" for stem, _, _ in keys for fmt in images]
     names += ["figure.png"] if "png" in formats else []
     names += array_files(result, formats)
     # the manifest is made first: text that cannot be written as UTF-8 is refused here
@@ -164,6 +199,11 @@ def export_all(frame: Frame, folder: str | os.PathLike, formats: str | Iterable[
     biggest = max((w * h for w, h in sizes), default=0)
     need_disk = (array_bytes(result, formats) + sum(w * h for w, h in sizes)
                  + SVG_BYTES * ("svg" in formats) * len(keys) + len(manifest_bytes))
+    pixels = sum(w * h for w, h in _image_sizes(frame, keys, width)) if images else 0
+    estimate = (array_bytes(result, formats) + len(manifest_bytes) + ("png" in formats) * (
+        PNG_PER_PIXEL * pixels + FIGURE_BYTES) + ("svg" in formats) * SVG_PER_PIXEL * pixels)
+    if confirm_over is not None and estimate > confirm_over:
+        raise ExportTooLarge(round(estimate), confirm_over)
     _check_room(target.path, need_disk, 2 * IMAGE_BYTES * max(biggest, 1800 * 1100 * ("png" in formats)))
     total = len(names) + 1
     written: list[Path] = []
@@ -183,7 +223,7 @@ def export_all(frame: Frame, folder: str | os.PathLike, formats: str | Iterable[
     try:
         try:
             if images:
-                _write_images(frame, stage, keys, images, width, figure, done)
+                _write_images(frame, stage, keys, images, width, figure, done, head)
             write_arrays(result, stage, formats, progress=done)
         except MemoryError:
             raise ExportError(f"out of memory while writing the export (about {human(need_disk)} of files, "

@@ -125,6 +125,10 @@ def figure_caption(result: AttentionResult, head: int) -> tuple[str, str]:
         parts.insert(0, f"{MODELS[cfg.model].label}, layer {cfg.layer + 1} of {MODELS[cfg.model].layers}")
     if result.heads > 1:
         parts.append(f"per-head maps: head {head + 1}")
+    if result.next_tokens is not None:  # a decoder: the top 5 the window's next-token panel shows
+        # repr's body: a newline or tab token stays visible on the one line
+        top = ", ".join(f"“{repr(token)[1:-1]}” {p:.1%}" for token, p in result.next_tokens)
+        parts.append(f"next token: {top}")
     if result.source_tokens is not None:
         source = " ".join((cfg.source_sentence or "").split())
         if len(source) > CAPTION_CHARS // 2:

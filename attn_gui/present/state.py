@@ -142,11 +142,12 @@ class ViewState:
                 "hide_special": self.hide_special, "focus": self.focus, "scales": dict(self.scales)}
 
     @classmethod
-    def from_dict(cls, data: Any) -> ViewState:
+    def from_dict(cls, data: Any, check: bool = True) -> ViewState:
         """A state from ``to_dict``'s output; unknown keys and bad values raise UserError.
 
         A state read from a file is one the window will show, so its sentence must also
-        pass ``check_window_text``.
+        pass ``check_window_text``; with ``check`` its head and token must fit its config
+        (``check_against_config``).
         """
         if not isinstance(data, dict):
             raise UserError("a view state must be a mapping")
@@ -163,6 +164,38 @@ class ViewState:
         if values["config"].source_sentence is not None:
             check_window_text(values["config"].source_sentence)
         try:
-            return cls(**values)
+            state = cls(**values)
         except TypeError as exc:  # a key given twice, or the like
             raise UserError(f"the view state is not valid: {exc}") from None
+        if check:
+            state.check_against_config()
+        return state
+
+    def disagreements(self) -> dict[str, str]:
+        """{field: why} for the head or token outside what the config can show.
+
+        The token is checked against a bound no tokenizer exceeds (UTF-8 bytes plus two
+        special tokens): exact counting needs the model's tokenizer, and ``fitted`` keeps
+        a token between the real count and that bound inside the result when shown.
+        """
+        off = {}
+        heads = self.config.dims.heads
+        if self.head >= heads:
+            off["head"] = f"head {self.head + 1} is not in this config (heads 1 to {heads})"
+        most = len(self.config.sentence.encode("utf-8")) + 2
+        if self.token is not None and self.token >= most:
+            off["token"] = f"token {self.token + 1} is past the sentence's end (it has at most {most} tokens)"
+        return off
+
+    def check_against_config(self) -> None:
+        """UserError, in one line, when the head or token lies outside what the config can show."""
+        if off := self.disagreements():
+            raise UserError("; ".join(off.values()))
+
+    def defaults_where_off(self) -> tuple[ViewState, list[str]]:
+        """This state with each field that disagrees with the config reset to its default,
+        and one note per reset field (a settings file's fallback, field by field)."""
+        off = self.disagreements()
+        defaults = {"head": 0, "token": DEFAULT_TOKEN}
+        notes = [f"{why}; {name} reset to its default" for name, why in off.items()]
+        return self.replace(**{name: defaults[name] for name in off}), notes

@@ -131,7 +131,7 @@ def render_map(data: MapData, width: int | None = None) -> HeatmapView:
     return view
 
 
-def render_figure(frame: Frame, figure: Canvas | None = None) -> QtGui.QImage:
+def render_figure(frame: Frame, figure: Canvas | None = None, head: int = 0) -> QtGui.QImage:
     """The whole figure as a QImage: a title, then every map of ``frame``, laid out as the window lays them out.
 
     Drawn offscreen for a picture: the title gives the sentence, the sizes and the head
@@ -144,11 +144,13 @@ def render_figure(frame: Frame, figure: Canvas | None = None) -> QtGui.QImage:
     frame : Frame
     figure : Canvas, optional
         The window's canvas: the picture shows its head, hidden tokens, focus and colour
-        scales, at its
-        size or larger. Without it, head 1 and alpha in focus at about ``FIGURE_SIZE``.
+        scales, at its size or larger. Without it, ``head`` and alpha in focus at about
+        ``FIGURE_SIZE``.
+    head : int
+        The head shown (0-based) when there is no ``figure``.
     """
     width, height = FIGURE_SIZE
-    head, hidden, focus, scales = 0, (), "weights", ()
+    hidden, focus, scales = (), "weights", ()
     if figure is not None:
         width, height = max(width, figure.width()), max(height, figure.height() + TITLE_H)
         head, hidden, focus, scales = figure.head, figure.hidden, figure.focus, figure.scales

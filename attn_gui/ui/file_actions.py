@@ -7,7 +7,9 @@ from pathlib import Path
 from PySide6 import QtCore, QtWidgets
 
 from ..engine import UserError, check_tokens_now
-from ..export.bundle import export_all
+from ..export import bundle
+from ..export.bundle import ExportTooLarge, export_all
+from ..export.files import human
 from ..export.folder import Cancelled, FolderInUse
 from ..present.session import load_session, save_session
 
@@ -71,12 +73,13 @@ class FileActions:
         if not paths:
             self.recentMenu.addAction("(none yet)").setEnabled(False)
 
-    def export_all(self, folder: str | None = None, overwrite: bool = False) -> list | None:
+    def export_all(self, folder: str | None = None, overwrite: bool = False, confirmed: bool = False) -> list | None:
         """Write every map, the figure, the tensors and a manifest into ``folder`` (asks if None).
 
         The folder is written whole (see ``export.folder``); the progress dialog's Cancel
         stops between files and leaves the folder as it was. A folder chosen in the dialog
-        that holds other files asks before writing among them.
+        that holds other files asks before writing among them, and so does an export
+        estimated larger than 1 GiB (``confirmed`` skips that question).
         """
         if self.frame is None:
             return None
@@ -97,7 +100,16 @@ class FileActions:
 
         try:
             written = export_all(self.frame, folder, figure=self.canvas, progress=report,
-                                 cancel=progress.wasCanceled, overwrite=overwrite)
+                                 cancel=progress.wasCanceled, overwrite=overwrite,
+                                 confirm_over=None if confirmed else bundle.CONFIRM_BYTES)
+        except ExportTooLarge as exc:
+            progress.close()
+            if QtWidgets.QMessageBox.question(
+                    self, "Large export", f"This export would write about {human(exc.need)} into {folder}.\n\n"
+                                          f"Write it?") == QtWidgets.QMessageBox.StandardButton.Yes:
+                return self.export_all(folder, overwrite=overwrite, confirmed=True)
+            self.statusBar().showMessage(f"Export not written: about {human(exc.need)} (nothing was written)", 8000)
+            return None
         except FolderInUse as exc:
             progress.close()
             if asked and QtWidgets.QMessageBox.question(

@@ -129,7 +129,10 @@ class Settings:
         """
         try:
             if text := self.get("state"):
-                state = ViewState.from_dict(old_state(json.loads(text)))
+                state = ViewState.from_dict(old_state(json.loads(text)), check=False)
+                state, notes = state.defaults_where_off()
+                for note in notes:
+                    self._note(f"the saved view: {note}")
             elif text := self.get("config"):
                 state = ViewState.from_dict({"config": with_old_defaults(json.loads(text))})
             else:

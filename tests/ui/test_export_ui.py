@@ -41,3 +41,15 @@ def test_a_folder_with_other_files_is_refused_in_the_status_bar(window, tmp_path
     assert window.export_all(str(tmp_path)) is None
     assert "holds files that are not an export's" in window.statusBar().currentMessage()
     assert os.listdir(tmp_path) == ["notes.txt"]
+
+
+def test_a_large_export_asks_first_and_writes_nothing_on_no(window, tmp_path, monkeypatch):
+    from attn_gui.export import bundle
+
+    monkeypatch.setattr(bundle, "CONFIRM_BYTES", 1000)
+    answers, asked = [QtWidgets.QMessageBox.StandardButton.No, QtWidgets.QMessageBox.StandardButton.Yes], []
+    monkeypatch.setattr(QtWidgets.QMessageBox, "question", lambda *a, **k: asked.append(a[2]) or answers.pop(0))
+    out = tmp_path / "out"
+    assert window.export_all(str(out)) is None and not out.exists()
+    assert "nothing was written" in window.statusBar().currentMessage() and "Write it?" in asked[0]
+    assert window.export_all(str(out)) and (out / "manifest.json").exists() and len(asked) == 2

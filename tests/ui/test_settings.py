@@ -118,3 +118,12 @@ def test_the_last_state_comes_back_at_start(tmp_path):
     proc = subprocess.run([sys.executable, "-c", CODE], capture_output=True, text=True, env=env, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert "first frame 3 |" in proc.stdout
+
+
+def test_a_saved_view_that_disagrees_with_its_config_falls_back_field_by_field(tmp_path):
+    settings = Settings(tmp_path / "settings.ini")
+    state = ViewState(AttentionConfig(sentence="the cat sat", heads=2), head=1, token=1)
+    settings.set("state", json.dumps({**state.to_dict(), "head": 4}))
+    loaded = settings.state()
+    assert loaded.config == state.config and loaded.head == 0 and loaded.token == 1
+    assert any("head 5" in note and "reset" in note for note in settings.notes)

@@ -1,0 +1,55 @@
+"""The Makefile's PyTorch choice, from make's dry run (``make -n``): nothing is installed or fetched."""
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+MAKE = shutil.which("make")
+CPU_INDEX = "https://download.pytorch.org/whl/cpu"
+
+pytestmark = pytest.mark.skipif(MAKE is None, reason="make is not installed")
+
+
+def dry_run(tmp_path, *args, gpu: bool) -> str:
+    """make's dry run of the setup with a PATH holding only sh (and nvidia-smi when ``gpu``)."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    os.symlink(shutil.which("sh"), bin_dir / "sh")
+    if gpu:
+        (bin_dir / "nvidia-smi").write_text("#!/bin/sh\n")
+        (bin_dir / "nvidia-smi").chmod(0o755)
+    env = {"PATH": str(bin_dir), "HOME": str(tmp_path)}
+    proc = subprocess.run([MAKE, "-n", "-B", "-C", str(REPO), ".venv/.installed", *args], capture_output=True,
+                          text=True, env=env, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout
+
+
+def test_no_nvidia_gpu_takes_the_cpu_index_and_says_so(tmp_path):
+    out = dry_run(tmp_path, gpu=False)
+    assert f'pip install -q "torch" --index-url "{CPU_INDEX}"' in out
+    assert "no nvidia-smi on PATH" in out and "cannot be reached: installing PyTorch from the default index" in out
+
+
+def torch_installs(out: str) -> list[str]:
+    """The pip commands of the dry run that install torch."""
+    return ["pip " + line.split(" pip ", 1)[1].strip() for line in out.splitlines() if 'pip install -q "torch' in line]
+
+
+def test_an_nvidia_gpu_keeps_the_default_index(tmp_path):
+    out = dry_run(tmp_path, gpu=True)
+    assert torch_installs(out) == ['pip install -q "torch"'] and CPU_INDEX not in out
+
+
+@pytest.mark.parametrize("args, line", [
+    (("TORCH=torch==2.13.0",), 'pip install -q "torch==2.13.0"'),
+    ((f"TORCH_INDEX={CPU_INDEX}",), f'pip install -q "torch" --index-url "{CPU_INDEX}"'),
+])
+def test_a_caller_s_choice_is_kept_as_given(tmp_path, args, line):
+    out = dry_run(tmp_path, *args, gpu=False)
+    assert torch_installs(out) == [line]
+    assert "no nvidia-smi" not in out
