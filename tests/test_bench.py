@@ -16,7 +16,7 @@ from attn_gui import bench
 from attn_gui.bench.startup import measure_window_startup
 
 ROOT = Path(__file__).resolve().parent.parent
-SECTIONS = {"engine", "display", "memory", "startup"}
+SECTIONS = {"engine", "display", "memory", "startup", "training"}
 
 
 def _silent(message):
@@ -115,6 +115,35 @@ def test_interventions_rows(report):
     grid = rows["effect of every head: 30 x 9 grid, batched"]
     assert grid["size"] == "T=2" and grid["target"] == 10_000.0 and len(grid["extra"]["load_avg_1_5_15"]) == 3
     assert "patch every head: 30 x 9 recovered fractions" in rows  # the tiny mode leaves the naive run out
+
+
+def test_training_rows(report):
+    rows = {r["name"]: r for r in report["rows"] if r["section"] == "training"}
+    plain, app = rows["plain PyTorch loop, one step"], rows["the app's loop (through attend), one step"]
+    assert app["ratio"] == pytest.approx(app["median"] / plain["median"]) and app["target"] == 1.2
+    assert app["met"] is (app["ratio"] <= 1.2)
+
+
+def test_the_plain_training_loop_is_the_apps_model():
+    # the bench's plain decoder computes what the app's does, given the same weights
+    import torch
+
+    from attn_gui.bench.training import PlainDecoder
+    from attn_gui.engine.training import TrainConfig, Trainer
+
+    c = TrainConfig(task="induction", symbols=8, length=12, layers=2, heads=2, d_model=16, batch=3)
+    app = Trainer(c).model
+    plain = PlainDecoder(c)
+    with torch.no_grad():
+        plain.embed.weight.copy_(app.embed)
+        for mine, theirs in zip(plain.blocks, app.blocks):
+            mine.norm1.weight.copy_(theirs.norm1)
+            mine.qkv.weight.copy_(torch.cat([theirs.q, theirs.k, theirs.v]))
+            mine.o.weight.copy_(theirs.o)
+        plain.norm.weight.copy_(app.norm)
+        plain.head.weight.copy_(app.head)
+        tokens = c.task_obj.batch(3, torch.Generator().manual_seed(0)).inputs
+        torch.testing.assert_close(plain(tokens), app(tokens), rtol=1e-5, atol=1e-5)
 
 
 def test_engine_only_skips_the_qt_parts(report):

@@ -37,6 +37,7 @@ from .decoder import bench_decoder
 from .display import bench_display, display_notes
 from .engine import ENGINE_TARGET, bench_engine, profile_missed
 from .interventions import bench_interventions
+from .training import bench_training
 from .memory import bench_memory
 from .model import bench_model
 from .report import check_writable, format_report, metadata_dict, write_json
@@ -84,7 +85,7 @@ def run_bench(settings: BenchSettings, log: Log) -> dict[str, Any]:
     profiles = profile_missed(rows, settings.device, log)
     rows += bench_display(settings, log)
     rows += bench_memory(settings, log)
-    for part in (bench_model, bench_decoder, bench_interventions, _bench_window, bench_startup):
+    for part in (bench_model, bench_decoder, bench_interventions, bench_training, _bench_window, bench_startup):
         part_rows, part_skipped = part(settings, log)
         rows += part_rows
         skipped += part_skipped
