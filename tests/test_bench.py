@@ -248,5 +248,7 @@ def test_window_part_measures_latency_and_stalls(qtbot, monkeypatch, tmp_path):
     assert sorted(r.target for r in latency) == [10.0, 10.0, 16.0, 16.0]  # the p95 targets
     typing = [r for r in rows if r.name == "keystroke to frame"]
     assert len(typing) == 2 and all(r.median > 0 and r.target == 33.0 for r in typing)
-    stalls = [r for r in rows if "stall" in r.name]
+    stalls = [r for r in rows if "stall" in r.name and "Train dock" not in r.name]
     assert len(stalls) == 2 and all(r.median >= 0 and r.met is not None for r in stalls)
+    train = [r for r in rows if "Train dock" in r.name]  # Start's first 2 s, then training
+    assert len(train) == 2 and all(r.median > 0 and r.target == 50.0 for r in train)
