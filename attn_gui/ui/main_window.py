@@ -25,6 +25,7 @@ from . import map_menu
 from .controls import ControlPanel
 from .file_actions import FileActions
 from .insight import InsightDocks
+from .sight import in_sight
 from .interventions_panel import InterventionsPanel
 from .kv_cache_panel import KVCachePanel
 from .menus import build_menus
@@ -201,10 +202,10 @@ class MainWindow(FileActions, QtWidgets.QMainWindow):
         self.panel.show_hide_special(state.hide_special)
         if not config_changed and self.frame is not None:
             self._draw()
-        if state != old:
-            if not self.kvCacheDock.isHidden():
+        if state != old:  # a dock behind another tab follows when it comes into sight (visibilityChanged)
+            if in_sight(self.kvCacheDock):
                 self.kvCache.follow(state)
-            if not self.interventionsDock.isHidden():
+            if in_sight(self.interventionsDock):  # it runs the model twice: never for a dock out of sight
                 self.interventions.follow(state.config, state.head)
             self.stateChanged.emit(state)
 
