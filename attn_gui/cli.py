@@ -43,7 +43,8 @@ def _flag_help(opt) -> str:
     if opt.kind == "bool" and opt.default is True:  # --no-X turns X off: its help says so
         text = f"do not {text[0].lower()}{text[1:]} (done by default)"
     if opt.ordinal:  # an index: the flag counts from 1, the config's field from 0
-        text += f"; counted from 1: {opt.lo + 1} to {opt.hi + 1}"
+        text += f"; counted from 1: {opt.lo + 1} to {opt.hi + 1}" if opt.name != "layer" else \
+            "; counted from 1: 1 to the model's layer count"
     elif opt.kind in ("int", "float") and opt.lo is not None:
         text += f"; {_number(opt.lo)} to {_number(opt.hi)}"
     if opt.kind not in ("bool", "heads") and opt.default is not None:

@@ -248,7 +248,7 @@ def test_flags_follow_the_declared_options(capsys):
     for opt in OPTIONS.values():
         assert opt.flag in text
     assert "0.01 to 100" in text and "(default 1.0)" in text  # the temperature's declared range
-    assert "counted from 1: 1 to 30 (default 1)" in " ".join(text.split())  # --layer: up to the deepest model
+    assert "counted from 1: 1 to the model's layer count (default 1)" in " ".join(text.split())  # --layer
     assert "--head N" in text
 
 

@@ -19,6 +19,7 @@ from .sources import MODELS
 DEFAULT_SENTENCE = "When in doubt look intelligent"
 MAX_CHARS = 1_000_000
 MAX_SEED = 2**63 - 1
+MAX_LAYERS = 1024  # more than any released model has (Llama 3.1 405B: 126)
 RANDOM_ONLY = frozenset({RANDOM})
 MODEL_ONLY = frozenset({MODEL})
 
@@ -130,7 +131,8 @@ class AttentionConfig:
                                choices=((None, "random weights (seeded)"),
                                         *((name, spec.label) for name, spec in MODELS.items())),
                                help="A pretrained model instead of random weights.")
-    layer: int = option(0, kind="int", lo=0, hi=max(s.layers for s in MODELS.values()) - 1, label="layer",
+    # any model's layer count bounds it (__post_init__); a folder's is known only from its config.json
+    layer: int = option(0, kind="int", lo=0, hi=MAX_LAYERS - 1, label="layer",
                         modes=MODEL_ONLY, ordinal=True,
                         help="The model's layer to show; X is the hidden state entering it.")
     ablate: tuple[tuple[int, int], ...] = option((), kind="heads", label="ablated heads", modes=MODEL_ONLY,

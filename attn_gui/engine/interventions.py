@@ -19,14 +19,13 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import torch
-import torch.nn.functional as F
 
 from .ablation import MODES, Head, by_layer, knock_out, ablation_hooks
 from .config import AttentionConfig
 from .devices import resolve_device
 from .errors import ConfigError
 from .sources import source
-from .sources.llama import decoder_layer, rms_norm
+from .sources.llama import decoder_layer, logits, norm
 
 
 
@@ -141,8 +140,7 @@ def _layer_batches(config: AttentionConfig, ids: tuple[int, ...], hook_for: Call
             h = torch.vmap(first)(picks)  # (h, n, d)
             for above in range(layer + 1, shape.layers):
                 h = torch.vmap(lambda r, above=above: decoder_layer(r, w, above, shape)[0])(h)
-            last = rms_norm(h[:, -1], w["model.norm.weight"], shape.eps)  # (h, d)
-            yield layer, F.linear(last, w["model.embed_tokens.weight"])  # (h, V), the tied output head
+            yield layer, logits(norm(h[:, -1], w, "model.norm", shape), w)  # (h, V)
 
 
 def _masked(pick: torch.Tensor) -> torch.Tensor:

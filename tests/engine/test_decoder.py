@@ -45,7 +45,7 @@ def test_spec_and_config():
     assert (cfg.dims.heads, cfg.dims.kv_heads, cfg.dims.d_k, cfg.dims.d_model) == (9, 3, 64, 576)
     assert cfg.is_causal and not cfg.causal and cfg.rope == 100000.0 == spec.rope_base
     assert AttentionConfig(model="minilm-l6").dims.kv_heads == 12 and not AttentionConfig(model="minilm-l6").is_causal
-    with pytest.raises(ConfigError, match="layer must be between 0 and 29; got 30"):
+    with pytest.raises(ConfigError, match=r"has layers 1 to 30 \(layer = 0 to 29 counted from 0\); got layer = 30"):
         AttentionConfig(model=NAME, layer=30)
     assert formula("weights", cfg) == "α = softmax(ω / √d_k + mask)"
     assert formula("q", cfg).endswith("rotated (RoPE)")

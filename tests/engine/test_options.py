@@ -19,6 +19,8 @@ def a_valid_other_value(opt: Option):
         return "a different sentence"
     if opt.kind == "bool":
         return not opt.default
+    if opt.name == "layer":  # bounded by the model's layers, not the declaration's generous cap
+        return max(s.layers for s in MODELS.values()) - 1
     if opt.kind == "int":
         return opt.hi if opt.default != opt.hi else opt.lo
     if opt.kind == "float":

@@ -1,11 +1,17 @@
-"""A Llama-family decoder from a local Hugging Face folder (``--model PATH``), run by ``llama.py``.
+"""A model in a local Hugging Face folder (``--model PATH``): its spec, and the decoders' reader.
 
 The folder holds config.json, the weights as safetensors (one file, or shards listed in
-model.safetensors.index.json) and tokenizer.json. Its spec is read from config.json only
-when a config first needs the model's sizes (``spec_for``, cached); the weights are read
-memory-mapped with ``safetensors`` and the tokenizer with ``tokenizers``. Nothing is
-downloaded and transformers is never imported. The families differ by a few declared
-facts (``FAMILIES``), not by code: Qwen2's Q/K/V biases are found in its weights.
+model.safetensors.index.json) and tokenizer.json. Its spec is read from config.json (and
+the special tokens from tokenizer.json) only when a config first needs the model's sizes
+(``spec_for``, cached); the weights are read with ``safetensors`` and the tokenizer with
+``tokenizers``. Nothing is downloaded and transformers is never imported.
+
+Families are declared, not coded: ``FAMILIES`` says which path runs a ``model_type``
+(the one decoder of ``llama.py``, or the one encoder of ``encoder.py``) and how its
+config.json names its sizes. Decoders: Llama, Mistral, Qwen2 (Q/K/V biases, found in the
+weights) and GPT-2 (LayerNorm, learned positions, GELU; its weights renamed here).
+Encoders: BERT, RoBERTa (positions counted after the padding id), DistilBERT (its own
+weight names), read by ``encoder.py``.
 """
 
 from __future__ import annotations
@@ -24,14 +30,57 @@ MAX_TOKENS = 512  # as the bundled models: the maps stay readable
 
 @dataclass(frozen=True)
 class Family:
-    """What one config.json ``model_type`` declares beyond the Llama decoder."""
+    """What one config.json ``model_type`` declares beyond the Llama decoder or the BERT encoder."""
 
     label: str
+    path: str = "decoder"  # "decoder": llama.py; "encoder": encoder.py
+    names: tuple[tuple[str, str], ...] = ()  # config.json's own key for a size, where it is not BERT's / Llama's
     sliding_window: bool = False  # Mistral: a window of keys, capped out here by max_tokens
+    norm: str = "rms"  # the decoder's norm and feed-forward (llama.LlamaShape)
+    mlp: str = "swiglu"
 
 
-FAMILIES = {"llama": Family("Llama"), "mistral": Family("Mistral", sliding_window=True),
-            "qwen2": Family("Qwen2")}
+FAMILIES = {
+    "llama": Family("Llama"), "mistral": Family("Mistral", sliding_window=True), "qwen2": Family("Qwen2"),
+    "gpt2": Family("GPT-2", names=(("heads", "n_head"), ("d_model", "n_embd"), ("layers", "n_layer"),
+                                    ("positions", "n_positions"), ("eps", "layer_norm_epsilon"),
+                                    ("act", "activation_function")), norm="layer", mlp="gelu"),
+    "bert": Family("BERT", path="encoder"), "roberta": Family("RoBERTa", path="encoder"),
+    "distilbert": Family("DistilBERT", path="encoder", names=(("heads", "n_heads"), ("d_model", "dim"),
+                                                             ("layers", "n_layers"), ("act", "activation"))),
+}
+# BERT's and Llama's names for the sizes; a family's ``names`` replace some
+KEYS = {"heads": "num_attention_heads", "d_model": "hidden_size", "layers": "num_hidden_layers",
+        "positions": "max_position_embeddings", "eps": "layer_norm_eps", "act": "hidden_act"}
+ACTIVATIONS = {"gelu": "gelu", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "relu": "relu"}
+
+
+def family_of(cfg: dict, folder: Path) -> Family:
+    """The declared family of a config.json; ``ConfigError`` naming the supported ones otherwise."""
+    kind = cfg.get("model_type")
+    if kind not in FAMILIES:
+        raise ConfigError(f"{folder.name} is a {kind!r} model; supported model_types: {', '.join(FAMILIES)}")
+    return FAMILIES[kind]
+
+
+def size(cfg: dict, family: Family, key: str, default=None):
+    """The config's value for ``key`` (heads, d_model, layers, positions, eps, act) under the family's own name."""
+    return cfg.get(dict(family.names).get(key, KEYS[key]), default)
+
+
+def activation(cfg: dict, family: Family, folder: Path) -> str:
+    """The feed-forward's activation as ``encoder`` / ``llama`` name it (gelu, gelu_tanh, relu)."""
+    act = size(cfg, family, "act", "gelu_new" if family.mlp == "gelu" else "gelu")
+    if family.path == "decoder" and family.mlp == "swiglu":
+        return "silu"
+    if act not in ACTIVATIONS:
+        raise ConfigError(f"{folder.name}: activation {act!r} is not supported; supported: {', '.join(ACTIVATIONS)}")
+    return ACTIVATIONS[act]
+
+
+def position_offset(cfg: dict) -> int:
+    """RoBERTa counts positions from its padding id + 1; BERT and DistilBERT from 0."""
+    return int(cfg.get("pad_token_id", 1)) + 1 if cfg.get("model_type") == "roberta" else 0
 
 
 def weight_files(folder: Path) -> list[Path]:
@@ -67,36 +116,42 @@ def spec_for(path: str) -> ModelSpec:
             raise ConfigError(f"{folder.name} has no {needed}")
     try:
         cfg = json.loads((folder / "config.json").read_text())
-        kind = cfg.get("model_type")
-        if kind not in FAMILIES:
-            raise ConfigError(f"{folder.name} is a {kind!r} model; supported model_types: {', '.join(FAMILIES)}")
-        heads, d = int(cfg["num_attention_heads"]), int(cfg["hidden_size"])
+        family = family_of(cfg, folder)
+        activation(cfg, family, folder)
+        heads, d = int(size(cfg, family, "heads")), int(size(cfg, family, "d_model"))
         d_k = int(cfg.get("head_dim") or d // heads)
-        window = cfg.get("sliding_window") if FAMILIES[kind].sliding_window else None
-        limit = min(MAX_TOKENS, int(cfg.get("max_position_embeddings", MAX_TOKENS)), int(window or MAX_TOKENS))
-        return ModelSpec(str(path), f"{folder.name} ({FAMILIES[kind].label} decoder)", module="hf",
-                         layers=int(cfg["num_hidden_layers"]), heads=heads,
-                         kv_heads=int(cfg.get("num_key_value_heads") or heads), d_model=d, d_k=d_k, d_v=d_k,
-                         max_tokens=limit, has_bias=bool(cfg.get("attention_bias", kind == "qwen2")),
-                         causal=True, rope_base=float(cfg.get("rope_theta", 10000.0)),
-                         x_is="RMSNorm of the residual stream entering the layer",
+        window = cfg.get("sliding_window") if family.sliding_window else None
+        positions = int(size(cfg, family, "positions", MAX_TOKENS)) - position_offset(cfg)
+        limit = min(MAX_TOKENS, positions, int(window or MAX_TOKENS))
+        common = dict(layers=int(size(cfg, family, "layers")), heads=heads, d_model=d, d_k=d_k, d_v=d_k,
+                      max_tokens=limit)
+        if family.path == "encoder":
+            return ModelSpec(str(path), f"{folder.name} ({family.label} encoder)", module="encoder",
+                             has_bias=True, special_tokens=special_tokens(folder), **common)
+        return ModelSpec(str(path), f"{folder.name} ({family.label} decoder)", module="hf",
+                         kv_heads=int(cfg.get("num_key_value_heads") or heads),
+                         has_bias=bool(cfg.get("attention_bias", cfg.get("model_type") in ("qwen2", "gpt2"))),
+                         causal=True, rope_base=None if family.norm == "layer" else float(cfg.get("rope_theta", 1e4)),
+                         x_is=f"{'LayerNorm' if family.norm == 'layer' else 'RMSNorm'} of the residual stream "
+                              "entering the layer",
                          about=("output is the attention block's output, before the residual",
-                                "the model is causal by construction: the causal mask is always on"))
+                                "the model is causal by construction: the causal mask is always on"), **common)
+    except ConfigError:
+        raise
     except (ValueError, KeyError, TypeError) as exc:
         raise ConfigError(f"{folder.name}/config.json is not a model config: {exc!s:.80}") from None
 
 
-def read(spec: ModelSpec):
-    """The folder's weights (memory-mapped, stored dtype), tokenizer and constants, as ``smollm2.load_model`` keeps them."""
+def special_tokens(folder: Path) -> tuple[str, ...]:
+    """The texts of the tokenizer's special added tokens ([CLS], <s>, …): the tokens a view may hide."""
+    added = json.loads((folder / "tokenizer.json").read_text()).get("added_tokens") or []
+    return tuple(t["content"] for t in added if t.get("special"))
+
+
+def read_weights(folder: Path) -> dict:
+    """Every tensor of the folder's safetensors files, in their stored dtype; ``ConfigError`` in one line."""
     from safetensors import safe_open
-    from tokenizers import Tokenizer
 
-    from .byte_bpe import readable
-    from .llama import LlamaShape
-    from .smollm2 import SmolLM2
-
-    folder = Path(spec.name).expanduser()
-    cfg = json.loads((folder / "config.json").read_text())
     weights = {}
     try:
         for file in weight_files(folder):
@@ -107,10 +162,56 @@ def read(spec: ModelSpec):
         raise
     except Exception as exc:  # a truncated or corrupt file: safetensors' own error, in one line
         raise ConfigError(f"{folder.name}: the weights cannot be read ({exc!s:.80})") from None
-    expected = (spec.heads * spec.d_k, spec.d_model)
-    got = tuple(weights.get("model.layers.0.self_attn.q_proj.weight", ()).shape) if weights else ()
-    if got != expected:
-        raise ConfigError(f"{folder.name}: config.json says W_q is {expected}, the weights hold {got}")
+    return weights
+
+
+def check_shape(folder: Path, got, expected) -> None:
+    """Refuse weights whose W_q disagrees with config.json (a config from another model)."""
+    if tuple(got) != tuple(expected):
+        raise ConfigError(f"{folder.name}: config.json says W_q is {tuple(expected)}, the weights hold {tuple(got)}")
+
+
+def gpt2_weights(w: dict, d: int) -> dict:
+    """GPT-2's tensors under llama.py's names: Conv1D's (in, out) transposed, c_attn split into Q, K and V."""
+    w = {k.removeprefix("transformer."): v for k, v in w.items()}
+    out = {"model.embed_tokens.weight": w["wte.weight"], "model.embed_positions.weight": w["wpe.weight"],
+           "model.norm.weight": w["ln_f.weight"], "model.norm.bias": w["ln_f.bias"]}
+    if "lm_head.weight" in w:
+        out["lm_head.weight"] = w["lm_head.weight"]
+    linear = lambda t: t.T.contiguous()  # noqa: E731  Conv1D: y = x W + b, W (in, out); nn.Linear: (out, in)
+    for i in range(len({k.split(".")[1] for k in w if k.startswith("h.")})):
+        src, dst = f"h.{i}.", f"model.layers.{i}."
+        for a, b in (("ln_1", "input_layernorm"), ("ln_2", "post_attention_layernorm")):
+            out[f"{dst}{b}.weight"], out[f"{dst}{b}.bias"] = w[f"{src}{a}.weight"], w[f"{src}{a}.bias"]
+        qkv_w, qkv_b = w[f"{src}attn.c_attn.weight"], w[f"{src}attn.c_attn.bias"]  # (d, 3d), (3d,)
+        for j, name in enumerate("qkv"):
+            out[f"{dst}self_attn.{name}_proj.weight"] = linear(qkv_w[:, j * d:(j + 1) * d])
+            out[f"{dst}self_attn.{name}_proj.bias"] = qkv_b[j * d:(j + 1) * d]
+        for a, b in (("attn.c_proj", "self_attn.o_proj"), ("mlp.c_fc", "mlp.up_proj"), ("mlp.c_proj", "mlp.down_proj")):
+            out[f"{dst}{b}.weight"], out[f"{dst}{b}.bias"] = linear(w[f"{src}{a}.weight"]), w[f"{src}{a}.bias"]
+    return out
+
+
+def read(spec: ModelSpec):
+    """The folder's weights (stored dtype, llama.py's names), tokenizer and constants, as ``smollm2.load_model`` keeps them."""
+    from tokenizers import Tokenizer
+
+    from .byte_bpe import readable
+    from .llama import LlamaShape
+    from .smollm2 import SmolLM2
+
+    folder = Path(spec.name).expanduser()
+    cfg = json.loads((folder / "config.json").read_text())
+    family = family_of(cfg, folder)
+    weights = read_weights(folder)
+    if family.norm == "layer":
+        try:
+            weights = gpt2_weights(weights, spec.d_model)
+        except KeyError as exc:
+            raise ConfigError(f"{folder.name}: the weights lack {exc} for a GPT-2 model") from None
+    got = weights["model.layers.0.self_attn.q_proj.weight"].shape if "model.layers.0.self_attn.q_proj.weight" in \
+        weights else ()
+    check_shape(folder, got, (spec.heads * spec.d_k, spec.d_model))
     tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
     special = frozenset(i for i, t in tokenizer.get_added_tokens_decoder().items() if t.special)
     ids = tokenizer.get_vocab(with_added_tokens=True)
@@ -119,8 +220,9 @@ def read(spec: ModelSpec):
         texts[i] = readable(tok, i in special)
     eos = cfg.get("eos_token_id")
     eos = eos[0] if isinstance(eos, list) else eos
-    shape = LlamaShape(spec.layers, spec.heads, spec.kv_heads, spec.d_k, float(cfg.get("rms_norm_eps", 1e-6)),
-                       spec.rope_base)
+    eps = size(cfg, family, "eps") if family.norm == "layer" else cfg.get("rms_norm_eps")
+    shape = LlamaShape(spec.layers, spec.heads, spec.kv_heads, spec.d_k, float(eps or 1e-6), spec.rope_base,
+                       norm=family.norm, mlp=family.mlp if family.mlp == "swiglu" else activation(cfg, family, folder))
     return SmolLM2(spec, shape, weights, tokenizer, tuple(texts), special, -1 if eos is None else int(eos), None)
 
 

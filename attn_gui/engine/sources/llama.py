@@ -1,10 +1,15 @@
-"""The Llama decoder's forward pass, written out, with its key/value cache.
+"""The decoder's forward pass, written out, with its key/value cache: Llama, and GPT-2 as declared differences.
 
-Per layer: RMSNorm, then attention through the engine's one ``attention.attend`` (causal,
-RoPE with the half-split pairing, grouped-query K/V heads), the residual, RMSNorm, the
-SwiGLU feed-forward, the residual; then the final RMSNorm and the output head. Weights are
-named as transformers' ``LlamaForCausalLM`` names them (``model.layers.3.self_attn.q_proj.weight``),
+Per layer: a norm, then attention through the engine's one ``attention.attend`` (causal,
+RoPE with the half-split pairing, grouped-query K/V heads), the residual, a norm, the
+feed-forward, the residual; then the final norm and the output head. Weights are named as
+transformers' ``LlamaForCausalLM`` names them (``model.layers.3.self_attn.q_proj.weight``),
 in nn.Linear's (out, in) layout; the tests compare every step with that class.
+
+GPT-2 is the same path with three differences declared in ``LlamaShape``: LayerNorm with a
+bias instead of RMSNorm, learned absolute positions added to the token embedding instead of
+RoPE, and a GELU (tanh) feed-forward with biases instead of SwiGLU; its reader renames and
+splits its weights into the names above (``hf.gpt2_weights``).
 
 The same ``forward`` serves a whole sentence (the prefill) and one more token at a time
 (a decode step): given the ``KVCache`` of the tokens before, each layer computes q, k and v
@@ -29,8 +34,10 @@ class LlamaShape:
     heads: int
     kv_heads: int
     d_k: int
-    eps: float  # RMSNorm's epsilon
-    rope_base: float
+    eps: float  # the norm's epsilon
+    rope_base: float | None  # None: no RoPE (GPT-2's learned positions)
+    norm: str = "rms"  # "rms": RMSNorm (Llama); "layer": LayerNorm with a bias (GPT-2)
+    mlp: str = "swiglu"  # "swiglu": W_down (silu(W_gate x) * W_up x); else W_down act(W_up x + b) + b (GPT-2)
 
 
 @dataclass(frozen=True)
@@ -82,11 +89,18 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
     return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * weight
 
 
+def norm(x: torch.Tensor, w: dict, prefix: str, shape: LlamaShape) -> torch.Tensor:
+    """The model's norm of ``x`` with the weights at ``prefix``: RMSNorm, or LayerNorm with its bias (GPT-2)."""
+    if shape.norm == "layer":
+        return F.layer_norm(x, x.shape[-1:], w[prefix + ".weight"], w[prefix + ".bias"], shape.eps)
+    return rms_norm(x, w[prefix + ".weight"], shape.eps)
+
+
 def head_weights(w: dict, layer: int, shape: LlamaShape) -> Projections:
     """Layer ``layer``'s projections per head, in column layout (q_i = W x_i + b).
 
     nn.Linear stores W_q as (h * d_k, d); head i owns rows i*d_k:(i+1)*d_k (K and V: g heads).
-    Q, K and V have biases where the weights hold them (Qwen2), else none (Llama).
+    Q, K and V have biases where the weights hold them (Qwen2, GPT-2), else none (Llama); W_O too (GPT-2).
     """
     p = f"model.layers.{layer}.self_attn"
     d = w[f"{p}.q_proj.weight"].shape[1]
@@ -100,13 +114,22 @@ def head_weights(w: dict, layer: int, shape: LlamaShape) -> Projections:
         w_k=w[f"{p}.k_proj.weight"].view(shape.kv_heads, -1, d),  # (g, d_k, d)
         w_v=w[f"{p}.v_proj.weight"].view(shape.kv_heads, -1, d),  # (g, d_v, d)
         w_o=w[f"{p}.o_proj.weight"],  # (d, h * d_v)
+        b_o=w[f"{p}.o_proj.bias"].view(1, -1) if f"{p}.o_proj.bias" in w else None,  # (1, d)
         **biases,
     )
 
 
-def feed_forward(x: torch.Tensor, w: dict, layer: int) -> torch.Tensor:
-    """SwiGLU: W_down (silu(W_gate x) * W_up x).  (n, d) -> (n, d)"""
+def act(x: torch.Tensor, name: str) -> torch.Tensor:
+    """The feed-forward's activation by config name: gelu (erf, BERT's), gelu_tanh (GPT-2's "gelu_new"), relu."""
+    return F.gelu(x, approximate="tanh") if name == "gelu_tanh" else F.relu(x) if name == "relu" else F.gelu(x)
+
+
+def feed_forward(x: torch.Tensor, w: dict, layer: int, shape: LlamaShape) -> torch.Tensor:
+    """SwiGLU: W_down (silu(W_gate x) * W_up x); GPT-2: W_down act(W_up x + b_up) + b_down.  (n, d) -> (n, d)"""
     p = f"model.layers.{layer}.mlp"
+    if shape.mlp != "swiglu":
+        up = act(F.linear(x, w[f"{p}.up_proj.weight"], w[f"{p}.up_proj.bias"]), shape.mlp)
+        return F.linear(up, w[f"{p}.down_proj.weight"], w[f"{p}.down_proj.bias"])
     return F.linear(F.silu(F.linear(x, w[f"{p}.gate_proj.weight"])) * F.linear(x, w[f"{p}.up_proj.weight"]),
                     w[f"{p}.down_proj.weight"])
 
@@ -115,11 +138,11 @@ def decoder_layer(h: torch.Tensor, w: dict, layer: int, shape: LlamaShape,
                   past: tuple[torch.Tensor, torch.Tensor] | None = None, *, z_hook=None):
     """One layer over the new rows ``h`` (n, d); returns (next residual, X, attention steps)."""
     p = f"model.layers.{layer}"
-    x = rms_norm(h, w[f"{p}.input_layernorm.weight"], shape.eps)  # X: what attention reads
+    x = norm(h, w, f"{p}.input_layernorm", shape)  # X: what attention reads
     steps = attend(x, head_weights(w, layer, shape), layout="column", causal=True, rope_base=shape.rope_base,
                    past=past, z_hook=z_hook)
     h = h + steps["output"]
-    h = h + feed_forward(rms_norm(h, w[f"{p}.post_attention_layernorm.weight"], shape.eps), w, layer)
+    h = h + feed_forward(norm(h, w, f"{p}.post_attention_layernorm", shape), w, layer, shape)
     return h, x, steps
 
 
@@ -127,12 +150,15 @@ def forward(w: dict, ids: torch.Tensor, shape: LlamaShape, cache: KVCache | None
             z_hooks: dict | None = None) -> Forward:
     """Run the model on the new token ids (n,), after the ``cache`` of the tokens before (if any).
 
-    The output head is ``lm_head.weight`` where the weights hold one, else the token
-    embedding (tied weights); only the last row's logits are computed, as the next token
-    needs no others. ``z_hooks`` maps a layer (0-based) to a function of its per-head
+    Learned positions (GPT-2's ``model.embed_positions.weight``) are added to the token
+    embedding, counted from the cache's length. Only the last row's logits are computed
+    (``logits``), as the next token needs no others. ``z_hooks`` maps a layer (0-based) to a function of its per-head
     outputs Z (h, n, d_v) returning what W_O reads instead (``engine.interventions``).
     """
     h = w["model.embed_tokens.weight"][ids]  # (n, d)
+    if "model.embed_positions.weight" in w:  # learned absolute positions (GPT-2)
+        start = 0 if cache is None else cache.length
+        h = h + w["model.embed_positions.weight"][start:start + ids.shape[0]]
     residual, inputs, weights, keys, values = [h], [], [], [], []
     for layer in range(shape.layers):
         past = None if cache is None else (cache.keys[layer], cache.values[layer])
@@ -142,7 +168,12 @@ def forward(w: dict, ids: torch.Tensor, shape: LlamaShape, cache: KVCache | None
         weights.append(steps["weights"])  # (h, n, P + n)
         keys.append(steps["k"])  # (g, P + n, d_k): the cache and the new keys
         values.append(steps["v"])
-    residual[-1] = rms_norm(h, w["model.norm.weight"], shape.eps)  # (n, d)
-    head = w.get("lm_head.weight", w["model.embed_tokens.weight"])  # (V, d)
-    logits = F.linear(residual[-1][-1], head)  # (V,): the last row only
-    return Forward(residual, inputs, torch.stack(weights), KVCache(tuple(keys), tuple(values)), logits)
+    residual[-1] = norm(h, w, "model.norm", shape)  # (n, d)
+    return Forward(residual, inputs, torch.stack(weights), KVCache(tuple(keys), tuple(values)),
+                   logits(residual[-1][-1], w))
+
+
+def logits(last: torch.Tensor, w: dict) -> torch.Tensor:
+    """The next-token logits of final-normed rows ``last`` (..., d): ``lm_head.weight``, else the tied embedding."""
+    return F.linear(last, w.get("lm_head.weight", w["model.embed_tokens.weight"]))  # (..., V)
+
