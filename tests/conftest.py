@@ -60,3 +60,28 @@ def smollm2_peer():
         model = transformers.AutoModelForCausalLM.from_pretrained(str(path.parent), gguf_file=path.name,
                                                                   attn_implementation="eager")
     return model.eval(), tokenizer
+
+
+@pytest.fixture(scope="session")
+def bert_folder(tmp_path_factory):
+    """A tiny random BERT saved by transformers (2 layers, 4 heads, d 32) with a WordLevel tokenizer.json
+    adding [CLS] and [SEP]: a model folder as a user has one. Returns (path, the transformers model)."""
+    transformers = pytest.importorskip("transformers")
+    import torch
+    from tokenizers import AddedToken, Tokenizer, models, pre_tokenizers, processors
+
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", *"the cat sat on a mat and dog ran".split()]
+    torch.manual_seed(0)
+    config = transformers.BertConfig(vocab_size=len(vocab), hidden_size=32, num_hidden_layers=2,
+                                     num_attention_heads=4, intermediate_size=48, max_position_embeddings=64)
+    hf = transformers.BertModel(config, add_pooling_layer=False).eval()
+    hf.set_attn_implementation("eager")
+    path = tmp_path_factory.mktemp("tiny-bert")
+    hf.save_pretrained(path)
+    tok = Tokenizer(models.WordLevel({w: i for i, w in enumerate(vocab)}, unk_token="[UNK]"))
+    tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    tok.add_special_tokens([AddedToken(s, special=True) for s in vocab[:4]])
+    tok.post_processor = processors.TemplateProcessing(single="[CLS] $A [SEP]", special_tokens=[("[CLS]", 2),
+                                                                                                ("[SEP]", 3)])
+    tok.save(str(path / "tokenizer.json"))
+    return str(path), hf

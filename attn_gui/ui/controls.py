@@ -50,11 +50,14 @@ class ControlPanel(QtWidgets.QWidget):
         A preset was picked (the window applies it, keeping the device).
     hideSpecialToggled(bool)
         "hide [CLS] and [SEP]" was toggled (a view choice, not a config field).
+    openModelRequested()
+        "Open…" beside the weights was pressed: the window asks for a model folder.
     """
 
     edited = QtCore.Signal(dict)
     presetChosen = QtCore.Signal(str)
     hideSpecialToggled = QtCore.Signal(bool)
+    openModelRequested = QtCore.Signal()
 
     def __init__(self, parent: QtWidgets.QWidget | None = None):
         super().__init__(parent)
@@ -113,6 +116,12 @@ class ControlPanel(QtWidgets.QWidget):
         self.rerollButton.setObjectName("rerollButton")
         self.rerollButton.setToolTip("New random seeds for X and the weights")
         self.rerollButton.clicked.connect(self.reroll)
+        self.openModelButton = QtWidgets.QPushButton("Open…")
+        self.openModelButton.setObjectName("openModelButton")
+        self.openModelButton.setToolTip("Open a model folder on this computer (Hugging Face layout: config.json, "
+                                        "*.safetensors, tokenizer.json); File → Recent models lists the last ones")
+        self.openModelButton.clicked.connect(self.openModelRequested)
+        self.sourceCombo.setMinimumContentsLength(4)  # with Open… beside it, within the panel's width
         self.hideSpecialCheck = QtWidgets.QCheckBox("hide [CLS] and [SEP] in the maps")
         self.hideSpecialCheck.setObjectName("hideSpecialCheck")
         self.hideSpecialCheck.setToolTip("Special tokens often soak up attention; hiding them shows the rest "
@@ -155,11 +164,11 @@ class ControlPanel(QtWidgets.QWidget):
             form.addRow(label)
             form.addRow(widget)
             form.addRow(self.sourceChips)
-        elif name == "seed":
+        elif name in ("seed", "model"):  # a button beside it: Re-roll, Open…
             row = QtWidgets.QHBoxLayout()
             row.addWidget(widget, 1)
-            row.addWidget(self.rerollButton)
-            form.addRow("seed", row)
+            row.addWidget(self.rerollButton if name == "seed" else self.openModelButton)
+            form.addRow(LABELS.get(name, name), row)
         elif isinstance(widget, QtWidgets.QCheckBox):
             form.addRow("", widget)
         else:
@@ -169,7 +178,7 @@ class ControlPanel(QtWidgets.QWidget):
         if title == "Sentence":
             form.addRow("", self.presetCombo)
         elif title == "Source":
-            form.addRow("", self.hideSpecialCheck)
+            form.addRow(self.hideSpecialCheck)  # the whole row: its text is longer than the label column allows
             form.addRow(self.modelNote)
 
     # showing a config ------------------------------------------------------------------------
@@ -303,6 +312,8 @@ def special_label(model) -> str:
         return "hide special tokens in the maps"
     if model.causal:  # a decoder adds none of its own: only those typed in the text
         return "hide special tokens typed in the text"
+    if len(model.special_tokens) > 2:  # the names are in the tooltip: a long line would widen the panel
+        return "hide the model's special tokens in the maps"
     return f"hide {' and '.join(model.special_tokens)} in the maps"
 
 
@@ -313,7 +324,8 @@ def special_tip(model) -> str:
     if model.causal:
         return (f"{model.label.split(' ')[0]} adds no special tokens of its own: this hides only those typed in "
                 f"the text ({', '.join(model.special_tokens)}); the numbers are unchanged")
-    return ("Special tokens often soak up attention; hiding them shows the rest (the numbers are unchanged)")
+    return (f"Special tokens ({', '.join(model.special_tokens)}) often soak up attention; hiding them shows "
+            f"the rest (the numbers are unchanged)")
 
 
 def _chips(tokens: tuple[str, ...], limit: int, more: bool = True) -> str:

@@ -14,7 +14,7 @@ from typing import Any
 from PySide6 import QtCore, QtGui, QtWidgets
 
 from ..engine import Option, UserError, available_devices, format_heads, parse_heads
-from ..engine.sources import install_hint, is_available
+from ..engine.sources import MODELS, install_hint, is_available
 from ..present.state import check_window_text
 
 INT32_MAX = 2**31 - 1
@@ -264,7 +264,9 @@ def _bool(opt: Option) -> Editor:
     return Editor(opt, check, check.isChecked, check.setChecked, [check.toggled])
 
 
-def _combo(opt: Option, items: list[tuple[Any, str]], unavailable: Callable[[Any], str] | None = None) -> Editor:
+def _combo(opt: Option, items: list[tuple[Any, str]], unavailable: Callable[[Any], str] | None = None,
+           other: Callable[[Any], tuple[str, str]] | None = None) -> Editor:
+    """A combo box of ``items`` (value, label); ``other(value)`` gives (label, tooltip) of a value not listed."""
     box = QtWidgets.QComboBox()
     box.setSizeAdjustPolicy(QtWidgets.QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
     box.setMinimumContentsLength(8)
@@ -281,7 +283,12 @@ def _combo(opt: Option, items: list[tuple[Any, str]], unavailable: Callable[[Any
         index = box.findData(value)
         if index < 0 and value == "cuda":
             index = box.findData("cuda:0")
-        if index < 0:  # a valid value this machine cannot run (a session from a GPU machine): shown as is
+        if index < 0 and other is not None:  # a model folder: its name and family, the path in the tooltip
+            label, tip = other(value)
+            box.addItem(label, value)
+            index = box.count() - 1
+            box.setItemData(index, tip, QtCore.Qt.ItemDataRole.ToolTipRole)
+        elif index < 0:  # a valid value this machine cannot run (a session from a GPU machine): shown as is
             box.addItem(f"{value} (not on this machine)", value)
             index = box.count() - 1
         box.setCurrentIndex(index)
@@ -305,6 +312,7 @@ def make_editor(opt: Option) -> Editor:
         return _heads(opt)
     if opt.kind == "model":
         return _combo(opt, list(opt.choices),
-                      lambda name: "" if name is None or is_available(name) else install_hint(name))
+                      lambda name: "" if name is None or is_available(name) else install_hint(name),
+                      lambda path: (MODELS[path].label, path))
     return _combo(opt, list(opt.choices))
 

@@ -1,4 +1,4 @@
-"""The window's file actions: open and save sessions (the whole view state), export everything."""
+"""The window's file actions: open and save sessions (the whole view state), open a model folder, export everything."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from pathlib import Path
 
 from PySide6 import QtCore, QtWidgets
 
-from ..engine import UserError, check_tokens_now
+from ..engine import MODELS, UserError, check_tokens_now
 from ..export import bundle
 from ..export.bundle import ExportTooLarge, export_all
 from ..export.files import human
@@ -66,12 +66,35 @@ class FileActions:
             self.open_session(path)
 
     def fill_recent(self) -> None:
-        self.recentMenu.clear()
-        paths = self.settings.recent_sessions()
-        for path in paths:
-            self.recentMenu.addAction(path, lambda p=path: self.open_session(p))
-        if not paths:
-            self.recentMenu.addAction("(none yet)").setEnabled(False)
+        _fill(self.recentMenu, self.settings.recent("sessions"), self.open_session)
+
+    def fill_recent_models(self) -> None:
+        _fill(self.recentModelsMenu, self.settings.recent("models"), self.open_model)
+
+    def open_model(self, path: str) -> bool:
+        """Show the model in folder ``path`` from its first layer; on any problem say why in a dialog and change nothing.
+
+        The folder holds a Hugging Face checkpoint (config.json, safetensors, tokenizer.json)
+        of a family ``engine.sources.hf`` declares; its sizes are read now, its weights by the
+        worker, which shows the load's progress.
+        """
+        try:
+            spec = MODELS[path]  # config.json only: a wrong folder is refused before anything changes
+            config = self.state.config.replace(model=path, layer=0, ablate=())
+        except (UserError, KeyError) as exc:
+            QtWidgets.QMessageBox.warning(self, "Cannot open model", f"{path}\n\n{exc}")
+            return False
+        self.set_state(self.state.replace(config=config))
+        self.settings.add_recent("models", str(path))
+        self.settings.set("model_dir", str(Path(path).parent))
+        self.statusBar().showMessage(f"Opened {spec.label} from {path}", 8000)
+        return True
+
+    def open_model_dialog(self) -> None:
+        path = QtWidgets.QFileDialog.getExistingDirectory(
+            self, "Open a model folder (config.json, *.safetensors, tokenizer.json)", self.settings.get("model_dir"))
+        if path:
+            self.open_model(path)
 
     def export_all(self, folder: str | None = None, overwrite: bool = False, confirmed: bool = False) -> list | None:
         """Write every map, the figure, the tensors and a manifest into ``folder`` (asks if None).
@@ -130,3 +153,12 @@ class FileActions:
         self.settings.set("export_dir", str(folder))
         self.statusBar().showMessage(f"Exported {len(written)} files to {folder}", 8000)
         return written
+
+
+def _fill(menu: QtWidgets.QMenu, paths: list[str], open_path) -> None:
+    """``menu`` lists ``paths``, newest first; choosing one calls ``open_path(path)``."""
+    menu.clear()
+    for path in paths:
+        menu.addAction(path, lambda p=path: open_path(p))
+    if not paths:
+        menu.addAction("(none yet)").setEnabled(False)

@@ -151,6 +151,7 @@ class MainWindow(FileActions, QtWidgets.QMainWindow):
         self.panel.decoderPanel.stopRequested.connect(self.stop_generation)
         self.panel.edited.connect(self.edit_config)
         self.panel.presetChosen.connect(self.apply_preset)
+        self.panel.openModelRequested.connect(self.open_model_dialog)
         self.panel.hideSpecialToggled.connect(lambda hide: self.set_state(self._state.replace(hide_special=hide)))
         self.canvas.tokenSelected.connect(self.select_token)
         self.canvas.headSelected.connect(self.select_head)

@@ -31,7 +31,9 @@ _DEFAULTS: dict[str, Any] = {
     "splitter": QtCore.QByteArray(),
     "export_dir": "",
     "session_dir": "",
+    "model_dir": "",  # where Open model… starts
     "recent_sessions": "[]",  # JSON list of paths, newest first
+    "recent_models": "[]",  # JSON list of model folders opened, newest first
     "lesson": "",  # the open lesson and step, "name:step" (step from 1)
 }
 MAX_RECENT = 8
@@ -152,17 +154,25 @@ class Settings:
         self.set("state", json.dumps(state.to_dict()))
 
     def recent_sessions(self) -> list[str]:
+        return self.recent("sessions")
+
+    def add_recent_session(self, path: str) -> None:
+        self.add_recent("sessions", path)
+
+    def recent(self, kind: str) -> list[str]:
+        """The paths of ``kind`` ("sessions" or "models") opened lately, newest first (bad entries dropped)."""
         try:
-            paths = json.loads(self.get("recent_sessions"))
+            paths = json.loads(self.get(f"recent_{kind}"))
         except (ValueError, RecursionError):
             return []
         if not isinstance(paths, list):
             return []
         return [p for p in paths if isinstance(p, str) and 0 < len(p) < MAX_PATH and "\0" not in p][:MAX_RECENT]
 
-    def add_recent_session(self, path: str) -> None:
-        paths = [path] + [p for p in self.recent_sessions() if p != path]
-        self.set("recent_sessions", json.dumps(paths[:MAX_RECENT]))
+    def add_recent(self, kind: str, path: str) -> None:
+        """Put ``path`` first among the recent ``kind`` ("sessions" or "models")."""
+        paths = [path] + [p for p in self.recent(kind) if p != path]
+        self.set(f"recent_{kind}", json.dumps(paths[:MAX_RECENT]))
 
     def sync(self) -> None:
         self._qs.sync()

@@ -26,6 +26,7 @@ from ..errors import ConfigError
 from .spec import ModelSpec
 
 MAX_TOKENS = 512  # as the bundled models: the maps stay readable
+GENERIC = {"model", "models", "weights", "checkpoint", "hf", "final"}  # labelled with their parent folder's name
 
 
 @dataclass(frozen=True)
@@ -125,10 +126,11 @@ def spec_for(path: str) -> ModelSpec:
         limit = min(MAX_TOKENS, positions, int(window or MAX_TOKENS))
         common = dict(layers=int(size(cfg, family, "layers")), heads=heads, d_model=d, d_k=d_k, d_v=d_k,
                       max_tokens=limit)
+        name = folder.name if folder.name.lower() not in GENERIC else f"{folder.parent.name}/{folder.name}"
         if family.path == "encoder":
-            return ModelSpec(str(path), f"{folder.name} ({family.label} encoder)", module="encoder",
+            return ModelSpec(str(path), f"{name} ({family.label} encoder)", module="encoder",
                              has_bias=True, special_tokens=special_tokens(folder), **common)
-        return ModelSpec(str(path), f"{folder.name} ({family.label} decoder)", module="hf",
+        return ModelSpec(str(path), f"{name} ({family.label} decoder)", module="hf",
                          kv_heads=int(cfg.get("num_key_value_heads") or heads),
                          has_bias=bool(cfg.get("attention_bias", cfg.get("model_type") in ("qwen2", "gpt2"))),
                          causal=True, rope_base=None if family.norm == "layer" else float(cfg.get("rope_theta", 1e4)),
@@ -143,9 +145,27 @@ def spec_for(path: str) -> ModelSpec:
 
 
 def special_tokens(folder: Path) -> tuple[str, ...]:
-    """The texts of the tokenizer's special added tokens ([CLS], <s>, …): the tokens a view may hide."""
-    added = json.loads((folder / "tokenizer.json").read_text()).get("added_tokens") or []
-    return tuple(t["content"] for t in added if t.get("special"))
+    """The tokens the tokenizer adds around a text ([CLS] … [SEP], <s> … </s>): those a view may hide.
+
+    Read from tokenizer.json's post-processor; [UNK], [PAD] and [MASK] are left out, as an
+    [UNK] in the maps stands for a typed word. Without a post-processor: the special added tokens.
+    """
+    data = json.loads((folder / "tokenizer.json").read_text())
+    found = _added_by(data.get("post_processor") or {})
+    if found:
+        return tuple(dict.fromkeys(found))
+    return tuple(t["content"] for t in data.get("added_tokens") or [] if t.get("special"))
+
+
+def _added_by(processor: dict) -> list[str]:
+    kind = processor.get("type")
+    if kind == "TemplateProcessing":
+        return list(processor.get("special_tokens") or {})
+    if kind in ("BertProcessing", "RobertaProcessing"):  # cls and sep as [text, id]
+        return [processor[k][0] for k in ("cls", "sep") if isinstance(processor.get(k), list)]
+    if kind == "Sequence":
+        return [t for p in processor.get("processors") or [] for t in _added_by(p)]
+    return []
 
 
 def read_weights(folder: Path) -> dict:

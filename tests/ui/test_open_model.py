@@ -1,0 +1,55 @@
+"""File → Open model… and the panel's Open… button: a model folder on disk becomes the weights,
+its layers and heads computed as transformers computes them, remembered among the recent models;
+a folder that is not a model says why and changes nothing."""
+
+import torch
+from PySide6 import QtWidgets
+
+from attn_gui.engine import MODELS
+
+
+def test_open_a_folder_shows_its_layers_and_remembers_it(window, qtbot, bert_folder):
+    path, hf = bert_folder
+    window.edit_config({"sentence": "the cat sat on a mat"})
+    assert window.open_model(path)
+    qtbot.waitUntil(lambda: window.frame.result.config.model == path, timeout=20000)
+    r = window.frame.result
+    assert r.tokens == ("[CLS]", "the", "cat", "sat", "on", "a", "mat", "[SEP]")
+    with torch.no_grad():
+        out = hf(torch.tensor(r.token_ids.tolist())[None], output_attentions=True)
+    assert torch.allclose(r.weights, out.attentions[0][0], atol=1e-5, rtol=0)
+    combo = window.panel.sourceCombo
+    assert combo.currentText() == MODELS[path].label and "BERT encoder" in combo.currentText()
+    assert window.panel.layerSpin.maximum() == 2  # the folder's layers, counted from 1
+    window.panel.layerSpin.setValue(2)
+    qtbot.waitUntil(lambda: window.frame.result.config.layer == 1, timeout=20000)
+    assert torch.allclose(window.frame.result.weights, out.attentions[1][0], atol=1e-5, rtol=0)
+    assert window.settings.recent("models")[0] == path
+    window.fill_recent_models()
+    assert [a.text() for a in window.recentModelsMenu.actions()] == [path]
+    window.edit_config({"model": None, "layer": 0})
+    qtbot.waitUntil(lambda: window.frame.result.config.model is None, timeout=20000)
+    window.recentModelsMenu.actions()[0].trigger()  # the recent entry opens it again
+    qtbot.waitUntil(lambda: window.frame.result.config.model == path, timeout=20000)
+
+
+def test_a_folder_that_is_not_a_model_changes_nothing(window, qtbot, tmp_path, monkeypatch):
+    warnings = []
+    monkeypatch.setattr(QtWidgets.QMessageBox, "warning", lambda *a: warnings.append(a[2]))
+    before = window.state
+    (tmp_path / "config.json").write_text('{"model_type": "t5"}')
+    (tmp_path / "tokenizer.json").write_text("{}")
+    assert not window.open_model(str(tmp_path))
+    assert "is a 't5' model; supported model_types: llama" in warnings[-1]
+    assert not window.open_model(str(tmp_path / "nowhere"))
+    assert "neither a bundled model nor a folder" in warnings[-1]
+    assert window.state == before and window.settings.recent("models") == []
+
+
+def test_the_panel_button_asks_for_a_folder(window, qtbot, monkeypatch, bert_folder):
+    path, _ = bert_folder
+    asked = []
+    monkeypatch.setattr(QtWidgets.QFileDialog, "getExistingDirectory", lambda *a: asked.append(a) or path)
+    window.panel.openModelButton.click()
+    assert asked and window.state.config.model == path
+    qtbot.waitUntil(lambda: window.frame.result.config.model == path, timeout=20000)
