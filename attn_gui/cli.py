@@ -210,7 +210,8 @@ def build_parser() -> argparse.ArgumentParser:
     ex.add_argument("--overwrite", action="store_true",
                     help="write into a folder that holds other files (they are kept; same-named files replaced)")
     ex.add_argument("--yes", action="store_true",
-                    help="write an export estimated larger than 1 GiB (refused without it, before any file)")
+                    help="write an export estimated larger than 1 GiB or longer than a minute to write "
+                         "(refused without it, before any file)")
     ex.add_argument("--head", type=int, metavar="N", help="the head figure.png shows, counted from 1 (default 1)")
     add_engine_options(ex)
 
@@ -288,7 +289,7 @@ def run_export(args: argparse.Namespace) -> int:
 
 def _export(args: argparse.Namespace, stop: threading.Event) -> int:
     from .engine import UserError, compute
-    from .export.bundle import CONFIRM_BYTES, export_all
+    from .export.bundle import CONFIRM_BYTES, CONFIRM_SECONDS, export_all
     from .export.files import IMAGE_FORMATS, check_width, parse_formats
     from .export.folder import Target
     from .present.frame import make_frame
@@ -310,7 +311,8 @@ def _export(args: argparse.Namespace, stop: threading.Event) -> int:
     progress = _tty_progress if sys.stderr.isatty() else None
     written = export_all(make_frame(0, result), args.out, formats, width=width, cancel=stop.is_set,
                          overwrite=args.overwrite, head=head, progress=progress,
-                         confirm_over=None if args.yes else CONFIRM_BYTES)
+                         confirm_over=None if args.yes else CONFIRM_BYTES,
+                         confirm_seconds=None if args.yes else CONFIRM_SECONDS)
     heads = f"{result.heads} head" + ("s" if result.heads != 1 else "")
     shown = args.out if args.out.endswith(os.sep) else args.out + os.sep
     keys = f", T_k = {result.key_len}" if result.source_tokens is not None else ""  # cross-attention

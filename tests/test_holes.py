@@ -3,6 +3,7 @@ no segfault, no file left behind."""
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -203,6 +204,19 @@ def test_an_export_over_the_size_guard_needs_yes(tmp_path, monkeypatch, capsys):
     assert len(err.strip().splitlines()) == 1 and "--yes" in err and "nothing was written" in err
     assert not out.exists()
     assert main([*argv, "--yes"]) == 0 and (out / "manifest.json").exists()
+
+
+def test_an_export_over_a_minute_needs_yes_though_small_on_disk(tmp_path, capsys):
+    # 32 heads of 128 tokens: about 330 pictures, some 140 MB but over a minute to draw (80 s measured)
+    out = tmp_path / "out"
+    words = " ".join(f"w{i}" for i in range(128))
+    argv = ["export", "--out", str(out), "--heads", "32", "--d-model", "64", "--d-k", "16", "--d-v", "16",
+            "--sentence", words]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "longer than a minute" in err and "--yes" in err, err
+    minutes = re.search(r"take about (\d+) min", err)
+    assert minutes and int(minutes.group(1)) >= 1 and not out.exists()
 
 
 @pytest.mark.parametrize("formats, tokens", [("png,svg,npy,csv", 12), ("npy,csv", 12), ("csv", 2000)])

@@ -51,16 +51,47 @@ SVG_BYTES = 2_000_000  # a generous size for one map's SVG on disk
 # on-disk size of the pictures as written, measured on MiniLM, SmolLM2 and random configs of 5 to 300 tokens
 PNG_PER_PIXEL, SVG_PER_PIXEL, FIGURE_BYTES = 0.07, 0.17, 120_000
 CONFIRM_BYTES = 1 << 30  # an export estimated larger than this on disk waits for the user's yes
+CONFIRM_SECONDS = 60.0  # and so does one estimated to take longer than this to write
+# seconds to write, measured on a 2-core CPU (2026-11-25) from 5 to 2,000 tokens and 1 to 4 heads:
+# a picture costs a fixed part per map and a part per pixel; tensors a part per byte on disk
+PNG_SECONDS, SVG_SECONDS = (0.06, 0.08e-6), (0.04, 0.03e-6)  # (per map, per pixel)
+FIGURE_SECONDS, CSV_SECONDS_PER_BYTE, NPY_SECONDS_PER_BYTE = 0.3, 20e-9, 3e-9
 
 
 class ExportTooLarge(ExportError):
-    """An export estimated larger than ``CONFIRM_BYTES`` on disk, refused before anything is
-    written until the user confirms it (``attn-gui export --yes``); ``need`` holds the estimate."""
+    """An export estimated larger than ``CONFIRM_BYTES`` on disk or longer than ``CONFIRM_SECONDS``
+    to write, refused before anything is written until the user confirms it (``attn-gui export
+    --yes``); ``need`` and ``seconds`` hold the estimates."""
 
-    def __init__(self, need: int, limit: int):
-        super().__init__(f"this export would write about {human(need)}, more than {human(limit)}; "
-                         f"nothing was written (confirm it: attn-gui export --yes)")
-        self.need = need
+    def __init__(self, need: int, seconds: float, limit: int | None, limit_seconds: float | None):
+        over = (f"more than {human(limit)}" if limit is not None and need > limit
+                else f"longer than {duration(limit_seconds)}")
+        super().__init__(f"this export would write about {human(need)} and take about {duration(seconds)}, "
+                         f"{over}; nothing was written (confirm it: attn-gui export --yes)")
+        self.need, self.seconds = need, seconds
+
+
+def duration(seconds: float) -> str:
+    """``seconds`` as a person reads it: "40 s", "a minute", "3 min 20 s"."""
+    if seconds == 60:
+        return "a minute"
+    if seconds < 60:
+        return f"{max(1, round(seconds))} s"
+    minutes, rest = divmod(round(seconds), 60)
+    return f"{minutes} min {rest} s" if rest else f"{minutes} min"
+
+
+def estimate_seconds(result, formats: tuple[str, ...], maps: int, pixels: int) -> float:
+    """About how long ``export_all`` takes to write ``maps`` pictures of ``pixels`` in all and the tensors."""
+    seconds = 0.0
+    for fmt, (per_map, per_pixel) in (("png", PNG_SECONDS), ("svg", SVG_SECONDS)):
+        if fmt in formats:
+            seconds += per_map * maps + per_pixel * pixels
+    seconds += FIGURE_SECONDS * ("png" in formats)
+    for fmt, per_byte in (("csv", CSV_SECONDS_PER_BYTE), ("npy", NPY_SECONDS_PER_BYTE)):
+        if fmt in formats:
+            seconds += per_byte * array_bytes(result, [fmt])
+    return seconds
 
 
 def image_keys(result) -> list[tuple[str, str, int | None]]:
@@ -131,7 +162,8 @@ def _write_images(frame: Frame, folder: Path, keys, images: list[str], width: in
 def export_all(frame: Frame, folder: str | os.PathLike, formats: str | Iterable[str] = FORMATS,
                width: int | None = None, figure: Any = None, progress: Progress | None = None,
                cancel: Callable[[], bool] | None = None, overwrite: bool = False, head: int = 0,
-               confirm_over: int | None = CONFIRM_BYTES) -> list[Path]:
+               confirm_over: int | None = CONFIRM_BYTES,
+               confirm_seconds: float | None = CONFIRM_SECONDS) -> list[Path]:
     """Write every map, the whole figure, every tensor and a manifest into ``folder``, whole.
 
     Parameters
@@ -160,6 +192,9 @@ def export_all(frame: Frame, folder: str | os.PathLike, formats: str | Iterable[
     head : int
         The head ``figure.png`` shows (0-based) when there is no ``figure``; every
         head's own images are written whatever it is.
+    confirm_over, confirm_seconds : int and float, or None
+        Refuse an export estimated larger than this many bytes on disk, or longer than
+        this many seconds to write (``ExportTooLarge``, before any file); None: no limit.
 
     Returns
     -------
@@ -169,7 +204,8 @@ def export_all(frame: Frame, folder: str | os.PathLike, formats: str | Iterable[
     Raises
     ------
     ExportTooLarge
-        Estimated larger than ``confirm_over`` bytes: before any file is written.
+        Estimated larger than ``confirm_over`` bytes or longer than ``confirm_seconds``:
+        before any file is written.
     ExportError
         Unknown format, bad width, an image too large, a folder holding other files,
         not enough disk or memory: before any file is written.
@@ -202,8 +238,10 @@ def export_all(frame: Frame, folder: str | os.PathLike, formats: str | Iterable[
     pixels = sum(w * h for w, h in _image_sizes(frame, keys, width)) if images else 0
     estimate = (array_bytes(result, formats) + len(manifest_bytes) + ("png" in formats) * (
         PNG_PER_PIXEL * pixels + FIGURE_BYTES) + ("svg" in formats) * SVG_PER_PIXEL * pixels)
-    if confirm_over is not None and estimate > confirm_over:
-        raise ExportTooLarge(round(estimate), confirm_over)
+    seconds = estimate_seconds(result, formats, len(keys), pixels)
+    if (confirm_over is not None and estimate > confirm_over) or (
+            confirm_seconds is not None and seconds > confirm_seconds):
+        raise ExportTooLarge(round(estimate), seconds, confirm_over, confirm_seconds)
     _check_room(target.path, need_disk, 2 * IMAGE_BYTES * max(biggest, 1800 * 1100 * ("png" in formats)))
     total = len(names) + 1
     written: list[Path] = []

@@ -8,7 +8,7 @@ from PySide6 import QtCore, QtWidgets
 
 from ..engine import MODELS, UserError, check_tokens_now
 from ..export import bundle
-from ..export.bundle import ExportTooLarge, export_all
+from ..export.bundle import ExportTooLarge, duration, export_all
 from ..export.files import human
 from ..export.folder import Cancelled, FolderInUse
 from ..present.session import load_session, save_session
@@ -102,7 +102,7 @@ class FileActions:
         The folder is written whole (see ``export.folder``); the progress dialog's Cancel
         stops between files and leaves the folder as it was. A folder chosen in the dialog
         that holds other files asks before writing among them, and so does an export
-        estimated larger than 1 GiB (``confirmed`` skips that question).
+        estimated larger than 1 GiB or longer than a minute (``confirmed`` skips that question).
         """
         if self.frame is None:
             return None
@@ -124,14 +124,16 @@ class FileActions:
         try:
             written = export_all(self.frame, folder, figure=self.canvas, progress=report,
                                  cancel=progress.wasCanceled, overwrite=overwrite,
-                                 confirm_over=None if confirmed else bundle.CONFIRM_BYTES)
+                                 confirm_over=None if confirmed else bundle.CONFIRM_BYTES,
+                                 confirm_seconds=None if confirmed else bundle.CONFIRM_SECONDS)
         except ExportTooLarge as exc:
             progress.close()
+            about = f"about {human(exc.need)} in about {duration(exc.seconds)}"
             if QtWidgets.QMessageBox.question(
-                    self, "Large export", f"This export would write about {human(exc.need)} into {folder}.\n\n"
+                    self, "Large export", f"This export would write {about} into {folder}.\n\n"
                                           f"Write it?") == QtWidgets.QMessageBox.StandardButton.Yes:
                 return self.export_all(folder, overwrite=overwrite, confirmed=True)
-            self.statusBar().showMessage(f"Export not written: about {human(exc.need)} (nothing was written)", 8000)
+            self.statusBar().showMessage(f"Export not written: {about} (nothing was written)", 8000)
             return None
         except FolderInUse as exc:
             progress.close()

@@ -1,9 +1,12 @@
 """A monkey drives the real window with random actions; nothing may crash, warn or disagree.
 
-Every mode is driven: random weights and the pretrained model (when installed), head
-and token selection, the map in focus, and Export all (each export must be whole).
-CI runs a short walk; ATTN_GUI_MONKEY_STEPS=10000 runs a long one, ATTN_GUI_SOAK=10000
-runs the soak (consecutive updates, RSS at start and end printed).
+Every mode is driven: random weights and the variants' presets, MiniLM-L6, SmolLM2-135M
+with Generate, the KV-cache dock and the Interventions dock (struck heads, the effect
+grid), model folders opened from disk (a tiny BERT and a tiny Llama made by transformers),
+colour scales, docks, head and token selection, the map in focus, and Export all (each
+export must be whole). Every 10 actions the map in focus equals a fresh compute, its token
+labels included. CI runs a short walk; ATTN_GUI_MONKEY_STEPS=10000 runs a long one (RSS at
+start and end printed), ATTN_GUI_SOAK=10000 runs the soak (consecutive updates).
 """
 
 import json
@@ -15,21 +18,30 @@ import numpy as np
 import pytest
 from PySide6 import QtWidgets
 
-from attn_gui.engine import FIELDS, PRESETS, compute
+from attn_gui.engine import FIELDS, MODELS, PRESETS, compute
 from attn_gui.engine.sources import is_available
 from attn_gui.present.frame import make_frame
 from attn_gui.present.maps import map_data, map_id
+from attn_gui.present.scales import scale_choices
+from attn_gui.present.state import DOCKS
 
 TEXTS = ["When in doubt look intelligent", "", "   ", "?!", "a", "Ünïcödé 日本語 слово 🙂",
          "tab\tand\nnewline", "ctrl\x00\x1b chars", "the the the the", "x " * 40,
-         "The animal didn't cross the street because it was too tired"]
+         "The animal didn't cross the street because it was too tired", "[CLS] [SEP] <s>", "the cat sat on a mat"]
+BUNDLED = tuple(name for name in ("minilm-l6", "smollm2-135m") if is_available(name))
 
 
-def settled(win) -> bool:
-    if win.frame is None:
+def idle(win) -> bool:
+    """No compute, generation, KV-cache step or effect grid in flight, and the shown frame is the state's."""
+    if win.frame is None or win._generation is not None or win._step_running or win.kvCache.busy:
+        return False
+    if win.interventions._grid_gen is not None:
         return False
     # an invalid edit leaves the state as it was: the maps keep the last good result
     return win.frame.result.config == win.state.config or win.failed_config == win.state.config
+
+
+settled = idle
 
 
 def check_maps_match_a_fresh_compute(win):
@@ -37,29 +49,33 @@ def check_maps_match_a_fresh_compute(win):
     fresh = make_frame(0, compute(result.config))
     head, focus = win.state.head, win.canvas.focus
     names = [focus] if focus is not None else ["x", "weights", "output"]
-    shown = [(win.canvas.item_of(map_id(name, head if FIELDS[name].per_head else None)), name) for name in names]
-    for view, name in shown:
-        expected = map_data(fresh, name, head if FIELDS[name].per_head else None, win.hidden_tokens()).matrix
+    for name in names:
+        per_head = head if FIELDS[name].per_head else None
+        view = win.canvas.item_of(map_id(name, per_head))
+        if view is None:  # a field this model has not (a decoder's K/V heads are fewer): nothing drawn
+            continue
+        expected = map_data(fresh, name, per_head, win.hidden_tokens())
         # float32 to its last bits: the window computes small configs at one torch thread, this at two
-        np.testing.assert_allclose(view.image.image, np.where(np.isfinite(expected), expected, 0), rtol=1e-5,
-                                   atol=1e-5, err_msg=name)
+        np.testing.assert_allclose(view.data.matrix, expected.matrix, rtol=1e-5, atol=1e-5, err_msg=name)
+        assert (view.data.row_labels, view.data.col_labels) == (expected.row_labels, expected.col_labels), name
 
 
-MODEL = "minilm-l6" if is_available("minilm-l6") else None
 FOCUS = [None, *FIELDS]
 
 
 def check_export(win, folder):
-    written = win.export_all(str(folder))
+    written = win.export_all(str(folder), confirmed=True)
     assert written, win.statusBar().currentMessage()
     info = json.loads((folder / "manifest.json").read_text(encoding="utf-8"))
     assert sorted(os.listdir(folder)) == sorted([*info["files"], "manifest.json"])  # whole, nothing else
     assert info["config"] == win.frame.result.config.to_dict()
 
 
-def random_action(win, rng: random.Random, folder=None) -> int:
+def random_action(win, rng: random.Random, folder=None, models=BUNDLED) -> int:
     p = win.panel
-    kind = rng.randrange(13)
+    config = win.state.config
+    decoder = config.model is not None and MODELS[config.model].causal
+    kind = rng.randrange(18)
     if kind == 0:
         text = rng.choice(TEXTS)
         if rng.random() < 0.5:
@@ -81,7 +97,7 @@ def random_action(win, rng: random.Random, folder=None) -> int:
         combo.setCurrentIndex(rng.randrange(combo.count()))
     elif kind == 5:
         p.temperatureSpin.setValue(rng.choice([0.01, 0.5, 1.0, 3.0, 100.0]))
-    elif kind == 6:
+    elif kind == 6:  # the presets hold the variants: RoPE, ALiBi, windows, sinks, grouped heads, cross-attention
         win.apply_preset(rng.choice(list(PRESETS)))
     elif kind == 7:
         if win.frame is not None:
@@ -89,31 +105,50 @@ def random_action(win, rng: random.Random, folder=None) -> int:
             win.select_token(rng.randrange(win.frame.result.seq_len))
     elif kind == 8:
         win.resize(rng.randint(900, 1900), rng.randint(600, 1200))
-    elif kind == 9:  # model mode and back
-        if MODEL is not None and win.state.config.model is None:
-            win.edit_config({"model": MODEL, "layer": rng.randrange(6)})
-        elif win.state.config.model is not None:
-            if rng.random() < 0.5:
-                win.edit_config({"layer": rng.randrange(6)})
-            else:
-                win.edit_config({"model": None, "layer": 0})
-    elif kind == 10:  # the map in focus
+    elif kind in (9, 10):  # a model, a layer of it, or random weights again
+        choice = rng.choice([None, *models])
+        if choice is None or choice == config.model and rng.random() < 0.7:
+            layers = MODELS[config.model].layers if config.model is not None else 1
+            win.edit_config({"layer": rng.randrange(layers)} if config.model else {"model": None, "layer": 0})
+        elif not (choice in BUNDLED or rng.random() < 0.5):
+            win.open_model(choice)  # as File → Open model… does
+        else:
+            win.edit_config({"model": choice, "layer": rng.randrange(MODELS[choice].layers), "ablate": ()})
+    elif kind == 11:  # the map in focus
         win.set_state(win.state.replace(focus=rng.choice(FOCUS)))
-    elif kind == 11:  # heads: how many, then which one
+    elif kind == 12:  # heads: how many, then which one
         p.headsSpin.setValue(rng.randint(1, 6))
         if win.frame is not None:
             win.select_head(rng.randrange(win.frame.result.heads))
-    elif folder is not None and rng.random() < 0.3:  # Export all, now and then (it takes a second)
+    elif kind == 13:  # a colour scale: the map's right-click menu
+        field = rng.choice(list(FIELDS))
+        win.set_scale(field, rng.choice(scale_choices(FIELDS[field].kind)))
+    elif kind == 14:  # a dock in front
+        win.show_dock(rng.choice(DOCKS))
+    elif kind == 15 and decoder:  # Generate, or the KV cache's prefill and decode
+        if rng.random() < 0.5:
+            win.generate(rng.randint(1, 3))
+        else:
+            win.show_dock("kv-cache")
+            rng.choice([win.kvCache.prefill, win.kvCache.step])()
+    elif kind == 16 and decoder:  # Interventions: strike or restore the shown head, or two layers of the grid
+        win.show_dock("interventions")
+        if rng.random() < 0.8:
+            win.interventions.strikeButton.click()
+        else:
+            win.interventions.max_layers = 2
+            win.interventions.run_effects()
+    elif folder is not None and kind == 17 and rng.random() < 0.3:  # Export all, now and then (it takes a second)
         return -1
     return kind
 
 
-def run_monkey(win, qtbot, steps: int, seed: int = 1234, folder=None) -> Counter:
+def run_monkey(win, qtbot, steps: int, seed: int = 1234, folder=None, models=BUNDLED) -> Counter:
     rng = random.Random(seed)
     done = Counter()
     for step in range(steps):
-        kind = random_action(win, rng, folder)
-        qtbot.waitUntil(lambda: settled(win), timeout=20000)
+        kind = random_action(win, rng, folder, models)
+        qtbot.waitUntil(lambda: idle(win), timeout=60000)
         if kind == -1:
             check_export(win, folder)
         done[kind] += 1
@@ -122,10 +157,33 @@ def run_monkey(win, qtbot, steps: int, seed: int = 1234, folder=None) -> Counter
     return done
 
 
-def test_monkey_short(window, qtbot, tmp_path):
+@pytest.fixture(scope="module")
+def llama_folder(tmp_path_factory):
+    """A tiny random Llama (2 layers, 4 query heads over 2 K/V heads) saved by transformers, with a tokenizer."""
+    transformers = pytest.importorskip("transformers")
+    import torch
+    from tokenizers import Tokenizer, models, pre_tokenizers
+
+    words = ["<unk>", "<s>", "</s>", *"the cat sat on a mat and dog ran when in doubt look intelligent".split()]
+    torch.manual_seed(0)
+    config = transformers.LlamaConfig(vocab_size=len(words), hidden_size=32, intermediate_size=48, num_hidden_layers=2,
+                                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128,
+                                      bos_token_id=1, eos_token_id=2)
+    path = tmp_path_factory.mktemp("tiny-llama")
+    transformers.LlamaForCausalLM(config).save_pretrained(path)
+    tok = Tokenizer(models.WordLevel({w: i for i, w in enumerate(words)}, unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    tok.save(str(path / "tokenizer.json"))
+    return str(path)
+
+
+def test_monkey_short(window, qtbot, tmp_path, bert_folder, llama_folder):
     steps = int(os.environ.get("ATTN_GUI_MONKEY_STEPS", "150"))
-    done = run_monkey(window, qtbot, steps, folder=tmp_path / "export")
-    print(f"\nmonkey: {steps} actions, by kind {dict(sorted(done.items()))}, model {MODEL}")
+    models = (*BUNDLED, bert_folder[0], llama_folder)
+    start = rss_mib()
+    done = run_monkey(window, qtbot, steps, folder=tmp_path / "export", models=models)
+    print(f"\nmonkey: {steps} actions, by kind {dict(sorted(done.items()))}, models {BUNDLED} and two folders; "
+          f"RSS {start:.0f} MiB at the start, {rss_mib():.0f} MiB at the end")
 
 
 def rss_mib() -> float:

@@ -118,9 +118,11 @@ def forget(name: str) -> None:
     weights_on.cache_clear()
 
 
-@functools.lru_cache(maxsize=2)
+# one copy at a time: a model's weights in float64 or on a GPU are a second copy as large or
+# twice as large as the float32 ones (SmolLM2 in float64: 1.1 GB), kept only while shown
+@functools.lru_cache(maxsize=1)
 def weights_on(name: str, device: str, dtype: torch.dtype) -> dict[str, torch.Tensor]:
-    """A loaded encoder's weights on ``device`` in ``dtype`` (the last two kept)."""
+    """A loaded encoder's weights on ``device`` in ``dtype`` (the last one kept)."""
     return {k: v.to(device=device, dtype=dtype) for k, v in _loaded[name].weights.items()}
 
 

@@ -187,7 +187,9 @@ def model_tokenize(name: str, sentence: str) -> Tokens:
     return Tokens(tuple(model.vocab[i] for i in ids), tuple(ids), model.vocab)
 
 
-@functools.lru_cache(maxsize=2)
+# one copy at a time: a model's weights in float64 or on a GPU are a second copy as large or
+# twice as large as the float32 ones (SmolLM2 in float64: 1.1 GB), kept only while shown
+@functools.lru_cache(maxsize=1)
 def _weights_on(name: str, device: str, dtype: torch.dtype) -> dict[str, torch.Tensor]:
     return {k: v.to(device=device, dtype=dtype) for k, v in load_model(name).weights.items()}
 
