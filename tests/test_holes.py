@@ -219,7 +219,7 @@ def test_an_export_over_a_minute_needs_yes_though_small_on_disk(tmp_path, capsys
     assert minutes and int(minutes.group(1)) >= 1 and not out.exists()
 
 
-@pytest.mark.parametrize("formats, tokens", [("png,svg,npy,csv", 12), ("npy,csv", 12), ("csv", 2000)])
+@pytest.mark.parametrize("formats, tokens", [("png,svg,npy,csv", 12), ("npy,csv", 12), ("csv", 2000), ("svg", 128)])
 def test_the_size_estimate_is_within_2x_of_the_written_size(tmp_path, formats, tokens):
     from attn_gui.engine import compute
     from attn_gui.engine.config import AttentionConfig

@@ -47,9 +47,11 @@ from .folder import Cancelled, Target
 
 Progress = Callable[[int, int], None]
 IMAGE_BYTES = 4  # ARGB32, per pixel, while a PNG is drawn; encoding it takes about as much again
-SVG_BYTES = 2_000_000  # a generous size for one map's SVG on disk
 # on-disk size of the pictures as written, measured on MiniLM, SmolLM2 and random configs of 5 to 300 tokens
-PNG_PER_PIXEL, SVG_PER_PIXEL, FIGURE_BYTES = 0.07, 0.17, 120_000
+PNG_PER_PIXEL, FIGURE_BYTES = 0.07, 120_000
+# an SVG: its frame and text, then each cell as a rectangle (with its value where written) or, past
+# images.RECT_CELLS cells, one pixelated image (measured at 5 to 300 tokens: within 0.6 to 1.6 x)
+SVG_MAP_BYTES, SVG_PER_CELL, SVG_PER_PIXEL = 40_000, 300, 0.05
 CONFIRM_BYTES = 1 << 30  # an export estimated larger than this on disk waits for the user's yes
 CONFIRM_SECONDS = 60.0  # and so does one estimated to take longer than this to write
 # seconds to write, measured on a 2-core CPU (2026-11-25) from 5 to 2,000 tokens and 1 to 4 heads:
@@ -110,15 +112,20 @@ def image_keys(result) -> list[tuple[str, str, int | None]]:
     return keys
 
 
-def _image_sizes(frame: Frame, keys, width: int | None) -> list[tuple[int, int]]:
-    """The pixel size of every map's PNG; ExportError before anything is written if one is too large."""
+def _image_sizes(frame: Frame, keys, width: int | None) -> list[tuple[int, int, int]]:
+    """(width, height, SVG bytes) of every map's picture; ExportError before anything is written if one
+    is too large."""
     from ..render.offscreen import map_size
-    from .images import PADDING
+    from .images import PADDING, RECT_CELLS
 
     sizes = []
     for _, field, head in keys:
-        w, h = map_size(map_data(frame, field, head))
-        sizes.append(scaled_size(w + 2 * PADDING, h + 2 * PADDING, width))
+        data = map_data(frame, field, head)
+        w, h = map_size(data)
+        w, h = scaled_size(w + 2 * PADDING, h + 2 * PADDING, width)
+        cells = data.matrix.size
+        svg = SVG_MAP_BYTES + (SVG_PER_CELL * cells if cells <= RECT_CELLS else SVG_PER_PIXEL * w * h)
+        sizes.append((w, h, round(svg)))
     return sizes
 
 
@@ -220,7 +227,7 @@ def export_all(frame: Frame, folder: str | os.PathLike, formats: str | Iterable[
     result = frame.result
     images = [f for f in IMAGE_FORMATS if f in formats]
     keys = image_keys(result) if images else []
-    sizes = _image_sizes(frame, keys, width) if "png" in formats else []
+    sizes = _image_sizes(frame, keys, width) if images else []
     names = [f"{stem}.{fmt}" for stem, _, _ in keys for fmt in images]
     names += ["figure.png"] if "png" in formats else []
     names += array_files(result, formats)
@@ -232,12 +239,13 @@ def export_all(frame: Frame, folder: str | os.PathLike, formats: str | Iterable[
         raise ExportError(f"the export's text is not valid UTF-8 ({exc.reason}); nothing was written") from None
     target = Target(folder, overwrite=overwrite)
     target.check_names([*names, "manifest.json"])
-    biggest = max((w * h for w, h in sizes), default=0)
-    need_disk = (array_bytes(result, formats) + sum(w * h for w, h in sizes)
-                 + SVG_BYTES * ("svg" in formats) * len(keys) + len(manifest_bytes))
-    pixels = sum(w * h for w, h in _image_sizes(frame, keys, width)) if images else 0
-    estimate = (array_bytes(result, formats) + len(manifest_bytes) + ("png" in formats) * (
-        PNG_PER_PIXEL * pixels + FIGURE_BYTES) + ("svg" in formats) * SVG_PER_PIXEL * pixels)
+    biggest = max((w * h for w, h, _ in sizes), default=0) if "png" in formats else 0
+    pixels = sum(w * h for w, h, _ in sizes)
+    svg = sum(b for _, _, b in sizes) * ("svg" in formats)
+    estimate = (array_bytes(result, formats) + len(manifest_bytes) + svg
+                + ("png" in formats) * (PNG_PER_PIXEL * pixels + FIGURE_BYTES))
+    # the room to ask of the disk: a PNG is never larger than its raw pixels, an SVG allowed twice its estimate
+    need_disk = array_bytes(result, formats) + len(manifest_bytes) + ("png" in formats) * pixels + 2 * svg
     seconds = estimate_seconds(result, formats, len(keys), pixels)
     if (confirm_over is not None and estimate > confirm_over) or (
             confirm_seconds is not None and seconds > confirm_seconds):
