@@ -11,6 +11,7 @@ start and end printed), ATTN_GUI_SOAK=10000 runs the soak (consecutive updates).
 
 import json
 import os
+import sys
 import random
 from collections import Counter
 
@@ -154,6 +155,8 @@ def run_monkey(win, qtbot, steps: int, seed: int = 1234, folder=None, models=BUN
         done[kind] += 1
         if step % 10 == 0 or step == steps - 1:
             check_maps_match_a_fresh_compute(win)
+        if step % 500 == 499:
+            print(f"monkey: {step + 1} actions, RSS {rss_mib():.0f} MiB", file=sys.stderr, flush=True)
     return done
 
 
