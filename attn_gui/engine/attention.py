@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import lru_cache
 
 import torch
 import torch.nn.functional as F
@@ -99,34 +100,38 @@ def attend(x: torch.Tensor, weights: Projections, *, x_kv: torch.Tensor | None =
     new (g, P + n, .), ready to be the next step's ``past``; q, q_unrotated and k_unrotated
     are the n new rows; the T x T fields are (h, n, P + n).
     """
-    T, d = x.size()  # tokens (the new ones, with a past), embedding size
+    T, d = x.shape[-2:]  # tokens (the new ones, with a past), embedding size
     source = x if x_kv is None else x_kv  # (T_k, d): the keys' and values' tokens
-    T_k = source.size(0)
+    T_k = source.size(-2)
     P = 0 if past is None else past[0].size(-2)  # cached positions before x
+    if x.dim() > 2 and reduce_to is not None:
+        raise ValueError("a batch of sequences is not streamed (reduce_to)")
     p = weights
     if p.w_q is None:
-        q, k = x.unsqueeze(0), source.unsqueeze(0)  # simplified attention: q = x, k = v = x_kv, (1, T, d)
+        q, k = x.unsqueeze(-3), source.unsqueeze(-3)  # simplified attention: q = x, k = v = x_kv, (1, T, d)
         v = k
+    elif x.dim() > 2 and x_kv is None:
+        q, k, v = project_qkv(x, p.w_q, p.w_k, p.w_v, layout)  # a batch: one matmul, (B, h, T, d_k) ...
     else:
         q = project(x, p.w_q, layout)  # (h, T, d_k)
         k = project(source, p.w_k, layout)  # (g, T_k, d_k)
         v = project(source, p.w_v, layout)  # (g, T_k, d_v)
-        if p.b_q is not None:
-            q, k, v = q + p.b_q, k + p.b_k, v + p.b_v  # (h, 1, n) broadcasts over the rows
+    if p.b_q is not None:
+        q, k, v = q + p.b_q, k + p.b_k, v + p.b_v  # (h, 1, n) broadcasts over the rows
     extra = {}
     if rope_base is not None:
-        theta = rope_theta(max(T, T_k), q.size(-1), rope_base, q.dtype, q.device,
-                           position_offset + P)  # (max(T, T_k), d_k/2), from position offset + P on
+        theta, cos, sin = rope_tables(max(T, T_k), q.size(-1), rope_base, q.dtype, q.device,
+                                      position_offset + P)  # (max(T, T_k), d_k/2), cos, sin (., d_k)
         extra = dict(q_unrotated=q, k_unrotated=k, rope_angles=theta[:T])
-        cos, sin = rope_cos_sin(theta)  # each (max(T, T_k), d_k)
         q, k = rotate(q, cos[:T], sin[:T]), rotate(k, cos[:T_k], sin[:T_k])  # (h, T, d_k), (g, T_k, d_k)
     if past is not None:
         if reduce_to is not None:
             raise ValueError("a key/value cache is not streamed")
         k, v = torch.cat([past[0], k], dim=-2), torch.cat([past[1], v], dim=-2)  # (g, P + T_k, n)
-    k_per_head, v_per_head = repeat_kv(k, q.size(0)), repeat_kv(v, q.size(0))  # (h, T, n): head i uses K/V i // (h/g)
+    heads = q.size(-3)
+    k_per_head, v_per_head = repeat_kv(k, heads), repeat_kv(v, heads)  # (h, T, n): head i uses K/V i // (h/g)
     d_k = q.size(-1)
-    slopes = alibi_slopes(q.size(0), q.dtype, q.device) if alibi else None  # (h,)
+    slopes = alibi_slopes(heads, q.dtype, q.device) if alibi else None  # (h,)
     masks = dict(causal=causal, slopes=slopes, window=window, sink_tokens=sink_tokens, offset=position_offset)
 
     if reduce_to is None:
@@ -228,9 +233,42 @@ def project(x: torch.Tensor, w: torch.Tensor, layout: str) -> torch.Tensor:
     -------
     (h, T, n)
     """
+    if x.dim() > 2:  # a batch (..., T, d): one matmul, (..., T, h*n) -> (..., h, T, n)
+        return _split_heads(x @ _heads_matrix(w, layout), w.size(0))
     if layout == "row":
         return x @ w  # (T, d) @ (h, d, n) -> (h, T, n)
     return x @ w.transpose(-2, -1)  # q_i = W x_i for every row i: (h, T, n)
+
+
+def project_qkv(x: torch.Tensor, w_q: torch.Tensor, w_k: torch.Tensor, w_v: torch.Tensor, layout: str):
+    """q, k and v of a batch of sequences, Q, K and V projected as one matmul.
+
+    Parameters
+    ----------
+    x : (..., T, d)
+    w_q, w_k, w_v : (h, d, d_k), (g, d, d_k), (g, d, d_v) in "row" layout, (h, d_k, d) ... in "column"
+
+    Returns
+    -------
+    q (..., h, T, d_k), k (..., g, T, d_k), v (..., g, T, d_v): what ``project`` gives each
+    sequence (equal up to the order of the float sums)
+    """
+    ws = (w_q, w_k, w_v)
+    fused = x @ torch.cat([_heads_matrix(w, layout) for w in ws], dim=-1)  # (..., T, h*d_k + g*d_k + g*d_v)
+    parts = fused.split([w.size(0) * w.size(2 if layout == "row" else 1) for w in ws], dim=-1)
+    return tuple(_split_heads(part, w.size(0)) for part, w in zip(parts, ws))
+
+
+def _heads_matrix(w: torch.Tensor, layout: str) -> torch.Tensor:
+    """Every head's projection side by side: (d, h*n), head 0's n columns first."""
+    if layout == "row":  # (h, d, n)
+        return w.transpose(0, 1).reshape(w.size(1), -1)
+    return w.reshape(-1, w.size(-1)).T  # (h, n, d) -> (h*n, d) -> (d, h*n)
+
+
+def _split_heads(y: torch.Tensor, heads: int) -> torch.Tensor:
+    """(..., T, h*n) -> (..., h, T, n) (a view)."""
+    return y.unflatten(-1, (heads, -1)).transpose(-3, -2)
 
 
 def attention_scores(q: torch.Tensor, k: torch.Tensor, similarity: str = "dot") -> torch.Tensor:
@@ -321,6 +359,19 @@ def rope_theta(T: int, d_k: int, base: float, dtype=torch.float32, device=None, 
     return torch.arange(offset, offset + T, dtype=dtype, device=device).unsqueeze(1) * inv_freq  # (T, d_k/2)
 
 
+@lru_cache(maxsize=32)
+def rope_tables(T: int, d_k: int, base: float, dtype=torch.float32, device=None, offset: int = 0):
+    """``rope_theta`` and its ``rope_cos_sin``, (T, d_k/2), (T, d_k), (T, d_k): computed once per
+    sizes, base, dtype, device and offset (a training step asks for the same every layer and step).
+
+    The same values as computing them afresh; shared, so read-only. Made outside autograd
+    and inference mode, so any later computation may use them.
+    """
+    with torch.inference_mode(False), torch.no_grad():
+        theta = rope_theta(T, d_k, base, dtype, device, offset)
+        return (theta, *rope_cos_sin(theta))
+
+
 def rope_cos_sin(theta: torch.Tensor):
     """cos and sin (T, d_k) of the angles ``theta`` (T, d_k/2), each frequency twice (Llama's layout):
     dimensions i and i + d_k/2 form pair i."""
@@ -346,9 +397,9 @@ def rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tenso
 
 
 def repeat_kv(kv: torch.Tensor, heads: int) -> torch.Tensor:
-    """(g, T, n) -> (h, T, n): each key/value head repeated for its h / g query heads (a view when g = h)."""
-    groups = kv.size(0)
-    return kv if groups == heads else kv.repeat_interleave(heads // groups, dim=0)
+    """(..., g, T, n) -> (..., h, T, n): each key/value head repeated for its h / g query heads (itself when g = h)."""
+    groups = kv.size(-3)
+    return kv if groups == heads else kv.repeat_interleave(heads // groups, dim=-3)
 
 
 def attention_weights(scaled: torch.Tensor) -> torch.Tensor:
@@ -362,9 +413,9 @@ def context_vectors(weights: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
 
 
 def concat_heads(z: torch.Tensor) -> torch.Tensor:
-    """(h, T, d_v) -> (T, h * d_v), head 0's columns first (as torch.cat of the heads)."""
-    h, T, d_v = z.shape
-    return z.transpose(0, 1).reshape(T, h * d_v)
+    """(..., h, T, d_v) -> (..., T, h * d_v), head 0's columns first (as torch.cat of the heads)."""
+    h, T, d_v = z.shape[-3:]
+    return z.transpose(-3, -2).reshape(*z.shape[:-3], T, h * d_v)
 
 
 def output_projection(concat: torch.Tensor, w_o: torch.Tensor | None, layout: str) -> torch.Tensor:

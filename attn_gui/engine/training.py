@@ -111,20 +111,15 @@ class TinyDecoder(nn.Module):
         x = self.embed[inputs]  # (B, T, d)
         alphas = []
         for block in self.blocks:
-            p = self.projections(block)
-            one = lambda row: attend(row, p, layout="column", causal=True, rope_base=ROPE_BASE)  # noqa: E731
-            out = torch.vmap(lambda row: _outputs(one(row)))(rms_norm(x, block.norm1))  # attend per sequence
-            x = x + out[0]  # (B, T, d)
-            alphas.append(out[1])  # (B, h, T, T)
+            steps = attend(rms_norm(x, block.norm1), self.projections(block), layout="column", causal=True,
+                           rope_base=ROPE_BASE)  # the whole batch at once: each sequence's attend
+            x = x + steps["output"]  # (B, T, d)
+            alphas.append(steps["weights"])  # (B, h, T, T)
             if self.config.mlp:
                 y = rms_norm(x, block.norm2)
                 x = x + F.silu(y @ block.gate.T) * (y @ block.up.T) @ block.down.T  # SwiGLU, (B, T, d)
         logits = rms_norm(x, self.norm) @ self.head.T  # (B, T, V)
         return (logits, torch.stack(alphas)) if keep_weights else logits
-
-
-def _outputs(fields: dict) -> tuple[torch.Tensor, torch.Tensor]:
-    return fields["output"], fields["weights"]
 
 
 def loss_and_accuracy(logits: torch.Tensor, batch) -> tuple[torch.Tensor, torch.Tensor]:

@@ -90,6 +90,48 @@ def test_first_20_losses_equal_a_plain_pytorch_loop(mlp, lr):
         torch.set_num_threads(threads)
 
 
+def _per_sequence_forward(model, inputs):
+    """The forward as it was before the batch went to ``attend`` whole: ``attend`` per sequence
+    under ``torch.vmap``; logits (B, T, V) and alpha (L, B, h, T, T)."""
+    from attn_gui.engine.attention import attend
+    from attn_gui.engine.training import ROPE_BASE, rms_norm
+
+    x, alphas = model.embed[inputs], []
+    for block in model.blocks:
+        p = model.projections(block)
+        one = lambda row: attend(row, p, layout="column", causal=True, rope_base=ROPE_BASE)  # noqa: E731
+        out = torch.vmap(lambda row: (lambda f: (f["output"], f["weights"]))(one(row)))(rms_norm(x, block.norm1))
+        x = x + out[0]
+        alphas.append(out[1])
+        if model.config.mlp:
+            y = rms_norm(x, block.norm2)
+            x = x + F.silu(y @ block.gate.T) * (y @ block.up.T) @ block.down.T
+    return rms_norm(x, model.norm) @ model.head.T, torch.stack(alphas)
+
+
+@pytest.mark.parametrize("mlp", [False, True])
+def test_the_batched_forward_is_each_sequences_attend(mlp):
+    # the batch goes through attend at once; each sequence's logits and alpha are what attend
+    # gives it alone (the window's call, as the former vmap made), to 1e-6
+    config = TrainConfig(**{**SMALL.__dict__, "mlp": mlp, "batch": 5})
+    model = Trainer(config).model
+    g = torch.Generator().manual_seed(7)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.copy_(torch.randn(p.shape, generator=g) * 0.3)  # sharper attention than the initial 0.02
+        inputs = torch.randint(0, config.task_obj.vocab_size, (config.batch, config.length), generator=g)
+        logits, alphas = model(inputs, keep_weights=True)
+        ref_logits, ref_alphas = _per_sequence_forward(model, inputs)
+    L, B, h, T = config.layers, config.batch, config.heads, config.length
+    assert alphas.shape == ref_alphas.shape == (L, B, h, T, T) and logits.shape == ref_logits.shape
+    torch.testing.assert_close(logits, ref_logits, atol=1e-6, rtol=1e-6)
+    torch.testing.assert_close(alphas, ref_alphas, atol=1e-6, rtol=1e-6)
+    assert alphas.std() > 0.05  # not near-uniform rows: the comparison means something
+    trainer = Trainer(config)
+    batch, probe = trainer.probe()
+    assert probe.shape == (L, h, batch.inputs.size(1), batch.inputs.size(1))
+
+
 @pytest.mark.parametrize("mlp", [False, True])
 def test_checkpoint_loads_in_transformers_with_the_same_logits(tmp_path, mlp):
     transformers = pytest.importorskip("transformers")
