@@ -1,8 +1,8 @@
 """Training (issue 22): the app's loop against a plain PyTorch loop, and time to learn induction.
 
 The app trains ``engine.training.TinyDecoder``, written through the engine's one ``attend``
-(per sequence, under ``torch.vmap``) so that every step the explorer draws is the step
-trained. A plain loop is the same model as a person would write it in PyTorch: ``nn.Linear``
+(the whole batch in one call per layer, each sequence attended as alone) so that every step
+the explorer draws is the step trained. A plain loop is the same model as a person would write it in PyTorch: ``nn.Linear``
 projections, batched matmuls, the causal mask, RoPE. Both take the same batches, loss and
 AdamW; the ratio of their step times is the cost of training through ``attend``.
 Time to 95 % is the wall time of the app's loop until the induction task's scored half is

@@ -4,6 +4,7 @@ Self-attention reads one sequence; cross-attention takes the queries from one an
 keys and values from another (``x_kv``, T_k tokens; T_k = T in self-attention).
 Shapes: T tokens, d = d_model, h heads, d_k per-head query/key size, d_v per-head
 value size. All functions are batched over heads; there is no loop over tokens or heads.
+``attend`` also takes a batch of sequences (B, T, d), as the training loop calls it.
 """
 
 from __future__ import annotations
@@ -55,10 +56,11 @@ def attend(x: torch.Tensor, weights: Projections, *, x_kv: torch.Tensor | None =
 
     Parameters
     ----------
-    x : (T, d) tensor
+    x : (T, d) tensor, or (B, T, d): a batch of sequences, each attended as alone
         The tokens' input vectors (embeddings, or the hidden state entering a layer): the queries'.
     x_kv : (T_k, d) tensor, optional
         Cross-attention: the keys' and values' input vectors (another sentence); None: ``x``.
+        (B, T_k, d) with a batch.
     weights : Projections
         In ``layout``; all None for simplified attention (q = k = v = x, one head).
     layout : "row" or "column"
@@ -99,6 +101,9 @@ def attend(x: torch.Tensor, weights: Projections, *, x_kv: torch.Tensor | None =
     scores, scaled and weights. With ``past``, k and v are the whole cache, past rows then
     new (g, P + n, .), ready to be the next step's ``past``; q, q_unrotated and k_unrotated
     are the n new rows; the T x T fields are (h, n, P + n).
+    With a batch (B, T, d) every field gains the leading B axis (rope_angles and position_bias,
+    the same for every sequence, do not) and equals that sequence's own ``attend`` up to the
+    order of float sums (Q, K and V are then one matmul); not with ``reduce_to``.
     """
     T, d = x.shape[-2:]  # tokens (the new ones, with a past), embedding size
     source = x if x_kv is None else x_kv  # (T_k, d): the keys' and values' tokens

@@ -83,3 +83,18 @@ def test_the_rope_tables_are_computed_afresh_values_and_usable_anywhere():
     w = torch.ones(5, 4, requires_grad=True)
     (w * made_in_inference).sum().backward()  # an inference tensor could not be saved for backward
     assert torch.equal(w.grad, made_in_inference)
+
+
+def test_a_batch_with_a_key_value_cache():
+    g = torch.Generator().manual_seed(5)
+    p = weights(8, 4, 2, 4, "column", False, g, torch.float32)
+    x, new = torch.randn(2, 5, 8, generator=g), torch.randn(2, 2, 8, generator=g)
+    first = attend(x, p, layout="column", causal=True, rope_base=10000.0)
+    batch = attend(new, p, layout="column", causal=True, rope_base=10000.0, past=(first["k"], first["v"]))
+    for b in range(2):
+        one = attend(new[b], p, layout="column", causal=True, rope_base=10000.0,
+                     past=(first["k"][b], first["v"][b]))
+        for name in one:
+            got = batch[name] if name == "rope_angles" else batch[name][b]  # the angles: one for the batch
+            close(got, one[name], TOL[torch.float32], name)
+    assert batch["weights"].shape == (2, 4, 2, 7)
