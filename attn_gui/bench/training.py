@@ -75,19 +75,23 @@ class PlainDecoder(nn.Module):
         return self.head(self.norm(x))  # (B, T, V)
 
 
-def _step_times(step, steps: int, warmup: int = 3) -> Timing:
+def _step_times(steps_by_name: dict, steps: int, warmup: int = 3) -> dict[str, Timing]:
+    """Each loop's step times, the loops taking turns step by step (a busy machine slows both alike)."""
     for _ in range(warmup):
-        step()
-    samples = []
+        for step in steps_by_name.values():
+            step()
+    samples = {name: [] for name in steps_by_name}
     for _ in range(steps):
-        start = time.perf_counter()
-        step()
-        samples.append((time.perf_counter() - start) * 1e3)
-    return Timing(samples)
+        for name, step in steps_by_name.items():
+            start = time.perf_counter()
+            step()
+            samples[name].append((time.perf_counter() - start) * 1e3)
+    return {name: Timing(s) for name, s in samples.items()}
 
 
 def measure_speed(config: TrainConfig, steps: int) -> tuple[Timing, Timing]:
-    """Milliseconds per training step: the app's ``Trainer`` and the plain loop, same batches."""
+    """Milliseconds per training step: the app's ``Trainer`` and the plain loop, same batches,
+    one step of each in turn."""
     trainer = Trainer(config)
     torch.manual_seed(config.seed)
     plain = PlainDecoder(config)
@@ -101,8 +105,8 @@ def measure_speed(config: TrainConfig, steps: int) -> tuple[Timing, Timing]:
         loss.backward()
         optimizer.step()
 
-    app = _step_times(trainer.step, steps)
-    return app, _step_times(plain_step, steps)
+    times = _step_times({"app": trainer.step, "plain": plain_step}, steps)
+    return times["app"], times["plain"]
 
 
 def time_to_learn(config: TrainConfig, limit_s: float) -> tuple[float | None, int]:
