@@ -169,20 +169,21 @@ def _added_by(processor: dict) -> list[str]:
 
 
 def read_weights(folder: Path) -> dict:
-    """Every tensor of the folder's safetensors files, in their stored dtype; ``ConfigError`` in one line."""
-    from safetensors import safe_open
+    """Every tensor of the folder's safetensors files, memory-mapped in their stored dtype (``stored.mapped``).
 
-    weights = {}
+    ``ConfigError`` in one line for a missing, truncated or corrupt file, and for a model that
+    needs more memory than is free (checked from the headers, before anything is mapped).
+    """
+    from . import stored
+
+    files = weight_files(folder)
     try:
-        for file in weight_files(folder):
-            with safe_open(str(file), framework="pt") as f:
-                for key in f.keys():
-                    weights[key] = f.get_tensor(key)
+        stored.check_memory(folder.name, files)
+        return stored.mapped(files)
     except ConfigError:
         raise
-    except Exception as exc:  # a truncated or corrupt file: safetensors' own error, in one line
+    except (OSError, ValueError, KeyError, TypeError, OverflowError) as exc:  # truncated or corrupt: one line
         raise ConfigError(f"{folder.name}: the weights cannot be read ({exc!s:.80})") from None
-    return weights
 
 
 def check_shape(folder: Path, got, expected) -> None:

@@ -24,6 +24,8 @@ import torch
 import torch.nn.functional as F
 
 from ..attention import Projections, attend
+from . import stored
+from .stored import rows
 
 
 @dataclass(frozen=True)
@@ -155,10 +157,10 @@ def forward(w: dict, ids: torch.Tensor, shape: LlamaShape, cache: KVCache | None
     (``logits``), as the next token needs no others. ``z_hooks`` maps a layer (0-based) to a function of its per-head
     outputs Z (h, n, d_v) returning what W_O reads instead (``engine.interventions``).
     """
-    h = w["model.embed_tokens.weight"][ids]  # (n, d)
+    h = rows(w, "model.embed_tokens.weight", ids)  # (n, d)
     if "model.embed_positions.weight" in w:  # learned absolute positions (GPT-2)
         start = 0 if cache is None else cache.length
-        h = h + w["model.embed_positions.weight"][start:start + ids.shape[0]]
+        h = h + rows(w, "model.embed_positions.weight", torch.arange(start, start + ids.shape[0]))
     residual, inputs, weights, keys, values = [h], [], [], [], []
     for layer in range(shape.layers):
         past = None if cache is None else (cache.keys[layer], cache.values[layer])
@@ -175,5 +177,5 @@ def forward(w: dict, ids: torch.Tensor, shape: LlamaShape, cache: KVCache | None
 
 def logits(last: torch.Tensor, w: dict) -> torch.Tensor:
     """The next-token logits of final-normed rows ``last`` (..., d): ``lm_head.weight``, else the tied embedding."""
-    return F.linear(last, w.get("lm_head.weight", w["model.embed_tokens.weight"]))  # (..., V)
+    return stored.logits(last, w, "lm_head.weight" if "lm_head.weight" in w else "model.embed_tokens.weight")
 
