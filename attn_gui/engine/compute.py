@@ -182,7 +182,7 @@ class AttentionResult:
         slopes = A.alibi_slopes(self.heads, self.q.dtype, self.q.device)[head:head + 1] if _alibi(cfg) else None
         rows = A.query_rows(self.q[head:head + 1, token:token + 1], self.k[kv_head:kv_head + 1], token,
                             scale=cfg.scale, temperature=cfg.temperature, causal=cfg.is_causal,
-                            similarity=cfg.similarity, slopes=slopes, window=cfg.window,
+                            similarity=cfg.similarity, slopes=slopes, window=cfg.sliding_window,
                             sink_tokens=cfg.sink_tokens, offset=cfg.position_offset)
         return rows[name][0, 0]
 
@@ -323,11 +323,12 @@ def _compute(config: AttentionConfig, toks: Tokens, source: Tokens | None, devic
                      temperature=config.temperature, causal=config.is_causal, similarity=config.similarity,
                      rope_base=config.rope, alibi=_alibi(config),
                      position_offset=config.position_offset if config.model is None else 0,
-                     window=config.window, sink_tokens=config.sink_tokens, reduce_to=reduce_to,
+                     window=config.sliding_window, sink_tokens=config.sink_tokens, reduce_to=reduce_to,
                      block_bytes=_block_bytes(device) if reduce_to is not None else 0,
                      z_hook=ablation_hooks(config.ablate).get(config.layer) if config.model else None)
+    own = MODELS[config.model] if config.model is not None else None
     if layer_weights is not None and (config.scale, config.temperature, config.is_causal, config.similarity,
-                                      config.window) != (True, 1.0, MODELS[config.model].causal, "dot", None):
+                                      config.sliding_window) != (True, 1.0, own.causal, "dot", own.window):
         layer_weights = layer_weights.clone()  # the model view shows this layer as computed here
         layer_weights[config.layer] = steps["weights"]
     synchronize(device)

@@ -106,7 +106,7 @@ def formula(name: str, config) -> str:
             inner += " + m"
         if config.temperature != 1.0:
             inner = f"({inner}) / {config.temperature:g}" if " + " in inner else f"{inner} / {config.temperature:g}"
-        if config.is_causal or config.window is not None:
+        if config.is_causal or config.sliding_window is not None:
             inner += " + mask"
         return f"ω′ = {inner}" if name == "scaled" else f"α = softmax({inner})"
     if name == "position_bias":

@@ -188,11 +188,11 @@ def _brief(text: str, symbol: str) -> str:
 
 def _masked_reason(cfg) -> str:
     """What a -inf score means under ``cfg``'s masks."""
-    if cfg.window is not None:
+    if cfg.sliding_window is not None:
         n = cfg.sink_tokens
         sinks = (" (the first key stays visible)" if n == 1 else f" (the first {n} keys stay visible)") if n else ""
         after = "after the query or " if cfg.is_causal else ""
-        return f"masked: this key is {after}outside the window of {cfg.window}{sinks}"
+        return f"masked: this key is {after}outside the window of {cfg.sliding_window}{sinks}"
     if cfg.is_causal:
         return "masked: this key comes after the query (causal)"
     return "not finite: overflow in this dtype"

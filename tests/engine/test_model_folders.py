@@ -19,7 +19,7 @@ SENTENCE = "the cat sat on a mat and the dog ran"
 FAMILIES = {
     "llama": dict(num_key_value_heads=2),
     "qwen2": dict(num_key_value_heads=2),  # Q/K/V biases
-    "mistral": dict(num_key_value_heads=4, sliding_window=None),
+    "mistral": dict(num_key_value_heads=4, sliding_window=3),  # shorter than the sentence: the window bites
 }
 
 
@@ -62,11 +62,17 @@ def test_every_layer_equals_transformers(folder):
             lambda m, args, kwargs, out, i=i: seen.__setitem__(i, (kwargs["hidden_states"][0], out[0][0])),
             with_kwargs=True))
     with torch.no_grad():
-        out = hf(ids[None], output_attentions=True)
+        out = hf(ids[None], output_attentions=True, output_hidden_states=True)
     for h in hooks:
         h.remove()
     spec = MODELS[path]
     T, d_k = len(ids), spec.d_k
+    residual = source(path).forward(ids, "cpu", torch.float32).residual
+    for ours, theirs in zip(residual, out.hidden_states, strict=True):  # every layer's, and the final norm's
+        assert torch.allclose(ours, theirs[0], atol=1e-4, rtol=1e-4)
+    window = FAMILIES[hf.config.model_type].get("sliding_window")
+    if window is not None:  # transformers' eager attention hid the far keys, and so did ours
+        assert spec.window == window and (out.attentions[0][0][:, -1, :T - window] == 0).all()
     for layer in range(2):
         r = compute(cfg.replace(layer=layer))
         x, block = seen[layer]
@@ -128,6 +134,41 @@ def _bad(tmp_path, kind):
 def test_bad_folders_say_what_is_wrong(tmp_path, kind, message):
     with pytest.raises(ConfigError, match=message):
         AttentionConfig(model=_bad(tmp_path, kind))
+
+
+def _config(tmp_path, name, **changes):
+    """A folder with a config.json (a small Llama's, with ``changes``) and a tokenizer, no weights."""
+    folder = tmp_path / name
+    folder.mkdir()
+    cfg = {**dict(model_type="llama", hidden_size=32, num_attention_heads=4, num_hidden_layers=2), **changes}
+    (folder / "config.json").write_text(json.dumps(cfg))
+    _tokenizer(folder)
+    return str(folder)
+
+
+@pytest.mark.parametrize("changes, window", [
+    (dict(model_type="mistral", sliding_window=None), None),
+    (dict(model_type="mistral", sliding_window=4), 4),
+    (dict(model_type="llama", sliding_window=4), None),
+    (dict(model_type="qwen2", sliding_window=4, use_sliding_window=False, max_window_layers=0), None),
+    (dict(model_type="qwen2", sliding_window=4, use_sliding_window=True, max_window_layers=0), 4),
+    (dict(model_type="qwen2", sliding_window=4, use_sliding_window=True, max_window_layers=2), None),
+    (dict(model_type="qwen2", sliding_window=4, use_sliding_window=True,
+          layer_types=["sliding_attention"] * 2), 4),
+])
+def test_sliding_window_as_transformers_reads_it(tmp_path, changes, window):
+    path = _config(tmp_path, "m", **changes)
+    assert MODELS[path].window == window
+    assert AttentionConfig(model=path).sliding_window == window
+    assert AttentionConfig(model=path, window=2).sliding_window == 2  # the narrower of the option and the model's
+
+
+def test_a_window_in_some_layers_only_is_refused(tmp_path):
+    path = _config(tmp_path, "half", model_type="qwen2", sliding_window=4, use_sliding_window=True,
+                   layer_types=["full_attention", "sliding_attention"])
+    with pytest.raises(ConfigError, match=r"^half slides a window of 4 keys in 1 of its 2 layers \(from layer 2\); "
+                                          r"attn-gui applies one window to every layer, per-layer windows not yet$"):
+        AttentionConfig(model=path)
 
 
 def test_missing_weights_and_truncated_file(tmp_path):

@@ -8,8 +8,9 @@ the special tokens from tokenizer.json) only when a config first needs the model
 
 Families are declared, not coded: ``FAMILIES`` says which path runs a ``model_type``
 (the one decoder of ``llama.py``, or the one encoder of ``encoder.py``) and how its
-config.json names its sizes. Decoders: Llama, Mistral, Qwen2 (Q/K/V biases, found in the
-weights) and GPT-2 (LayerNorm, learned positions, GELU; its weights renamed here).
+config.json names its sizes. Decoders: Llama, Mistral (its sliding window as the engine's
+window mask), Qwen2 (Q/K/V biases, found in the weights) and GPT-2 (LayerNorm, learned
+positions, GELU; its weights renamed here).
 Encoders: BERT, RoBERTa (positions counted after the padding id), DistilBERT (its own
 weight names), read by ``encoder.py``.
 """
@@ -36,13 +37,14 @@ class Family:
     label: str
     path: str = "decoder"  # "decoder": llama.py; "encoder": encoder.py
     names: tuple[tuple[str, str], ...] = ()  # config.json's own key for a size, where it is not BERT's / Llama's
-    sliding_window: bool = False  # Mistral: a window of keys, capped out here by max_tokens
+    window: str = ""  # "every": sliding_window in every layer (Mistral); "layers": Qwen's use_sliding_window
+    #                   and layer_types say which layers slide; "": none
     norm: str = "rms"  # the decoder's norm and feed-forward (llama.LlamaShape)
     mlp: str = "swiglu"
 
 
 FAMILIES = {
-    "llama": Family("Llama"), "mistral": Family("Mistral", sliding_window=True), "qwen2": Family("Qwen2"),
+    "llama": Family("Llama"), "mistral": Family("Mistral", window="every"), "qwen2": Family("Qwen2", window="layers"),
     "gpt2": Family("GPT-2", names=(("heads", "n_head"), ("d_model", "n_embd"), ("layers", "n_layer"),
                                     ("positions", "n_positions"), ("eps", "layer_norm_epsilon"),
                                     ("act", "activation_function")), norm="layer", mlp="gelu"),
@@ -77,6 +79,33 @@ def activation(cfg: dict, family: Family, folder: Path) -> str:
     if act not in ACTIVATIONS:
         raise ConfigError(f"{folder.name}: activation {act!r} is not supported; supported: {', '.join(ACTIVATIONS)}")
     return ACTIVATIONS[act]
+
+
+def sliding_window(cfg: dict, family: Family, folder: Path) -> int | None:
+    """The window of keys every layer applies, or None; ``ConfigError`` when only some layers slide.
+
+    Mistral's ``sliding_window`` holds in every layer (null: none). Qwen's holds only with
+    ``use_sliding_window``, in the layers ``layer_types`` names "sliding_attention" (without
+    them: from layer ``max_window_layers`` on), as transformers reads it.
+    """
+    window = cfg.get("sliding_window")
+    if window is None or not family.window:
+        return None
+    if family.window == "every":
+        return int(window)
+    if not cfg.get("use_sliding_window"):
+        return None
+    layers = int(size(cfg, family, "layers"))
+    first = int(cfg.get("max_window_layers", 28))
+    kinds = cfg.get("layer_types") or ["sliding_attention" if i >= first else "full_attention" for i in range(layers)]
+    sliding = [i + 1 for i, kind in enumerate(kinds) if kind == "sliding_attention"]
+    if not sliding:
+        return None
+    if len(sliding) < len(kinds):
+        raise ConfigError(f"{folder.name} slides a window of {window} keys in {len(sliding)} of its {len(kinds)} "
+                          f"layers (from layer {sliding[0]}); attn-gui applies one window to every layer, "
+                          "per-layer windows not yet")
+    return int(window)
 
 
 def position_offset(cfg: dict) -> int:
@@ -121,9 +150,8 @@ def spec_for(path: str) -> ModelSpec:
         activation(cfg, family, folder)
         heads, d = int(size(cfg, family, "heads")), int(size(cfg, family, "d_model"))
         d_k = int(cfg.get("head_dim") or d // heads)
-        window = cfg.get("sliding_window") if family.sliding_window else None
         positions = int(size(cfg, family, "positions", MAX_TOKENS)) - position_offset(cfg)
-        limit = min(MAX_TOKENS, positions, int(window or MAX_TOKENS))
+        limit = min(MAX_TOKENS, positions)
         common = dict(layers=int(size(cfg, family, "layers")), heads=heads, d_model=d, d_k=d_k, d_v=d_k,
                       max_tokens=limit)
         name = folder.name if folder.name.lower() not in GENERIC else f"{folder.parent.name}/{folder.name}"
@@ -134,6 +162,7 @@ def spec_for(path: str) -> ModelSpec:
                          kv_heads=int(cfg.get("num_key_value_heads") or heads),
                          has_bias=bool(cfg.get("attention_bias", cfg.get("model_type") in ("qwen2", "gpt2"))),
                          causal=True, rope_base=None if family.norm == "layer" else float(cfg.get("rope_theta", 1e4)),
+                         window=sliding_window(cfg, family, folder),
                          x_is=f"{'LayerNorm' if family.norm == 'layer' else 'RMSNorm'} of the residual stream "
                               "entering the layer",
                          about=("output is the attention block's output, before the residual",
@@ -243,7 +272,8 @@ def read(spec: ModelSpec):
     eos = eos[0] if isinstance(eos, list) else eos
     eps = size(cfg, family, "eps") if family.norm == "layer" else cfg.get("rms_norm_eps")
     shape = LlamaShape(spec.layers, spec.heads, spec.kv_heads, spec.d_k, float(eps or 1e-6), spec.rope_base,
-                       norm=family.norm, mlp=family.mlp if family.mlp == "swiglu" else activation(cfg, family, folder))
+                       norm=family.norm, mlp=family.mlp if family.mlp == "swiglu" else activation(cfg, family, folder),
+                       window=spec.window)
     return SmolLM2(spec, shape, weights, tokenizer, tuple(texts), special, -1 if eos is None else int(eos), None)
 
 

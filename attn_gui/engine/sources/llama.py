@@ -9,7 +9,8 @@ in nn.Linear's (out, in) layout; the tests compare every step with that class.
 GPT-2 is the same path with three differences declared in ``LlamaShape``: LayerNorm with a
 bias instead of RMSNorm, learned absolute positions added to the token embedding instead of
 RoPE, and a GELU (tanh) feed-forward with biases instead of SwiGLU; its reader renames and
-splits its weights into the names above (``hf.gpt2_weights``).
+splits its weights into the names above (``hf.gpt2_weights``). Mistral's sliding window is
+the engine's window mask in every layer (``LlamaShape.window``).
 
 The same ``forward`` serves a whole sentence (the prefill) and one more token at a time
 (a decode step): given the ``KVCache`` of the tokens before, each layer computes q, k and v
@@ -40,6 +41,7 @@ class LlamaShape:
     rope_base: float | None  # None: no RoPE (GPT-2's learned positions)
     norm: str = "rms"  # "rms": RMSNorm (Llama); "layer": LayerNorm with a bias (GPT-2)
     mlp: str = "swiglu"  # "swiglu": W_down (silu(W_gate x) * W_up x); else W_down act(W_up x + b) + b (GPT-2)
+    window: int | None = None  # Mistral's sliding window in every layer: query i sees keys i - window < j <= i
 
 
 @dataclass(frozen=True)
@@ -142,7 +144,7 @@ def decoder_layer(h: torch.Tensor, w: dict, layer: int, shape: LlamaShape,
     p = f"model.layers.{layer}"
     x = norm(h, w, f"{p}.input_layernorm", shape)  # X: what attention reads
     steps = attend(x, head_weights(w, layer, shape), layout="column", causal=True, rope_base=shape.rope_base,
-                   past=past, z_hook=z_hook)
+                   window=shape.window, past=past, z_hook=z_hook)
     h = h + steps["output"]
     h = h + feed_forward(norm(h, w, f"{p}.post_attention_layernorm", shape), w, layer, shape)
     return h, x, steps

@@ -33,6 +33,9 @@ class ModelSpec:
         source predicts the next token (``ModelSource.next_tokens``, ``decoder``).
     rope_base : float, optional
         The base of the RoPE rotation of q and k in every layer; None without RoPE.
+    window : int, optional
+        The sliding window every layer applies (Mistral's ``sliding_window``): query i sees
+        keys i - window < j <= i; None: every key up to the query.
     x_is : str
         What X is ("the hidden state entering the layer").
     about : tuple of str
@@ -54,5 +57,6 @@ class ModelSpec:
     kv_heads: int | None = None
     causal: bool = False
     rope_base: float | None = None
+    window: int | None = None
     x_is: str = "the hidden state entering the layer"
     about: tuple[str, ...] = ("output is the attention block's output, before the residual and LayerNorm",)
