@@ -17,7 +17,7 @@ transformers = pytest.importorskip("transformers")
 WORDS = ["<unk>", "<s>", "</s>"] + [f"w{i}" for i in range(61)] + "the cat sat on a mat and dog ran".split()
 SENTENCE = "the cat sat on a mat and the dog ran"
 FAMILIES = {
-    "llama": dict(num_key_value_heads=2),
+    "llama": dict(num_key_value_heads=2, rope_theta=500.0),  # saved by transformers 5 as rope_parameters
     "qwen2": dict(num_key_value_heads=2),  # Q/K/V biases
     "mistral": dict(num_key_value_heads=4, sliding_window=3),  # shorter than the sentence: the window bites
 }
@@ -67,6 +67,7 @@ def test_every_layer_equals_transformers(folder):
         h.remove()
     spec = MODELS[path]
     T, d_k = len(ids), spec.d_k
+    assert spec.rope_base == hf.config.rope_parameters["rope_theta"]
     residual = source(path).forward(ids, "cpu", torch.float32).residual
     for ours, theirs in zip(residual, out.hidden_states, strict=True):  # every layer's, and the final norm's
         assert torch.allclose(ours, theirs[0], atol=1e-4, rtol=1e-4)
@@ -168,6 +169,28 @@ def test_a_window_in_some_layers_only_is_refused(tmp_path):
                    layer_types=["full_attention", "sliding_attention"])
     with pytest.raises(ConfigError, match=r"^half slides a window of 4 keys in 1 of its 2 layers \(from layer 2\); "
                                           r"attn-gui applies one window to every layer, per-layer windows not yet$"):
+        AttentionConfig(model=path)
+
+
+@pytest.mark.parametrize("changes, base", [
+    (dict(), 1e4),
+    (dict(rope_theta=300.0), 300.0),
+    (dict(rope_parameters={"rope_theta": 500.0, "rope_type": "default"}), 500.0),
+    (dict(rope_theta=None, rope_scaling=None, rope_parameters=None), 1e4),
+])
+def test_rope_base_from_either_key(tmp_path, changes, base):
+    assert MODELS[_config(tmp_path, "rope", **changes)].rope_base == base
+
+
+@pytest.mark.parametrize("changes, kind", [
+    (dict(rope_scaling={"rope_type": "llama3", "factor": 8.0}), "llama3"),
+    (dict(rope_scaling={"type": "linear", "factor": 2.0}), "linear"),  # the key before rope_type
+    (dict(rope_parameters={"rope_theta": 1e6, "rope_type": "yarn", "factor": 4.0}), "yarn"),
+    (dict(model_type="qwen2", rope_parameters={"rope_theta": 1e4, "rope_type": "dynamic"}), "dynamic"),
+])
+def test_rope_scaling_is_refused_in_one_line(tmp_path, changes, kind):
+    path = _config(tmp_path, "scaled", **changes)
+    with pytest.raises(ConfigError, match=rf"^scaled uses RoPE scaling '{kind}', which attn-gui does not apply yet$"):
         AttentionConfig(model=path)
 
 

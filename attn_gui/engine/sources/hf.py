@@ -108,6 +108,21 @@ def sliding_window(cfg: dict, family: Family, folder: Path) -> int | None:
     return int(window)
 
 
+def rope_base(cfg: dict, folder: Path) -> float:
+    """RoPE's base: transformers 5's ``rope_parameters["rope_theta"]``, else ``rope_theta``, else 10000.
+
+    A scaled RoPE (``rope_type`` llama3, yarn, linear, dynamic, longrope …, in ``rope_parameters``
+    or the older ``rope_scaling``) is refused in one line: its angles are not computed here.
+    """
+    params = cfg.get("rope_parameters") or {}
+    for scaling in (params, cfg.get("rope_scaling") or {}):
+        kind = scaling.get("rope_type", scaling.get("type", "default"))
+        if kind != "default":
+            raise ConfigError(f"{folder.name} uses RoPE scaling {kind!r}, which attn-gui does not apply yet")
+    theta = params.get("rope_theta", cfg.get("rope_theta"))
+    return 1e4 if theta is None else float(theta)
+
+
 def position_offset(cfg: dict) -> int:
     """RoBERTa counts positions from its padding id + 1; BERT and DistilBERT from 0."""
     return int(cfg.get("pad_token_id", 1)) + 1 if cfg.get("model_type") == "roberta" else 0
@@ -161,7 +176,7 @@ def spec_for(path: str) -> ModelSpec:
         return ModelSpec(str(path), f"{name} ({family.label} decoder)", module="hf",
                          kv_heads=int(cfg.get("num_key_value_heads") or heads),
                          has_bias=bool(cfg.get("attention_bias", cfg.get("model_type") in ("qwen2", "gpt2"))),
-                         causal=True, rope_base=None if family.norm == "layer" else float(cfg.get("rope_theta", 1e4)),
+                         causal=True, rope_base=None if family.norm == "layer" else rope_base(cfg, folder),
                          window=sliding_window(cfg, family, folder),
                          x_is=f"{'LayerNorm' if family.norm == 'layer' else 'RMSNorm'} of the residual stream "
                               "entering the layer",
