@@ -53,8 +53,9 @@ class AttentionResult:
     ``b_q``, ``b_k``, ``b_v`` and ``b_o`` are None when there are no biases (``bias`` off).
     With grouped-query heads (``kv_heads`` g < h) ``w_k``, ``w_v``, ``b_k``, ``b_v``, ``k`` and
     ``v`` have g heads; the scores, weights and outputs have h. ``q_unrotated`` and
-    ``k_unrotated`` (RoPE) are q and k before the rotation and ``rope_angles`` the rotation's
-    angles; ``position_bias`` (ALiBi) is the bias added to the scaled scores, None when streamed.
+    ``k_unrotated`` (RoPE) are q and k before the rotation (and before any norm) and ``rope_angles``
+    the rotation's angles; ``q_normed`` and ``k_normed`` (a model with per-head norms, Qwen3) are
+    each head's q and k after its RMSNorm, before the rotation; ``position_bias`` (ALiBi) is the bias added to the scaled scores, None when streamed.
     ``next_tokens`` (a decoder model) are the model's five most likely next tokens after
     the sentence, (readable token text, probability), highest first.
 
@@ -95,6 +96,8 @@ class AttentionResult:
     b_o: torch.Tensor | None = None  # (1, d)
     q_unrotated: torch.Tensor | None = None  # (h, T, d_k) RoPE only: q before the rotation
     k_unrotated: torch.Tensor | None = None  # (g, T_k, d_k) RoPE only
+    q_normed: torch.Tensor | None = None  # (h, T, d_k) per-head norms only (Qwen3): q after q_norm, before RoPE
+    k_normed: torch.Tensor | None = None  # (g, T_k, d_k) per-head norms only: k after k_norm, before RoPE
     rope_angles: torch.Tensor | None = None  # (T, d_k/2) RoPE only: the angle of each pair at each position
     position_bias: torch.Tensor | None = None  # (h, T, T_k) ALiBi only, None when streamed
     shown: dict[str, torch.Tensor] | None = None  # streamed only: scores, scaled, weights pooled, (h, r, r_k)

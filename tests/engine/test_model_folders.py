@@ -20,6 +20,7 @@ FAMILIES = {
     "llama": dict(num_key_value_heads=2, rope_theta=500.0),  # saved by transformers 5 as rope_parameters
     "qwen2": dict(num_key_value_heads=2),  # Q/K/V biases
     "mistral": dict(num_key_value_heads=4, sliding_window=3),  # shorter than the sentence: the window bites
+    "qwen3": dict(num_key_value_heads=2, head_dim=16),  # per-head q_norm and k_norm; h * d_k = 64 > d = 32
 }
 
 
@@ -45,6 +46,11 @@ def folder(request, tmp_path_factory):
             for layer in hf.model.layers:
                 for proj in (layer.self_attn.q_proj, layer.self_attn.k_proj, layer.self_attn.v_proj):
                     proj.bias.normal_()
+    if kind == "qwen3":  # random, not one, gains of q_norm and k_norm
+        with torch.no_grad():
+            for layer in hf.model.layers:
+                layer.self_attn.q_norm.weight.normal_()
+                layer.self_attn.k_norm.weight.normal_()
     path = tmp_path_factory.mktemp(kind)
     hf.save_pretrained(path)
     _tokenizer(path)
@@ -88,10 +94,44 @@ def test_every_layer_equals_transformers(folder):
         assert torch.allclose(r.k_unrotated, k, atol=1e-4, rtol=1e-4)
         assert torch.allclose(r.v, v, atol=1e-4, rtol=1e-4)
         assert torch.allclose(r.output, block, atol=1e-4, rtol=1e-4)
+        if hasattr(attn, "q_norm"):  # Qwen3: each head's q and k RMS-normed before RoPE
+            with torch.no_grad():
+                q_normed = attn.q_norm(attn.q_proj(x).view(T, -1, d_k)).transpose(0, 1)
+                k_normed = attn.k_norm(attn.k_proj(x).view(T, -1, d_k)).transpose(0, 1)
+            assert torch.allclose(r.q_normed, q_normed, atol=1e-4, rtol=1e-4)
+            assert torch.allclose(r.k_normed, k_normed, atol=1e-4, rtol=1e-4)
+            assert {"q_normed", "k_normed"} <= set(r.fields())
+        else:
+            assert r.q_normed is None and r.k_normed is None
     probs = torch.softmax(out.logits[0, -1].double(), -1).topk(5)
     got = compute(cfg).next_tokens
     assert [t for t, _ in got] == [WORDS[i] for i in probs.indices.tolist()]
     assert [p for _, p in got] == pytest.approx(probs.values.tolist(), abs=1e-5)
+
+
+def test_the_window_shows_the_norms_and_the_sliding_window(folder):
+    from attn_gui.engine import formula
+    from attn_gui.present.frame import make_frame
+    from attn_gui.present.maps import map_data, map_keys
+
+    path, hf = folder
+    cfg = AttentionConfig(sentence=SENTENCE, model=path)
+    frame = make_frame(0, compute(cfg))
+    names = list(dict.fromkeys(name for name, _ in map_keys(frame.result)))
+    if hf.config.model_type == "qwen3":  # steps of their own, between the projection and the rotation
+        assert names.index("q_unrotated") < names.index("q_normed") < names.index("q")
+        assert names.index("k_unrotated") < names.index("k_normed") < names.index("k")
+        assert map_data(frame, "k_normed", 1).matrix.shape == (len(SENTENCE.split()), MODELS[path].d_k)
+        assert formula("q", cfg).endswith(", RMS-normed per head, rotated (RoPE)")
+        assert formula("q_unrotated", cfg) == "Q = X W_q, before the norm and the rotation"
+    else:
+        assert "q_normed" not in names and "k_normed" not in names
+        assert formula("q", cfg).endswith(", rotated (RoPE)") and "RMS" not in formula("q", cfg)
+    reason = map_data(frame, "weights", 0).masked_reason
+    if hf.config.model_type == "mistral":
+        assert reason == "masked: this key is after the query or outside the window of 3"
+    else:
+        assert reason == "masked: this key comes after the query (causal)"
 
 
 def test_cached_decoding_equals_recomputing(folder):
@@ -164,9 +204,12 @@ def test_sliding_window_as_transformers_reads_it(tmp_path, changes, window):
     assert AttentionConfig(model=path, window=2).sliding_window == 2  # the narrower of the option and the model's
 
 
-def test_a_window_in_some_layers_only_is_refused(tmp_path):
-    path = _config(tmp_path, "half", model_type="qwen2", sliding_window=4, use_sliding_window=True,
-                   layer_types=["full_attention", "sliding_attention"])
+@pytest.mark.parametrize("changes", [
+    dict(model_type="qwen2", layer_types=["full_attention", "sliding_attention"]),
+    dict(model_type="qwen3", max_window_layers=1),  # no layer_types: from layer max_window_layers + 1 on
+])
+def test_a_window_in_some_layers_only_is_refused(tmp_path, changes):
+    path = _config(tmp_path, "half", sliding_window=4, use_sliding_window=True, **changes)
     with pytest.raises(ConfigError, match=r"^half slides a window of 4 keys in 1 of its 2 layers \(from layer 2\); "
                                           r"attn-gui applies one window to every layer, per-layer windows not yet$"):
         AttentionConfig(model=path)
@@ -240,5 +283,6 @@ def test_fifo_and_shape_mismatch_in_one_line(tmp_path, folder):
     cfg = json.loads((wrong / "config.json").read_text())
     cfg["num_attention_heads"], cfg["head_dim"] = 2, 8
     (wrong / "config.json").write_text(json.dumps(cfg))
-    with pytest.raises(ConfigError, match=r"config.json says W_q is \(16, 32\), the weights hold \(32, 32\)"):
+    rows = MODELS[path].heads * MODELS[path].d_k
+    with pytest.raises(ConfigError, match=rf"config.json says W_q is \(16, 32\), the weights hold \({rows}, 32\)"):
         compute(AttentionConfig(sentence=SENTENCE, model=str(wrong)))

@@ -9,7 +9,8 @@ the special tokens from tokenizer.json) only when a config first needs the model
 Families are declared, not coded: ``FAMILIES`` says which path runs a ``model_type``
 (the one decoder of ``llama.py``, or the one encoder of ``encoder.py``) and how its
 config.json names its sizes. Decoders: Llama, Mistral (its sliding window as the engine's
-window mask), Qwen2 (Q/K/V biases, found in the weights) and GPT-2 (LayerNorm, learned
+window mask), Qwen2 (Q/K/V biases, found in the weights), Qwen3 (each head's q and k RMS-normed
+before RoPE, ``Family.qk_norm``) and GPT-2 (LayerNorm, learned
 positions, GELU; its weights renamed here).
 Encoders: BERT, RoBERTa (positions counted after the padding id), DistilBERT (its own
 weight names), read by ``encoder.py``.
@@ -41,10 +42,12 @@ class Family:
     #                   and layer_types say which layers slide; "": none
     norm: str = "rms"  # the decoder's norm and feed-forward (llama.LlamaShape)
     mlp: str = "swiglu"
+    qk_norm: bool = False  # Qwen3: q_norm and k_norm, each head's q and k RMS-normed before RoPE
 
 
 FAMILIES = {
     "llama": Family("Llama"), "mistral": Family("Mistral", window="every"), "qwen2": Family("Qwen2", window="layers"),
+    "qwen3": Family("Qwen3", window="layers", qk_norm=True),
     "gpt2": Family("GPT-2", names=(("heads", "n_head"), ("d_model", "n_embd"), ("layers", "n_layer"),
                                     ("positions", "n_positions"), ("eps", "layer_norm_epsilon"),
                                     ("act", "activation_function")), norm="layer", mlp="gelu"),
@@ -177,7 +180,7 @@ def spec_for(path: str) -> ModelSpec:
                          kv_heads=int(cfg.get("num_key_value_heads") or heads),
                          has_bias=bool(cfg.get("attention_bias", cfg.get("model_type") in ("qwen2", "gpt2"))),
                          causal=True, rope_base=None if family.norm == "layer" else rope_base(cfg, folder),
-                         window=sliding_window(cfg, family, folder),
+                         window=sliding_window(cfg, family, folder), qk_norm=family.qk_norm,
                          x_is=f"{'LayerNorm' if family.norm == 'layer' else 'RMSNorm'} of the residual stream "
                               "entering the layer",
                          about=("output is the attention block's output, before the residual",
@@ -277,6 +280,8 @@ def read(spec: ModelSpec):
     got = weights["model.layers.0.self_attn.q_proj.weight"].shape if "model.layers.0.self_attn.q_proj.weight" in \
         weights else ()
     check_shape(folder, got, (spec.heads * spec.d_k, spec.d_model))
+    if spec.qk_norm and "model.layers.0.self_attn.q_norm.weight" not in weights:
+        raise ConfigError(f"{folder.name}: the weights lack q_norm and k_norm for a {family.label} model")
     tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
     special = frozenset(i for i, t in tokenizer.get_added_tokens_decoder().items() if t.special)
     ids = tokenizer.get_vocab(with_added_tokens=True)

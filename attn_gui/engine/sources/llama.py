@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from ..attention import Projections, attend
+from ..attention import Projections, attend, rms_norm
 from . import stored
 from .stored import rows
 
@@ -88,11 +88,6 @@ class Forward:
     logits: torch.Tensor
 
 
-def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
-    """x / sqrt(mean(x²) + eps) * weight, over the last axis (Llama's RMSNorm)."""
-    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * weight
-
-
 def norm(x: torch.Tensor, w: dict, prefix: str, shape: LlamaShape) -> torch.Tensor:
     """The model's norm of ``x`` with the weights at ``prefix``: RMSNorm, or LayerNorm with its bias (GPT-2)."""
     if shape.norm == "layer":
@@ -104,22 +99,25 @@ def head_weights(w: dict, layer: int, shape: LlamaShape) -> Projections:
     """Layer ``layer``'s projections per head, in column layout (q_i = W x_i + b).
 
     nn.Linear stores W_q as (h * d_k, d); head i owns rows i*d_k:(i+1)*d_k (K and V: g heads).
-    Q, K and V have biases where the weights hold them (Qwen2, GPT-2), else none (Llama); W_O too (GPT-2).
+    Q, K and V have biases where the weights hold them (Qwen2, GPT-2), else none (Llama); W_O too (GPT-2);
+    q and k are RMS-normed per head where the weights hold q_norm and k_norm (Qwen3).
     """
     p = f"model.layers.{layer}.self_attn"
     d = w[f"{p}.q_proj.weight"].shape[1]
-    biases = {}
+    extras = {}
+    if f"{p}.q_norm.weight" in w:
+        extras = dict(q_norm=w[f"{p}.q_norm.weight"], k_norm=w[f"{p}.k_norm.weight"], norm_eps=shape.eps)  # (d_k,)
     if f"{p}.q_proj.bias" in w:
-        biases = dict(b_q=w[f"{p}.q_proj.bias"].view(shape.heads, 1, -1),  # (h, 1, d_k)
-                      b_k=w[f"{p}.k_proj.bias"].view(shape.kv_heads, 1, -1),  # (g, 1, d_k)
-                      b_v=w[f"{p}.v_proj.bias"].view(shape.kv_heads, 1, -1))  # (g, 1, d_v)
+        extras |= dict(b_q=w[f"{p}.q_proj.bias"].view(shape.heads, 1, -1),  # (h, 1, d_k)
+                       b_k=w[f"{p}.k_proj.bias"].view(shape.kv_heads, 1, -1),  # (g, 1, d_k)
+                       b_v=w[f"{p}.v_proj.bias"].view(shape.kv_heads, 1, -1))  # (g, 1, d_v)
     return Projections(
         w_q=w[f"{p}.q_proj.weight"].view(shape.heads, -1, d),  # (h, d_k, d)
         w_k=w[f"{p}.k_proj.weight"].view(shape.kv_heads, -1, d),  # (g, d_k, d)
         w_v=w[f"{p}.v_proj.weight"].view(shape.kv_heads, -1, d),  # (g, d_v, d)
         w_o=w[f"{p}.o_proj.weight"],  # (d, h * d_v)
         b_o=w[f"{p}.o_proj.bias"].view(1, -1) if f"{p}.o_proj.bias" in w else None,  # (1, d)
-        **biases,
+        **extras,
     )
 
 
