@@ -156,6 +156,20 @@ def test_weights_keep_their_stored_dtype(tmp_path_factory):
     assert compute(AttentionConfig(sentence=SENTENCE, model=str(folder))).weights.dtype == torch.float32
 
 
+def test_a_vocabulary_under_five_and_one_padded_past_the_tokenizer(tmp_path):
+    from tokenizers import Tokenizer, models, pre_tokenizers
+
+    cfg = transformers.AutoConfig.for_model("llama", hidden_size=16, intermediate_size=16, num_hidden_layers=1,
+                                            num_attention_heads=2, vocab_size=4)
+    transformers.AutoModelForCausalLM.from_config(cfg).save_pretrained(tmp_path)
+    tok = Tokenizer(models.WordLevel({"<unk>": 0, "the": 1, "cat": 2}, unk_token="<unk>"))  # 3 ids, 4 rows
+    tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    tok.save(str(tmp_path / "tokenizer.json"))
+    top = compute(AttentionConfig(sentence="the cat", model=str(tmp_path))).next_tokens  # the top 5 of 4
+    assert sorted(t for t, _ in top) == ["<unk>", "<unused 3>", "cat", "the"]
+    assert sum(p for _, p in top) == pytest.approx(1.0)
+
+
 def _bad(tmp_path, kind):
     folder = tmp_path / kind
     folder.mkdir()

@@ -285,7 +285,8 @@ def read(spec: ModelSpec):
     tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
     special = frozenset(i for i, t in tokenizer.get_added_tokens_decoder().items() if t.special)
     ids = tokenizer.get_vocab(with_added_tokens=True)
-    texts = [""] * (max(ids.values()) + 1)
+    rows = weights["model.embed_tokens.weight"].shape[0]  # V: often padded past the tokenizer's last id
+    texts = [f"<unused {i}>" for i in range(max(max(ids.values()) + 1, rows))]
     for tok, i in ids.items():
         texts[i] = readable(tok, i in special)
     eos = cfg.get("eos_token_id")

@@ -243,9 +243,10 @@ class Source(ModelSource):
         return self.top_tokens(run.logits, k)
 
     def top_tokens(self, logits: torch.Tensor, k: int = 5) -> tuple[tuple[str, float], ...]:
-        """The ``k`` most likely tokens of ``logits`` (V,) with their softmax probabilities, highest first."""
+        """The ``k`` most likely tokens of ``logits`` (V,) with their softmax probabilities, highest first
+        (all V of them where V < k: a tiny vocabulary)."""
         probs = torch.softmax(logits.double(), dim=-1)
-        top = probs.topk(k)
+        top = probs.topk(min(k, probs.numel()))
         vocab = load_model(self.spec.name).vocab
         return tuple((vocab[i], float(p)) for p, i in zip(top.values.tolist(), top.indices.tolist()))
 
