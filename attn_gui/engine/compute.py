@@ -55,7 +55,8 @@ class AttentionResult:
     ``v`` have g heads; the scores, weights and outputs have h. ``q_unrotated`` and
     ``k_unrotated`` (RoPE) are q and k before the rotation (and before any norm) and ``rope_angles``
     the rotation's angles; ``q_normed`` and ``k_normed`` (a model with per-head norms, Qwen3) are
-    each head's q and k after its RMSNorm, before the rotation; ``position_bias`` (ALiBi) is the bias added to the scaled scores, None when streamed.
+    each head's q and k after its RMSNorm, before the rotation; ``position_bias`` (ALiBi) is
+    the bias added to the scaled scores, None when streamed.
     ``next_tokens`` (a decoder model) are the model's five most likely next tokens after
     the sentence, (readable token text, probability), highest first.
 
@@ -132,7 +133,7 @@ class AttentionResult:
 
     def head_index(self, name: str, head: int) -> int:
         """Where query head ``head`` reads per-head field ``name``: ``head``, or its key/value
-        head for the fields that have kv_heads g < h heads (w_k, w_v, b_k, b_v, k, v, k_unrotated)."""
+        head for the fields that have kv_heads g < h heads (w_k, w_v, b_k, b_v, k, v, k_unrotated, k_normed)."""
         n = self.shape(name)[0]
         return head if n == self.heads else head // (self.heads // n)
 

@@ -40,7 +40,8 @@ class FieldInfo:
     kind: str = "signed"
 
 
-# Data-flow order: X -> W, b -> Q, K, V (before RoPE, normed, rotated) -> omega -> scaled -> alpha -> Z -> concat -> W_o, b_o -> output
+# Data-flow order: X -> W, b -> Q, K, V (before RoPE, normed, rotated) -> omega -> scaled -> alpha -> Z
+# -> concat -> W_o, b_o -> output
 FIELDS: dict[str, FieldInfo] = {
     f.name: f
     for f in (
