@@ -6,7 +6,10 @@ grid), model folders opened from disk (a tiny BERT and a tiny Llama made by tran
 colour scales, docks, head and token selection, the map in focus, and Export all (each
 export must be whole). Every 10 actions the map in focus equals a fresh compute, its token
 labels included. CI runs a short walk; ATTN_GUI_MONKEY_STEPS=10000 runs a long one (RSS at
-start and end printed), ATTN_GUI_SOAK=10000 runs the soak (consecutive updates).
+start, every 500 actions and at the end printed), ATTN_GUI_SOAK=10000 runs the soak
+(consecutive updates). Run a long walk with ``-s -o faulthandler_timeout=0``: the suite's
+5-minute traceback dump reads the other threads' frames while they run, and once crashed
+the process (SIGSEGV inside faulthandler, 5:02 into a walk).
 """
 
 import json
