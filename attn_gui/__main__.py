@@ -1,3 +1,3 @@
-from attn_gui.cli import main
+from attn_gui.launch import main
 
 raise SystemExit(main())

@@ -479,15 +479,19 @@ def _stop_now(signum, frame):
     raise KeyboardInterrupt
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, launched: bool = False) -> int:
     """Run the command ``argv`` (default ``sys.argv[1:]``); the exit status.
 
     SIGTERM is handled like Ctrl-C from the first line on, before the imports that take
-    seconds: either ends in one line and exit 130, at any moment.
+    seconds: either ends in one line and exit 130, at any moment. ``launched``: called by
+    ``launch.main``, whose handlers stopped the program outright until here; from here on
+    Ctrl-C raises KeyboardInterrupt again, so that an export in progress is cleaned up.
     """
     main_thread = threading.current_thread() is threading.main_thread()
     previous = signal.signal(signal.SIGTERM, _stop_now) if main_thread else None
     try:
+        if launched and main_thread:
+            signal.signal(signal.SIGINT, signal.default_int_handler)
         return _main(sys.argv[1:] if argv is None else argv)
     except KeyboardInterrupt:
         print("attn-gui: interrupted", file=sys.stderr)

@@ -4,6 +4,7 @@ No timing is asserted here; the targets live in the benchmark itself.
 """
 
 import json
+import importlib.util
 import math
 import os
 import subprocess
@@ -43,6 +44,7 @@ def test_every_row_has_real_positive_numbers(report):
 
     models = {"model"} if is_available("minilm-l6") else set()
     models |= {"decoder", "interventions"} if is_available("smollm2-135m") else set()
+    models |= {"model folder"} if all(importlib.util.find_spec(m) for m in ("safetensors", "tokenizers")) else set()
     assert {r["section"] for r in report["rows"]} == SECTIONS | models
     for r in report["rows"]:
         assert _positive(r["median"]), r
@@ -122,6 +124,37 @@ def test_training_rows(report):
     plain, app = rows["plain PyTorch loop, one step"], rows["the app's loop (through attend), one step"]
     assert app["ratio"] == pytest.approx(app["median"] / plain["median"]) and app["target"] == 1.2
     assert app["met"] is (app["ratio"] <= 1.2)
+
+
+def test_the_model_folder_rows(report):
+    rows = {r["name"]: r for r in report["rows"] if r["section"] == "model folder"}
+    if not rows:
+        pytest.skip("safetensors and tokenizers are not installed")
+    peak = rows["app: peak RSS over the interpreter's"]
+    facts = peak["extra"]
+    assert peak["target"] == pytest.approx(facts["disk_mib"] + facts["layer_f32_mib"] + 128, abs=0.2)
+    if "transformers: forward (eager, output_attentions)" in rows:
+        app = rows["app: forward (every layer's steps kept)"]
+        assert app["ratio"] == pytest.approx(app["median"] / rows["transformers: forward (eager, output_attentions)"]["median"])
+
+
+def test_the_bench_checkpoint_is_a_qwen2_folder_transformers_reads(tmp_path):
+    # written by hand, tensor by tensor: transformers finds every weight it expects, each as written
+    transformers = pytest.importorskip("transformers")
+    import torch
+    from safetensors.torch import load_file
+
+    from attn_gui.bench.folder import TINY, write_checkpoint
+
+    size = write_checkpoint(tmp_path / "q", TINY)
+    assert size == (tmp_path / "q" / "model.safetensors").stat().st_size
+    model, info = transformers.AutoModelForCausalLM.from_pretrained(tmp_path / "q", output_loading_info=True)
+    assert not info["missing_keys"] and not info["unexpected_keys"]
+    assert model.config.model_type == "qwen2" and model.config.tie_word_embeddings
+    written = load_file(tmp_path / "q" / "model.safetensors")
+    for name, tensor in model.state_dict().items():
+        if name != "lm_head.weight":
+            assert torch.equal(tensor.to(torch.bfloat16), written[name]), name
 
 
 def test_the_plain_training_loop_is_the_apps_model():

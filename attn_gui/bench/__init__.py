@@ -10,6 +10,8 @@ Each part is one module, repeated after a warm-up and summarised by median and p
 - :mod:`.memory`: peak resident set size of fresh subprocesses that compute one size
   and keep only the display-reduced arrays.
 - :mod:`.model`: model mode, MiniLM-L6 loaded and computed (needs the pretrained extra).
+- :mod:`.folder`: a random Qwen2-0.5B-shaped bfloat16 folder: the app's peak RSS, load and a
+  forward at T = 64, against transformers on the same files.
 - :mod:`.decoder`: decoder mode, SmolLM2-135M: load from the cache, a full forward at T = 16
   and 64, switching the shown layer, a cached decode step against recomputing the sequence.
 - :mod:`.interventions`: SmolLM2-135M's 30 x 9 grid of head effects at T = 8, batched, against
@@ -36,6 +38,7 @@ from ..engine.devices import resolve_device
 from .decoder import bench_decoder
 from .display import bench_display, display_notes
 from .engine import ENGINE_TARGET, bench_engine, profile_missed
+from .folder import bench_folder
 from .interventions import bench_interventions
 from .training import bench_training
 from .memory import bench_memory
@@ -85,7 +88,7 @@ def run_bench(settings: BenchSettings, log: Log) -> dict[str, Any]:
     profiles = profile_missed(rows, settings.device, log)
     rows += bench_display(settings, log)
     rows += bench_memory(settings, log)
-    for part in (bench_model, bench_decoder, bench_interventions, bench_training, _bench_window, bench_startup):
+    for part in (bench_model, bench_folder, bench_decoder, bench_interventions, bench_training, _bench_window, bench_startup):
         part_rows, part_skipped = part(settings, log)
         rows += part_rows
         skipped += part_skipped

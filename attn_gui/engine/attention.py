@@ -9,6 +9,7 @@ value size. All functions are batched over heads; there is no loop over tokens o
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -27,6 +28,8 @@ class Projections:
     g is the number of key/value heads: h, or a divisor of h (grouped-query attention,
     each K/V head shared by h / g query heads).
     Biases, when there are any: b_q (h, 1, d_k), b_k (g, 1, d_k), b_v (g, 1, d_v), b_o (1, d).
+    Per-head norms, when there are any (Qwen3's q_norm and k_norm): the RMSNorm gains
+    q_norm (d_k,) and k_norm (d_k,), shared by every head, with epsilon ``norm_eps``.
     """
 
     w_q: torch.Tensor | None = None
@@ -37,12 +40,14 @@ class Projections:
     b_k: torch.Tensor | None = None
     b_v: torch.Tensor | None = None
     b_o: torch.Tensor | None = None
+    q_norm: torch.Tensor | None = None
+    k_norm: torch.Tensor | None = None
+    norm_eps: float = 1e-6
 
     def transposed(self) -> "Projections":
-        """The same weights in the other layout (W becomes Wᵀ; views, no copy; biases unchanged)."""
+        """The same weights in the other layout (W becomes Wᵀ; views, no copy; biases and norms unchanged)."""
         t = lambda w: None if w is None else w.transpose(-2, -1)  # noqa: E731
-        return Projections(t(self.w_q), t(self.w_k), t(self.w_v), t(self.w_o),
-                           self.b_q, self.b_k, self.b_v, self.b_o)
+        return dataclasses.replace(self, w_q=t(self.w_q), w_k=t(self.w_k), w_v=t(self.w_v), w_o=t(self.w_o))
 
 
 def attend(x: torch.Tensor, weights: Projections, *, x_kv: torch.Tensor | None = None, layout: str = "row",
@@ -95,7 +100,9 @@ def attend(x: torch.Tensor, weights: Projections, *, x_kv: torch.Tensor | None =
     -------
     dict with q (h, T, d_k), k (g, T_k, d_k), v (g, T_k, d_v), scores, scaled, weights (h, T, T_k),
     head_outputs (h, T, d_v), concat (T, h*d_v) and output (T, d); with RoPE also
-    q_unrotated, k_unrotated and rope_angles (T, d_k/2), the queries' angles; with ALiBi
+    q_unrotated, k_unrotated (the projections, before any norm) and rope_angles (T, d_k/2), the
+    queries' angles; with per-head norms (``weights.q_norm``) q_normed and k_normed, each head's
+    q and k RMS-normed before RoPE; with ALiBi
     position_bias (h, T, T_k) (not when streamed).
     With ``reduce_to``, ``shown`` (a dict of the three pooled (h, r, r) fields) replaces
     scores, scaled and weights. With ``past``, k and v are the whole cache, past rows then
@@ -125,9 +132,14 @@ def attend(x: torch.Tensor, weights: Projections, *, x_kv: torch.Tensor | None =
         q, k, v = q + p.b_q, k + p.b_k, v + p.b_v  # (h, 1, n) broadcasts over the rows
     extra = {}
     if rope_base is not None:
+        extra.update(q_unrotated=q, k_unrotated=k)
+    if p.q_norm is not None:  # Qwen3: every head's q and k RMS-normed over d_k, before RoPE
+        q, k = rms_norm(q, p.q_norm, p.norm_eps), rms_norm(k, p.k_norm, p.norm_eps)  # (h, T, d_k), (g, T_k, d_k)
+        extra.update(q_normed=q, k_normed=k)
+    if rope_base is not None:
         theta, cos, sin = rope_tables(max(T, T_k), q.size(-1), rope_base, q.dtype, q.device,
                                       position_offset + P)  # (max(T, T_k), d_k/2), cos, sin (., d_k)
-        extra = dict(q_unrotated=q, k_unrotated=k, rope_angles=theta[:T])
+        extra["rope_angles"] = theta[:T]
         q, k = rotate(q, cos[:T], sin[:T]), rotate(k, cos[:T_k], sin[:T_k])  # (h, T, d_k), (g, T_k, d_k)
     if past is not None:
         if reduce_to is not None:
@@ -274,6 +286,11 @@ def _heads_matrix(w: torch.Tensor, layout: str) -> torch.Tensor:
 def _split_heads(y: torch.Tensor, heads: int) -> torch.Tensor:
     """(..., T, h*n) -> (..., h, T, n) (a view)."""
     return y.unflatten(-1, (heads, -1)).transpose(-3, -2)
+
+
+def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+    """x / sqrt(mean(x²) + eps) * weight, over the last axis (Llama's RMSNorm)."""
+    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * weight
 
 
 def attention_scores(q: torch.Tensor, k: torch.Tensor, similarity: str = "dot") -> torch.Tensor:

@@ -53,8 +53,10 @@ class AttentionResult:
     ``b_q``, ``b_k``, ``b_v`` and ``b_o`` are None when there are no biases (``bias`` off).
     With grouped-query heads (``kv_heads`` g < h) ``w_k``, ``w_v``, ``b_k``, ``b_v``, ``k`` and
     ``v`` have g heads; the scores, weights and outputs have h. ``q_unrotated`` and
-    ``k_unrotated`` (RoPE) are q and k before the rotation and ``rope_angles`` the rotation's
-    angles; ``position_bias`` (ALiBi) is the bias added to the scaled scores, None when streamed.
+    ``k_unrotated`` (RoPE) are q and k before the rotation (and before any norm) and ``rope_angles``
+    the rotation's angles; ``q_normed`` and ``k_normed`` (a model with per-head norms, Qwen3) are
+    each head's q and k after its RMSNorm, before the rotation; ``position_bias`` (ALiBi) is
+    the bias added to the scaled scores, None when streamed.
     ``next_tokens`` (a decoder model) are the model's five most likely next tokens after
     the sentence, (readable token text, probability), highest first.
 
@@ -95,6 +97,8 @@ class AttentionResult:
     b_o: torch.Tensor | None = None  # (1, d)
     q_unrotated: torch.Tensor | None = None  # (h, T, d_k) RoPE only: q before the rotation
     k_unrotated: torch.Tensor | None = None  # (g, T_k, d_k) RoPE only
+    q_normed: torch.Tensor | None = None  # (h, T, d_k) per-head norms only (Qwen3): q after q_norm, before RoPE
+    k_normed: torch.Tensor | None = None  # (g, T_k, d_k) per-head norms only: k after k_norm, before RoPE
     rope_angles: torch.Tensor | None = None  # (T, d_k/2) RoPE only: the angle of each pair at each position
     position_bias: torch.Tensor | None = None  # (h, T, T_k) ALiBi only, None when streamed
     shown: dict[str, torch.Tensor] | None = None  # streamed only: scores, scaled, weights pooled, (h, r, r_k)
@@ -129,7 +133,7 @@ class AttentionResult:
 
     def head_index(self, name: str, head: int) -> int:
         """Where query head ``head`` reads per-head field ``name``: ``head``, or its key/value
-        head for the fields that have kv_heads g < h heads (w_k, w_v, b_k, b_v, k, v, k_unrotated)."""
+        head for the fields that have kv_heads g < h heads (w_k, w_v, b_k, b_v, k, v, k_unrotated, k_normed)."""
         n = self.shape(name)[0]
         return head if n == self.heads else head // (self.heads // n)
 
@@ -182,7 +186,7 @@ class AttentionResult:
         slopes = A.alibi_slopes(self.heads, self.q.dtype, self.q.device)[head:head + 1] if _alibi(cfg) else None
         rows = A.query_rows(self.q[head:head + 1, token:token + 1], self.k[kv_head:kv_head + 1], token,
                             scale=cfg.scale, temperature=cfg.temperature, causal=cfg.is_causal,
-                            similarity=cfg.similarity, slopes=slopes, window=cfg.window,
+                            similarity=cfg.similarity, slopes=slopes, window=cfg.sliding_window,
                             sink_tokens=cfg.sink_tokens, offset=cfg.position_offset)
         return rows[name][0, 0]
 
@@ -323,11 +327,12 @@ def _compute(config: AttentionConfig, toks: Tokens, source: Tokens | None, devic
                      temperature=config.temperature, causal=config.is_causal, similarity=config.similarity,
                      rope_base=config.rope, alibi=_alibi(config),
                      position_offset=config.position_offset if config.model is None else 0,
-                     window=config.window, sink_tokens=config.sink_tokens, reduce_to=reduce_to,
+                     window=config.sliding_window, sink_tokens=config.sink_tokens, reduce_to=reduce_to,
                      block_bytes=_block_bytes(device) if reduce_to is not None else 0,
                      z_hook=ablation_hooks(config.ablate).get(config.layer) if config.model else None)
+    own = MODELS[config.model] if config.model is not None else None
     if layer_weights is not None and (config.scale, config.temperature, config.is_causal, config.similarity,
-                                      config.window) != (True, 1.0, MODELS[config.model].causal, "dot", None):
+                                      config.sliding_window) != (True, 1.0, own.causal, "dot", own.window):
         layer_weights = layer_weights.clone()  # the model view shows this layer as computed here
         layer_weights[config.layer] = steps["weights"]
     synchronize(device)

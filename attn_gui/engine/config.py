@@ -191,6 +191,14 @@ class AttentionConfig:
         return self.causal or (self.model is not None and MODELS[self.model].causal)
 
     @property
+    def sliding_window(self) -> int | None:
+        """The sliding window in use: the narrower of the ``window`` option and the model's own
+        (Mistral's, by construction like its causal mask); None: no window."""
+        own = MODELS[self.model].window if self.model is not None else None
+        windows = [w for w in (self.window, own) if w is not None]
+        return min(windows) if windows else None
+
+    @property
     def rope(self) -> float | None:
         """The RoPE base in use: the model's, or (random weights) ``rope_base`` with RoPE positions; else None."""
         if self.model is not None:

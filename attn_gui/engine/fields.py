@@ -40,7 +40,8 @@ class FieldInfo:
     kind: str = "signed"
 
 
-# Data-flow order: X -> W, b -> Q, K, V -> omega -> scaled -> alpha -> Z -> concat -> W_o, b_o -> output
+# Data-flow order: X -> W, b -> Q, K, V (before RoPE, normed, rotated) -> omega -> scaled -> alpha -> Z
+# -> concat -> W_o, b_o -> output
 FIELDS: dict[str, FieldInfo] = {
     f.name: f
     for f in (
@@ -56,6 +57,10 @@ FIELDS: dict[str, FieldInfo] = {
                   "token", "pair"),
         FieldInfo("q_unrotated", "Q (before RoPE)", "Q = X W_q, before the rotation", True, "token", "dim"),
         FieldInfo("k_unrotated", "K (before RoPE)", "K = X W_k, before the rotation", True, "source", "dim"),
+        FieldInfo("q_normed", "Q (normed)", "Q = RMSNorm(X W_q) ⊙ g_q, per head, before the rotation", True,
+                  "token", "dim"),
+        FieldInfo("k_normed", "K (normed)", "K = RMSNorm(X W_k) ⊙ g_k, per head, before the rotation", True,
+                  "source", "dim"),
         FieldInfo("q", "Q", "Q = X W_q", True, "token", "dim"),
         FieldInfo("k", "K", "K = X W_k", True, "source", "dim"),
         FieldInfo("v", "V", "V = X W_v", True, "source", "dim"),
@@ -97,7 +102,11 @@ def formula(name: str, config) -> str:
             text = f"{info.symbol} = {x} {w}ᵀ{b}  ({name}_i = {w} {x.lower()}_i{b})"
         else:
             text = f"{info.symbol} = {x} {w}{b}"
+        if _qk_norm(config) and name in ("q", "k"):
+            text += ", RMS-normed per head"
         return text + ", rotated (RoPE)" if _rope(config) and name in ("q", "k") else text
+    if name in ("q_unrotated", "k_unrotated") and _qk_norm(config):
+        return info.formula.replace("before the rotation", "before the norm and the rotation")
     if name == "scores":
         return "ω = cos(Q, K)" if config.similarity == "cosine" else "ω = Q Kᵀ"
     if name in ("scaled", "weights"):
@@ -106,7 +115,7 @@ def formula(name: str, config) -> str:
             inner += " + m"
         if config.temperature != 1.0:
             inner = f"({inner}) / {config.temperature:g}" if " + " in inner else f"{inner} / {config.temperature:g}"
-        if config.is_causal or config.window is not None:
+        if config.is_causal or config.sliding_window is not None:
             inner += " + mask"
         return f"ω′ = {inner}" if name == "scaled" else f"α = softmax({inner})"
     if name == "position_bias":
@@ -131,3 +140,9 @@ def formula(name: str, config) -> str:
 
 def _rope(config) -> bool:
     return config.rope is not None
+
+
+def _qk_norm(config) -> bool:
+    from .sources import MODELS
+
+    return config.model is not None and MODELS[config.model].qk_norm

@@ -26,6 +26,8 @@ MEANING: dict[str, str] = {
     "b_v": "A row added to every token's value.",
     "q_unrotated": "Each token's query before the position rotation.",
     "k_unrotated": "Each token's key before the position rotation.",
+    "q_normed": "Each token's query with every head's vector scaled to a steady size (RMSNorm), before the rotation.",
+    "k_normed": "Each token's key with every head's vector scaled to a steady size (RMSNorm), before the rotation.",
     "q": "Each row is one token's query: what that token is looking for.",
     "k": "Each row is one token's key: what that token can be found by.",
     "v": "Each row is one token's value: what that token hands on to whoever attends to it.",
@@ -60,7 +62,7 @@ def _dims_names(name: str, result: AttentionResult) -> tuple[str, str]:
     inner = {"q": "d_k", "k": "d_k", "v": "d_v"}
     if not dims.projections:
         inner = {"q": "d_model", "k": "d_model", "v": "d_model"}
-    width = {"x": "d_model", "q_unrotated": "d_k", "k_unrotated": "d_k", "head_outputs": inner["v"],
+    width = {"x": "d_model", "q_unrotated": "d_k", "q_normed": "d_k", "head_outputs": inner["v"],
              "concat": f"h·{inner['v']}", "output": "d_model", "b_o": "d_model"}
     if name in ("w_q", "w_k", "w_v"):
         rows, cols = "d_model", inner[name[-1]]
@@ -73,7 +75,7 @@ def _dims_names(name: str, result: AttentionResult) -> tuple[str, str]:
     keys = "T_k" if result.source_tokens is not None else "T"  # cross-attention: the second sentence's length
     if name in ("q", "k", "v"):
         return ("T" if name == "q" else keys), inner[name]
-    if name == "k_unrotated":
+    if name in ("k_unrotated", "k_normed"):
         return keys, "d_k"
     if name == "x_source":
         return keys, "d_model"

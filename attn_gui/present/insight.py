@@ -178,7 +178,7 @@ def query_softmax(result: AttentionResult, head: int, token: int) -> QuerySoftma
     out = []
     for scale in (True, False):  # every mask and bias as configured: causal, window, sinks, ALiBi
         scaled = scale_and_mask(row, d_k, scale, cfg.temperature, cfg.is_causal, row_start=token, slopes=slopes,
-                                window=cfg.window, sink_tokens=cfg.sink_tokens,
+                                window=cfg.sliding_window, sink_tokens=cfg.sink_tokens,
                                 offset=cfg.position_offset if random else 0)
         out.append(attention_weights(scaled)[0, 0].detach().cpu().numpy())
     return QuerySoftmax(list(result.key_tokens), out[0], out[1], d_k, result.tokens[token])

@@ -20,7 +20,8 @@ NBSP = "\u00a0"
 # The window's columns, in data-flow order: (title, fields, relative width).
 STAGES: list[tuple[str, tuple[str, ...], int]] = [
     ("1  Embeddings and weights", ("x", "x_source", "w_q", "w_k", "w_v", "b_q", "b_k", "b_v"), 10),
-    ("2  Queries, keys, values", ("rope_angles", "q_unrotated", "k_unrotated", "q", "k", "v"), 10),
+    ("2  Queries, keys, values",
+     ("rope_angles", "q_unrotated", "k_unrotated", "q_normed", "k_normed", "q", "k", "v"), 10),
     ("3  Scores → weights", ("scores", "position_bias", "scaled", "weights"), 12),
     ("4  Per-head output", ("head_outputs", "concat"), 10),
     ("5  Output", ("w_o", "b_o", "output"), 10),
@@ -188,11 +189,11 @@ def _brief(text: str, symbol: str) -> str:
 
 def _masked_reason(cfg) -> str:
     """What a -inf score means under ``cfg``'s masks."""
-    if cfg.window is not None:
+    if cfg.sliding_window is not None:
         n = cfg.sink_tokens
         sinks = (" (the first key stays visible)" if n == 1 else f" (the first {n} keys stay visible)") if n else ""
         after = "after the query or " if cfg.is_causal else ""
-        return f"masked: this key is {after}outside the window of {cfg.window}{sinks}"
+        return f"masked: this key is {after}outside the window of {cfg.sliding_window}{sinks}"
     if cfg.is_causal:
         return "masked: this key comes after the query (causal)"
     return "not finite: overflow in this dtype"

@@ -25,7 +25,8 @@ def build_menus(win: QtWidgets.QMainWindow) -> None:
     win.openModelAction.setObjectName("openModelAction")
     win.openModelAction.setShortcut(QtGui.QKeySequence("Ctrl+Shift+O"))
     win.openModelAction.setToolTip("A Hugging Face model folder on this computer (config.json, *.safetensors, "
-                                   "tokenizer.json): BERT, RoBERTa, DistilBERT, GPT-2, Llama, Mistral, Qwen2")
+                                   "tokenizer.json): BERT, RoBERTa, DistilBERT, GPT-2, Llama, Mistral, Qwen2, "
+                                   "Qwen3")
     win.recentModelsMenu = file_menu.addMenu("Recent models")
     win.recentModelsMenu.aboutToShow.connect(win.fill_recent_models)
     file_menu.addSeparator()

@@ -98,3 +98,17 @@ def test_a_batch_with_a_key_value_cache():
             got = batch[name] if name == "rope_angles" else batch[name][b]  # the angles: one for the batch
             close(got, one[name], TOL[torch.float32], name)
     assert batch["weights"].shape == (2, 4, 2, 7)
+
+
+def test_a_batch_with_per_head_norms():  # Qwen3's q_norm and k_norm, before RoPE
+    g = torch.Generator().manual_seed(6)
+    p = weights(8, 4, 2, 4, "column", False, g, torch.float32)
+    p = Projections(p.w_q, p.w_k, p.w_v, p.w_o, q_norm=torch.rand(4, generator=g) + 0.5,
+                    k_norm=torch.rand(4, generator=g) + 0.5)
+    x = torch.randn(3, 6, 8, generator=g)
+    batch = attend(x, p, layout="column", causal=True, rope_base=10000.0)
+    assert "q_normed" in batch
+    for b in range(3):
+        one = attend(x[b], p, layout="column", causal=True, rope_base=10000.0)
+        for name in one:
+            close(batch[name] if name == "rope_angles" else batch[name][b], one[name], TOL[torch.float32], name)

@@ -6,7 +6,10 @@ grid), model folders opened from disk (a tiny BERT and a tiny Llama made by tran
 colour scales, docks, head and token selection, the map in focus, and Export all (each
 export must be whole). Every 10 actions the map in focus equals a fresh compute, its token
 labels included. CI runs a short walk; ATTN_GUI_MONKEY_STEPS=10000 runs a long one (RSS at
-start and end printed), ATTN_GUI_SOAK=10000 runs the soak (consecutive updates).
+start, every 500 actions and at the end printed), ATTN_GUI_SOAK=10000 runs the soak
+(consecutive updates). Run a long walk with ``-s -o faulthandler_timeout=0``: the suite's
+5-minute traceback dump reads the other threads' frames while they run, and once crashed
+the process (SIGSEGV inside faulthandler, 5:02 into a walk).
 """
 
 import json
@@ -112,7 +115,9 @@ def random_action(win, rng: random.Random, folder=None, models=BUNDLED) -> int:
             layers = MODELS[config.model].layers if config.model is not None else 1
             win.edit_config({"layer": rng.randrange(layers)} if config.model else {"model": None, "layer": 0})
         elif not (choice in BUNDLED or rng.random() < 0.5):
-            win.open_model(choice)  # as File → Open model… does
+            before = win.state
+            if not win.open_model(choice):  # as File → Open model… does; a refusal (in a dialog) changes nothing
+                assert win.state == before
         else:
             win.edit_config({"model": choice, "layer": rng.randrange(MODELS[choice].layers), "ablate": ()})
     elif kind == 11:  # the map in focus
@@ -180,13 +185,18 @@ def llama_folder(tmp_path_factory):
     return str(path)
 
 
-def test_monkey_short(window, qtbot, tmp_path, bert_folder, llama_folder):
+def test_monkey_short(window, qtbot, tmp_path, bert_folder, llama_folder, monkeypatch):
     steps = int(os.environ.get("ATTN_GUI_MONKEY_STEPS", "150"))
+    dialogs = Counter()  # a modal message box would wait for a click forever: counted and answered No
+    for kind in ("warning", "critical", "information", "question"):
+        monkeypatch.setattr(QtWidgets.QMessageBox, kind, staticmethod(
+            lambda parent, title, *rest, kind=kind: dialogs.update([f"{kind}: {title}"])
+            or QtWidgets.QMessageBox.StandardButton.No))
     models = (*BUNDLED, bert_folder[0], llama_folder)
     start = rss_mib()
     done = run_monkey(window, qtbot, steps, folder=tmp_path / "export", models=models)
     print(f"\nmonkey: {steps} actions, by kind {dict(sorted(done.items()))}, models {BUNDLED} and two folders; "
-          f"RSS {start:.0f} MiB at the start, {rss_mib():.0f} MiB at the end")
+          f"dialogs {dict(dialogs)}; RSS {start:.0f} MiB at the start, {rss_mib():.0f} MiB at the end")
 
 
 def rss_mib() -> float:

@@ -122,8 +122,9 @@ def _read(path: Path, size: int) -> np.ndarray | None:
     return buffer
 
 
-DTYPES = {"F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16, "I64": torch.int64,
-          "I32": torch.int32}
+DTYPES = {"F64": torch.float64, "F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16,
+          "I64": torch.int64, "I32": torch.int32, "I16": torch.int16, "I8": torch.int8, "U8": torch.uint8,
+          "BOOL": torch.bool}
 
 
 def parse_safetensors(buffer: np.ndarray) -> dict[str, torch.Tensor]:

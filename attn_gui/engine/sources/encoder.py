@@ -25,6 +25,7 @@ import torch.nn.functional as F
 from ..attention import Projections, attend
 from ..tokens import Tokens
 from .base import ModelSource
+from . import stored
 from .byte_bpe import readable
 from .hf import activation, check_shape, family_of, position_offset, read_weights
 from .llama import act
@@ -118,12 +119,10 @@ def forget(name: str) -> None:
     weights_on.cache_clear()
 
 
-# one copy at a time: a model's weights in float64 or on a GPU are a second copy as large or
-# twice as large as the float32 ones (SmolLM2 in float64: 1.1 GB), kept only while shown
 @functools.lru_cache(maxsize=1)
-def weights_on(name: str, device: str, dtype: torch.dtype) -> dict[str, torch.Tensor]:
-    """A loaded encoder's weights on ``device`` in ``dtype`` (the last one kept)."""
-    return {k: v.to(device=device, dtype=dtype) for k, v in _loaded[name].weights.items()}
+def weights_on(name: str, device: str, dtype: torch.dtype):
+    """A loaded encoder's weights as a forward on ``device`` in ``dtype`` reads them (``stored.weights_on``)."""
+    return stored.weights_on(_loaded[name].weights, device, dtype)
 
 
 def _layer_norm(x: torch.Tensor, w: dict, prefix: str, eps: float) -> torch.Tensor:
@@ -154,8 +153,9 @@ def head_weights(w: dict, layer: int, heads: int) -> Projections:
 def embed(w: dict, ids: torch.Tensor, shape: EncoderShape) -> torch.Tensor:
     """Word + position (+ token type 0, where the model has token types) embeddings, then LayerNorm: (T, d)."""
     T = ids.shape[0]
-    x = (w["embeddings.word_embeddings.weight"][ids]
-         + w["embeddings.position_embeddings.weight"][shape.position_offset:shape.position_offset + T])
+    x = (stored.rows(w, "embeddings.word_embeddings.weight", ids)
+         + stored.rows(w, "embeddings.position_embeddings.weight", torch.arange(shape.position_offset,
+                                                                                shape.position_offset + T)))
     if "embeddings.token_type_embeddings.weight" in w:
         x = x + w["embeddings.token_type_embeddings.weight"][0]
     return _layer_norm(x, w, "embeddings.LayerNorm", shape.eps)

@@ -8,8 +8,10 @@ the special tokens from tokenizer.json) only when a config first needs the model
 
 Families are declared, not coded: ``FAMILIES`` says which path runs a ``model_type``
 (the one decoder of ``llama.py``, or the one encoder of ``encoder.py``) and how its
-config.json names its sizes. Decoders: Llama, Mistral, Qwen2 (Q/K/V biases, found in the
-weights) and GPT-2 (LayerNorm, learned positions, GELU; its weights renamed here).
+config.json names its sizes. Decoders: Llama, Mistral (its sliding window as the engine's
+window mask), Qwen2 (Q/K/V biases, found in the weights), Qwen3 (each head's q and k RMS-normed
+before RoPE, ``Family.qk_norm``) and GPT-2 (LayerNorm, learned
+positions, GELU; its weights renamed here).
 Encoders: BERT, RoBERTa (positions counted after the padding id), DistilBERT (its own
 weight names), read by ``encoder.py``.
 """
@@ -36,13 +38,16 @@ class Family:
     label: str
     path: str = "decoder"  # "decoder": llama.py; "encoder": encoder.py
     names: tuple[tuple[str, str], ...] = ()  # config.json's own key for a size, where it is not BERT's / Llama's
-    sliding_window: bool = False  # Mistral: a window of keys, capped out here by max_tokens
+    window: str = ""  # "every": sliding_window in every layer (Mistral); "layers": Qwen's use_sliding_window
+    #                   and layer_types say which layers slide; "": none
     norm: str = "rms"  # the decoder's norm and feed-forward (llama.LlamaShape)
     mlp: str = "swiglu"
+    qk_norm: bool = False  # Qwen3: q_norm and k_norm, each head's q and k RMS-normed before RoPE
 
 
 FAMILIES = {
-    "llama": Family("Llama"), "mistral": Family("Mistral", sliding_window=True), "qwen2": Family("Qwen2"),
+    "llama": Family("Llama"), "mistral": Family("Mistral", window="every"), "qwen2": Family("Qwen2", window="layers"),
+    "qwen3": Family("Qwen3", window="layers", qk_norm=True),
     "gpt2": Family("GPT-2", names=(("heads", "n_head"), ("d_model", "n_embd"), ("layers", "n_layer"),
                                     ("positions", "n_positions"), ("eps", "layer_norm_epsilon"),
                                     ("act", "activation_function")), norm="layer", mlp="gelu"),
@@ -77,6 +82,48 @@ def activation(cfg: dict, family: Family, folder: Path) -> str:
     if act not in ACTIVATIONS:
         raise ConfigError(f"{folder.name}: activation {act!r} is not supported; supported: {', '.join(ACTIVATIONS)}")
     return ACTIVATIONS[act]
+
+
+def sliding_window(cfg: dict, family: Family, folder: Path) -> int | None:
+    """The window of keys every layer applies, or None; ``ConfigError`` when only some layers slide.
+
+    Mistral's ``sliding_window`` holds in every layer (null: none). Qwen's holds only with
+    ``use_sliding_window``, in the layers ``layer_types`` names "sliding_attention" (without
+    them: from layer ``max_window_layers`` on), as transformers reads it.
+    """
+    window = cfg.get("sliding_window")
+    if window is None or not family.window:
+        return None
+    if family.window == "every":
+        return int(window)
+    if not cfg.get("use_sliding_window"):
+        return None
+    layers = int(size(cfg, family, "layers"))
+    first = int(cfg.get("max_window_layers", 28))
+    kinds = cfg.get("layer_types") or ["sliding_attention" if i >= first else "full_attention" for i in range(layers)]
+    sliding = [i + 1 for i, kind in enumerate(kinds) if kind == "sliding_attention"]
+    if not sliding:
+        return None
+    if len(sliding) < len(kinds):
+        raise ConfigError(f"{folder.name} slides a window of {window} keys in {len(sliding)} of its {len(kinds)} "
+                          f"layers (from layer {sliding[0]}); attn-gui applies one window to every layer, "
+                          "per-layer windows not yet")
+    return int(window)
+
+
+def rope_base(cfg: dict, folder: Path) -> float:
+    """RoPE's base: transformers 5's ``rope_parameters["rope_theta"]``, else ``rope_theta``, else 10000.
+
+    A scaled RoPE (``rope_type`` llama3, yarn, linear, dynamic, longrope …, in ``rope_parameters``
+    or the older ``rope_scaling``) is refused in one line: its angles are not computed here.
+    """
+    params = cfg.get("rope_parameters") or {}
+    for scaling in (params, cfg.get("rope_scaling") or {}):
+        kind = scaling.get("rope_type", scaling.get("type", "default"))
+        if kind != "default":
+            raise ConfigError(f"{folder.name} uses RoPE scaling {kind!r}, which attn-gui does not apply yet")
+    theta = params.get("rope_theta", cfg.get("rope_theta"))
+    return 1e4 if theta is None else float(theta)
 
 
 def position_offset(cfg: dict) -> int:
@@ -121,9 +168,8 @@ def spec_for(path: str) -> ModelSpec:
         activation(cfg, family, folder)
         heads, d = int(size(cfg, family, "heads")), int(size(cfg, family, "d_model"))
         d_k = int(cfg.get("head_dim") or d // heads)
-        window = cfg.get("sliding_window") if family.sliding_window else None
         positions = int(size(cfg, family, "positions", MAX_TOKENS)) - position_offset(cfg)
-        limit = min(MAX_TOKENS, positions, int(window or MAX_TOKENS))
+        limit = min(MAX_TOKENS, positions)
         common = dict(layers=int(size(cfg, family, "layers")), heads=heads, d_model=d, d_k=d_k, d_v=d_k,
                       max_tokens=limit)
         name = folder.name if folder.name.lower() not in GENERIC else f"{folder.parent.name}/{folder.name}"
@@ -133,7 +179,8 @@ def spec_for(path: str) -> ModelSpec:
         return ModelSpec(str(path), f"{name} ({family.label} decoder)", module="hf",
                          kv_heads=int(cfg.get("num_key_value_heads") or heads),
                          has_bias=bool(cfg.get("attention_bias", cfg.get("model_type") in ("qwen2", "gpt2"))),
-                         causal=True, rope_base=None if family.norm == "layer" else float(cfg.get("rope_theta", 1e4)),
+                         causal=True, rope_base=None if family.norm == "layer" else rope_base(cfg, folder),
+                         window=sliding_window(cfg, family, folder), qk_norm=family.qk_norm,
                          x_is=f"{'LayerNorm' if family.norm == 'layer' else 'RMSNorm'} of the residual stream "
                               "entering the layer",
                          about=("output is the attention block's output, before the residual",
@@ -169,20 +216,21 @@ def _added_by(processor: dict) -> list[str]:
 
 
 def read_weights(folder: Path) -> dict:
-    """Every tensor of the folder's safetensors files, in their stored dtype; ``ConfigError`` in one line."""
-    from safetensors import safe_open
+    """Every tensor of the folder's safetensors files, memory-mapped in their stored dtype (``stored.mapped``).
 
-    weights = {}
+    ``ConfigError`` in one line for a missing, truncated or corrupt file, and for a model that
+    needs more memory than is free (checked from the headers, before anything is mapped).
+    """
+    from . import stored
+
+    files = weight_files(folder)
     try:
-        for file in weight_files(folder):
-            with safe_open(str(file), framework="pt") as f:
-                for key in f.keys():
-                    weights[key] = f.get_tensor(key)
+        stored.check_memory(folder.name, files)
+        return stored.mapped(files)
     except ConfigError:
         raise
-    except Exception as exc:  # a truncated or corrupt file: safetensors' own error, in one line
+    except (OSError, ValueError, KeyError, TypeError, OverflowError) as exc:  # truncated or corrupt: one line
         raise ConfigError(f"{folder.name}: the weights cannot be read ({exc!s:.80})") from None
-    return weights
 
 
 def check_shape(folder: Path, got, expected) -> None:
@@ -232,17 +280,21 @@ def read(spec: ModelSpec):
     got = weights["model.layers.0.self_attn.q_proj.weight"].shape if "model.layers.0.self_attn.q_proj.weight" in \
         weights else ()
     check_shape(folder, got, (spec.heads * spec.d_k, spec.d_model))
+    if spec.qk_norm and "model.layers.0.self_attn.q_norm.weight" not in weights:
+        raise ConfigError(f"{folder.name}: the weights lack q_norm and k_norm for a {family.label} model")
     tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
     special = frozenset(i for i, t in tokenizer.get_added_tokens_decoder().items() if t.special)
     ids = tokenizer.get_vocab(with_added_tokens=True)
-    texts = [""] * (max(ids.values()) + 1)
+    rows = weights["model.embed_tokens.weight"].shape[0]  # V: often padded past the tokenizer's last id
+    texts = [f"<unused {i}>" for i in range(max(max(ids.values()) + 1, rows))]
     for tok, i in ids.items():
         texts[i] = readable(tok, i in special)
     eos = cfg.get("eos_token_id")
     eos = eos[0] if isinstance(eos, list) else eos
     eps = size(cfg, family, "eps") if family.norm == "layer" else cfg.get("rms_norm_eps")
     shape = LlamaShape(spec.layers, spec.heads, spec.kv_heads, spec.d_k, float(eps or 1e-6), spec.rope_base,
-                       norm=family.norm, mlp=family.mlp if family.mlp == "swiglu" else activation(cfg, family, folder))
+                       norm=family.norm, mlp=family.mlp if family.mlp == "swiglu" else activation(cfg, family, folder),
+                       window=spec.window)
     return SmolLM2(spec, shape, weights, tokenizer, tuple(texts), special, -1 if eos is None else int(eos), None)
 
 

@@ -9,7 +9,8 @@ in nn.Linear's (out, in) layout; the tests compare every step with that class.
 GPT-2 is the same path with three differences declared in ``LlamaShape``: LayerNorm with a
 bias instead of RMSNorm, learned absolute positions added to the token embedding instead of
 RoPE, and a GELU (tanh) feed-forward with biases instead of SwiGLU; its reader renames and
-splits its weights into the names above (``hf.gpt2_weights``).
+splits its weights into the names above (``hf.gpt2_weights``). Mistral's sliding window is
+the engine's window mask in every layer (``LlamaShape.window``).
 
 The same ``forward`` serves a whole sentence (the prefill) and one more token at a time
 (a decode step): given the ``KVCache`` of the tokens before, each layer computes q, k and v
@@ -23,7 +24,9 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from ..attention import Projections, attend
+from ..attention import Projections, attend, rms_norm
+from . import stored
+from .stored import rows
 
 
 @dataclass(frozen=True)
@@ -38,6 +41,7 @@ class LlamaShape:
     rope_base: float | None  # None: no RoPE (GPT-2's learned positions)
     norm: str = "rms"  # "rms": RMSNorm (Llama); "layer": LayerNorm with a bias (GPT-2)
     mlp: str = "swiglu"  # "swiglu": W_down (silu(W_gate x) * W_up x); else W_down act(W_up x + b) + b (GPT-2)
+    window: int | None = None  # Mistral's sliding window in every layer: query i sees keys i - window < j <= i
 
 
 @dataclass(frozen=True)
@@ -84,11 +88,6 @@ class Forward:
     logits: torch.Tensor
 
 
-def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
-    """x / sqrt(mean(x²) + eps) * weight, over the last axis (Llama's RMSNorm)."""
-    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * weight
-
-
 def norm(x: torch.Tensor, w: dict, prefix: str, shape: LlamaShape) -> torch.Tensor:
     """The model's norm of ``x`` with the weights at ``prefix``: RMSNorm, or LayerNorm with its bias (GPT-2)."""
     if shape.norm == "layer":
@@ -100,22 +99,25 @@ def head_weights(w: dict, layer: int, shape: LlamaShape) -> Projections:
     """Layer ``layer``'s projections per head, in column layout (q_i = W x_i + b).
 
     nn.Linear stores W_q as (h * d_k, d); head i owns rows i*d_k:(i+1)*d_k (K and V: g heads).
-    Q, K and V have biases where the weights hold them (Qwen2, GPT-2), else none (Llama); W_O too (GPT-2).
+    Q, K and V have biases where the weights hold them (Qwen2, GPT-2), else none (Llama); W_O too (GPT-2);
+    q and k are RMS-normed per head where the weights hold q_norm and k_norm (Qwen3).
     """
     p = f"model.layers.{layer}.self_attn"
     d = w[f"{p}.q_proj.weight"].shape[1]
-    biases = {}
+    extras = {}
+    if f"{p}.q_norm.weight" in w:
+        extras = dict(q_norm=w[f"{p}.q_norm.weight"], k_norm=w[f"{p}.k_norm.weight"], norm_eps=shape.eps)  # (d_k,)
     if f"{p}.q_proj.bias" in w:
-        biases = dict(b_q=w[f"{p}.q_proj.bias"].view(shape.heads, 1, -1),  # (h, 1, d_k)
-                      b_k=w[f"{p}.k_proj.bias"].view(shape.kv_heads, 1, -1),  # (g, 1, d_k)
-                      b_v=w[f"{p}.v_proj.bias"].view(shape.kv_heads, 1, -1))  # (g, 1, d_v)
+        extras |= dict(b_q=w[f"{p}.q_proj.bias"].view(shape.heads, 1, -1),  # (h, 1, d_k)
+                       b_k=w[f"{p}.k_proj.bias"].view(shape.kv_heads, 1, -1),  # (g, 1, d_k)
+                       b_v=w[f"{p}.v_proj.bias"].view(shape.kv_heads, 1, -1))  # (g, 1, d_v)
     return Projections(
         w_q=w[f"{p}.q_proj.weight"].view(shape.heads, -1, d),  # (h, d_k, d)
         w_k=w[f"{p}.k_proj.weight"].view(shape.kv_heads, -1, d),  # (g, d_k, d)
         w_v=w[f"{p}.v_proj.weight"].view(shape.kv_heads, -1, d),  # (g, d_v, d)
         w_o=w[f"{p}.o_proj.weight"],  # (d, h * d_v)
         b_o=w[f"{p}.o_proj.bias"].view(1, -1) if f"{p}.o_proj.bias" in w else None,  # (1, d)
-        **biases,
+        **extras,
     )
 
 
@@ -140,7 +142,7 @@ def decoder_layer(h: torch.Tensor, w: dict, layer: int, shape: LlamaShape,
     p = f"model.layers.{layer}"
     x = norm(h, w, f"{p}.input_layernorm", shape)  # X: what attention reads
     steps = attend(x, head_weights(w, layer, shape), layout="column", causal=True, rope_base=shape.rope_base,
-                   past=past, z_hook=z_hook)
+                   window=shape.window, past=past, z_hook=z_hook)
     h = h + steps["output"]
     h = h + feed_forward(norm(h, w, f"{p}.post_attention_layernorm", shape), w, layer, shape)
     return h, x, steps
@@ -155,10 +157,10 @@ def forward(w: dict, ids: torch.Tensor, shape: LlamaShape, cache: KVCache | None
     (``logits``), as the next token needs no others. ``z_hooks`` maps a layer (0-based) to a function of its per-head
     outputs Z (h, n, d_v) returning what W_O reads instead (``engine.interventions``).
     """
-    h = w["model.embed_tokens.weight"][ids]  # (n, d)
+    h = rows(w, "model.embed_tokens.weight", ids)  # (n, d)
     if "model.embed_positions.weight" in w:  # learned absolute positions (GPT-2)
         start = 0 if cache is None else cache.length
-        h = h + w["model.embed_positions.weight"][start:start + ids.shape[0]]
+        h = h + rows(w, "model.embed_positions.weight", torch.arange(start, start + ids.shape[0]))
     residual, inputs, weights, keys, values = [h], [], [], [], []
     for layer in range(shape.layers):
         past = None if cache is None else (cache.keys[layer], cache.values[layer])
@@ -175,5 +177,5 @@ def forward(w: dict, ids: torch.Tensor, shape: LlamaShape, cache: KVCache | None
 
 def logits(last: torch.Tensor, w: dict) -> torch.Tensor:
     """The next-token logits of final-normed rows ``last`` (..., d): ``lm_head.weight``, else the tied embedding."""
-    return F.linear(last, w.get("lm_head.weight", w["model.embed_tokens.weight"]))  # (..., V)
+    return stored.logits(last, w, "lm_head.weight" if "lm_head.weight" in w else "model.embed_tokens.weight")
 

@@ -27,7 +27,7 @@ import torch
 from ..attention import Projections
 from ..errors import ModelUnavailable
 from ..tokens import Tokens
-from . import MODELS, cache
+from . import MODELS, cache, stored
 from .base import ModelSource
 from .byte_bpe import build_tokenizer, readable
 from .llama import Forward, KVCache, LlamaShape, forward, head_weights
@@ -187,11 +187,11 @@ def model_tokenize(name: str, sentence: str) -> Tokens:
     return Tokens(tuple(model.vocab[i] for i in ids), tuple(ids), model.vocab)
 
 
-# one copy at a time: a model's weights in float64 or on a GPU are a second copy as large or
-# twice as large as the float32 ones (SmolLM2 in float64: 1.1 GB), kept only while shown
+# on the CPU each weight is converted as a layer reads it (stored.Upcast); on a GPU the copy
+# is kept, one at a time
 @functools.lru_cache(maxsize=1)
-def _weights_on(name: str, device: str, dtype: torch.dtype) -> dict[str, torch.Tensor]:
-    return {k: v.to(device=device, dtype=dtype) for k, v in load_model(name).weights.items()}
+def _weights_on(name: str, device: str, dtype: torch.dtype):
+    return stored.weights_on(load_model(name).weights, device, dtype)
 
 
 @functools.lru_cache(maxsize=2)
@@ -243,9 +243,10 @@ class Source(ModelSource):
         return self.top_tokens(run.logits, k)
 
     def top_tokens(self, logits: torch.Tensor, k: int = 5) -> tuple[tuple[str, float], ...]:
-        """The ``k`` most likely tokens of ``logits`` (V,) with their softmax probabilities, highest first."""
+        """The ``k`` most likely tokens of ``logits`` (V,) with their softmax probabilities, highest first
+        (all V of them where V < k: a tiny vocabulary)."""
         probs = torch.softmax(logits.double(), dim=-1)
-        top = probs.topk(k)
+        top = probs.topk(min(k, probs.numel()))
         vocab = load_model(self.spec.name).vocab
         return tuple((vocab[i], float(p)) for p, i in zip(top.values.tolist(), top.indices.tolist()))
 

@@ -33,6 +33,11 @@ class ModelSpec:
         source predicts the next token (``ModelSource.next_tokens``, ``decoder``).
     rope_base : float, optional
         The base of the RoPE rotation of q and k in every layer; None without RoPE.
+    qk_norm : bool
+        Every head's q and k are RMS-normed before RoPE (Qwen3's q_norm and k_norm).
+    window : int, optional
+        The sliding window every layer applies (Mistral's ``sliding_window``): query i sees
+        keys i - window < j <= i; None: every key up to the query.
     x_is : str
         What X is ("the hidden state entering the layer").
     about : tuple of str
@@ -54,5 +59,7 @@ class ModelSpec:
     kv_heads: int | None = None
     causal: bool = False
     rope_base: float | None = None
+    qk_norm: bool = False
+    window: int | None = None
     x_is: str = "the hidden state entering the layer"
     about: tuple[str, ...] = ("output is the attention block's output, before the residual and LayerNorm",)

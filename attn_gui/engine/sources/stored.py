@@ -1,0 +1,176 @@
+"""A checkpoint's weights as stored: memory-mapped, each tensor converted only when it is read.
+
+A model folder's safetensors files are mapped, not read (``mapped``): a tensor is a view of
+the file in its stored dtype (float32, float16 or bfloat16), and the pages a forward touches
+are the only ones in memory. ``Upcast`` hands the forward each weight on its device and in
+its dtype at the moment it is read, so a bfloat16 checkpoint run in float32 holds one
+layer's float32 copy at a time, never the whole model twice (``weights_on``). ``logits``
+reads the output matrix (often the tied embedding, the largest tensor) in slices for the
+same reason.
+
+``need_bytes`` is the memory a model folder needs to run: its weights on disk plus its
+largest layer in float32; ``check_memory`` refuses a folder that needs more than is free,
+before anything is mapped.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import re
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from ..errors import ConfigError
+from .cache import parse_safetensors
+
+ROWS = 8192  # rows of the output matrix converted at a time by ``logits``
+LAYER = re.compile(r"layers?\.(\d+)\.|\.h\.(\d+)\.|^h\.(\d+)\.")  # a weight's layer, in every family's names
+
+
+def mapped(files: list[Path]) -> dict[str, torch.Tensor]:
+    """Every tensor of the safetensors ``files``, as views of the mapped files (stored dtype, no copy).
+
+    Mapped copy-on-write (``mode="c"``): the views are writable as torch wants, a write would
+    stay private to this process, and the file is never changed. Raises ValueError or
+    KeyError (a bad header, offsets or dtype) and OSError (an unreadable or empty file).
+    """
+    _return_large_blocks()
+    tensors = {}
+    for file in files:
+        tensors.update(parse_safetensors(np.memmap(file, dtype=np.uint8, mode="c")))
+    return tensors
+
+
+MMAP_THRESHOLD = 4 * 2**20  # bytes: glibc serves larger blocks by mmap and unmaps them when freed
+
+
+@functools.cache
+def _return_large_blocks() -> None:
+    """Have glibc give every block over 4 MiB back to the system as soon as it is freed.
+
+    Upcasting layer by layer allocates and frees float32 weights of up to tens of MB per
+    layer. glibc's default raises its mmap threshold to the largest block freed so far, after
+    which such blocks come from the heap, which fragments: a 0.5 B model's forward then peaked
+    300 to 900 MB above its weights, varying run to run; with a fixed threshold it stays
+    within a layer (``attn-gui bench``, model folder). A process-wide setting, made once
+    when a model is first mapped; other C libraries are untouched.
+    """
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+        libc.mallopt(-3, MMAP_THRESHOLD)  # M_MMAP_THRESHOLD
+    except (OSError, AttributeError):
+        pass  # not glibc (musl): nothing to tune
+
+
+class Upcast(Mapping):
+    """Stored weights read as ``device`` / ``dtype`` tensors, each converted when it is read.
+
+    ``stored`` keeps the stored tensors (``logits`` slices them). A weight already on
+    ``device`` in ``dtype`` is handed out as it is.
+    """
+
+    def __init__(self, stored: Mapping[str, torch.Tensor], device: str, dtype: torch.dtype):
+        self.stored, self.device, self.dtype = stored, torch.device(device), dtype
+
+    def __getitem__(self, key: str) -> torch.Tensor:
+        return self.stored[key].to(device=self.device, dtype=self.dtype)
+
+    def __iter__(self):
+        return iter(self.stored)
+
+    def __len__(self) -> int:
+        return len(self.stored)
+
+    def __contains__(self, key) -> bool:  # Mapping's would convert the weight to answer
+        return key in self.stored
+
+    def rows(self, key: str, index: torch.Tensor) -> torch.Tensor:
+        """Rows ``index`` of weight ``key`` (an embedding lookup), converting only those rows."""
+        return self.stored[key][index.to(self.stored[key].device)].to(device=self.device, dtype=self.dtype)
+
+
+def weights_on(stored: Mapping[str, torch.Tensor], device: str, dtype: torch.dtype) -> Mapping[str, torch.Tensor]:
+    """The weights as a forward on ``device`` in ``dtype`` reads them.
+
+    On the CPU they are converted as each layer reads them (``Upcast``; no copy at all where
+    the stored dtype is already ``dtype``). On a GPU they are copied over once, converted,
+    as moving every layer for every forward would cost more than the forward.
+    """
+    if torch.device(device).type == "cpu":
+        return Upcast(stored, device, dtype)
+    return {k: v.to(device=device, dtype=dtype) for k, v in stored.items()}
+
+
+def rows(w: Mapping[str, torch.Tensor], key: str, index: torch.Tensor) -> torch.Tensor:
+    """``w[key][index]``, converting only the rows read where ``w`` converts on reading."""
+    return w.rows(key, index) if isinstance(w, Upcast) else w[key][index]
+
+
+def logits(last: torch.Tensor, w: Mapping[str, torch.Tensor], key: str) -> torch.Tensor:
+    """``F.linear(last, w[key])``, the matrix read ``ROWS`` rows at a time where ``w`` converts on reading."""
+    if not isinstance(w, Upcast):
+        return F.linear(last, w[key])
+    matrix = w.stored[key]
+    return torch.cat([F.linear(last, matrix[i:i + ROWS].to(device=w.device, dtype=w.dtype))
+                      for i in range(0, matrix.shape[0], ROWS)], dim=-1)
+
+
+def need_bytes(files: list[Path]) -> tuple[int, int]:
+    """(the weights' bytes on disk, the largest layer's bytes in float32), read from the headers only."""
+    import json
+
+    disk, per_layer = 0, {}
+    for file in files:
+        disk += file.stat().st_size
+        with open(file, "rb") as f:
+            n = int.from_bytes(f.read(8), "little")
+            header = json.loads(f.read(n)) if 0 < n <= 100 * 2**20 else {}
+        for name, info in header.items():
+            if name == "__metadata__" or not isinstance(info, dict):
+                continue
+            match = LAYER.search(name)
+            layer = next((g for g in match.groups() if g), None) if match else None
+            count = int(np.prod([int(s) for s in info.get("shape", [])], dtype=np.int64))
+            per_layer[layer] = per_layer.get(layer, 0) + 4 * count
+    per_layer.pop(None, None)  # embeddings and the final norm: read in slices, or small
+    return disk, max(per_layer.values(), default=0)
+
+
+def free_bytes() -> int | None:
+    """The memory free for a new model (MemAvailable on Linux, else free pages), or None where unknown."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    try:
+        import os
+
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def check_memory(name: str, files: list[Path], free: int | None = None) -> None:
+    """Refuse, in one line, a model whose weights and largest float32 layer need more memory than is free."""
+    free = free_bytes() if free is None else free
+    if free is None:
+        return
+    disk, layer = need_bytes(files)
+    if disk + layer > free:
+        raise ConfigError(f"{name} needs about {_gb(disk + layer)} of memory ({_gb(disk)} of weights and "
+                          f"{_gb(layer)} for a layer in float32) and {_gb(free)} is free; nothing was loaded")
+
+
+def _gb(n: int) -> str:
+    return f"{n / 1e9:.1f} GB" if n >= 1e8 else f"{n / 1e6:.0f} MB"

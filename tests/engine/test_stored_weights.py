@@ -1,0 +1,103 @@
+"""A checkpoint's weights stay as stored: a bfloat16 Qwen2 folder is memory-mapped (the kernel's
+map of this process names its file), runs in float32 layer by layer, and gives transformers'
+alpha and logits on the same weights upcast; the memory a folder needs is read from its headers
+(its size on disk, transformers' largest layer in float32) and a folder needing more than is
+free is refused in one line before loading.
+"""
+
+import pytest
+import torch
+
+from attn_gui.engine import AttentionConfig, ConfigError, compute, source
+from attn_gui.engine.sources import stored
+
+transformers = pytest.importorskip("transformers")
+
+WORDS = ["<unk>", "<s>", "</s>"] + [f"w{i}" for i in range(40)] + "the cat sat on a mat".split()
+SENTENCE = "the cat sat on the mat"
+
+
+@pytest.fixture(scope="module")
+def bf16(tmp_path_factory):
+    from tokenizers import Tokenizer, models, pre_tokenizers
+
+    torch.manual_seed(1)
+    config = transformers.AutoConfig.for_model("qwen2", hidden_size=32, intermediate_size=48, num_hidden_layers=2,
+                                               num_attention_heads=4, num_key_value_heads=2, vocab_size=len(WORDS),
+                                               eos_token_id=2, bos_token_id=1, tie_word_embeddings=True,
+                                               max_position_embeddings=64)
+    hf = transformers.AutoModelForCausalLM.from_config(config, attn_implementation="eager").eval()
+    with torch.no_grad():
+        for layer in hf.model.layers:
+            for proj in (layer.self_attn.q_proj, layer.self_attn.k_proj, layer.self_attn.v_proj):
+                proj.bias.normal_()
+    path = tmp_path_factory.mktemp("qwen2-bf16")
+    hf.to(torch.bfloat16).save_pretrained(path)
+    tok = Tokenizer(models.WordLevel({w: i for i, w in enumerate(WORDS)}, unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    tok.save(str(path / "tokenizer.json"))
+    # transformers on the same files, upcast to float32 as it loads them
+    return str(path), transformers.AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32,
+                                                                        attn_implementation="eager").eval()
+
+
+def test_a_bf16_folder_is_mapped_and_runs_in_float32_as_transformers(bf16, monkeypatch):
+    from attn_gui.engine.sources import smollm2
+
+    path, hf = bf16
+    monkeypatch.setattr(stored, "ROWS", 7)  # the tied output matrix read in slices of 7 rows
+    model = smollm2.load_model(path)
+    assert model.weights["model.layers.0.self_attn.q_proj.weight"].dtype == torch.bfloat16
+    with open("/proc/self/maps") as f:
+        assert f"{path}/model.safetensors" in f.read()  # mapped, not read into memory
+    ids = torch.tensor(source(path).tokenize(SENTENCE).token_ids)
+    with torch.no_grad():
+        out = hf(ids[None], output_attentions=True)
+    cfg = AttentionConfig(sentence=SENTENCE, model=path)
+    for layer in range(2):
+        r = compute(cfg.replace(layer=layer))
+        assert r.weights.dtype == torch.float32
+        assert torch.allclose(r.weights, out.attentions[layer][0], atol=1e-5, rtol=0), layer
+    run = source(path).forward(ids, "cpu", torch.float32)
+    assert torch.allclose(run.logits, out.logits[0, -1], atol=1e-4, rtol=1e-4)
+
+
+def test_the_memory_needed_is_the_size_on_disk_and_the_largest_layer(bf16, tmp_path):
+    from attn_gui.engine.sources import hf as folders
+
+    path, hf = bf16
+    files = folders.weight_files(__import__("pathlib").Path(path))
+    disk, layer = stored.need_bytes(files)
+    assert disk == sum(f.stat().st_size for f in files)
+    assert layer == 4 * sum(p.numel() for p in hf.model.layers[0].parameters())
+    with pytest.raises(ConfigError) as refused:
+        stored.check_memory("qwen2-bf16", files, free=disk + layer - 1)
+    message = str(refused.value)
+    assert "needs about" in message and "nothing was loaded" in message and "\n" not in message
+    stored.check_memory("qwen2-bf16", files, free=disk + layer)
+
+
+def test_a_folder_too_large_for_the_free_memory_is_refused_before_loading(bf16, tmp_path, monkeypatch, capsys):
+    import shutil
+
+    from attn_gui.cli import main
+
+    path, _ = bf16
+    copy = shutil.copytree(path, tmp_path / "big")
+    monkeypatch.setattr(stored, "free_bytes", lambda: 1000)
+    assert main(["export", "--model", str(copy), "--sentence", "the cat", "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert "needs about" in err and "1000" not in err and err.count("\n") == 1
+    assert not (tmp_path / "out").exists()
+
+
+def test_an_empty_weights_file_is_one_line(bf16, tmp_path):
+    import shutil
+
+    from attn_gui.engine.sources import smollm2
+
+    path, _ = bf16
+    copy = shutil.copytree(path, tmp_path / "empty")
+    (copy / "model.safetensors").write_bytes(b"")
+    with pytest.raises(ConfigError, match="the weights cannot be read"):
+        smollm2.load_model(str(copy))
