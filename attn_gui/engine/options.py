@@ -124,11 +124,13 @@ class Option:
                                                                rel_tol=1e-12, abs_tol=1e-15):
                 raise ConfigError(f"{name} has at most {self.decimals} decimals; got {_short(value)}")
         elif self.kind in ("choice", "model"):
-            if self.kind == "model" and isinstance(value, str) and ("/" in value or "\\" in value):
-                return  # a folder: its config.json is read (and checked) when the model's sizes are needed
+            if self.kind == "model" and isinstance(value, str) and ("/" in value or "\\" in value
+                                                                     or value.lower().endswith(".gguf")):
+                return  # a folder or a GGUF: its config.json or header is read (and checked) when the sizes are needed
             if not any(value == v and type(value) is type(v) for v in self.values if v is not None):
                 allowed = ", ".join(str(v) for v in self.values if v is not None)
-                none = (", a model folder" if self.kind == "model" else "") + (" or none" if self.nullable else "")
+                none = (", a model folder, a .gguf file" if self.kind == "model" else "") + \
+                    (" or none" if self.nullable else "")
                 raise ConfigError(f"{name} must be one of {allowed}{none}; got {_short(value)}")
         elif self.kind == "heads":
             _check_heads(name, value)

@@ -20,11 +20,15 @@ if TYPE_CHECKING:
 
 
 class _Models(dict):
-    """The bundled models by name; a path looks up the folder's spec (``hf.spec_for``, read once)."""
+    """The bundled models by name; a path looks up the spec of the folder (``hf.spec_for``) or of the
+    .gguf file (``gguf_file.spec_for``), read once."""
 
     def __missing__(self, key):
         if isinstance(key, str) and key not in ("", "none"):
-            from .hf import spec_for
+            if key.lower().endswith(".gguf"):
+                from .gguf_file import spec_for
+            else:
+                from .hf import spec_for
 
             return spec_for(key)
         raise KeyError(key)
@@ -60,7 +64,8 @@ MODELS: dict[str, ModelSpec] = _Models({
 def spec(name: str) -> ModelSpec:
     """The static spec of model ``name``; ``ConfigError`` naming the choices otherwise."""
     if not isinstance(name, str):
-        raise ConfigError(f"model must be one of {', '.join(MODELS)}, a folder or none; got {name!r:.40}")
+        raise ConfigError(f"model must be one of {', '.join(MODELS)}, a folder, a .gguf file or none; "
+                          f"got {name!r:.40}")
     return MODELS[name]
 
 

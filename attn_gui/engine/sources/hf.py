@@ -158,10 +158,13 @@ def spec_for(path: str) -> ModelSpec:
     """The spec of the model folder at ``path``, from its config.json; ``ConfigError`` in one line otherwise."""
     folder = Path(path).expanduser()
     if not folder.is_dir():
-        raise ConfigError(f"model {path!r:.80} is neither a bundled model nor a folder")
+        raise ConfigError(f"model {path!r:.80} is neither a bundled model, a model folder nor a .gguf file")
     for needed in ("config.json", "tokenizer.json"):
         if not _regular(folder / needed):
-            raise ConfigError(f"{folder.name} has no {needed}")
+            ggufs = sorted(p.name for p in folder.glob("*.gguf")) if needed == "config.json" else []
+            also = f"; open one of its GGUF files: {', '.join(ggufs[:3])}{' …' if len(ggufs) > 3 else ''}" if ggufs \
+                else ""
+            raise ConfigError(f"{folder.name} has no {needed}{also}")
     try:
         cfg = json.loads((folder / "config.json").read_text())
         family = family_of(cfg, folder)
@@ -260,8 +263,9 @@ def gpt2_weights(w: dict, d: int) -> dict:
     return out
 
 
-def read(spec: ModelSpec):
-    """The folder's weights (stored dtype, llama.py's names), tokenizer and constants, as ``smollm2.load_model`` keeps them."""
+def read(spec: ModelSpec, progress=None):
+    """The folder's weights (stored dtype, llama.py's names), tokenizer and constants, as ``smollm2.load_model``
+    keeps them (nothing is converted: ``progress`` is never called)."""
     from tokenizers import Tokenizer
 
     from .byte_bpe import readable

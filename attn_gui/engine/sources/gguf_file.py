@@ -1,0 +1,549 @@
+"""A model in a GGUF file (``--model PATH.gguf``): llama.cpp's format, opened as a folder is.
+
+A GGUF holds the model's facts as metadata (``llama.block_count``, ``qwen2.attention.head_count``
+…), its tokenizer as metadata (``tokenizer.ggml.*``) and its tensors under llama.cpp's names,
+often quantized. ``spec_for`` reads the header only (the metadata and the tensors' names, types
+and places, never their data), so a wrong file is refused in one line before anything loads.
+``load`` then converts the tensors once, as SmolLM2's bundled file has always been converted:
+each dequantized with the ``gguf`` package (the numbers transformers dequantizes; float16 and
+bfloat16 tensors are kept as they are), renamed to transformers' names (``LEAVES``, ``TOP``),
+W_q and W_k un-permuted where llama.cpp's converter permuted them (``Arch.permuted``), and the
+tokenizer built from the vocabulary (``byte_bpe`` for "gpt2", ``spm_bpe`` for "llama"); all of
+it is kept in the converted-weights cache (``cache.py``), keyed by the file's size and
+modification time, and later loads read the cache. The forward pass is ``llama.py``.
+
+Architectures (``general.architecture``): ``llama`` (Llama, SmolLM, TinyLlama; llama.cpp writes
+Mistral as llama too) and ``qwen2`` (Q/K/V biases). Refused in one line: any other architecture,
+RoPE scaling (``rope.scaling.type``, or Llama 3.1's ``rope_freqs.weight``), a RoPE over part of
+each head, a tokenizer other than those two, tensors a Llama decoder does not have or lacks, a
+truncated or corrupt file, a FIFO or device (never opened), and a file whose converted weights
+need more memory than is free. GGUF files of these architectures carry no sliding window:
+llama.cpp runs every layer over all keys, and so does this reader.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import math
+import mmap
+import re
+import stat
+import struct
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import ConfigError
+from .spec import ModelSpec
+
+MAX_TOKENS = 512  # as the bundled models and the folders: the maps stay readable
+CACHE_VERSION = 2  # change it when the conversion changes: older caches are rebuilt (1: SmolLM2's own reader)
+
+
+@dataclass(frozen=True)
+class Arch:
+    """What one ``general.architecture`` declares beyond the Llama decoder."""
+
+    label: str
+    permuted: bool  # llama.cpp's converter interleaved W_q's and W_k's rows for its RoPE (LlamaModel.permute)
+
+
+ARCHITECTURES = {"llama": Arch("Llama", permuted=True), "qwen2": Arch("Qwen2", permuted=False)}
+ALSO = {"llama": "Llama, Mistral, SmolLM, TinyLlama"}  # named in the refusal
+TOKENIZERS = {"gpt2": "byte-level BPE", "llama": "SentencePiece BPE"}
+
+# llama.cpp's tensor names -> transformers' (blk.N.<leaf>.weight -> model.layers.N.<leaf>.weight)
+LEAVES = {
+    "attn_norm": "input_layernorm", "ffn_norm": "post_attention_layernorm",
+    "attn_q": "self_attn.q_proj", "attn_k": "self_attn.k_proj", "attn_v": "self_attn.v_proj",
+    "attn_output": "self_attn.o_proj",
+    "ffn_gate": "mlp.gate_proj", "ffn_up": "mlp.up_proj", "ffn_down": "mlp.down_proj",
+}
+TOP = {"token_embd.weight": "model.embed_tokens.weight", "output_norm.weight": "model.norm.weight",
+       "output.weight": "lm_head.weight"}
+NEEDED = [f"{leaf}.weight" for leaf in LEAVES]  # in every layer; biases are optional (Qwen2's Q/K/V)
+
+# ---------------------------------------------------------------- the header
+
+MAGIC = b"GGUF"
+_SCALARS = {0: "B", 1: "b", 2: "H", 3: "h", 4: "I", 5: "i", 6: "f", 7: "?", 10: "Q", 11: "q", 12: "d"}
+_NUMPY = {0: "u1", 1: "i1", 2: "<u2", 3: "<i2", 4: "<u4", 5: "<i4", 6: "<f4", 7: "?", 10: "<u8", 11: "<i8", 12: "<f8"}
+STRING, ARRAY = 8, 9
+FLOATS = {0: "F32", 1: "F16", 30: "BF16"}  # ggml types kept as they are; any other is dequantized to float32
+
+
+@dataclass(frozen=True)
+class Tensor:
+    """One tensor's entry in the header."""
+
+    name: str
+    shape: tuple[int, ...]  # torch's order, rows first (ggml lists the dimensions innermost first)
+    kind: int  # its ggml type (0 F32, 1 F16, 2 Q4_0 …)
+    start: int  # its first byte in the file
+    nbytes: int | None  # None where the ``gguf`` package is missing to say how a type is laid out
+
+
+@dataclass(frozen=True)
+class Header:
+    """A GGUF's metadata (string arrays only where asked for) and its tensors' entries, in file order."""
+
+    path: Path
+    fields: dict
+    tensors: dict[str, Tensor]
+    size: int  # the file's bytes
+
+    def get(self, key: str, default=None):
+        return self.fields.get(key, default)
+
+    def arch_key(self, key: str, default=None):
+        """``{architecture}.{key}`` ("llama.block_count")."""
+        return self.fields.get(f"{self.fields.get('general.architecture')}.{key}", default)
+
+
+class _Cursor:
+    """Little-endian values read in order from a buffer; running past its end raises ValueError."""
+
+    def __init__(self, buffer):
+        self.buffer, self.pos = buffer, 0
+
+    def take(self, code: str):
+        try:
+            (value,) = struct.unpack_from("<" + code, self.buffer, self.pos)
+        except struct.error:
+            raise ValueError(f"the header ends early (at byte {self.pos})") from None
+        self.pos += struct.calcsize(code)
+        return value
+
+    def skip(self, n: int) -> int:
+        start = self.pos
+        if n < 0 or start + n > len(self.buffer):
+            raise ValueError(f"the header ends early (at byte {start})")
+        self.pos += n
+        return start
+
+    def string(self, keep: bool = True) -> str | None:
+        n = self.take("Q")
+        start = self.skip(n)
+        return self.buffer[start:self.pos].decode("utf-8", errors="replace") if keep else None
+
+    def value(self, kind: int, keep: bool = True):
+        import numpy as np
+
+        if kind in _SCALARS:
+            return self.take(_SCALARS[kind])
+        if kind == STRING:
+            return self.string(keep)
+        if kind != ARRAY:
+            raise ValueError(f"unknown value type {kind}")
+        item, count = self.take("I"), self.take("Q")
+        if item in _NUMPY:
+            dtype = np.dtype(_NUMPY[item])
+            start = self.skip(count * dtype.itemsize)
+            return np.frombuffer(self.buffer, dtype, count, start).copy()  # a copy: the buffer is closed after
+        if count > (len(self.buffer) - self.pos) // 8:  # every item takes 8 bytes at least
+            raise ValueError(f"an array of {count} items runs past the end of the file")
+        items = [self.value(item, keep) for _ in range(count)]
+        return items if keep else None
+
+
+def read_header(path: Path, arrays: tuple[str, ...] = ("tokenizer.ggml.tokens",)) -> Header:
+    """The header of the GGUF at ``path``; string arrays are kept only for the keys in ``arrays``
+    (the merges of a large vocabulary take a while to decode). Raises ValueError (with the
+    reason) for a file that is not a GGUF or ends before its header or tensors do, OSError where
+    it cannot be read.
+    """
+    size = path.stat().st_size
+    if size < 24:
+        raise ValueError(f"{size} bytes are too few for a GGUF header")
+    with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as buffer:
+        cursor = _Cursor(buffer)
+        if buffer[:4] != MAGIC:
+            raise ValueError("it does not start with GGUF")
+        cursor.pos = 4
+        version = cursor.take("I")
+        if version not in (2, 3):
+            raise ValueError(f"GGUF version {version} is not read here (2 and 3 are; a big-endian file is not)")
+        n_tensors, n_fields = cursor.take("Q"), cursor.take("Q")
+        if n_tensors > size or n_fields > size:
+            raise ValueError("its counts of tensors and fields are corrupt")
+        fields = {}
+        for _ in range(n_fields):
+            key = cursor.string()
+            kind = cursor.take("I")
+            fields[key] = cursor.value(kind, keep=kind != ARRAY or key in arrays)
+        entries = []
+        for _ in range(n_tensors):
+            name = cursor.string()
+            n_dims = cursor.take("I")
+            if n_dims > 8:
+                raise ValueError(f"{name} has {n_dims} dimensions")
+            dims = [cursor.take("Q") for _ in range(n_dims)]
+            kind, offset = cursor.take("I"), cursor.take("Q")
+            entries.append((name, tuple(reversed(dims)), kind, offset))
+    alignment = int(fields.get("general.alignment", 32) or 32)
+    data_start = -(-cursor.pos // alignment) * alignment
+    tensors = {}
+    for name, shape, kind, offset in entries:
+        nbytes = _nbytes(shape, kind)
+        start = data_start + offset
+        if nbytes is not None and start + nbytes > size:
+            raise ValueError(f"it is truncated: {name} ends at byte {start + nbytes:,} of {size:,}")
+        tensors[name] = Tensor(name, shape, kind, start, nbytes)
+    return Header(path, fields, tensors, size)
+
+
+def _nbytes(shape: tuple[int, ...], kind: int) -> int | None:
+    """The bytes of a tensor of ``shape`` and ggml type ``kind``; None without the ``gguf`` package."""
+    try:
+        from gguf.constants import GGML_QUANT_SIZES, GGMLQuantizationType
+    except ImportError:
+        return None
+    try:
+        block, size = GGML_QUANT_SIZES[GGMLQuantizationType(kind)]
+    except (ValueError, KeyError):
+        raise ValueError(f"its tensors have an unknown type {kind}") from None
+    if shape and shape[-1] % block:
+        raise ValueError(f"a row of {shape[-1]} values is not whole blocks of {block}")
+    return math.prod(shape) // block * size
+
+
+def _regular(path: Path) -> bool:
+    """A regular file (a FIFO or a device is never opened: reading one could block forever)."""
+    try:
+        return stat.S_ISREG(path.stat().st_mode)
+    except OSError:
+        return False
+
+
+# ---------------------------------------------------------------- the spec
+
+def is_gguf(path: str) -> bool:
+    """Whether a model path names a GGUF file (by its name: nothing is opened)."""
+    return path.lower().endswith(".gguf")
+
+
+@functools.cache
+def spec_for(path: str) -> ModelSpec:
+    """The spec of the GGUF at ``path``, from its header; ``ConfigError`` in one line otherwise."""
+    file = Path(path).expanduser()
+    if not file.exists():
+        raise ConfigError(f"model {path!r:.80} is neither a bundled model, a model folder nor a .gguf file")
+    if not _regular(file):
+        raise ConfigError(f"{file.name} is not a regular file (a FIFO or a device is never opened)")
+    try:
+        header = read_header(file)
+    except (ValueError, OSError, OverflowError, MemoryError) as exc:
+        raise ConfigError(f"{file.name} is not a readable GGUF file: {exc!s:.100}") from None
+    return spec_of(header, str(path))
+
+
+def _int(header: Header, key: str, default=None) -> int:
+    value = header.arch_key(key, default)
+    if value is None:
+        raise ConfigError(f"{header.path.name} lacks {header.get('general.architecture')}.{key}")
+    if not isinstance(value, (int, float)) or isinstance(value, bool):  # an array: per-layer counts
+        raise ConfigError(f"{header.path.name}: {key} differs from layer to layer, which attn-gui does not run yet")
+    return int(value)
+
+
+def spec_of(header: Header, name: str) -> ModelSpec:
+    """The spec a GGUF's header declares (``name``: the config's ``model`` value), every refusal in one line."""
+    file = header.path.name
+    arch = header.get("general.architecture")
+    if arch not in ARCHITECTURES:
+        supported = ", ".join(f"{a} ({ALSO[a]})" if a in ALSO else a for a in ARCHITECTURES)
+        raise ConfigError(f"{file} is a {arch!r} GGUF; supported architectures: {supported}")
+    scaling = header.arch_key("rope.scaling.type")
+    if scaling not in (None, "none"):
+        raise ConfigError(f"{file} uses RoPE scaling {scaling!r}, which attn-gui does not apply yet")
+    if "rope_freqs.weight" in header.tensors:  # Llama 3.1's scaled frequencies, stored as a tensor
+        raise ConfigError(f"{file} uses RoPE scaling 'llama3' (rope_freqs.weight), which attn-gui does not apply yet")
+    layers, heads, d = _int(header, "block_count"), _int(header, "attention.head_count"), \
+        _int(header, "embedding_length")
+    kv_heads = _int(header, "attention.head_count_kv", heads)
+    if min(layers, heads, d, kv_heads) < 1 or heads % kv_heads:
+        raise ConfigError(f"{file} declares {layers} layers, {heads} heads, {kv_heads} K/V heads and d_model {d}")
+    d_k = _int(header, "attention.key_length", d // heads)
+    rotated = _int(header, "rope.dimension_count", d_k)
+    if rotated != d_k:
+        raise ConfigError(f"{file} rotates {rotated} of each head's {d_k} dimensions (partial RoPE), which "
+                          "attn-gui does not apply yet")
+    tokenizer = header.get("tokenizer.ggml.model")
+    if tokenizer not in TOKENIZERS:
+        kinds = ", ".join(f"{k} ({v})" for k, v in TOKENIZERS.items())
+        raise ConfigError(f"{file} has the tokenizer {tokenizer!r}; supported: {kinds}")
+    if not header.get("tokenizer.ggml.tokens"):
+        raise ConfigError(f"{file} has no vocabulary (tokenizer.ggml.tokens)")
+    check_tensors(header, layers, heads * d_k, d)
+    positions = int(header.arch_key("context_length", MAX_TOKENS) or MAX_TOKENS)
+    label = ARCHITECTURES[arch].label
+    if arch == "llama" and "mistral" in str(header.get("general.name", "")).lower():
+        label = "Mistral"  # as transformers reads a GGUF: llama.cpp writes Mistral as llama
+    about = ["output is the attention block's output, before the residual",
+             "the model is causal by construction: the causal mask is always on"]
+    quantized = quantized_types(header)
+    if quantized:
+        about.append(f"the weights are stored quantized ({', '.join(quantized)}) and dequantized to float32, "
+                     "as llama.cpp's own dequantization gives them")
+    return ModelSpec(name, f"{header.path.name} ({label} decoder, GGUF)", module="gguf_file", layers=layers,
+                     heads=heads, kv_heads=kv_heads, d_model=d, d_k=d_k, d_v=d_k,
+                     max_tokens=min(MAX_TOKENS, positions), has_bias="blk.0.attn_q.bias" in header.tensors,
+                     causal=True, rope_base=float(header.arch_key("rope.freq_base", 1e4) or 1e4),
+                     special_tokens=special_tokens(header),
+                     x_is="RMSNorm of the residual stream entering the layer", about=tuple(about))
+
+
+def check_tensors(header: Header, layers: int, q_rows: int, d: int) -> None:
+    """Refuse, in one line, a tensor a Llama decoder does not have, one it lacks, or a W_q of another shape."""
+    file = header.path.name
+    for name in header.tensors:
+        if hf_name(name) is None:
+            raise ConfigError(f"{file} holds {name}, which a {header.get('general.architecture')} decoder does "
+                              "not have here")
+    missing = [n for n in ("token_embd.weight", "output_norm.weight") if n not in header.tensors]
+    missing += [f"blk.{i}.{leaf}" for i in range(layers) for leaf in NEEDED if f"blk.{i}.{leaf}" not in header.tensors]
+    if missing:
+        raise ConfigError(f"{file} lacks {missing[0]}" + (f" and {len(missing) - 1} more tensors" if len(missing) > 1
+                                                           else ""))
+    extra = [n for n in header.tensors if n.startswith("blk.") and int(n.split(".")[1]) >= layers]
+    if extra:
+        raise ConfigError(f"{file} holds {extra[0]} but declares {layers} layers")
+    got = header.tensors["blk.0.attn_q.weight"].shape
+    if tuple(got) != (q_rows, d):
+        raise ConfigError(f"{file}: its metadata say W_q is {(q_rows, d)}, the tensor is {tuple(got)}")
+
+
+_LAYER_NAME = re.compile(r"blk\.(\d+)\.(\w+)\.(weight|bias)")
+
+
+def hf_name(name: str) -> str | None:
+    """transformers' name of llama.cpp's tensor ``name`` ("blk.3.attn_q.weight" ->
+    "model.layers.3.self_attn.q_proj.weight"), or None for a tensor this decoder does not have."""
+    if name in TOP:
+        return TOP[name]
+    match = _LAYER_NAME.fullmatch(name)
+    if match and match.group(2) in LEAVES:
+        return f"model.layers.{match.group(1)}.{LEAVES[match.group(2)]}.{match.group(3)}"
+    return None
+
+
+def quantized_types(header: Header) -> list[str]:
+    """The names of the quantized types among the tensors (Q4_K, Q6_K …), in order of first use."""
+    kinds = dict.fromkeys(t.kind for t in header.tensors.values() if t.kind not in FLOATS)
+    try:
+        from gguf.constants import GGMLQuantizationType
+
+        return [GGMLQuantizationType(k).name for k in kinds]
+    except (ImportError, ValueError):
+        return [f"type {k}" for k in kinds]
+
+
+def special_ids(header: Header) -> list[int]:
+    """The special tokens' ids: control tokens, and the bos, eos, unknown and padding ids."""
+    types = header.get("tokenizer.ggml.token_type")
+    ids = [] if types is None else [i for i, t in enumerate(types.tolist()) if t == 3]
+    for key in ("bos_token_id", "eos_token_id", "unknown_token_id", "padding_token_id"):
+        value = header.get(f"tokenizer.ggml.{key}")
+        if isinstance(value, int) and value not in ids:
+            ids.append(value)
+    return ids
+
+
+def special_tokens(header: Header) -> tuple[str, ...]:
+    """The special tokens' texts (those a view may hide), as the tokenizer matches them."""
+    from .byte_bpe import _unicode_to_bytes
+
+    tokens = header.get("tokenizer.ggml.tokens") or []
+    alphabet = _unicode_to_bytes()
+    byte_level = header.get("tokenizer.ggml.model") == "gpt2"
+    found = [tokens[i] for i in sorted(special_ids(header)) if 0 <= i < len(tokens)]
+    return tuple(dict.fromkeys(t for t in found if not byte_level or all(c in alphabet for c in t)))
+
+
+# ---------------------------------------------------------------- the conversion
+
+def unpermute(w, heads: int):
+    """llama.cpp's W_q / W_k rows (interleaved RoPE pairs 2i, 2i + 1 per head) in the half-split order.
+
+    Within each head, row 2i + j of the file becomes row j * d_k/2 + i (j = 0, 1), so the pair
+    rotated together is (i, i + d_k/2), as ``attention.rotate`` and transformers' ``rotate_half``
+    pair them. The inverse of llama.cpp's ``LlamaModel.permute``; a bias (1-D) is un-permuted alike.
+    """
+    out = w.shape[0]
+    rest = tuple(w.shape[1:])
+    return w.reshape(heads, out // heads // 2, 2, *rest).transpose(1, 2).reshape(out, *rest)
+
+
+def tensor(data, t: Tensor):
+    """Tensor ``t`` of the mapped file ``data`` (uint8) as torch: float16 and bfloat16 as stored, else float32."""
+    import numpy as np
+    import torch
+
+    raw = np.asarray(data[t.start:t.start + t.nbytes])
+    if len(raw) != t.nbytes:
+        raise ValueError(f"it is truncated within {t.name}")
+    kind = FLOATS.get(t.kind)
+    if kind == "F32":
+        return torch.from_numpy(raw.view(np.float32).reshape(t.shape).copy())
+    if kind == "F16":
+        return torch.from_numpy(raw.view(np.float16).reshape(t.shape).copy())
+    if kind == "BF16":
+        return torch.from_numpy(raw.view(np.int16).reshape(t.shape).copy()).view(torch.bfloat16)
+    from gguf.constants import GGMLQuantizationType
+    from gguf.quants import dequantize
+
+    rows = raw.reshape(*t.shape[:-1], -1) if t.shape else raw
+    return torch.from_numpy(np.array(dequantize(rows, GGMLQuantizationType(t.kind)), dtype=np.float32)).reshape(t.shape)
+
+
+def convert(spec: ModelSpec, header: Header, progress):
+    """Every tensor of the GGUF (dequantized, renamed, un-permuted where permuted) and its tokenizer.
+
+    ``progress(done, total)`` is called after each tensor.
+    """
+    import numpy as np
+
+    from . import cache
+
+    arch = ARCHITECTURES[header.get("general.architecture")]
+    data = np.memmap(header.path, dtype=np.uint8, mode="r")
+    weights = {}
+    total = len(header.tensors)
+    for i, t in enumerate(header.tensors.values()):
+        name = hf_name(t.name)
+        w = tensor(data, t)
+        if arch.permuted and ".self_attn.q_proj." in name:
+            w = unpermute(w, spec.heads)
+        elif arch.permuted and ".self_attn.k_proj." in name:
+            w = unpermute(w, spec.kv_heads)
+        weights[name] = w.contiguous()
+        progress(i + 1, total)
+    del data
+    full = read_header(header.path, arrays=("tokenizer.ggml.tokens", "tokenizer.ggml.merges"))
+    tokenizer, kind = build_tokenizer(full)
+    field = full.get
+    add_bos = field("tokenizer.ggml.add_bos_token")
+    meta = {"eps": float(full.arch_key("attention.layer_norm_rms_epsilon", 1e-6)),
+            "eos_id": int(field("tokenizer.ggml.eos_token_id", -1)),
+            "bos_id": int(field("tokenizer.ggml.bos_token_id", -1)),
+            "add_bos": bool(kind == "llama" if add_bos is None else add_bos),  # as transformers and llama.cpp
+            "special_ids": special_ids(full), "tokenizer": kind}
+    return cache.Converted(weights, {"tokenizer.json": tokenizer.to_str()}, meta)
+
+
+def build_tokenizer(header: Header):
+    """The ``tokenizers.Tokenizer`` the file's vocabulary describes, and its kind ("gpt2" or "llama")."""
+    kind = header.get("tokenizer.ggml.model")
+    tokens = header.get("tokenizer.ggml.tokens")
+    types = header.get("tokenizer.ggml.token_type")
+    types = [1] * len(tokens) if types is None else [int(t) for t in types.tolist()]
+    special = special_ids(header)
+    if kind == "gpt2":
+        from .byte_bpe import build_tokenizer as byte_level
+
+        return byte_level(tokens, types, header.get("tokenizer.ggml.merges") or [], header.get("tokenizer.ggml.pre"),
+                          special), kind
+    from .spm_bpe import build_tokenizer as sentencepiece
+
+    scores = header.get("tokenizer.ggml.scores")
+    scores = [0.0] * len(tokens) if scores is None else scores.tolist()
+    prefix = header.get("tokenizer.ggml.add_space_prefix")
+    return sentencepiece(tokens, types, scores, header.get("tokenizer.ggml.merges"),
+                         True if prefix is None else bool(prefix), special), kind
+
+
+def converted_bytes(header: Header) -> tuple[int, int]:
+    """(the converted weights' bytes, the largest layer's bytes in float32), from the header."""
+    total, per_layer = 0, {}
+    for t in header.tensors.values():
+        count = math.prod(t.shape)
+        total += count * (2 if FLOATS.get(t.kind) in ("F16", "BF16") else 4)
+        if t.name.startswith("blk."):
+            layer = t.name.split(".")[1]
+            per_layer[layer] = per_layer.get(layer, 0) + 4 * count
+    return total, max(per_layer.values(), default=0)
+
+
+def cache_name(path: Path) -> str:
+    """The cache folder of a GGUF file: its name and a hash of where it is."""
+    stem = re.sub(r"[^A-Za-z0-9._-]+", "_", path.stem)[:48]
+    return f"gguf-{stem}-{hashlib.sha1(str(path.resolve()).encode()).hexdigest()[:12]}"
+
+
+FACTS = ("layers", "heads", "kv_heads", "d_model", "d_k", "rope_base", "has_bias")
+
+
+def load(spec: ModelSpec, path: Path, progress=None, cache_folder: str | None = None):
+    """The model in the GGUF at ``path`` (a ``smollm2.SmolLM2``): from the cache, else converted and cached.
+
+    ``spec`` is what the model was opened as; a file whose header now says otherwise is refused
+    (``ConfigError``), as is one whose converted weights need more memory than is free.
+    """
+    import torch  # noqa: F401  (the conversion's)
+    from tokenizers import Tokenizer
+
+    from . import cache, stored
+    from .byte_bpe import readable
+    from .llama import LlamaShape
+    from .smollm2 import SmolLM2
+    from .spm_bpe import readable as readable_piece
+
+    if not _regular(path):
+        raise ConfigError(f"{path.name} is not a regular file (a FIFO or a device is never opened)")
+    try:
+        header = read_header(path)
+    except (ValueError, OSError, OverflowError, MemoryError) as exc:
+        raise ConfigError(f"{path.name} is not a readable GGUF file: {exc!s:.100}") from None
+    now = spec_of(header, spec.name)
+    changed = [f for f in FACTS if getattr(now, f) != getattr(spec, f)]
+    if changed:
+        raise ConfigError(f"{path.name} is not the model it was opened as ({', '.join(changed)} differ)")
+    weights, layer = converted_bytes(header)
+    free = stored.free_bytes()
+    if free is not None and weights + layer > free:
+        raise ConfigError(f"{path.name} needs about {stored._gb(weights + layer)} of memory ({stored._gb(weights)} "
+                          f"of converted weights and {stored._gb(layer)} for a layer in float32) and "
+                          f"{stored._gb(free)} is free; nothing was loaded")
+
+    def build(report):
+        try:
+            return convert(spec, header, report)
+        except (ValueError, OSError, KeyError, NotImplementedError) as exc:  # truncated since, or a type not read
+            raise ConfigError(f"{path.name}: the weights cannot be converted ({exc!s:.100})") from None
+
+    folder = cache.cache_root() / (cache_folder or cache_name(path))
+    converted = cache.load_or_build(folder, cache.fingerprint(path), CACHE_VERSION, build, progress)
+    meta = converted.meta
+    tokenizer = Tokenizer.from_str(converted.texts["tokenizer.json"])
+    special = frozenset(meta["special_ids"])
+    shown = readable_piece if meta.get("tokenizer") == "llama" else readable
+    ids = tokenizer.get_vocab(with_added_tokens=True)
+    rows = converted.weights["model.embed_tokens.weight"].shape[0]  # V: may be padded past the last id
+    texts = [f"<unused {i}>" for i in range(max(max(ids.values()) + 1, rows))]
+    for tok, i in ids.items():  # a Python loop, not sorted(): other threads run meanwhile
+        texts[i] = shown(tok, i in special)
+    shape = LlamaShape(spec.layers, spec.heads, spec.kv_heads, spec.d_k, meta["eps"], spec.rope_base)
+    bos = meta["bos_id"] if meta["add_bos"] and meta["bos_id"] >= 0 else None
+    return SmolLM2(spec, shape, converted.weights, tokenizer, tuple(texts), special, meta["eos_id"], bos)
+
+
+def read(spec: ModelSpec, progress=None):
+    """The model of a ``--model PATH.gguf`` spec (``smollm2.READERS``)."""
+    return load(spec, Path(spec.name).expanduser(), progress)
+
+
+from .smollm2 import READERS, Source as _Decoder  # noqa: E402  (torch: imported with the source, not the spec)
+
+READERS["gguf_file"] = read
+NEEDS = ("gguf", "safetensors", "tokenizers", "platformdirs")
+
+
+class Source(_Decoder):
+    """A GGUF file of a Llama-family decoder: everything of the bundled decoder, its weights from the file."""
+
+    install_hint = 'pip install gguf safetensors tokenizers platformdirs (or: pip install -e ".[pretrained]")'
+
+    def available(self) -> bool:
+        import importlib.util
+
+        return all(importlib.util.find_spec(m) is not None for m in NEEDS)

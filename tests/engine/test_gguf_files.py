@@ -1,0 +1,396 @@
+"""A model is a .gguf file: tiny random Llama, Qwen2 and Mistral models written as llama.cpp's
+converter writes them (``gguf.GGUFWriter``: its metadata keys, its tensor names, W_q and W_k rows
+permuted for llama but not for qwen2, a byte-level or SentencePiece vocabulary) give through
+``compute`` every layer's alpha of transformers' eager model on the same weights (1e-5) and its
+next-token top 5; the tokens equal those of transformers' own GGUF tokenizer, transformers reads
+the written files as the same models, the conversion is cached, and bad files are refused in one line.
+"""
+
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from attn_gui.engine import MODELS, AttentionConfig, ConfigError, compute, source
+from attn_gui.engine.decoding import Decoder
+
+gguf = pytest.importorskip("gguf")
+transformers = pytest.importorskip("transformers")
+
+from attn_gui.engine.sources import gguf_file, smollm2  # noqa: E402
+from attn_gui.engine.sources.byte_bpe import bytes_to_unicode  # noqa: E402
+
+SENTENCE = "the cat sat on a mat and the dog ran"
+WORDS = "the cat sat on a mat and dog ran".split()
+TOKEN_SENTENCES = ["the cat sat on a mat", "  the  dog\nran 12345 times", "Café 漢字 🙂!", "<|im_start|>the cat<|im_end|>",
+                   "the <tool_call>dog", "<s>the cat</s>", ""]
+
+
+def _byte_level():
+    """A byte-level BPE vocabulary (GPT-2's byte alphabet, merges that spell the words), as llama.cpp writes
+    SmolLM2's and Qwen2's: (tokens, types, merges, extra fields)."""
+    spell = bytes_to_unicode()
+    tokens = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", *(spell[b] for b in range(256)), "<tool_call>"]
+    types = [3, 3, 3] + [1] * 256 + [4]
+    merges = []
+    for word in [*("Ġ" + w for w in WORDS), *WORDS, "12", "345"]:
+        pieces = list(word)
+        while len(pieces) > 1:
+            merge = f"{pieces[0]} {pieces[1]}"
+            if merge not in merges:
+                merges.append(merge)
+                tokens.append(pieces[0] + pieces[1])
+                types.append(1)
+            pieces[:2] = [pieces[0] + pieces[1]]
+    return tokens, types, merges
+
+
+def _sentencepiece():
+    """A SentencePiece vocabulary as llama.cpp writes TinyLlama's and Mistral's: <unk>, <s>, </s>, the 256
+    byte pieces, then pieces with scores (no merges)."""
+    tokens = ["<unk>", "<s>", "</s>", *(f"<0x{b:02X}>" for b in range(256))]
+    types = [2, 3, 3] + [6] * 256
+    pieces = list("▁thecasonmdgr")
+    for word in WORDS:
+        word = "▁" + word
+        for k in range(2, len(word) + 1):
+            if word[:k] not in pieces:
+                pieces.append(word[:k])
+    pieces += ["he", "at"]
+    tokens += pieces
+    types += [1] * len(pieces)
+    scores = [0.0] * 259 + [-float(i) for i in range(len(pieces))]
+    return tokens, types, scores
+
+
+def _write_vocab(writer, kind):
+    if kind == "spm":
+        tokens, types, scores = _sentencepiece()
+        writer.add_tokenizer_model("llama")
+        writer.add_token_list(tokens)
+        writer.add_token_types(types)
+        writer.add_token_scores(scores)
+        writer.add_bos_token_id(1)
+        writer.add_eos_token_id(2)
+        writer.add_unk_token_id(0)
+        return tokens
+    tokens, types, merges = _byte_level()
+    writer.add_tokenizer_model("gpt2")
+    writer.add_tokenizer_pre("qwen2" if kind == "qwen2" else "smollm")
+    writer.add_token_list(tokens)
+    writer.add_token_types(types)
+    writer.add_token_merges(merges)
+    writer.add_bos_token_id(0)
+    writer.add_eos_token_id(2)
+    writer.add_add_bos_token(False)
+    return tokens
+
+
+def permute(w, heads):
+    """llama.cpp's ``LlamaModel.permute``: each head's rows from the half-split RoPE pairing to interleaved pairs."""
+    return w.reshape(heads, 2, w.shape[0] // heads // 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
+
+
+LEAVES = {v: k for k, v in gguf_file.LEAVES.items()}
+CASES = {  # arch in the file, tokenizer, name, transformers' model_type, dtype of the matrices, tied
+    "llama": ("llama", "byte", "Tiny SmolLM", "llama", np.float32, True),
+    "qwen2": ("qwen2", "qwen2", "Tiny Qwen2", "qwen2", np.float32, True),
+    "mistral": ("llama", "spm", "Tiny Mistral", "mistral", np.float16, False),  # llama.cpp writes Mistral as llama
+}
+
+
+def write_gguf(path, hf, arch, vocab, name, dtype=np.float32, **extra):
+    """``hf`` (a transformers decoder) as llama.cpp's converter writes it; ``extra`` adds or overrides keys."""
+    cfg = hf.config
+    writer = gguf.GGUFWriter(str(path), arch)
+    writer.add_name(name)
+    writer.add_context_length(128)
+    writer.add_embedding_length(cfg.hidden_size)
+    writer.add_block_count(cfg.num_hidden_layers)
+    writer.add_feed_forward_length(cfg.intermediate_size)
+    writer.add_head_count(cfg.num_attention_heads)
+    writer.add_head_count_kv(cfg.num_key_value_heads)
+    writer.add_rope_freq_base(cfg.rope_parameters["rope_theta"])
+    writer.add_layer_norm_rms_eps(cfg.rms_norm_eps)
+    writer.add_rope_dimension_count(cfg.hidden_size // cfg.num_attention_heads)
+    for key, value in extra.items():
+        if isinstance(value, str):
+            writer.add_string(key.format(arch=arch), value)
+        else:
+            writer.add_uint32(key.format(arch=arch), value)
+    _write_vocab(writer, vocab)
+    for key, w in hf.state_dict().items():
+        w = w.detach().numpy()
+        if key == "lm_head.weight" and cfg.tie_word_embeddings:
+            continue
+        if arch == "llama" and key.endswith("q_proj.weight"):
+            w = permute(w, cfg.num_attention_heads)
+        elif arch == "llama" and key.endswith("k_proj.weight"):
+            w = permute(w, cfg.num_key_value_heads)
+        if key.startswith("model.layers."):
+            _, _, layer, *leaf = key.split(".")
+            *leaf, kind = leaf
+            out = f"blk.{layer}.{LEAVES['.'.join(leaf)]}.{kind}"
+        else:
+            out = {v: k for k, v in gguf_file.TOP.items()}[key]
+        writer.add_tensor(out, w.astype(dtype if w.ndim == 2 else np.float32))  # norms and biases: F32, as llama.cpp
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return str(path)
+
+
+def tiny(model_type, vocab_size, dtype=np.float32, tied=True, seed=0):
+    """A tiny random transformers decoder (2 layers, 4 heads over 2 K/V heads, d 32), its matrices
+    rounded to ``dtype`` as the file stores them."""
+    torch.manual_seed(seed)
+    config = transformers.AutoConfig.for_model(model_type, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                                               num_attention_heads=4, num_key_value_heads=2, vocab_size=vocab_size,
+                                               tie_word_embeddings=tied, max_position_embeddings=128,
+                                               rope_theta=500.0, rms_norm_eps=1e-5, bos_token_id=1, eos_token_id=2,
+                                               **({"sliding_window": None} if model_type == "mistral" else {}))
+    hf = transformers.AutoModelForCausalLM.from_config(config, attn_implementation="eager").eval()
+    with torch.no_grad():
+        for key, w in hf.state_dict().items():
+            if w.ndim == 1:
+                w.normal_()  # random gains and (Qwen2's) biases, not ones and zeros: they must be read
+            w.copy_(torch.from_numpy(w.numpy().astype(dtype if w.ndim == 2 else np.float32).astype(np.float32)))
+    return hf
+
+
+@pytest.fixture(scope="module", params=sorted(CASES))
+def model_file(request, tmp_path_factory):
+    arch, vocab, name, kind, dtype, tied = CASES[request.param]
+    tokens = (_sentencepiece if vocab == "spm" else _byte_level)()[0]
+    hf = tiny(kind, len(tokens), dtype, tied)
+    path = write_gguf(tmp_path_factory.mktemp(request.param) / f"{request.param}-tiny.gguf", hf, arch, vocab, name,
+                      dtype)
+    return path, hf, request.param
+
+
+def test_the_spec_comes_from_the_header(model_file):
+    path, hf, case = model_file
+    spec = MODELS[path]
+    assert (spec.layers, spec.heads, spec.kv_heads, spec.d_model, spec.d_k) == (2, 4, 2, 32, 8)
+    assert spec.rope_base == 500.0 and spec.causal and spec.module == "gguf_file" and spec.max_tokens == 128
+    assert spec.has_bias == (case == "qwen2")
+    assert spec.label == f"{case}-tiny.gguf ({dict(llama='Llama', qwen2='Qwen2', mistral='Mistral')[case]} decoder, GGUF)"
+    assert spec.special_tokens == (("<unk>", "<s>", "</s>") if case == "mistral" else
+                                   ("<|endoftext|>", "<|im_start|>", "<|im_end|>"))
+    cfg = AttentionConfig(model=path, layer=1)
+    assert cfg.is_causal and cfg.dims.kv_heads == 2 and cfg.rope == 500.0
+
+
+def test_every_layer_equals_transformers(model_file):
+    path, hf, case = model_file
+    cfg = AttentionConfig(sentence=SENTENCE, model=path, layout="column")
+    model = source(path)
+    ids = torch.tensor(model.tokenize(SENTENCE).token_ids)
+    with torch.no_grad():
+        out = hf(ids[None], output_attentions=True, output_hidden_states=True)
+    T = len(ids)
+    assert T >= 10
+    for layer in range(2):
+        r = compute(cfg.replace(layer=layer))
+        assert torch.allclose(r.weights, out.attentions[layer][0], atol=1e-5, rtol=0), layer
+        attn = hf.model.layers[layer].self_attn
+        x = hf.model.layers[layer].input_layernorm(out.hidden_states[layer][0])
+        with torch.no_grad():
+            q = attn.q_proj(x).view(T, -1, 8).transpose(0, 1)
+            k = attn.k_proj(x).view(T, -1, 8).transpose(0, 1)
+        assert torch.allclose(r.q_unrotated, q, atol=1e-4, rtol=1e-4)  # un-permuted where llama.cpp permuted
+        assert torch.allclose(r.k_unrotated, k, atol=1e-4, rtol=1e-4)
+        assert (r.b_q is not None) == (case == "qwen2")
+    run = model.forward(ids, "cpu", torch.float32)
+    for ours, theirs in zip(run.residual, out.hidden_states, strict=True):
+        assert torch.allclose(ours, theirs[0], atol=1e-4, rtol=1e-4)
+    probs = torch.softmax(out.logits[0, -1].double(), -1).topk(5)
+    vocab = model.tokenize("the").vocab
+    got = compute(cfg).next_tokens
+    assert [t for t, _ in got] == [vocab[i] for i in probs.indices.tolist()]
+    assert [p for _, p in got] == pytest.approx(probs.values.tolist(), abs=1e-5)
+
+
+def test_tokens_equal_transformers_gguf_tokenizer(model_file):
+    path, _, case = model_file
+    folder, name = os.path.split(path)
+    theirs = transformers.AutoTokenizer.from_pretrained(folder, gguf_file=name)
+    model = smollm2.load_model(path)
+    for sentence in TOKEN_SENTENCES:
+        ids = theirs(sentence)["input_ids"]
+        ours = source(path).tokenize(sentence).token_ids if sentence else \
+            tuple(([1] if case == "mistral" else []) + model.tokenizer.encode("", add_special_tokens=False).ids)
+        assert list(ours) == ids, sentence
+        if "<" not in sentence:
+            assert source(path).decode_text(ours).removeprefix("<s>").lstrip(" ") == sentence.lstrip(" ") or \
+                case != "mistral"
+    toks = source(path).tokenize("the cat 漢")
+    if case == "mistral":  # SentencePiece: ▁ as a space, byte pieces as bytes
+        assert toks.tokens[:3] == ("<s>", "␣the", "␣cat") and toks.tokens[-3:] == ("\\xe6", "\\xbc", "\\xa2")
+    else:
+        assert toks.tokens[:2] == ("the", "␣cat") and toks.tokens[-3:] == ("␣", "\\xe6", "\\xbc\\xa2") or \
+            toks.tokens[:2] == ("the", "␣cat")
+
+
+def test_transformers_reads_the_written_file_as_the_same_model(model_file):
+    """The peer is right about the file: transformers' own GGUF loader (which reverses llama.cpp's
+    permutation for llama) gives the original model's logits."""
+    path, hf, _ = model_file
+    folder, name = os.path.split(path)
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        loaded = transformers.AutoModelForCausalLM.from_pretrained(folder, gguf_file=name,
+                                                                   attn_implementation="eager").eval()
+    ids = torch.tensor([[5, 9, 40, 7, 100, 3]])
+    with torch.no_grad():
+        assert torch.allclose(loaded(ids).logits, hf(ids).logits, atol=1e-4, rtol=1e-4)
+
+
+def test_cached_decoding_equals_recomputing(model_file):
+    path, _, _ = model_file
+    decoder = Decoder(AttentionConfig(sentence=SENTENCE, model=path))
+    step = decoder.step()
+    full = decoder.recompute()
+    assert torch.allclose(step.weights, full.weights[:, :, -1], atol=1e-5, rtol=0)
+
+
+def test_the_conversion_is_cached_and_redone_when_the_file_changes(tmp_path):
+    from attn_gui.engine.sources import cache
+
+    hf = tiny("qwen2", len(_byte_level()[0]), seed=1)
+    path = write_gguf(tmp_path / "cached.gguf", hf, "qwen2", "qwen2", "Cached")
+    spec = MODELS[path]
+    seen = []
+    first = gguf_file.load(spec, tmp_path / "cached.gguf", lambda d, t: seen.append((d, t)))
+    n = len(hf.state_dict()) - 1  # the tied lm_head is not written
+    assert seen[-1] == (n + 1, n + 1)  # every tensor, then the cache written
+    folder = cache.cache_root() / gguf_file.cache_name(tmp_path / "cached.gguf")
+    assert (folder / "manifest.json").is_file() and str(folder).startswith(os.environ[cache.CACHE_ENV])
+    seen.clear()
+    again = gguf_file.load(spec, tmp_path / "cached.gguf", lambda d, t: seen.append((d, t)))
+    assert seen == [] and all(torch.equal(first.weights[k], again.weights[k]) for k in first.weights)
+    os.utime(path, ns=(1, 1))  # another modification time: converted again
+    gguf_file.load(spec, tmp_path / "cached.gguf", lambda d, t: seen.append((d, t)))
+    assert seen and seen[-1] == (n + 1, n + 1)
+
+
+def test_float16_matrices_stay_float16(model_file):
+    path, _, case = model_file
+    w = smollm2.load_model(path).weights
+    assert w["model.layers.0.self_attn.q_proj.weight"].dtype == (torch.float16 if case == "mistral" else torch.float32)
+    assert w["model.layers.0.input_layernorm.weight"].dtype == torch.float32
+    assert ("lm_head.weight" in w) == (case == "mistral")  # untied: output.weight is read
+
+
+# ------------------------------------------------------------------ bad files: one line each
+
+def _llama(tmp_path, name="bad.gguf", arch="llama", vocab="byte", **extra):
+    hf = tiny("llama", len(_byte_level()[0]), seed=2)
+    return write_gguf(tmp_path / name, hf, arch, vocab, "Bad", **extra)
+
+
+def _refused(path, pattern):
+    with pytest.raises(ConfigError, match=pattern) as info:
+        AttentionConfig(model=path)
+    assert "\n" not in str(info.value)
+    return str(info.value)
+
+
+def test_an_unsupported_architecture_gets_one_line(tmp_path):
+    writer = gguf.GGUFWriter(str(tmp_path / "phi.gguf"), "phi3")
+    writer.add_block_count(2)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    _refused(str(tmp_path / "phi.gguf"), r"^phi.gguf is a 'phi3' GGUF; supported architectures: "
+                                         r"llama \(Llama, Mistral, SmolLM, TinyLlama\), qwen2$")
+
+
+@pytest.mark.parametrize("cut", [10, 200, 5000, 60])
+def test_a_truncated_or_corrupt_file_gets_one_line(tmp_path, cut):
+    path = _llama(tmp_path)
+    data = Path(path).read_bytes()
+    if cut == 60:  # same size, the header's counts garbled
+        data = data[:8] + b"\xff" * 16 + data[24:]
+    else:
+        data = data[:len(data) - cut] if cut > 100 else data[:cut]
+    Path(path).write_bytes(data)
+    gguf_file.spec_for.cache_clear()
+    _refused(path, r"^bad.gguf is not a readable GGUF file: ")
+
+
+def test_not_a_gguf_and_missing_and_a_fifo(tmp_path):
+    (tmp_path / "text.gguf").write_text("hello, not a model at all")
+    _refused(str(tmp_path / "text.gguf"), "^text.gguf is not a readable GGUF file: it does not start with GGUF$")
+    _refused(str(tmp_path / "none.gguf"), "is neither a bundled model, a model folder nor a .gguf file")
+    os.mkfifo(tmp_path / "fifo.gguf")  # never opened: reading a FIFO would wait for a writer forever
+    _refused(str(tmp_path / "fifo.gguf"), r"^fifo.gguf is not a regular file \(a FIFO or a device is never opened\)$")
+
+
+@pytest.mark.parametrize("extra, message", [
+    ({"{arch}.rope.scaling.type": "linear"}, "uses RoPE scaling 'linear', which attn-gui does not apply yet"),
+    ({"{arch}.rope.dimension_count": 4}, r"rotates 4 of each head's 8 dimensions \(partial RoPE\)"),
+    ({"tokenizer.ggml.model": "bert"}, r"has the tokenizer 'bert'; supported: gpt2 \(byte-level BPE\), llama"),
+])
+def test_what_is_not_run_yet_is_refused_in_one_line(tmp_path, extra, message):
+    if "tokenizer.ggml.model" in extra:
+        path = _header_only(tmp_path / "bad.gguf", tokenizer=extra["tokenizer.ggml.model"])
+    else:
+        path = _llama(tmp_path, **extra)
+    _refused(path, message)
+
+
+def _header_only(path, arch="llama", tokenizer="gpt2", tensors=()):
+    """A GGUF with a few sizes, a one-token vocabulary and ``tensors`` (name, array): refused before its tensors."""
+    writer = gguf.GGUFWriter(str(path), arch)
+    writer.add_block_count(2)
+    writer.add_embedding_length(32)
+    writer.add_head_count(4)
+    writer.add_tokenizer_model(tokenizer)
+    writer.add_token_list(["a"])
+    for name, array in tensors:
+        writer.add_tensor(name, array)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return str(path)
+
+
+def test_llama3_scaled_frequencies_are_refused(tmp_path):
+    path = _header_only(tmp_path / "rf.gguf", tensors=[("rope_freqs.weight", np.ones(4, dtype=np.float32))])
+    _refused(path, r"^rf.gguf uses RoPE scaling 'llama3' \(rope_freqs.weight\), which attn-gui does not apply yet$")
+
+
+def test_a_tensor_a_llama_has_not_or_lacks_is_refused(tmp_path):
+    path = _header_only(tmp_path / "odd.gguf", tensors=[("blk.0.attn_q_norm.weight", np.ones(8, dtype=np.float32))])
+    _refused(path, r"^odd.gguf holds blk.0.attn_q_norm.weight, which a llama decoder does not have here$")
+    path = _header_only(tmp_path / "few.gguf", tensors=[("token_embd.weight", np.ones((4, 32), dtype=np.float32))])
+    _refused(path, r"^few.gguf lacks output_norm.weight and 18 more tensors$")
+
+
+def test_the_cli_takes_a_gguf_and_refuses_a_bad_one_in_one_line(model_file, tmp_path, capsys):
+    from attn_gui.cli import main
+
+    path, _, _ = model_file
+    assert main(["export", "--model", path, "--sentence", "the cat sat", "--layer", "2", "--out",
+                 str(tmp_path / "out")]) in (0, None)
+    assert (tmp_path / "out" / "weights.npy").is_file()
+    (tmp_path / "junk.gguf").write_bytes(b"GGUF\x03\x00\x00\x00")
+    assert main(["export", "--model", str(tmp_path / "junk.gguf"), "--out", str(tmp_path / "x")]) == 2
+    err = capsys.readouterr().err
+    assert "junk.gguf is not a readable GGUF file" in err and err.count("\n") == 1
+
+
+def test_a_folder_of_gguf_files_names_them(tmp_path, model_file):
+    import shutil
+
+    path, _, _ = model_file
+    shutil.copy(path, tmp_path / "model-Q4_K_M.gguf")
+    _refused(str(tmp_path), "has no config.json; open one of its GGUF files: model-Q4_K_M.gguf$")
