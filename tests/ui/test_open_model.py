@@ -42,7 +42,7 @@ def test_a_folder_that_is_not_a_model_changes_nothing(window, qtbot, tmp_path, m
     assert not window.open_model(str(tmp_path))
     assert "is a 't5' model; supported model_types: llama" in warnings[-1]
     assert not window.open_model(str(tmp_path / "nowhere"))
-    assert "neither a bundled model nor a folder" in warnings[-1]
+    assert "neither a bundled model, a model folder nor a .gguf file" in warnings[-1]
     assert window.state == before and window.settings.recent("models") == []
 
 
