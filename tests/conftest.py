@@ -85,3 +85,16 @@ def bert_folder(tmp_path_factory):
                                                                                                 ("[SEP]", 3)])
     tok.save(str(path / "tokenizer.json"))
     return str(path), hf
+
+
+@pytest.fixture(scope="session")
+def qwen2_gguf(tmp_path_factory):
+    """A tiny random Qwen2 (2 layers, 4 heads over 2 K/V heads, d 32, random Q/K/V biases) written as
+    llama.cpp writes a .gguf, with a byte-level vocabulary (``gguf_writing.py``). Returns (path, the
+    transformers model it was written from)."""
+    pytest.importorskip("gguf")
+    pytest.importorskip("transformers")
+    from gguf_writing import byte_level_vocab, tiny, write_gguf
+
+    hf = tiny("qwen2", len(byte_level_vocab()[0]), seed=3)
+    return write_gguf(tmp_path_factory.mktemp("gguf") / "qwen2-tiny.gguf", hf, "qwen2", "qwen2", "Tiny Qwen2"), hf

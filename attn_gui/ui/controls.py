@@ -119,7 +119,8 @@ class ControlPanel(QtWidgets.QWidget):
         self.openModelButton = QtWidgets.QPushButton("Open…")
         self.openModelButton.setObjectName("openModelButton")
         self.openModelButton.setToolTip("Open a model folder on this computer (Hugging Face layout: config.json, "
-                                        "*.safetensors, tokenizer.json); File → Recent models lists the last ones")
+                                        "*.safetensors, tokenizer.json); File → Open GGUF file… opens a llama.cpp "
+                                        ".gguf, and File → Recent models lists the last ones")
         self.openModelButton.clicked.connect(self.openModelRequested)
         self.sourceCombo.setMinimumContentsLength(4)  # with Open… beside it, within the panel's width
         self.hideSpecialCheck = QtWidgets.QCheckBox("hide [CLS] and [SEP] in the maps")

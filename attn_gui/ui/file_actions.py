@@ -72,14 +72,16 @@ class FileActions:
         _fill(self.recentModelsMenu, self.settings.recent("models"), self.open_model)
 
     def open_model(self, path: str) -> bool:
-        """Show the model in folder ``path`` from its first layer; on any problem say why in a dialog and change nothing.
+        """Show the model at ``path`` from its first layer; on any problem say why in a dialog and change nothing.
 
-        The folder holds a Hugging Face checkpoint (config.json, safetensors, tokenizer.json)
-        of a family ``engine.sources.hf`` declares; its sizes are read now, its weights by the
-        worker, which shows the load's progress.
+        A folder holds a Hugging Face checkpoint (config.json, safetensors, tokenizer.json)
+        of a family ``engine.sources.hf`` declares; a .gguf file a llama.cpp model of an
+        architecture ``engine.sources.gguf_file`` declares. Its sizes are read now (config.json
+        or the GGUF's header), its weights by the worker, which shows the load's progress (a GGUF's
+        first load converts it).
         """
         try:
-            spec = MODELS[path]  # config.json only: a wrong folder is refused before anything changes
+            spec = MODELS[path]  # config.json or the header only: a wrong model is refused before anything changes
             config = self.state.config.replace(model=path, layer=0, ablate=())
         except (UserError, KeyError) as exc:
             QtWidgets.QMessageBox.warning(self, "Cannot open model", f"{path}\n\n{exc}")
@@ -93,6 +95,12 @@ class FileActions:
     def open_model_dialog(self) -> None:
         path = QtWidgets.QFileDialog.getExistingDirectory(
             self, "Open a model folder (config.json, *.safetensors, tokenizer.json)", self.settings.get("model_dir"))
+        if path:
+            self.open_model(path)
+
+    def open_gguf_dialog(self) -> None:
+        path, _ = QtWidgets.QFileDialog.getOpenFileName(
+            self, "Open a GGUF model file", self.settings.get("model_dir"), "GGUF model (*.gguf)")
         if path:
             self.open_model(path)
 

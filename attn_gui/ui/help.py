@@ -65,7 +65,9 @@ open it in the maps.</li>
 <li><b>hide the special tokens</b> takes them out of the maps (they often soak up attention);
 the other numbers do not change.</li>
 </ul>
-<p>Everything runs offline: the model's files are installed with the program, never downloaded.</p>
+<p>Everything runs offline: the model's files are installed with the program, never downloaded.
+<b>File → Open model…</b> opens a model folder of your own (Hugging Face layout) and <b>File → Open GGUF
+file…</b> a llama.cpp .gguf file (Llama, Mistral, SmolLM, TinyLlama, Qwen2).</p>
 """
 
 KEYS = """

@@ -27,6 +27,10 @@ def build_menus(win: QtWidgets.QMainWindow) -> None:
     win.openModelAction.setToolTip("A Hugging Face model folder on this computer (config.json, *.safetensors, "
                                    "tokenizer.json): BERT, RoBERTa, DistilBERT, GPT-2, Llama, Mistral, Qwen2, "
                                    "Qwen3")
+    win.openGgufAction = file_menu.addAction("Open GGUF file…", win.open_gguf_dialog)
+    win.openGgufAction.setObjectName("openGgufAction")
+    win.openGgufAction.setToolTip("A llama.cpp model file on this computer (.gguf, quantized or not): Llama, "
+                                  "Mistral, SmolLM, TinyLlama, Qwen2")
     win.recentModelsMenu = file_menu.addMenu("Recent models")
     win.recentModelsMenu.aboutToShow.connect(win.fill_recent_models)
     file_menu.addSeparator()

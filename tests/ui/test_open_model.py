@@ -1,6 +1,7 @@
 """File → Open model… and the panel's Open… button: a model folder on disk becomes the weights,
 its layers and heads computed as transformers computes them, remembered among the recent models;
-a folder that is not a model says why and changes nothing."""
+a folder that is not a model says why and changes nothing. File → Open GGUF file… does the same
+for a llama.cpp .gguf file."""
 
 import torch
 from PySide6 import QtWidgets
@@ -53,3 +54,25 @@ def test_the_panel_button_asks_for_a_folder(window, qtbot, monkeypatch, bert_fol
     window.panel.openModelButton.click()
     assert asked and window.state.config.model == path
     qtbot.waitUntil(lambda: window.frame.result.config.model == path, timeout=20000)
+
+
+def test_open_gguf_file_asks_for_a_gguf_and_shows_its_layers(window, qtbot, monkeypatch, qwen2_gguf, tmp_path):
+    path, hf = qwen2_gguf
+    asked, warnings = [], []
+    monkeypatch.setattr(QtWidgets.QFileDialog, "getOpenFileName", lambda *a: asked.append(a) or (path, ""))
+    monkeypatch.setattr(QtWidgets.QMessageBox, "warning", lambda *a: warnings.append(a[2]))
+    window.edit_config({"sentence": "the cat sat on a mat"})
+    window.openGgufAction.trigger()
+    assert asked and asked[0][3] == "GGUF model (*.gguf)" and window.state.config.model == path
+    qtbot.waitUntil(lambda: window.frame.result.config.model == path, timeout=20000)
+    r = window.frame.result
+    with torch.no_grad():
+        out = hf(torch.tensor(r.token_ids.tolist())[None], output_attentions=True)
+    assert torch.allclose(r.weights, out.attentions[0][0], atol=1e-5, rtol=0)
+    assert window.panel.sourceCombo.currentText() == "qwen2-tiny.gguf (Qwen2 decoder, GGUF)"
+    assert window.settings.recent("models")[0] == path
+    before = window.state
+    (tmp_path / "junk.gguf").write_bytes(b"not a model")
+    assert not window.open_model(str(tmp_path / "junk.gguf"))
+    assert warnings[-1].endswith("junk.gguf is not a readable GGUF file: it does not start with GGUF")
+    assert window.state == before

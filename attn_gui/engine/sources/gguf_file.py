@@ -153,12 +153,14 @@ def read_header(path: Path, arrays: tuple[str, ...] = ("tokenizer.ggml.tokens",)
     it cannot be read.
     """
     size = path.stat().st_size
-    if size < 24:
-        raise ValueError(f"{size} bytes are too few for a GGUF header")
-    with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as buffer:
-        cursor = _Cursor(buffer)
-        if buffer[:4] != MAGIC:
+    with open(path, "rb") as f:
+        if f.read(4) != MAGIC:
             raise ValueError("it does not start with GGUF")
+        if size < 24:
+            raise ValueError(f"{size} bytes are too few for a GGUF header")
+        buffer = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+    with buffer:
+        cursor = _Cursor(buffer)
         cursor.pos = 4
         version = cursor.take("I")
         if version not in (2, 3):
