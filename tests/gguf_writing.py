@@ -80,7 +80,7 @@ def permute(w, heads):
 LEAVES = {v: k for k, v in gguf_file.LEAVES.items()}
 
 
-def write_gguf(path, hf, arch, vocab, name, dtype=np.float32, **extra):
+def write_gguf(path, hf, arch, vocab, name, dtype=np.float32, quant=None, **extra):
     """``hf`` (a transformers decoder) as llama.cpp's converter writes it; ``extra`` adds or overrides keys."""
     cfg = hf.config
     import gguf
@@ -116,7 +116,10 @@ def write_gguf(path, hf, arch, vocab, name, dtype=np.float32, **extra):
             out = f"blk.{layer}.{LEAVES['.'.join(leaf)]}.{kind}"
         else:
             out = {v: k for k, v in gguf_file.TOP.items()}[key]
-        writer.add_tensor(out, w.astype(dtype if w.ndim == 2 else np.float32))  # norms and biases: F32, as llama.cpp
+        if quant is not None and w.ndim == 2:  # a quantized type (Q8_0 …), as llama-quantize writes it
+            writer.add_tensor(out, gguf.quants.quantize(w.astype(np.float32), quant), raw_dtype=quant)
+        else:
+            writer.add_tensor(out, w.astype(dtype if w.ndim == 2 else np.float32))  # norms and biases: F32
     writer.write_header_to_file()
     writer.write_kv_data_to_file()
     writer.write_tensors_to_file()

