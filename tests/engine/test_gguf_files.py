@@ -222,6 +222,8 @@ def test_not_a_gguf_and_missing_and_a_fifo(tmp_path):
     (tmp_path / "text.gguf").write_text("hello, not a model at all")
     _refused(str(tmp_path / "text.gguf"), "^text.gguf is not a readable GGUF file: it does not start with GGUF$")
     _refused(str(tmp_path / "none.gguf"), "is neither a bundled model, a model folder nor a .gguf file")
+    (tmp_path / "dir.gguf").mkdir()
+    _refused(str(tmp_path / "dir.gguf"), "^dir.gguf is a folder, not a GGUF file$")
     os.mkfifo(tmp_path / "fifo.gguf")  # never opened: reading a FIFO would wait for a writer forever
     _refused(str(tmp_path / "fifo.gguf"), r"^fifo.gguf is not a regular file \(a FIFO or a device is never opened\)$")
 

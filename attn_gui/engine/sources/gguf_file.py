@@ -231,6 +231,8 @@ def spec_for(path: str) -> ModelSpec:
     file = Path(path).expanduser()
     if not file.exists():
         raise ConfigError(f"model {path!r:.80} is neither a bundled model, a model folder nor a .gguf file")
+    if file.is_dir():
+        raise ConfigError(f"{file.name} is a folder, not a GGUF file")
     if not _regular(file):
         raise ConfigError(f"{file.name} is not a regular file (a FIFO or a device is never opened)")
     try:
@@ -251,6 +253,15 @@ def _int(header: Header, key: str, default=None) -> int:
 
 def spec_of(header: Header, name: str) -> ModelSpec:
     """The spec a GGUF's header declares (``name``: the config's ``model`` value), every refusal in one line."""
+    try:
+        return _spec_of(header, name)
+    except ConfigError:
+        raise
+    except (TypeError, ValueError, KeyError, IndexError, AttributeError, OverflowError) as exc:  # odd values
+        raise ConfigError(f"{header.path.name}: its metadata do not describe a model ({exc!s:.80})") from None
+
+
+def _spec_of(header: Header, name: str) -> ModelSpec:
     file = header.path.name
     arch = header.get("general.architecture")
     if arch not in ARCHITECTURES:
@@ -267,6 +278,9 @@ def spec_of(header: Header, name: str) -> ModelSpec:
     if min(layers, heads, d, kv_heads) < 1 or heads % kv_heads:
         raise ConfigError(f"{file} declares {layers} layers, {heads} heads, {kv_heads} K/V heads and d_model {d}")
     d_k = _int(header, "attention.key_length", d // heads)
+    if _int(header, "attention.value_length", d_k) != d_k:
+        raise ConfigError(f"{file}: its values have {_int(header, 'attention.value_length')} dimensions per head "
+                          f"and its keys {d_k}, which attn-gui does not run yet")
     rotated = _int(header, "rope.dimension_count", d_k)
     if rotated != d_k:
         raise ConfigError(f"{file} rotates {rotated} of each head's {d_k} dimensions (partial RoPE), which "
