@@ -270,13 +270,15 @@ def test_a_tensor_a_llama_has_not_or_lacks_is_refused(tmp_path):
     _refused(path, r"^few.gguf lacks output_norm.weight and 18 more tensors$")
 
 
-def test_the_cli_takes_a_gguf_and_refuses_a_bad_one_in_one_line(model_file, tmp_path, capsys):
+def test_the_cli_takes_a_gguf_and_refuses_a_bad_one_in_one_line(qwen2_gguf, tmp_path, capsys):
     from attn_gui.cli import main
 
-    path, _, _ = model_file
+    path, _ = qwen2_gguf  # one file: an export renders every map
     assert main(["export", "--model", path, "--sentence", "the cat sat", "--layer", "2", "--out",
                  str(tmp_path / "out")]) in (0, None)
     assert (tmp_path / "out" / "weights.npy").is_file()
+    progress = capsys.readouterr().err  # the first load (in this session) reports its conversion
+    assert not progress or "qwen2-tiny.gguf (Qwen2 decoder, GGUF): converting its weights into the cache" in progress
     (tmp_path / "junk.gguf").write_bytes(b"GGUF\x03\x00\x00\x00")
     assert main(["export", "--model", str(tmp_path / "junk.gguf"), "--out", str(tmp_path / "x")]) == 2
     err = capsys.readouterr().err
