@@ -285,9 +285,22 @@ def test_the_cli_takes_a_gguf_and_refuses_a_bad_one_in_one_line(qwen2_gguf, tmp_
     assert "junk.gguf is not a readable GGUF file" in err and err.count("\n") == 1
 
 
-def test_a_folder_of_gguf_files_names_them(tmp_path, model_file):
+def test_a_folder_of_gguf_files_names_them(tmp_path, qwen2_gguf):
     import shutil
 
-    path, _, _ = model_file
+    path, _ = qwen2_gguf
     shutil.copy(path, tmp_path / "model-Q4_K_M.gguf")
     _refused(str(tmp_path), "has no config.json; open one of its GGUF files: model-Q4_K_M.gguf$")
+
+
+def test_a_file_larger_than_the_free_memory_is_refused_before_converting(tmp_path, qwen2_gguf, monkeypatch):
+    import shutil
+
+    from attn_gui.engine.sources import cache, stored
+
+    path = str(shutil.copy(qwen2_gguf[0], tmp_path / "big.gguf"))
+    monkeypatch.setattr(stored, "free_bytes", lambda: 1000)
+    with pytest.raises(ConfigError, match=r"^big.gguf needs about \d+ MB of memory \(\d+ MB of converted weights and "
+                                          r"\d+ MB for a layer in float32\) and 0 MB is free; nothing was loaded$"):
+        smollm2.load_model(path)
+    assert not (cache.cache_root() / gguf_file.cache_name(Path(path))).exists()
