@@ -233,13 +233,17 @@ def spec_for(path: str) -> ModelSpec:
         raise ConfigError(f"model {path!r:.80} is neither a bundled model, a model folder nor a .gguf file")
     if file.is_dir():
         raise ConfigError(f"{file.name} is a folder, not a GGUF file")
+    return spec_of(_checked_header(file), str(path))
+
+
+def _checked_header(file: Path) -> Header:
+    """The header of the regular file ``file``; ``ConfigError`` in one line for anything else."""
     if not _regular(file):
         raise ConfigError(f"{file.name} is not a regular file (a FIFO or a device is never opened)")
     try:
-        header = read_header(file)
+        return read_header(file)
     except (ValueError, OSError, OverflowError, MemoryError) as exc:
         raise ConfigError(f"{file.name} is not a readable GGUF file: {exc!s:.100}") from None
-    return spec_of(header, str(path))
 
 
 def _int(header: Header, key: str, default=None) -> int:
@@ -504,12 +508,7 @@ def load(spec: ModelSpec, path: Path, progress=None, cache_folder: str | None = 
     from .llama import LlamaShape
     from .spm_bpe import readable as readable_piece
 
-    if not _regular(path):
-        raise ConfigError(f"{path.name} is not a regular file (a FIFO or a device is never opened)")
-    try:
-        header = read_header(path)
-    except (ValueError, OSError, OverflowError, MemoryError) as exc:
-        raise ConfigError(f"{path.name} is not a readable GGUF file: {exc!s:.100}") from None
+    header = _checked_header(path)
     now = spec_of(header, spec.name)
     changed = [f for f in FACTS if getattr(now, f) != getattr(spec, f)]
     if changed:
