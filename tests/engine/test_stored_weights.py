@@ -101,3 +101,32 @@ def test_an_empty_weights_file_is_one_line(bf16, tmp_path):
     (copy / "model.safetensors").write_bytes(b"")
     with pytest.raises(ConfigError, match="the weights cannot be read"):
         smollm2.load_model(str(copy))
+
+
+def test_only_the_last_two_models_used_stay_loaded(tmp_path):
+    # a third model opened unloads the least recently used: its mapped file leaves the process
+    import gc
+
+    from tokenizers import Tokenizer, models, pre_tokenizers
+
+    paths = []
+    for i in range(3):
+        torch.manual_seed(i)
+        config = transformers.AutoConfig.for_model("llama", hidden_size=16, intermediate_size=16, num_hidden_layers=1,
+                                                   num_attention_heads=2, vocab_size=len(WORDS))
+        path = tmp_path / f"m{i}"
+        transformers.AutoModelForCausalLM.from_config(config).save_pretrained(path)
+        tok = Tokenizer(models.WordLevel({w: j for j, w in enumerate(WORDS)}, unk_token="<unk>"))
+        tok.pre_tokenizer = pre_tokenizers.Whitespace()
+        tok.save(str(path / "tokenizer.json"))
+        paths.append(str(path))
+    first = compute(AttentionConfig(sentence=SENTENCE, model=paths[0])).weights
+    for path in paths[1:]:
+        compute(AttentionConfig(sentence=SENTENCE, model=path))
+    assert [source(p).loaded() for p in paths] == [False, True, True]
+    gc.collect()
+    with open("/proc/self/maps") as f:
+        maps = f.read()
+    assert f"{paths[0]}/model.safetensors" not in maps and f"{paths[2]}/model.safetensors" in maps
+    assert torch.equal(compute(AttentionConfig(sentence=SENTENCE, model=paths[0])).weights, first)  # read again
+    assert [source(p).loaded() for p in paths] == [True, False, True]

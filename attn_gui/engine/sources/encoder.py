@@ -16,6 +16,7 @@ import importlib.util
 import json
 import re
 import threading
+from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -100,15 +101,21 @@ def read(spec: ModelSpec, folder: Path) -> Encoder:
     return Encoder(spec, shape, weights, tokenizer, tuple(texts))
 
 
-_loaded: dict[str, Encoder] = {}
+KEEP = 2  # encoders kept loaded: the one shown and the one before it
+_loaded: OrderedDict[str, Encoder] = OrderedDict()  # least recently used first
 _lock = threading.Lock()
 
 
 def load(spec: ModelSpec, folder: Path) -> Encoder:
-    """The encoder of ``spec``, read from ``folder`` once and kept."""
+    """The encoder of ``spec``, read from ``folder`` once and kept while it is one of the last ``KEEP`` used."""
     with _lock:
-        if spec.name not in _loaded:
+        if spec.name in _loaded:
+            _loaded.move_to_end(spec.name)
+        else:
             _loaded[spec.name] = read(spec, folder)
+            if len(_loaded) > KEEP:
+                _loaded.popitem(last=False)
+                weights_on.cache_clear()
         return _loaded[spec.name]
 
 

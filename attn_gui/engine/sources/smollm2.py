@@ -24,6 +24,7 @@ import functools
 import importlib
 import importlib.util
 import threading
+from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -69,7 +70,8 @@ def gguf_path(spec: ModelSpec) -> Path:
     return path
 
 
-_loaded: dict[str, SmolLM2] = {}
+KEEP = 2  # decoders kept loaded: the one shown and the one before it (switching back is instant)
+_loaded: OrderedDict[str, SmolLM2] = OrderedDict()  # least recently used first
 # The readers of Llama-family weights, by spec.module: each registers itself on import
 # (hf: a folder, read as it is; gguf_file: a GGUF file, the bundled SmolLM2's too, converted and cached)
 READERS: dict[str, Callable[[ModelSpec, cache.Progress | None], SmolLM2]] = {}
@@ -83,11 +85,16 @@ def load_model(name: str, progress: cache.Progress | None = None) -> SmolLM2:
     """
     with _lock:
         if name in _loaded:
+            _loaded.move_to_end(name)
             return _loaded[name]
         spec = MODELS[name]
         if spec.module not in READERS:  # its module registers its reader when imported
             importlib.import_module(f"{__package__}.{spec.module}")
         _loaded[name] = READERS[spec.module](spec, progress)
+        if len(_loaded) > KEEP:  # the least recently used model leaves memory, with its kept runs
+            _loaded.popitem(last=False)
+            _weights_on.cache_clear()
+            _prefill.cache_clear()
         return _loaded[name]
 
 
