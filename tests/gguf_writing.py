@@ -62,7 +62,7 @@ def write_vocab(writer, kind):
         return tokens
     tokens, types, merges = byte_level_vocab()
     writer.add_tokenizer_model("gpt2")
-    writer.add_tokenizer_pre("qwen2" if kind == "qwen2" else "smollm")
+    writer.add_tokenizer_pre("qwen2" if kind in ("qwen2", "qwen3") else "smollm")
     writer.add_token_list(tokens)
     writer.add_token_types(types)
     writer.add_token_merges(merges)
@@ -137,7 +137,8 @@ def tiny(model_type, vocab_size, dtype=np.float32, tied=True, seed=0):
                                                num_attention_heads=4, num_key_value_heads=2, vocab_size=vocab_size,
                                                tie_word_embeddings=tied, max_position_embeddings=128,
                                                rope_theta=500.0, rms_norm_eps=1e-5, bos_token_id=1, eos_token_id=2,
-                                               **({"sliding_window": None} if model_type == "mistral" else {}))
+                                               **({"sliding_window": None} if model_type == "mistral" else {}),
+                                               **({"head_dim": 8} if model_type == "qwen3" else {}))
     hf = transformers.AutoModelForCausalLM.from_config(config, attn_implementation="eager").eval()
     with torch.no_grad():
         for key, w in hf.state_dict().items():

@@ -87,6 +87,24 @@ def test_every_layer_equals_transformers(model_file):
     assert [p for _, p in got] == pytest.approx(probs.values.tolist(), abs=1e-5)
 
 
+def test_a_qwen3_file_norms_q_and_k_per_head_as_transformers(tmp_path):
+    # written as llama.cpp's Qwen3Model writes it (as Qwen2: W_q and W_k not permuted), with random norm gains
+    hf = tiny("qwen3", len(byte_level_vocab()[0]))
+    path = write_gguf(tmp_path / "qwen3-tiny.gguf", hf, "qwen3", "qwen3", "Tiny Qwen3")
+    spec = MODELS[path]
+    assert spec.qk_norm and not spec.has_bias and spec.label == "qwen3-tiny.gguf (Qwen3 decoder, GGUF)"
+    ids = torch.tensor(source(path).tokenize(SENTENCE).token_ids)
+    with torch.no_grad():
+        out = hf(ids[None], output_attentions=True)
+    cfg = AttentionConfig(sentence=SENTENCE, model=path)
+    for layer in range(2):
+        r = compute(cfg.replace(layer=layer))
+        assert torch.allclose(r.weights, out.attentions[layer][0], atol=1e-5, rtol=0), layer
+        assert r.q_normed is not None and r.k_normed is not None
+    probs = torch.softmax(out.logits[0, -1].double(), -1).topk(5)
+    assert [p for _, p in compute(cfg).next_tokens] == pytest.approx(probs.values.tolist(), abs=1e-5)
+
+
 def test_tokens_equal_transformers_gguf_tokenizer(model_file):
     path, _, case = model_file
     folder, name = os.path.split(path)
@@ -202,7 +220,7 @@ def test_an_unsupported_architecture_gets_one_line(tmp_path):
     writer.write_tensors_to_file()
     writer.close()
     _refused(str(tmp_path / "phi.gguf"), r"^phi.gguf is a 'phi3' GGUF; supported architectures: "
-                                         r"llama \(Llama, Mistral, SmolLM, TinyLlama\), qwen2$")
+                                         r"llama \(Llama, Mistral, SmolLM, TinyLlama\), qwen2, qwen3$")
 
 
 @pytest.mark.parametrize("cut", [10, 200, 5000, 60])

@@ -13,7 +13,7 @@ it is kept in the converted-weights cache (``cache.py``), keyed by the file's si
 modification time, and later loads read the cache. The forward pass is ``llama.py``.
 
 Architectures (``general.architecture``): ``llama`` (Llama, SmolLM, TinyLlama; llama.cpp writes
-Mistral as llama too) and ``qwen2`` (Q/K/V biases). Refused in one line: any other architecture,
+Mistral as llama too), ``qwen2`` (Q/K/V biases) and ``qwen3`` (q and k RMS-normed per head). Refused in one line: any other architecture,
 RoPE scaling (``rope.scaling.type``, or Llama 3.1's ``rope_freqs.weight``), a RoPE over part of
 each head, a tokenizer other than those two, tensors a Llama decoder does not have or lacks, a
 truncated or corrupt file, a FIFO or device (never opened), and a file whose converted weights
@@ -47,9 +47,11 @@ class Arch:
 
     label: str
     permuted: bool  # llama.cpp's converter interleaved W_q's and W_k's rows for its RoPE (LlamaModel.permute)
+    qk_norm: bool = False  # Qwen3: each head's q and k RMS-normed before RoPE (attn_q_norm, attn_k_norm)
 
 
-ARCHITECTURES = {"llama": Arch("Llama", permuted=True), "qwen2": Arch("Qwen2", permuted=False)}
+ARCHITECTURES = {"llama": Arch("Llama", permuted=True), "qwen2": Arch("Qwen2", permuted=False),
+                 "qwen3": Arch("Qwen3", permuted=False, qk_norm=True)}  # Qwen3Model(Qwen2Model): no permute
 ALSO = {"llama": "Llama, Mistral, SmolLM, TinyLlama"}  # named in the refusal
 TOKENIZERS = {"gpt2": "byte-level BPE", "llama": "SentencePiece BPE"}
 
@@ -59,10 +61,13 @@ LEAVES = {
     "attn_q": "self_attn.q_proj", "attn_k": "self_attn.k_proj", "attn_v": "self_attn.v_proj",
     "attn_output": "self_attn.o_proj",
     "ffn_gate": "mlp.gate_proj", "ffn_up": "mlp.up_proj", "ffn_down": "mlp.down_proj",
+    "attn_q_norm": "self_attn.q_norm", "attn_k_norm": "self_attn.k_norm",
 }
 TOP = {"token_embd.weight": "model.embed_tokens.weight", "output_norm.weight": "model.norm.weight",
        "output.weight": "lm_head.weight"}
-NEEDED = [f"{leaf}.weight" for leaf in LEAVES]  # in every layer; biases are optional (Qwen2's Q/K/V)
+QK_NORMS = ("attn_q_norm.weight", "attn_k_norm.weight")  # in every layer of an Arch with qk_norm, else none
+NEEDED = [f"{leaf}.weight" for leaf in LEAVES if f"{leaf}.weight" not in QK_NORMS]  # in every layer; biases
+# are optional (Qwen2's Q/K/V)
 
 # ---------------------------------------------------------------- the header
 
@@ -310,19 +315,21 @@ def _spec_of(header: Header, name: str) -> ModelSpec:
                      heads=heads, kv_heads=kv_heads, d_model=d, d_k=d_k, d_v=d_k,
                      max_tokens=min(MAX_TOKENS, positions), has_bias="blk.0.attn_q.bias" in header.tensors,
                      causal=True, rope_base=float(header.arch_key("rope.freq_base", 1e4) or 1e4),
-                     special_tokens=special_tokens(header),
+                     qk_norm=ARCHITECTURES[arch].qk_norm, special_tokens=special_tokens(header),
                      x_is="RMSNorm of the residual stream entering the layer", about=tuple(about))
 
 
 def check_tensors(header: Header, layers: int, q_rows: int, d: int) -> None:
     """Refuse, in one line, a tensor a Llama decoder does not have, one it lacks, or a W_q of another shape."""
     file = header.path.name
+    arch = ARCHITECTURES[header.get("general.architecture")]
     for name in header.tensors:
-        if hf_name(name) is None:
+        if hf_name(name) is None or not arch.qk_norm and name.endswith(QK_NORMS):
             raise ConfigError(f"{file} holds {name}, which a {header.get('general.architecture')} decoder does "
                               "not have here")
     missing = [n for n in ("token_embd.weight", "output_norm.weight") if n not in header.tensors]
-    missing += [f"blk.{i}.{leaf}" for i in range(layers) for leaf in NEEDED if f"blk.{i}.{leaf}" not in header.tensors]
+    needed = NEEDED + list(QK_NORMS) if arch.qk_norm else NEEDED
+    missing += [f"blk.{i}.{leaf}" for i in range(layers) for leaf in needed if f"blk.{i}.{leaf}" not in header.tensors]
     if missing:
         raise ConfigError(f"{file} lacks {missing[0]}" + (f" and {len(missing) - 1} more tensors" if len(missing) > 1
                                                            else ""))
