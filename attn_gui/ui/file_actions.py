@@ -83,6 +83,7 @@ class FileActions:
         try:
             spec = MODELS[path]  # config.json or the header only: a wrong model is refused before anything changes
             config = self.state.config.replace(model=path, layer=0, ablate=())
+            check_tokens_now(config)  # a model in memory: the sentence must give it tokens (else its worker checks)
         except (UserError, KeyError) as exc:
             QtWidgets.QMessageBox.warning(self, "Cannot open model", f"{path}\n\n{exc}")
             return False

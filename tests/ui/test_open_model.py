@@ -3,6 +3,7 @@ its layers and heads computed as transformers computes them, remembered among th
 a folder that is not a model says why and changes nothing. File → Open GGUF file… does the same
 for a llama.cpp .gguf file."""
 
+import pytest
 import torch
 from PySide6 import QtWidgets
 
@@ -76,3 +77,34 @@ def test_open_gguf_file_asks_for_a_gguf_and_shows_its_layers(window, qtbot, monk
     assert not window.open_model(str(tmp_path / "junk.gguf"))
     assert warnings[-1].endswith("junk.gguf is not a readable GGUF file: it does not start with GGUF")
     assert window.state == before
+
+
+def _word_level_llama(path):
+    import transformers
+    from tokenizers import Tokenizer, models, pre_tokenizers
+
+    words = ["<unk>", "<s>", "</s>", "the", "cat", "sat"]
+    config = transformers.LlamaConfig(vocab_size=len(words), hidden_size=16, intermediate_size=16, num_hidden_layers=1,
+                                      num_attention_heads=2)
+    transformers.LlamaForCausalLM(config).save_pretrained(path)
+    tok = Tokenizer(models.WordLevel({w: i for i, w in enumerate(words)}, unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    tok.save(str(path / "tokenizer.json"))
+    return str(path)
+
+
+def test_opening_a_model_in_memory_over_a_sentence_without_tokens_says_so(window, qtbot, monkeypatch, tmp_path):
+    # found by the 10,000-action monkey: the window held a sentence its model's worker had refused
+    # (spaces only), and opening another model already in memory raised inside set_state
+    pytest.importorskip("transformers")
+    warnings = []
+    monkeypatch.setattr(QtWidgets.QMessageBox, "warning", lambda *a: warnings.append(a[2]))
+    first, second = _word_level_llama(tmp_path / "a"), _word_level_llama(tmp_path / "b")
+    window.edit_config({"sentence": "the cat sat"})
+    assert window.open_model(first)
+    qtbot.waitUntil(lambda: window.frame.result.config.model == first, timeout=20000)
+    assert window.edit_config({"model": second, "sentence": "   "})  # not in memory: its worker checks the tokens
+    qtbot.waitUntil(lambda: window.failed_config == window.state.config, timeout=20000)
+    before = window.state
+    assert not window.open_model(first)  # in memory: checked now, refused in a dialog, nothing changes
+    assert "has no tokens" in warnings[-1] and window.state == before
