@@ -205,3 +205,23 @@ def test_a_trained_checkpoint_opens_in_the_explorer_as_transformers_reads_it(tmp
     assert torch.allclose(result.layer_weights, torch.cat(out.attentions), atol=1e-5)
     p = torch.softmax(out.logits[0, -1], -1)
     assert [float(q) for _, q in result.next_tokens] == pytest.approx(p.topk(5).values.tolist(), abs=1e-5)
+
+
+@pytest.mark.parametrize("weight_decay", [0.0, 0.1])
+def test_the_apps_adamw_is_torchs_bit_for_bit(weight_decay):
+    from attn_gui.engine.training import AdamW
+
+    gen = torch.Generator().manual_seed(0)
+    ours = [torch.randn(7, 5, generator=gen, requires_grad=True), torch.randn(3, generator=gen, requires_grad=True)]
+    theirs = [p.detach().clone().requires_grad_() for p in ours]
+    mine = AdamW(ours, lr=3e-3, weight_decay=weight_decay)
+    ref = torch.optim.AdamW(theirs, lr=3e-3, weight_decay=weight_decay)
+    for _ in range(50):
+        grads = [torch.randn(p.shape, generator=gen) for p in ours]
+        for opt, params in ((mine, ours), (ref, theirs)):
+            opt.zero_grad()
+            for p, g in zip(params, grads):
+                p.grad = g.clone()
+            opt.step()
+    for a, b in zip(ours, theirs):
+        assert torch.equal(a, b)
