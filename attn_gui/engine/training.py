@@ -9,6 +9,7 @@ Training is AdamW on the cross-entropy of the scored positions, one record per s
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import os
@@ -23,6 +24,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from . import attention
 from .attention import Projections, attend
 from .errors import ConfigError
 from .tasks import Task
@@ -73,9 +75,7 @@ class TrainConfig:
         return 4 * self.d_model if self.mlp else 1
 
 
-def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float = RMS_EPS) -> torch.Tensor:
-    """Llama's RMSNorm: x / sqrt(mean(x^2) + eps) * weight.  (..., d)"""
-    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * weight
+rms_norm = functools.partial(attention.rms_norm, eps=RMS_EPS)  # Llama's RMSNorm at the checkpoint's eps
 
 
 class TinyDecoder(nn.Module):

@@ -103,7 +103,8 @@ def head_weights(w: dict, layer: int, shape: LlamaShape) -> Projections:
     q and k are RMS-normed per head where the weights hold q_norm and k_norm (Qwen3).
     """
     p = f"model.layers.{layer}.self_attn"
-    d = w[f"{p}.q_proj.weight"].shape[1]
+    w_q = w[f"{p}.q_proj.weight"]  # read once: an upcasting ``w`` converts on every read
+    d = w_q.shape[1]
     extras = {}
     if f"{p}.q_norm.weight" in w:
         extras = dict(q_norm=w[f"{p}.q_norm.weight"], k_norm=w[f"{p}.k_norm.weight"], norm_eps=shape.eps)  # (d_k,)
@@ -112,7 +113,7 @@ def head_weights(w: dict, layer: int, shape: LlamaShape) -> Projections:
                        b_k=w[f"{p}.k_proj.bias"].view(shape.kv_heads, 1, -1),  # (g, 1, d_k)
                        b_v=w[f"{p}.v_proj.bias"].view(shape.kv_heads, 1, -1))  # (g, 1, d_v)
     return Projections(
-        w_q=w[f"{p}.q_proj.weight"].view(shape.heads, -1, d),  # (h, d_k, d)
+        w_q=w_q.view(shape.heads, -1, d),  # (h, d_k, d)
         w_k=w[f"{p}.k_proj.weight"].view(shape.kv_heads, -1, d),  # (g, d_k, d)
         w_v=w[f"{p}.v_proj.weight"].view(shape.kv_heads, -1, d),  # (g, d_v, d)
         w_o=w[f"{p}.o_proj.weight"],  # (d, h * d_v)

@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import json
+import os
 import re
 import sys
 from collections.abc import Mapping
@@ -125,8 +127,6 @@ def logits(last: torch.Tensor, w: Mapping[str, torch.Tensor], key: str) -> torch
 
 def need_bytes(files: list[Path]) -> tuple[int, int]:
     """(the weights' bytes on disk, the largest layer's bytes in float32), read from the headers only."""
-    import json
-
     disk, per_layer = 0, {}
     for file in files:
         disk += file.stat().st_size
@@ -154,8 +154,6 @@ def free_bytes() -> int | None:
     except OSError:
         pass
     try:
-        import os
-
         return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
     except (ValueError, OSError, AttributeError):
         return None
