@@ -407,7 +407,10 @@ def add_train_parser(sub) -> None:
     t.add_argument("--layers", type=int, default=2, metavar="N", help="1 to 4 (default 2)")
     t.add_argument("--heads", type=int, default=4, metavar="N", help="1 to 8 (default 4)")
     t.add_argument("--d-model", type=int, default=64, metavar="N", help="16 to 256 (default 64)")
-    t.add_argument("--mlp", action="store_true", help="add the SwiGLU MLP (default: attention only)")
+    t.add_argument("--mlp", action="store_true", help="add the MLP, SwiGLU or GPT-2's GELU (default: attention only)")
+    t.add_argument("--positions", default="rope", choices=("rope", "learned"),
+                   help="rope: a Llama checkpoint (default); learned: a GPT-2 checkpoint (learned position "
+                        "embeddings, LayerNorm, biases, tied head)")
     t.add_argument("--symbols", type=int, default=16, metavar="N", help="the task's symbols (default 16)")
     t.add_argument("--length", type=int, default=32, metavar="N", help="sequence length (default 32)")
     t.add_argument("--batch", type=int, default=32, metavar="N", help="sequences per step (default 32)")
@@ -426,7 +429,7 @@ def run_train(args: argparse.Namespace) -> int:
         raise UsageError(f"attn-gui train: --steps must be 1 to 10000000, not {args.steps}")
     config = TrainConfig(task=args.task, symbols=args.symbols, length=args.length, layers=args.layers,
                          heads=args.heads, d_model=args.d_model, mlp=args.mlp, batch=args.batch, lr=args.lr,
-                         seed=args.seed)
+                         seed=args.seed, positions=args.positions)
     trainer = Trainer(config)
     with _interrupts() as stop:
         stop.writing = True  # a signal asks to stop between steps: the weights stay whole

@@ -1,6 +1,7 @@
 """``attn-gui train``: the checkpoint and log it writes, and one line with exit 2 for bad options."""
 
 import csv
+import json
 
 import pytest
 
@@ -19,8 +20,14 @@ def test_train_writes_a_checkpoint_and_its_log(tmp_path, capsys):
     assert "loss" in capsys.readouterr().err
 
 
+def test_train_with_learned_positions_writes_a_gpt2_checkpoint(tmp_path):
+    assert main([*TINY, "--positions", "learned", "--out", str(tmp_path / "ck")]) == 0
+    config = json.loads((tmp_path / "ck" / "config.json").read_text())
+    assert (config["model_type"], config["architectures"]) == ("gpt2", ["GPT2LMHeadModel"])
+
+
 @pytest.mark.parametrize("bad", [["--heads", "3"], ["--task", "nope"], ["--ste", "3"], ["--steps", "0"],
-                                 ["--d-model", "8"]])
+                                 ["--d-model", "8"], ["--positions", "alibi"]])
 def test_bad_train_options_print_one_line_and_exit_2(tmp_path, capsys, bad):
     assert main([*TINY, "--out", str(tmp_path / "ck"), *bad]) == 2
     err = capsys.readouterr().err.strip()

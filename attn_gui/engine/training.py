@@ -1,10 +1,17 @@
-"""A tiny Llama-shaped decoder trained live on a toy task (engine/tasks.py), through the one ``attend``.
+"""A tiny decoder trained live on a toy task (engine/tasks.py), through the one ``attend``.
 
-The model is what ``LlamaForCausalLM`` computes, so a checkpoint is a Hugging Face folder
-of model_type "llama": token embedding, per layer RMSNorm -> causal multi-head attention with
-RoPE -> residual, RMSNorm -> SwiGLU MLP -> residual (attention-only: no MLP, saved as zero
-weights, which Llama computes as exactly 0), a final RMSNorm and an untied output head.
-Training is AdamW on the cross-entropy of the scored positions, one record per step.
+Two shapes, each what a transformers class computes, so a checkpoint is a Hugging Face folder
+of a standard model_type (``SHAPES``, chosen by ``TrainConfig.positions``):
+
+- "rope" (model_type "llama", ``LlamaForCausalLM``): token embedding, per layer RMSNorm ->
+  causal multi-head attention with RoPE -> residual, RMSNorm -> SwiGLU MLP -> residual, a final
+  RMSNorm and an untied output head.
+- "learned" (model_type "gpt2", ``GPT2LMHeadModel``): token plus learned position embedding,
+  per layer LayerNorm -> causal attention with biases -> residual, LayerNorm -> GELU (tanh)
+  MLP with biases -> residual, a final LayerNorm and the output head tied to the embedding.
+
+Attention-only (no MLP) is saved as zero MLP weights (and biases), which both compute as
+exactly 0. Training is AdamW on the cross-entropy of the scored positions, one record per step.
 """
 
 from __future__ import annotations
@@ -31,6 +38,23 @@ from .tasks import Task
 
 ROPE_BASE = 10000.0
 RMS_EPS = 1e-5
+LN_EPS = 1e-5  # GPT-2's layer_norm_epsilon
+
+
+@dataclass(frozen=True)
+class Shape:
+    """What one checkpoint family changes on the one decoder path."""
+
+    model_type: str
+    norm: str  # "rms" (a gain) or "layer" (a gain and a bias)
+    rope: bool  # RoPE on q and k; else a learned position embedding added to the tokens'
+    mlp: str  # "swiglu" (gate, up, down) or "gelu" (up, down; tanh GELU, GPT-2's "gelu_new")
+    bias: bool  # biases on the attention's and the MLP's projections
+    tied: bool  # the output head is the token embedding
+
+
+SHAPES = {"rope": Shape("llama", "rms", rope=True, mlp="swiglu", bias=False, tied=False),
+          "learned": Shape("gpt2", "layer", rope=False, mlp="gelu", bias=True, tied=True)}
 
 
 @dataclass(frozen=True)
@@ -48,15 +72,20 @@ class TrainConfig:
     lr: float = 3e-3
     weight_decay: float = 0.0
     seed: int = 0
+    positions: str = "rope"  # "rope" (a Llama) or "learned" (a GPT-2): SHAPES
 
     def __post_init__(self):
         Task(self.task, self.symbols, self.length)  # checks the task and its sizes
+        if self.positions not in SHAPES:
+            raise ConfigError(f"positions must be one of {', '.join(SHAPES)}, not {self.positions!r}")
         checks = [("layers", 1, 4), ("heads", 1, 8), ("d_model", 16, 256), ("batch", 1, 4096)]
         for name, low, high in checks:
             value = getattr(self, name)
             if not low <= value <= high:
                 raise ConfigError(f"{name.replace('_', '-')} must be {low} to {high}, not {value}")
-        if self.d_model % self.heads or (self.d_model // self.heads) % 2:
+        if self.d_model % self.heads:
+            raise ConfigError(f"d-model {self.d_model} must split into {self.heads} heads of one size")
+        if self.shape.rope and (self.d_model // self.heads) % 2:
             raise ConfigError(f"d-model {self.d_model} must split into {self.heads} heads of an even size (RoPE)")
         if not (0 < self.lr <= 1) or not math.isfinite(self.lr):
             raise ConfigError(f"learning rate must be in (0, 1], not {self.lr}")
@@ -64,6 +93,15 @@ class TrainConfig:
     @property
     def task_obj(self) -> Task:
         return Task(self.task, self.symbols, self.length)
+
+    @property
+    def shape(self) -> Shape:
+        return SHAPES[self.positions]
+
+    @property
+    def max_positions(self) -> int:
+        """The checkpoint's position count: the task's sequences and sentences up to 64 tokens."""
+        return max(64, self.length)
 
     @property
     def head_dim(self) -> int:
@@ -79,46 +117,71 @@ rms_norm = functools.partial(attention.rms_norm, eps=RMS_EPS)  # Llama's RMSNorm
 
 
 class TinyDecoder(nn.Module):
-    """The decoder, its parameters named and shaped as Llama's (q_proj (h*d_k, d), ...)."""
+    """The decoder, its parameters named and shaped as Llama's (q_proj (h*d_k, d), ...) whatever
+    the checkpoint's family; a GPT-2 checkpoint fuses and transposes them as it is written."""
 
     def __init__(self, config: TrainConfig, generator: torch.Generator):
         super().__init__()
         self.config = c = config
+        self.shape = shape = c.shape
         V, d, f = c.task_obj.vocab_size, c.d_model, c.intermediate
         draw = lambda *shape: nn.Parameter(torch.randn(*shape, generator=generator) * 0.02)  # noqa: E731
+        zero = lambda *shape, grad=True: nn.Parameter(torch.zeros(*shape), requires_grad=grad)  # noqa: E731
+        norm = lambda: (nn.Parameter(torch.ones(d)), zero(d) if shape.norm == "layer" else None)  # noqa: E731
         self.embed = draw(V, d)
+        self.positions = None if shape.rope else draw(c.max_positions, d)
         self.blocks = nn.ModuleList()
         for _ in range(c.layers):
             block = nn.Module()
-            block.norm1 = nn.Parameter(torch.ones(d))
+            block.norm1, block.norm1_bias = norm()
             block.q, block.k, block.v, block.o = draw(d, d), draw(d, d), draw(d, d), draw(d, d)
-            block.norm2 = nn.Parameter(torch.ones(d))
-            zero = lambda *shape: nn.Parameter(torch.zeros(*shape), requires_grad=c.mlp)  # noqa: E731
-            block.gate, block.up, block.down = (draw(f, d), draw(f, d), draw(d, f)) if c.mlp else \
-                (zero(f, d), zero(f, d), zero(d, f))
+            block.bq, block.bk, block.bv, block.bo = (zero(d), zero(d), zero(d), zero(d)) if shape.bias else \
+                (None,) * 4
+            block.norm2, block.norm2_bias = norm()
+            names = ("gate", "up", "down") if shape.mlp == "swiglu" else ("up", "down")
+            shapes = dict(gate=(f, d), up=(f, d), down=(d, f))
+            block.gate = None
+            for name in names:
+                setattr(block, name, draw(*shapes[name]) if c.mlp else zero(*shapes[name], grad=False))
+            block.b_up, block.b_down = (zero(f, grad=c.mlp), zero(d, grad=c.mlp)) if shape.bias else (None, None)
             self.blocks.append(block)
-        self.norm = nn.Parameter(torch.ones(d))
-        self.head = draw(V, d)
+        self.norm, self.norm_bias = norm()
+        self.head = None if shape.tied else draw(V, d)
 
     def projections(self, block) -> Projections:
         """One layer's attention weights in the engine's column layout (views, no copy)."""
         h, d_k, d = self.config.heads, self.config.head_dim, self.config.d_model
         heads = lambda w: w.view(h, d_k, d)  # noqa: E731  # (h*d_k, d) -> (h, d_k, d): head i's rows
-        return Projections(heads(block.q), heads(block.k), heads(block.v), block.o)
+        biases = {}
+        if self.shape.bias:
+            per_head = lambda b: b.view(h, 1, d_k)  # noqa: E731
+            biases = dict(b_q=per_head(block.bq), b_k=per_head(block.bk), b_v=per_head(block.bv), b_o=block.bo[None])
+        return Projections(heads(block.q), heads(block.k), heads(block.v), block.o, **biases)
+
+    def _norm(self, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+        return rms_norm(x, weight) if bias is None else F.layer_norm(x, x.shape[-1:], weight, bias, LN_EPS)
+
+    def _mlp(self, y: torch.Tensor, block) -> torch.Tensor:
+        if self.shape.mlp == "swiglu":
+            return F.silu(y @ block.gate.T) * (y @ block.up.T) @ block.down.T  # (B, T, d)
+        return F.linear(F.gelu(F.linear(y, block.up, block.b_up), approximate="tanh"), block.down, block.b_down)
 
     def forward(self, inputs: torch.Tensor, keep_weights: bool = False):
         """Logits (B, T, V) of the tokens ``inputs`` (B, T); with ``keep_weights`` also alpha (L, B, h, T, T)."""
         x = self.embed[inputs]  # (B, T, d)
+        if self.positions is not None:
+            x = x + self.positions[:inputs.size(-1)]
         alphas = []
+        rope = ROPE_BASE if self.shape.rope else None
         for block in self.blocks:
-            steps = attend(rms_norm(x, block.norm1), self.projections(block), layout="column", causal=True,
-                           rope_base=ROPE_BASE)  # the whole batch at once: each sequence's attend
+            steps = attend(self._norm(x, block.norm1, block.norm1_bias), self.projections(block), layout="column",
+                           causal=True, rope_base=rope)  # the whole batch at once: each sequence's attend
             x = x + steps["output"]  # (B, T, d)
             alphas.append(steps["weights"])  # (B, h, T, T)
             if self.config.mlp:
-                y = rms_norm(x, block.norm2)
-                x = x + F.silu(y @ block.gate.T) * (y @ block.up.T) @ block.down.T  # SwiGLU, (B, T, d)
-        logits = rms_norm(x, self.norm) @ self.head.T  # (B, T, V)
+                x = x + self._mlp(self._norm(x, block.norm2, block.norm2_bias), block)
+        head = self.embed if self.head is None else self.head
+        logits = self._norm(x, self.norm, self.norm_bias) @ head.T  # (B, T, V)
         return (logits, torch.stack(alphas)) if keep_weights else logits
 
 
@@ -189,7 +252,7 @@ class Trainer:
         return batch, alphas[:, 0]
 
     def save(self, folder: str | os.PathLike, log: bool = False) -> Path:
-        """Write the checkpoint, a Hugging Face Llama folder, atomically (a temp folder, then a rename);
+        """Write the checkpoint, a Hugging Face folder (Llama or GPT-2), atomically (a temp folder, then a rename);
         with ``log`` also log.csv, the records so far."""
         extra = {"log.csv": log_csv(self.records)} if log else {}
         return save_checkpoint(self.model, folder, step=self.steps, extra=extra)
@@ -254,14 +317,24 @@ def head_scores(alphas: torch.Tensor, batch) -> dict[str, torch.Tensor]:
     return dict(previous=previous, induction=alphas[..., rows, rows - m + 1].mean(-1))
 
 
-def llama_config(config: TrainConfig) -> dict:
-    """config.json of the checkpoint: what LlamaForCausalLM needs to rebuild this model."""
+def hf_config(config: TrainConfig) -> dict:
+    """config.json of the checkpoint: what LlamaForCausalLM or GPT2LMHeadModel needs to rebuild this model."""
+    V, d, P = config.task_obj.vocab_size, config.d_model, config.max_positions
+    if config.shape.model_type == "gpt2":
+        zero = dict.fromkeys(("resid_pdrop", "embd_pdrop", "attn_pdrop", "summary_first_dropout"), 0.0)
+        return {
+            "architectures": ["GPT2LMHeadModel"], "model_type": "gpt2", "vocab_size": V, "n_embd": d,
+            "n_layer": config.layers, "n_head": config.heads, "n_positions": P, "n_ctx": P,
+            "n_inner": config.intermediate, "activation_function": "gelu_new", "layer_norm_epsilon": LN_EPS,
+            **zero, "bos_token_id": 0, "eos_token_id": 0, "tie_word_embeddings": True,
+            "torch_dtype": "float32", "attn_gui_train": asdict(config),
+        }
     return {
         "architectures": ["LlamaForCausalLM"], "model_type": "llama",
-        "vocab_size": config.task_obj.vocab_size, "hidden_size": config.d_model,
+        "vocab_size": V, "hidden_size": d,
         "intermediate_size": config.intermediate, "num_hidden_layers": config.layers,
         "num_attention_heads": config.heads, "num_key_value_heads": config.heads,
-        "head_dim": config.head_dim, "max_position_embeddings": max(64, config.length),
+        "head_dim": config.head_dim, "max_position_embeddings": P,
         "rms_norm_eps": RMS_EPS, "rope_theta": ROPE_BASE, "hidden_act": "silu",
         "tie_word_embeddings": False, "attention_bias": False, "mlp_bias": False,
         "torch_dtype": "float32", "attn_gui_train": asdict(config),
@@ -269,7 +342,10 @@ def llama_config(config: TrainConfig) -> dict:
 
 
 def checkpoint_tensors(model: TinyDecoder) -> dict[str, torch.Tensor]:
-    """The weights under Llama's names."""
+    """The weights under the checkpoint family's names (GPT-2's Conv1D weights are (in, out),
+    its Q, K and V one fused c_attn)."""
+    if model.shape.model_type == "gpt2":
+        return _gpt2_tensors(model)
     tensors = {"model.embed_tokens.weight": model.embed, "model.norm.weight": model.norm,
                "lm_head.weight": model.head}
     for i, b in enumerate(model.blocks):
@@ -280,6 +356,22 @@ def checkpoint_tensors(model: TinyDecoder) -> dict[str, torch.Tensor]:
             pre + "self_attn.v_proj.weight": b.v, pre + "self_attn.o_proj.weight": b.o,
             pre + "mlp.gate_proj.weight": b.gate, pre + "mlp.up_proj.weight": b.up,
             pre + "mlp.down_proj.weight": b.down,
+        })
+    return {name: t.detach().contiguous().clone() for name, t in tensors.items()}
+
+
+def _gpt2_tensors(model: TinyDecoder) -> dict[str, torch.Tensor]:
+    tensors = {"transformer.wte.weight": model.embed, "transformer.wpe.weight": model.positions,
+               "transformer.ln_f.weight": model.norm, "transformer.ln_f.bias": model.norm_bias}
+    for i, b in enumerate(model.blocks):
+        pre = f"transformer.h.{i}."
+        tensors.update({
+            pre + "ln_1.weight": b.norm1, pre + "ln_1.bias": b.norm1_bias,
+            pre + "ln_2.weight": b.norm2, pre + "ln_2.bias": b.norm2_bias,
+            pre + "attn.c_attn.weight": torch.cat([b.q, b.k, b.v]).T, pre + "attn.c_attn.bias": torch.cat([b.bq, b.bk, b.bv]),
+            pre + "attn.c_proj.weight": b.o.T, pre + "attn.c_proj.bias": b.bo,
+            pre + "mlp.c_fc.weight": b.up.T, pre + "mlp.c_fc.bias": b.b_up,
+            pre + "mlp.c_proj.weight": b.down.T, pre + "mlp.c_proj.bias": b.b_down,
         })
     return {name: t.detach().contiguous().clone() for name, t in tensors.items()}
 
@@ -304,7 +396,7 @@ def save_checkpoint(model: TinyDecoder, folder: str | os.PathLike, step: int = 0
     target.parent.mkdir(parents=True, exist_ok=True)
     stage = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
     try:
-        config = {**llama_config(model.config), "attn_gui_step": step}
+        config = {**hf_config(model.config), "attn_gui_step": step}
         (stage / "config.json").write_text(json.dumps(config, indent=2) + "\n")
         save_file(checkpoint_tensors(model), str(stage / "model.safetensors"), metadata={"format": "pt"})
         (stage / "tokenizer.json").write_text(tokenizer_json(model.config.task_obj))

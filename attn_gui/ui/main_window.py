@@ -483,7 +483,7 @@ class MainWindow(FileActions, QtWidgets.QMainWindow):
         self.interventions.shutdown()
         self.train.shutdown()
 
-    def open_trained(self, folder: str) -> None:
-        """Show the Train dock's checkpoint ``folder`` in the maps: the config's model becomes
-        that path, a Hugging Face folder of model_type llama (``engine.sources.hf``)."""
-        self.edit_config({"model": folder})
+    def open_trained(self, folder: str, sentence: str) -> None:
+        """Show the Train dock's checkpoint ``folder`` in the maps on ``sentence`` (the task's probe):
+        the config's model becomes that path, a Hugging Face folder (``engine.sources.hf``)."""
+        self.edit_config({"model": folder, "sentence": sentence})

@@ -62,7 +62,7 @@ class TrainPanel(QtWidgets.QWidget):
     """Controls, curves and heads of one training run."""
 
     stopped = QtCore.Signal()  # a Start or Step came to its end or was paused
-    openRequested = QtCore.Signal(str)  # a saved checkpoint's folder, for the window's config
+    openRequested = QtCore.Signal(str, str)  # a saved checkpoint's folder and the probe as a sentence
 
     def __init__(self, parent=None):
         super().__init__(parent)
@@ -74,13 +74,20 @@ class TrainPanel(QtWidgets.QWidget):
         self.length, self.seed = self._spin(4, 128, 16), self._spin(0, 2**31 - 1, 0)
         self.lr = QtWidgets.QDoubleSpinBox(decimals=4, minimum=0.0001, maximum=1.0, singleStep=0.001, value=0.01)
         self.mlp = QtWidgets.QCheckBox("MLP")
+        self.positions = QtWidgets.QComboBox()
+        for text, value, tip in (("RoPE (Llama)", "rope", "rotary positions; saved as a Llama checkpoint"),
+                                 ("learned (GPT-2)", "learned", "learned position embeddings, LayerNorm, biases, "
+                                                                "tied head; saved as a GPT-2 checkpoint")):
+            self.positions.addItem(text, value)
+            self.positions.setItemData(self.positions.count() - 1, tip, QtCore.Qt.ItemDataRole.ToolTipRole)
         self.message = QtWidgets.QLabel()
         self.message.setObjectName("trainMessage")
         self.message.setWordWrap(True)
         form = QtWidgets.QFormLayout()
         for label, widget in (("Task", self.task), ("Layers", self.layers), ("Heads", self.heads),
                               ("d_model", self.d_model), ("Symbols", self.symbols), ("Length", self.length),
-                              ("Learning rate", self.lr), ("Seed", self.seed), ("", self.mlp)):
+                              ("Positions", self.positions), ("Learning rate", self.lr), ("Seed", self.seed),
+                              ("", self.mlp)):
             form.addRow(label, widget)
         buttons = QtWidgets.QGridLayout()
         self.start, self.pauseButton = QtWidgets.QPushButton("Start"), QtWidgets.QPushButton("Pause")
@@ -140,7 +147,8 @@ class TrainPanel(QtWidgets.QWidget):
     def config(self) -> TrainConfig:
         return TrainConfig(task=self.task.currentText(), symbols=self.symbols.value(), length=self.length.value(),
                            layers=self.layers.value(), heads=self.heads.value(), d_model=self.d_model.value(),
-                           mlp=self.mlp.isChecked(), lr=self.lr.value(), seed=self.seed.value(), batch=64)
+                           mlp=self.mlp.isChecked(), lr=self.lr.value(), seed=self.seed.value(), batch=64,
+                           positions=self.positions.currentData())
 
     def reset(self) -> None:
         """A fresh run from the controls' settings (a bad setting is said, the old run kept)."""
@@ -190,7 +198,7 @@ class TrainPanel(QtWidgets.QWidget):
             self.stopped.emit()
             return
         if token == "save":
-            self.openRequested.emit(outcome)
+            self.openRequested.emit(*outcome)
             return
         records, probe = outcome
         if records:
@@ -205,14 +213,17 @@ class TrainPanel(QtWidgets.QWidget):
                 self.stopped.emit()
 
     def open_in_explorer(self) -> None:
-        """Save the current checkpoint to a temp folder; the window opens it as its model
-        (``openRequested``), which needs a loader of model folders (issue 21)."""
+        """Save the current checkpoint to a temp folder; the window opens it as its model, on the
+        probe sequence written as a sentence of the task's words (``openRequested``)."""
         if not self._fresh:
             self.message.setText("Train first: there is no model yet.")
             return
         self.pause = True
         folder = Path(tempfile.gettempdir()) / "attn-gui-train" / f"step-{self.step_count}"
-        self.tasks.start("save", lambda: str(self.run_state.trainer.save(folder)))
+        trainer = self.run_state.trainer
+        names = trainer.task.token_names()
+        sentence = " ".join(names[i] for i in trainer.task.probe().inputs[0].tolist())
+        self.tasks.start("save", lambda: (str(trainer.save(folder)), sentence))
 
     def _on_records(self, records) -> None:
         for r in records:

@@ -56,8 +56,50 @@ class Reference(nn.Module):
         return self.head(self.norm(x))
 
 
-def _copy_weights(ref: Reference, trainer: Trainer):
+class GPT2Reference(nn.Module):
+    """The learned-positions decoder written as a plain GPT-2: nn.Embedding for tokens and positions,
+    nn.LayerNorm, nn.Linear with biases, torch's SDPA, tanh GELU, the head tied to the embedding."""
+
+    def __init__(self, c: TrainConfig, mlp: bool):
+        super().__init__()
+        V, d = c.task_obj.vocab_size, c.d_model
+        self.h, self.mlp = c.heads, mlp
+        self.wte, self.wpe = nn.Embedding(V, d), nn.Embedding(c.max_positions, d)
+        self.layers = nn.ModuleList()
+        for _ in range(c.layers):
+            layer = nn.ModuleDict(dict(q=nn.Linear(d, d), k=nn.Linear(d, d), v=nn.Linear(d, d), o=nn.Linear(d, d),
+                                       n1=nn.LayerNorm(d, eps=1e-5), n2=nn.LayerNorm(d, eps=1e-5)))
+            if mlp:
+                layer.update(dict(up=nn.Linear(d, 4 * d), down=nn.Linear(4 * d, d)))
+            self.layers.append(layer)
+        self.norm = nn.LayerNorm(d, eps=1e-5)
+
+    def forward(self, tokens):
+        B, T = tokens.shape
+        x = self.wte(tokens) + self.wpe(torch.arange(T))
+        d = x.size(-1)
+        for L in self.layers:
+            y = L["n1"](x)
+            split = lambda t: t.view(B, T, self.h, d // self.h).transpose(1, 2)  # noqa: E731
+            z = F.scaled_dot_product_attention(split(L["q"](y)), split(L["k"](y)), split(L["v"](y)), is_causal=True)
+            x = x + L["o"](z.transpose(1, 2).reshape(B, T, d))
+            if self.mlp:
+                x = x + L["down"](F.gelu(L["up"](L["n2"](x)), approximate="tanh"))
+        return F.linear(self.norm(x), self.wte.weight)
+
+
+def _copy_weights(ref: nn.Module, trainer: Trainer):
     m = trainer.model
+    if isinstance(ref, GPT2Reference):
+        with torch.no_grad():
+            ref.wte.weight.copy_(m.embed)
+            ref.wpe.weight.copy_(m.positions)
+            for L, b in zip(ref.layers, m.blocks):
+                for name, bias in (("q", "bq"), ("k", "bk"), ("v", "bv"), ("o", "bo")) + \
+                        ((("up", "b_up"), ("down", "b_down")) if ref.mlp else ()):
+                    L[name].weight.copy_(getattr(b, name))
+                    L[name].bias.copy_(getattr(b, bias))
+        return
     with torch.no_grad():
         ref.embed.weight.copy_(m.embed)
         ref.head.weight.copy_(m.head)
@@ -68,14 +110,15 @@ def _copy_weights(ref: Reference, trainer: Trainer):
 
 # With the MLP, the two backward passes round differently in the last bit from step 5 on and
 # Adam's normalised steps at lr 1e-2 grow that to 5e-6 by step 13; at lr 1e-3 they stay below 1e-6.
-@pytest.mark.parametrize("mlp, lr", [(False, 1e-2), (True, 1e-3)])
-def test_first_20_losses_equal_a_plain_pytorch_loop(mlp, lr):
+@pytest.mark.parametrize("positions, mlp, lr", [("rope", False, 1e-2), ("rope", True, 1e-3),
+                                                ("learned", False, 1e-2), ("learned", True, 1e-3)])
+def test_first_20_losses_equal_a_plain_pytorch_loop(positions, mlp, lr):
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        config = TrainConfig(**{**SMALL.__dict__, "mlp": mlp, "lr": lr})
+        config = TrainConfig(**{**SMALL.__dict__, "mlp": mlp, "lr": lr, "positions": positions})
         trainer = Trainer(config)
-        ref = Reference(config, mlp)
+        ref = (Reference if positions == "rope" else GPT2Reference)(config, mlp)
         _copy_weights(ref, trainer)
         opt = torch.optim.AdamW(ref.parameters(), lr=config.lr, weight_decay=0.0)
         data = torch.Generator().manual_seed(config.seed + 1)
@@ -132,15 +175,17 @@ def test_the_batched_forward_is_each_sequences_attend(mlp):
     assert probe.shape == (L, h, batch.inputs.size(1), batch.inputs.size(1))
 
 
+@pytest.mark.parametrize("positions, model_type", [("rope", "llama"), ("learned", "gpt2")])
 @pytest.mark.parametrize("mlp", [False, True])
-def test_checkpoint_loads_in_transformers_with_the_same_logits(tmp_path, mlp):
+def test_checkpoint_loads_in_transformers_with_the_same_logits(tmp_path, mlp, positions, model_type):
     transformers = pytest.importorskip("transformers")
     tokenizers = pytest.importorskip("tokenizers")
-    trainer = Trainer(TrainConfig(**{**SMALL.__dict__, "mlp": mlp}))
+    trainer = Trainer(TrainConfig(**{**SMALL.__dict__, "mlp": mlp, "positions": positions}))
     list(trainer.run(5))
     folder = trainer.save(tmp_path / "ckpt")
-    assert json.loads((folder / "config.json").read_text())["model_type"] == "llama"
+    assert json.loads((folder / "config.json").read_text())["model_type"] == model_type
     hf = transformers.AutoModelForCausalLM.from_pretrained(folder).eval()
+    assert type(hf).__name__ == {"llama": "LlamaForCausalLM", "gpt2": "GPT2LMHeadModel"}[model_type]
     batch = trainer.task.batch(4, torch.Generator().manual_seed(3))
     with torch.no_grad():
         ours = trainer.model(batch.inputs)
@@ -181,19 +226,26 @@ def test_attention_only_induction_forms_a_previous_token_head_then_an_induction_
     assert scores["induction"][1].max() > 0.5  # layer 2
 
 
-@pytest.mark.parametrize("change", [dict(layers=5), dict(heads=3), dict(d_model=8), dict(lr=0.0), dict(task="x")])
+@pytest.mark.parametrize("change", [dict(layers=5), dict(heads=3), dict(d_model=8), dict(lr=0.0), dict(task="x"),
+                                    dict(positions="alibi"), dict(d_model=36, heads=4)])
 def test_bad_sizes_are_user_errors(change):
     with pytest.raises(UserError):
         TrainConfig(**change)
 
 
-def test_a_trained_checkpoint_opens_in_the_explorer_as_transformers_reads_it(tmp_path):
+def test_learned_positions_allow_an_odd_head_size():
+    # RoPE rotates pairs of a head's dimensions; learned positions have no such need
+    assert TrainConfig(d_model=36, heads=4, positions="learned").head_dim == 9
+
+
+@pytest.mark.parametrize("positions", ["rope", "learned"])
+def test_a_trained_checkpoint_opens_in_the_explorer_as_transformers_reads_it(tmp_path, positions):
     """"Open in the explorer": the saved folder is a model path; every layer's alpha and the next
     tokens equal transformers' on the same folder."""
     transformers = pytest.importorskip("transformers")
     from attn_gui.engine import AttentionConfig, compute
 
-    trainer = Trainer(SMALL)
+    trainer = Trainer(TrainConfig(**{**SMALL.__dict__, "positions": positions}))
     list(trainer.run(5))
     folder = trainer.save(tmp_path / "ckpt")
     result = compute(AttentionConfig(model=str(folder), sentence="3 1 4 1 5 3 1", layer=1))

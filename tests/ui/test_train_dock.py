@@ -1,6 +1,11 @@
 """The Train dock: Step, Start/Pause, Reset and the heads image, run off the GUI thread."""
 
+import json
+from pathlib import Path
+
 import numpy as np
+import pytest
+import torch
 
 from attn_gui.ui.train_panel import head_mosaic
 
@@ -33,3 +38,28 @@ def test_a_bad_size_is_said_in_the_dock(window):
     window.train.heads.setValue(3)  # 32 does not split into 3 heads
     window.train.resetButton.click()
     assert "heads" in window.train.message.text()
+
+
+def test_open_in_the_explorer_shows_a_learned_positions_checkpoint_on_the_probe(window, qtbot):
+    """Positions "learned (GPT-2)": the dock trains a GPT-2 checkpoint, and Open in the explorer
+    shows it in the main maps on the task's probe sequence, its alpha equal to transformers' on
+    the saved folder."""
+    transformers = pytest.importorskip("transformers")
+    panel = window.train
+    panel.layers.setValue(1)
+    panel.d_model.setValue(16)
+    panel.positions.setCurrentIndex(panel.positions.findData("learned"))
+    with qtbot.waitSignal(panel.stopped, timeout=20000):
+        panel.stepButton.click()
+    with qtbot.waitSignal(panel.openRequested, timeout=20000) as opened:
+        panel.openButton.click()
+    folder, sentence = opened.args
+    assert json.loads((Path(folder) / "config.json").read_text())["model_type"] == "gpt2"
+    qtbot.waitUntil(lambda: window.frame is not None and window.frame.result.config.model == folder, timeout=30000)
+    result = window.frame.result
+    probe = panel.run_state.trainer.task.probe().inputs[0]
+    assert list(result.token_ids) == probe.tolist() and sentence.split() == [str(i) for i in probe.tolist()]
+    hf = transformers.AutoModelForCausalLM.from_pretrained(folder, attn_implementation="eager").eval()
+    with torch.no_grad():
+        theirs = hf(probe[None], output_attentions=True).attentions[0][0]
+    assert torch.allclose(result.weights, theirs, atol=1e-5)
