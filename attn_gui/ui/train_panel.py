@@ -83,33 +83,34 @@ class TrainPanel(QtWidgets.QWidget):
         self.message = QtWidgets.QLabel()
         self.message.setObjectName("trainMessage")
         self.message.setWordWrap(True)
-        form = QtWidgets.QFormLayout()
-        for label, widget in (("Task", self.task), ("Layers", self.layers), ("Heads", self.heads),
-                              ("d_model", self.d_model), ("Symbols", self.symbols), ("Length", self.length),
-                              ("Positions", self.positions), ("Learning rate", self.lr), ("Seed", self.seed),
-                              ("", self.mlp)):
-            form.addRow(label, widget)
+        form = QtWidgets.QGridLayout()  # two pairs a row: the dock fits 768 px screens without scrolling
+        pairs = (("Task", self.task), ("Positions", self.positions), ("Layers", self.layers), ("Heads", self.heads),
+                 ("d_model", self.d_model), ("Symbols", self.symbols), ("Length", self.length),
+                 ("Learning rate", self.lr), ("Seed", self.seed), ("", self.mlp))
+        for i, (label, widget) in enumerate(pairs):
+            form.addWidget(QtWidgets.QLabel(label), i // 2, 2 * (i % 2))
+            form.addWidget(widget, i // 2, 2 * (i % 2) + 1)
         buttons = QtWidgets.QGridLayout()
         self.start, self.pauseButton = QtWidgets.QPushButton("Start"), QtWidgets.QPushButton("Pause")
         self.stepButton, self.resetButton = QtWidgets.QPushButton("Step"), QtWidgets.QPushButton("Reset")
         self.openButton = QtWidgets.QPushButton("Open in the explorer")
         for i, b in enumerate((self.start, self.pauseButton, self.stepButton, self.resetButton)):
-            buttons.addWidget(b, i // 2, i % 2)
-        buttons.addWidget(self.openButton, 2, 0, 1, 2)
+            buttons.addWidget(b, 0, i)
+        buttons.addWidget(self.openButton, 1, 0, 1, 4)
         left = QtWidgets.QVBoxLayout()
         left.addLayout(form)
         left.addLayout(buttons)
         left.addWidget(self.message)
         left.addStretch(1)
 
-        self.curves = pg.PlotWidget(title="loss (blue), accuracy (orange) per step")
+        self.curves = pg.PlotWidget(title="loss (blue), accuracy (orange)")
         self.curves.setLabel("bottom", "step")
         self.lossCurve = self.curves.plot(pen=pg.mkPen("#1f77b4", width=2))
         self.accCurve = self.curves.plot(pen=pg.mkPen("#ff7f0e", width=2))
-        self.metrics = pg.PlotWidget(title="per layer: previous (solid), induction (dashed)")
+        self.metrics = pg.PlotWidget(title="previous (solid), induction (dashed)")
         self.metrics.setLabel("bottom", "step")
         self.metrics.setYRange(0, 1)
-        self.heads_view = pg.PlotWidget(title="α on the probe: layers down, heads across")
+        self.heads_view = pg.PlotWidget(title="α on the probe: layer ↓ head →")
         self.heads_view.invertY(True)
         self.heads_view.setAspectLocked(True)
         self.image = pg.ImageItem(axisOrder="row-major")
