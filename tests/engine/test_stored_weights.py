@@ -130,3 +130,31 @@ def test_only_the_last_two_models_used_stay_loaded(tmp_path):
     assert f"{paths[0]}/model.safetensors" not in maps and f"{paths[2]}/model.safetensors" in maps
     assert torch.equal(compute(AttentionConfig(sentence=SENTENCE, model=paths[0])).weights, first)  # read again
     assert [source(p).loaded() for p in paths] == [True, False, True]
+
+
+def test_an_encoder_pushed_out_of_memory_is_read_again_for_its_weights(tmp_path):
+    # another thread may load two more encoders between a forward's model() and its weights:
+    # the weights then come from the folder again, equal to the first read (no KeyError)
+    from tokenizers import Tokenizer, models, pre_tokenizers
+
+    from attn_gui.engine.sources import encoder
+
+    paths = []
+    for i in range(3):
+        torch.manual_seed(i)
+        config = transformers.AutoConfig.for_model("bert", hidden_size=16, intermediate_size=16, num_hidden_layers=1,
+                                                   num_attention_heads=2, vocab_size=len(WORDS))
+        path = tmp_path / f"b{i}"
+        transformers.AutoModel.from_config(config).save_pretrained(path)
+        tok = Tokenizer(models.WordLevel({w: j for j, w in enumerate(WORDS)}, unk_token="<unk>"))
+        tok.pre_tokenizer = pre_tokenizers.Whitespace()
+        tok.save(str(path / "tokenizer.json"))
+        paths.append(str(path))
+    first = source(paths[0])
+    before = first.layer_weights(0, torch.device("cpu"), torch.float32).w_q.clone()
+    for path in paths[1:]:
+        compute(AttentionConfig(sentence=SENTENCE, model=path))
+    assert not first.loaded()
+    encoder.weights_on(first, "cpu", torch.float32)  # it read _loaded[name]: a KeyError here
+    assert first.loaded()
+    assert torch.equal(first.layer_weights(0, torch.device("cpu"), torch.float32).w_q, before)

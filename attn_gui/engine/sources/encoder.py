@@ -127,9 +127,10 @@ def forget(name: str) -> None:
 
 
 @functools.lru_cache(maxsize=1)
-def weights_on(name: str, device: str, dtype: torch.dtype):
-    """A loaded encoder's weights as a forward on ``device`` in ``dtype`` reads them (``stored.weights_on``)."""
-    return stored.weights_on(_loaded[name].weights, device, dtype)
+def weights_on(src: "Source", device: str, dtype: torch.dtype):
+    """An encoder's weights as a forward on ``device`` in ``dtype`` reads them (``stored.weights_on``);
+    read again if other encoders pushed it out of memory meanwhile."""
+    return stored.weights_on(src.model().weights, device, dtype)
 
 
 def _layer_norm(x: torch.Tensor, w: dict, prefix: str, eps: float) -> torch.Tensor:
@@ -228,8 +229,7 @@ class Source(ModelSource):
         return head_weights(self._weights(device, dtype), layer, self.spec.heads)
 
     def _weights(self, device, dtype) -> dict[str, torch.Tensor]:
-        self.model()
-        return weights_on(self.spec.name, str(device), dtype)
+        return weights_on(self, str(device), dtype)
 
 
 @functools.lru_cache(maxsize=64)
