@@ -103,23 +103,30 @@ def test_an_empty_weights_file_is_one_line(bf16, tmp_path):
         smollm2.load_model(str(copy))
 
 
-def test_only_the_last_two_models_used_stay_loaded(tmp_path):
-    # a third model opened unloads the least recently used: its mapped file leaves the process
-    import gc
-
+def _three_folders(tmp_path, model_type: str, auto) -> list[str]:
+    """Three tiny random checkpoints of ``model_type`` with a word-level tokenizer of WORDS."""
     from tokenizers import Tokenizer, models, pre_tokenizers
 
     paths = []
     for i in range(3):
         torch.manual_seed(i)
-        config = transformers.AutoConfig.for_model("llama", hidden_size=16, intermediate_size=16, num_hidden_layers=1,
-                                                   num_attention_heads=2, vocab_size=len(WORDS))
-        path = tmp_path / f"m{i}"
-        transformers.AutoModelForCausalLM.from_config(config).save_pretrained(path)
+        config = transformers.AutoConfig.for_model(model_type, hidden_size=16, intermediate_size=16,
+                                                   num_hidden_layers=1, num_attention_heads=2, vocab_size=len(WORDS))
+        path = tmp_path / f"{model_type}{i}"
+        auto.from_config(config).save_pretrained(path)
         tok = Tokenizer(models.WordLevel({w: j for j, w in enumerate(WORDS)}, unk_token="<unk>"))
         tok.pre_tokenizer = pre_tokenizers.Whitespace()
         tok.save(str(path / "tokenizer.json"))
         paths.append(str(path))
+    return paths
+
+
+def test_only_the_last_two_models_used_stay_loaded(tmp_path):
+    # a third model opened unloads the least recently used: its mapped file leaves the process
+    import gc
+
+
+    paths = _three_folders(tmp_path, "llama", transformers.AutoModelForCausalLM)
     first = compute(AttentionConfig(sentence=SENTENCE, model=paths[0])).weights
     for path in paths[1:]:
         compute(AttentionConfig(sentence=SENTENCE, model=path))
@@ -135,21 +142,10 @@ def test_only_the_last_two_models_used_stay_loaded(tmp_path):
 def test_an_encoder_pushed_out_of_memory_is_read_again_for_its_weights(tmp_path):
     # another thread may load two more encoders between a forward's model() and its weights:
     # the weights then come from the folder again, equal to the first read (no KeyError)
-    from tokenizers import Tokenizer, models, pre_tokenizers
 
     from attn_gui.engine.sources import encoder
 
-    paths = []
-    for i in range(3):
-        torch.manual_seed(i)
-        config = transformers.AutoConfig.for_model("bert", hidden_size=16, intermediate_size=16, num_hidden_layers=1,
-                                                   num_attention_heads=2, vocab_size=len(WORDS))
-        path = tmp_path / f"b{i}"
-        transformers.AutoModel.from_config(config).save_pretrained(path)
-        tok = Tokenizer(models.WordLevel({w: j for j, w in enumerate(WORDS)}, unk_token="<unk>"))
-        tok.pre_tokenizer = pre_tokenizers.Whitespace()
-        tok.save(str(path / "tokenizer.json"))
-        paths.append(str(path))
+    paths = _three_folders(tmp_path, "bert", transformers.AutoModel)
     first = source(paths[0])
     before = first.layer_weights(0, torch.device("cpu"), torch.float32).w_q.clone()
     for path in paths[1:]:
