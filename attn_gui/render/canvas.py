@@ -8,6 +8,7 @@ of each head, K/V brackets, one shared colour bar) lives in the same scene.
 
 from __future__ import annotations
 
+import contextlib
 import pyqtgraph as pg
 from PySide6 import QtCore, QtGui, QtWidgets
 
@@ -78,6 +79,8 @@ class Canvas(ReadoutHost, pg.GraphicsView):
         self._warmer = QtCore.QTimer(self)
         self._warmer.setInterval(0)
         self._warmer.timeout.connect(self._make_spare)
+        self._hold_resizes = False  # the window is resizing the canvas for the frame it will show next
+        self._resized_while_held = False
         self._hover: tuple[MapItem, tuple[int, int]] | None = None
         self._readout: Readout | None = None
         self.scene().sigMouseMoved.connect(self._on_mouse_moved)
@@ -99,6 +102,8 @@ class Canvas(ReadoutHost, pg.GraphicsView):
         unchanged = frame is self.frame and view == (self.head, self.hidden, self.focus, self.scales)
         self.frame, self.token = frame, token
         self.head, self.hidden, self.focus, self.scales = view
+        if self._resized_while_held:  # the viewport changed size for this frame: lay out for it once
+            self._resized_while_held, unchanged = False, False
         if not unchanged:
             self._data = frame_shapes(frame, head, hidden, dict(scales))
             self._place()
@@ -262,9 +267,22 @@ class Canvas(ReadoutHost, pg.GraphicsView):
 
     def resizeEvent(self, ev) -> None:
         super().resizeEvent(ev)
-        if getattr(self, "frame", None) is not None:
+        if getattr(self, "_hold_resizes", False):
+            self._resized_while_held = True
+        elif getattr(self, "frame", None) is not None:
             self._place()
             self._outline(self.token)  # items that were thumbnails until now
+
+    @contextlib.contextmanager
+    def resizes_held(self):
+        """Within it, a new viewport size is not laid out: the ``show_frame`` that follows lays the
+        coming frame out once at that size (the window shows or hides a dock for a new frame),
+        instead of the old frame now and the new one after."""
+        self._hold_resizes = True
+        try:
+            yield
+        finally:
+            self._hold_resizes = False
 
     def close(self) -> bool:
         # not pyqtgraph's close(), which clears the scene under items this canvas still holds

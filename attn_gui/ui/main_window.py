@@ -372,20 +372,15 @@ class MainWindow(FileActions, QtWidgets.QMainWindow):
         """Draw the shown frame as the state says: head, followed token, hidden tokens."""
         state, result = self._state, self.frame.result
         hidden = self.hidden_tokens()
+        model_mode = "layer_weights" in self.frame.arrays
+        if model_mode == self.modelDock.isHidden():  # the docks change first: the maps are laid out once,
+            with self.pipeline.canvas.resizes_held():  # for the canvas's size beside the new dock
+                self._show_model_dock(model_mode, result)
+                self.layout().activate()
         self.pipeline.show_frame(self.frame, state.head, state.token, hidden, state.focus, state.scales)
         self.focus.show_walk(result, state.token, state.head)
-        if "layer_weights" not in self.frame.arrays:
-            if not self.modelDock.isHidden():  # leaving model mode: the walk comes back in front
-                self.modelDock.hide()
-                self.focusDock.raise_()
-                self.resizeDocks([self.focusDock], [max(150, self.height() // 5)], QtCore.Qt.Orientation.Vertical)
+        if not model_mode:
             return
-        if self.modelDock.isHidden():  # entering model mode: the grid of every head, in front
-            self.modelDock.show()
-            self.modelDock.raise_()
-            if result.layer_weights.size(0) > result.heads:  # 30 x 9: thumbnails need a taller dock
-                self.resizeDocks([self.modelDock], [max(150, self.height() * 2 // 5)],
-                                 QtCore.Qt.Orientation.Vertical)
         # the options (causal, window, ...) apply to the shown layer only; the model's other
         # layers are as it computed them: causal in a decoder, unmasked in an encoder
         scaled = self.frame.arrays.get("scaled")
@@ -396,6 +391,18 @@ class MainWindow(FileActions, QtWidgets.QMainWindow):
                                    result.seq_len, masked, other_layers=model_mask,
                                    kv_heads=result.config.dims.kv_heads, sink=self.frame.arrays.get("sink_mass"))
         self.modelView.set_struck(result.config.ablate, allowed=result.config.is_causal)
+
+    def _show_model_dock(self, show: bool, result) -> None:
+        """Entering model mode: the grid of every head, in front; leaving it: the walk comes back."""
+        if not show:
+            self.modelDock.hide()
+            self.focusDock.raise_()
+            self.resizeDocks([self.focusDock], [max(150, self.height() // 5)], QtCore.Qt.Orientation.Vertical)
+            return
+        self.modelDock.show()
+        self.modelDock.raise_()
+        if result.layer_weights.size(0) > result.heads:  # 30 x 9: thumbnails need a taller dock
+            self.resizeDocks([self.modelDock], [max(150, self.height() * 2 // 5)], QtCore.Qt.Orientation.Vertical)
 
     def hidden_tokens(self) -> tuple[int, ...]:
         """Token indices left out of the maps: the model's special tokens, when asked."""

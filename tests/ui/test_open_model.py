@@ -79,12 +79,12 @@ def test_open_gguf_file_asks_for_a_gguf_and_shows_its_layers(window, qtbot, monk
     assert window.state == before
 
 
-def _word_level_llama(path):
+def _word_level_llama(path, layers: int = 1):
     import transformers
     from tokenizers import Tokenizer, models, pre_tokenizers
 
     words = ["<unk>", "<s>", "</s>", "the", "cat", "sat"]
-    config = transformers.LlamaConfig(vocab_size=len(words), hidden_size=16, intermediate_size=16, num_hidden_layers=1,
+    config = transformers.LlamaConfig(vocab_size=len(words), hidden_size=16, intermediate_size=16, num_hidden_layers=layers,
                                       num_attention_heads=2)
     transformers.LlamaForCausalLM(config).save_pretrained(path)
     tok = Tokenizer(models.WordLevel({w: i for i, w in enumerate(words)}, unk_token="<unk>"))
@@ -108,3 +108,28 @@ def test_opening_a_model_in_memory_over_a_sentence_without_tokens_says_so(window
     before = window.state
     assert not window.open_model(first)  # in memory: checked now, refused in a dialog, nothing changes
     assert "has no tokens" in warnings[-1] and window.state == before
+
+
+def test_entering_and_leaving_model_mode_lays_the_maps_out_once(window, qtbot, monkeypatch, tmp_path):
+    # the model view's dock is shown (and made taller: more layers than heads) before the maps are
+    # laid out, so drawing the frame lays them out once, for the canvas beside the dock, not for
+    # the old size and again after the dock took its room
+    pytest.importorskip("transformers")
+    from attn_gui.render.canvas import Canvas
+    from attn_gui.ui.main_window import MainWindow
+
+    folder = _word_level_llama(tmp_path / "m", layers=3)
+    window.edit_config({"sentence": "the cat sat"})
+    qtbot.waitUntil(lambda: window.frame.result.seq_len == 3, timeout=20000)
+    drawing, places = [], []
+    place, draw = Canvas._place, MainWindow._draw
+    monkeypatch.setattr(Canvas, "_place", lambda self: (drawing and places.append(self.viewport().size()), place(self)))
+    monkeypatch.setattr(MainWindow, "_draw", lambda self: (drawing.append(1), draw(self), drawing.clear()))
+    height = window.canvas.viewport().height()
+    with qtbot.waitSignal(window.frameShown, timeout=20000):
+        assert window.open_model(folder)
+    assert window.modelDock.isVisible() and len(places) == 1 and places[0].height() < height  # after the dock
+    places.clear()
+    with qtbot.waitSignal(window.frameShown, timeout=20000):
+        window.edit_config({"model": None})
+    assert not window.modelDock.isVisible() and len(places) == 1 and places[0].height() >= height - 20
