@@ -79,6 +79,7 @@ class Canvas(ReadoutHost, pg.GraphicsView):
         self._warmer = QtCore.QTimer(self)
         self._warmer.setInterval(0)
         self._warmer.timeout.connect(self._make_spare)
+        self._planned_for: tuple[int, int] | None = None  # the viewport size the plan was made for
         self._hold_resizes = False  # the window is resizing the canvas for the frame it will show next
         self._resized_while_held = False
         self._hover: tuple[MapItem, tuple[int, int]] | None = None
@@ -157,10 +158,8 @@ class Canvas(ReadoutHost, pg.GraphicsView):
         if self.frame is None:
             return
         result = self.frame.result
-        size = self.viewport().size()
         groups = kv_groups(result) if result.heads > 1 else None
-        self.plan = lay_out([s for s, _ in self._data.values()], self.focus, max(200, size.width()),
-                              max(200, size.height()), result.heads, groups)
+        self.plan, self._planned_for = self._plan([s for s, _ in self._data.values()], result.heads, groups)
         boxes = self.plan.boxes
         shown: dict[str, MapItem] = {}
         for mid, (_, data) in self._data.items():
@@ -181,7 +180,47 @@ class Canvas(ReadoutHost, pg.GraphicsView):
             item.setVisible(any(item is s for s in shown.values()))
         self.shown = shown
         self._place_strip(result.heads, groups, boxes)
+        self._settle([*shown.values(), *self.strip])
         self.updateMatrix()
+
+    @staticmethod
+    def _settle(items: list[MapItem]) -> None:
+        """Lay out the items' insides now. New labels and ticks resize their axes, whose new size
+        fits the top labels again (``MapItem._fit_columns``); Qt would do each round after the
+        next paint, painting the maps twice or three times per frame."""
+        for _ in range(3):
+            pending = [item for item in items if item.isVisible() and not (item.layout.isActivated()
+                                                                           and item.plot.layout.isActivated())]
+            if not pending:
+                return
+            for item in pending:
+                item.plot.layout.activate()
+                item.layout.activate()
+
+    def _plan(self, shapes, heads: int, groups) -> tuple[Layout, tuple[int, int]]:
+        """The layout for the viewport the scroll bars will leave, and that viewport's size.
+
+        The scroll bars follow the layout (a canvas taller than the view scrolls) and the layout
+        follows the viewport they leave: they are foreseen here, so that their coming or going does
+        not lay every map out a second time (``resizeEvent``).
+        """
+        if self.picture:
+            size = self.viewport().size()
+            return lay_out(shapes, self.focus, max(200, size.width()), max(200, size.height()), heads, groups), \
+                (size.width(), size.height())
+        bar = self.style().pixelMetric(QtWidgets.QStyle.PixelMetric.PM_ScrollBarExtent, None, self)
+        vbar, hbar = self.verticalScrollBar(), self.horizontalScrollBar()
+        full_w = self.viewport().width() + (bar if vbar.isVisible() else 0)
+        full_h = self.viewport().height() + (bar if hbar.isVisible() else 0)
+        w, h = full_w, full_h
+        for _ in range(3):
+            plan = lay_out(shapes, self.focus, max(200, w), max(200, h), heads, groups)
+            scroll_v, scroll_h = plan.height * self._zoom > h, plan.width * self._zoom > w
+            fits = (full_w - (bar if scroll_v else 0), full_h - (bar if scroll_h else 0))
+            if fits == (w, h):
+                break
+            w, h = fits
+        return plan, (w, h)
 
     def _item(self, field: str, thumb: bool) -> MapItem:
         item = self.items.get((field, thumb))
@@ -269,7 +308,8 @@ class Canvas(ReadoutHost, pg.GraphicsView):
         super().resizeEvent(ev)
         if getattr(self, "_hold_resizes", False):
             self._resized_while_held = True
-        elif getattr(self, "frame", None) is not None:
+        elif getattr(self, "frame", None) is not None and \
+                (self.viewport().width(), self.viewport().height()) != getattr(self, "_planned_for", None):
             self._place()
             self._outline(self.token)  # items that were thumbnails until now
 

@@ -95,3 +95,31 @@ def test_a_maps_colour_scale_is_chosen_from_its_menu_and_kept_in_the_session(win
     assert window.open_session(str(tmp_path / "s.json")) and window.state.scales == (("weights", "row"),)
     scores = window.map_menu(window.canvas.item_of("scores:0").data)  # signed maps: centred on 0, or per row
     assert [a.data() for a in next(a.menu() for a in scores.actions() if a.menu()).actions()] == ["auto", "row"]
+
+
+def test_a_frame_is_laid_out_once_and_whole_before_it_is_painted(window, qtbot, monkeypatch):
+    """Every map (focus None) at T = 64 scrolls: the scroll bars the layout brings are foreseen, so
+    their coming does not lay the maps out again; and the maps' insides (axes resized for new
+    labels, top labels fitted again) are laid out when the frame is drawn, not after its paint."""
+    from attn_gui.render.canvas import Canvas
+
+    window.resize(1366, 768)
+    window.focus_on(None)
+    qtbot.waitUntil(lambda: window.canvas.focus is None)
+    places = []
+    place = Canvas._place
+    monkeypatch.setattr(Canvas, "_place", lambda self: (places.append(1), place(self)))
+    config = STATES["8 heads T 64"]
+    with qtbot.waitSignal(window.frameShown, timeout=20000):
+        window.set_state(window.state.replace(config=config))
+    canvas = window.canvas
+    qtbot.waitUntil(canvas.verticalScrollBar().isVisible)  # the scroll bars show when Qt lays the view out
+    assert places == [1]
+    size = canvas.viewport().size()
+    assert canvas._planned_for == (size.width(), size.height())
+    for d_k in (16, 48):  # new shapes: every axis is sized again
+        with qtbot.waitSignal(window.frameShown, timeout=20000):
+            window.edit_config({"d_k": d_k})
+        pending = [item.name for item in canvas.shown.values()
+                   if not (item.layout.isActivated() and item.plot.layout.isActivated())]
+        assert pending == []
