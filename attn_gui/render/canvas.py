@@ -80,6 +80,7 @@ class Canvas(ReadoutHost, pg.GraphicsView):
         self._warmer.setInterval(0)
         self._warmer.timeout.connect(self._make_spare)
         self._planned_for: tuple[int, int] | None = None  # the viewport size the plan was made for
+        self._revealed: str | None = None  # the map kept in view (``reveal``)
         self._hold_resizes = False  # the window is resizing the canvas for the frame it will show next
         self._resized_while_held = False
         self._hover: tuple[MapItem, tuple[int, int]] | None = None
@@ -304,6 +305,17 @@ class Canvas(ReadoutHost, pg.GraphicsView):
             if item.data is not None and not item.compact:
                 item.marks.set_cells(display_cells(item.data, self.marks.get(item.data.field, [])))
 
+    def reveal(self, mid: str) -> None:
+        """Scroll map ``mid`` into view, now and after each new layout for a resized view; a map
+        larger than the view shows its top left (its title, column labels and first rows)."""
+        self._revealed = mid
+        item = self.item_of(mid)
+        if item is None:
+            return
+        rect, view = item.sceneBoundingRect(), self.viewport().size()
+        self.ensureVisible(QtCore.QRectF(rect.x(), rect.y(), min(rect.width(), view.width() / self._zoom - 2),
+                                         min(rect.height(), view.height() / self._zoom - 2)), 0, 0)
+
     def resizeEvent(self, ev) -> None:
         super().resizeEvent(ev)
         if getattr(self, "_hold_resizes", False):
@@ -312,6 +324,8 @@ class Canvas(ReadoutHost, pg.GraphicsView):
                 (self.viewport().width(), self.viewport().height()) != getattr(self, "_planned_for", None):
             self._place()
             self._outline(self.token)  # items that were thumbnails until now
+            if getattr(self, "_revealed", None):
+                self.reveal(self._revealed)
 
     @contextlib.contextmanager
     def resizes_held(self):
@@ -469,7 +483,6 @@ class Pipeline(QtWidgets.QWidget):
             self.title.setText(f"<b>{FIELDS[focus].symbol}</b> and its neighbours in the data flow: "
                                f"click a small map to focus on it; Esc for every map")
         shown = focus or "weights"  # every map opens with alpha in view
-        if shown in frame.result.fields() and (item := self.canvas.item_of(
-                map_id(shown, head if FIELDS[shown].per_head else None))) is not None:
-            self.canvas.ensureVisible(item, 0, 0)
+        if shown in frame.result.fields():
+            self.canvas.reveal(map_id(shown, head if FIELDS[shown].per_head else None))
 

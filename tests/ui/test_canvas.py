@@ -123,3 +123,22 @@ def test_a_frame_is_laid_out_once_and_whole_before_it_is_painted(window, qtbot, 
         pending = [item.name for item in canvas.shown.values()
                    if not (item.layout.isActivated() and item.plot.layout.isActivated())]
         assert pending == []
+
+
+def test_every_map_opens_with_alphas_title_and_column_labels_in_view(window, qtbot):
+    # alpha taller than the view (26 rows, 8 heads, every map at 1366 x 768) showed its last rows
+    # and no column labels; it now shows its top left, and keeps it in view when the window resizes
+    words = " ".join(itertools.islice(itertools.cycle(WORDS), 26))
+    config = AttentionConfig(heads=8, d_model=256, sentence=words)
+    window.resize(1366, 768)
+    window.focus_on(None)
+    with qtbot.waitSignal(window.frameShown, timeout=20000):
+        window.set_state(window.state.replace(config=config))
+    canvas = window.canvas
+    for size in ((1366, 768), (1300, 700)):
+        window.resize(*size)
+        qtbot.waitUntil(lambda: canvas.rect_of("weights:0") is not None and canvas.rect_of("weights:0").top() >= 0)
+        rect, view = canvas.rect_of("weights:0"), canvas.viewport().rect()
+        assert rect.height() > view.height()  # the case: alpha is taller than the view
+        assert view.contains(rect.topLeft()) and rect.top() <= 2
+        assert canvas.labels_of("weights:0")[1] == list(window.frame.result.key_tokens)
