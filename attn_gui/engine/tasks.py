@@ -73,6 +73,12 @@ class Task:
         """The vocabulary as words, id order: "0" ... "V-1", then "SEP" where there is one."""
         return [str(i) for i in range(self.symbols)] + (["SEP"] if self.separator is not None else [])
 
+    def sentence(self, ids: torch.Tensor) -> str:
+        """Token ids (T,) as the words of ``token_names``, one space apart: what the checkpoint's
+        tokenizer reads back to the same ids."""
+        names = self.token_names()
+        return " ".join(names[i] for i in ids.tolist())
+
     def batch(self, size: int, generator: torch.Generator) -> Batch:
         """``size`` sequences drawn from ``generator`` (a CPU generator)."""
         x = torch.randint(0, self.symbols, (size, self.source_length), generator=generator)

@@ -357,7 +357,7 @@ def checkpoint_tensors(model: TinyDecoder) -> dict[str, torch.Tensor]:
             pre + "mlp.gate_proj.weight": b.gate, pre + "mlp.up_proj.weight": b.up,
             pre + "mlp.down_proj.weight": b.down,
         })
-    return {name: t.detach().contiguous().clone() for name, t in tensors.items()}
+    return _detached(tensors)
 
 
 def _gpt2_tensors(model: TinyDecoder) -> dict[str, torch.Tensor]:
@@ -373,6 +373,11 @@ def _gpt2_tensors(model: TinyDecoder) -> dict[str, torch.Tensor]:
             pre + "mlp.c_fc.weight": b.up.T, pre + "mlp.c_fc.bias": b.b_up,
             pre + "mlp.c_proj.weight": b.down.T, pre + "mlp.c_proj.bias": b.b_down,
         })
+    return _detached(tensors)
+
+
+def _detached(tensors: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """Each tensor as its own contiguous copy, out of the autograd graph (safetensors stores no shared memory)."""
     return {name: t.detach().contiguous().clone() for name, t in tensors.items()}
 
 

@@ -9,6 +9,7 @@ of each head, K/V brackets, one shared colour bar) lives in the same scene.
 from __future__ import annotations
 
 import contextlib
+
 import pyqtgraph as pg
 from PySide6 import QtCore, QtGui, QtWidgets
 
@@ -52,6 +53,11 @@ class Canvas(ReadoutHost, pg.GraphicsView):
     def __init__(self, parent: QtWidgets.QWidget | None = None, picture: bool = False):
         self.plan: Layout | None = None
         self._zoom = 1.0
+        self.frame: Frame | None = None  # set before Qt can send the first resize
+        self._planned_for: tuple[int, int] | None = None  # the viewport size the plan was made for
+        self._revealed: str | None = None  # the map kept in view (``reveal``)
+        self._hold_resizes = False  # the window is resizing the canvas for the frame it will show next
+        self._resized_while_held = False
         super().__init__(parent)
         self.setObjectName("canvas")
         self.picture = picture
@@ -62,7 +68,6 @@ class Canvas(ReadoutHost, pg.GraphicsView):
             policy(QtCore.Qt.ScrollBarPolicy.ScrollBarAlwaysOff if picture else  # a picture holds the whole scene
                    QtCore.Qt.ScrollBarPolicy.ScrollBarAsNeeded)
         self.setTransformationAnchor(QtWidgets.QGraphicsView.ViewportAnchor.AnchorUnderMouse)
-        self.frame: Frame | None = None
         self.head, self.token, self.hidden, self.focus, self.scales = 0, None, (), None, ()
         self.items: dict[tuple[str, bool], MapItem] = {}  # (field, thumbnail) -> item, kept between frames
         self.shown: dict[str, MapItem] = {}  # map id -> the item showing it now
@@ -79,10 +84,6 @@ class Canvas(ReadoutHost, pg.GraphicsView):
         self._warmer = QtCore.QTimer(self)
         self._warmer.setInterval(0)
         self._warmer.timeout.connect(self._make_spare)
-        self._planned_for: tuple[int, int] | None = None  # the viewport size the plan was made for
-        self._revealed: str | None = None  # the map kept in view (``reveal``)
-        self._hold_resizes = False  # the window is resizing the canvas for the frame it will show next
-        self._resized_while_held = False
         self._hover: tuple[MapItem, tuple[int, int]] | None = None
         self._readout: Readout | None = None
         self.scene().sigMouseMoved.connect(self._on_mouse_moved)
@@ -205,11 +206,9 @@ class Canvas(ReadoutHost, pg.GraphicsView):
         follows the viewport they leave: they are foreseen here, so that their coming or going does
         not lay every map out a second time (``resizeEvent``).
         """
-        if self.picture:
-            size = self.viewport().size()
-            return lay_out(shapes, self.focus, max(200, size.width()), max(200, size.height()), heads, groups), \
-                (size.width(), size.height())
-        bar = self.style().pixelMetric(QtWidgets.QStyle.PixelMetric.PM_ScrollBarExtent, None, self)
+        # a picture has no scroll bars: its plan is made for its size as it is
+        bar = 0 if self.picture else self.style().pixelMetric(QtWidgets.QStyle.PixelMetric.PM_ScrollBarExtent,
+                                                             None, self)
         vbar, hbar = self.verticalScrollBar(), self.horizontalScrollBar()
         full_w = self.viewport().width() + (bar if vbar.isVisible() else 0)
         full_h = self.viewport().height() + (bar if hbar.isVisible() else 0)
@@ -318,13 +317,12 @@ class Canvas(ReadoutHost, pg.GraphicsView):
 
     def resizeEvent(self, ev) -> None:
         super().resizeEvent(ev)
-        if getattr(self, "_hold_resizes", False):
+        if self._hold_resizes:
             self._resized_while_held = True
-        elif getattr(self, "frame", None) is not None and \
-                (self.viewport().width(), self.viewport().height()) != getattr(self, "_planned_for", None):
+        elif self.frame is not None and (self.viewport().width(), self.viewport().height()) != self._planned_for:
             self._place()
             self._outline(self.token)  # items that were thumbnails until now
-            if getattr(self, "_revealed", None):
+            if self._revealed:
                 self.reveal(self._revealed)
 
     @contextlib.contextmanager

@@ -221,10 +221,9 @@ class TrainPanel(QtWidgets.QWidget):
             return
         self.pause = True
         folder = Path(tempfile.gettempdir()) / "attn-gui-train" / f"step-{self.step_count}"
-        trainer = self.run_state.trainer
-        names = trainer.task.token_names()
-        sentence = " ".join(names[i] for i in trainer.task.probe().inputs[0].tolist())
-        self.tasks.start("save", lambda: (str(trainer.save(folder)), sentence))
+        run = self.run_state  # read on the worker, as every other use of the run
+        self.tasks.start("save", lambda: (str(run.trainer.save(folder)), run.trainer.task.sentence(
+            run.trainer.task.probe().inputs[0])))
 
     def _on_records(self, records) -> None:
         for r in records:

@@ -21,6 +21,7 @@ transformers = pytest.importorskip("transformers")
 
 from attn_gui.engine.sources import gguf_file, smollm2  # noqa: E402
 from gguf_writing import byte_level_vocab, sentencepiece_vocab, tiny, write_gguf  # noqa: E402  (tests/)
+from transformers_peer import alphas_equal_transformers  # noqa: E402  (tests/)
 
 SENTENCE = "the cat sat on a mat and the dog ran"
 TOKEN_SENTENCES = ["the cat sat on a mat", "  the  dog\nran 12345 times", "Café 漢字 🙂!", "<|im_start|>the cat<|im_end|>",
@@ -93,14 +94,8 @@ def test_a_qwen3_file_norms_q_and_k_per_head_as_transformers(tmp_path):
     path = write_gguf(tmp_path / "qwen3-tiny.gguf", hf, "qwen3", "qwen3", "Tiny Qwen3")
     spec = MODELS[path]
     assert spec.qk_norm and not spec.has_bias and spec.label == "qwen3-tiny.gguf (Qwen3 decoder, GGUF)"
-    ids = torch.tensor(source(path).tokenize(SENTENCE).token_ids)
-    with torch.no_grad():
-        out = hf(ids[None], output_attentions=True)
-    cfg = AttentionConfig(sentence=SENTENCE, model=path)
-    for layer in range(2):
-        r = compute(cfg.replace(layer=layer))
-        assert torch.allclose(r.weights, out.attentions[layer][0], atol=1e-5, rtol=0), layer
-        assert r.q_normed is not None and r.k_normed is not None
+    out, cfg, results = alphas_equal_transformers(path, hf, SENTENCE)
+    assert all(r.q_normed is not None and r.k_normed is not None for r in results)
     probs = torch.softmax(out.logits[0, -1].double(), -1).topk(5)
     assert [p for _, p in compute(cfg).next_tokens] == pytest.approx(probs.values.tolist(), abs=1e-5)
 
@@ -190,12 +185,7 @@ def test_a_quantized_file_equals_transformers_reading_it(tmp_path):
     ours = smollm2.load_model(path).weights
     for key, w in peer.state_dict().items():
         assert torch.equal(ours["model.embed_tokens.weight" if key == "lm_head.weight" else key], w), key
-    ids = torch.tensor(source(path).tokenize(SENTENCE).token_ids)
-    with torch.no_grad():
-        out = peer(ids[None], output_attentions=True)
-    cfg = AttentionConfig(sentence=SENTENCE, model=path)
-    for layer in range(2):
-        assert torch.allclose(compute(cfg.replace(layer=layer)).weights, out.attentions[layer][0], atol=1e-5, rtol=0)
+    alphas_equal_transformers(path, peer, SENTENCE)
 
 
 # ------------------------------------------------------------------ bad files: one line each

@@ -10,6 +10,7 @@ import torch
 
 from attn_gui.engine import AttentionConfig, ConfigError, compute, source
 from attn_gui.engine.sources import stored
+from transformers_peer import alphas_equal_transformers  # tests/
 
 transformers = pytest.importorskip("transformers")
 
@@ -50,14 +51,9 @@ def test_a_bf16_folder_is_mapped_and_runs_in_float32_as_transformers(bf16, monke
     assert model.weights["model.layers.0.self_attn.q_proj.weight"].dtype == torch.bfloat16
     with open("/proc/self/maps") as f:
         assert f"{path}/model.safetensors" in f.read()  # mapped, not read into memory
+    out, _, results = alphas_equal_transformers(path, hf, SENTENCE)
+    assert all(r.weights.dtype == torch.float32 for r in results)
     ids = torch.tensor(source(path).tokenize(SENTENCE).token_ids)
-    with torch.no_grad():
-        out = hf(ids[None], output_attentions=True)
-    cfg = AttentionConfig(sentence=SENTENCE, model=path)
-    for layer in range(2):
-        r = compute(cfg.replace(layer=layer))
-        assert r.weights.dtype == torch.float32
-        assert torch.allclose(r.weights, out.attentions[layer][0], atol=1e-5, rtol=0), layer
     run = source(path).forward(ids, "cpu", torch.float32)
     assert torch.allclose(run.logits, out.logits[0, -1], atol=1e-4, rtol=1e-4)
 

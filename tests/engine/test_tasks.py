@@ -59,3 +59,14 @@ def test_bad_task_is_a_user_error():
         Task("unknown")
     with pytest.raises(UserError):
         Task("copy", symbols=1)
+
+
+def test_a_sentence_of_the_tasks_words_tokenizes_back_to_its_ids():
+    from tokenizers import Tokenizer
+
+    from attn_gui.engine.training import tokenizer_json
+
+    task = Task("copy", 5, 9)
+    ids = task.probe().inputs[0]
+    assert Tokenizer.from_str(tokenizer_json(task)).encode(task.sentence(ids)).ids == ids.tolist()
+    assert task.sentence(torch.tensor([0, 5, 4])) == "0 SEP 4"
