@@ -54,6 +54,7 @@ run: $(STAMP)
 	$(BIN)/attn-gui
 
 test: $(STAMP)
+	$(BIN)/ruff check .  # the lint rules in pyproject.toml
 	$(BIN)/lint-imports --no-cache  # the import contracts in pyproject.toml
 	QT_QPA_PLATFORM=offscreen $(BIN)/python -m pytest -q $(PYTEST_ARGS)
 

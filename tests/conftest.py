@@ -70,7 +70,7 @@ def bert_folder(tmp_path_factory):
     import torch
     from tokenizers import AddedToken, Tokenizer, models, pre_tokenizers, processors
 
-    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", *"the cat sat on a mat and dog ran".split()]
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", *["the", "cat", "sat", "on", "a", "mat", "and", "dog", "ran"]]
     torch.manual_seed(0)
     config = transformers.BertConfig(vocab_size=len(vocab), hidden_size=32, num_hidden_layers=2,
                                      num_attention_heads=4, intermediate_size=48, max_position_embeddings=64)

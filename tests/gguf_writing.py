@@ -9,7 +9,7 @@ import torch
 from attn_gui.engine.sources import gguf_file
 from attn_gui.engine.sources.byte_bpe import bytes_to_unicode
 
-WORDS = "the cat sat on a mat and dog ran".split()
+WORDS = ["the", "cat", "sat", "on", "a", "mat", "and", "dog", "ran"]
 
 
 def byte_level_vocab():
@@ -141,7 +141,7 @@ def tiny(model_type, vocab_size, dtype=np.float32, tied=True, seed=0):
                                                **({"head_dim": 8} if model_type == "qwen3" else {}))
     hf = transformers.AutoModelForCausalLM.from_config(config, attn_implementation="eager").eval()
     with torch.no_grad():
-        for key, w in hf.state_dict().items():
+        for w in hf.state_dict().values():
             if w.ndim == 1:
                 w.normal_()  # random gains and (Qwen2's) biases, not ones and zeros: they must be read
             w.copy_(torch.from_numpy(w.numpy().astype(dtype if w.ndim == 2 else np.float32).astype(np.float32)))

@@ -61,7 +61,7 @@ def test_engine_ratios_are_computed_for_every_size(report):
     settings = report["settings"]
     engine = [r for r in report["rows"] if r["section"] == "engine"]
     assert [r["size"] for r in engine] == [f"T={T}" for T in settings["sizes"] for _ in range(3)]
-    for ref, ref_wo, comp in zip(engine[::3], engine[1::3], engine[2::3]):
+    for ref, ref_wo, comp in zip(engine[::3], engine[1::3], engine[2::3], strict=False):
         assert ref["name"] == "torch reference" and ref["ratio"] is None
         assert ref_wo["name"] == "torch reference + W_O" and ref_wo["ratio"] is None
         assert comp["name"] == "compute()" and comp["ratio_to"] == "torch reference + W_O"
@@ -106,7 +106,8 @@ def test_decoder_rows(report):
     forward = next(r for r in rows if r["name"].startswith("full forward"))
     assert len(forward["extra"]["sink_mass_by_layer"]) == 30
     decode = next(r for r in rows if r["name"].startswith("decode step"))
-    assert decode["target"] == DECODE_TARGET and _positive(decode["ratio"]) and _positive(decode["extra"]["recompute_ms"])
+    assert decode["target"] == DECODE_TARGET
+    assert _positive(decode["ratio"]) and _positive(decode["extra"]["recompute_ms"])
     assert decode["met"] is (decode["ratio"] >= DECODE_TARGET)
 
 
@@ -135,7 +136,8 @@ def test_the_model_folder_rows(report):
     assert peak["target"] == pytest.approx(facts["disk_mib"] + facts["layer_f32_mib"] + 128, abs=0.2)
     if "transformers: forward (eager, output_attentions)" in rows:
         app = rows["app: forward (every layer's steps kept)"]
-        assert app["ratio"] == pytest.approx(app["median"] / rows["transformers: forward (eager, output_attentions)"]["median"])
+        peer = rows["transformers: forward (eager, output_attentions)"]
+        assert app["ratio"] == pytest.approx(app["median"] / peer["median"])
 
 
 def test_the_bench_checkpoint_is_a_qwen2_folder_transformers_reads(tmp_path):
@@ -169,7 +171,7 @@ def test_the_plain_training_loop_is_the_apps_model():
     plain = PlainDecoder(c)
     with torch.no_grad():
         plain.embed.weight.copy_(app.embed)
-        for mine, theirs in zip(plain.blocks, app.blocks):
+        for mine, theirs in zip(plain.blocks, app.blocks, strict=False):
             mine.norm1.weight.copy_(theirs.norm1)
             mine.qkv.weight.copy_(torch.cat([theirs.q, theirs.k, theirs.v]))
             mine.o.weight.copy_(theirs.o)

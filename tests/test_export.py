@@ -9,7 +9,7 @@ import xml.etree.ElementTree as ET
 import numpy as np
 import pytest
 import pyqtgraph as pg
-from PySide6 import QtCore, QtGui, QtSvg, QtWidgets
+from PySide6 import QtCore, QtGui, QtSvg
 
 from attn_gui.export import arrays, bundle, files, images
 from attn_gui.engine import FIELDS, AttentionConfig, compute, preset

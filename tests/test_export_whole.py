@@ -32,7 +32,9 @@ ENV = {**os.environ, "QT_QPA_PLATFORM": "offscreen", "PYTHONPATH": str(REPO)}
 
 
 def snapshot(folder: Path) -> dict[str, bytes]:
-    return {p.name: p.read_bytes() if p.is_file() else None for p in sorted(folder.iterdir())} if folder.exists() else {}
+    if not folder.exists():
+        return {}
+    return {p.name: p.read_bytes() if p.is_file() else None for p in sorted(folder.iterdir())}
 
 
 def leftovers(parent: Path) -> list[str]:

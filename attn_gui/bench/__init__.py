@@ -88,7 +88,8 @@ def run_bench(settings: BenchSettings, log: Log) -> dict[str, Any]:
     profiles = profile_missed(rows, settings.device, log)
     rows += bench_display(settings, log)
     rows += bench_memory(settings, log)
-    for part in (bench_model, bench_folder, bench_decoder, bench_interventions, bench_training, _bench_window, bench_startup):
+    for part in (bench_model, bench_folder, bench_decoder, bench_interventions, bench_training, _bench_window,
+                 bench_startup):
         part_rows, part_skipped = part(settings, log)
         rows += part_rows
         skipped += part_skipped

@@ -5,7 +5,8 @@ from __future__ import annotations
 from ..engine import compute
 from ..engine.devices import resolve_device
 from ..present.frame import make_frame
-from .settings import DISPLAY_MAX, BenchSettings, engine_config
+from ..present.frame import DISPLAY_MAX
+from .settings import BenchSettings, engine_config
 from .timing import Log, Row, time_interleaved
 
 

@@ -6,7 +6,8 @@ import cProfile
 import math
 import pstats
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 import torch
 
@@ -71,7 +72,7 @@ def bench_engine(settings: BenchSettings, log: Log) -> tuple[list[Row], list[dic
             timings = time_interleaved(
                 {"reference": make_reference(T, settings.device),
                  "reference_wo": make_reference(T, settings.device, output=True),
-                 "compute": lambda: compute(config)},
+                 "compute": lambda config=config: compute(config)},
                 settings.device, settings.min_repeats, settings.max_repeats, settings.budget_s,
             )
         except (TooLargeError, RuntimeError) as exc:

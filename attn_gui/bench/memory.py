@@ -14,7 +14,8 @@ import torch
 
 from ..engine import compute
 from ..present.frame import make_frame
-from .settings import DISPLAY_MAX, BenchSettings, engine_config
+from ..present.frame import DISPLAY_MAX
+from .settings import BenchSettings, engine_config
 from .timing import Log, Row, last_error_line, run_python
 
 BASELINE_NAME = "peak RSS, import engine"

@@ -90,7 +90,7 @@ def _table(rows: list[dict[str, Any]]) -> list[str]:
     widths = [max(len(row[i]) for row in table) for i in range(len(header))]
     lines = []
     for i, row in enumerate(table):
-        cells = [c.ljust(w) if j < 2 else c.rjust(w) for j, (c, w) in enumerate(zip(row, widths))]
+        cells = [c.ljust(w) if j < 2 else c.rjust(w) for j, (c, w) in enumerate(zip(row, widths, strict=False))]
         lines.append("  " + "  ".join(cells).rstrip())
         if i == 0:
             lines.append("  " + "  ".join("-" * w for w in widths))

@@ -6,7 +6,6 @@ import importlib.util
 from dataclasses import dataclass
 
 from ..engine import AttentionConfig
-from ..present.frame import DISPLAY_MAX
 
 TINY_ENV = "ATTN_GUI_BENCH_TINY"
 
@@ -62,7 +61,7 @@ class BenchSettings:
 
     @classmethod
     def for_mode(cls, quick: bool = False, device: str = "cpu", engine_only: bool = False,
-                 tiny: bool = False) -> "BenchSettings":
+                 tiny: bool = False) -> BenchSettings:
         """The settings of ``attn-gui bench`` (full), ``--quick``, or the tests' tiny run.
 
         On CUDA the engine sizes also include 4096 and 8192.

@@ -8,7 +8,8 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 import numpy as np
 import torch
@@ -63,7 +64,7 @@ class Row:
     extra: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
-    def timed(cls, section: str, name: str, size: str, timing: Timing, **kw: Any) -> "Row":
+    def timed(cls, section: str, name: str, size: str, timing: Timing, **kw: Any) -> Row:
         return cls(section, name, size, "ms", timing.median_ms, timing.p95_ms, timing.runs,
                    samples=[round(s, 4) for s in timing.samples_ms], **kw)
 

@@ -2,7 +2,8 @@
 
 The app trains ``engine.training.TinyDecoder``, written through the engine's one ``attend``
 (the whole batch in one call per layer, each sequence attended as alone) so that every step
-the explorer draws is the step trained. A plain loop is the same model as a person would write it in PyTorch: ``nn.Linear``
+the explorer draws is the step trained. A plain loop is the same model as a person would write it in PyTorch:
+``nn.Linear``
 projections, batched matmuls, the causal mask, RoPE. Both take the same batches, loss and
 AdamW; the ratio of their step times is the cost of training through ``attend``.
 Time to 95 % is the wall time of the app's loop until the induction task's scored half is

@@ -23,7 +23,8 @@ DEFAULT_SIZE, T64_SIZE = "default (T=5, d=5, h=1)", "T=64, d_model 256, 8 heads"
 UPDATE_TARGETS_MS = {DEFAULT_SIZE: 10.0, T64_SIZE: 16.0}  # p95, control change -> every map repainted
 STALL_TARGET_MS = 25.0
 TYPING_TARGET_MS = 33.0
-DECODER_STALL_MS = 50.0  # issue 13: the GUI never stalls over 50 ms in decoder mode  # two frames at 60 Hz: a character's maps appear with it
+# issue 13: the GUI never stalls over 50 ms in decoder mode  # two frames at 60 Hz: a character's maps appear with it
+DECODER_STALL_MS = 50.0
 
 
 def _app() -> QtWidgets.QApplication:
@@ -105,7 +106,7 @@ def measure_update_latency(configs: dict[str, AttentionConfig], repeats: int = 3
             spin = getattr(h.win.panel, name_of_spin)
             samples = []
             for i in range(repeats + 2):
-                seconds = h.wait_frame(lambda i=i: spin.setValue(value(cfg, i)))
+                seconds = h.wait_frame(lambda i=i, spin=spin, cfg=cfg: spin.setValue(value(cfg, i)))
                 if i >= 2:  # the first rounds fill caches and Qt's glyph atlas
                     samples.append(seconds * 1e3)
             out[name] = samples
@@ -155,7 +156,7 @@ def measure_gui_stalls(config: AttentionConfig, rounds: int = 3) -> dict[str, fl
             if r == 0:
                 continue
             compute_ms = max(compute_ms, (t_shown - t0) * 1e3)
-            gaps = [(b - a, b) for a, b in zip(ticks, ticks[1:])]
+            gaps = [(b - a, b) for a, b in zip(ticks, ticks[1:], strict=False)]
             before = [g for g, t in gaps if t <= t_shown]  # ticks while the worker computed
             after = [g for g, t in gaps if t > t_shown]  # the gap holding show_frame, then paints
             worst_compute = max([worst_compute, *before]) if before else worst_compute
@@ -176,7 +177,7 @@ class _Ticks:
         self.timer.setInterval(5)
         self.timer.timeout.connect(lambda: self.ticks.append(time.perf_counter()))
 
-    def __enter__(self) -> "_Ticks":
+    def __enter__(self) -> _Ticks:
         self.ticks.clear()
         self.ticks.append(time.perf_counter())
         self.timer.start()
@@ -188,7 +189,7 @@ class _Ticks:
 
     def worst_ms(self, until: float | None = None, after: float | None = None) -> float:
         """The longest gap (ms) ending by ``until`` or after ``after`` (both None: any)."""
-        gaps = [(b - a, b) for a, b in zip(self.ticks, self.ticks[1:])]
+        gaps = [(b - a, b) for a, b in zip(self.ticks, self.ticks[1:], strict=False)]
         return max((g for g, end in gaps if (until is None or end <= until) and (after is None or end > after)),
                    default=0.0) * 1e3
 

@@ -44,7 +44,7 @@ class Projections:
     k_norm: torch.Tensor | None = None
     norm_eps: float = 1e-6
 
-    def transposed(self) -> "Projections":
+    def transposed(self) -> Projections:
         """The same weights in the other layout (W becomes Wᵀ; views, no copy; biases and norms unchanged)."""
         t = lambda w: None if w is None else w.transpose(-2, -1)  # noqa: E731
         return dataclasses.replace(self, w_q=t(self.w_q), w_k=t(self.w_k), w_v=t(self.w_v), w_o=t(self.w_o))
@@ -215,7 +215,7 @@ def _attend_in_blocks(q, k, v, reduce_to: int, block_bytes: int, **options):
     edges = block_edges(T, side)
     rows_per_block = max(1, block_bytes // (h * T_k * q.element_size()))
     groups, first = [], 0  # runs of pooling blocks, about rows_per_block query rows each
-    for i, (start, end) in enumerate(edges):
+    for i, (_start, end) in enumerate(edges):
         if end - edges[first][0] > rows_per_block and i > first:
             groups.append((first, i))
             first = i
@@ -273,7 +273,7 @@ def project_qkv(x: torch.Tensor, w_q: torch.Tensor, w_k: torch.Tensor, w_v: torc
     ws = (w_q, w_k, w_v)
     fused = x @ torch.cat([_heads_matrix(w, layout) for w in ws], dim=-1)  # (..., T, h*d_k + g*d_k + g*d_v)
     parts = fused.split([w.size(0) * w.size(2 if layout == "row" else 1) for w in ws], dim=-1)
-    return tuple(_split_heads(part, w.size(0)) for part, w in zip(parts, ws))
+    return tuple(_split_heads(part, w.size(0)) for part, w in zip(parts, ws, strict=True))
 
 
 def _heads_matrix(w: torch.Tensor, layout: str) -> torch.Tensor:

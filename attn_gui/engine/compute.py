@@ -147,7 +147,7 @@ class AttentionResult:
             return (self.heads, self.seq_len, self.key_len)
         return tuple(getattr(self, name).shape)
 
-    def full(self) -> "AttentionResult":
+    def full(self) -> AttentionResult:
         """This result with every T x T tensor: itself, or (streamed) the same config computed in full.
 
         Raises ``TooLargeError`` when the full tensors do not fit in the device's free memory.

@@ -210,7 +210,7 @@ class AttentionConfig:
         """"model" with a pretrained model, else "random"."""
         return RANDOM if self.model is None else MODEL
 
-    def replace(self, **changes: Any) -> "AttentionConfig":
+    def replace(self, **changes: Any) -> AttentionConfig:
         """A copy with ``changes`` applied (validated like any new config)."""
         return dataclasses.replace(self, **changes)
 
@@ -219,7 +219,7 @@ class AttentionConfig:
         return {**dataclasses.asdict(self), "ablate": [list(pair) for pair in self.ablate]}
 
     @classmethod
-    def from_dict(cls, data: Any) -> "AttentionConfig":
+    def from_dict(cls, data: Any) -> AttentionConfig:
         """Build a config from a dict such as ``to_dict`` gives; unknown keys are an error."""
         if not isinstance(data, dict):
             raise ConfigError("a config must be a mapping of field names to values")

@@ -60,7 +60,7 @@ def row_seed(seed: int, token: str) -> int:
     ``hash()`` of a string is salted per process); the seed's digits end at the first ":",
     so no two (seed, token) pairs share a text.
     """
-    digest = hashlib.blake2b(f"{seed}:{token}".encode("utf-8"), digest_size=8).digest()
+    digest = hashlib.blake2b(f"{seed}:{token}".encode(), digest_size=8).digest()
     return int.from_bytes(digest, "big") & (2**63 - 1)
 
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .ablation import MODES, Head, by_layer, knock_out, ablation_hooks
+from .ablation import Head, by_layer, knock_out, ablation_hooks
 from .config import AttentionConfig
 from .devices import resolve_device
 from .errors import ConfigError
@@ -135,7 +135,7 @@ def _layer_batches(config: AttentionConfig, ids: tuple[int, ...], hook_for: Call
             below = clean.residual[layer]  # (n, d), the same for every head of this layer
             picks = torch.eye(shape.heads, dtype=dtype, device=device)  # (h, h): row i picks head i
 
-            def first(pick, layer=layer):
+            def first(pick, layer=layer, below=below):
                 return decoder_layer(below, w, layer, shape, z_hook=hook_for(layer, pick))[0]
             h = torch.vmap(first)(picks)  # (h, n, d)
             for above in range(layer + 1, shape.layers):
@@ -169,8 +169,8 @@ def head_effects(config: AttentionConfig, target: str | int | None = None, mode:
         if mode == "zero":
             return lambda z: z * (1 - m)
         return lambda z: z * (1 - m) + z.mean(-2, keepdim=True) * m
-    for layer, logits in _layer_batches(config, ids, hook_for, cancelled):
-        values[layer] = torch.log_softmax(logits.double(), -1)[:, t].cpu() - base[t].cpu()
+    for layer, layer_logits in _layer_batches(config, ids, hook_for, cancelled):
+        values[layer] = torch.log_softmax(layer_logits.double(), -1)[:, t].cpu() - base[t].cpu()
         yield Grid(values.clone(), layer + 1, dims.layers, t)
 
 
@@ -257,6 +257,6 @@ def patch_effects(clean_config: AttentionConfig, corrupt_config: AttentionConfig
     def hook_for(layer, pick):
         m = _masked(pick)
         return lambda z: z * (1 - m) + seen[layer] * m
-    for layer, logits in _layer_batches(corrupt_config, corrupt_ids, hook_for, cancelled):
-        values[layer] = measure.recovered(logits).cpu()
+    for layer, layer_logits in _layer_batches(corrupt_config, corrupt_ids, hook_for, cancelled):
+        values[layer] = measure.recovered(layer_logits).cpu()
         yield Grid(values.clone(), layer + 1, dims.layers)

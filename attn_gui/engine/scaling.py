@@ -107,7 +107,8 @@ def entropy_vs_dk(config: AttentionConfig, d_ks: tuple[int, ...] | None = None) 
         result = compute(config.replace(d_k=d_k, scale=True))
         T = result.seq_len
         mask = causal_visible(T, result.scores.device) if config.is_causal else None
-        unscaled = A.attention_weights(A.scale_and_mask(result.scores, d_k, False, config.temperature, config.is_causal))
+        unscaled_scores = A.scale_and_mask(result.scores, d_k, False, config.temperature, config.is_causal)
+        unscaled = A.attention_weights(unscaled_scores)
         for curve, weights in ((scaled_curve, result.weights), (unscaled_curve, unscaled)):
             curve.append(float(head_metrics(weights, mask, cross=config.cross)["entropy_norm"].mean()))
     return EntropySweep(d_ks, tuple(scaled_curve), tuple(unscaled_curve))

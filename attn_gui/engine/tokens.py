@@ -40,7 +40,7 @@ class Tokens:
             object.__setattr__(self, "_ids", ids)  # a cache, not a field: equality is unchanged
         return ids
 
-    def joined(self, other: "Tokens") -> "Tokens":
+    def joined(self, other: Tokens) -> Tokens:
         """These tokens followed by ``other``'s, with one vocabulary for both (sorted, as ``tokenize`` makes it).
 
         Cross-attention draws X for both sentences at once this way, so a word in both has one row.

@@ -25,7 +25,7 @@ import tempfile
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Iterator
+from collections.abc import Iterator
 
 import torch
 import torch.nn.functional as F
@@ -284,7 +284,7 @@ class AdamW:
         correction1 = 1 - self.beta1 ** self.steps
         step_size = self.lr / correction1
         correction2_sqrt = (1 - self.beta2 ** self.steps) ** 0.5
-        for p, m, v in zip(self.params, self.exp_avg, self.exp_avg_sq):
+        for p, m, v in zip(self.params, self.exp_avg, self.exp_avg_sq, strict=True):
             if p.grad is None:
                 continue
             p.mul_(1 - self.lr * self.weight_decay)
@@ -368,7 +368,8 @@ def _gpt2_tensors(model: TinyDecoder) -> dict[str, torch.Tensor]:
         tensors.update({
             pre + "ln_1.weight": b.norm1, pre + "ln_1.bias": b.norm1_bias,
             pre + "ln_2.weight": b.norm2, pre + "ln_2.bias": b.norm2_bias,
-            pre + "attn.c_attn.weight": torch.cat([b.q, b.k, b.v]).T, pre + "attn.c_attn.bias": torch.cat([b.bq, b.bk, b.bv]),
+            pre + "attn.c_attn.weight": torch.cat([b.q, b.k, b.v]).T,
+            pre + "attn.c_attn.bias": torch.cat([b.bq, b.bk, b.bv]),
             pre + "attn.c_proj.weight": b.o.T, pre + "attn.c_proj.bias": b.bo,
             pre + "mlp.c_fc.weight": b.up.T, pre + "mlp.c_fc.bias": b.b_up,
             pre + "mlp.c_proj.weight": b.down.T, pre + "mlp.c_proj.bias": b.b_down,

@@ -2,12 +2,14 @@
 
 ``<field>.npy`` holds the full array of each field (per-head fields keep their head axis
 first, indexed from 0 as numpy indexes); ``<field>.csv`` a 2-D field and
-``<field>_head<i>.csv`` head ``i`` (counted from 1, as the window counts) of a per-head field, header-less, comma separated, every value with enough digits to read back the
+``<field>_head<i>.csv`` head ``i`` (counted from 1, as the window counts) of a per-head field, header-less, comma
+separated, every value with enough digits to read back the
 exact float (``inf``/``-inf``/``nan`` spelled out).
 """
 
 from __future__ import annotations
 
+import contextlib
 import io
 import os
 import sys
@@ -145,10 +147,8 @@ def versions() -> dict[str, str]:
     out = {"attn_gui": __version__, "python": sys.version.split()[0], "numpy": np.__version__,
            "torch": torch.__version__}
     for package, key in (("PySide6-Essentials", "PySide6"), ("pyqtgraph", "pyqtgraph")):
-        try:
+        with contextlib.suppress(metadata.PackageNotFoundError):  # an arrays-only install without Qt
             out[key] = metadata.version(package)
-        except metadata.PackageNotFoundError:
-            pass  # an arrays-only install without Qt
     qtcore = sys.modules.get("PySide6.QtCore")
     if qtcore is not None:
         out["Qt"] = qtcore.qVersion()

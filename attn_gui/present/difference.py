@@ -46,7 +46,8 @@ def config_changes(pinned: AttentionConfig, current: AttentionConfig, limit: int
         elif opt.kind == "heads":
             parts.append(f"{opt.label} {format_heads(old) or 'none'}")
         else:
-            parts.append(f"{opt.label} {'none' if old is None else format(old, 'g') if isinstance(old, float) else old}")
+            shown = "none" if old is None else format(old, "g") if isinstance(old, float) else old
+            parts.append(f"{opt.label} {shown}")
     if not parts:
         return "the same config"
     return ", ".join(parts[:limit]) + (f" and {len(parts) - limit} more" if len(parts) > limit else "")

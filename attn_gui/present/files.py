@@ -7,6 +7,7 @@ is still refused. Writes go to a temporary file beside the target, then a rename
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import stat
@@ -112,10 +113,8 @@ def atomic_write(path: str | os.PathLike, data: bytes | Writer) -> None:
             os.fsync(f.fileno())
         os.replace(tmp, path)
     except BaseException as exc:
-        try:
+        with contextlib.suppress(OSError):  # the temporary name was never created, or is already gone
             os.unlink(tmp)
-        except OSError:
-            pass  # the temporary name was never created, or is already gone
         if isinstance(exc, OSError) and not isinstance(exc, UserError):
             raise WriteError(f"cannot write {path}: {exc.strerror or exc}") from exc
         raise

@@ -12,7 +12,7 @@ import itertools
 import threading
 import traceback
 from dataclasses import dataclass
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 

@@ -26,7 +26,7 @@ def _terms(a: np.ndarray, b: np.ndarray) -> str:
     def f(v: float) -> str:
         return f"({format_value(v)})" if v < 0 else format_value(v)
 
-    parts = [f"{f(float(x))}·{f(float(y))}" for x, y in zip(a[:MAX_TERMS], b[:MAX_TERMS])]
+    parts = [f"{f(float(x))}·{f(float(y))}" for x, y in zip(a[:MAX_TERMS], b[:MAX_TERMS], strict=True)]
     return " + ".join(parts) + (f" + … ({len(a)} terms)" if len(a) > MAX_TERMS else "")
 
 

@@ -49,7 +49,8 @@ class ScalingPlot(pg.GraphicsLayoutWidget):
                                            symbolBrush=SCALED, symbolPen=None, name="÷ √d_k")
         self.unscaled_line = self.curve.plot([], [], pen=pg.mkPen(UNSCALED, width=2), symbol="o", symbolSize=5,
                                              symbolBrush=UNSCALED, symbolPen=None, name="no scaling")
-        self.reference_line = self.curve.plot([], [], pen=pg.mkPen(SCALED, width=1.5, style=QtCore.Qt.PenStyle.DashLine),
+        dashed = pg.mkPen(SCALED, width=1.5, style=QtCore.Qt.PenStyle.DashLine)
+        self.reference_line = self.curve.plot([], [], pen=dashed,
                                               name="÷ √d_k, scaled-normal W")
         self.marker = pg.ScatterPlotItem(size=14, symbol="star", brush=MARK, pen=pg.mkPen("k"))
         self.curve.addItem(self.marker)

@@ -100,7 +100,8 @@ def mask_rects(mask: np.ndarray, x0: float = -0.5, y0: float = -0.5) -> list[QtC
     rects = []
     for r in np.flatnonzero(mask.any(axis=1)):
         edges = np.flatnonzero(np.diff(np.concatenate(([0], mask[r].astype(np.int8), [0]))))
-        rects.extend(QtCore.QRectF(x0 + start, y0 + r, end - start, 1) for start, end in zip(edges[::2], edges[1::2]))
+        runs = zip(edges[::2], edges[1::2], strict=True)
+        rects.extend(QtCore.QRectF(x0 + start, y0 + r, end - start, 1) for start, end in runs)
     return rects
 
 

@@ -342,7 +342,7 @@ def _chips(tokens: tuple[str, ...], limit: int, more: bool = True) -> str:
 
 def _ids_tip(tokens: tuple[str, ...], ids: tuple[int, ...], whose: str) -> str:
     """The tooltip of a row of chips: positions count from 1; the vocabulary ids are not positions."""
-    pairs = [f"{html.escape(tok)} {tid}" for tok, tid in zip(tokens[:60], ids[:60])]
+    pairs = [f"{html.escape(tok)} {tid}" for tok, tid in zip(tokens[:60], ids[:60], strict=False)]
     return (f"<p>The tokens, numbered by position from 1 (x₁ is the first). Vocabulary ids"
             f"{f' ({whose})' if whose else ' (repeated tokens share one)'}: "
             + ", ".join(pairs) + (", …" if len(tokens) > 60 else "") + "</p>")

@@ -83,7 +83,7 @@ class DecoderPanel(QtWidgets.QWidget):
         """Show ``pairs`` (token text, probability), highest first; None hides the panel (an encoder)."""
         self.setVisible(pairs is not None)
         self.pairs = tuple(pairs or ())
-        for i, (label, bar) in enumerate(zip(self.tokenLabels, self.bars)):
+        for i, (label, bar) in enumerate(zip(self.tokenLabels, self.bars, strict=True)):
             token, p = self.pairs[i] if i < len(self.pairs) else ("", 0.0)
             label.setText(token)
             label.setToolTip(f"{token!r}: p = {p:.6f}")

@@ -57,7 +57,8 @@ class DifferencePanel(QtWidgets.QWidget):
         self.message.setWordWrap(True)
         self.message.setStyleSheet("color:#556")
         self.fieldCombo.setSizeAdjustPolicy(QtWidgets.QComboBox.SizeAdjustPolicy.AdjustToContents)
-        self.labelA, self.labelB, self.labelLayer = QtWidgets.QLabel("A"), QtWidgets.QLabel("− B"), QtWidgets.QLabel("layer")
+        self.labelA, self.labelB = QtWidgets.QLabel("A"), QtWidgets.QLabel("− B")
+        self.labelLayer = QtWidgets.QLabel("layer")
         bar = QtWidgets.QHBoxLayout()  # two rows, so the panel fits a side dock
         for w in (self.pinButton, self.shiftButton, self.modeCombo, self.fieldCombo):
             bar.addWidget(w)

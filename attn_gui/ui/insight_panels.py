@@ -13,7 +13,8 @@ from PySide6 import QtCore, QtWidgets
 from ..engine import METRICS
 from ..engine.rollout import FUSIONS
 from ..present.frame import DISPLAY_MAX, Frame
-from ..present.insight import (metric_help, metric_label, metric_levels, metrics_map, metrics_table, rollout_arrays, rollout_map)
+from ..present.insight import (metric_help, metric_label, metric_levels, metrics_map, metrics_table, rollout_arrays,
+                               rollout_map)
 from ..present.state import ViewState
 from ..render.heatmap import HeatmapView
 from ..render.metrics_grid import MetricsGrid

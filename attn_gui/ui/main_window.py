@@ -483,7 +483,7 @@ class MainWindow(FileActions, QtWidgets.QMainWindow):
         super().closeEvent(event)
 
     def stop_workers(self) -> None:
-        """Stop the compute, generate, KV-cache, interventions and train threads (each waits for its task in progress)."""
+        """Stop the compute, generate, KV-cache, interventions and train threads (each waits for its task)."""
         self.service.shutdown()
         self.generator.shutdown()
         self.kvCache.shutdown()

@@ -64,7 +64,9 @@ class ScalingPanel(QtWidgets.QWidget):
                               "Turn scaling off or raise d_k, d_model to watch it turn one-hot.")
         mask = causal_visible(result.seq_len, result.q.device) if cfg.is_causal and not result.streamed else None
         # a long input keeps its weights pooled only: its point is left off the plot
-        current = None if result.streamed else float(head_metrics(result.weights, mask, cross=result.source_tokens is not None)["entropy_norm"].mean())
+        cross = result.source_tokens is not None
+        entropy = None if result.streamed else head_metrics(result.weights, mask, cross=cross)["entropy_norm"]
+        current = None if entropy is None else float(entropy.mean())
         d_k = result.q.size(-1)
         if cfg.model is not None or not cfg.projections:
             why = "a model's d_k is fixed" if cfg.model is not None else "without projections d_k = d_model"

@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import threading
 import traceback
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 from PySide6 import QtCore
 

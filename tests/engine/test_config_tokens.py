@@ -10,7 +10,8 @@ from attn_gui.engine import (AttentionConfig, ConfigError, DeviceError, TooLarge
 def test_word_tokenizer_strips_punctuation_and_keeps_case():
     t = tokenize("Life is short, eat dessert first")
     assert t.tokens == ("Life", "is", "short", "eat", "dessert", "first")
-    assert dict(zip(t.vocab, range(6))) == {"Life": 0, "dessert": 1, "eat": 2, "first": 3, "is": 4, "short": 5}
+    assert dict(zip(t.vocab, range(6), strict=False)) == {"Life": 0, "dessert": 1, "eat": 2, "first": 3, "is": 4,
+                                                         "short": 5}
     assert tokenize('"Hello," she said... (didn\'t she?)').tokens == ("Hello", "she", "said", "didn't", "she")
 
 

@@ -30,7 +30,7 @@ def test_a_decoder_layer_on_cuda_equals_the_cpu(layer):
         assert torch.allclose(a, b, atol=1e-4, rtol=1e-4), name
     assert torch.allclose(cpu.layer_weights, gpu.layer_weights.cpu(), atol=1e-5)
     assert [t for t, _ in cpu.next_tokens] == [t for t, _ in gpu.next_tokens]
-    for (_, p), (_, q) in zip(cpu.next_tokens, gpu.next_tokens):
+    for (_, p), (_, q) in zip(cpu.next_tokens, gpu.next_tokens, strict=False):
         assert p == pytest.approx(q, abs=1e-4)
 
 

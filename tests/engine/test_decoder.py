@@ -119,7 +119,7 @@ def test_every_layer_equals_transformers(smollm2_peer, model, sentence):
     probs = torch.softmax(out.logits[0, -1].double(), -1)
     top = probs.topk(5)
     vocab = model.tokenize("a").vocab
-    expected = [(vocab[i], p) for p, i in zip(top.values.tolist(), top.indices.tolist())]
+    expected = [(vocab[i], p) for p, i in zip(top.values.tolist(), top.indices.tolist(), strict=False)]
     got = model.next_tokens(ids, "cpu", torch.float32)
     assert [t for t, _ in got] == [t for t, _ in expected]
     assert [p for _, p in got] == pytest.approx([p for _, p in expected], abs=1e-5)
@@ -145,7 +145,8 @@ def test_compute_shows_a_decoder_layer(smollm2_peer):
 
     q_rot, k_rot = apply_rotary_pos_emb(q[None], k[None], cos, sin)
     assert torch.allclose(r.x, x, atol=1e-4, rtol=1e-4)
-    assert torch.allclose(r.q_unrotated, q, atol=1e-4, rtol=1e-4) and torch.allclose(r.k_unrotated, k, atol=1e-4, rtol=1e-4)
+    assert torch.allclose(r.q_unrotated, q, atol=1e-4, rtol=1e-4)
+    assert torch.allclose(r.k_unrotated, k, atol=1e-4, rtol=1e-4)
     assert torch.allclose(r.q, q_rot[0], atol=1e-4, rtol=1e-4) and torch.allclose(r.k, k_rot[0], atol=1e-4, rtol=1e-4)
     assert torch.isneginf(r.scaled[:, 0, 1:]).all()  # causal by construction, the option off
     assert r.next_tokens[0][0] == "␣Paris" and r.next_tokens[0][1] == pytest.approx(0.7725, abs=1e-3)

@@ -2,7 +2,8 @@
 forward pre-hook on ``self_attn.o_proj`` (the same GGUF file), and against naive one-at-a-time runs.
 
 Tolerances, float32: logits within 1e-4 of transformers' with the same heads knocked out (30 layers
-of sums in another order); Δ log p of the batched grid within 1e-5 of one ablated forward per head, in float64 (in float32
+of sums in another order); Δ log p of the batched grid within 1e-5 of one ablated forward per head, in float64 (in
+float32
 the batched and the single sums differ by up to 1.0e-5).
 """
 

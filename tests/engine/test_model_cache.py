@@ -129,7 +129,8 @@ def test_smollm2_rebuilds_a_truncated_cache():
     folder = cache.cache_root() / name
     assert str(folder).startswith(os.environ[cache.CACHE_ENV])  # never the user's cache
     manifest = json.loads((folder / "manifest.json").read_text())
-    assert manifest["source"]["name"] == "SmolLM2-135M-Instruct.Q4_1.gguf" and manifest["version"] == gguf_file.CACHE_VERSION
+    assert manifest["source"]["name"] == "SmolLM2-135M-Instruct.Q4_1.gguf"
+    assert manifest["version"] == gguf_file.CACHE_VERSION
     with open(folder / "weights.safetensors", "r+b") as f:
         f.truncate(1000)
     smollm2.forget(name)

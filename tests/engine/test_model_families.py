@@ -16,7 +16,7 @@ from attn_gui.engine.sources import is_available
 
 transformers = pytest.importorskip("transformers")
 
-WORDS = "the cat sat on a mat and dog ran".split() + [f"w{i}" for i in range(40)]
+WORDS = ["the", "cat", "sat", "on", "a", "mat", "and", "dog", "ran"] + [f"w{i}" for i in range(40)]
 SENTENCE = "the cat sat on a mat and the dog ran"
 # special tokens first, in each family's order; pad_token_id is where its padding sits
 ENCODERS = {

@@ -35,7 +35,8 @@ def a_valid_other_value(opt: Option):
 
 
 def with_value(name, value):
-    extra = {"model": max(MODELS, key=lambda m: MODELS[m].layers)} if name in ("layer", "ablate") else {}  # the most layers
+    # the most layers
+    extra = {"model": max(MODELS, key=lambda m: MODELS[m].layers)} if name in ("layer", "ablate") else {}
     if name == "projections" and value is False:
         extra["heads"] = 1
     if name == "kv_heads" and value == OPTIONS["heads"].hi:  # kv_heads divides heads

@@ -11,7 +11,7 @@ from attn_gui.engine import AttentionConfig, compute
 
 def documented_row(seed: int, token: str, d: int) -> torch.Tensor:
     # the formula the docs give: 63 bits of BLAKE2b("<seed>:<token>") seed a CPU generator
-    digest = hashlib.blake2b(f"{seed}:{token}".encode("utf-8"), digest_size=8).digest()
+    digest = hashlib.blake2b(f"{seed}:{token}".encode(), digest_size=8).digest()
     g = torch.Generator().manual_seed(int.from_bytes(digest, "big") & (2**63 - 1))
     return torch.randn(d, generator=g)
 

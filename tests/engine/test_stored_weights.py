@@ -14,7 +14,7 @@ from transformers_peer import alphas_equal_transformers  # tests/
 
 transformers = pytest.importorskip("transformers")
 
-WORDS = ["<unk>", "<s>", "</s>"] + [f"w{i}" for i in range(40)] + "the cat sat on a mat".split()
+WORDS = ["<unk>", "<s>", "</s>"] + [f"w{i}" for i in range(40)] + ["the", "cat", "sat", "on", "a", "mat"]
 SENTENCE = "the cat sat on the mat"
 
 

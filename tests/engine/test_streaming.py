@@ -9,11 +9,12 @@ import torch
 import torch.nn.functional as F
 
 from attn_gui.engine import AttentionConfig, compute
-compute_module = importlib.import_module("attn_gui.engine.compute")
 from attn_gui.engine.compute import _scores_finite
 from attn_gui.engine.reduce import block_edges, reduce_matrix, reduce_row_blocks
 from attn_gui.present.frame import make_frame
 from attn_gui.present.walk import walk_html
+
+compute_module = importlib.import_module("attn_gui.engine.compute")
 
 KINDS = {"scores": "signed", "scaled": "signed", "weights": "weights"}
 

@@ -49,7 +49,7 @@ def test_batches_are_seeded_and_follow_the_rule(name):
         assert torch.equal(t, t.sort(1).values)
     if name == "induction":  # a scored target equals the token one period back
         seq = torch.cat([a.inputs, a.targets[:, -1:]], 1)
-        for row, m in zip(range(16), a.period.tolist()):
+        for row, m in zip(range(16), a.period.tolist(), strict=False):
             pos = a.scored[row].nonzero().flatten() + 1
             assert torch.equal(seq[row, pos], seq[row, pos - m])
 

@@ -8,7 +8,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from attn_gui.engine import UserError
-from attn_gui.engine.training import Trainer, TrainConfig, head_scores, loss_and_accuracy
+from attn_gui.engine.training import Trainer, TrainConfig, head_scores
 
 SMALL = TrainConfig(task="induction", symbols=8, length=16, layers=2, heads=2, d_model=32, batch=8, lr=1e-2)
 
@@ -94,7 +94,7 @@ def _copy_weights(ref: nn.Module, trainer: Trainer):
         with torch.no_grad():
             ref.wte.weight.copy_(m.embed)
             ref.wpe.weight.copy_(m.positions)
-            for L, b in zip(ref.layers, m.blocks):
+            for L, b in zip(ref.layers, m.blocks, strict=False):
                 for name, bias in (("q", "bq"), ("k", "bk"), ("v", "bv"), ("o", "bo")) + \
                         ((("up", "b_up"), ("down", "b_down")) if ref.mlp else ()):
                     L[name].weight.copy_(getattr(b, name))
@@ -103,7 +103,7 @@ def _copy_weights(ref: nn.Module, trainer: Trainer):
     with torch.no_grad():
         ref.embed.weight.copy_(m.embed)
         ref.head.weight.copy_(m.head)
-        for L, b in zip(ref.layers, m.blocks):
+        for L, b in zip(ref.layers, m.blocks, strict=False):
             for name in ("q", "k", "v", "o") + (("gate", "up", "down") if ref.mlp else ()):
                 L[name].weight.copy_(getattr(b, name))
 
@@ -142,8 +142,10 @@ def _per_sequence_forward(model, inputs):
     x, alphas = model.embed[inputs], []
     for block in model.blocks:
         p = model.projections(block)
-        one = lambda row: attend(row, p, layout="column", causal=True, rope_base=ROPE_BASE)  # noqa: E731
-        out = torch.vmap(lambda row: (lambda f: (f["output"], f["weights"]))(one(row)))(rms_norm(x, block.norm1))
+        def one(row, p=p):
+            f = attend(row, p, layout="column", causal=True, rope_base=ROPE_BASE)
+            return f["output"], f["weights"]
+        out = torch.vmap(one)(rms_norm(x, block.norm1))
         x = x + out[0]
         alphas.append(out[1])
         if model.config.mlp:
@@ -272,8 +274,8 @@ def test_the_apps_adamw_is_torchs_bit_for_bit(weight_decay):
         grads = [torch.randn(p.shape, generator=gen) for p in ours]
         for opt, params in ((mine, ours), (ref, theirs)):
             opt.zero_grad()
-            for p, g in zip(params, grads):
+            for p, g in zip(params, grads, strict=False):
                 p.grad = g.clone()
             opt.step()
-    for a, b in zip(ours, theirs):
+    for a, b in zip(ours, theirs, strict=False):
         assert torch.equal(a, b)

@@ -114,7 +114,7 @@ class MultiHeadedAttention(nn.Module):
             mask = mask.unsqueeze(1)  # the same mask for every head
         nbatches = query.size(0)
         query, key, value = [lin(x).view(nbatches, -1, self.h, self.d_k).transpose(1, 2)
-                             for lin, x in zip(self.linears, (query, key, value))]
+                             for lin, x in zip(self.linears, (query, key, value), strict=False)]
         scores = torch.matmul(query, key.transpose(-2, -1)) / math.sqrt(self.d_k)
         if mask is not None:
             scores = scores.masked_fill(mask == 0, -1e9)
@@ -134,7 +134,7 @@ def test_the_annotated_transformer_gives_the_engines_numbers(layout, causal, dty
     # nn.Linear keeps W as (out, in): column layout's W per head, stacked on the rows
     rows = lambda w: torch.cat(list(w if layout == "column" else w.transpose(-2, -1)))  # noqa: E731
     with torch.no_grad():
-        for lin, w, b in zip(at.linears, (r.w_q, r.w_k, r.w_v), (r.b_q, r.b_k, r.b_v)):
+        for lin, w, b in zip(at.linears, (r.w_q, r.w_k, r.w_v), (r.b_q, r.b_k, r.b_v), strict=False):
             lin.weight.copy_(rows(w))
             lin.bias.copy_(b.flatten())
         at.linears[3].weight.copy_(r.w_o if layout == "column" else r.w_o.T)

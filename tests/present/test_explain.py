@@ -16,7 +16,8 @@ from attn_gui.present.explain import MEANING, _dims_names, explain
 def test_the_named_shapes_are_the_tensors_shapes(cfg):
     result = compute(cfg)
     dims = cfg.dims
-    sizes = {"T": result.seq_len, "T_k": result.key_len, "d_k/2": dims.d_k // 2, "1": 1, "d_model": dims.d_model, "d_k": dims.d_k, "d_v": dims.d_v,
+    sizes = {"T": result.seq_len, "T_k": result.key_len, "d_k/2": dims.d_k // 2, "1": 1, "d_model": dims.d_model,
+             "d_k": dims.d_k, "d_v": dims.d_v,
              "h·d_v": dims.heads * dims.d_v, "h·d_model": dims.heads * dims.d_model}
     for name in result.fields():
         rows, cols = _dims_names(name, result)

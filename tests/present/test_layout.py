@@ -14,12 +14,13 @@ from attn_gui.present.layout import LABELLED_T, LINE, VALUE_CELL, VALUES_T, fram
 # the canvas's share of a 1366 x 768 and a 1920 x 1080 screen: the controls on the left,
 # the menu, the status bar and the docks below take the rest
 VIEWPORTS = {"1366x768": (1000, 540), "1920x1080": (1550, 820)}
-WORDS = "the animal did not cross the street because it was too tired".split()
+WORDS = ["the", "animal", "did", "not", "cross", "the", "street", "because", "it", "was", "too", "tired"]
 
 STATES = {
     "default": AttentionConfig(),
     "4 heads d 64": AttentionConfig(heads=4, d_model=64),
-    "8 heads T 64": AttentionConfig(heads=8, d_model=256, sentence=" ".join(itertools.islice(itertools.cycle(WORDS), 64))),
+    "8 heads T 64": AttentionConfig(heads=8, d_model=256,
+                                    sentence=" ".join(itertools.islice(itertools.cycle(WORDS), 64))),
     "cross 6x7": AttentionConfig(sentence="the cat sat on the mat", source_sentence="le chat était assis sur le tapis"),
     "700 tokens": AttentionConfig(sentence=" ".join(itertools.islice(itertools.cycle(WORDS), 700))),
 }

@@ -136,7 +136,8 @@ def test_sink_step_on_smollm2_or_a_clear_message():
     lesson = load_lesson("6-today")
     step = lesson.steps[-1]
     try:
-        result = compute(lesson.config().replace(model="smollm2-135m", positional="none", sentence="the cat sat on the mat"))
+        result = compute(lesson.config().replace(model="smollm2-135m", positional="none",
+                                                 sentence="the cat sat on the mat"))
     except ModelUnavailable as error:
         assert str(error)
         return

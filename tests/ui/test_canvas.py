@@ -9,11 +9,12 @@ import pytest
 from attn_gui.engine import AttentionConfig, compute
 from attn_gui.engine.sources import is_available
 
-WORDS = "the animal did not cross the street because it was too tired".split()
+WORDS = ["the", "animal", "did", "not", "cross", "the", "street", "because", "it", "was", "too", "tired"]
 STATES = {
     "default": AttentionConfig(),
     "4 heads d 64": AttentionConfig(heads=4, d_model=64),
-    "8 heads T 64": AttentionConfig(heads=8, d_model=256, sentence=" ".join(itertools.islice(itertools.cycle(WORDS), 64))),
+    "8 heads T 64": AttentionConfig(heads=8, d_model=256, sentence=" ".join(itertools.islice(itertools.cycle(WORDS),
+                                                                                             64))),
     "cross 6x7": AttentionConfig(sentence="the cat sat on the mat", source_sentence="le chat était assis sur le tapis"),
 }
 if is_available("minilm-l6"):

@@ -3,7 +3,6 @@ the real window."""
 
 import numpy as np
 import torch
-from PySide6 import QtWidgets
 
 from attn_gui.engine import PRESETS, AttentionConfig, compute, preset
 
@@ -55,7 +54,8 @@ def test_what_needs_one_sentence_is_refused_and_the_last_result_kept(window, qtb
 def test_shifting_the_sentence_keeps_ropes_scores_and_moves_sinusoidal_ones(window, qtbot):
     docks = window.insight
     docks.docks["difference"].raise_()  # the button is clicked where it is seen; a dock behind a tab computes nothing
-    for positional, changes in (("rope", dict(positional="rope", d_k=4)), ("sinusoidal", dict(positional="sinusoidal"))):
+    for positional, changes in (("rope", dict(positional="rope", d_k=4)), ("sinusoidal",
+                                                                           dict(positional="sinusoidal"))):
         window.set_state(window.state.replace(config=AttentionConfig(dtype="float64", **changes)))
         wait_for(qtbot, window, lambda c, p=positional: c.positional == p and c.position_offset == 0)
         docks.difference.shiftButton.click()

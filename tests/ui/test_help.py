@@ -1,6 +1,5 @@
 """Help → How to read the maps, and the View menu."""
 
-from PySide6 import QtWidgets
 
 from attn_gui.ui.help import HelpDialog
 

@@ -1,6 +1,5 @@
 """The hover read-out: driven by real mouse moves, checked against the computed tensors."""
 
-import numpy as np
 from PySide6 import QtCore, QtWidgets
 
 from attn_gui.engine import AttentionConfig, compute

@@ -172,7 +172,8 @@ def llama_folder(tmp_path_factory):
     import torch
     from tokenizers import Tokenizer, models, pre_tokenizers
 
-    words = ["<unk>", "<s>", "</s>", *"the cat sat on a mat and dog ran when in doubt look intelligent".split()]
+    words = ["<unk>", "<s>", "</s>", "the", "cat", "sat", "on", "a", "mat", "and", "dog", "ran", "when", "in",
+             "doubt", "look", "intelligent"]
     torch.manual_seed(0)
     config = transformers.LlamaConfig(vocab_size=len(words), hidden_size=32, intermediate_size=48, num_hidden_layers=2,
                                       num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128,

@@ -84,7 +84,8 @@ def _word_level_llama(path, layers: int = 1):
     from tokenizers import Tokenizer, models, pre_tokenizers
 
     words = ["<unk>", "<s>", "</s>", "the", "cat", "sat"]
-    config = transformers.LlamaConfig(vocab_size=len(words), hidden_size=16, intermediate_size=16, num_hidden_layers=layers,
+    config = transformers.LlamaConfig(vocab_size=len(words), hidden_size=16, intermediate_size=16,
+                                      num_hidden_layers=layers,
                                       num_attention_heads=2)
     transformers.LlamaForCausalLM(config).save_pretrained(path)
     tok = Tokenizer(models.WordLevel({w: i for i, w in enumerate(words)}, unk_token="<unk>"))

@@ -48,7 +48,8 @@ def test_at_1366_by_768_no_control_is_cut_and_tab_never_scrolls_sideways(window,
     qtbot.waitUntil(lambda: window.panel.width() <= scroll.viewport().width())
     assert scroll.horizontalScrollBar().maximum() == 0
     edge = scroll.viewport().width()
-    for editor in window.panel.findChildren(QtWidgets.QAbstractSpinBox) + window.panel.findChildren(QtWidgets.QComboBox):
+    editors = window.panel.findChildren(QtWidgets.QAbstractSpinBox) + window.panel.findChildren(QtWidgets.QComboBox)
+    for editor in editors:
         if editor.isVisible():  # the whole editor, arrows included, lies inside the panel's view
             right = editor.mapTo(scroll.viewport(), QtCore.QPoint(editor.width(), 0)).x()
             assert right <= edge and editor.width() >= editor.minimumSizeHint().width(), editor.objectName()

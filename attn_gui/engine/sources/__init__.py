@@ -41,7 +41,7 @@ class _Models(dict):
         return True
 
     def get(self, key, default=None):
-        return self[key] if key in self else default
+        return self[key] if key in self else default  # noqa: SIM401 (a missing key reads the disk; get() must not raise)
 
 
 MODELS: dict[str, ModelSpec] = _Models({
@@ -70,7 +70,7 @@ def spec(name: str) -> ModelSpec:
 
 
 @functools.cache
-def source(name: str) -> "ModelSource":
+def source(name: str) -> ModelSource:
     """The (cached) source of model ``name``; importing its module costs nothing else."""
     s = spec(name)
     module = importlib.import_module(f"{__name__}.{s.module}")

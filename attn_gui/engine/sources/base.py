@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import abc
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 
@@ -35,7 +35,7 @@ class ModelSource(abc.ABC):
     def available(self) -> bool:
         """Whether the model's files and libraries are installed here (imports nothing)."""
 
-    def load(self, progress: Callable[[int, int], None] | None = None) -> None:
+    def load(self, progress: Callable[[int, int], None] | None = None) -> None:  # noqa: B027 (optional hook)
         """Load the model now, so the first compute does not wait for it.
 
         A source that converts its files on the first load (and caches them) calls

@@ -47,7 +47,7 @@ def bytes_to_unicode() -> dict[int, str]:
             printable.append(b)
             chars.append(256 + extra)
             extra += 1
-    return dict(zip(printable, map(chr, chars)))
+    return dict(zip(printable, map(chr, chars), strict=True))
 
 
 @functools.cache
@@ -97,10 +97,10 @@ def build_tokenizer(tokens: list[str], token_types: list[int], merges: list[str]
     tok.decoder = decoders.ByteLevel()
     alphabet = _unicode_to_bytes()
     extra = {tokens[i] for i in special_ids if 0 <= i < len(tokens)}
-    special = [AddedToken(t, normalized=False, special=True) for t, kind in zip(tokens, token_types)
+    special = [AddedToken(t, normalized=False, special=True) for t, kind in zip(tokens, token_types, strict=False)
                if (kind == CONTROL or t in extra) and all(c in alphabet for c in t)]
     tok.add_special_tokens(special)
-    tok.add_tokens([AddedToken(t, normalized=False, special=False) for t, kind in zip(tokens, token_types)
+    tok.add_tokens([AddedToken(t, normalized=False, special=False) for t, kind in zip(tokens, token_types, strict=False)
                     if kind == USER_DEFINED and t in vocab])
     tok.no_truncation()
     tok.no_padding()

@@ -11,6 +11,7 @@ cache is rebuilt, never used.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -18,7 +19,7 @@ import tempfile
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 import torch
@@ -205,9 +206,7 @@ def load_or_build(folder: Path, source: dict, version: int, build: Callable[[Pro
 
     converted = build(building)
     total = steps[0] if steps else 1
-    try:
+    with contextlib.suppress(OSError):  # read-only or full disk: this run converts again next time
         store(folder, source, version, converted)
-    except OSError:
-        pass  # read-only or full disk: this run converts again next time
     report(total, total)
     return converted

@@ -127,7 +127,7 @@ def forget(name: str) -> None:
 
 
 @functools.lru_cache(maxsize=1)
-def weights_on(src: "Source", device: str, dtype: torch.dtype):
+def weights_on(src: Source, device: str, dtype: torch.dtype):
     """An encoder's weights as a forward on ``device`` in ``dtype`` reads them (``stored.weights_on``);
     read again if other encoders pushed it out of memory meanwhile."""
     return stored.weights_on(src.model().weights, device, dtype)

@@ -13,7 +13,8 @@ it is kept in the converted-weights cache (``cache.py``), keyed by the file's si
 modification time, and later loads read the cache. The forward pass is ``llama.py``.
 
 Architectures (``general.architecture``): ``llama`` (Llama, SmolLM, TinyLlama; llama.cpp writes
-Mistral as llama too), ``qwen2`` (Q/K/V biases) and ``qwen3`` (q and k RMS-normed per head). Refused in one line: any other architecture,
+Mistral as llama too), ``qwen2`` (Q/K/V biases) and ``qwen3`` (q and k RMS-normed per head). Refused in one line: any
+other architecture,
 RoPE scaling (``rope.scaling.type``, or Llama 3.1's ``rope_freqs.weight``), a RoPE over part of
 each head, a tokenizer other than those two, tensors a Llama decoder does not have or lacks, a
 truncated or corrupt file, a FIFO or device (never opened), and a file whose converted weights

@@ -54,7 +54,7 @@ def sentence_embedding(name: str, sentence: str) -> torch.Tensor:
     return F.normalize(hidden[-1].mean(dim=0), dim=-1)
 
 
-def _source(name: str) -> "Source":
+def _source(name: str) -> Source:
     from . import source
 
     return source(name)

@@ -27,7 +27,7 @@ import threading
 from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 
@@ -177,7 +177,7 @@ class Source(ModelSource):
         probs = torch.softmax(logits.double(), dim=-1)
         top = probs.topk(min(k, probs.numel()))
         vocab = load_model(self.spec.name).vocab
-        return tuple((vocab[i], float(p)) for p, i in zip(top.values.tolist(), top.indices.tolist()))
+        return tuple((vocab[i], float(p)) for p, i in zip(top.values.tolist(), top.indices.tolist(), strict=True))
 
     def forward(self, token_ids: torch.Tensor, device, dtype, cache: KVCache | None = None, *,
                 z_hooks: dict | None = None) -> Forward:

@@ -52,7 +52,8 @@ def build_tokenizer(tokens: list[str], token_types: list[int], scores: list[floa
     from tokenizers.models import BPE
 
     vocab = {t: i for i, t in enumerate(tokens)}
-    pairs = [tuple(m.split(" ")) for m in merges] if merges else merges_from_scores(vocab, dict(zip(tokens, scores)))
+    scored = dict(zip(tokens, scores, strict=False))
+    pairs = [tuple(m.split(" ")) for m in merges] if merges else merges_from_scores(vocab, scored)
     tok = Tokenizer(BPE(vocab=vocab, merges=pairs, fuse_unk=True, byte_fallback=True, dropout=None))
     tok.pre_tokenizer = pre_tokenizers.Metaspace(replacement=SPACE, prepend_scheme="first" if add_prefix_space
                                                  else "never", split=False)
@@ -61,10 +62,10 @@ def build_tokenizer(tokens: list[str], token_types: list[int], scores: list[floa
         steps.append(decoders.Strip(content=" ", left=1, right=0))
     tok.decoder = decoders.Sequence(steps)
     extra = {tokens[i] for i in special_ids if 0 <= i < len(tokens)}
-    tok.add_special_tokens([AddedToken(t, normalized=False, special=True) for t, kind in zip(tokens, token_types)
+    typed = list(zip(tokens, token_types, strict=False))
+    tok.add_special_tokens([AddedToken(t, normalized=False, special=True) for t, kind in typed
                             if kind == CONTROL or t in extra])
-    tok.add_tokens([AddedToken(t, normalized=False, special=False) for t, kind in zip(tokens, token_types)
-                    if kind == USER_DEFINED])
+    tok.add_tokens([AddedToken(t, normalized=False, special=False) for t, kind in typed if kind == USER_DEFINED])
     tok.no_truncation()
     tok.no_padding()
     return tok
