@@ -142,7 +142,7 @@ def test_the_model_folder_rows(report):
 
 def test_the_bench_checkpoint_is_a_qwen2_folder_transformers_reads(tmp_path):
     # written by hand, tensor by tensor: transformers finds every weight it expects, each as written
-    transformers = pytest.importorskip("transformers")
+    import transformers
     import torch
     from safetensors.torch import load_file
 
@@ -284,6 +284,6 @@ def test_window_part_measures_latency_and_stalls(qtbot, monkeypatch, tmp_path):
     typing = [r for r in rows if r.name == "keystroke to frame"]
     assert len(typing) == 2 and all(r.median > 0 and r.target == 33.0 for r in typing)
     stalls = [r for r in rows if "stall" in r.name and "Train dock" not in r.name]
-    assert len(stalls) == 2 and all(r.median >= 0 and r.met is not None for r in stalls)
+    assert len(stalls) == 2 and all(r.median >= 0 and r.met is (r.median <= r.target) for r in stalls)
     train = [r for r in rows if "Train dock" in r.name]  # Start's first 2 s, then training
     assert len(train) == 2 and all(r.median > 0 and r.target == 50.0 for r in train)

@@ -9,19 +9,17 @@ the written files as the same models, the conversion is cached, and bad files ar
 import os
 from pathlib import Path
 
+import gguf
 import numpy as np
 import pytest
 import torch
+import transformers
 
 from attn_gui.engine import MODELS, AttentionConfig, ConfigError, compute, source
 from attn_gui.engine.decoding import Decoder
-
-gguf = pytest.importorskip("gguf")
-transformers = pytest.importorskip("transformers")
-
-from attn_gui.engine.sources import gguf_file, smollm2  # noqa: E402
-from gguf_writing import byte_level_vocab, sentencepiece_vocab, tiny, write_gguf  # noqa: E402  (tests/)
-from transformers_peer import alphas_equal_transformers  # noqa: E402  (tests/)
+from attn_gui.engine.sources import gguf_file, smollm2
+from gguf_writing import byte_level_vocab, sentencepiece_vocab, tiny, write_gguf  # (tests/)
+from transformers_peer import alphas_equal_transformers  # (tests/)
 
 SENTENCE = "the cat sat on a mat and the dog ran"
 TOKEN_SENTENCES = ["the cat sat on a mat", "  the  dog\nran 12345 times", "Café 漢字 🙂!",

@@ -14,7 +14,7 @@ from attn_gui.engine import MODELS, AttentionConfig, ConfigError, compute, sourc
 from attn_gui.engine.decoding import Decoder
 from attn_gui.engine.sources import is_available
 
-transformers = pytest.importorskip("transformers")
+import transformers
 
 WORDS = ["the", "cat", "sat", "on", "a", "mat", "and", "dog", "ran"] + [f"w{i}" for i in range(40)]
 SENTENCE = "the cat sat on a mat and the dog ran"

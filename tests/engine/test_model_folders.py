@@ -12,7 +12,7 @@ import torch
 from attn_gui.engine import MODELS, AttentionConfig, ConfigError, compute, source
 from attn_gui.engine.decoding import Decoder
 
-transformers = pytest.importorskip("transformers")
+import transformers
 
 WORDS = ["<unk>", "<s>", "</s>"] + [f"w{i}" for i in range(61)] + ["the", "cat", "sat", "on", "a", "mat", "and",
                                                                    "dog", "ran"]

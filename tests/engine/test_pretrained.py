@@ -21,7 +21,7 @@ SENTENCES = [
 
 @pytest.fixture(scope="module")
 def hf_model():
-    transformers = pytest.importorskip("transformers")
+    import transformers
     from attn_gui.engine.sources import MODELS
     from attn_gui.engine.sources.minilm import model_dir
 

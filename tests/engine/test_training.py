@@ -180,7 +180,7 @@ def test_the_batched_forward_is_each_sequences_attend(mlp):
 @pytest.mark.parametrize("positions, model_type", [("rope", "llama"), ("learned", "gpt2")])
 @pytest.mark.parametrize("mlp", [False, True])
 def test_checkpoint_loads_in_transformers_with_the_same_logits(tmp_path, mlp, positions, model_type):
-    transformers = pytest.importorskip("transformers")
+    import transformers
     tokenizers = pytest.importorskip("tokenizers")
     trainer = Trainer(TrainConfig(**{**SMALL.__dict__, "mlp": mlp, "positions": positions}))
     list(trainer.run(5))
@@ -244,7 +244,7 @@ def test_learned_positions_allow_an_odd_head_size():
 def test_a_trained_checkpoint_opens_in_the_explorer_as_transformers_reads_it(tmp_path, positions):
     """"Open in the explorer": the saved folder is a model path; every layer's alpha and the next
     tokens equal transformers' on the same folder."""
-    transformers = pytest.importorskip("transformers")
+    import transformers
     from attn_gui.engine import AttentionConfig, compute
 
     trainer = Trainer(TrainConfig(**{**SMALL.__dict__, "positions": positions}))

@@ -3,7 +3,6 @@ its layers and heads computed as transformers computes them, remembered among th
 a folder that is not a model says why and changes nothing. File → Open GGUF file… does the same
 for a llama.cpp .gguf file."""
 
-import pytest
 import torch
 from PySide6 import QtWidgets
 
@@ -97,7 +96,6 @@ def _word_level_llama(path, layers: int = 1):
 def test_opening_a_model_in_memory_over_a_sentence_without_tokens_says_so(window, qtbot, monkeypatch, tmp_path):
     # found by the 10,000-action monkey: the window held a sentence its model's worker had refused
     # (spaces only), and opening another model already in memory raised inside set_state
-    pytest.importorskip("transformers")
     warnings = []
     monkeypatch.setattr(QtWidgets.QMessageBox, "warning", lambda *a: warnings.append(a[2]))
     first, second = _word_level_llama(tmp_path / "a"), _word_level_llama(tmp_path / "b")
@@ -115,7 +113,6 @@ def test_entering_and_leaving_model_mode_lays_the_maps_out_once(window, qtbot, m
     # the model view's dock is shown (and made taller: more layers than heads) before the maps are
     # laid out, so drawing the frame lays them out once, for the canvas beside the dock, not for
     # the old size and again after the dock took its room
-    pytest.importorskip("transformers")
     from attn_gui.render.canvas import Canvas
     from attn_gui.ui.main_window import MainWindow
 
