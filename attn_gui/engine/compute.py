@@ -35,9 +35,6 @@ MAX_TOKENS = {"cpu": 32768, "cuda": 32768, "mps": 8192}
 # Below this estimate the free memory is not read: a compute this small always fits.
 CHECK_FREE_ABOVE = 256 * 2**20
 
-# T x T fields that a streamed result keeps only as displayed; their colour kind
-STREAMED = ("scores", "scaled", "weights")
-
 
 @dataclass(frozen=True)
 class AttentionResult:

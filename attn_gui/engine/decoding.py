@@ -71,10 +71,6 @@ class DecodeStep:
     next_tokens: tuple[tuple[str, float], ...]
     elapsed_ms: float
 
-    @property
-    def cache_length(self) -> int:
-        """Cached positions after this step: P + 1."""
-        return self.position + 1
 
 
 @dataclass(frozen=True)

@@ -25,13 +25,6 @@ import torch
 from .errors import ConfigError
 
 TASKS: tuple[str, ...] = ("copy", "reverse", "previous", "sort", "induction")
-TASK_HELP: dict[str, str] = {
-    "copy": "x SEP x: repeat the symbols after the separator",
-    "reverse": "x SEP reversed x: the symbols backwards after the separator",
-    "previous": "predict the token one back",
-    "sort": "x SEP sorted x: the symbols in order after the separator",
-    "induction": "x x: a random sequence repeated, scored on the second half",
-}
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,6 @@ exact float (``inf``/``-inf``/``nan`` spelled out).
 from __future__ import annotations
 
 import contextlib
-import io
 import os
 import sys
 from collections.abc import Callable, Iterable
@@ -40,19 +39,6 @@ def write_csv(f: BinaryIO, matrix: np.ndarray) -> None:
 def write_npy(f: BinaryIO, array: np.ndarray) -> None:
     """``array`` as .npy into the binary file ``f`` (numpy writes a real file without a copy)."""
     np.save(f, array, allow_pickle=False)
-
-
-def csv_bytes(matrix: np.ndarray) -> bytes:
-    """Header-less CSV of a 2-D array as bytes (small arrays; files are streamed by ``write_csv``)."""
-    buffer = io.BytesIO()
-    write_csv(buffer, matrix)
-    return buffer.getvalue()
-
-
-def npy_bytes(array: np.ndarray) -> bytes:
-    buffer = io.BytesIO()
-    write_npy(buffer, array)
-    return buffer.getvalue()
 
 
 def array_bytes(result: AttentionResult, formats: Iterable[str] = ARRAY_FORMATS) -> int:

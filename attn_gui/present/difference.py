@@ -14,7 +14,7 @@ from ..engine import FIELDS, OPTIONS, AttentionConfig, AttentionResult, format_h
 from ..engine.reduce import reduce_matrix
 from .frame import DISPLAY_MAX, Frame
 from .insight import as_map
-from .maps import MapData, map_keys
+from .maps import MapData
 
 
 def _reduced(diff: torch.Tensor, max_side: int = DISPLAY_MAX) -> np.ndarray:
@@ -104,12 +104,6 @@ def per_head_fields(result: AttentionResult) -> list[str]:
     input's streamed T x T fields are kept only pooled, and a difference of pooled maps is not
     the pooled difference, so they are left out."""
     return [n for n in result.fields() if FIELDS[n].per_head and getattr(result, n) is not None]
-
-
-def pinned_differences(current: Frame, pinned: Frame) -> list[MapData]:
-    """Every comparable map of ``current`` minus ``pinned`` (all heads), for exports."""
-    names = set(comparable_fields(current.result, pinned.result))
-    return [pinned_difference(current, pinned, n, h) for n, h in map_keys(current.result) if n in names]
 
 
 # What a shift of the whole sentence does, per kind of positions (see ``shift_note``).

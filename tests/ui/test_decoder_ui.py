@@ -147,6 +147,7 @@ def test_kv_cache_view_grows_a_row_per_step_and_equals_transformers(window, qtbo
         qtbot.waitUntil(lambda n=n: len(panel.steps) == n and not panel.busy, timeout=60000)
     assert [s.kind for s in panel.steps] == ["prefill", "decode", "decode"]
     assert [len(s.tokens) for s in panel.steps] == [5, 6, 7]
+    # p(" Paris") = 0.7725: transformers' softmax on the same file (tests/engine/test_decoder.py checks it)
     assert panel.steps[1].tokens[-1] == "␣Paris" and panel.steps[1].probability == pytest.approx(0.7725, abs=1e-3)
     assert all(s.recompute_ms > 0 and s.elapsed_ms > 0 for s in panel.steps[1:])
     # the window's layer 5, head 2 (0-based 4, 1): its K/V head is 1 (0-based 0)
