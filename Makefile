@@ -16,7 +16,7 @@ ifeq ($(origin TORCH)$(TORCH_INDEX),file)
 AUTO_CPU := $(if $(shell command -v nvidia-smi 2>/dev/null),,1)
 endif
 
-.PHONY: run test bench export clean
+.PHONY: run test bench docs export clean
 
 # PRETRAINED=0 skips the MiniLM-L6 model (83 MB) and SmolLM2-135M (98 MB): model mode then says how to enable them.
 PRETRAINED ?= 1
@@ -61,5 +61,13 @@ test: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/attn-gui bench
 
+$(VENV)/.docs: $(STAMP)
+	$(BIN)/python -m pip install -q -e ".[docs]"
+	touch $@
+
+docs: $(VENV)/.docs
+	NO_MKDOCS_2_WARNING=1 $(BIN)/python -m mkdocs build --strict
+	@echo "docs: the site is in site/ (open site/index.html)"
+
 clean:
-	rm -rf $(VENV) build *.egg-info .pytest_cache
+	rm -rf $(VENV) build site *.egg-info .pytest_cache
