@@ -120,11 +120,11 @@ def config_from_args(args: argparse.Namespace):
 
 def _layer_from_one(layer: int, model: str | None) -> int:
     """The config's 0-based layer of ``--layer`` (counted from 1); UsageError out of range."""
-    from .engine import MODELS
+    from .engine import model_spec
 
     if model is None:
         raise UsageError("attn-gui: --layer needs --model")
-    spec = MODELS[model]
+    spec = model_spec(model)
     if not 1 <= layer <= spec.layers:
         raise UsageError(f"attn-gui: {spec.label} has layers 1 to {spec.layers}; got --layer {layer}")
     return layer - 1
@@ -143,7 +143,7 @@ def head_from_args(args: argparse.Namespace, config) -> int | None:
 
 def load_model(name: str) -> None:
     """Load model ``name``; a first load that converts its weights reports every 10 % on stderr."""
-    from .engine import MODELS, source
+    from .engine import model_spec, source
 
     shown = [-10]
 
@@ -151,7 +151,7 @@ def load_model(name: str) -> None:
         percent = 100 * done // max(total, 1)
         if percent >= shown[0] + 10 or done == total:
             shown[0] = percent
-            print(f"attn-gui: first load of {MODELS[name].label}: converting its weights into the cache, "
+            print(f"attn-gui: first load of {model_spec(name).label}: converting its weights into the cache, "
                   f"{percent}%", file=sys.stderr, flush=True)
 
     source(name).load(progress)

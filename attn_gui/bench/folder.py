@@ -87,7 +87,7 @@ def app_child(path: str, repeats: int) -> dict:
     import time
 
     from ..engine import AttentionConfig, source
-    from ..engine.sources.smollm2 import load_model
+    from ..engine.sources.decoder import load_model
     from ..engine.sources.stored import need_bytes
     from ..engine.sources.hf import weight_files
     from .memory import peak_rss_kib

@@ -12,13 +12,13 @@ from .timing import Log, Row, Timing, time_interleaved
 def bench_model(settings: BenchSettings, log: Log) -> tuple[list[Row], list[dict[str, str]]]:
     """Load time of MiniLM-L6 and one compute (all 6 layers, steps of one) at T=16 and 256."""
     from ..engine.sources import is_available
-    from ..engine.sources.encoder import forget
+    from ..engine.sources.loaded import LOADED
     from ..engine.sources.minilm import load_model
 
     if not is_available("minilm-l6"):
         return [], [{"name": "model mode", "reason": "the pretrained extra is not installed"}]
     start = time.perf_counter()
-    forget("minilm-l6")
+    LOADED.forget("minilm-l6")
     load_model("minilm-l6")
     rows = [Row.timed("model", "load MiniLM-L6 (safetensors + tokenizer)", "-",
                       Timing([(time.perf_counter() - start) * 1e3]))]

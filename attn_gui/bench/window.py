@@ -203,10 +203,11 @@ def measure_decoder_window(rounds: int = 3) -> dict[str, list[float]]:
     The model is dropped from memory before each choice, so each load reads the cache (one
     load first makes sure the cache exists). Returns lists of milliseconds, one per round.
     """
-    from ..engine.sources import smollm2
+    from ..engine.sources import decoder
+    from ..engine.sources.loaded import LOADED
 
     name = "smollm2-135m"
-    smollm2.load_model(name)  # the cache exists from here on
+    decoder.load_model(name)  # the cache exists from here on
     h = _Harness()
     out: dict[str, list[float]] = {k: [] for k in ("choose_ms", "load_stall_ms", "first_draw_stall_ms", "layer_ms",
                                                    "layer_stall_ms", "generate_ms", "generate_stall_ms")}
@@ -214,7 +215,7 @@ def measure_decoder_window(rounds: int = 3) -> dict[str, list[float]]:
     try:
         for r in range(rounds):
             h.wait_frame(lambda: h.win.edit_config({"model": None, "layer": 0, "sentence": prompt}))
-            smollm2.forget(name)
+            LOADED.forget(name)
             with _Ticks() as ticks:
                 seconds = h.wait_frame(lambda: h.win.edit_config({"model": name, "layer": 4}))
             out["choose_ms"].append(seconds * 1e3)

@@ -18,7 +18,7 @@ from .inputs import check_tokens, check_tokens_now, tokens_for
 from .metrics import METRICS, causal_visible, head_metrics
 from .rollout import rollout
 from .scaling import EntropySweep, Saturation, entropy_vs_dk, saturation
-from .sources import MODELS, ModelSpec, source
+from .sources import MODELS, ModelSpec, model_spec, source
 from .tokens import Tokens, tokenize
 
 __all__ = [
@@ -27,7 +27,7 @@ __all__ = [
     "UserError", "ConfigError", "DeviceError", "TooLargeError", "ModelUnavailable",
     "available_devices", "FIELDS", "TENSOR_FIELDS", "FieldInfo", "formula",
     "Tokens", "tokenize", "tokens_for", "check_tokens", "check_tokens_now",
-    "Projections", "attend", "MODELS", "ModelSpec", "source",
+    "Projections", "attend", "MODELS", "ModelSpec", "model_spec", "source",
     "METRICS", "head_metrics", "causal_visible", "rollout", "Saturation", "saturation",
     "EntropySweep", "entropy_vs_dk", "Decoder", "DecodeStep", "Generation", "generate",
 ]

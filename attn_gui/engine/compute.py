@@ -20,7 +20,7 @@ from .draws import draw_parameters, weights_on
 from .inputs import check_tokens, source_tokens_for, tokens_for
 from .ablation import ablation_hooks
 from .reduce import reduce_matrix
-from .sources import MODELS, source
+from .sources import model_spec, source
 from .tokens import Tokens
 
 DTYPES = {"float32": torch.float32, "float64": torch.float64}
@@ -319,7 +319,7 @@ def _compute(config: AttentionConfig, toks: Tokens, source: Tokens | None, devic
         notes = []
     else:
         x, weights, layer_weights, next_tokens = _model_inputs(config, toks, device, dtype)
-        notes = list(MODELS[config.model].about)
+        notes = list(model_spec(config.model).about)
     steps = A.attend(x, weights, x_kv=x_source, layout=config.layout, scale=config.scale,
                      temperature=config.temperature, causal=config.is_causal, similarity=config.similarity,
                      rope_base=config.rope, alibi=_alibi(config),
@@ -327,7 +327,7 @@ def _compute(config: AttentionConfig, toks: Tokens, source: Tokens | None, devic
                      window=config.sliding_window, sink_tokens=config.sink_tokens, reduce_to=reduce_to,
                      block_bytes=_block_bytes(device) if reduce_to is not None else 0,
                      z_hook=ablation_hooks(config.ablate).get(config.layer) if config.model else None)
-    own = MODELS[config.model] if config.model is not None else None
+    own = model_spec(config.model) if config.model is not None else None
     if layer_weights is not None and (config.scale, config.temperature, config.is_causal, config.similarity,
                                       config.sliding_window) != (True, 1.0, own.causal, "dot", own.window):
         layer_weights = layer_weights.clone()  # the model view shows this layer as computed here

@@ -14,7 +14,7 @@ from typing import Any
 
 from .errors import ConfigError
 from .options import BOTH, MODEL, RANDOM, Option, _short, declared_options, option
-from .sources import MODELS
+from .sources import MODELS, model_spec
 
 DEFAULT_SENTENCE = "When in doubt look intelligent"
 MAX_CHARS = 1_000_000
@@ -160,7 +160,7 @@ class AttentionConfig:
             if self.ablate:
                 raise ConfigError("ablating heads needs a decoder model (choose smollm2-135m)")
         else:
-            spec = MODELS[self.model]
+            spec = model_spec(self.model)
             if self.positional in ("rope", "alibi"):
                 raise ConfigError(f"{self.positional} positions are for random weights; "
                                   f"{spec.label} has its own (choose positions none)")
@@ -174,7 +174,7 @@ class AttentionConfig:
     def dims(self) -> Dims:
         """The sizes in use: the model's fixed sizes in model mode, else this config's."""
         if self.model is not None:
-            s = MODELS[self.model]
+            s = model_spec(self.model)
             return Dims(s.d_model, s.heads, s.d_k, s.d_v, True, s.kv_heads)
         if not self.projections:
             return Dims(self.d_model, self.heads, self.d_model, self.d_model, False)
@@ -188,13 +188,13 @@ class AttentionConfig:
     @property
     def is_causal(self) -> bool:
         """Whether the causal mask is on: the option, or a decoder model (causal by construction)."""
-        return self.causal or (self.model is not None and MODELS[self.model].causal)
+        return self.causal or (self.model is not None and model_spec(self.model).causal)
 
     @property
     def sliding_window(self) -> int | None:
         """The sliding window in use: the narrower of the ``window`` option and the model's own
         (Mistral's, by construction like its causal mask); None: no window."""
-        own = MODELS[self.model].window if self.model is not None else None
+        own = model_spec(self.model).window if self.model is not None else None
         windows = [w for w in (self.window, own) if w is not None]
         return min(windows) if windows else None
 
@@ -202,7 +202,7 @@ class AttentionConfig:
     def rope(self) -> float | None:
         """The RoPE base in use: the model's, or (random weights) ``rope_base`` with RoPE positions; else None."""
         if self.model is not None:
-            return MODELS[self.model].rope_base
+            return model_spec(self.model).rope_base
         return self.rope_base if self.positional == "rope" else None
 
     @property

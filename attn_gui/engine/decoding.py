@@ -32,7 +32,7 @@ from .devices import resolve_device, synchronize
 from .errors import ConfigError
 from .inputs import check_tokens
 from .ablation import ablation_hooks
-from .sources import MODELS, source
+from .sources import MODELS, model_spec, source
 from .sources.llama import Forward
 from .tokens import Tokens
 
@@ -85,9 +85,9 @@ class Generation:
 
 def decoder_source(config: AttentionConfig):
     """The source of ``config.model``, or ``ConfigError`` when it is not a decoder."""
-    if config.model is None or not MODELS[config.model].causal:
+    if config.model is None or not model_spec(config.model).causal:
         decoders = ", ".join(n for n, s in MODELS.items() if s.causal)
-        what = "random weights" if config.model is None else f"{MODELS[config.model].label}, an encoder,"
+        what = "random weights" if config.model is None else f"{model_spec(config.model).label}, an encoder,"
         raise ConfigError(f"{what} cannot generate; choose a decoder model ({decoders})")
     return source(config.model)
 

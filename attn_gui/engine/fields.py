@@ -80,11 +80,11 @@ TENSOR_FIELDS: tuple[str, ...] = tuple(FIELDS)
 
 
 def _has_bias(config) -> bool:
-    from .sources import MODELS
+    from .sources import model_spec
 
     if config.model is None:
         return config.bias
-    return MODELS[config.model].has_bias
+    return model_spec(config.model).has_bias
 
 
 def formula(name: str, config) -> str:
@@ -132,9 +132,9 @@ def formula(name: str, config) -> str:
     if name in ("w_q", "w_k", "w_v", "w_o"):
         return f"{info.symbol}  ({'W x' if col else 'x W'})"
     if name == "x" and config.model is not None:
-        from .sources import MODELS
+        from .sources import model_spec
 
-        return f"X: {MODELS[config.model].x_is}"
+        return f"X: {model_spec(config.model).x_is}"
     return info.formula
 
 
@@ -143,6 +143,6 @@ def _rope(config) -> bool:
 
 
 def _qk_norm(config) -> bool:
-    from .sources import MODELS
+    from .sources import model_spec
 
-    return config.model is not None and MODELS[config.model].qk_norm
+    return config.model is not None and model_spec(config.model).qk_norm

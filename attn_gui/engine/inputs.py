@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from .config import AttentionConfig
 from .errors import ConfigError
-from .sources import MODELS, source
+from .sources import model_spec, source
 from .tokens import Tokens, tokenize
 
 
@@ -43,7 +43,7 @@ def check_tokens(config: AttentionConfig) -> Tokens:
         raise ConfigError(f"sink_tokens is {config.sink_tokens:,}, more than the {len(toks.tokens):,} tokens "
                           f"of the sentence")
     if config.model is not None:
-        spec = MODELS[config.model]
+        spec = model_spec(config.model)
         if len(toks.tokens) > spec.max_tokens:
             raise ConfigError(f"{spec.label} reads at most {spec.max_tokens} tokens; "
                               f"this text has {len(toks.tokens):,}")

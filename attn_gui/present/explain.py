@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import html
 
-from ..engine import FIELDS, MODELS, AttentionResult, formula
+from ..engine import FIELDS, model_spec, AttentionResult, formula
 
 CAPTION_CHARS = 140  # a longer sentence is cut with "…" in a figure's title
 
@@ -124,7 +124,7 @@ def figure_caption(result: AttentionResult, head: int) -> tuple[str, str]:
     heads = f"{result.heads} head{'s' if result.heads > 1 else ''}"
     parts.append(heads + (f" sharing {kv} key/value heads" if kv != result.heads else ""))
     if cfg.model is not None:
-        parts.insert(0, f"{MODELS[cfg.model].label}, layer {cfg.layer + 1} of {MODELS[cfg.model].layers}")
+        parts.insert(0, f"{model_spec(cfg.model).label}, layer {cfg.layer + 1} of {model_spec(cfg.model).layers}")
     if result.heads > 1:
         parts.append(f"per-head maps: head {head + 1}")
     if result.next_tokens is not None:  # a decoder: the top 5 the window's next-token panel shows

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..engine import METRICS, MODELS, AttentionResult, head_metrics, rollout
+from ..engine import METRICS, model_spec, AttentionResult, head_metrics, rollout
 from ..engine.attention import alibi_slopes, attention_weights, scale_and_mask
 from ..engine.metrics import METRIC_HELP, METRIC_LABELS
 from ..engine.reduce import reduce_matrix
@@ -82,7 +82,7 @@ def metrics_table(result: AttentionResult) -> MetricsTable | None:
         layers = None
     else:
         L = result.layer_weights.size(0)
-        if mask is not None and not MODELS[result.config.model].causal:  # only the shown layer is masked
+        if mask is not None and not model_spec(result.config.model).causal:  # only the shown layer is masked
             full = torch.ones_like(mask)
             mask = torch.stack([mask if i == result.config.layer else full for i in range(L)])[:, None]
         values = head_metrics(result.layer_weights, mask)

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..engine import FIELDS, MODELS, AttentionResult, formula
+from ..engine import FIELDS, model_spec, AttentionResult, formula
 from ..engine.reduce import block_edges
 from .explain import explain
 from .formats import format_value
@@ -100,7 +100,7 @@ def special_tokens(result: AttentionResult) -> tuple[int, ...]:
     """Indices of the model's special tokens ([CLS], [SEP], ...) in a model-mode result."""
     if result.config.model is None:
         return ()
-    special = MODELS[result.config.model].special_tokens  # [UNK] is a real word, not among them
+    special = model_spec(result.config.model).special_tokens  # [UNK] is a real word, not among them
     return tuple(i for i, t in enumerate(result.tokens) if t in special)
 
 

@@ -11,7 +11,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
-from ..engine import FIELDS, MODELS, AttentionConfig, AttentionResult, UserError
+from ..engine import FIELDS, AttentionConfig, AttentionResult, ConfigError, UserError, model_spec
 from .scales import scale_choices
 
 DEFAULT_TOKEN = 1  # the tutorials follow x_2 "in"
@@ -51,7 +51,10 @@ def carry_layer(config: AttentionConfig, changes: dict[str, Any]) -> dict[str, A
     if "model" not in changes or changes["model"] == config.model:
         return changes
     model = changes["model"]
-    layer = min(config.layer, MODELS[model].layers - 1) if model in MODELS else 0
+    try:
+        layer = min(config.layer, model_spec(model).layers - 1)
+    except ConfigError:  # random weights, or a model that is refused: the config built from changes says why
+        layer = 0
     return {"layer": layer, "ablate": (), **changes}
 
 

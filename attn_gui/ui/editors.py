@@ -14,7 +14,7 @@ from typing import Any
 from PySide6 import QtCore, QtGui, QtWidgets
 
 from ..engine import Option, UserError, available_devices, format_heads, parse_heads
-from ..engine.sources import MODELS, install_hint, is_available
+from ..engine.sources import model_spec, install_hint, is_available
 from ..present.state import check_window_text
 
 INT32_MAX = 2**31 - 1
@@ -313,6 +313,6 @@ def make_editor(opt: Option) -> Editor:
     if opt.kind == "model":
         return _combo(opt, list(opt.choices),
                       lambda name: "" if name is None or is_available(name) else install_hint(name),
-                      lambda path: (MODELS[path].label, path))
+                      lambda path: (model_spec(path).label, path))
     return _combo(opt, list(opt.choices))
 

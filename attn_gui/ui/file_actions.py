@@ -6,7 +6,7 @@ from pathlib import Path
 
 from PySide6 import QtCore, QtWidgets
 
-from ..engine import MODELS, UserError, check_tokens_now
+from ..engine import model_spec, UserError, check_tokens_now
 from ..export import bundle
 from ..export.bundle import ExportTooLarge, duration, export_all
 from ..export.files import human
@@ -81,7 +81,7 @@ class FileActions:
         first load converts it).
         """
         try:
-            spec = MODELS[path]  # config.json or the header only: a wrong model is refused before anything changes
+            spec = model_spec(path)  # config.json or the header only: a wrong model is refused before anything changes
             config = self.state.config.replace(model=path, layer=0, ablate=())
             check_tokens_now(config)  # a model in memory: the sentence must give it tokens (else its worker checks)
         except (UserError, KeyError) as exc:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from PySide6 import QtCore, QtWidgets
 
-from ..engine import MODELS, AttentionConfig
+from ..engine import model_spec, AttentionConfig
 from ..present.kv_cache import CacheStep, CacheWalk, cache_maps
 from ..present.state import ViewState
 from ..render.heatmap import HeatmapView
@@ -85,7 +85,7 @@ class KVCachePanel(QtWidgets.QWidget):
     def follow(self, state: ViewState) -> None:
         """Follow the window's state: its layer and head are shown; another sentence or model starts over."""
         config = state.config
-        decoder = config.model is not None and MODELS[config.model].causal
+        decoder = config.model is not None and model_spec(config.model).causal
         same = (self.config is not None and decoder and
                 (config.sentence, config.model, config.device, config.dtype) ==
                 (self.config.sentence, self.config.model, self.config.device, self.config.dtype))

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 from PySide6 import QtCore, QtGui, QtWidgets
 
-from ..engine import MODELS, AttentionConfig, UserError, check_tokens_now, preset, toggle_head
+from ..engine import model_spec, AttentionConfig, UserError, check_tokens_now, preset, toggle_head
 from ..present.frame import Frame
 from ..present.generation import GenerationStep, generate_step
 from ..present.maps import special_tokens
@@ -197,7 +197,7 @@ class MainWindow(FileActions, QtWidgets.QMainWindow):
             self.panel.show_message("")
             if tokens is None:
                 self._show_loading(state.config.model)
-                self.canvas.prepare(MODELS[state.config.model].heads)  # while the worker loads
+                self.canvas.prepare(model_spec(state.config.model).heads)  # while the worker loads
             self.service.submit(state.config)
             self._busy_timer.start()
         self.panel.show_hide_special(state.hide_special)
@@ -315,7 +315,7 @@ class MainWindow(FileActions, QtWidgets.QMainWindow):
             self.panel.show_loading("")
             self.loadBar.hide()
             return
-        name = MODELS[model].label.split(" (")[0]  # "SmolLM2-135M"
+        name = model_spec(model).label.split(" (")[0]  # "SmolLM2-135M"
         if total:
             percent = round(100 * done / total)
             text = f"converting {name}'s weights into the cache (only the first time), {percent} %"
@@ -386,7 +386,7 @@ class MainWindow(FileActions, QtWidgets.QMainWindow):
         scaled = self.frame.arrays.get("scaled")
         masked = np.isneginf(scaled).all(axis=0) if scaled is not None else None  # the same in every head
         t = self.frame.arrays["layer_weights"].shape[-1]
-        model_mask = np.triu(np.ones((t, t), dtype=bool), 1) if MODELS[result.config.model].causal else None
+        model_mask = np.triu(np.ones((t, t), dtype=bool), 1) if model_spec(result.config.model).causal else None
         self.modelView.set_weights(self.frame.arrays["layer_weights"], result.config.layer, state.head, hidden,
                                    result.seq_len, masked, other_layers=model_mask,
                                    kv_heads=result.config.dims.kv_heads, sink=self.frame.arrays.get("sink_mass"))

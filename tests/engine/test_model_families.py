@@ -10,7 +10,7 @@ import json
 import pytest
 import torch
 
-from attn_gui.engine import MODELS, AttentionConfig, ConfigError, compute, source
+from attn_gui.engine import model_spec, AttentionConfig, ConfigError, compute, source
 from attn_gui.engine.decoding import Decoder
 from attn_gui.engine.sources import is_available
 
@@ -66,7 +66,7 @@ def _output_projection(hf, kind, layer):
 
 def test_every_encoder_layer_equals_transformers(encoder):
     kind, path, hf, vocab = encoder
-    spec = MODELS[path]
+    spec = model_spec(path)
     assert (spec.layers, spec.heads, spec.d_model, spec.d_k, spec.causal) == (2, 4, 32, 8, False)
     assert spec.module == "encoder" and set(spec.special_tokens) == set(ENCODERS[kind][1:3])  # the ones it adds
     toks = source(path).tokenize(SENTENCE)
@@ -104,8 +104,8 @@ def test_encoder_folders_refuse_decoder_only_options(encoder):
 def test_the_minilm_package_folder_as_a_path_is_minilm():
     from attn_gui.engine.sources.minilm import model_dir
 
-    folder = str(model_dir(MODELS["minilm-l6"]))
-    spec = MODELS[folder]
+    folder = str(model_dir(model_spec("minilm-l6")))
+    spec = model_spec(folder)
     assert (spec.layers, spec.heads, spec.d_model, spec.max_tokens) == (6, 12, 384, 512)
     sentence = "The animal didn't cross the street because it was too tired"
     a = compute(AttentionConfig(sentence=sentence, model=folder, layer=3))
@@ -136,7 +136,7 @@ def gpt2(tmp_path_factory):
 
 def test_every_gpt2_layer_equals_transformers(gpt2):
     path, hf = gpt2
-    spec = MODELS[path]
+    spec = model_spec(path)
     assert (spec.causal, spec.rope_base, spec.kv_heads, spec.has_bias) == (True, None, 4, True)
     ids = torch.tensor(source(path).tokenize(SENTENCE).token_ids)
     seen = {}

@@ -9,7 +9,7 @@ import json
 import pytest
 import torch
 
-from attn_gui.engine import MODELS, AttentionConfig, ConfigError, compute, source
+from attn_gui.engine import model_spec, AttentionConfig, ConfigError, compute, source
 from attn_gui.engine.decoding import Decoder
 
 import transformers
@@ -72,7 +72,7 @@ def test_every_layer_equals_transformers(folder):
         out = hf(ids[None], output_attentions=True, output_hidden_states=True)
     for h in hooks:
         h.remove()
-    spec = MODELS[path]
+    spec = model_spec(path)
     T, d_k = len(ids), spec.d_k
     assert spec.rope_base == hf.config.rope_parameters["rope_theta"]
     residual = source(path).forward(ids, "cpu", torch.float32).residual
@@ -122,7 +122,7 @@ def test_the_window_shows_the_norms_and_the_sliding_window(folder):
     if hf.config.model_type == "qwen3":  # steps of their own, between the projection and the rotation
         assert names.index("q_unrotated") < names.index("q_normed") < names.index("q")
         assert names.index("k_unrotated") < names.index("k_normed") < names.index("k")
-        assert map_data(frame, "k_normed", 1).matrix.shape == (len(SENTENCE.split()), MODELS[path].d_k)
+        assert map_data(frame, "k_normed", 1).matrix.shape == (len(SENTENCE.split()), model_spec(path).d_k)
         assert formula("q", cfg).endswith(", RMS-normed per head, rotated (RoPE)")
         assert formula("q_unrotated", cfg) == "Q = X W_q, before the norm and the rotation"
     else:
@@ -151,9 +151,9 @@ def test_weights_keep_their_stored_dtype(tmp_path_factory):
     folder = tmp_path_factory.mktemp("bf16")
     transformers.AutoModelForCausalLM.from_config(cfg).to(torch.bfloat16).save_pretrained(folder)
     _tokenizer(folder)
-    from attn_gui.engine.sources import smollm2
+    from attn_gui.engine.sources import decoder
 
-    assert smollm2.load_model(str(folder)).weights["model.layers.0.self_attn.q_proj.weight"].dtype == torch.bfloat16
+    assert decoder.load_model(str(folder)).weights["model.layers.0.self_attn.q_proj.weight"].dtype == torch.bfloat16
     assert compute(AttentionConfig(sentence=SENTENCE, model=str(folder))).weights.dtype == torch.float32
 
 
@@ -214,7 +214,7 @@ def _config(tmp_path, name, **changes):
 ])
 def test_sliding_window_as_transformers_reads_it(tmp_path, changes, window):
     path = _config(tmp_path, "m", **changes)
-    assert MODELS[path].window == window
+    assert model_spec(path).window == window
     assert AttentionConfig(model=path).sliding_window == window
     assert AttentionConfig(model=path, window=2).sliding_window == 2  # the narrower of the option and the model's
 
@@ -237,7 +237,7 @@ def test_a_window_in_some_layers_only_is_refused(tmp_path, changes):
     (dict(rope_theta=None, rope_scaling=None, rope_parameters=None), 1e4),
 ])
 def test_rope_base_from_either_key(tmp_path, changes, base):
-    assert MODELS[_config(tmp_path, "rope", **changes)].rope_base == base
+    assert model_spec(_config(tmp_path, "rope", **changes)).rope_base == base
 
 
 @pytest.mark.parametrize("changes, kind", [
@@ -257,10 +257,10 @@ def test_missing_weights_and_truncated_file(tmp_path):
     with pytest.raises(ConfigError, match="has no weights: model.safetensors is missing"):
         compute(AttentionConfig(sentence=SENTENCE, model=path))
     (tmp_path / "no weights" / "model.safetensors").write_bytes(b"\x10\x00\x00\x00\x00\x00\x00\x00{\"a\"")
-    from attn_gui.engine.sources import smollm2
+    from attn_gui.engine.sources import decoder
 
     with pytest.raises(ConfigError, match="the weights cannot be read"):
-        smollm2.load_model(path)
+        decoder.load_model(path)
 
 
 def test_not_a_folder(tmp_path):
@@ -298,6 +298,6 @@ def test_fifo_and_shape_mismatch_in_one_line(tmp_path, folder):
     cfg = json.loads((wrong / "config.json").read_text())
     cfg["num_attention_heads"], cfg["head_dim"] = 2, 8
     (wrong / "config.json").write_text(json.dumps(cfg))
-    rows = MODELS[path].heads * MODELS[path].d_k
+    rows = model_spec(path).heads * model_spec(path).d_k
     with pytest.raises(ConfigError, match=rf"config.json says W_q is \(16, 32\), the weights hold \({rows}, 32\)"):
         compute(AttentionConfig(sentence=SENTENCE, model=str(wrong)))

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from attn_gui.engine import MODELS, OPTIONS, AttentionConfig, ConfigError, Dims, Option, UserError
+from attn_gui.engine import MODELS, model_spec, OPTIONS, AttentionConfig, ConfigError, Dims, Option, UserError
 from attn_gui.engine.reduce import reduce_matrix
 
 
@@ -36,7 +36,7 @@ def a_valid_other_value(opt: Option):
 
 def with_value(name, value):
     # the most layers
-    extra = {"model": max(MODELS, key=lambda m: MODELS[m].layers)} if name in ("layer", "ablate") else {}
+    extra = {"model": max(MODELS, key=lambda m: model_spec(m).layers)} if name in ("layer", "ablate") else {}
     if name == "projections" and value is False:
         extra["heads"] = 1
     if name == "kv_heads" and value == OPTIONS["heads"].hi:  # kv_heads divides heads

@@ -4,7 +4,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from attn_gui.engine import MODELS, AttentionConfig, ConfigError, Projections, check_tokens, compute, formula, source
+from attn_gui.engine import (AttentionConfig, ConfigError, Projections, check_tokens, compute, formula, model_spec,
+                             source)
 from attn_gui.engine.sources.base import ModelSource
 from attn_gui.engine.sources import is_available
 from attn_gui.engine.sources.minilm import load_model, model_tokenize, run_encoder, sentence_embedding
@@ -22,10 +23,10 @@ SENTENCES = [
 @pytest.fixture(scope="module")
 def hf_model():
     import transformers
-    from attn_gui.engine.sources import MODELS
+    from attn_gui.engine.sources import model_spec
     from attn_gui.engine.sources.minilm import model_dir
 
-    folder = model_dir(MODELS["minilm-l6"])
+    folder = model_dir(model_spec("minilm-l6"))
     model = transformers.BertModel.from_pretrained(str(folder), attn_implementation="eager",
                                                    local_files_only=True)
     return model.eval()
@@ -114,7 +115,7 @@ def test_model_results_carry_their_biases(hf_model, layout, layer):
 
 def test_minilm_is_a_model_source():
     src = source("minilm-l6")
-    assert isinstance(src, ModelSource) and src.spec is MODELS["minilm-l6"] and src.available()
+    assert isinstance(src, ModelSource) and src.spec is model_spec("minilm-l6") and src.available()
     p = src.layer_weights(2, "cpu", torch.float32)
     assert isinstance(p, Projections)
     assert p.w_q.shape == (12, 32, 384) and p.w_o.shape == (384, 384)  # column layout

@@ -43,11 +43,11 @@ def bf16(tmp_path_factory):
 
 
 def test_a_bf16_folder_is_mapped_and_runs_in_float32_as_transformers(bf16, monkeypatch):
-    from attn_gui.engine.sources import smollm2
+    from attn_gui.engine.sources import decoder
 
     path, hf = bf16
     monkeypatch.setattr(stored, "ROWS", 7)  # the tied output matrix read in slices of 7 rows
-    model = smollm2.load_model(path)
+    model = decoder.load_model(path)
     assert model.weights["model.layers.0.self_attn.q_proj.weight"].dtype == torch.bfloat16
     with open("/proc/self/maps") as f:
         assert f"{path}/model.safetensors" in f.read()  # mapped, not read into memory
@@ -90,13 +90,13 @@ def test_a_folder_too_large_for_the_free_memory_is_refused_before_loading(bf16, 
 def test_an_empty_weights_file_is_one_line(bf16, tmp_path):
     import shutil
 
-    from attn_gui.engine.sources import smollm2
+    from attn_gui.engine.sources import decoder
 
     path, _ = bf16
     copy = shutil.copytree(path, tmp_path / "empty")
     (copy / "model.safetensors").write_bytes(b"")
     with pytest.raises(ConfigError, match="the weights cannot be read"):
-        smollm2.load_model(str(copy))
+        decoder.load_model(str(copy))
 
 
 def _three_folders(tmp_path, model_type: str, auto) -> list[str]:

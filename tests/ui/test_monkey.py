@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 from PySide6 import QtWidgets
 
-from attn_gui.engine import FIELDS, MODELS, PRESETS, compute
+from attn_gui.engine import FIELDS, model_spec, PRESETS, compute
 from attn_gui.engine.sources import is_available
 from attn_gui.present.frame import make_frame
 from attn_gui.present.maps import map_data, map_id
@@ -78,7 +78,7 @@ def check_export(win, folder):
 def random_action(win, rng: random.Random, folder=None, models=BUNDLED) -> int:
     p = win.panel
     config = win.state.config
-    decoder = config.model is not None and MODELS[config.model].causal
+    decoder = config.model is not None and model_spec(config.model).causal
     kind = rng.randrange(18)
     if kind == 0:
         text = rng.choice(TEXTS)
@@ -112,14 +112,14 @@ def random_action(win, rng: random.Random, folder=None, models=BUNDLED) -> int:
     elif kind in (9, 10):  # a model, a layer of it, or random weights again
         choice = rng.choice([None, *models])
         if choice is None or choice == config.model and rng.random() < 0.7:
-            layers = MODELS[config.model].layers if config.model is not None else 1
+            layers = model_spec(config.model).layers if config.model is not None else 1
             win.edit_config({"layer": rng.randrange(layers)} if config.model else {"model": None, "layer": 0})
         elif not (choice in BUNDLED or rng.random() < 0.5):
             before = win.state
             if not win.open_model(choice):  # as File → Open model… does; a refusal (in a dialog) changes nothing
                 assert win.state == before
         else:
-            win.edit_config({"model": choice, "layer": rng.randrange(MODELS[choice].layers), "ablate": ()})
+            win.edit_config({"model": choice, "layer": rng.randrange(model_spec(choice).layers), "ablate": ()})
     elif kind == 11:  # the map in focus
         win.set_state(win.state.replace(focus=rng.choice(FOCUS)))
     elif kind == 12:  # heads: how many, then which one

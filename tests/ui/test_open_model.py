@@ -6,7 +6,7 @@ for a llama.cpp .gguf file."""
 import torch
 from PySide6 import QtWidgets
 
-from attn_gui.engine import MODELS
+from attn_gui.engine import model_spec
 
 
 def test_open_a_folder_shows_its_layers_and_remembers_it(window, qtbot, bert_folder):
@@ -20,7 +20,7 @@ def test_open_a_folder_shows_its_layers_and_remembers_it(window, qtbot, bert_fol
         out = hf(torch.tensor(r.token_ids.tolist())[None], output_attentions=True)
     assert torch.allclose(r.weights, out.attentions[0][0], atol=1e-5, rtol=0)
     combo = window.panel.sourceCombo
-    assert combo.currentText() == MODELS[path].label and "BERT encoder" in combo.currentText()
+    assert combo.currentText() == model_spec(path).label and "BERT encoder" in combo.currentText()
     assert window.panel.layerSpin.maximum() == 2  # the folder's layers, counted from 1
     window.panel.layerSpin.setValue(2)
     qtbot.waitUntil(lambda: window.frame.result.config.layer == 1, timeout=20000)

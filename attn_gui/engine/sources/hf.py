@@ -6,55 +6,29 @@ the special tokens from tokenizer.json) only when a config first needs the model
 (``spec_for``, cached); the weights are read with ``safetensors`` and the tokenizer with
 ``tokenizers``. Nothing is downloaded and transformers is never imported.
 
-Families are declared, not coded: ``FAMILIES`` says which path runs a ``model_type``
-(the one decoder of ``llama.py``, or the one encoder of ``encoder.py``) and how its
-config.json names its sizes. Decoders: Llama, Mistral (its sliding window as the engine's
-window mask), Qwen2 (Q/K/V biases, found in the weights), Qwen3 (each head's q and k RMS-normed
-before RoPE, ``Family.qk_norm``) and GPT-2 (LayerNorm, learned
-positions, GELU; its weights renamed here).
-Encoders: BERT, RoBERTa (positions counted after the padding id), DistilBERT (its own
-weight names), read by ``encoder.py``.
+Families are declared, not coded: the one table ``families.FAMILIES`` (shared with GGUF
+files) says which path runs a ``model_type`` (the one decoder of ``decoder.py`` and ``llama.py``,
+or the one encoder of ``encoder.py``) and how its config.json names its sizes. Decoders: Llama,
+Mistral (its sliding window as the engine's window mask), Qwen2 (Q/K/V biases, found in the
+weights), Qwen3 (each head's q and k RMS-normed before RoPE, ``Family.qk_norm``) and GPT-2
+(LayerNorm, learned positions, GELU; its weights renamed here). Encoders: BERT, RoBERTa
+(positions counted after the padding id), DistilBERT (its own weight names), read by ``encoder.py``.
 """
 
 from __future__ import annotations
 
 import functools
+import importlib.util
 import json
-import stat
-from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import ConfigError
+from .families import FAMILIES, MAX_TOKENS, Family, decoder_spec, regular
 from .spec import ModelSpec
 
-MAX_TOKENS = 512  # as the bundled models: the maps stay readable
 GENERIC = {"model", "models", "weights", "checkpoint", "hf", "final"}  # labelled with their parent folder's name
 
 
-@dataclass(frozen=True)
-class Family:
-    """What one config.json ``model_type`` declares beyond the Llama decoder or the BERT encoder."""
-
-    label: str
-    path: str = "decoder"  # "decoder": llama.py; "encoder": encoder.py
-    names: tuple[tuple[str, str], ...] = ()  # config.json's own key for a size, where it is not BERT's / Llama's
-    window: str = ""  # "every": sliding_window in every layer (Mistral); "layers": Qwen's use_sliding_window
-    #                   and layer_types say which layers slide; "": none
-    norm: str = "rms"  # the decoder's norm and feed-forward (llama.LlamaShape)
-    mlp: str = "swiglu"
-    qk_norm: bool = False  # Qwen3: q_norm and k_norm, each head's q and k RMS-normed before RoPE
-
-
-FAMILIES = {
-    "llama": Family("Llama"), "mistral": Family("Mistral", window="every"), "qwen2": Family("Qwen2", window="layers"),
-    "qwen3": Family("Qwen3", window="layers", qk_norm=True),
-    "gpt2": Family("GPT-2", names=(("heads", "n_head"), ("d_model", "n_embd"), ("layers", "n_layer"),
-                                    ("positions", "n_positions"), ("eps", "layer_norm_epsilon"),
-                                    ("act", "activation_function")), norm="layer", mlp="gelu"),
-    "bert": Family("BERT", path="encoder"), "roberta": Family("RoBERTa", path="encoder"),
-    "distilbert": Family("DistilBERT", path="encoder", names=(("heads", "n_heads"), ("d_model", "dim"),
-                                                             ("layers", "n_layers"), ("act", "activation"))),
-}
 # BERT's and Llama's names for the sizes; a family's ``names`` replace some
 KEYS = {"heads": "num_attention_heads", "d_model": "hidden_size", "layers": "num_hidden_layers",
         "positions": "max_position_embeddings", "eps": "layer_norm_eps", "act": "hidden_act"}
@@ -134,23 +108,15 @@ def position_offset(cfg: dict) -> int:
 def weight_files(folder: Path) -> list[Path]:
     """The folder's safetensors files (the shards named by the index, else model.safetensors)."""
     index = folder / "model.safetensors.index.json"
-    if _regular(index):
+    if regular(index):
         names = sorted(set(json.loads(index.read_text())["weight_map"].values()))
         files = [folder / n for n in names]
     else:
         files = [folder / "model.safetensors"]
-    missing = [f.name for f in files if not _regular(f)]
+    missing = [f.name for f in files if not regular(f)]
     if missing:
         raise ConfigError(f"{folder.name} has no weights: {', '.join(missing)} is missing")
     return files
-
-
-def _regular(path: Path) -> bool:
-    """A regular file (a FIFO or a device is never opened: reading one could block forever)."""
-    try:
-        return stat.S_ISREG(path.stat().st_mode)
-    except OSError:
-        return False
 
 
 @functools.cache
@@ -160,7 +126,7 @@ def spec_for(path: str) -> ModelSpec:
     if not folder.is_dir():
         raise ConfigError(f"model {path!r:.80} is neither a bundled model, a model folder nor a .gguf file")
     for needed in ("config.json", "tokenizer.json"):
-        if not _regular(folder / needed):
+        if not regular(folder / needed):
             ggufs = sorted(p.name for p in folder.glob("*.gguf")) if needed == "config.json" else []
             also = f"; open one of its GGUF files: {', '.join(ggufs[:3])}{' …' if len(ggufs) > 3 else ''}" if ggufs \
                 else ""
@@ -179,15 +145,11 @@ def spec_for(path: str) -> ModelSpec:
         if family.path == "encoder":
             return ModelSpec(str(path), f"{name} ({family.label} encoder)", module="encoder",
                              has_bias=True, special_tokens=special_tokens(folder), **common)
-        return ModelSpec(str(path), f"{name} ({family.label} decoder)", module="hf",
-                         kv_heads=int(cfg.get("num_key_value_heads") or heads),
-                         has_bias=bool(cfg.get("attention_bias", cfg.get("model_type") in ("qwen2", "gpt2"))),
-                         causal=True, rope_base=None if family.norm == "layer" else rope_base(cfg, folder),
-                         window=sliding_window(cfg, family, folder), qk_norm=family.qk_norm,
-                         x_is=f"{'LayerNorm' if family.norm == 'layer' else 'RMSNorm'} of the residual stream "
-                              "entering the layer",
-                         about=("output is the attention block's output, before the residual",
-                                "the model is causal by construction: the causal mask is always on"), **common)
+        return decoder_spec(str(path), f"{name} ({family.label} decoder)", "hf", family,
+                            kv_heads=int(cfg.get("num_key_value_heads") or heads),
+                            has_bias=bool(cfg.get("attention_bias", cfg.get("model_type") in ("qwen2", "gpt2"))),
+                            rope_base=None if family.norm == "layer" else rope_base(cfg, folder),
+                            window=sliding_window(cfg, family, folder), **common)
     except ConfigError:
         raise
     except (ValueError, KeyError, TypeError) as exc:
@@ -264,13 +226,13 @@ def gpt2_weights(w: dict, d: int) -> dict:
 
 
 def read(spec: ModelSpec, progress=None):
-    """The folder's weights (stored dtype, llama.py's names), tokenizer and constants, as ``smollm2.load_model``
-    keeps them (nothing is converted: ``progress`` is never called)."""
+    """The folder's weights (stored dtype, llama.py's names), tokenizer and constants as a ``decoder.DecoderModel``
+    (nothing is converted: ``progress`` is never called)."""
     from tokenizers import Tokenizer
 
     from .byte_bpe import readable
+    from .decoder import DecoderModel
     from .llama import LlamaShape
-    from .smollm2 import SmolLM2
 
     folder = Path(spec.name).expanduser()
     cfg = json.loads((folder / "config.json").read_text())
@@ -299,20 +261,16 @@ def read(spec: ModelSpec, progress=None):
     shape = LlamaShape(spec.layers, spec.heads, spec.kv_heads, spec.d_k, float(eps or 1e-6), spec.rope_base,
                        norm=family.norm, mlp=family.mlp if family.mlp == "swiglu" else activation(cfg, family, folder),
                        window=spec.window)
-    return SmolLM2(spec, shape, weights, tokenizer, tuple(texts), special, -1 if eos is None else int(eos), None)
+    return DecoderModel(spec, shape, weights, tokenizer, tuple(texts), special, -1 if eos is None else int(eos), None)
 
 
-from .smollm2 import READERS, Source as _Decoder  # noqa: E402  (torch: imported with the source, not the spec)
-
-READERS["hf"] = read
+NEEDS = ("safetensors", "tokenizers")
 
 
-class Source(_Decoder):
-    """A Llama-family folder: everything of the bundled decoder, its files from the folder."""
+def available(spec: ModelSpec) -> bool:
+    """Whether the libraries that read a folder are installed."""
+    return all(importlib.util.find_spec(m) is not None for m in NEEDS)
 
-    install_hint = 'pip install -e ".[pretrained]" (safetensors and tokenizers read the folder)'
 
-    def available(self) -> bool:
-        import importlib.util
-
-        return all(importlib.util.find_spec(m) is not None for m in ("safetensors", "tokenizers"))
+def install_hint(spec: ModelSpec) -> str:
+    return 'pip install -e ".[pretrained]" (safetensors and tokenizers read the folder)'

@@ -16,7 +16,8 @@ class ModelSpec:
     label : str
         Human name for menus and messages.
     module : str
-        The module in ``attn_gui.engine.sources`` that implements it; it defines ``Source``.
+        The module in ``attn_gui.engine.sources`` that implements it; it defines ``Source``
+        ("decoder" for every decoder, "encoder" for a BERT-family folder).
     layers, heads, d_model, d_k, d_v : int
         The model's sizes (d_k and d_v per head).
     max_tokens : int
@@ -38,6 +39,9 @@ class ModelSpec:
     window : int, optional
         The sliding window every layer applies (Mistral's ``sliding_window``): query i sees
         keys i - window < j <= i; None: every key up to the query.
+    reader : str
+        A decoder's module that reads its files into a ``decoder.DecoderModel``: "hf" (a folder),
+        "gguf_file" (a .gguf file) or "smollm2" (the bundled SmolLM2's GGUF, in its package).
     x_is : str
         What X is ("the hidden state entering the layer").
     about : tuple of str
@@ -61,5 +65,6 @@ class ModelSpec:
     rope_base: float | None = None
     qk_norm: bool = False
     window: int | None = None
+    reader: str = ""
     x_is: str = "the hidden state entering the layer"
     about: tuple[str, ...] = ("output is the attention block's output, before the residual and LayerNorm",)

@@ -1,0 +1,154 @@
+"""The one decoder source: every decoder model (a folder, a GGUF file, the bundled SmolLM2) runs here.
+
+A decoder's spec names the module that reads its files (``ModelSpec.reader``): ``hf`` (a
+Hugging Face folder, read as it is), ``gguf_file`` (a GGUF file, converted once and cached) or
+``smollm2`` (the bundled SmolLM2-135M's GGUF, inside its package). Each defines
+``read(spec, progress) -> DecoderModel``, ``available(spec)`` and ``install_hint(spec)``;
+everything else here (``Source``: tokens, next tokens, the key/value cache) serves them all.
+The forward pass is ``llama.py``.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+from dataclasses import dataclass
+from types import ModuleType
+
+import torch
+
+from ..attention import Projections
+from ..tokens import Tokens
+from . import cache, model_spec, stored
+from .base import ModelSource
+from .llama import Forward, KVCache, LlamaShape, forward, head_weights
+from .loaded import LOADED
+from .spec import ModelSpec
+
+
+@dataclass(frozen=True)
+class DecoderModel:
+    """A loaded decoder: its weights (CPU, transformers' names), tokenizer and constants."""
+
+    spec: ModelSpec
+    shape: LlamaShape
+    weights: dict[str, torch.Tensor]
+    tokenizer: object
+    vocab: tuple[str, ...]  # readable text of each id
+    special_ids: frozenset[int]
+    eos_id: int
+    add_bos: int | None  # the id to put first, or None (the tokenizer adds none)
+
+
+def reader(spec: ModelSpec) -> ModuleType:
+    """The module that reads the files of the decoder ``spec`` (imports nothing heavy)."""
+    return importlib.import_module(f"{__package__}.{spec.reader}")
+
+
+def load_model(name: str, progress: cache.Progress | None = None) -> DecoderModel:
+    """The model, from memory, else read by its reader (a GGUF's: from the cache, else converted).
+
+    ``progress(done, total)`` is called during a conversion only.
+    """
+    spec = model_spec(name)
+    return LOADED.get(name, lambda: reader(spec).read(spec, progress))
+
+
+@functools.lru_cache(maxsize=64)
+def model_tokenize(name: str, sentence: str) -> Tokens:
+    """The model's tokens of ``sentence`` (BPE), shown readable; ids are vocabulary ids."""
+    model = load_model(name)
+    ids = model.tokenizer.encode(sentence, add_special_tokens=False).ids
+    if model.add_bos is not None:
+        ids = [model.add_bos, *ids]
+    return Tokens(tuple(model.vocab[i] for i in ids), tuple(ids), model.vocab)
+
+
+# on the CPU each weight is converted as a layer reads it (stored.Upcast); on a GPU the copy
+# is kept, one at a time
+@functools.lru_cache(maxsize=1)
+def _weights_on(name: str, device: str, dtype: torch.dtype):
+    return stored.weights_on(load_model(name).weights, device, dtype)
+
+
+@functools.lru_cache(maxsize=2)
+def _prefill(name: str, ids: tuple[int, ...], device: str, dtype: torch.dtype) -> Forward:
+    """The last runs over whole sentences, kept: another layer or head is shown without running the model."""
+    with torch.no_grad():
+        return forward(_weights_on(name, device, dtype), torch.tensor(ids, device=device), load_model(name).shape)
+
+
+LOADED.on_drop(_weights_on.cache_clear)  # a model leaving memory takes its kept runs along
+LOADED.on_drop(_prefill.cache_clear)
+
+
+class Source(ModelSource):
+    """A decoder model (its files read by ``spec.reader``): a source that also predicts and generates.
+
+    Beyond ``ModelSource``: ``load(progress)`` loads (the first time: converts) the model,
+    ``next_tokens`` gives the top next tokens, ``forward`` runs the model after a key/value
+    cache, and ``decode_text`` turns ids back into text. ``engine.decoding`` builds
+    step-by-step decoding and generation on these.
+    """
+
+    @property
+    def install_hint(self) -> str:
+        return reader(self.spec).install_hint(self.spec)
+
+    def available(self) -> bool:
+        return reader(self.spec).available(self.spec)
+
+    def load(self, progress: cache.Progress | None = None) -> None:
+        load_model(self.spec.name, progress)
+
+    def loaded(self) -> bool:
+        return self.spec.name in LOADED
+
+    def tokenize(self, sentence: str) -> Tokens:
+        return model_tokenize(self.spec.name, sentence)
+
+    def layer_inputs(self, token_ids, device, dtype):
+        run = _prefill(self.spec.name, tuple(token_ids.tolist()), str(device), dtype)
+        return [*run.inputs, run.residual[-1]], run.weights
+
+    def layer_weights(self, layer, device, dtype) -> Projections:
+        model = load_model(self.spec.name)
+        return head_weights(_weights_on(self.spec.name, str(device), dtype), layer, model.shape)
+
+    def next_tokens(self, token_ids, device, dtype, k: int = 5):
+        run = _prefill(self.spec.name, tuple(token_ids.tolist()), str(device), dtype)
+        return self.top_tokens(run.logits, k)
+
+    def top_tokens(self, logits: torch.Tensor, k: int = 5) -> tuple[tuple[str, float], ...]:
+        """The ``k`` most likely tokens of ``logits`` (V,) with their softmax probabilities, highest first
+        (all V of them where V < k: a tiny vocabulary)."""
+        probs = torch.softmax(logits.double(), dim=-1)
+        top = probs.topk(min(k, probs.numel()))
+        vocab = load_model(self.spec.name).vocab
+        return tuple((vocab[i], float(p)) for p, i in zip(top.values.tolist(), top.indices.tolist(), strict=True))
+
+    def forward(self, token_ids: torch.Tensor, device, dtype, cache: KVCache | None = None, *,
+                z_hooks: dict | None = None) -> Forward:
+        """Run the model on new ``token_ids`` (n,) after ``cache`` (None: from the start); nothing is kept.
+
+        ``z_hooks`` (layer -> function of Z) intervene on heads (``llama.forward``)."""
+        with torch.no_grad():
+            return forward(_weights_on(self.spec.name, str(device), dtype), token_ids.to(device),
+                           load_model(self.spec.name).shape, cache, z_hooks=z_hooks)
+
+    def decoder(self, device, dtype) -> tuple[dict[str, torch.Tensor], LlamaShape]:
+        """The weights on ``device`` and the shape: ``llama.decoder_layer`` runs a layer on them."""
+        return _weights_on(self.spec.name, str(device), dtype), load_model(self.spec.name).shape
+
+    def decode_text(self, token_ids) -> str:
+        """The text of ``token_ids`` (special tokens included), as the model's byte-level decoder gives it."""
+        return load_model(self.spec.name).tokenizer.decode(list(token_ids), skip_special_tokens=False)
+
+    @property
+    def eos_id(self) -> int:
+        """The end-of-sequence token's id, where generation stops."""
+        return load_model(self.spec.name).eos_id
+
+    def token_text(self, token_id: int) -> str:
+        """The readable text of one token (as in the maps)."""
+        return load_model(self.spec.name).vocab[token_id]
