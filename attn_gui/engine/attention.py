@@ -50,12 +50,68 @@ class Projections:
         return dataclasses.replace(self, w_q=t(self.w_q), w_k=t(self.w_k), w_v=t(self.w_v), w_o=t(self.w_o))
 
 
+@dataclass(frozen=True)
+class Relative:
+    """DeBERTa's disentangled attention: the position terms added to the content scores (He et al. 2021).
+
+    Query i and key j meet at relative position δ(i, j) = clamp(bucket(i - j) + s, 0, 2s - 1),
+    a row of the 2s relative embeddings P (s the attention span). Projected by a layer's
+    position weights they give K_r = P W_k,r and Q_r = P W_q,r, per head. Then
+    c2p_ij = q_i · K_r[δ(i, j)] (content → position) and p2c_ij = k_j · Q_r[δ(i, j)]
+    (position → content); the scaled score is (q_i · k_j + c2p_ij + p2c_ij) / √(d_k · scale_factor).
+
+    index : (T, T_k) long, δ(i, j); None: no position terms (``relative_attention`` off)
+    pos_k : (h, 2s, d_k) K_r, or None without the c2p term
+    pos_q : (h, 2s, d_k) Q_r, or None without the p2c term
+    scale_factor : 1 + the number of position terms the model declares (``pos_att_type``)
+    """
+
+    index: torch.Tensor | None
+    pos_k: torch.Tensor | None
+    pos_q: torch.Tensor | None
+    scale_factor: int = 1
+
+
+def disentangled_terms(q: torch.Tensor, k: torch.Tensor, relative: Relative) -> dict[str, torch.Tensor]:
+    """DeBERTa's c2p and p2c terms (``Relative``), each (h, T, T_k), those the model has.
+
+    q (h, T, d_k), k (h, T_k, d_k): every key head repeated per query head.
+    """
+    h, T, T_k = q.size(0), q.size(1), k.size(1)
+    terms = {}
+    if relative.pos_k is not None:
+        c2p = q @ relative.pos_k.transpose(-2, -1)  # every query with every relative position: (h, T, 2s)
+        terms["c2p"] = c2p.gather(-1, relative.index.expand(h, T, T_k))  # pick δ(i, j): (h, T, T_k)
+    if relative.pos_q is not None:
+        p2c = k @ relative.pos_q.transpose(-2, -1)  # every key with every relative position: (h, T_k, 2s)
+        # key j's row at δ(i, j): the bucket is odd (bucket(-r) = -bucket(r)), so this is transformers' p2c_pos
+        terms["p2c"] = p2c.gather(-1, relative.index.T.expand(h, T_k, T)).transpose(-2, -1)  # (h, T, T_k)
+    return terms
+
+
+def relative_index(T: int, T_k: int, span: int, buckets: int = -1, max_position: int = -1,
+                   device=None) -> torch.Tensor:
+    """δ(i, j) (T, T_k): the relative embedding row of query i and key j, clamp(bucket(i - j) + span, 0, 2 span - 1).
+
+    With ``buckets`` and ``max_position`` (> 0), distances past buckets/2 share log-spaced buckets,
+    as transformers' ``make_log_bucket_position``; else bucket(r) = r.
+    """
+    rel = torch.arange(T, device=device)[:, None] - torch.arange(T_k, device=device)[None, :]  # (T, T_k): i - j
+    if buckets > 0 and max_position > 0:
+        sign, mid = torch.sign(rel), buckets // 2
+        far = torch.where((rel < mid) & (rel > -mid), torch.tensor(mid - 1, device=device), rel.abs())
+        log_pos = torch.ceil(torch.log(far / mid) / torch.log(torch.tensor((max_position - 1) / mid))
+                             * (mid - 1)) + mid
+        rel = torch.where(far <= mid, rel.to(log_pos.dtype), log_pos * sign).long()
+    return torch.clamp(rel + span, 0, 2 * span - 1)
+
+
 def attend(x: torch.Tensor, weights: Projections, *, x_kv: torch.Tensor | None = None, layout: str = "row",
            scale: bool = True, temperature: float = 1.0, causal: bool = False, similarity: str = "dot",
            rope_base: float | None = None, alibi: bool = False, position_offset: int = 0,
            window: int | None = None, sink_tokens: int = 0, reduce_to: int | None = None,
            block_bytes: int = 16 * 2**20,
-           past: tuple[torch.Tensor, torch.Tensor] | None = None,
+           past: tuple[torch.Tensor, torch.Tensor] | None = None, relative: Relative | None = None,
            z_hook: Callable[[torch.Tensor], torch.Tensor] | None = None) -> dict[str, torch.Tensor]:
     """Multi-head attention of ``x`` over ``x_kv`` (itself by default) with every intermediate kept.
 
@@ -92,6 +148,9 @@ def attend(x: torch.Tensor, weights: Projections, *, x_kv: torch.Tensor | None =
         tokens before ``x``. The rows of ``x`` are then positions P ... P + n - 1 (their
         RoPE angles and causal mask start at P) and attend to the cached keys and their own.
         Not with ``reduce_to``.
+    relative : Relative, optional
+        DeBERTa's disentangled attention: its c2p and p2c terms added to the scores before the
+        scale, which divides by √(d_k · scale_factor). Not with ``reduce_to`` or ``past``.
     z_hook : callable, optional
         Given the per-head outputs Z (h, T, d_v), returns what the concat and W_O read instead
         (a head ablated or patched, ``engine.interventions``); ``head_outputs`` is its result.
@@ -103,7 +162,7 @@ def attend(x: torch.Tensor, weights: Projections, *, x_kv: torch.Tensor | None =
     q_unrotated, k_unrotated (the projections, before any norm) and rope_angles (T, d_k/2), the
     queries' angles; with per-head norms (``weights.q_norm``) q_normed and k_normed, each head's
     q and k RMS-normed before RoPE; with ALiBi
-    position_bias (h, T, T_k) (not when streamed).
+    position_bias (h, T, T_k) (not when streamed); with ``relative`` c2p and p2c (h, T, T_k), those it has.
     With ``reduce_to``, ``shown`` (a dict of the three pooled (h, r, r) fields) replaces
     scores, scaled and weights. With ``past``, k and v are the whole cache, past rows then
     new (g, P + n, .), ready to be the next step's ``past``; q, q_unrotated and k_unrotated
@@ -151,9 +210,16 @@ def attend(x: torch.Tensor, weights: Projections, *, x_kv: torch.Tensor | None =
     slopes = alibi_slopes(heads, q.dtype, q.device) if alibi else None  # (h,)
     masks = dict(causal=causal, slopes=slopes, window=window, sink_tokens=sink_tokens, offset=position_offset)
 
+    if relative is not None and (reduce_to is not None or past is not None):
+        raise ValueError("disentangled attention is neither streamed nor cached")
     if reduce_to is None:
         attn_scores = attention_scores(q, k_per_head, similarity)  # omega (h, T, P + T_k)
-        scaled = scale_and_mask(attn_scores, d_k, scale, temperature, row_start=P, **masks)  # -inf where masked
+        summed, divide = attn_scores, d_k
+        if relative is not None:  # DeBERTa: omega + c2p + p2c, over sqrt(d_k * scale_factor)
+            terms = disentangled_terms(q, k_per_head, relative) if relative.index is not None else {}
+            extra.update(terms)
+            summed, divide = sum(terms.values(), attn_scores), d_k * relative.scale_factor
+        scaled = scale_and_mask(summed, divide, scale, temperature, row_start=P, **masks)  # -inf where masked
         attn_weights = attention_weights(scaled)  # alpha (h, T, P + T_k), rows sum to 1
         context_vec = context_vectors(attn_weights, v_per_head)  # z (h, T, d_v)
         fields = dict(scores=attn_scores, scaled=scaled, weights=attn_weights)

@@ -94,6 +94,8 @@ class AttentionResult:
     b_o: torch.Tensor | None = None  # (1, d)
     q_unrotated: torch.Tensor | None = None  # (h, T, d_k) RoPE only: q before the rotation
     k_unrotated: torch.Tensor | None = None  # (g, T_k, d_k) RoPE only
+    c2p: torch.Tensor | None = None  # (h, T, T_k) DeBERTa only: content -> position term of the scores
+    p2c: torch.Tensor | None = None  # (h, T, T_k) DeBERTa only: position -> content term
     q_normed: torch.Tensor | None = None  # (h, T, d_k) per-head norms only (Qwen3): q after q_norm, before RoPE
     k_normed: torch.Tensor | None = None  # (g, T_k, d_k) per-head norms only: k after k_norm, before RoPE
     rope_angles: torch.Tensor | None = None  # (T, d_k/2) RoPE only: the angle of each pair at each position
@@ -311,14 +313,14 @@ def _compute(config: AttentionConfig, toks: Tokens, source: Tokens | None, devic
              reduce_to: int | None) -> AttentionResult:
     dtype = DTYPES[config.dtype]
     start = time.perf_counter()
-    layer_weights, x_source, ids, next_tokens = None, None, toks.id_tensor(), None
+    layer_weights, x_source, ids, next_tokens, own_steps = None, None, toks.id_tensor(), None, {}
     vocab = toks.vocab
     if config.model is None:
         x, x_source, weights, both = _random_inputs(config, toks, source, device, dtype)
         ids, vocab = both.id_tensor(), both.vocab  # cross-attention: ids in one vocabulary for both sentences
         notes = []
     else:
-        x, weights, layer_weights, next_tokens = _model_inputs(config, toks, device, dtype)
+        x, weights, layer_weights, next_tokens, own_steps = _model_inputs(config, toks, device, dtype)
         notes = list(model_spec(config.model).about)
     steps = A.attend(x, weights, x_kv=x_source, layout=config.layout, scale=config.scale,
                      temperature=config.temperature, causal=config.is_causal, similarity=config.similarity,
@@ -326,10 +328,11 @@ def _compute(config: AttentionConfig, toks: Tokens, source: Tokens | None, devic
                      position_offset=config.position_offset if config.model is None else 0,
                      window=config.sliding_window, sink_tokens=config.sink_tokens, reduce_to=reduce_to,
                      block_bytes=_block_bytes(device) if reduce_to is not None else 0,
-                     z_hook=ablation_hooks(config.ablate).get(config.layer) if config.model else None)
+                     z_hook=ablation_hooks(config.ablate).get(config.layer) if config.model else None, **own_steps)
     own = model_spec(config.model) if config.model is not None else None
     if layer_weights is not None and (config.scale, config.temperature, config.is_causal, config.similarity,
-                                      config.sliding_window) != (True, 1.0, own.causal, "dot", own.window):
+                                      config.sliding_window) != (True, 1.0, own.causal, "dot",
+                                                                 own.window_at(config.layer)):
         layer_weights = layer_weights.clone()  # the model view shows this layer as computed here
         layer_weights[config.layer] = steps["weights"]
     synchronize(device)
@@ -398,7 +401,8 @@ def _alibi(config: AttentionConfig) -> bool:
 
 
 def _model_inputs(config: AttentionConfig, toks: Tokens, device: torch.device, dtype: torch.dtype):
-    """What ``config.layer`` reads, its projections, every layer's weights and the next tokens (or None)."""
+    """What ``config.layer`` reads, its projections, every layer's weights, the next tokens (or None) and what
+    its attention takes beyond the config (``ModelSource.attend_options``: DeBERTa's position terms)."""
     model = source(config.model)
     ids = toks.id_tensor()
     if config.ablate:  # every layer above a struck head reads a changed residual stream, and so does the next token
@@ -410,7 +414,8 @@ def _model_inputs(config: AttentionConfig, toks: Tokens, device: torch.device, d
     weights = model.layer_weights(config.layer, device, dtype)  # column layout
     if config.layout == "row":  # show W as d x d_k (q = x W): the same numbers, transposed
         weights = weights.transposed()
-    return hidden[config.layer], weights, layer_weights, next_tokens
+    options = model.attend_options(config.layer, len(toks.tokens), device, dtype)
+    return hidden[config.layer], weights, layer_weights, next_tokens, options
 
 
 def as_dict(result: AttentionResult) -> dict[str, Any]:

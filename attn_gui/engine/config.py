@@ -193,16 +193,18 @@ class AttentionConfig:
     @property
     def sliding_window(self) -> int | None:
         """The sliding window in use: the narrower of the ``window`` option and the model's own
-        (Mistral's, by construction like its causal mask); None: no window."""
-        own = model_spec(self.model).window if self.model is not None else None
+        (Mistral's, or this layer's in a model whose layers differ, by construction like its causal
+        mask); None: no window."""
+        own = model_spec(self.model).window_at(self.layer) if self.model is not None else None
         windows = [w for w in (self.window, own) if w is not None]
         return min(windows) if windows else None
 
     @property
     def rope(self) -> float | None:
-        """The RoPE base in use: the model's, or (random weights) ``rope_base`` with RoPE positions; else None."""
+        """The RoPE base in use: the model's (this layer's), or (random weights) ``rope_base`` with RoPE
+        positions; else None."""
         if self.model is not None:
-            return model_spec(self.model).rope_base
+            return model_spec(self.model).rope_at(self.layer)
         return self.rope_base if self.positional == "rope" else None
 
     @property

@@ -65,6 +65,9 @@ FIELDS: dict[str, FieldInfo] = {
         FieldInfo("k", "K", "K = X W_k", True, "source", "dim"),
         FieldInfo("v", "V", "V = X W_v", True, "source", "dim"),
         FieldInfo("scores", "ω", "ω = Q Kᵀ", True, "token", "key"),
+        FieldInfo("c2p", "c2p", "c2p = Q K_rᵀ at δ(i, j): content → position (DeBERTa)", True, "token", "key"),
+        FieldInfo("p2c", "p2c", "p2c = K Q_rᵀ at δ(i, j), transposed: position → content (DeBERTa)", True,
+                  "token", "key"),
         FieldInfo("position_bias", "m", "m = -slope_h (i - j): ALiBi's bias", True, "token", "key"),
         FieldInfo("scaled", "ω′", "ω′ = ω / √d_k", True, "token", "key"),
         FieldInfo("weights", "α", "α = softmax(ω / √d_k)", True, "token", "key", "weights"),
@@ -107,10 +110,16 @@ def formula(name: str, config) -> str:
         return text + ", rotated (RoPE)" if _rope(config) and name in ("q", "k") else text
     if name in ("q_unrotated", "k_unrotated") and _qk_norm(config):
         return info.formula.replace("before the rotation", "before the norm and the rotation")
+    terms, factor = _score_terms(config)
     if name == "scores":
-        return "ω = cos(Q, K)" if config.similarity == "cosine" else "ω = Q Kᵀ"
+        text = "ω = cos(Q, K)" if config.similarity == "cosine" else "ω = Q Kᵀ"
+        return text + ": content → content" if terms else text
+    if name in ("c2p", "p2c"):
+        return f"{info.formula}, δ(i, j) = bucket(i − j) + s"
     if name in ("scaled", "weights"):
-        inner = "ω / √d_k" if config.scale else "ω"
+        summed = f"({' + '.join(('ω', *terms))})" if terms else "ω"
+        d_k = f"{factor}·d_k" if factor != 1 else "d_k"
+        inner = f"{summed} / √{d_k}" if config.scale else summed
         if config.model is None and config.positional == "alibi":
             inner += " + m"
         if config.temperature != 1.0:
@@ -136,6 +145,16 @@ def formula(name: str, config) -> str:
 
         return f"X: {model_spec(config.model).x_is}"
     return info.formula
+
+
+def _score_terms(config) -> tuple[tuple[str, ...], int]:
+    """The model's position terms added to ω (DeBERTa's c2p, p2c) and its scale factor; (), 1 for others."""
+    from .sources import model_spec
+
+    if config.model is None:
+        return (), 1
+    spec = model_spec(config.model)
+    return spec.score_terms, spec.scale_factor
 
 
 def _rope(config) -> bool:

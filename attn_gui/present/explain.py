@@ -32,6 +32,8 @@ MEANING: dict[str, str] = {
     "k": "Each row is one token's key: what that token can be found by.",
     "v": "Each row is one token's value: what that token hands on to whoever attends to it.",
     "scores": "How well each query (row) matches each key (column): large means a good match.",
+    "c2p": "How much each query (row) looks for a key at that key's distance from it (content → position).",
+    "p2c": "How much each key (column) wants to be found from the query's distance to it (position → content).",
     "position_bias": "ALiBi's penalty for distance: the further a key is from the query, the lower its score.",
     "scaled": "The scores scaled down so the softmax does not saturate; hatched cells are masked out.",
     "weights": "How much each query token (row) attends to each key token (column); every row sums to 1.",

@@ -77,6 +77,11 @@ class ModelSource(abc.ABC):
         """
         return None
 
+    def attend_options(self, layer: int, T: int, device: torch.device | str, dtype: torch.dtype) -> dict:
+        """What layer ``layer``'s attention takes beyond the config's options, as ``attention.attend``'s
+        keywords, for ``T`` tokens: DeBERTa's ``relative`` position terms; {} for most models."""
+        return {}
+
     @abc.abstractmethod
     def layer_weights(self, layer: int, device: torch.device | str, dtype: torch.dtype) -> Projections:
         """Layer ``layer``'s attention projections per head, in column layout (q_i = W x_i + b)."""

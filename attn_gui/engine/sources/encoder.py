@@ -1,12 +1,19 @@
-"""The BERT-family encoder's forward pass, written out, for any BERT, RoBERTa or DistilBERT folder.
+"""The one encoder's forward pass, written out, for any BERT, RoBERTa, DistilBERT, DeBERTa-v2/v3 or
+ModernBERT folder.
 
-Embeddings (word + position + token type 0 where the model has token types, then LayerNorm),
-then per layer: self-attention through the engine's one ``attention.attend``, residual +
-LayerNorm, the feed-forward (GELU), residual + LayerNorm (post-LN). The families differ by
-declared facts only (``hf.FAMILIES``): RoBERTa counts positions from its padding id + 1,
-DistilBERT names its weights its own way (renamed here to BERT's, ``RENAMES``) and has no
-token types. MiniLM-L6 (``minilm.py``) is a BERT folder inside its package. The tests compare
-every layer with transformers' ``BertModel``, ``RobertaModel`` and ``DistilBertModel``.
+Embeddings (word + position + token type 0 where the model has them, then LayerNorm), then per
+layer: self-attention through the engine's one ``attention.attend``, residual + LayerNorm, the
+feed-forward (GELU), residual + LayerNorm (post-LN). The families differ by declared facts only
+(``families.FAMILIES``, ``encoder_config``); every family's weights are renamed here to BERT's:
+RoBERTa counts positions from its padding id + 1; DistilBERT names its weights its own way
+(``RENAMES``) and has no token types; DeBERTa-v2/v3 adds the disentangled position terms c2p
+and p2c to the scores (``attention.Relative``, from its relative embeddings) and may have no
+absolute positions; ModernBERT (``Family.pre_norm``) has no positions but RoPE, local and global
+layers (each its window and RoPE base), one fused W_qkv (split here), LayerNorms before attention
+and the GeGLU feed-forward (``Family.mlp``), biases only where its config says, and a final norm.
+MiniLM-L6 (``minilm.py``) is a BERT folder inside its package. The tests compare every layer with
+transformers' ``BertModel``, ``RobertaModel``, ``DistilBertModel``, ``DebertaV2Model`` and
+``ModernBertModel``.
 """
 
 from __future__ import annotations
@@ -20,12 +27,15 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from ..attention import Projections, attend
+from ..errors import ConfigError
+from ..attention import Projections, Relative, attend, relative_index
 from ..tokens import Tokens
 from .base import ModelSource
 from . import hf, stored
 from .byte_bpe import readable
-from .hf import activation, check_shape, family_of, position_offset, read_weights
+from .encoder_config import RelativeShape, local_layers, relative_shape
+from .families import Family
+from .hf import activation, check_shape, family_of, position_offset, read_weights, size
 from .llama import act
 from .loaded import LOADED
 from .spec import ModelSpec
@@ -37,7 +47,21 @@ RENAMES = {
     "sa_layer_norm": "attention.output.LayerNorm", "ffn.lin1": "intermediate.dense", "ffn.lin2": "output.dense",
     "output_layer_norm": "output.LayerNorm",
 }
-PREFIXES = ("bert.", "roberta.", "distilbert.")  # a task model's body (BertForMaskedLM, …); its heads are unused
+# DeBERTa's and ModernBERT's names -> BERT's (after the prefix; ModernBERT's Wqkv is split by ``fused_qkv``)
+FAMILY_RENAMES = {
+    "deberta-v2": ((r"(attention\.self\.)(query|key|value)_proj\.", r"\1\2."),),
+    "modernbert": ((r"^embeddings\.tok_embeddings\.", "embeddings.word_embeddings."),
+                   (r"^embeddings\.norm\.", "embeddings.LayerNorm."),
+                   (r"^layers\.(\d+)\.attn_norm\.", r"encoder.layer.\1.attention.norm."),
+                   (r"^layers\.(\d+)\.attn\.Wo\.", r"encoder.layer.\1.attention.output.dense."),
+                   (r"^layers\.(\d+)\.attn\.Wqkv\.", r"encoder.layer.\1.attention.self.qkv."),
+                   (r"^layers\.(\d+)\.mlp_norm\.", r"encoder.layer.\1.intermediate.norm."),
+                   (r"^layers\.(\d+)\.mlp\.Wi\.", r"encoder.layer.\1.intermediate.dense."),
+                   (r"^layers\.(\d+)\.mlp\.Wo\.", r"encoder.layer.\1.output.dense."),
+                   (r"^final_norm\.", "encoder.final_norm.")),
+}
+# a task model's body (BertForMaskedLM, …); its heads are unused
+PREFIXES = ("bert.", "roberta.", "distilbert.", "deberta.", "model.")
 
 
 @dataclass(frozen=True)
@@ -49,6 +73,12 @@ class EncoderShape:
     eps: float  # LayerNorm's epsilon
     act: str  # the feed-forward's activation (llama.act): gelu, gelu_tanh, relu
     position_offset: int  # the first token's position id (RoBERTa: padding id + 1)
+    positions: bool = True  # learned absolute positions added to the embeddings (DeBERTa: position_biased_input)
+    pre_norm: bool = False  # ModernBERT: LayerNorm before attention and the MLP, a final norm
+    mlp: str = "gelu"  # "gelu": W_2 act(W_1 x); "geglu": W_o (act(a) * g) with a, g = W_i x split in two
+    windows: tuple[int | None, ...] = ()  # each layer's window (ModernBERT's local layers); () none
+    rope_bases: tuple[float, ...] = ()  # each layer's RoPE base (ModernBERT); () no RoPE
+    relative: RelativeShape | None = None  # DeBERTa's relative positions
 
 
 @dataclass(frozen=True)
@@ -62,8 +92,9 @@ class Encoder:
     vocab: tuple[str, ...]  # the readable text of each id
 
 
-def bert_names(weights: dict) -> dict:
-    """Every family's tensors under BERT's names: task prefixes dropped, DistilBERT renamed, gamma/beta named."""
+def bert_names(weights: dict, kind: str = "bert") -> dict:
+    """Every family's tensors under BERT's names: task prefixes dropped, DistilBERT, DeBERTa and ModernBERT
+    renamed, gamma/beta named, ModernBERT's fused W_qkv split (``fused_qkv``)."""
     out = {}
     for key, value in weights.items():
         for prefix in PREFIXES:
@@ -71,9 +102,50 @@ def bert_names(weights: dict) -> dict:
         m = re.fullmatch(r"transformer\.layer\.(\d+)\.(.+)\.(weight|bias)", key)
         if m and m.group(2) in RENAMES:
             key = f"encoder.layer.{m.group(1)}.{RENAMES[m.group(2)]}.{m.group(3)}"
+        for pattern, to in FAMILY_RENAMES.get(kind, ()):
+            key = re.sub(pattern, to, key)
         key = re.sub(r"LayerNorm\.gamma$", "LayerNorm.weight", re.sub(r"LayerNorm\.beta$", "LayerNorm.bias", key))
         out[key] = value
-    return out
+    return fused_qkv(out)
+
+
+def fused_qkv(w: dict) -> dict:
+    """A fused ``attention.self.qkv`` (ModernBERT's Wqkv: rows Q, then K, then V, each h * d_k) split into
+    BERT's query, key and value (views, no copy)."""
+    for key in [k for k in w if ".attention.self.qkv." in k]:
+        for name, part in zip(("query", "key", "value"), w.pop(key).chunk(3, dim=0), strict=True):
+            w[key.replace(".qkv.", f".{name}.")] = part  # (3 h d_k, d) -> (h d_k, d), (3 h d_k,) -> (h d_k,)
+    return w
+
+
+def encoder_shape(spec: ModelSpec, cfg: dict, family: Family, folder: Path) -> EncoderShape:
+    """The constants of an encoder of ``family`` from its config.json (``encoder_config`` reads the new ones)."""
+    windows, bases = local_layers(cfg, folder, spec.layers) if family.window == "local" else ((), ())
+    return EncoderShape(spec.layers, spec.heads, float(size(cfg, family, "eps", 1e-12)),
+                        activation(cfg, family, folder), position_offset(cfg),
+                        positions=bool(cfg.get("position_biased_input", True)) and not family.pre_norm,
+                        pre_norm=family.pre_norm, mlp="geglu" if family.mlp == "geglu" else "gelu",
+                        windows=windows, rope_bases=bases,
+                        relative=relative_shape(cfg, folder) if family.relative else None)
+
+
+def check_weights(folder: Path, cfg: dict, weights: dict, shape: EncoderShape) -> None:
+    """Refuse weights that lack what config.json declares (a bias it says is there, DeBERTa's relative
+    embeddings), naming the field."""
+    needs = {"attention_bias": "encoder.layer.0.attention.self.query.bias",
+             "mlp_bias": "encoder.layer.0.intermediate.dense.bias", "norm_bias": "embeddings.LayerNorm.bias"}
+    if shape.pre_norm:
+        for field, key in needs.items():
+            if cfg.get(field) and key not in weights:
+                raise ConfigError(f"{folder.name}: config.json says {field} is true, the weights hold no {key}")
+    rel = shape.relative
+    if rel is not None and rel.on:
+        own = "key" if rel.shared else "pos_key_proj"
+        for key in ("encoder.rel_embeddings.weight", *((f"encoder.layer.0.attention.self.{own}.weight",)
+                                                        if "c2p" in rel.terms else ()),
+                    *(("encoder.LayerNorm.weight",) if rel.norm else ())):
+            if key not in weights:
+                raise ConfigError(f"{folder.name}: the weights lack {key} for DeBERTa's relative attention")
 
 
 def read(spec: ModelSpec, folder: Path) -> Encoder:
@@ -82,7 +154,7 @@ def read(spec: ModelSpec, folder: Path) -> Encoder:
 
     cfg = json.loads((folder / "config.json").read_text())
     family = family_of(cfg, folder)
-    weights = bert_names(read_weights(folder))
+    weights = bert_names(read_weights(folder), cfg.get("model_type"))
     key = "encoder.layer.0.attention.self.query.weight"
     check_shape(folder, weights[key].shape if key in weights else (), (spec.heads * spec.d_k, spec.d_model))
     tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
@@ -94,8 +166,8 @@ def read(spec: ModelSpec, folder: Path) -> Encoder:
     texts = [""] * (max(ids.values()) + 1)
     for tok, i in ids.items():  # RoBERTa's byte-level "Ġthe" is shown "␣the"; WordPiece as it is
         texts[i] = readable(tok, i in special) if byte_level else tok
-    shape = EncoderShape(spec.layers, spec.heads, float(cfg.get("layer_norm_eps", 1e-12)),
-                         activation(cfg, family, folder), position_offset(cfg))
+    shape = encoder_shape(spec, cfg, family, folder)
+    check_weights(folder, cfg, weights, shape)
     return Encoder(spec, shape, weights, tokenizer, tuple(texts))
 
 
@@ -116,65 +188,131 @@ LOADED.on_drop(weights_on.cache_clear)
 
 
 def _layer_norm(x: torch.Tensor, w: dict, prefix: str, eps: float) -> torch.Tensor:
-    return F.layer_norm(x, x.shape[-1:], w[prefix + ".weight"], w[prefix + ".bias"], eps)
+    """LayerNorm with the gain and (where the model has one) the bias stored under ``prefix``."""
+    return F.layer_norm(x, x.shape[-1:], w[prefix + ".weight"], w.get(prefix + ".bias"), eps)
 
 
 def _linear(x: torch.Tensor, w: dict, prefix: str) -> torch.Tensor:
-    return F.linear(x, w[prefix + ".weight"], w[prefix + ".bias"])
+    return F.linear(x, w[prefix + ".weight"], w.get(prefix + ".bias"))
 
 
 def head_weights(w: dict, layer: int, heads: int) -> Projections:
-    """Layer ``layer``'s projections per head, in column layout (q_i = W x_i + b).
+    """Layer ``layer``'s projections per head, in column layout (q_i = W x_i + b); biases where the model has them.
 
     nn.Linear stores W as (out, in) = (h * d_k, d); head i owns rows i*d_k:(i+1)*d_k.
     """
     p = f"encoder.layer.{layer}.attention"
     out = {}
     for name, key in (("q", "self.query"), ("k", "self.key"), ("v", "self.value")):
-        weight, bias = w[f"{p}.{key}.weight"], w[f"{p}.{key}.bias"]
+        weight, bias = w[f"{p}.{key}.weight"], w.get(f"{p}.{key}.bias")
         d = weight.shape[1]
         out["w_" + name] = weight.view(heads, -1, d)  # (h * d_k, d) -> (h, d_k, d)
-        out["b_" + name] = bias.view(heads, 1, -1)  # (h * d_k,) -> (h, 1, d_k)
+        out["b_" + name] = None if bias is None else bias.view(heads, 1, -1)  # (h * d_k,) -> (h, 1, d_k)
     out["w_o"] = w[f"{p}.output.dense.weight"]  # (d, h * d_v): column layout
-    out["b_o"] = w[f"{p}.output.dense.bias"].view(1, -1)  # (1, d)
+    bias = w.get(f"{p}.output.dense.bias")
+    out["b_o"] = None if bias is None else bias.view(1, -1)  # (1, d)
     return Projections(**out)
 
 
+def relative_positions(w: dict, layer: int, shape: EncoderShape, T: int) -> Relative | None:
+    """DeBERTa's position terms of layer ``layer`` for ``T`` tokens (``attention.Relative``); None for others.
+
+    The relative embeddings P (2s, d), LayerNormed where ``norm_rel_ebd`` says, projected per head by
+    the layer's position projections (``pos_key_proj``, ``pos_query_proj``) or, with ``share_att_key``,
+    by its content W_k and W_q (biases included).
+    """
+    rel = shape.relative
+    if rel is None:
+        return None
+    if not rel.on:  # relative_attention off: content scores only, still over sqrt(d_k * scale_factor)
+        return Relative(None, None, None, rel.scale_factor)
+    emb = w["encoder.rel_embeddings.weight"][: 2 * rel.span]  # (2s, d)
+    if rel.norm:
+        emb = _layer_norm(emb, w, "encoder.LayerNorm", shape.eps)
+    p = f"encoder.layer.{layer}.attention.self"
+    per_head = lambda t: t.view(t.size(0), shape.heads, -1).transpose(0, 1)  # noqa: E731  (2s, h d_k) -> (h, 2s, d_k)
+    pos_k = per_head(_linear(emb, w, f"{p}.{'key' if rel.shared else 'pos_key_proj'}")) if "c2p" in rel.terms \
+        else None
+    pos_q = per_head(_linear(emb, w, f"{p}.{'query' if rel.shared else 'pos_query_proj'}")) if "p2c" in rel.terms \
+        else None
+    index = relative_index(T, T, rel.span, rel.buckets, rel.max_position, device=emb.device)  # (T, T)
+    return Relative(index, pos_k, pos_q, rel.scale_factor)
+
+
+def attend_options(w: dict, layer: int, shape: EncoderShape, T: int) -> dict:
+    """``attention.attend``'s keywords for layer ``layer``: its RoPE base and window (ModernBERT), DeBERTa's
+    position terms."""
+    options = {}
+    if shape.rope_bases:
+        options.update(rope_base=shape.rope_bases[layer], window=shape.windows[layer])
+    if shape.relative is not None:
+        options["relative"] = relative_positions(w, layer, shape, T)
+    return options
+
+
 def embed(w: dict, ids: torch.Tensor, shape: EncoderShape) -> torch.Tensor:
-    """Word + position (+ token type 0, where the model has token types) embeddings, then LayerNorm: (T, d)."""
+    """Word + position (where the model adds them) + token type 0 (where it has token types) embeddings,
+    then LayerNorm: (T, d)."""
     T = ids.shape[0]
-    x = (stored.rows(w, "embeddings.word_embeddings.weight", ids)
-         + stored.rows(w, "embeddings.position_embeddings.weight", torch.arange(shape.position_offset,
-                                                                                shape.position_offset + T)))
+    x = stored.rows(w, "embeddings.word_embeddings.weight", ids)
+    if shape.positions and "embeddings.position_embeddings.weight" in w:
+        x = x + stored.rows(w, "embeddings.position_embeddings.weight",
+                            torch.arange(shape.position_offset, shape.position_offset + T))
     if "embeddings.token_type_embeddings.weight" in w:
         x = x + w["embeddings.token_type_embeddings.weight"][0]
     return _layer_norm(x, w, "embeddings.LayerNorm", shape.eps)
 
 
-def encoder_layer(x: torch.Tensor, w: dict, layer: int, shape: EncoderShape):
-    """A full post-LN layer; returns (next hidden state, the layer's attention steps)."""
-    steps = attend(x, head_weights(w, layer, shape.heads), layout="column")
+def feed_forward(x: torch.Tensor, w: dict, layer: int, shape: EncoderShape) -> torch.Tensor:
+    """BERT's W_2 act(W_1 x + b_1) + b_2, or ModernBERT's GeGLU W_o (act(a) * g), a, g = W_i x split in two."""
     p = f"encoder.layer.{layer}"
+    hidden = _linear(x, w, f"{p}.intermediate.dense")  # (T, n), GeGLU (T, 2n)
+    if shape.mlp == "geglu":
+        a, gate = hidden.chunk(2, dim=-1)  # (T, n) each
+        hidden = act(a, shape.act) * gate
+    else:
+        hidden = act(hidden, shape.act)
+    return _linear(hidden, w, f"{p}.output.dense")
+
+
+def encoder_layer(x: torch.Tensor, w: dict, layer: int, shape: EncoderShape):
+    """A full layer; returns (next hidden state, the layer's attention steps, what its attention read).
+
+    Post-LN (BERT, DeBERTa): LayerNorm(x + attention(x)), then LayerNorm(h + MLP(h)). Pre-LN
+    (ModernBERT): x + attention(LayerNorm(x)) (layer 0 has no norm: its embeddings are normed), then
+    h + MLP(LayerNorm(h)).
+    """
+    p = f"encoder.layer.{layer}"
+    if shape.pre_norm:
+        normed = _layer_norm(x, w, f"{p}.attention.norm", shape.eps) if f"{p}.attention.norm.weight" in w else x
+        steps = attend(normed, head_weights(w, layer, shape.heads), layout="column",
+                       **attend_options(w, layer, shape, x.shape[0]))
+        h1 = x + steps["output"]
+        return h1 + feed_forward(_layer_norm(h1, w, f"{p}.intermediate.norm", shape.eps), w, layer, shape), \
+            steps, normed
+    steps = attend(x, head_weights(w, layer, shape.heads), layout="column",
+                   **attend_options(w, layer, shape, x.shape[0]))
     h1 = _layer_norm(steps["output"] + x, w, f"{p}.attention.output.LayerNorm", shape.eps)
-    ff = act(_linear(h1, w, f"{p}.intermediate.dense"), shape.act)
-    h2 = _layer_norm(_linear(ff, w, f"{p}.output.dense") + h1, w, f"{p}.output.LayerNorm", shape.eps)
-    return h2, steps
+    h2 = _layer_norm(feed_forward(h1, w, layer, shape) + h1, w, f"{p}.output.LayerNorm", shape.eps)
+    return h2, steps, x
 
 
 def run(w: dict, ids: torch.Tensor, shape: EncoderShape):
-    """Every layer's input hidden state (L + 1 of them, the last is the output) and attention weights.
+    """Every layer's attention input and the output (L + 1 of them), and every layer's attention weights.
 
     Returns
     -------
-    hidden : list of (T, d) tensors, hidden[l] enters layer l
+    hidden : list of (T, d) tensors, hidden[l] is what layer l's attention reads (its input, LayerNormed
+        first in a pre-LN model); the last is the model's output (after its final norm, where it has one)
     weights : (L, h, T, T) attention weights of every layer and head
     """
     x = embed(w, ids, shape)
-    hidden, all_weights = [x], []
+    hidden, all_weights = [], []
     for layer in range(shape.layers):
-        x, steps = encoder_layer(x, w, layer, shape)
-        hidden.append(x)
+        x, steps, read = encoder_layer(x, w, layer, shape)
+        hidden.append(read)
         all_weights.append(steps["weights"])
+    hidden.append(_layer_norm(x, w, "encoder.final_norm", shape.eps) if shape.pre_norm else x)
     return hidden, torch.stack(all_weights)
 
 
@@ -210,6 +348,10 @@ class Source(ModelSource):
     def layer_weights(self, layer, device, dtype) -> Projections:
         return head_weights(self._weights(device, dtype), layer, self.spec.heads)
 
+    def attend_options(self, layer, T, device, dtype) -> dict:
+        rel = relative_positions(self._weights(device, dtype), layer, self.model().shape, T)
+        return {} if rel is None else {"relative": rel}
+
     def _weights(self, device, dtype) -> dict[str, torch.Tensor]:
         return weights_on(self, str(device), dtype)
 
@@ -222,4 +364,5 @@ def _tokenize(src: Source, sentence: str) -> Tokens:
     return Tokens(tuple(model.vocab[i] for i in ids), tuple(ids), model.vocab)
 
 
-__all__ = ["Encoder", "EncoderShape", "Source", "embed", "encoder_layer", "head_weights", "run"]
+__all__ = ["Encoder", "EncoderShape", "Source", "embed", "encoder_layer", "feed_forward", "head_weights",
+           "relative_positions", "run"]

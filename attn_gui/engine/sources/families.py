@@ -26,9 +26,12 @@ class Family:
     path: str = "decoder"  # "decoder": llama.py; "encoder": encoder.py
     names: tuple[tuple[str, str], ...] = ()  # config.json's own key for a size, where it is not BERT's / Llama's
     window: str = ""  # "every": sliding_window in every layer (Mistral); "layers": Qwen's use_sliding_window
-    #                   and layer_types say which layers slide; "": none
+    #                   and layer_types say which layers slide; "local": ModernBERT's local and global layers,
+    #                   each with its window and RoPE base (encoder_config.local_layers); "": none
     norm: str = "rms"  # the decoder's norm and feed-forward (llama.LlamaShape)
     mlp: str = "swiglu"
+    pre_norm: bool = False  # an encoder whose LayerNorms come before attention and the MLP (ModernBERT)
+    relative: bool = False  # DeBERTa's disentangled attention: c2p and p2c terms (attention.Relative)
     qk_norm: bool = False  # Qwen3: q_norm and k_norm, each head's q and k RMS-normed before RoPE
     gguf: str = ""  # the general.architecture llama.cpp writes it as ("": no GGUF of it is read here)
     permuted: bool = False  # llama.cpp's converter interleaved W_q's and W_k's rows for its RoPE (LlamaModel.permute)
@@ -46,6 +49,9 @@ FAMILIES = {  # by config.json's model_type
     "bert": Family("BERT", path="encoder"), "roberta": Family("RoBERTa", path="encoder"),
     "distilbert": Family("DistilBERT", path="encoder", names=(("heads", "n_heads"), ("d_model", "dim"),
                                                              ("layers", "n_layers"), ("act", "activation"))),
+    "deberta-v2": Family("DeBERTa-v2", path="encoder", relative=True),  # DeBERTa-v3 folders are deberta-v2 too
+    "modernbert": Family("ModernBERT", path="encoder", names=(("eps", "norm_eps"), ("act", "hidden_activation")),
+                         window="local", pre_norm=True, norm="layer", mlp="geglu"),
 }
 
 

@@ -143,8 +143,11 @@ def spec_for(path: str) -> ModelSpec:
                       max_tokens=limit)
         name = folder.name if folder.name.lower() not in GENERIC else f"{folder.parent.name}/{folder.name}"
         if family.path == "encoder":
+            from .encoder_config import spec_facts
+
+            facts = {"has_bias": True, **spec_facts(cfg, family, folder, common["layers"])}
             return ModelSpec(str(path), f"{name} ({family.label} encoder)", module="encoder",
-                             has_bias=True, special_tokens=special_tokens(folder), **common)
+                             special_tokens=special_tokens(folder), **common, **facts)
         return decoder_spec(str(path), f"{name} ({family.label} decoder)", "hf", family,
                             kv_heads=int(cfg.get("num_key_value_heads") or heads),
                             has_bias=bool(cfg.get("attention_bias", cfg.get("model_type") in ("qwen2", "gpt2"))),

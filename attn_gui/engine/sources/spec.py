@@ -39,6 +39,14 @@ class ModelSpec:
     window : int, optional
         The sliding window every layer applies (Mistral's ``sliding_window``): query i sees
         keys i - window < j <= i; None: every key up to the query.
+    layer_windows, layer_rope_bases : tuple, optional
+        Per layer, where layers differ (ModernBERT's local and global layers): each layer's
+        window (None: global) and RoPE base, in place of ``window`` and ``rope_base``; () where every
+        layer is alike. ``window_at`` and ``rope_at`` read either.
+    score_terms : tuple of str
+        DeBERTa's position terms added to the content scores ("c2p", "p2c"), ``attention.Relative``.
+    scale_factor : int
+        The scores are divided by √(d_k · scale_factor) (DeBERTa: 1 + the number of its position terms).
     reader : str
         A decoder's module that reads its files into a ``decoder.DecoderModel``: "hf" (a folder),
         "gguf_file" (a .gguf file) or "smollm2" (the bundled SmolLM2's GGUF, in its package).
@@ -65,6 +73,18 @@ class ModelSpec:
     rope_base: float | None = None
     qk_norm: bool = False
     window: int | None = None
+    layer_windows: tuple[int | None, ...] = ()
+    layer_rope_bases: tuple[float, ...] = ()
+    score_terms: tuple[str, ...] = ()
+    scale_factor: int = 1
     reader: str = ""
     x_is: str = "the hidden state entering the layer"
     about: tuple[str, ...] = ("output is the attention block's output, before the residual and LayerNorm",)
+
+    def window_at(self, layer: int) -> int | None:
+        """Layer ``layer``'s own sliding window (``window``, or its entry of ``layer_windows``)."""
+        return self.layer_windows[layer] if self.layer_windows else self.window
+
+    def rope_at(self, layer: int) -> float | None:
+        """Layer ``layer``'s RoPE base (``rope_base``, or its entry of ``layer_rope_bases``)."""
+        return self.layer_rope_bases[layer] if self.layer_rope_bases else self.rope_base
