@@ -118,7 +118,7 @@ def formula(name: str, config) -> str:
         return f"{info.formula}, δ(i, j) = bucket(i − j) + s"
     if name in ("scaled", "weights"):
         summed = f"({' + '.join(('ω', *terms))})" if terms else "ω"
-        d_k = f"{factor}·d_k" if factor != 1 else "d_k"
+        d_k = f"({factor}·d_k)" if factor != 1 else "d_k"
         inner = f"{summed} / √{d_k}" if config.scale else summed
         if config.model is None and config.positional == "alibi":
             inner += " + m"

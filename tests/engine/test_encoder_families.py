@@ -116,7 +116,7 @@ def test_deberta_score_terms_are_maps_with_their_formulas(deberta):
     assert r.c2p.shape == r.p2c.shape == (4, T, T)
     assert formula("scores", cfg) == "ω = Q Kᵀ: content → content"
     assert formula("c2p", cfg).startswith("c2p = Q K_rᵀ at δ(i, j): content → position")
-    assert formula("scaled", cfg) == "ω′ = (ω + c2p + p2c) / √3·d_k"
+    assert formula("scaled", cfg) == "ω′ = (ω + c2p + p2c) / √(3·d_k)"
 
 
 @pytest.fixture(scope="module")

@@ -101,5 +101,7 @@ def spec_facts(cfg: dict, family: Family, folder: Path, layers: int) -> dict:
     if family.window == "local":
         windows, bases = local_layers(cfg, folder, layers)
         return dict(layer_windows=windows, layer_rope_bases=bases, rope_base=bases[0],
-                    has_bias=bool(cfg.get("attention_bias", False)))
+                    has_bias=bool(cfg.get("attention_bias", False)),
+                    x_is="LayerNorm of the residual stream entering the layer (layer 1: the normed embeddings)",
+                    about=("output is the attention block's output, before the residual",))
     return {}
