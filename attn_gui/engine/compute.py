@@ -126,6 +126,11 @@ class AttentionResult:
         return self.q.shape[0]
 
     @property
+    def position_terms(self) -> tuple[str, ...]:
+        """The terms the scores add to ω before the scale: DeBERTa's "c2p" and "p2c" where it has them; ()."""
+        return tuple(t for t in ("c2p", "p2c") if getattr(self, t) is not None)
+
+    @property
     def streamed(self) -> bool:
         """True when the T x T fields are kept only as displayed (see ``shown``)."""
         return self.shown is not None

@@ -171,7 +171,13 @@ def query_softmax(result: AttentionResult, head: int, token: int) -> QuerySoftma
     """alpha of query ``token`` in ``head`` with and without scaling (temperature and mask as configured)."""
     cfg = result.config
     d_k = result.q.size(-1)
-    row = result.row("scores", head, token)[None, None]  # (1, 1, T_k): only this query's scores
+    row = result.row("scores", head, token)
+    terms = result.position_terms
+    for term in terms:  # DeBERTa: the position terms join the content scores before the scale
+        row = row + getattr(result, term)[head, token]
+    if terms:
+        d_k *= model_spec(cfg.model).scale_factor  # its scale is 1/sqrt(d_k * scale_factor)
+    row = row[None, None]  # (1, 1, T_k): only this query's scores
     random = cfg.model is None
     slopes = alibi_slopes(result.heads, row.dtype, row.device)[head:head + 1] if (
         random and cfg.positional == "alibi") else None

@@ -9,7 +9,7 @@ import html
 
 import numpy as np
 
-from ..engine import AttentionResult
+from ..engine import AttentionResult, model_spec
 from .formats import format_value
 
 MAX_KEYS = 16  # keys listed in full; longer inputs list the strongest
@@ -53,9 +53,12 @@ def walk_html(result: AttentionResult, token: int, head: int) -> str:
     col = cfg.layout == "column"
     head_txt = f", head {head + 1} of {result.heads}" if result.heads > 1 else ""
     sim = "cos(q, k)" if cfg.similarity == "cosine" else "q · k"
+    extra = result.position_terms  # DeBERTa's c2p and p2c, added to ω before the scale
+    rel = {t: host(getattr(result, t)[head, token]) for t in extra}
     divisor = []
     if cfg.scale:
-        divisor.append(f"√{d_k}")
+        factor = model_spec(cfg.model).scale_factor if extra else 1
+        divisor.append(f"√({factor}·{d_k})" if factor != 1 else f"√{d_k}")
     if cfg.temperature != 1.0:
         divisor.append(f"{cfg.temperature:g}")
     div = " / ".join(divisor) if divisor else "1"
@@ -82,10 +85,16 @@ def walk_html(result: AttentionResult, token: int, head: int) -> str:
     else:
         order = np.arange(T)
         note = ""
-    out.append(f"<p><b>3. Scores</b> ω<sub>{n}j</sub> = {sim}<sub>j</sub>, "
-               f"<b>4. weights</b> α<sub>{n}j</sub> = softmax<sub>j</sub>(ω<sub>{n}j</sub> / {div}){note}</p>")
+    summed = f"(ω<sub>{n}j</sub> + {' + '.join(f'{t}<sub>{n}j</sub>' for t in extra)})" if extra \
+        else f"ω<sub>{n}j</sub>"
+    position = (f"; DeBERTa adds its position terms {' and '.join(extra)} (content → position, position → "
+                "content) before the scale") if extra else ""
+    out.append(f"<p><b>3. Scores</b> ω<sub>{n}j</sub> = {sim}<sub>j</sub>{position}, "
+               f"<b>4. weights</b> α<sub>{n}j</sub> = softmax<sub>j</sub>({summed} / {div}){note}</p>")
+    head_sum = f"(ω + {' + '.join(extra)})" if extra else "ω"
     rows = ["<tr style='background:#eef1f6'><th>j</th><th>key</th><th>q · k<sub>j</sub> term by term</th>"
-            "<th>ω</th><th>ω / " + html.escape(div) + "</th><th>α</th></tr>"]
+            "<th>ω</th>" + "".join(f"<th>{t}</th>" for t in extra)
+            + f"<th>{html.escape(head_sum)} / " + html.escape(div) + "</th><th>α</th></tr>"]
     for j in order:
         masked = np.isneginf(scaled[j])
         why = "key after the query" if j > token else "outside the window"  # a causal mask, or the window's
@@ -95,6 +104,7 @@ def walk_html(result: AttentionResult, token: int, head: int) -> str:
         rows.append(
             f"<tr><td>{j + 1}</td><td>{html.escape(result.key_tokens[j])}</td><td>{terms}</td>"
             f"<td align=right>{format_value(float(omega[j]))}</td>"
+            + "".join(f"<td align=right>{format_value(float(rel[t][j]))}</td>" for t in extra) +
             f"<td align=right>{format_value(float(scaled[j]))}</td>"
             f"<td align=right>{float(alpha[j]):.4f} {bar}</td></tr>")
     out.append("<table cellspacing=0 cellpadding=3 border=0>" + "".join(rows) + "</table>")

@@ -117,6 +117,18 @@ def test_deberta_score_terms_are_maps_with_their_formulas(deberta):
     assert formula("scores", cfg) == "ω = Q Kᵀ: content → content"
     assert formula("c2p", cfg).startswith("c2p = Q K_rᵀ at δ(i, j): content → position")
     assert formula("scaled", cfg) == "ω′ = (ω + c2p + p2c) / √(3·d_k)"
+    assert r.position_terms == ("c2p", "p2c")
+
+
+def test_deberta_walk_and_why_scaling_add_the_position_terms(deberta):
+    from attn_gui.present.insight import query_softmax
+    from attn_gui.present.walk import walk_html
+
+    r = compute(AttentionConfig(sentence=SENTENCE, model=deberta[0]))
+    shown = query_softmax(r, 1, 5)  # alpha as the model computes it, from the summed scores over sqrt(3 d_k)
+    assert shown.d_k == 24 and torch.allclose(torch.from_numpy(shown.scaled), r.weights[1, 5], atol=1e-6)
+    html = walk_html(r, 5, 1)
+    assert "(ω + c2p + p2c) / √(3·8)" in html and "<th>c2p</th><th>p2c</th>" in html
 
 
 @pytest.fixture(scope="module")
