@@ -194,3 +194,15 @@ def test_modernbert_fields_not_computed_are_refused_in_one_line(modernbert, tmp_
     odd = _changed(modernbert[0], tmp_path, rope_parameters={"full_attention": {"rope_type": "yarn"}})
     with pytest.raises(ConfigError, match="^odd uses RoPE scaling 'yarn', which attn-gui does not apply yet$"):
         AttentionConfig(model=odd)
+
+
+@pytest.mark.parametrize(("T", "buckets", "max_position"), [(40, 8, 64), (70, 256, 512), (30, -1, 16), (33, 6, 20)])
+def test_relative_index_is_transformers_bucketed_relative_position(T, buckets, max_position):
+    from transformers.models.deberta_v2.modeling_deberta_v2 import build_relative_position
+
+    from attn_gui.engine.attention import relative_index
+
+    span = buckets if buckets > 0 else max_position  # DisentangledSelfAttention.pos_ebd_size
+    x = torch.zeros(1, T, 1)
+    want = torch.clamp(build_relative_position(x, x, buckets, max_position)[0] + span, 0, 2 * span - 1)
+    assert torch.equal(relative_index(T, T, span, buckets, max_position), want)
