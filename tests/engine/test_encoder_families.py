@@ -206,3 +206,20 @@ def test_relative_index_is_transformers_bucketed_relative_position(T, buckets, m
     x = torch.zeros(1, T, 1)
     want = torch.clamp(build_relative_position(x, x, buckets, max_position)[0] + span, 0, 2 * span - 1)
     assert torch.equal(relative_index(T, T, span, buckets, max_position), want)
+
+
+@pytest.mark.parametrize(("kind", "module"), [("deberta-v2", "deberta_v2"), ("modernbert", "modernbert")])
+def test_every_field_transformers_reads_is_honoured_refused_or_unused(kind, module):
+    """The fields are read from transformers' own modeling file and config, so a field it starts reading fails here."""
+    import importlib
+    import inspect
+    import re
+
+    from attn_gui.engine.sources.encoder_config import FIELDS
+
+    code = inspect.getsource(importlib.import_module(f"transformers.models.{module}.modeling_{module}"))
+    read = set(re.findall(r"config\.(\w+)", code)) | set(re.findall(r"getattr\(config, \"(\w+)\"", code))
+    read |= set(transformers.AutoConfig.for_model(kind).to_dict())
+    declared = FIELDS[kind]
+    assert read - {f for fields in declared.values() for f in fields} == set()
+    assert not set(declared["honoured"]) & set(declared["refused"])

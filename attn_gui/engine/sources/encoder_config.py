@@ -19,6 +19,36 @@ from pathlib import Path
 from ..errors import ConfigError
 from .families import Family
 
+# Every config.json field transformers' DebertaV2Model and ModernBertModel read, and what becomes of it here:
+# honoured (computed as transformers computes it), refused in one line where it would change the numbers,
+# or unused because it changes neither an encoder's hidden states nor its attention (dropout at
+# inference, the task heads, initialisation, the ids a tokenizer.json adds). The test reads the list
+# from transformers' own modeling files.
+UNUSED = ("_attn_implementation", "_name_or_path", "architectures", "dtype", "transformers_version", "id2label",
+          "label2id", "num_labels", "problem_type", "return_dict", "output_attentions", "output_hidden_states",
+          "is_encoder_decoder", "chunk_size_feed_forward", "tie_word_embeddings", "initializer_range",
+          "pad_token_id", "bos_token_id", "eos_token_id", "legacy")
+FIELDS = {
+    "deberta-v2": dict(
+        honoured=("model_type", "hidden_size", "num_attention_heads", "num_hidden_layers", "intermediate_size",
+                  "vocab_size", "max_position_embeddings", "hidden_act", "layer_norm_eps", "type_vocab_size",
+                  "relative_attention", "pos_att_type", "position_buckets", "max_relative_positions", "share_att_key",
+                  "norm_rel_ebd", "position_biased_input"),
+        refused=("conv_kernel_size", "conv_act", "conv_groups", "embedding_size", "attention_head_size"),
+        unused=(*UNUSED, "hidden_dropout_prob", "attention_probs_dropout_prob", "pooler_dropout", "pooler_hidden_act",
+                "pooler_hidden_size", "cls_dropout")),
+    "modernbert": dict(
+        honoured=("model_type", "hidden_size", "num_attention_heads", "num_hidden_layers", "intermediate_size",
+                  "vocab_size", "max_position_embeddings", "hidden_activation", "norm_eps", "norm_bias",
+                  "attention_bias", "mlp_bias", "layer_types", "global_attn_every_n_layers", "local_attention",
+                  "sliding_window", "rope_parameters", "global_rope_theta", "local_rope_theta", "head_dim"),
+        refused=("rope_scaling",),  # a scaled RoPE, here or in rope_parameters
+        unused=(*UNUSED, "attention_dropout", "embedding_dropout", "mlp_dropout", "classifier_activation",
+                "classifier_bias", "classifier_dropout", "classifier_pooling", "decoder_bias", "sparse_prediction",
+                "sparse_pred_ignore_index", "deterministic_flash_attn", "initializer_cutoff_factor", "cls_token_id",
+                "sep_token_id")),
+}
+
 POSITION_TERMS = ("c2p", "p2c")  # DeBERTa's terms, in the order the maps show them
 THETA = {"full_attention": 160_000.0, "sliding_attention": 10_000.0}  # ModernBertConfig.default_theta
 THETA_KEYS = {"full_attention": "global_rope_theta", "sliding_attention": "local_rope_theta"}
