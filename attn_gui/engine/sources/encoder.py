@@ -123,7 +123,7 @@ def encoder_shape(spec: ModelSpec, cfg: dict, family: Family, folder: Path) -> E
     windows, bases = local_layers(cfg, folder, spec.layers) if family.window == "local" else ((), ())
     return EncoderShape(spec.layers, spec.heads, float(size(cfg, family, "eps", 1e-12)),
                         activation(cfg, family, folder), position_offset(cfg),
-                        positions=bool(cfg.get("position_biased_input", True)) and not family.pre_norm,
+                        positions=bool(cfg.get("position_biased_input", True)),
                         pre_norm=family.pre_norm, mlp="geglu" if family.mlp == "geglu" else "gelu",
                         windows=windows, rope_bases=bases,
                         relative=relative_shape(cfg, folder) if family.relative else None)
