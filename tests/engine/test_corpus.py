@@ -1,0 +1,200 @@
+"""The corpus census (``engine.corpus``): over 200 sentences, every head's statistics equal the same
+means computed here from transformers' eager attentions on the same tiny random Llama (1e-4); an
+interrupted run resumes to the same numbers without counting a shard twice; the four corpus
+formats read the same passages; bad corpora are refused in one message.
+"""
+
+import functools
+import json
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+import torch
+
+from attn_gui.engine import corpus as C
+from corpus_data import WORDS, llama_folder, sentences  # tests/
+
+run = functools.partial(C.run_in_process, threads=1)  # tiny matrices: one thread is the fastest
+
+
+@pytest.fixture(scope="module")
+def model(tmp_path_factory):
+    path = tmp_path_factory.mktemp("llama")
+    return str(path), llama_folder(path)
+
+
+@pytest.fixture(scope="module")
+def text_corpus(tmp_path_factory):
+    path = tmp_path_factory.mktemp("corpus") / "sentences.txt"
+    path.write_text("\n".join(sentences()) + "\n\n")
+    return path
+
+
+@pytest.fixture(scope="module")
+def peer(model, text_corpus):
+    """Each passage's token ids and transformers' eager attentions, (L, h, T, T) float64."""
+    path, hf = model
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        out = []
+        for text in C.read_corpus(text_corpus).passages:
+            ids = list(C.source(path).tokenize(text).token_ids)
+            with torch.no_grad():
+                attentions = hf(torch.tensor([ids]), output_attentions=True).attentions
+            out.append((ids, torch.stack([a[0] for a in attentions]).double()))
+        return out
+    finally:
+        torch.set_num_threads(before)
+
+
+def reference(peer):
+    """Each statistic's corpus mean from transformers' attentions, written out row by row (positions from 0)."""
+    sums, counts = {}, {}
+
+    def add(name, values):  # values: (L, h) for one counted row
+        sums[name] = sums.get(name, 0) + values
+        counts[name] = counts.get(name, 0) + 1
+
+    for ids, alpha in peer:
+        for i in range(1, len(ids)):
+            add("previous", alpha[:, :, i, i - 1])
+            add("sink", alpha[:, :, i, 0])
+            add("distance", sum(alpha[:, :, i, j] * abs(i - j) for j in range(i + 1)))
+            add("entropy", torch.special.entr(alpha[:, :, i, : i + 1]).sum(-1))  # -x ln x, 0 at 0
+            same = [j for j in range(i) if ids[j] == ids[i]]
+            if same:
+                add("duplicate", sum(alpha[:, :, i, j] for j in same))
+            after = [j + 1 for j in same if j + 1 < i]
+            if after:
+                add("induction", sum(alpha[:, :, i, j] for j in after))
+    return {name: (sums[name] / counts[name]).numpy() for name in sums}, counts
+
+
+def test_every_statistic_equals_transformers_attentions(model, text_corpus, peer, tmp_path):
+    path, _ = model
+    corpus = C.read_corpus(text_corpus)
+    assert len(corpus.passages) == 200 and corpus.blank == 1
+    result = C.census(corpus, tmp_path / "out", C.Settings(model=path, shard_size=32), runner=run)
+    assert peer[0][0] == [WORDS.index(w) for w in corpus.passages[0].split()]  # the tokens are the words
+    want, counts = reference(peer)
+    heads = C.read_heads(tmp_path / "out")
+    assert heads["layer"][:, 0].tolist() == [1, 2] and heads["head"][0].tolist() == [1, 2, 3, 4]
+    for name in C.STATS:
+        assert result.totals.counts[name] == counts[name], name
+        np.testing.assert_allclose(heads[name], want[name], atol=1e-4, rtol=0, err_msg=name)
+    assert np.ptp(heads["previous"]) > 0.05  # the heads differ: the check tells them apart
+    manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
+    assert manifest["passages"] == 200 and manifest["cut"] == 0 and manifest["shards"] == 7
+    assert manifest["tokens"] == sum(len(t.split()) for t in corpus.passages)
+
+
+def test_examples_are_the_top_passages_with_their_positions(model, text_corpus, peer, tmp_path):
+    path, _ = model
+    corpus = C.read_corpus(text_corpus)
+    C.census(corpus, tmp_path, C.Settings(model=path, top_k=3, shard_size=64), runner=run)
+    examples = pq.read_table(tmp_path / "examples.parquet").to_pylist()
+    mine = [e for e in examples if e["statistic"] == "previous" and e["layer"] == 2 and e["head"] == 3]
+    assert [e["rank"] for e in mine] == [1, 2, 3]
+    scores = []
+    for _, alpha in peer:  # each passage's own previous-token mean, from transformers
+        scores.append(alpha[1, 2].diagonal(-1).mean().item())
+    best = np.argsort(scores)[::-1][:3]
+    assert [e["passage"] for e in mine] == [int(i) + 1 for i in best]  # passages counted from 1
+    assert [e["score"] for e in mine] == pytest.approx([scores[i] for i in best], abs=1e-5)
+    for e in mine:  # the query shown is the row weighting its previous token most, and the key that token
+        assert e["key"] == e["query"] - 1 and e["text"] == corpus.passages[e["passage"] - 1]
+        assert e["query_token"] == e["text"].split()[e["query"] - 1]
+
+
+def test_a_pattern_counts_its_pairs_over_the_threshold(model, text_corpus, peer, tmp_path):
+    path, _ = model
+    corpus = C.read_corpus(text_corpus)
+    pattern = C.Pattern.parse("from ^w1\\d$ to ^(the|cat)$ > 0.2")
+    C.census(corpus, tmp_path, C.Settings(model=path, pattern=pattern), runner=run)
+    matches, pairs = np.zeros((2, 4)), 0
+    for text, (_, alpha) in zip(corpus.passages, peer, strict=True):
+        words = text.split()
+        for i, q in enumerate(words):
+            for j, k in enumerate(words[: i + 1]):
+                if q.startswith("w1") and len(q) == 3 and k in ("the", "cat"):
+                    pairs += 1
+                    matches += (alpha[:, :, i, j] > 0.2).numpy()
+    heads = C.read_heads(tmp_path)
+    assert pairs > 20 and (heads["pattern_matches"] == matches).all()
+    np.testing.assert_allclose(heads["pattern"], matches / pairs, atol=1e-12)
+
+
+class Interrupt(Exception):
+    pass
+
+
+def test_an_interrupted_run_resumes_to_the_same_numbers(model, text_corpus, tmp_path):
+    path, _ = model
+    corpus = C.read_corpus(text_corpus)
+    settings = C.Settings(model=path, shard_size=16)
+    whole = C.census(corpus, tmp_path / "whole", settings, runner=run)
+
+    def stop_after_five(progress):
+        if progress.done >= 5 * 16:
+            raise Interrupt  # as Ctrl-C arrives: between two shards, the five done kept on disk
+
+    with pytest.raises(Interrupt):
+        C.census(corpus, tmp_path / "cut", settings, runner=run, progress=stop_after_five)
+    assert not (tmp_path / "cut" / "heads.parquet").exists()
+    assert len(list((tmp_path / "cut" / "shards").glob("shard-*.npz"))) == 5
+    seen = []
+    resumed = C.census(corpus, tmp_path / "cut", settings, runner=run, progress=seen.append)
+    assert resumed.resumed == 5 and resumed.shards == 13 and resumed.totals.passages == 200
+    assert seen[0].done == 6 * 16 and seen[0].done_now == 16 and seen[-1].done == 200
+    for name in C.STATS:
+        assert resumed.totals.counts[name] == whole.totals.counts[name]
+        np.testing.assert_allclose(resumed.means[name], whole.means[name], atol=1e-12, rtol=0)
+    with pytest.raises(C.CorpusError, match="holds a census of another corpus, model or settings"):
+        C.census(corpus, tmp_path / "cut", C.Settings(model=path, shard_size=8), runner=run)
+
+
+def test_the_four_formats_read_the_same_passages(tmp_path):
+    texts = ["the cat sat", "on a mat", "w1 w2 w3"]
+    (tmp_path / "a.txt").write_text("\n".join(texts[:2]) + "\n  \n" + texts[2])
+    (tmp_path / "a.jsonl").write_text("\n".join(json.dumps({"id": i, "body": t}) for i, t in enumerate(texts)))
+    pq.write_table(pa.table({"id": [1, 2, 3], "body": texts}), tmp_path / "a.parquet")
+    folder = tmp_path / "saved"  # datasets' save_to_disk layout: an Arrow stream file named in state.json
+    folder.mkdir()
+    table = pa.table({"body": texts})
+    with pa.ipc.new_stream(str(folder / "data-00000-of-00001.arrow"), table.schema) as writer:
+        writer.write_table(table)
+    (folder / "state.json").write_text(json.dumps({"_data_files": [{"filename": "data-00000-of-00001.arrow"}]}))
+    assert C.read_corpus(tmp_path / "a.txt").passages == tuple(texts)
+    for name in ("a.jsonl", "a.parquet", "saved"):
+        corpus = C.read_corpus(tmp_path / name, field="body")
+        assert corpus.passages == tuple(texts) and corpus.field == "body", name
+
+
+@pytest.mark.parametrize("write, field, message", [
+    (lambda p: p.write_text("\n \n"), None, "has no passages"),
+    (lambda p: p.write_bytes(b"caf\xe9\n"), None, "not UTF-8 text"),
+    (lambda p: None, None, "cannot read .*: No such file or directory"),
+    (lambda p: p.with_suffix(".jsonl").write_text('{"text": "a"}\n{"body": "b"}\n'), None,
+     "line 2: no text field 'text'"),
+    (lambda p: pq.write_table(pa.table({"body": ["a"]}), p.with_suffix(".parquet")), "text",
+     "has no column 'text' \\(it has body\\)"),
+    (lambda p: p.write_text("a"), "body", "--field applies to JSONL"),
+])
+def test_bad_corpora_are_refused_in_one_line(tmp_path, write, field, message):
+    path = tmp_path / "c.txt"
+    write(path)
+    for candidate in (path, path.with_suffix(".jsonl"), path.with_suffix(".parquet")):
+        if candidate.exists():
+            path = candidate
+    with pytest.raises(C.CorpusError, match=message) as info:
+        C.read_corpus(path, field)
+    assert "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize("text", ["the to a", "from a to b", "from ( to b > 0.5", "from a to b > 1.5"])
+def test_bad_patterns_are_refused(text):
+    with pytest.raises(C.CorpusError, match="pattern"):
+        C.Pattern.parse(text)
