@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import os
 import signal
 import sys
@@ -184,7 +185,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="attn-gui", description="Attention Explorer: watch self-attention computed, step by step.")
     p.add_argument("--version", action="version", version=f"attn-gui {__version__}")
     sub = p.add_subparsers(dest="command", parser_class=_Parser,
-                           metavar="{gui,export,generate,effects,train,lessons,lesson,bench}")
+                           metavar="{gui,export,generate,effects,train,corpus,lessons,lesson,bench}")
 
     gui = sub.add_parser("gui", help="open the window (the default)")
     gui.add_argument("--head", type=int, metavar="N", help="the head to show first, counted from 1 (default 1)")
@@ -234,6 +235,8 @@ def build_parser() -> argparse.ArgumentParser:
     les = sub.add_parser("lesson", help="open the window at a lesson's step (for slides)", allow_abbrev=False)
     les.add_argument("name", help="a lesson's name, as `attn-gui lessons` lists it")
     les.add_argument("--step", type=int, default=1, metavar="N", help="the step to open, counted from 1 (default 1)")
+
+    add_corpus_parser(sub)
 
     b = sub.add_parser("bench", help="measure speed, latency and memory; print a table")
     b.add_argument("--quick", action="store_true", help="fewer sizes and repeats")
@@ -448,6 +451,73 @@ def run_train(args: argparse.Namespace) -> int:
     return 130 if stop.is_set() else 0
 
 
+def add_corpus_parser(sub) -> None:
+    """``attn-gui corpus``: per-head statistics of a model over a corpus, in-process or on Ray."""
+    c = sub.add_parser("corpus", allow_abbrev=False,
+                       help="per-head statistics (previous-token, duplicate, induction, sink, distance, entropy) "
+                            "over a corpus, with top examples; on Ray with --ray")
+    c.add_argument("--model", required=True, metavar="NAME|PATH", help="a bundled model, a folder or a .gguf file")
+    c.add_argument("--corpus", required=True, metavar="FILE",
+                   help="a text file (one passage per line), .jsonl, .parquet or a datasets save_to_disk folder")
+    c.add_argument("--out", required=True, metavar="DIR",
+                   help="folder for heads.parquet, examples.parquet and manifest.json; a run stopped there resumes")
+    c.add_argument("--field", metavar="F", help="the text field of JSONL, Parquet or a datasets folder (default text)")
+    c.add_argument("--ray", metavar="local|HOST:PORT", help="run on a local Ray, or join a running cluster")
+    c.add_argument("--workers", type=int, metavar="N",
+                   help="Ray actors (default: one per core of the local Ray or the cluster); without --ray, "
+                        "torch's CPU threads")
+    c.add_argument("--pattern", metavar='"from RE to RE > X"',
+                   help="count per head the (query, key) token pairs matching the two regular expressions "
+                        "weighted above X, e.g. \"from ^the$ to . > 0.5\"")
+    c.add_argument("--compare", metavar="NAME|PATH",
+                   help="a second model (same tokens, layers and heads): adds each head's mean Jensen-Shannon "
+                        "divergence and ||dW_QK||, ||dW_OV|| where the shapes agree")
+    c.add_argument("--top-k", type=int, default=5, metavar="K", help="examples kept per head and statistic, "
+                                                                     "1 to 100 (default 5)")
+    c.add_argument("--shard-size", type=int, default=32, metavar="N", help="passages per shard (default 32)")
+
+
+def run_corpus(args: argparse.Namespace) -> int:
+    """``attn-gui corpus``: a progress line on a terminal's stderr, the summary on stdout."""
+    from .engine import corpus
+
+    if args.workers is not None and not 1 <= args.workers <= 4096:
+        raise UsageError(f"attn-gui corpus: --workers must be 1 to 4096, not {args.workers}")
+    settings = corpus.Settings(model=args.model, top_k=args.top_k, shard_size=args.shard_size,
+                               pattern=None if args.pattern is None else corpus.Pattern.parse(args.pattern),
+                               compare=args.compare)
+    passages = corpus.read_corpus(args.corpus, args.field)
+    corpus.check_models(settings)
+    if args.ray is not None:
+        from .engine import corpus_ray
+
+        runner = corpus_ray.runner(args.ray, args.workers)
+        if args.ray != "local":  # refused at once, not after loading the model
+            corpus_ray.check_address(args.ray)
+    else:
+        runner = functools.partial(corpus.run_in_process, threads=args.workers)
+    for name in filter(None, (args.model, args.compare)):
+        load_model(name)  # converted once here, not by every worker at once
+    progress = _census_progress if sys.stderr.isatty() else None
+    result = corpus.census(passages, args.out, settings, runner=runner, progress=progress,
+                           about={"ray": args.ray, "workers": args.workers})
+    m = result.manifest
+    rate = f", {m['passages_per_second']:.1f} passages/s" if m["passages_per_second"] else ""
+    print(f"wrote heads.parquet, examples.parquet and manifest.json to {one_line(args.out)} ({m['passages']:,} "
+          f"passages, {m['tokens']:,} tokens, {m['cut']:,} cut to {m['max_tokens']} tokens; {result.shards} shards, "
+          f"{result.resumed} resumed{rate})")
+    return 0
+
+
+def _census_progress(p) -> None:
+    """One self-overwriting line on a terminal's stderr: passages done, their rate and the time left."""
+    left = "" if p.left is None else f", {int(p.left) // 60} min {int(p.left) % 60:02d} s left"
+    sys.stderr.write(f"\rattn-gui corpus: {p.done:,} of {p.total:,} passages, {p.rate:.1f} passages/s{left}\033[K")
+    if p.done == p.total:
+        sys.stderr.write("\r\033[K")
+    sys.stderr.flush()
+
+
 def _run_bench(args: argparse.Namespace) -> int:
     """``attn-gui bench``: progress to stderr, the tables to stdout, the JSON to ``--json``; 0 on success."""
     from . import bench
@@ -551,6 +621,8 @@ def _main(argv: list[str]) -> int:
             return run_effects(args)
         if args.command == "train":
             return run_train(args)
+        if args.command == "corpus":
+            return run_corpus(args)
         if args.command == "bench":
             return _run_bench(args)
     except UsageError as exc:

@@ -393,6 +393,16 @@ class ShardSums:
         return cls(meta["passages"], meta["tokens"], meta["cut"], meta["empty"], meta["counts"], sums, heaps)
 
 
+def check_models(settings: Settings) -> None:
+    """``ConfigError`` or ``CorpusError`` for a model that cannot be read, or two that cannot be compared."""
+    spec = MODELS[settings.model]
+    if settings.compare is not None:
+        other = MODELS[settings.compare]
+        if (other.layers, other.heads) != (spec.layers, spec.heads):
+            raise CorpusError(f"--compare needs the same layers and heads: {spec.label} has {spec.layers} x "
+                              f"{spec.heads}, {other.label} {other.layers} x {other.heads}")
+
+
 class ShardWorker:
     """Holds the model (and the compared model) once and turns shards of passages into ``ShardSums``.
 
@@ -403,17 +413,13 @@ class ShardWorker:
     def __init__(self, settings: Settings, threads: int | None = None):
         if threads is not None:
             torch.set_num_threads(threads)
+        check_models(settings)
         self.settings = settings
         self.spec = MODELS[settings.model]
         self.model = source(settings.model)
         self.model.load()
         self.other = None
         if settings.compare is not None:
-            other_spec = MODELS[settings.compare]
-            if (other_spec.layers, other_spec.heads) != (self.spec.layers, self.spec.heads):
-                raise CorpusError(f"--compare needs the same layers and heads: {self.spec.label} has "
-                                  f"{self.spec.layers} x {self.spec.heads}, {other_spec.label} "
-                                  f"{other_spec.layers} x {other_spec.heads}")
             self.other = source(settings.compare)
             self.other.load()
 
@@ -580,6 +586,7 @@ def census(corpus: Corpus, out: str | os.PathLike, settings: Settings, *, runner
     ``runner`` computes the missing shards (``run_in_process`` or ``corpus_ray.runner``).
     """
     _arrow()  # before any compute: the outputs need it
+    check_models(settings)
     folder = RunFolder(out, settings.key(corpus))
     size = settings.shard_size
     n = len(corpus.passages)
