@@ -198,3 +198,37 @@ def test_bad_corpora_are_refused_in_one_line(tmp_path, write, field, message):
 def test_bad_patterns_are_refused(text):
     with pytest.raises(C.CorpusError, match="pattern"):
         C.Pattern.parse(text)
+
+
+def test_compare_gives_each_heads_jensen_shannon_divergence_and_weight_differences(model, text_corpus, peer,
+                                                                                    tmp_path):
+    path, hf = model
+    other_hf = llama_folder(tmp_path / "other", seed=1)
+    texts = C.read_corpus(text_corpus).passages[:40]
+    (tmp_path / "few.txt").write_text("\n".join(texts))
+    settings = C.Settings(model=path, compare=str(tmp_path / "other"))
+    C.census(C.read_corpus(tmp_path / "few.txt"), tmp_path / "out", settings, runner=run)
+    heads = C.read_heads(tmp_path / "out")
+    total, rows = 0, 0
+    for ids, p in peer[:40]:  # torch's KL divergence against the mixture, row by row
+        with torch.no_grad():
+            q = torch.stack(other_hf(torch.tensor([ids]), output_attentions=True).attentions)[:, 0].double()
+        log_m = ((p + q) / 2)[:, :, 1:].clamp_min(1e-300).log()  # rows i >= 2; masked keys have p = q = 0
+        for a in (p, q):
+            total = total + 0.5 * torch.nn.functional.kl_div(log_m, a[:, :, 1:], reduction="none").sum((-1, -2))
+        rows += len(ids) - 1
+    np.testing.assert_allclose(heads["jsd"], (total / rows).numpy(), atol=1e-6, rtol=0)
+    d_k, group = 8, 2  # hidden 32 / 4 heads; 4 heads share 2 K/V heads
+    for layer in range(2):
+        for head in range(4):
+            circuits = []
+            for m_ in (hf, other_hf):
+                attn = m_.model.layers[layer].self_attn
+                w_q = attn.q_proj.weight[head * d_k:(head + 1) * d_k].double()
+                kv = slice(head // group * d_k, (head // group + 1) * d_k)
+                w_k, w_v = attn.k_proj.weight[kv].double(), attn.v_proj.weight[kv].double()
+                w_o = attn.o_proj.weight[:, head * d_k:(head + 1) * d_k].double()
+                circuits.append((w_q.T @ w_k, w_o @ w_v))
+            for name, i in (("dW_QK", 0), ("dW_OV", 1)):
+                want = torch.linalg.matrix_norm(circuits[0][i] - circuits[1][i]).item()
+                assert heads[name][layer, head] == pytest.approx(want, rel=1e-6), (name, layer, head)
