@@ -232,3 +232,26 @@ def test_compare_gives_each_heads_jensen_shannon_divergence_and_weight_differenc
             for name, i in (("dW_QK", 0), ("dW_OV", 1)):
                 want = torch.linalg.matrix_norm(circuits[0][i] - circuits[1][i]).item()
                 assert heads[name][layer, head] == pytest.approx(want, rel=1e-6), (name, layer, head)
+
+
+def test_on_a_trained_induction_model_the_induction_statistic_singles_out_layer_2(tmp_path):
+    from attn_gui.engine.tasks import Task
+    from attn_gui.engine.training import Trainer, TrainConfig
+
+    config = TrainConfig(task="induction", symbols=8, length=16, layers=2, heads=2, d_model=32, batch=64, lr=1e-2)
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:  # as tests/engine/test_training.py trains it: a previous-token head in layer 1, induction in layer 2
+        trainer = Trainer(config)
+        list(trainer.run(250))
+    finally:
+        torch.set_num_threads(before)
+    trainer.save(tmp_path / "model")
+    task = Task("induction", symbols=8, length=16)
+    inputs = task.batch(100, torch.Generator().manual_seed(7)).inputs
+    (tmp_path / "tasks.txt").write_text("\n".join(task.sentence(row) for row in inputs))
+    C.census(C.read_corpus(tmp_path / "tasks.txt"), tmp_path / "out", C.Settings(model=str(tmp_path / "model")),
+             runner=run)
+    heads = C.read_heads(tmp_path / "out")
+    assert heads["induction"][1].max() > 0.5 > 2 * heads["induction"][0].max()  # 0.88 against 0.17 here
+    assert heads["previous"][0].max() > heads["previous"][1].max()
