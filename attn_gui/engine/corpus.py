@@ -26,6 +26,7 @@ the first row is never counted: in a decoder it has one key and says nothing):
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import math
@@ -55,7 +56,6 @@ STAT_HELP: dict[str, str] = {
 }
 FORMAT = 1  # of the shard files: a change makes older runs start again rather than mix
 INSTALL_HINT = "pip install 'attn-gui[corpus]' (ray and pyarrow)"
-STRING_WIDTH = 48  # token texts kept with the examples are cut to this many characters
 
 
 class CorpusError(UserError):
@@ -325,9 +325,7 @@ def pattern_stats(weights: torch.Tensor, tokens: Sequence[str], pattern: Pattern
 
 def _empty_heap(shape: tuple[int, int], k: int) -> dict[str, np.ndarray]:
     return {"score": np.full((*shape, k), -np.inf), "passage": np.full((*shape, k), -1, dtype=np.int64),
-            "query": np.full((*shape, k), -1, dtype=np.int64), "key": np.full((*shape, k), -1, dtype=np.int64),
-            "query_token": np.full((*shape, k), "", dtype=f"<U{STRING_WIDTH}"),
-            "key_token": np.full((*shape, k), "", dtype=f"<U{STRING_WIDTH}")}
+            "query": np.full((*shape, k), -1, dtype=np.int32), "key": np.full((*shape, k), -1, dtype=np.int32)}
 
 
 def merge_heaps(a: dict[str, np.ndarray], b: dict[str, np.ndarray], k: int) -> dict[str, np.ndarray]:
@@ -472,16 +470,9 @@ class ShardWorker:
                     continue
                 score = best if name == "pattern" else sums / n  # the passage's mean
                 single = {"score": score[..., None], "passage": np.full((*shape, 1), passage, dtype=np.int64),
-                          "query": query[..., None].astype(np.int64), "key": key[..., None].astype(np.int64),
-                          "query_token": _texts(tokens, query), "key_token": _texts(tokens, key)}
+                          "query": query[..., None].astype(np.int32), "key": key[..., None].astype(np.int32)}
                 total.heaps[name] = merge_heaps(total.heaps[name], single, s.top_k)
         return total
-
-
-def _texts(tokens: Sequence[str], index: np.ndarray) -> np.ndarray:
-    """The tokens at ``index`` (L, h) as an (L, h, 1) string array, each cut to STRING_WIDTH characters."""
-    table = np.array([t[:STRING_WIDTH] for t in tokens], dtype=f"<U{STRING_WIDTH}")
-    return table[index][..., None]
 
 
 def from_plain(data: dict) -> ShardSums:
@@ -668,6 +659,8 @@ def write_outputs(out: Path, corpus: Corpus, settings: Settings, totals: ShardSu
     columns.update({name: means[name].ravel() for name in (*settings.stats, "dW_QK", "dW_OV") if name in means})
     if settings.pattern is not None:
         columns["pattern_matches"] = totals.sums["pattern"].ravel().astype(np.int64)
+    model = source(settings.model)
+    tokens = functools.lru_cache(maxsize=None)(lambda i: model.tokenize(corpus.passages[i]).tokens)  # examples only
     rows: dict[str, list] = {n: [] for n in ("statistic", "layer", "head", "rank", "score", "passage", "query",
                                              "key", "query_token", "key_token", "text")}
     for name in settings.stats:
@@ -679,8 +672,8 @@ def write_outputs(out: Path, corpus: Corpus, settings: Settings, totals: ShardSu
                                   ("score", float(heap["score"][li, hi, rank])), ("passage", int(passage) + 1),
                                   ("query", int(heap["query"][li, hi, rank]) + 1),
                                   ("key", int(heap["key"][li, hi, rank]) + 1),
-                                  ("query_token", str(heap["query_token"][li, hi, rank])),
-                                  ("key_token", str(heap["key_token"][li, hi, rank])),
+                                  ("query_token", tokens(passage)[heap["query"][li, hi, rank]]),
+                                  ("key_token", tokens(passage)[heap["key"][li, hi, rank]]),
                                   ("text", corpus.passages[passage])):
                 rows[column].append(value)
     types = {"statistic": pa.string(), "layer": pa.int32(), "head": pa.int32(), "rank": pa.int32(),
