@@ -693,3 +693,17 @@ def read_heads(out: str | os.PathLike) -> dict[str, np.ndarray]:
     table = pa.parquet.read_table(Path(out) / "heads.parquet")
     L, h = int(max(table.column("layer").to_pylist())), int(max(table.column("head").to_pylist()))
     return {name: np.asarray(table.column(name).to_numpy()).reshape(L, h) for name in table.column_names}
+
+
+def read_examples(out: str | os.PathLike) -> list[dict]:
+    """examples.parquet of a census folder as one dict per row (layer, head, passage, query, key from 1)."""
+    return _arrow().parquet.read_table(Path(out) / "examples.parquet").to_pylist()
+
+
+def read_manifest(out: str | os.PathLike) -> dict:
+    """manifest.json of a census folder; ``CorpusError`` for a folder that holds no finished census."""
+    try:
+        return json.loads((Path(out) / "manifest.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        raise CorpusError(f"{out} holds no finished census (no readable manifest.json); write one with "
+                          f"attn-gui corpus") from None

@@ -26,6 +26,7 @@ from .controls import ControlPanel
 from .file_actions import FileActions
 from .insight import InsightDocks
 from .sight import in_sight
+from .corpus_panel import CorpusPanel
 from .interventions_panel import InterventionsPanel
 from .kv_cache_panel import KVCachePanel
 from .menus import build_menus
@@ -117,6 +118,9 @@ class MainWindow(FileActions, QtWidgets.QMainWindow):
         trainScroll.setFrameShape(QtWidgets.QFrame.Shape.NoFrame)
         self.trainDock = self.add_dock("Train", "trainDock", trainScroll)
         self.train.openRequested.connect(self.open_trained)
+        self.corpus = CorpusPanel()
+        self.corpusDock = self.add_dock("Corpus", "corpusDock", self.corpus)
+        self.corpus.exampleOpened.connect(self.open_example)
         self.focusDock.raise_()
         self.modelDock.hide()
 
@@ -264,7 +268,7 @@ class MainWindow(FileActions, QtWidgets.QMainWindow):
     def show_dock(self, name: str) -> QtWidgets.QDockWidget:
         """Bring dock ``name`` (one of ``present.state.DOCKS``) in front."""
         docks = {"walk": self.focusDock, "model-view": self.modelDock, "kv-cache": self.kvCacheDock,
-                 "interventions": self.interventionsDock,
+                 "interventions": self.interventionsDock, "corpus": self.corpusDock,
                  "metrics": self.insight.docks["metrics"], "difference": self.insight.docks["difference"],
                  "rollout": self.insight.docks["rollout"], "why-scaling": self.insight.docks["scaling"]}
         dock = docks[name]
@@ -489,6 +493,21 @@ class MainWindow(FileActions, QtWidgets.QMainWindow):
         self.kvCache.shutdown()
         self.interventions.shutdown()
         self.train.shutdown()
+
+    def open_example(self, model: str, sentence: str, layer: int, head: int, query: int) -> None:
+        """Open a Corpus dock example: the passage with the census's model, at ``layer`` and ``head``
+        with the ``query`` token followed (all 0-based); a passage the window cannot show is said where
+        the user looks, and the view stays."""
+        try:
+            check_window_text(sentence)
+            config = self._state.config.replace(model=model or self._state.config.model, sentence=sentence,
+                                                layer=layer)
+            check_tokens_now(config)
+            state = self._state.replace(config=config, head=head, token=query)
+        except UserError as exc:
+            self._show_invalid(str(exc))
+            return
+        self.set_state(state)
 
     def open_trained(self, folder: str, sentence: str) -> None:
         """Show the Train dock's checkpoint ``folder`` in the maps on ``sentence`` (the task's probe):

@@ -1,0 +1,155 @@
+"""The Corpus dock: a census written by ``attn-gui corpus`` as a layer x head grid per statistic;
+click a head for its top passages, double-click one to open it in the explorer at that head and query.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+from PySide6 import QtCore, QtWidgets
+
+from ..engine import UserError
+from ..engine import corpus as C
+from ..present.maps import MapData
+from ..render.heatmap import HeatmapView
+
+COLUMNS = ("rank", "score", "query → key", "passage")
+
+
+class CorpusPanel(QtWidgets.QWidget):
+    """A census folder's grid for the chosen statistic and the clicked head's examples.
+
+    Signals
+    -------
+    exampleOpened(str, str, int, int, int)
+        An example was double-clicked: (model, passage text, layer, head, query), all 0-based;
+        the window opens the passage with that model, layer, head and followed query token.
+    """
+
+    exampleOpened = QtCore.Signal(str, str, int, int, int)
+
+    def __init__(self, parent: QtWidgets.QWidget | None = None):
+        super().__init__(parent)
+        self.folder: Path | None = None
+        self.heads: dict[str, np.ndarray] = {}
+        self.examples: list[dict] = []
+        self.manifest: dict = {}
+        self.picked: tuple[int, int] | None = None  # (layer, head), 0-based
+        self.openButton = QtWidgets.QPushButton("Open census…")
+        self.openButton.setObjectName("openCensusButton")
+        self.openButton.setToolTip("A folder written by attn-gui corpus (heads.parquet, examples.parquet, "
+                                   "manifest.json)")
+        self.statistic = QtWidgets.QComboBox()
+        self.statistic.setObjectName("statisticCombo")
+        self.about = QtWidgets.QLabel("Write a census with attn-gui corpus --model M --corpus FILE --out DIR, "
+                                      "then open its folder here.")
+        self.about.setObjectName("censusAbout")
+        self.about.setWordWrap(True)
+        self.grid = HeatmapView("corpus")
+        self.grid.setObjectName("censusGrid")
+        self.grid.setMinimumSize(260, 200)
+        self.table = QtWidgets.QTableWidget(0, len(COLUMNS))
+        self.table.setObjectName("examplesTable")
+        self.table.setHorizontalHeaderLabels(COLUMNS)
+        self.table.horizontalHeader().setStretchLastSection(True)
+        self.table.verticalHeader().setVisible(False)
+        self.table.setEditTriggers(QtWidgets.QAbstractItemView.EditTrigger.NoEditTriggers)
+        self.table.setSelectionBehavior(QtWidgets.QAbstractItemView.SelectionBehavior.SelectRows)
+        self.table.setToolTip("Double-click an example to open it in the explorer at this head and query")
+
+        top = QtWidgets.QHBoxLayout()
+        top.addWidget(self.openButton)
+        top.addWidget(QtWidgets.QLabel("statistic"))
+        top.addWidget(self.statistic, 1)
+        left = QtWidgets.QVBoxLayout()
+        left.addLayout(top)
+        left.addWidget(self.grid, 1)
+        right = QtWidgets.QVBoxLayout()
+        right.addWidget(self.about)
+        right.addWidget(self.table, 1)
+        layout = QtWidgets.QHBoxLayout(self)
+        layout.addLayout(left, 2)
+        layout.addLayout(right, 3)
+
+        self.openButton.clicked.connect(self._choose)
+        self.statistic.currentTextChanged.connect(lambda _: self._show())
+        self.grid.scene().sigMouseClicked.connect(self._on_grid_click)
+        self.table.cellDoubleClicked.connect(self._open_row)
+
+    def _choose(self) -> None:
+        folder = QtWidgets.QFileDialog.getExistingDirectory(self, "Open a census folder")
+        if folder:
+            self.load(folder)
+
+    def load(self, folder: str | Path) -> bool:
+        """Show the census in ``folder``; a folder that holds none is said in the dock (the last one stays)."""
+        try:
+            manifest = C.read_manifest(folder)
+            heads, examples = C.read_heads(folder), C.read_examples(folder)
+        except (UserError, OSError, ValueError) as exc:  # pyarrow's errors are OSError or ValueError
+            self.about.setText(f"Cannot open {folder}: {str(exc).splitlines()[0] if str(exc) else exc}")
+            return False
+        self.folder, self.manifest, self.heads, self.examples = Path(folder), manifest, heads, examples
+        names = [n for n in heads if n not in ("layer", "head", "pattern_matches")]
+        self.picked = None
+        with QtCore.QSignalBlocker(self.statistic):
+            self.statistic.clear()
+            self.statistic.addItems(names)
+        self._show()
+        return True
+
+    def _show(self) -> None:
+        name = self.statistic.currentText()
+        if name not in self.heads:
+            return
+        values = self.heads[name]
+        m = self.manifest
+        self.grid.set_data(MapData(values, f"{name} over {m.get('passages', 0):,} passages", "weights",
+                                   [f"layer {i + 1}" for i in range(values.shape[0])],
+                                   [f"head {j + 1}" for j in range(values.shape[1])], symbol=name, scale="max"))
+        self.about.setText(f"<b>{name}</b>: {m.get('statistics', {}).get(name, '')}<br>{m.get('model', '')}, "
+                           f"{m.get('passages', 0):,} passages, {m.get('tokens', 0):,} tokens, {m.get('cut', 0)} cut"
+                           f"<br>Click a head for its top passages.")
+        self._fill_table()
+
+    def _on_grid_click(self, event) -> None:
+        cell = self.grid.item.cell_at(event.scenePos())
+        if cell is not None and self.grid.item.data is not None:
+            self.pick(*cell)
+
+    def pick(self, layer: int, head: int) -> None:
+        """Show the examples of ``layer``, ``head`` (0-based) for the chosen statistic."""
+        self.picked = (layer, head)
+        self._fill_table()
+
+    def shown_examples(self) -> list[dict]:
+        """The examples rows of the picked head and the chosen statistic, best first."""
+        if self.picked is None:
+            return []
+        name, (layer, head) = self.statistic.currentText(), self.picked
+        rows = [e for e in self.examples if e["statistic"] == name and e["layer"] == layer + 1
+                and e["head"] == head + 1]
+        return sorted(rows, key=lambda e: e["rank"])
+
+    def _fill_table(self) -> None:
+        rows = self.shown_examples()
+        self.table.setRowCount(len(rows))
+        for r, e in enumerate(rows):
+            cells = (str(e["rank"]), f"{e['score']:.4g}",
+                     f"{e['query_token']} ({e['query']}) → {e['key_token']} ({e['key']})", e["text"])
+            for c, text in enumerate(cells):
+                item = QtWidgets.QTableWidgetItem(text)
+                item.setToolTip(e["text"] if c == 3 else text)
+                self.table.setItem(r, c, item)
+        self.table.resizeColumnsToContents()
+        if self.picked is not None:
+            layer, head = self.picked
+            self.table.setToolTip(f"layer {layer + 1}, head {head + 1}: double-click an example to open it")
+
+    def _open_row(self, row: int, _column: int = 0) -> None:
+        rows = self.shown_examples()
+        if 0 <= row < len(rows):
+            e = rows[row]
+            self.exampleOpened.emit(self.manifest.get("model", ""), e["text"], e["layer"] - 1, e["head"] - 1,
+                                    e["query"] - 1)

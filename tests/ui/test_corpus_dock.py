@@ -1,0 +1,51 @@
+"""The Corpus dock: a census folder written by the engine shows as the layer x head grid of each
+statistic (the values of heads.parquet), a clicked head lists its examples best first, and a
+double-clicked example opens its passage in the explorer at that layer, head and query."""
+
+import functools
+
+import numpy as np
+import pytest
+
+from attn_gui.engine import corpus as C
+from corpus_data import llama_folder, sentences  # tests/
+
+
+@pytest.fixture(scope="module")
+def census(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("census")
+    llama_folder(folder / "model")
+    (folder / "corpus.txt").write_text("\n".join(sentences(40)))
+    C.census(C.read_corpus(folder / "corpus.txt"), folder / "out", C.Settings(model=str(folder / "model")),
+             runner=functools.partial(C.run_in_process, threads=1))
+    return folder
+
+
+def test_the_dock_shows_each_statistic_and_opens_an_example(window, qtbot, census):
+    panel = window.corpus
+    assert window.show_dock("corpus") is window.corpusDock
+    assert window.corpusDock.toggleViewAction() in window.menuBar().actions()[1].menu().actions()
+    assert panel.load(census / "out")
+    heads = C.read_heads(census / "out")
+    assert [panel.statistic.itemText(i) for i in range(panel.statistic.count())] == list(C.STATS)
+    panel.statistic.setCurrentText("induction")
+    np.testing.assert_array_equal(panel.grid.item.data.matrix, heads["induction"])
+    panel.pick(1, 2)  # layer 2, head 3
+    rows = panel.shown_examples()
+    assert [e["rank"] for e in rows] == [1, 2, 3, 4, 5] and panel.table.rowCount() == 5
+    assert all(e["statistic"] == "induction" and (e["layer"], e["head"]) == (2, 3) for e in rows)
+    assert panel.table.item(0, 3).text() == rows[0]["text"]
+    with qtbot.waitSignal(panel.exampleOpened) as opened:
+        panel.table.cellDoubleClicked.emit(0, 0)
+    model, text, layer, head, query = opened.args
+    assert (model, text, layer, head, query) == (str(census / "model"), rows[0]["text"], 1, 2, rows[0]["query"] - 1)
+    qtbot.waitUntil(lambda: window.frame is not None and window.frame.result.config.sentence == text, timeout=30000)
+    state = window.state
+    assert (state.config.model, state.config.layer, state.head, state.token) == (model, 1, 2, query)
+
+
+def test_a_folder_without_a_census_is_said_in_the_dock(window, census, tmp_path):
+    panel = window.corpus
+    assert panel.load(census / "out")
+    assert not panel.load(tmp_path)
+    assert "holds no finished census" in panel.about.text() and panel.folder == census / "out"
