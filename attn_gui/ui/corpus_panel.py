@@ -49,6 +49,8 @@ class CorpusPanel(QtWidgets.QWidget):
         self.grid = HeatmapView("corpus")
         self.grid.setObjectName("censusGrid")
         self.grid.setMinimumSize(260, 200)
+        self.pickedLabel = QtWidgets.QLabel("Click a head in the grid for its top passages.")
+        self.pickedLabel.setObjectName("pickedHeadLabel")
         self.table = QtWidgets.QTableWidget(0, len(COLUMNS))
         self.table.setObjectName("examplesTable")
         self.table.setHorizontalHeaderLabels(COLUMNS)
@@ -67,6 +69,7 @@ class CorpusPanel(QtWidgets.QWidget):
         left.addWidget(self.grid, 1)
         right = QtWidgets.QVBoxLayout()
         right.addWidget(self.about)
+        right.addWidget(self.pickedLabel)
         right.addWidget(self.table, 1)
         layout = QtWidgets.QHBoxLayout(self)
         layout.addLayout(left, 2)
@@ -109,8 +112,7 @@ class CorpusPanel(QtWidgets.QWidget):
                                    [f"layer {i + 1}" for i in range(values.shape[0])],
                                    [f"head {j + 1}" for j in range(values.shape[1])], symbol=name, scale="max"))
         self.about.setText(f"<b>{name}</b>: {m.get('statistics', {}).get(name, '')}<br>{m.get('model', '')}, "
-                           f"{m.get('passages', 0):,} passages, {m.get('tokens', 0):,} tokens, {m.get('cut', 0)} cut"
-                           f"<br>Click a head for its top passages.")
+                           f"{m.get('passages', 0):,} passages, {m.get('tokens', 0):,} tokens, {m.get('cut', 0)} cut")
         self._fill_table()
 
     def _on_grid_click(self, event) -> None:
@@ -145,7 +147,9 @@ class CorpusPanel(QtWidgets.QWidget):
         self.table.resizeColumnsToContents()
         if self.picked is not None:
             layer, head = self.picked
-            self.table.setToolTip(f"layer {layer + 1}, head {head + 1}: double-click an example to open it")
+            value = self.heads[self.statistic.currentText()][layer, head]
+            self.pickedLabel.setText(f"<b>layer {layer + 1}, head {head + 1}</b> ({value:.4g} over the corpus): its "
+                                     f"top {len(rows)} passages; double-click one to open it")
 
     def _open_row(self, row: int, _column: int = 0) -> None:
         rows = self.shown_examples()

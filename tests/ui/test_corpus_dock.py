@@ -35,6 +35,7 @@ def test_the_dock_shows_each_statistic_and_opens_an_example(window, qtbot, censu
     assert [e["rank"] for e in rows] == [1, 2, 3, 4, 5] and panel.table.rowCount() == 5
     assert all(e["statistic"] == "induction" and (e["layer"], e["head"]) == (2, 3) for e in rows)
     assert panel.table.item(0, 3).text() == rows[0]["text"]
+    assert panel.pickedLabel.text().startswith("<b>layer 2, head 3</b>")
     with qtbot.waitSignal(panel.exampleOpened) as opened:
         panel.table.cellDoubleClicked.emit(0, 0)
     model, text, layer, head, query = opened.args
