@@ -51,6 +51,21 @@ def _agree(out: Path, plain: dict) -> None:
         np.testing.assert_allclose(heads[name], plain[name], atol=1e-6, rtol=0, err_msg=name)
 
 
+def _our_actors() -> list[int]:
+    """The process ids of the ShardWorker actors started under this process (its local Ray's)."""
+    rows = subprocess.run(["ps", "-eo", "pid=,ppid=,args="], capture_output=True, text=True).stdout.splitlines()
+    parent = {int(r.split()[0]): int(r.split()[1]) for r in rows}
+
+    def ours(pid: int) -> bool:
+        while pid > 1:
+            if pid == os.getpid():
+                return True
+            pid = parent.get(pid, 0)
+        return False
+
+    return [int(r.split()[0]) for r in rows if "ray::ShardWorker" in r and ours(int(r.split()[0]))]
+
+
 def test_ray_local_with_a_worker_killed_mid_run_gives_the_same_numbers(inputs, plain, tmp_path, monkeypatch):
     from attn_gui.engine import corpus_ray
 
@@ -58,11 +73,10 @@ def test_ray_local_with_a_worker_killed_mid_run_gives_the_same_numbers(inputs, p
         monkeypatch.setenv(name, value)
     killed = []
 
-    def kill_a_worker(progress):  # after the first shard: SIGKILL one actor, whatever it is doing
+    def kill_a_worker(progress):  # after the first shard: SIGKILL one of this run's actors, whatever it does
         if not killed:
-            ps = subprocess.run(["ps", "-eo", "pid=,args="], capture_output=True, text=True).stdout
-            pids = [int(line.split()[0]) for line in ps.splitlines() if "ray::ShardWorker" in line]
-            assert len(pids) == 2
+            pids = _our_actors()
+            assert pids
             os.kill(pids[0], signal.SIGKILL)
             killed.append(pids[0])
 

@@ -41,7 +41,7 @@ import numpy as np
 import torch
 
 from .errors import UserError
-from .sources import MODELS, source
+from .sources import MODELS, model_spec, source
 
 STATS: tuple[str, ...] = ("previous", "duplicate", "induction", "sink", "distance", "entropy")
 STAT_HELP: dict[str, str] = {
@@ -236,7 +236,7 @@ class Settings:
 
 def _model_identity(name: str) -> str:
     """A bundled model's name, or a path made absolute (the same folder given two ways is one model)."""
-    return name if name in ("minilm-l6", "smollm2-135m") else str(Path(name).resolve())
+    return name if name in MODELS else str(Path(name).resolve())
 
 
 # One passage's sums
@@ -393,9 +393,9 @@ class ShardSums:
 
 def check_models(settings: Settings) -> None:
     """``ConfigError`` or ``CorpusError`` for a model that cannot be read, or two that cannot be compared."""
-    spec = MODELS[settings.model]
+    spec = model_spec(settings.model)
     if settings.compare is not None:
-        other = MODELS[settings.compare]
+        other = model_spec(settings.compare)
         if (other.layers, other.heads) != (spec.layers, spec.heads):
             raise CorpusError(f"--compare needs the same layers and heads: {spec.label} has {spec.layers} x "
                               f"{spec.heads}, {other.label} {other.layers} x {other.heads}")
@@ -413,7 +413,7 @@ class ShardWorker:
             torch.set_num_threads(threads)
         check_models(settings)
         self.settings = settings
-        self.spec = MODELS[settings.model]
+        self.spec = model_spec(settings.model)
         self.model = source(settings.model)
         self.model.load()
         self.other = None
@@ -609,7 +609,7 @@ def census(corpus: Corpus, out: str | os.PathLike, settings: Settings, *, runner
     manifest = {
         "model": settings.model, "compare": settings.compare, "corpus": corpus.path, "format": corpus.format,
         "field": corpus.field, "passages": n, "blank_lines_skipped": corpus.blank, "tokens": totals.tokens,
-        "cut": totals.cut, "max_tokens": MODELS[settings.model].max_tokens, "empty_passages": totals.empty,
+        "cut": totals.cut, "max_tokens": model_spec(settings.model).max_tokens, "empty_passages": totals.empty,
         "rows": totals.counts, "statistics": {name: STAT_HELP[name] for name in settings.stats},
         "pattern": None if settings.pattern is None else asdict(settings.pattern), "top_k": settings.top_k,
         "shards": len(starts), "shard_size": size, "shards_resumed": len(starts) - len(todo),
@@ -626,7 +626,7 @@ def weight_differences(model: str, other: str) -> dict[str, np.ndarray]:
     W_QK = W_q^T W_k (d x d) and W_OV = W_o,h W_v (d x d) in column layout, K/V heads shared as
     grouped-query attention shares them.
     """
-    a, b = MODELS[model], MODELS[other]
+    a, b = model_spec(model), model_spec(other)
     if (a.layers, a.heads, a.d_model, a.d_k, a.d_v, a.kv_heads) != (b.layers, b.heads, b.d_model, b.d_k, b.d_v,
                                                                       b.kv_heads):
         return {}
