@@ -255,3 +255,20 @@ def test_on_a_trained_induction_model_the_induction_statistic_singles_out_layer_
     heads = C.read_heads(tmp_path / "out")
     assert heads["induction"][1].max() > 0.5 > 2 * heads["induction"][0].max()  # 0.88 against 0.17 here
     assert heads["previous"][0].max() > heads["previous"][1].max()
+
+
+def test_a_passage_longer_than_the_model_reads_is_cut_and_counted(model, tmp_path):
+    path, hf = model
+    limit = C.model_spec(path).max_tokens  # max_position_embeddings of the folder's config
+    long = " ".join(WORDS[3 + i % 40] for i in range(limit + 6))
+    (tmp_path / "c.txt").write_text(f"{long}\nthe cat sat on the mat\n")
+    C.census(C.read_corpus(tmp_path / "c.txt"), tmp_path / "out", C.Settings(model=path), runner=run)
+    manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
+    assert (manifest["cut"], manifest["max_tokens"], manifest["tokens"]) == (1, limit, limit + 6)
+    total, rows = 0, 0
+    for text in (long, "the cat sat on the mat"):  # transformers on the first ``limit`` tokens
+        ids = [WORDS.index(w) for w in text.split()][:limit]
+        with torch.no_grad():
+            alpha = torch.stack(hf(torch.tensor([ids]), output_attentions=True).attentions)[:, 0].double()
+        total, rows = total + alpha.diagonal(-1, -2, -1).sum(-1), rows + len(ids) - 1
+    np.testing.assert_allclose(C.read_heads(tmp_path / "out")["previous"], (total / rows).numpy(), atol=1e-4)
