@@ -15,53 +15,20 @@ import math
 
 import pytest
 import torch
+import transformers
 
 from attn_gui.engine import AttentionConfig, ConfigError, compute, source
 from attn_gui.engine.attribution import (circuits, copying_scores, detect_heads, detector_scores,
                                          direct_logit_attribution, logit_lens, score_attribution)
+from tiny_decoders import FAMILIES, SENTENCE, WORDS, tiny_decoder  # tests/
 
-import transformers  # noqa: E402  (the peer: never skipped)
-
-WORDS = ["<unk>", "<s>", "</s>"] + [f"w{i}" for i in range(21)] + ["the", "cat", "sat", "on", "a", "mat", "and",
-                                                                   "dog", "ran"]
-SENTENCE = "the cat sat on a mat and the dog ran"
-FAMILIES = {
-    "llama": dict(num_key_value_heads=2, rope_theta=500.0),  # grouped-query
-    "qwen2": dict(num_key_value_heads=2),  # Q/K/V biases
-    "qwen3": dict(num_key_value_heads=2, head_dim=16),  # per-head q_norm and k_norm
-    "gpt2": {},  # LayerNorm (centring, a bias), learned positions, biases everywhere
-}
-
-
-def _tokenizer(folder):
-    from tokenizers import Tokenizer, models, pre_tokenizers
-
-    tok = Tokenizer(models.WordLevel({w: i for i, w in enumerate(WORDS)}, unk_token="<unk>"))
-    tok.pre_tokenizer = pre_tokenizers.Whitespace()
-    tok.save(str(folder / "tokenizer.json"))
 
 
 @pytest.fixture(scope="module", params=sorted(FAMILIES))
 def folder(request, tmp_path_factory):
     kind = request.param
-    torch.manual_seed(0)
-    if kind == "gpt2":
-        config = transformers.GPT2Config(vocab_size=len(WORDS), n_positions=64, n_embd=32, n_layer=2, n_head=4,
-                                         bos_token_id=1, eos_token_id=2)
-    else:
-        config = transformers.AutoConfig.for_model(kind, hidden_size=32, intermediate_size=48, num_hidden_layers=2,
-                                                   num_attention_heads=4, vocab_size=len(WORDS), eos_token_id=2,
-                                                   bos_token_id=1, tie_word_embeddings=False,
-                                                   max_position_embeddings=128, **FAMILIES[kind])
-    hf = transformers.AutoModelForCausalLM.from_config(config, attn_implementation="eager").eval()
-    with torch.no_grad():  # random, not zero or one, biases and norm gains: they must be read
-        for name, p in hf.named_parameters():
-            if name.endswith("bias") or "norm" in name or ".ln_" in name:
-                p.normal_(0, 0.3).add_(1.0 if name.endswith("weight") else 0.0)
     path = tmp_path_factory.mktemp(kind)
-    hf.save_pretrained(path)
-    _tokenizer(path)
-    return kind, str(path), hf
+    return kind, str(path), tiny_decoder(kind, path)
 
 
 def _parts(kind, hf):
@@ -235,33 +202,53 @@ def test_score_attribution_refuses_a_masked_key_and_a_missing_head(folder):
         score_attribution(cfg, 8, 2, 1)
 
 
+def _head_matrices(kind, hf, layer, head):
+    """Head ``head``'s W_Q (d_k, d), W_K, W_V (d_v, d) of its K/V group, W_O (d, d_v) and the layer norm's gain,
+    read from transformers' modules (float64)."""
+    heads, d = hf.config.num_attention_heads, hf.config.hidden_size
+    if kind == "gpt2":
+        block = hf.transformer.h[layer]
+        w_q_all, w_k_all, w_v_all = (w.T for w in block.attn.c_attn.weight.split(d, dim=1))  # Conv1D (in, out)
+        w_o_all, gamma = block.attn.c_proj.weight.T, block.ln_1.weight  # (d, h*d_v)
+    else:
+        block = hf.model.layers[layer]
+        a = block.self_attn
+        w_q_all, w_k_all, w_v_all, w_o_all = a.q_proj.weight, a.k_proj.weight, a.v_proj.weight, a.o_proj.weight
+        gamma = block.input_layernorm.weight
+    d_v = w_o_all.size(1) // heads
+    g = head // (heads // (w_v_all.size(0) // d_v))
+    pick = lambda w, i: w[i * d_v:(i + 1) * d_v].detach().double()  # noqa: E731
+    return (pick(w_q_all, head), pick(w_k_all, g), pick(w_v_all, g),
+            w_o_all[:, head * d_v:(head + 1) * d_v].detach().double(), gamma.detach().double())
+
+
 def test_copying_score_equals_eigvals_of_the_whole_ov_circuit(folder):
     kind, path, hf = folder
     scores = copying_scores(AttentionConfig(sentence=SENTENCE, model=path))
-    heads = hf.config.num_attention_heads
-    projections, final, w_u = _parts(kind, hf)
+    _, final, w_u = _parts(kind, hf)
     w_e = hf.get_input_embeddings().weight.detach().double()  # (V, d)
     for layer in range(2):
-        if kind == "gpt2":
-            block = hf.transformer.h[layer]
-            d = hf.config.hidden_size
-            w_v_all = block.attn.c_attn.weight[:, 2 * d:].T  # Conv1D (in, out) -> (h*d_v, d)
-            w_o_all, gamma = block.attn.c_proj.weight.T, block.ln_1.weight  # (d, h*d_v)
-        else:
-            block = hf.model.layers[layer]
-            w_v_all, w_o_all = block.self_attn.v_proj.weight, block.self_attn.o_proj.weight
-            gamma = block.input_layernorm.weight
-        d_v = w_o_all.size(1) // heads
-        groups = w_v_all.size(0) // d_v
-        for i in range(heads):
-            g = i // (heads // groups)
-            w_v = w_v_all[g * d_v:(g + 1) * d_v].detach().double()  # (d_v, d)
-            w_o = w_o_all[:, i * d_v:(i + 1) * d_v].detach().double()  # (d, d_v)
+        for i in range(hf.config.num_attention_heads):
+            _, _, w_v, w_o, gamma = _head_matrices(kind, hf, layer, i)
             full = w_u.detach().double() @ torch.diag(final.weight.detach().double()) @ w_o @ w_v \
-                @ torch.diag(gamma.detach().double()) @ w_e.T  # (V, V)
+                @ torch.diag(gamma) @ w_e.T  # (V, V)
             lam = torch.linalg.eigvals(full)
             expected = float(lam.sum().real / lam.abs().sum())
             assert float(scores[layer, i]) == pytest.approx(expected, abs=1e-6)
+
+
+def test_circuits_equal_the_weights_products_over_the_sentences_tokens(folder):
+    kind, path, hf = folder
+    c = circuits(AttentionConfig(sentence=SENTENCE, model=path, layer=1), 2)
+    distinct = list(dict.fromkeys(SENTENCE.split()))
+    assert c.tokens == distinct
+    ids = torch.tensor([WORDS.index(t) for t in distinct])
+    _, final, w_u = _parts(kind, hf)
+    w_q, w_k, w_v, w_o, gamma = _head_matrices(kind, hf, 1, 2)
+    x = hf.get_input_embeddings().weight.detach().double()[ids] * gamma  # (u, d)
+    qk = (x @ w_q.T) @ (x @ w_k.T).T / math.sqrt(w_q.size(0))
+    ov = (x @ w_v.T @ w_o.T * final.weight.detach().double()) @ w_u.detach().double()[ids].T
+    assert torch.allclose(c.qk, qk, atol=1e-4) and torch.allclose(c.ov, ov, atol=1e-4)
 
 
 def test_logit_lens_last_row_is_the_models_own_top_tokens(folder):
@@ -272,14 +259,6 @@ def test_logit_lens_last_row_is_the_models_own_top_tokens(folder):
     top = compute(cfg).next_tokens
     assert lens.tokens[-1][-1] == [t for t, _ in top[:3]]
     assert lens.probs[-1, -1].tolist() == pytest.approx([p for _, p in top[:3]], abs=1e-5)
-
-
-def test_circuits_ov_column_sums_are_the_direct_path(folder):
-    kind, path, hf = folder
-    cfg = AttentionConfig(sentence=SENTENCE, model=path, layer=0)
-    c = circuits(cfg, 1)
-    assert c.tokens == list(dict.fromkeys(SENTENCE.split()))
-    assert c.qk.shape == c.ov.shape == (9, 9)
 
 
 def test_detector_scores_follow_their_definitions():
