@@ -172,16 +172,16 @@ class LogitAttribution:
 
 
 def direct_logit_attribution(config: AttentionConfig, token: str | int | None = None,
-                             against: str | int | None = None) -> LogitAttribution:
+                             against: str | int | None = None, traced: Trace | None = None) -> LogitAttribution:
     """Each component's direct contribution to the logit of ``token`` after the last token of the sentence.
 
     term_c = (norm-share of component c at the last position) . u_token, with the final norm's
     scale frozen on the actual residual (TransformerLens' ``apply_ln=True``), u the unembedding
     row; with ``against``, u_token - u_against: the logit difference. The terms sum to the logit.
-    ``token`` None: the model's top next token.
+    ``token`` None: the model's top next token. ``traced``: ``trace(config)`` if already run.
     """
     src, w, shape, device, _ = _model(config)
-    t = trace(config)
+    t = traced or trace(config)
     last = t.residual[-1][-1:]  # (1, d)
     with torch.no_grad():
         model_logits = logits(norm(last, w, FINAL, shape), w)[0]  # (V,)
@@ -247,7 +247,8 @@ def _side(t: Trace, w: dict, shape, layer: int, pos: int, w_x: torch.Tensor, b_x
     return vectors, names
 
 
-def score_attribution(config: AttentionConfig, head: int, query: int, key: int) -> ScoreAttribution:
+def score_attribution(config: AttentionConfig, head: int, query: int, key: int,
+                      traced: Trace | None = None) -> ScoreAttribution:
     """Split the scaled score omega'[query, key] of head ``head`` (0-based) of the shown layer (``config.layer``)
     into the terms of each pair (query-side component, key-side component); the terms sum to the score.
 
@@ -259,7 +260,7 @@ def score_attribution(config: AttentionConfig, head: int, query: int, key: int) 
         raise ConfigError(f"layer {layer + 1} does not exist: layers are 1 to {shape.layers}")
     if not 0 <= head < shape.heads:
         raise ConfigError(f"head {head + 1} does not exist: heads are 1 to {shape.heads}")
-    t = trace(config)
+    t = traced or trace(config)
     n = len(t.ids)
     if not (0 <= query < n and 0 <= key < n):
         raise ConfigError(f"query and key must be token positions 1 to {n}; got {query + 1} and {key + 1}")
@@ -296,18 +297,25 @@ class LogitLens:
     probs: torch.Tensor
 
 
-def logit_lens(config: AttentionConfig, k: int = 5) -> LogitLens:
+LENS_ROWS = 256  # residual rows unembedded at a time: (256, V) logits
+
+
+def logit_lens(config: AttentionConfig, k: int = 5, traced: Trace | None = None) -> LogitLens:
     """Each layer's residual stream through the final norm (its own scale) and the unembedding: top k tokens."""
     src, w, shape, _, _ = _model(config)
-    t = trace(config)
-    texts, probs = [], []
+    t = traced or trace(config)
+    normed = norm(torch.cat(t.residual), w, FINAL, shape)  # ((L + 1) n, d)
+    values, indices = [], []
     with torch.no_grad():
-        for h in t.residual:
-            p = torch.softmax(logits(norm(h, w, FINAL, shape), w).double(), -1)  # (n, V)
+        for start in range(0, normed.size(0), LENS_ROWS):
+            p = torch.softmax(logits(normed[start:start + LENS_ROWS], w).double(), -1)  # (rows, V)
             top = p.topk(min(k, p.size(-1)), -1)
-            probs.append(top.values.cpu())
-            texts.append([[src.token_text(i) for i in row] for row in top.indices.tolist()])
-    return LogitLens(texts, torch.stack(probs))
+            values.append(top.values.cpu())
+            indices.append(top.indices.cpu())
+    n = len(t.ids)
+    probs, ids = torch.cat(values).view(len(t.residual), n, -1), torch.cat(indices).view(len(t.residual), n, -1)
+    texts = [[[src.token_text(i) for i in row] for row in layer] for layer in ids.tolist()]
+    return LogitLens(texts, probs)
 
 
 @dataclass(frozen=True)
@@ -421,10 +429,10 @@ def detector_scores(weights: torch.Tensor, ids: tuple[int, ...]) -> dict[str, to
     return out
 
 
-def detect_heads(config: AttentionConfig) -> Detection:
+def detect_heads(config: AttentionConfig, traced: Trace | None = None) -> Detection:
     """Score every head of ``config``'s model on its sentence (``detector_scores``) and label it with the detector
     it scores highest on, if that score reaches ``THRESHOLD``."""
-    t = trace(config)
+    t = traced or trace(config)
     scores = detector_scores(t.weights, t.ids)
     stacked = torch.stack([scores[name].nan_to_num(-1.0) for name in DETECTORS])  # (4, L, h)
     best, which = stacked.max(0)

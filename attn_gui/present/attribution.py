@@ -99,15 +99,30 @@ def copying_map(scores) -> MapData:
                          "(the head raises the logit of the token it attends to), -1 when every one is negative.")
 
 
-def detector_lines(d: Detection) -> list[str]:
-    """One line per labelled head: "2.1 induction 0.83 (previous-token 0.02, ...)", layers in order."""
+def detector_lines(d: Detection, shown: int = 6) -> list[str]:
+    """One line per detector: its labelled heads, highest score first (the first ``shown`` of them):
+    "induction (2 heads): 2.1 0.83, 2.2 0.61"; sinks are common, so every detector gets its own line."""
     lines = []
-    for layer, labels in enumerate(d.labels):
-        for head, label in enumerate(labels):
-            if label:
-                score = float(d.scores[label][layer, head])
-                lines.append(f"{layer + 1}.{head + 1} {label} {score:.2f}")
-    return lines or ["no head scores 0.4 or more on any detector for this input"]
+    for name, scores in d.scores.items():
+        heads = [(float(scores[layer, head]), f"{layer + 1}.{head + 1}") for layer, labels in enumerate(d.labels)
+                 for head, label in enumerate(labels) if label == name]
+        heads.sort(reverse=True)
+        listed = ", ".join(f"{h} {v:.2f}" for v, h in heads[:shown]) + (" …" if len(heads) > shown else "")
+        lines.append(f"{name} ({len(heads)} head{'s' if len(heads) != 1 else ''}): {listed or '-'}")
+    return lines
+
+
+def score_lines(s: ScoreAttribution, shown: int = 4) -> list[str]:
+    """The largest terms of a score: the query-side and key-side components (row and column sums, layers' heads
+    grouped) and the pairs, by size."""
+    matrix, rows, cols = grouped(s)
+
+    def largest(values, names):
+        order = np.argsort(-np.abs(values), kind="stable")[:shown]
+        return ", ".join(f"{names[i]} {values[i]:+.2f}" for i in order)
+    pairs = [f"{rows[i]} × {cols[j]}" for i in range(len(rows)) for j in range(len(cols))]
+    return [f"query side: {largest(matrix.sum(1), rows)}", f"key side: {largest(matrix.sum(0), cols)}",
+            f"pairs: {largest(matrix.ravel(), pairs)}"]
 
 
 def dla_rows(a: LogitAttribution) -> list[tuple[str, float]]:
