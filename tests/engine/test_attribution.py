@@ -296,3 +296,17 @@ def test_detector_labels_a_trained_induction_model(tmp_path):
     found = detect_heads(AttentionConfig(sentence=sentence, model=str(folder)))
     assert "previous-token" in found.labels[0]
     assert "induction" in found.labels[1]
+
+
+def test_smollm2_gguf_dla_equals_transformers(smollm2_peer):
+    """The bundled GGUF decoder: each head's term equals the transformers peer's (its GGUF loader), and the
+    figure of docs/benchmarks.md: head 24.5 writes " Paris" most."""
+    hf, _ = smollm2_peer
+    cfg = AttentionConfig(sentence="The capital of France is", model="smollm2-135m")
+    a = direct_logit_attribution(cfg, " Paris")
+    ids = torch.tensor(source("smollm2-135m").tokenize(cfg.sentence).token_ids)
+    terms, hf_logits = _peer_head_terms("llama", hf, ids, hf.lm_head.weight[a.token].detach())
+    assert torch.allclose(a.heads, terms.double(), atol=1e-4, rtol=0)
+    assert float(a.values.sum()) == pytest.approx(a.logit, abs=1e-4)
+    assert a.logit == pytest.approx(float(hf_logits[a.token]), rel=1e-5)
+    assert divmod(int(a.heads.argmax()), 9) == (23, 4)
