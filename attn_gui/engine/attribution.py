@@ -65,6 +65,10 @@ class Trace:
         Every layer's attention weights.
     scaled : (L, h, n, n)
         Every layer's scaled scores omega' (-inf where masked).
+    ids : the sentence's token ids
+    logits : (V,)
+        The model's own next-token logits, from its forward pass (``source.forward``), which the
+        split is checked against.
     """
 
     names: list[str]
@@ -74,6 +78,7 @@ class Trace:
     weights: torch.Tensor
     scaled: torch.Tensor
     ids: tuple[int, ...]
+    logits: torch.Tensor
 
 
 def _model(config: AttentionConfig):
@@ -93,8 +98,11 @@ def trace(config: AttentionConfig) -> Trace:
     """Run ``config``'s sentence through its decoder, keeping every component of the residual stream.
 
     Heads knocked out by ``config.ablate`` write what the ablation leaves (zero, or their mean).
+    The components must sum to the residual entering every layer, and the final norm and
+    unembedding of that residual must give the model's own logits (its forward pass): a model
+    whose forward gains a step this split does not know is refused, never split wrongly.
     """
-    src, w, shape, device, _ = _model(config)
+    src, w, shape, device, dtype = _model(config)
     ids = _ids(src, config)
     token_ids = torch.tensor(ids, device=device)
     hooks = ablation_hooks(tuple(config.ablate))  # {} without ablated heads
@@ -107,6 +115,7 @@ def trace(config: AttentionConfig) -> Trace:
             parts.append(pos)
             h = h + pos
         residual, entering, weights, scaled = [h], [len(names)], [], []
+        total = h  # the running sum of the components
         for layer in range(shape.layers):
             after, _, steps = decoder_layer(h, w, layer, shape, z_hook=hooks.get(layer))
             writes = head_writes(steps["head_outputs"], head_weights(w, layer, shape).w_o)  # (h, n, d)
@@ -120,12 +129,24 @@ def trace(config: AttentionConfig) -> Trace:
             names.append(f"L{layer + 1} mlp")
             parts.append(feed_forward(norm(mid, w, f"model.layers.{layer}.post_attention_layernorm", shape),
                                       w, layer, shape))
+            total = total + sum(parts[entering[-1]:])
+            _check_sum(total, after, f"layer {layer + 1}'s output")
             h = after
             residual.append(h)
             entering.append(len(names))
             weights.append(steps["weights"])
             scaled.append(steps["scaled"])
-    return Trace(names, torch.stack(parts), entering, residual, torch.stack(weights), torch.stack(scaled), ids)
+        model = src.forward(token_ids, device, dtype, z_hooks=hooks).logits  # (V,)
+        _check_sum(logits(norm(h[-1:], w, FINAL, shape), w)[0], model, "the model's logits")
+    return Trace(names, torch.stack(parts), entering, residual, torch.stack(weights), torch.stack(scaled), ids,
+                 model)
+
+
+def _check_sum(total: torch.Tensor, real: torch.Tensor, what: str) -> None:
+    """Refuse (one line) when the components' ``total`` is not the model's own ``real`` (relative 1e-4)."""
+    if float((total - real).abs().max()) > 1e-4 * max(1.0, float(real.abs().max())):
+        raise ConfigError(f"this model's forward pass has a step the attribution does not split ({what} differ "
+                          "from the sum of the components); attribution is not available for it")
 
 
 def frozen_norm(parts: torch.Tensor, x: torch.Tensor, w: dict, prefix: str, shape) -> tuple[torch.Tensor, object]:
@@ -184,7 +205,7 @@ def direct_logit_attribution(config: AttentionConfig, token: str | int | None = 
     t = traced or trace(config)
     last = t.residual[-1][-1:]  # (1, d)
     with torch.no_grad():
-        model_logits = logits(norm(last, w, FINAL, shape), w)[0]  # (V,)
+        model_logits = t.logits
         tok = target_id(config, token, model_logits)
         other = None if against is None else target_id(config, against, model_logits)
         if other == tok:

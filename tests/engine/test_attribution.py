@@ -310,3 +310,15 @@ def test_smollm2_gguf_dla_equals_transformers(smollm2_peer):
     assert float(a.values.sum()) == pytest.approx(a.logit, abs=1e-4)
     assert a.logit == pytest.approx(float(hf_logits[a.token]), rel=1e-5)
     assert divmod(int(a.heads.argmax()), 9) == (23, 4)
+
+
+def test_a_forward_step_the_split_does_not_know_is_refused(folder, monkeypatch):
+    """If the decoder's layer computes something the components miss (here: the split's MLP made to differ from
+    the layer's), the attribution refuses in one line instead of splitting wrongly."""
+    from attn_gui.engine import attribution
+
+    _, path, _ = folder
+    real = attribution.feed_forward
+    monkeypatch.setattr(attribution, "feed_forward", lambda *args: 1.5 * real(*args))
+    with pytest.raises(ConfigError, match="has a step the attribution does not split"):
+        direct_logit_attribution(AttentionConfig(sentence=SENTENCE, model=path))
