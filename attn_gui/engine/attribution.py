@@ -201,7 +201,7 @@ def direct_logit_attribution(config: AttentionConfig, token: str | int | None = 
     row; with ``against``, u_token - u_against: the logit difference. The terms sum to the logit.
     ``token`` None: the model's top next token. ``traced``: ``trace(config)`` if already run.
     """
-    src, w, shape, device, _ = _model(config)
+    _, w, shape, device, _ = _model(config)
     t = traced or trace(config)
     last = t.residual[-1][-1:]  # (1, d)
     with torch.no_grad():
@@ -221,7 +221,6 @@ def direct_logit_attribution(config: AttentionConfig, token: str | int | None = 
         logit = model_logits[tok] - (0 if other is None else model_logits[other])
     heads = torch.stack([values[names.index(f"L{l + 1}H{i + 1}")] for l in range(shape.layers)  # noqa: E741
                          for i in range(shape.heads)]).view(shape.layers, shape.heads)
-    del src
     return LogitAttribution(heads.double().cpu(), names, values.double().cpu(), float(logit), tok, other)
 
 
@@ -275,7 +274,7 @@ def score_attribution(config: AttentionConfig, head: int, query: int, key: int,
 
     Positions are 0-based token indices; a key the query cannot see (after it, or out of the window) is refused.
     """
-    src, w, shape, device, dtype = _model(config)
+    _, w, shape, _, _ = _model(config)
     layer = config.layer
     if not 0 <= layer < shape.layers:
         raise ConfigError(f"layer {layer + 1} does not exist: layers are 1 to {shape.layers}")
@@ -299,7 +298,6 @@ def score_attribution(config: AttentionConfig, head: int, query: int, key: int,
             _, cos, sin = rope_tables(n, d_k, shape.rope_base, qs.dtype, qs.device, 0)
             qs, ks = rotate(qs, cos[query], sin[query]), rotate(ks, cos[key], sin[key])
         matrix = qs @ ks.T / math.sqrt(d_k)  # (C_q, C_k)
-    del src, device, dtype
     return ScoreAttribution(matrix.double().cpu(), q_names, k_names, float(score), layer, head, query, key)
 
 
