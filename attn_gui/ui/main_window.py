@@ -116,6 +116,7 @@ class MainWindow(FileActions, QtWidgets.QMainWindow):
         self.whyDock.visibilityChanged.connect(
             lambda visible: visible and self.why.follow(self._state.config, self._state.head))
         self.why.headPicked.connect(self._on_head_picked)
+        self.why.modelColours.connect(self.modelView.set_side)
         self.train = TrainPanel()
         trainScroll = QtWidgets.QScrollArea()  # its curves and controls must not make every bottom tab 390 px tall
         trainScroll.setWidget(self.train)
@@ -217,6 +218,8 @@ class MainWindow(FileActions, QtWidgets.QMainWindow):
                 self.interventions.follow(state.config, state.head)
             if in_sight(self.whyDock):
                 self.why.follow(state.config, state.head)
+            else:
+                self.why.input_changed(state.config)
             self.stateChanged.emit(state)
 
     def edit_config(self, changes: dict[str, Any]) -> bool:

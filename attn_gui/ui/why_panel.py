@@ -39,10 +39,14 @@ class WhyPanel(QtWidgets.QWidget):
         A cell of the DLA or copying grid was clicked: open that layer and head (0-based) in the main view.
     shown(str)
         A result was drawn: "dla", "lens", "detector", "score", "circuits" or "copying" (tests wait on it).
+    modelColours(object, str)
+        The (layers, heads) values the model view should show beside its thumbnails, and their name
+        ("Colour the model view by DLA" on and a DLA drawn), or None and "" (off).
     """
 
     headPicked = QtCore.Signal(int, int)
     shown = QtCore.Signal(str)
+    modelColours = QtCore.Signal(object, str)
 
     def __init__(self, parent: QtWidgets.QWidget | None = None):
         super().__init__(parent)
@@ -61,6 +65,11 @@ class WhyPanel(QtWidgets.QWidget):
         self.againstBox.setToolTip("Split logit(token) - logit(this token) instead")
         self.explainButton = QtWidgets.QPushButton("Explain")
         self.explainButton.setObjectName("explainButton")
+        self.colourBox = QtWidgets.QCheckBox("Colour the model view by DLA")
+        self.colourBox.setObjectName("colourModelView")
+        self.colourBox.setToolTip("The model view shows each head's DLA beside its thumbnails, in place of the "
+                                  "sink mass (models with more layers than heads)")
+        self.last_dla: A.LogitAttribution | None = None
         self.message = QtWidgets.QLabel()
         self.message.setObjectName("whyMessage")
         self.message.setWordWrap(True)
@@ -105,6 +114,7 @@ class WhyPanel(QtWidgets.QWidget):
         left = QtWidgets.QVBoxLayout()
         left.addLayout(form)
         left.addWidget(self.explainButton)
+        left.addWidget(self.colourBox)
         left.addWidget(self.message)
         left.addWidget(self.summary)
         left.addWidget(QtWidgets.QLabel("<b>Head detector</b>"))
@@ -150,6 +160,7 @@ class WhyPanel(QtWidgets.QWidget):
         self.scoreButton.clicked.connect(lambda: self.show_score(self.head, self.queryBox.value() - 1,
                                                                  self.keyBox.value() - 1))
         self.copyingButton.clicked.connect(self.run_copying)
+        self.colourBox.toggled.connect(lambda _: self._emit_colours())
         self.dla.scene().sigMouseClicked.connect(lambda event: self._pick(self.dla, event))
         self.copying.scene().sigMouseClicked.connect(lambda event: self._pick(self.copying, event))
         self.follow(None, 0)
@@ -163,7 +174,8 @@ class WhyPanel(QtWidgets.QWidget):
         for w in (self.explainButton, self.scoreButton, self.copyingButton):
             w.setEnabled(decoder)
         if not decoder:
-            self.config = None
+            self.config = self.last_dla = None
+            self._emit_colours()
             self.message.setText("Why needs a decoder model: choose smollm2-135m, a decoder folder, a .gguf file "
                                  "or a trained checkpoint under Source.")
             return
@@ -172,10 +184,18 @@ class WhyPanel(QtWidgets.QWidget):
         moved = changed or (config.layer, head) != (self.config.layer, self.head)
         self.config, self.head = config, head
         if changed:
-            self.traced = None
+            self.traced = self.last_dla = None
+            self._emit_colours()
             self.explain()
         elif moved:
             self._start("circuits", lambda: A.circuits(config, head))
+
+    def input_changed(self, config: AttentionConfig) -> None:
+        """The window's input changed while the dock is out of sight: a DLA shown in the model view no longer holds."""
+        if self.last_dla is not None and self.config is not None and (config.model, config.sentence, config.ablate) \
+                != (self.config.model, self.config.sentence, self.config.ablate):
+            self.last_dla = None
+            self._emit_colours()
 
     def show_score(self, head: int, query: int, key: int) -> None:
         """Split alpha's cell (query, key) (0-based positions) of ``head`` of the shown layer into its terms."""
@@ -262,6 +282,8 @@ class WhyPanel(QtWidgets.QWidget):
 
     def _show_dla(self, a: A.LogitAttribution, name) -> None:
         self.dla.set_data(P.dla_map(a, name))
+        self.last_dla = a
+        self._emit_colours()
         best = ", ".join(f"{h} ({v:+.2f})" for h, v in P.top_heads(a.heads.numpy(), 5))
         values = dict(zip(a.names, a.values.tolist(), strict=True))
         mlps = sum(v for k, v in values.items() if k.endswith("mlp"))
@@ -285,6 +307,15 @@ class WhyPanel(QtWidgets.QWidget):
                 self.lens.setItem(layer, pos, cell)
         self.lens.resizeColumnsToContents()
         self.lens.scrollToBottom()  # the last layers, where the answer forms
+
+    def _emit_colours(self) -> None:
+        a = self.last_dla
+        if self.colourBox.isChecked() and a is not None and self.config is not None:
+            name = source(self.config.model).token_text
+            label = f"DLA {name(a.token)}" + ("" if a.against is None else f" − {name(a.against)}")
+            self.modelColours.emit(a.heads.numpy(), label)
+        else:
+            self.modelColours.emit(None, "")
 
     def _pick(self, view: HeatmapView, event) -> None:
         cell = view.item.cell_at(event.scenePos())

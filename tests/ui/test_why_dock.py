@@ -49,6 +49,10 @@ def test_why_dock_explains_the_shown_decoder(window, llama, qtbot: QtBot):
     assert score.sum() == pytest.approx(float(scaled), abs=1e-4)
     assert (panel.queryBox.value(), panel.keyBox.value()) == (7, 3)
 
+    with qtbot.waitSignal(panel.modelColours, timeout=5000) as coloured:
+        panel.colourBox.setChecked(True)  # the model view gets the DLA shown
+    assert coloured.args[0] == pytest.approx(panel.dla.item.data.matrix) and coloured.args[1] == "DLA mat − cat"
+
     center = panel.dla.cell_rect(0, 3).center()  # layer 1, head 4
     panel.tabs.setCurrentIndex(0)
     qtbot.mouseClick(panel.dla.viewport(), QtCore.Qt.MouseButton.LeftButton, pos=center)
@@ -68,6 +72,42 @@ def test_an_encoder_is_told_a_bad_token_keeps_the_last_result(window, llama, qtb
     panel.explainButton.click()
     qtbot.waitUntil(lambda: "not one token" in panel.message.text(), timeout=30000)
     assert panel.dla.item.data is grid
+    panel.colourBox.setChecked(True)
+    window.show_dock("walk")  # out of sight: a new sentence takes the DLA colours off the model view
+    with qtbot.waitSignal(panel.modelColours, timeout=5000, check_params_cb=lambda values, _: values is None):
+        assert window.edit_config({"sentence": "the dog sat"})
     assert window.edit_config({"model": "minilm-l6"})
+    window.show_dock("why")
     assert "Why needs a decoder model" in panel.message.text() and not panel.explainButton.isEnabled()
 
+
+
+def test_the_model_view_shows_a_signed_grid_in_place_of_the_sink_mass(qtbot: QtBot):
+    """``ModelView.set_side``: the diverging map's colours are pyqtgraph's CET-D1A at (value / max|value| + 1) / 2,
+    white-ish at 0; None brings the sink mass back."""
+    import numpy as np
+    import pyqtgraph as pg
+
+    from attn_gui.render.model_view import ModelView
+
+    view = ModelView()
+    qtbot.addWidget(view)
+    view.resize(900, 300)
+    view.show()
+    t, L, H = 3, 4, 2  # more layers than heads: the map beside the grid is shown
+    weights = np.full((L, H, t, t), 1 / t)
+    sink = np.full((L, H), 0.5)
+    view.set_weights(weights, layer=0, head=0, sink=sink)
+    values = np.array([[2.0, -1.0], [0.0, 0.5], [-2.0, 1.0], [0.25, 0.0]])
+    view.set_side(values, "DLA of x")
+    assert view.sinkPlot.isVisible() and view.sinkPlot.getAxis("top").labelText.startswith("DLA of x")
+    image = view.sinkImage.image
+    cmap = pg.colormap.get("CET-D1A")
+    for layer, head in ((0, 0), (0, 1), (1, 0), (2, 0)):
+        y0, x0 = view._origin(layer, head)
+        expected = cmap.map(np.array([values[layer, head] / 2 / 2 + 0.5]), mode="byte")[0]
+        assert tuple(image[y0 + 1, x0 + 1]) == tuple(expected)
+    view.set_side(None)
+    y0, x0 = view._origin(0, 0)
+    expected = pg.colormap.get("viridis").map(np.array([0.5]), mode="byte")[0]
+    assert tuple(view.sinkImage.image[y0 + 1, x0 + 1]) == tuple(expected)
