@@ -185,7 +185,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="attn-gui", description="Attention Explorer: watch self-attention computed, step by step.")
     p.add_argument("--version", action="version", version=f"attn-gui {__version__}")
     sub = p.add_subparsers(dest="command", parser_class=_Parser,
-                           metavar="{gui,export,generate,effects,train,corpus,lessons,lesson,bench}")
+                           metavar="{gui,export,generate,effects,attribute,train,corpus,lessons,lesson,bench}")
 
     gui = sub.add_parser("gui", help="open the window (the default)")
     gui.add_argument("--head", type=int, metavar="N", help="the head to show first, counted from 1 (default 1)")
@@ -230,6 +230,7 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--target", metavar="TOKEN", help="the next token whose log p is measured (default: the top one)")
     e.add_argument("--mode", choices=("zero", "mean"), default="zero", help="ablation: zero, or mean over positions")
     add_engine_options(e)
+    add_attribute_parser(sub)
     add_train_parser(sub)
     sub.add_parser("lessons", help="list the guided lessons", allow_abbrev=False)
     les = sub.add_parser("lesson", help="open the window at a lesson's step (for slides)", allow_abbrev=False)
@@ -397,6 +398,40 @@ def run_effects(args: argparse.Namespace) -> int:
     finally:
         dispose(view)
     print(f"wrote {out / 'effects.csv'} and {out / 'effects.png'}")
+    return 0
+
+
+def add_attribute_parser(sub) -> None:
+    a = sub.add_parser("attribute", allow_abbrev=False,
+                       help="split a decoder's logit of the next token into each head's, MLP's and embedding's "
+                            "direct term (direct logit attribution); write them as CSV and the head grid as PNG")
+    a.add_argument("--token", required=True, metavar="TOKEN", help="the next token whose logit is split, "
+                                                                   "e.g. ' Paris' with its leading space")
+    a.add_argument("--against", metavar="TOKEN", help="split logit(--token) - logit(this token) instead")
+    a.add_argument("--out", required=True, metavar="DIR", help="folder to write (created if missing)")
+    a.add_argument("--overwrite", action="store_true", help="write among other files in the folder")
+    add_engine_options(a)
+
+
+def run_attribute(args: argparse.Namespace) -> int:
+    """``attn-gui attribute``: components.csv, heads.csv and dla.png in ``--out``, all or none."""
+    from .engine import source
+    from .engine.attribution import direct_logit_attribution
+    from .export.folder import Target
+    from .present.attribution import top_heads
+
+    config = config_from_args(args)
+    Target(args.out, overwrite=args.overwrite)  # refused before the compute; creates nothing
+    if config.model:
+        load_model(config.model)
+    a = direct_logit_attribution(config, args.token, args.against)
+    from .export.attribution import write_attribution
+    from .render.offscreen import ensure_app
+
+    ensure_app(offscreen=True)
+    folder = write_attribution(a, source(config.model).token_text, args.out, args.overwrite)
+    best = ", ".join(f"{name} ({value:+.3f})" for name, value in top_heads(a.heads.numpy(), 3))
+    print(f"logit {a.logit:.4f}; largest heads {best}; wrote {one_line(str(folder))}")
     return 0
 
 
@@ -619,6 +654,8 @@ def _main(argv: list[str]) -> int:
             return run_generate(args)
         if args.command == "effects":
             return run_effects(args)
+        if args.command == "attribute":
+            return run_attribute(args)
         if args.command == "train":
             return run_train(args)
         if args.command == "corpus":

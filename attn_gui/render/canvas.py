@@ -46,6 +46,7 @@ class Canvas(ReadoutHost, pg.GraphicsView):
     """
 
     tokenSelected = QtCore.Signal(int)
+    cellClicked = QtCore.Signal(str, int, int, int)  # field, head (-1: none), row and column on the full axes
     headSelected = QtCore.Signal(int)
     focusRequested = QtCore.Signal(object)
     mapMenuRequested = QtCore.Signal(object, object)
@@ -415,6 +416,10 @@ class Canvas(ReadoutHost, pg.GraphicsView):
             self.focusRequested.emit(None if item.data.field == self.focus else item.data.field)
             return
         cell = item.cell_at(event.scenePos())
+        if cell is not None:
+            data = item.data
+            column = data.col_blocks[cell[1]][0] if data.col_blocks else cell[1]
+            self.cellClicked.emit(data.field, -1 if data.head is None else data.head, full_row(data, cell[0]), column)
         if cell is not None and item.data.query_rows:
             self.tokenSelected.emit(full_row(item.data, cell[0]))
 

@@ -13,7 +13,7 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6 import QtCore, QtWidgets
 
-from .style import WEIGHTS_CMAP, highlight_rect, mask_items, mask_rects, set_mask
+from .style import SIGNED_CMAP, WEIGHTS_CMAP, highlight_rect, mask_items, mask_rects, set_mask
 
 GAP = 2  # white pixels between thumbnails
 MAX_HATCHED = 400  # masked runs hatched at most (30 x 9 causal thumbnails have over a thousand)
@@ -88,6 +88,7 @@ class ModelView(pg.GraphicsLayoutWidget):
         self.shape = (0, 0)
         self.across = False  # layers run across (columns) instead of down
         self.sink: np.ndarray | None = None  # (L, H)
+        self.side: tuple[np.ndarray, str] | None = None  # a signed (L, H) grid shown instead of the sink mass
         self.groups = 1  # query heads per key/value head
         self._rows = self._cols = np.zeros(0, dtype=int)
         self.scene().sigMouseClicked.connect(self._on_click)
@@ -191,15 +192,32 @@ class ModelView(pg.GraphicsLayoutWidget):
     def head_starts(self) -> np.ndarray:
         return self._rows if self.across else self._cols
 
+    def set_side(self, values: np.ndarray | None, label: str = "") -> None:
+        """Show a signed per-head grid (layers, heads) beside the thumbnails instead of the sink mass, on a diverging
+        scale centred on 0 (``label`` names it, e.g. the Why dock's DLA); None: the sink mass again."""
+        self.side = None if values is None else (np.asarray(values, dtype=float), label)
+        if self.shape != (0, 0):
+            self._show_sink(self.cell - GAP)
+
+    def _side(self) -> tuple[np.ndarray, str] | None:
+        return self.side if self.side is not None and self.side[0].shape == self.shape else None
+
     def _show_sink(self, t: int) -> None:
-        """Each head's sink mass beside the grid (layers across only): one square per thumbnail's place."""
-        show = self.across and self.sink is not None and self.sink.shape == self.shape
+        """Each head's sink mass, or ``side``, beside the grid (layers across only): a square per thumbnail."""
+        side = self._side()
+        values = self.sink if side is None else side[0]
+        show = self.across and values is not None and values.shape == self.shape
         self.sinkPlot.setVisible(show)
         if not show:
             return
         L, H = self.shape
         block = np.full((self._rows[-1] + t, self._cols[-1] + t, 4), 255, dtype=np.uint8)
-        colors = pg.colormap.get(WEIGHTS_CMAP).map(np.clip(self.sink, 0, 1).ravel(), mode="byte").reshape(L, H, 4)
+        if side is None:
+            colors = pg.colormap.get(WEIGHTS_CMAP).map(np.clip(values, 0, 1).ravel(), mode="byte")
+        else:  # diverging, centred on 0: white is 0, the largest |value| the full colour
+            top = float(np.nanmax(np.abs(values))) or 1.0
+            colors = pg.colormap.get(SIGNED_CMAP).map(np.clip(values / top / 2 + 0.5, 0, 1).ravel(), mode="byte")
+        colors = colors.reshape(L, H, 4)
         for i in range(L):
             for j in range(H):
                 y0, x0 = self._origin(i, j)
@@ -208,6 +226,11 @@ class ModelView(pg.GraphicsLayoutWidget):
         self.sinkPlot.getViewBox().setRange(xRange=(0, block.shape[1]), yRange=(0, block.shape[0]), padding=0.015)
         top = self.sinkPlot.getAxis("top")
         top.setTicks(self.plot.getAxis("top")._tickLevels)
+        if side is not None:
+            top.setLabel(f"{side[1]}, per layer")
+            self.sinkPlot.setToolTip(f"{side[1]}: each head's value in the grid's rows and columns, blue below 0, "
+                                     f"white at 0, red above (not alpha's colour bar); hover for the number")
+            return
         top.setLabel("sink mass: mean α on token 1, per layer")
         self.sinkPlot.setToolTip("sink mass: each head's mean α on the first token (over the queries after it), "
                                  "in the grid's rows and columns; hover for the number")
@@ -265,6 +288,8 @@ class ModelView(pg.GraphicsLayoutWidget):
         layer, head = found
         group = f" (K/V head {head // self.groups + 1})" if self.groups < self.shape[1] else ""
         sink = f": sink mass {self.sink[layer, head]:.2f}" if self.sink is not None else ""
+        if (side := self._side()) is not None:
+            sink = f": {side[1]} {side[0][layer, head]:+.3f}"
         strike = "; Ctrl+click to strike it out or restore it" if self.struck_allowed else ""
         self.setToolTip(f"layer {layer + 1}, head {head + 1}{group}{sink} — click to open it{strike}")
 

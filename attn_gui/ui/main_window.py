@@ -28,6 +28,7 @@ from .insight import InsightDocks
 from .sight import in_sight
 from .corpus_panel import CorpusPanel
 from .interventions_panel import InterventionsPanel
+from .why_panel import WhyPanel
 from .kv_cache_panel import KVCachePanel
 from .menus import build_menus
 from .settings import Settings
@@ -111,6 +112,12 @@ class MainWindow(FileActions, QtWidgets.QMainWindow):
             lambda visible: visible and self.interventions.follow(self._state.config, self._state.head))
         self.interventions.ablateRequested.connect(lambda heads: self.edit_config({"ablate": heads}))
         self.interventions.headPicked.connect(self._on_head_picked)
+        self.why = WhyPanel()
+        self.whyDock = self.add_dock("Why", "whyDock", self.why)
+        self.whyDock.visibilityChanged.connect(
+            lambda visible: visible and self.why.follow(self._state.config, self._state.head))
+        self.why.headPicked.connect(self._on_head_picked)
+        self.why.modelColours.connect(self.modelView.set_side)
         self.train = TrainPanel()
         trainScroll = QtWidgets.QScrollArea()  # its curves and controls must not make every bottom tab 390 px tall
         trainScroll.setWidget(self.train)
@@ -158,6 +165,7 @@ class MainWindow(FileActions, QtWidgets.QMainWindow):
         self.panel.openModelRequested.connect(self.open_model_dialog)
         self.panel.hideSpecialToggled.connect(lambda hide: self.set_state(self._state.replace(hide_special=hide)))
         self.canvas.tokenSelected.connect(self.select_token)
+        self.canvas.cellClicked.connect(self._on_cell_clicked)
         self.canvas.headSelected.connect(self.select_head)
         self.canvas.focusRequested.connect(self.focus_on)
         self.canvas.mapMenuRequested.connect(lambda data, pos: self.map_menu(data).exec(pos))
@@ -212,6 +220,10 @@ class MainWindow(FileActions, QtWidgets.QMainWindow):
                 self.kvCache.follow(state)
             if in_sight(self.interventionsDock):  # it runs the model twice: never for a dock out of sight
                 self.interventions.follow(state.config, state.head)
+            if in_sight(self.whyDock):
+                self.why.follow(state.config, state.head)
+            else:
+                self.why.input_changed(state.config)
             self.stateChanged.emit(state)
 
     def edit_config(self, changes: dict[str, Any]) -> bool:
@@ -268,13 +280,18 @@ class MainWindow(FileActions, QtWidgets.QMainWindow):
     def show_dock(self, name: str) -> QtWidgets.QDockWidget:
         """Bring dock ``name`` (one of ``present.state.DOCKS``) in front."""
         docks = {"walk": self.focusDock, "model-view": self.modelDock, "kv-cache": self.kvCacheDock,
-                 "interventions": self.interventionsDock, "corpus": self.corpusDock,
+                 "interventions": self.interventionsDock, "why": self.whyDock, "corpus": self.corpusDock,
                  "metrics": self.insight.docks["metrics"], "difference": self.insight.docks["difference"],
                  "rollout": self.insight.docks["rollout"], "why-scaling": self.insight.docks["scaling"]}
         dock = docks[name]
         dock.show()
         dock.raise_()
         return dock
+
+    def _on_cell_clicked(self, field: str, head: int, row: int, column: int) -> None:
+        """A cell of alpha: the Why dock, if in sight, splits that score into its components' terms."""
+        if field == "weights" and head >= 0 and in_sight(self.whyDock):
+            self.why.show_score(head, row, column)
 
     def _on_head_picked(self, layer: int, head: int) -> None:
         if layer == self._state.config.layer:
@@ -492,6 +509,7 @@ class MainWindow(FileActions, QtWidgets.QMainWindow):
         self.generator.shutdown()
         self.kvCache.shutdown()
         self.interventions.shutdown()
+        self.why.shutdown()
         self.train.shutdown()
 
     def open_example(self, model: str, sentence: str, layer: int, head: int, query: int) -> None:

@@ -47,6 +47,7 @@ def build_menus(win: QtWidgets.QMainWindow) -> None:
     view_menu.addAction(win.modelDock.toggleViewAction())
     view_menu.addAction(win.kvCacheDock.toggleViewAction())
     view_menu.addAction(win.interventionsDock.toggleViewAction())
+    view_menu.addAction(win.whyDock.toggleViewAction())
     view_menu.addAction(win.trainDock.toggleViewAction())
     view_menu.addAction(win.corpusDock.toggleViewAction())
     focus = view_menu.addAction("Focus on α (its neighbours beside it)", lambda: win.focus_on("weights"))

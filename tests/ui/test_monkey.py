@@ -39,7 +39,7 @@ def idle(win) -> bool:
     """No compute, generation, KV-cache step or effect grid in flight, and the shown frame is the state's."""
     if win.frame is None or win._generation is not None or win._step_running or win.kvCache.busy:
         return False
-    if win.interventions._grid_gen is not None:
+    if win.interventions._grid_gen is not None or win.why.busy:
         return False
     # an invalid edit leaves the state as it was: the maps keep the last good result
     return win.frame.result.config == win.state.config or win.failed_config == win.state.config

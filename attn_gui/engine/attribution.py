@@ -1,0 +1,460 @@
+"""Why this head: direct logit attribution, score attribution, the logit lens, QK/OV circuits, a head detector.
+
+Every function reads a decoder of the one decoder forward (``sources/llama.py``): the bundled
+SmolLM2, Hugging Face folders of every decoder family, GGUF files and the checkpoints of
+``attn-gui train``. The residual stream is a sum of components, each written by one part of
+the model (Elhage et al. 2021, "A Mathematical Framework for Transformer Circuits"):
+
+    x = embed [+ positions] + sum over layers l of (sum_i head_{l,i} + b_O,l + mlp_l)
+
+head_{l,i} = Z_i W_O,i is what head i of layer l writes: its output Z_i (n, d_v), the rows of
+o_proj's input that are its own, times its d_v columns of W_O (the value bias b_V rides in Z_i,
+as transformers computes it). A norm is linear once its scale is frozen at the value it has on
+the actual residual (TransformerLens' ``apply_ln=True``): RMSNorm(x) = sum_c c * s * gamma with
+s = 1 / sqrt(mean(x^2) + eps); LayerNorm centres each component and adds its bias beta once.
+So the logit of a token, and one attention score, split exactly into the components' terms.
+
+- ``direct_logit_attribution``: each component's direct term in the logit of ``token`` at the
+  last position (or in logit(token) - logit(against)); the terms sum to the logit.
+- ``score_attribution``: one scaled score omega'[query, key] of the shown layer's head as a
+  matrix of query-side component x key-side component terms (q and k are linear in the
+  residual with the norm's scale frozen; RoPE rotates each term; Qwen3's per-head q/k norms
+  are frozen likewise); the matrix sums to the score.
+- ``logit_lens``: the residual entering each layer (and the last) through the final norm and
+  the unembedding: the top k tokens and their p at every position (nostalgebraist 2020).
+- ``circuits``: a head's QK circuit and OV circuit over the sentence's tokens, and
+  ``copying_scores``, Elhage et al.'s summary of the eigenvalues of W_U W_OV W_E per head.
+- ``detect_heads``: previous-token, duplicate-token, induction and sink scores per head.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+
+from .ablation import ablation_hooks
+from .attention import rope_tables, rotate
+from .config import AttentionConfig
+from .errors import ConfigError
+from .interventions import _decoder, _device, _ids, target_id
+from .sources.llama import decoder_layer, feed_forward, head_weights, logits, norm
+from .sources.stored import rows
+
+FINAL = "model.norm"
+
+
+@dataclass(frozen=True)
+class Trace:
+    """One forward pass with every residual component kept (``trace``).
+
+    Attributes
+    ----------
+    names : list of C str
+        The components, in the order they are written: "embed", "positions" (GPT-2), then per
+        layer l (counted from 1) "L{l}H{i}" for each head, "L{l} attn bias" (W_O's bias, where
+        the weights hold one) and "L{l} mlp".
+    parts : (C, n, d)
+        What each component adds to the residual stream at every position.
+    entering : list of L + 1 ints
+        How many components make up the residual entering layer l (the last: all of them).
+    residual : list of L + 1 tensors (n, d)
+        The residual stream entering each layer; the last is the final residual, before the final norm.
+    weights : (L, h, n, n)
+        Every layer's attention weights.
+    scaled : (L, h, n, n)
+        Every layer's scaled scores omega' (-inf where masked).
+    ids : the sentence's token ids
+    logits : (V,)
+        The model's own next-token logits, from its forward pass (``source.forward``), which the
+        split is checked against.
+    """
+
+    names: list[str]
+    parts: torch.Tensor
+    entering: list[int]
+    residual: list[torch.Tensor]
+    weights: torch.Tensor
+    scaled: torch.Tensor
+    ids: tuple[int, ...]
+    logits: torch.Tensor
+
+
+def _model(config: AttentionConfig):
+    src = _decoder(config)
+    device, dtype = _device(config)
+    w, shape = src.decoder(device, dtype)
+    return src, w, shape, device, dtype
+
+
+def head_writes(z: torch.Tensor, w_o: torch.Tensor) -> torch.Tensor:
+    """What each head writes to the residual stream: Z_i W_O,i.  z (h, n, d_v), w_o (d, h*d_v) -> (h, n, d)"""
+    heads, _, d_v = z.shape
+    return torch.einsum("hnv,dhv->hnd", z, w_o.view(-1, heads, d_v))
+
+
+def trace(config: AttentionConfig) -> Trace:
+    """Run ``config``'s sentence through its decoder, keeping every component of the residual stream.
+
+    Heads knocked out by ``config.ablate`` write what the ablation leaves (zero, or their mean).
+    The components must sum to the residual entering every layer, and the final norm and
+    unembedding of that residual must give the model's own logits (its forward pass): a model
+    whose forward gains a step this split does not know is refused, never split wrongly.
+    """
+    src, w, shape, device, dtype = _model(config)
+    ids = _ids(src, config)
+    token_ids = torch.tensor(ids, device=device)
+    hooks = ablation_hooks(tuple(config.ablate))  # {} without ablated heads
+    with torch.no_grad():
+        h = rows(w, "model.embed_tokens.weight", token_ids)  # (n, d)
+        names, parts = ["embed"], [h]
+        if "model.embed_positions.weight" in w:  # GPT-2's learned positions
+            pos = rows(w, "model.embed_positions.weight", torch.arange(len(ids), device=device))
+            names.append("positions")
+            parts.append(pos)
+            h = h + pos
+        residual, entering, weights, scaled = [h], [len(names)], [], []
+        total = h  # the running sum of the components
+        for layer in range(shape.layers):
+            after, _, steps = decoder_layer(h, w, layer, shape, z_hook=hooks.get(layer))
+            writes = head_writes(steps["head_outputs"], head_weights(w, layer, shape).w_o)  # (h, n, d)
+            names += [f"L{layer + 1}H{i + 1}" for i in range(shape.heads)]
+            parts += list(writes)
+            b_o = f"model.layers.{layer}.self_attn.o_proj.bias"
+            if b_o in w:
+                names.append(f"L{layer + 1} attn bias")
+                parts.append(w[b_o].expand_as(h))
+            mid = h + steps["output"]
+            names.append(f"L{layer + 1} mlp")
+            parts.append(feed_forward(norm(mid, w, f"model.layers.{layer}.post_attention_layernorm", shape),
+                                      w, layer, shape))
+            total = total + sum(parts[entering[-1]:])
+            _check_sum(total, after, f"layer {layer + 1}'s output")
+            h = after
+            residual.append(h)
+            entering.append(len(names))
+            weights.append(steps["weights"])
+            scaled.append(steps["scaled"])
+        model = src.forward(token_ids, device, dtype, z_hooks=hooks).logits  # (V,)
+        _check_sum(logits(norm(h[-1:], w, FINAL, shape), w)[0], model, "the model's logits")
+    return Trace(names, torch.stack(parts), entering, residual, torch.stack(weights), torch.stack(scaled), ids,
+                 model)
+
+
+def _check_sum(total: torch.Tensor, real: torch.Tensor, what: str) -> None:
+    """Refuse (one line) when the components' ``total`` is not the model's own ``real`` (relative 1e-4)."""
+    if float((total - real).abs().max()) > 1e-4 * max(1.0, float(real.abs().max())):
+        raise ConfigError(f"this model's forward pass has a step the attribution does not split ({what} differ "
+                          "from the sum of the components); attribution is not available for it")
+
+
+def frozen_norm(parts: torch.Tensor, x: torch.Tensor, w: dict, prefix: str, shape) -> tuple[torch.Tensor, object]:
+    """Each component's share of norm(x), the norm's scale frozen at its value on the actual residual ``x``.
+
+    parts (C, n, d) sum to x (n, d). RMSNorm: c * s * gamma, s = 1 / sqrt(mean(x^2) + eps);
+    LayerNorm: (c - mean(c)) * s * gamma, s = 1 / sqrt(var(x) + eps), and its bias beta (d,) once
+    (returned second; None for RMSNorm). The shares sum to norm(x).
+    """
+    gamma = w[prefix + ".weight"]
+    if shape.norm == "layer":
+        s = torch.rsqrt(x.var(-1, unbiased=False, keepdim=True) + shape.eps)  # (n, 1)
+        centred = parts - parts.mean(-1, keepdim=True)
+        return centred * s * gamma, w[prefix + ".bias"]
+    s = torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + shape.eps)  # (n, 1)
+    return parts * s * gamma, None
+
+
+def _unembedding(w: dict, ids: list[int], device) -> torch.Tensor:
+    key = "lm_head.weight" if "lm_head.weight" in w else "model.embed_tokens.weight"
+    return rows(w, key, torch.tensor(ids, device=device))  # (k, d)
+
+
+@dataclass(frozen=True)
+class LogitAttribution:
+    """The direct terms of one logit (or logit difference) at the last position.
+
+    Attributes
+    ----------
+    heads : (L, h) tensor
+        Each head's direct term.
+    names, values : the C components (``Trace.names``, plus "final norm bias" for LayerNorm) and their terms (C,)
+    logit : float
+        The model's own logit (difference), which the terms sum to.
+    token, against : vocabulary ids (against: None without a difference)
+    """
+
+    heads: torch.Tensor
+    names: list[str]
+    values: torch.Tensor
+    logit: float
+    token: int
+    against: int | None
+
+
+def direct_logit_attribution(config: AttentionConfig, token: str | int | None = None,
+                             against: str | int | None = None, traced: Trace | None = None) -> LogitAttribution:
+    """Each component's direct contribution to the logit of ``token`` after the last token of the sentence.
+
+    term_c = (norm-share of component c at the last position) . u_token, with the final norm's
+    scale frozen on the actual residual (TransformerLens' ``apply_ln=True``), u the unembedding
+    row; with ``against``, u_token - u_against: the logit difference. The terms sum to the logit.
+    ``token`` None: the model's top next token. ``traced``: ``trace(config)`` if already run.
+    """
+    _, w, shape, device, _ = _model(config)
+    t = traced or trace(config)
+    last = t.residual[-1][-1:]  # (1, d)
+    with torch.no_grad():
+        model_logits = t.logits
+        tok = target_id(config, token, model_logits)
+        other = None if against is None else target_id(config, against, model_logits)
+        if other == tok:
+            raise ConfigError("token and against are the same token: the difference is 0 by definition")
+        u = _unembedding(w, [tok] if other is None else [tok, other], device)
+        u = u[0] if other is None else u[0] - u[1]  # (d,)
+        shares, beta = frozen_norm(t.parts[:, -1:], last, w, FINAL, shape)  # (C, 1, d)
+        values = shares[:, 0] @ u  # (C,)
+        names = list(t.names)
+        if beta is not None:
+            names.append("final norm bias")
+            values = torch.cat([values, (beta @ u)[None]])
+        logit = model_logits[tok] - (0 if other is None else model_logits[other])
+    heads = torch.stack([values[names.index(f"L{l + 1}H{i + 1}")] for l in range(shape.layers)  # noqa: E741
+                         for i in range(shape.heads)]).view(shape.layers, shape.heads)
+    return LogitAttribution(heads.double().cpu(), names, values.double().cpu(), float(logit), tok, other)
+
+
+@dataclass(frozen=True)
+class ScoreAttribution:
+    """One scaled score omega'[query, key] of a head, split into query-side x key-side component terms.
+
+    Attributes
+    ----------
+    matrix : (C_q, C_k) tensor
+        matrix[a, b] = (R_query q_a) . (R_key k_b) / sqrt(d_k): the query that component a gives
+        against the key that component b gives, each rotated by its position (RoPE).
+    query_names, key_names : the components of each side: those of the residual entering the layer,
+        then "bias" (the norm's bias and the projection's bias) where the model has one
+    score : float, the model's own scaled score, which the matrix sums to
+    """
+
+    matrix: torch.Tensor
+    query_names: list[str]
+    key_names: list[str]
+    score: float
+    layer: int
+    head: int
+    query: int
+    key: int
+
+
+def _side(t: Trace, w: dict, shape, layer: int, pos: int, w_x: torch.Tensor, b_x, x_norm) -> tuple:
+    """One side's per-component vectors (C [+ 1], d_k) before RoPE, and its names."""
+    count = t.entering[layer]
+    shares, beta = frozen_norm(t.parts[:count, pos:pos + 1], t.residual[layer][pos:pos + 1], w,
+                               f"model.layers.{layer}.input_layernorm", shape)  # (C, 1, d)
+    vectors = shares[:, 0] @ w_x.T  # (C, d_k)
+    names = list(t.names[:count])
+    bias = None if beta is None else beta @ w_x.T
+    if b_x is not None:
+        bias = b_x.reshape(-1) if bias is None else bias + b_x.reshape(-1)
+    if bias is not None:
+        vectors = torch.cat([vectors, bias[None]])
+        names.append("bias")
+    if x_norm is not None:  # Qwen3: the head's RMSNorm over d_k, its scale frozen on the whole vector
+        full = vectors.sum(0)
+        vectors = vectors * torch.rsqrt(full.pow(2).mean() + shape.eps) * x_norm
+    return vectors, names
+
+
+def score_attribution(config: AttentionConfig, head: int, query: int, key: int,
+                      traced: Trace | None = None) -> ScoreAttribution:
+    """Split the scaled score omega'[query, key] of head ``head`` (0-based) of the shown layer (``config.layer``)
+    into the terms of each pair (query-side component, key-side component); the terms sum to the score.
+
+    Positions are 0-based token indices; a key the query cannot see (after it, or out of the window) is refused.
+    """
+    _, w, shape, _, _ = _model(config)
+    layer = config.layer
+    if not 0 <= layer < shape.layers:
+        raise ConfigError(f"layer {layer + 1} does not exist: layers are 1 to {shape.layers}")
+    if not 0 <= head < shape.heads:
+        raise ConfigError(f"head {head + 1} does not exist: heads are 1 to {shape.heads}")
+    t = traced or trace(config)
+    n = len(t.ids)
+    if not (0 <= query < n and 0 <= key < n):
+        raise ConfigError(f"query and key must be token positions 1 to {n}; got {query + 1} and {key + 1}")
+    score = t.scaled[layer, head, query, key]
+    if not torch.isfinite(score):
+        raise ConfigError(f"token {query + 1} cannot see token {key + 1} (masked): its score is -inf")
+    p = head_weights(w, layer, shape)
+    group = head // (shape.heads // shape.kv_heads)  # the K head this query head reads
+    with torch.no_grad():
+        qs, q_names = _side(t, w, shape, layer, query, p.w_q[head], None if p.b_q is None else p.b_q[head], p.q_norm)
+        ks, k_names = _side(t, w, shape, layer, key, p.w_k[group], None if p.b_k is None else p.b_k[group],
+                            p.k_norm)
+        d_k = qs.size(-1)
+        if shape.rope_base is not None:  # rotate each term by its position: the rotation is linear
+            _, cos, sin = rope_tables(n, d_k, shape.rope_base, qs.dtype, qs.device, 0)
+            qs, ks = rotate(qs, cos[query], sin[query]), rotate(ks, cos[key], sin[key])
+        matrix = qs @ ks.T / math.sqrt(d_k)  # (C_q, C_k)
+    return ScoreAttribution(matrix.double().cpu(), q_names, k_names, float(score), layer, head, query, key)
+
+
+@dataclass(frozen=True)
+class LogitLens:
+    """The top ``k`` tokens and their p at every position, read from the residual entering each layer.
+
+    Attributes
+    ----------
+    tokens : list (L + 1) of lists (n) of k token texts; row l is the residual entering layer l + 1, the last row
+        the model's own output
+    probs : (L + 1, n, k) tensor
+    """
+
+    tokens: list[list[list[str]]]
+    probs: torch.Tensor
+
+
+LENS_ROWS = 256  # residual rows unembedded at a time: (256, V) logits
+
+
+def logit_lens(config: AttentionConfig, k: int = 5, traced: Trace | None = None) -> LogitLens:
+    """Each layer's residual stream through the final norm (its own scale) and the unembedding: top k tokens."""
+    src, w, shape, _, _ = _model(config)
+    t = traced or trace(config)
+    normed = norm(torch.cat(t.residual), w, FINAL, shape)  # ((L + 1) n, d)
+    values, indices = [], []
+    with torch.no_grad():
+        for start in range(0, normed.size(0), LENS_ROWS):
+            p = torch.softmax(logits(normed[start:start + LENS_ROWS], w).double(), -1)  # (rows, V)
+            top = p.topk(min(k, p.size(-1)), -1)
+            values.append(top.values.cpu())
+            indices.append(top.indices.cpu())
+    n = len(t.ids)
+    probs, ids = torch.cat(values).view(len(t.residual), n, -1), torch.cat(indices).view(len(t.residual), n, -1)
+    texts = [[[src.token_text(i) for i in row] for row in layer] for layer in ids.tolist()]
+    return LogitLens(texts, probs)
+
+
+@dataclass(frozen=True)
+class Circuits:
+    """A head's QK and OV circuits restricted to the sentence's distinct tokens (in order of appearance).
+
+    qk[a, b]: the scaled score query token a gives key token b, position-free (no RoPE, no biases);
+    ov[a, b]: the logit of token b that attending to token a writes directly. Norms enter as their gains
+    (gamma), folded into the weights as TransformerLens' ``fold_ln`` does; their scale is left out.
+    """
+
+    tokens: list[str]
+    qk: torch.Tensor
+    ov: torch.Tensor
+    layer: int
+    head: int
+
+
+def _ov_parts(w: dict, shape, layer: int, head: int):
+    """W_V,g diag(gamma_layer) (d_v, d) and diag(gamma_final) W_O,i (d, d_v) of head ``head``."""
+    p = head_weights(w, layer, shape)
+    group = head // (shape.heads // shape.kv_heads)
+    d_v = p.w_v.size(1)
+    gamma = w[f"model.layers.{layer}.input_layernorm.weight"]
+    w_o = p.w_o.view(-1, shape.heads, d_v)[:, head]  # (d, d_v)
+    return p.w_v[group] * gamma, w[FINAL + ".weight"][:, None] * w_o, p, group, gamma
+
+
+def circuits(config: AttentionConfig, head: int) -> Circuits:
+    """The QK and OV circuits of head ``head`` (0-based) of the shown layer, token -> token over the sentence."""
+    src, w, shape, device, _ = _model(config)
+    layer = config.layer
+    if not (0 <= layer < shape.layers and 0 <= head < shape.heads):
+        raise ConfigError(f"head {layer + 1}.{head + 1} does not exist: layers are 1 to {shape.layers}, "
+                          f"heads 1 to {shape.heads}")
+    distinct = list(dict.fromkeys(_ids(src, config)))
+    with torch.no_grad():
+        e = rows(w, "model.embed_tokens.weight", torch.tensor(distinct, device=device))  # (u, d)
+        w_v, w_o, p, group, gamma = _ov_parts(w, shape, layer, head)
+        x = e * gamma
+        q, k = x @ p.w_q[head].T, x @ p.w_k[group].T  # (u, d_k)
+        qk = q @ k.T / math.sqrt(q.size(-1))
+        written = e @ w_v.T @ w_o.T  # (u, d)
+        ov = written @ _unembedding(w, distinct, device).T  # (u, u)
+    return Circuits([src.token_text(i) for i in distinct], qk.double().cpu(), ov.double().cpu(), layer, head)
+
+
+def copying_scores(config: AttentionConfig) -> torch.Tensor:
+    """Every head's copying score, (L, h): Elhage et al.'s summary of the eigenvalues lambda of its full OV circuit
+    W_U diag(gamma_final) W_O,i W_V,i diag(gamma_layer) W_E^T (V x V), sum(lambda) / sum(|lambda|).
+
+    1 when every eigenvalue is positive (the head raises the logit of the token it attends to: copying), -1 when
+    every one is negative. The V x V matrix has the non-zero eigenvalues of the d_v x d_v product
+    W_V,i diag(gamma_layer) (W_E^T W_U) diag(gamma_final) W_O,i, which is what is computed.
+    """
+    _, w, shape, _, _ = _model(config)
+    scores = torch.empty(shape.layers, shape.heads, dtype=torch.float64)
+    with torch.no_grad():
+        embed = w["model.embed_tokens.weight"]
+        unembed = w.get("lm_head.weight", embed)
+        eu = (embed.T.double() @ unembed.double())  # (d, d): W_E^T W_U
+        for layer in range(shape.layers):
+            for head in range(shape.heads):
+                w_v, w_o, _, _, _ = _ov_parts(w, shape, layer, head)
+                small = w_v.double() @ eu @ w_o.double()  # (d_v, d_v)
+                lam = torch.linalg.eigvals(small)
+                scores[layer, head] = (lam.sum().real / lam.abs().sum()).cpu()
+    return scores
+
+
+DETECTORS = ("previous-token", "duplicate-token", "induction", "sink")
+THRESHOLD = 0.4  # a head is labelled with its highest score at or above this
+
+
+@dataclass(frozen=True)
+class Detection:
+    """Each detector's score per head (L, h) on the current input, and each head's label ("" for none)."""
+
+    scores: dict[str, torch.Tensor]
+    labels: list[list[str]]
+
+
+def detector_scores(weights: torch.Tensor, ids: tuple[int, ...]) -> dict[str, torch.Tensor]:
+    """The detectors' scores of attention weights (L, h, n, n) on tokens ``ids``, (L, h) each; NaN where no row
+    of the input qualifies. Each is the mean, over the qualifying query rows i, of the weight on the keys j:
+
+    - previous-token: j = i - 1 (rows i >= 1);
+    - duplicate-token: every earlier j with the same token as i (rows with one);
+    - induction: every j >= 1 whose previous token equals token i, j - 1 < i (the token after an earlier copy);
+    - sink: j = 0, the first token (rows i >= 1).
+    """
+    n = len(ids)
+    tok = torch.tensor(ids)
+    before = torch.arange(n)[None, :] < torch.arange(n)[:, None]  # (n, n): j < i
+    patterns = {
+        "previous-token": torch.diag(torch.ones(n - 1, dtype=torch.bool), -1),
+        "duplicate-token": (tok[:, None] == tok[None, :]) & before,
+        "induction": torch.zeros(n, n, dtype=torch.bool),
+        "sink": torch.zeros(n, n, dtype=torch.bool),
+    }
+    patterns["induction"][:, 1:] = (tok[:, None] == tok[None, :-1]) & before[:, :-1]  # token j - 1 = token i
+    patterns["sink"][1:, 0] = True
+    a = weights.double().cpu()
+    out = {}
+    for name, pattern in patterns.items():
+        qualify = pattern.any(-1)  # (n,)
+        if not qualify.any():
+            out[name] = torch.full(a.shape[:2], float("nan"), dtype=torch.float64)
+            continue
+        out[name] = (a * pattern).sum(-1)[..., qualify].mean(-1)
+    return out
+
+
+def detect_heads(config: AttentionConfig, traced: Trace | None = None) -> Detection:
+    """Score every head of ``config``'s model on its sentence (``detector_scores``) and label it with the detector
+    it scores highest on, if that score reaches ``THRESHOLD``."""
+    t = traced or trace(config)
+    scores = detector_scores(t.weights, t.ids)
+    stacked = torch.stack([scores[name].nan_to_num(-1.0) for name in DETECTORS])  # (4, L, h)
+    best, which = stacked.max(0)
+    labels = [[DETECTORS[int(k)] if float(v) >= THRESHOLD else "" for v, k in zip(row_v, row_k, strict=True)]
+              for row_v, row_k in zip(best, which, strict=True)]
+    return Detection(scores, labels)
