@@ -195,6 +195,11 @@ class MainWindow(FileActions, QtWidgets.QMainWindow):
         """The view state the window shows (read-only: change it with ``set_state``)."""
         return self._state
 
+    @property
+    def result(self):
+        """The AttentionResult shown (every tensor of the step; None until the first compute arrives)."""
+        return self.frame.result if self.frame is not None else None
+
     def set_state(self, state: ViewState) -> None:
         """Show ``state`` everywhere; compute when its config differs from the shown one.
 
