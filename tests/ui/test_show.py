@@ -47,6 +47,24 @@ def test_show_page_is_the_windows_state(qtbot, shown):
     assert "head 2 of 2" in page  # the walk follows the window's head (1, 0-based)
 
 
+def test_show_a_model_object_in_memory(qtbot, settings):
+    """A model never saved, shown from Python: the window's α is the model's own eager attentions."""
+    from transformers_peer import tiny_qwen2, word_tokenizer  # tests/
+
+    hf = tiny_qwen2()
+    window = attn_gui.show(model=hf, tokenizer=word_tokenizer(), sentence="the cat sat on a mat", name="notebook",
+                           layer=1, head=2)
+    qtbot.addWidget(window)
+    qtbot.waitUntil(lambda: window.result is not None, timeout=20000)
+    ids = window.result.token_ids.cpu()[None]
+    with torch.no_grad():
+        out = hf(ids, output_attentions=True)
+    assert window.state.config.model == "notebook" and window.state.head == 2
+    assert torch.allclose(window.result.weights, out.attentions[1][0], atol=1e-5, rtol=0)
+    window.close()
+    gc.collect()
+
+
 def test_show_refuses_bad_options_before_any_window():
     with pytest.raises(UserError, match="no option 'colour'"):
         attn_gui.show(colour="red")

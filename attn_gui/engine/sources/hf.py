@@ -133,6 +133,17 @@ def spec_for(path: str) -> ModelSpec:
             raise ConfigError(f"{folder.name} has no {needed}{also}")
     try:
         cfg = json.loads((folder / "config.json").read_text())
+    except ValueError as exc:
+        raise ConfigError(f"{folder.name}/config.json is not a model config: {exc!s:.80}") from None
+    name = folder.name if folder.name.lower() not in GENERIC else f"{folder.parent.name}/{folder.name}"
+    return config_spec(cfg, str(path), folder, name, lambda: special_tokens(folder))
+
+
+def config_spec(cfg: dict, path: str, folder: Path, name: str, special=tuple, reader: str = "hf") -> ModelSpec:
+    """The spec of a model of config ``cfg`` (config.json's dict, or ``model.config.to_dict()``), named
+    ``path`` and labelled ``name``; ``special()`` gives an encoder's special tokens, ``reader`` is the
+    module that reads a decoder's weights (``memory`` for a model object). Messages name ``folder.name``."""
+    try:
         family = family_of(cfg, folder)
         activation(cfg, family, folder)
         heads, d = int(size(cfg, family, "heads")), int(size(cfg, family, "d_model"))
@@ -141,14 +152,13 @@ def spec_for(path: str) -> ModelSpec:
         limit = min(MAX_TOKENS, positions)
         common = dict(layers=int(size(cfg, family, "layers")), heads=heads, d_model=d, d_k=d_k, d_v=d_k,
                       max_tokens=limit)
-        name = folder.name if folder.name.lower() not in GENERIC else f"{folder.parent.name}/{folder.name}"
         if family.path == "encoder":
             from .encoder_config import spec_facts
 
             facts = {"has_bias": True, **spec_facts(cfg, family, folder, common["layers"])}
-            return ModelSpec(str(path), f"{name} ({family.label} encoder)", module="encoder",
-                             special_tokens=special_tokens(folder), **common, **facts)
-        return decoder_spec(str(path), f"{name} ({family.label} decoder)", "hf", family,
+            return ModelSpec(path, f"{name} ({family.label} encoder)", module="encoder",
+                             special_tokens=special(), **common, **facts)
+        return decoder_spec(path, f"{name} ({family.label} decoder)", reader, family,
                             kv_heads=int(cfg.get("num_key_value_heads") or heads),
                             has_bias=bool(cfg.get("attention_bias", cfg.get("model_type") in ("qwen2", "gpt2"))),
                             rope_base=None if family.norm == "layer" else rope_base(cfg, folder),
@@ -233,14 +243,20 @@ def read(spec: ModelSpec, progress=None):
     (nothing is converted: ``progress`` is never called)."""
     from tokenizers import Tokenizer
 
+    folder = Path(spec.name).expanduser()
+    cfg = json.loads((folder / "config.json").read_text())
+    tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
+    return decoder_model(spec, cfg, read_weights(folder), tokenizer, folder)
+
+
+def decoder_model(spec: ModelSpec, cfg: dict, weights: dict, tokenizer, folder: Path):
+    """A ``decoder.DecoderModel`` of ``weights`` (transformers' names, any dtype), ``tokenizer`` (a
+    ``tokenizers.Tokenizer``) and config ``cfg``, checked against ``spec``; messages name ``folder.name``."""
     from .byte_bpe import readable
     from .decoder import DecoderModel
     from .llama import LlamaShape
 
-    folder = Path(spec.name).expanduser()
-    cfg = json.loads((folder / "config.json").read_text())
     family = family_of(cfg, folder)
-    weights = read_weights(folder)
     if family.norm == "layer":
         try:
             weights = gpt2_weights(weights, spec.d_model)
@@ -251,7 +267,6 @@ def read(spec: ModelSpec, progress=None):
     check_shape(folder, got, (spec.heads * spec.d_k, spec.d_model))
     if spec.qk_norm and "model.layers.0.self_attn.q_norm.weight" not in weights:
         raise ConfigError(f"{folder.name}: the weights lack q_norm and k_norm for a {family.label} model")
-    tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
     special = frozenset(i for i, t in tokenizer.get_added_tokens_decoder().items() if t.special)
     ids = tokenizer.get_vocab(with_added_tokens=True)
     rows = weights["model.embed_tokens.weight"].shape[0]  # V: often padded past the tokenizer's last id
