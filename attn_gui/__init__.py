@@ -7,6 +7,10 @@ PUBLIC = {"show": "api", "to_html": "api", "register": "engine.sources.memory"} 
 def __getattr__(name: str):
     """``__version__`` and the Python API (``show``, ``to_html``, ``register``), looked up on first use:
     importing the package stays instant (``launch``)."""
+    if name == "notebook":  # attn_gui.notebook.view(...) after a bare ``import attn_gui``
+        from importlib import import_module
+
+        return import_module(f"{__name__}.notebook")
     if name in PUBLIC:
         from importlib import import_module
 

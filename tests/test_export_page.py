@@ -156,3 +156,16 @@ def test_hover_in_a_browser_reads_as_the_window(tmp_path, result, page):
     data = map_data(make_frame(0, result), "weights", 1)
     assert shown[:-1] == [describe_cell(data, r, c) for r, c in cells]
     assert shown[-1].startswith("Following x4 “look”, head 2 of 2")
+
+
+def test_notebook_view_without_a_window(tmp_path):
+    """``attn_gui.notebook.view`` computes and draws offscreen: the page of the same config's result."""
+    import attn_gui
+
+    page = attn_gui.notebook.view(sentence="one two three", heads=2, head=1)
+    data = json.loads(parse(page.html).json)
+    weights = {m["field"]: m["cells"] for m in data["maps"]}["weights"]
+    reference = compute(AttentionConfig(sentence="one two three", heads=2)).weights[1]
+    assert weights["values"][2][0] == f"{float(reference[2, 0]):.6g}"
+    assert page._repr_html_().startswith("<iframe srcdoc=")
+    assert page.save(tmp_path / "p.html").read_text(encoding="utf-8") == page.html

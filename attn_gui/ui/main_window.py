@@ -200,6 +200,25 @@ class MainWindow(FileActions, QtWidgets.QMainWindow):
         """The AttentionResult shown (every tensor of the step; None until the first compute arrives)."""
         return self.frame.result if self.frame is not None else None
 
+    def wait(self, timeout: float = 60.0):
+        """Run Qt's events until the maps show the state's config (or it fails, or ``timeout`` seconds
+        pass); the result shown. For Python sessions, where a cell reads ``result`` after ``set_state``."""
+        shown = lambda: self.result is not None and self.result.config == self._state.config  # noqa: E731
+        loop = QtCore.QEventLoop()
+        timer = QtCore.QTimer(singleShot=True, interval=round(1000 * timeout))
+        timer.timeout.connect(loop.quit)
+        self.frameShown.connect(loop.quit)
+        self.computeFailed.connect(loop.quit)
+        timer.start()
+        try:
+            while not shown() and timer.isActive() and not self._invalid and self.failed_config != self._state.config:
+                loop.exec()
+        finally:
+            self.frameShown.disconnect(loop.quit)
+            self.computeFailed.disconnect(loop.quit)
+            timer.stop()
+        return self.result
+
     def set_state(self, state: ViewState) -> None:
         """Show ``state`` everywhere; compute when its config differs from the shown one.
 
