@@ -295,7 +295,7 @@ def run_export(args: argparse.Namespace) -> int:
 
 
 def _export(args: argparse.Namespace, stop: threading.Event) -> int:
-    from .engine import UserError, compute
+    from .engine import compute
     from .export.bundle import CONFIRM_BYTES, CONFIRM_SECONDS, export_all
     from .export.files import IMAGE_FORMATS, check_width, parse_formats
     from .export.folder import Target
@@ -309,12 +309,7 @@ def _export(args: argparse.Namespace, stop: threading.Event) -> int:
     width = None if args.width is None else check_width(args.width)
     Target(args.out, overwrite=args.overwrite)  # refused before the compute; creates nothing
     if any(f in IMAGE_FORMATS for f in formats):
-        try:
-            from .render.offscreen import ensure_app
-        except ImportError as exc:
-            raise UserError(f"PNG and SVG need PySide6 and pyqtgraph ({exc.name} is missing); "
-                            f"install them, or export only --format npy,csv") from None
-        ensure_app(offscreen=True)
+        _offscreen("PNG and SVG need")
     result = compute(config)
     stop.writing = True
     progress = _tty_progress if sys.stderr.isatty() else None
@@ -329,11 +324,23 @@ def _export(args: argparse.Namespace, stop: threading.Event) -> int:
     return 0
 
 
+def _offscreen(what: str) -> None:
+    """Qt's offscreen application, for pictures; ``UserError`` in one line where PySide6 or pyqtgraph is missing."""
+    from .engine import UserError
+
+    try:
+        from .render.offscreen import ensure_app
+    except ImportError as exc:
+        raise UserError(f"{what} PySide6 and pyqtgraph ({exc.name} is missing); install them, "
+                        f"or export only --format npy,csv") from None
+    ensure_app(offscreen=True)
+
+
 def _export_page(args: argparse.Namespace, config, head: int, stop: threading.Event) -> int:
     """``attn-gui export --format html``: one self-contained page of the result in the file ``--out``."""
     from pathlib import Path
 
-    from .engine import UserError, compute
+    from .engine import compute
     from .export.bundle import CONFIRM_BYTES, CONFIRM_SECONDS
     from .export.files import ExportError
     from .present.frame import make_frame
@@ -346,13 +353,9 @@ def _export_page(args: argparse.Namespace, config, head: int, stop: threading.Ev
                           f"(--format html)")
     if Path(args.out).suffix.lower() not in (".html", ".htm") or Path(args.out).is_dir():
         raise ExportError(f"with --format html, --out names the page's file, ending in .html; got {one_line(args.out)}")
-    try:
-        from .export.page import export_page
-        from .render.offscreen import ensure_app
-    except ImportError as exc:
-        raise UserError(f"a page's maps need PySide6 and pyqtgraph ({exc.name} is missing); install them, "
-                        f"or export only --format npy,csv") from None
-    ensure_app(offscreen=True)
+    _offscreen("a page's maps need")
+    from .export.page import export_page
+
     result = compute(config)
     stop.writing = True
     path = export_page(make_frame(0, result), args.out, head, confirm_over=None if args.yes else CONFIRM_BYTES,
