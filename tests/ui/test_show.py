@@ -113,3 +113,16 @@ def test_show_in_a_plain_script_runs_until_the_window_closes(tmp_path):
     """, tmp_path)
     assert run.returncode == 0, run.stderr[-2000:]
     assert "returned" in run.stdout and "QThread" not in run.stderr
+
+
+def test_import_stays_light_and_the_api_comes_on_first_use(tmp_path):
+    run = _run("""
+        import sys
+        import attn_gui
+        heavy = [m for m in sys.modules if m.split(".")[0] in ("torch", "PySide6", "pyqtgraph", "transformers")]
+        assert not heavy and list(m for m in sys.modules if m.startswith("attn_gui")) == ["attn_gui"], heavy
+        assert callable(attn_gui.show) and callable(attn_gui.to_html) and callable(attn_gui.register)
+        assert callable(attn_gui.notebook.view)
+        print("ok")
+    """, tmp_path)
+    assert run.returncode == 0 and "ok" in run.stdout, run.stderr[-2000:]
