@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ..engine import FIELDS
 from .frame import Frame
@@ -44,8 +44,9 @@ STRIP_H = 80  # the heads strip (alpha of each head)
 BRACKET_H = 16  # "K/V g: heads a-b" above grouped heads
 STRIP_BAR_W = 48  # the strip's shared 0-1 colour bar
 ALL_MAPS_SIDE = 420  # "All maps": a long axis is about this many pixels at scale 1
-ALL_MAPS_MIN_SCALE, ALL_MAPS_MAX_SCALE = 0.5, 6.0  # "All maps" scales its cells within these to fill the view
-ALL_MAPS_MIN_CELL = 10  # "All maps": the least cell of an axis up to READABLE_T (labels at 7 px)
+ALL_MAPS_MIN_SCALE, ALL_MAPS_MAX_SCALE = 0.3, 6.0  # "All maps" scales its cells within these to fill the view
+ALL_MAPS_MIN_CELL = 10  # "All maps": the least cell of a token axis up to READABLE_T (labels at 7 px)
+TOKEN_AXES = ("token", "key", "source")  # FieldInfo.rows / cols that run over tokens
 ALPHA_SHARE = 1.7  # "All maps": alpha's cells are this much larger than the others'
 SIDE_MIN = 190  # a column of neighbours beside the focused map
 MAX_CHARS = 14  # longer labels end in an ellipsis (render.axes cuts them there)
@@ -62,6 +63,7 @@ class MapShape:
     row_chars: int = 6
     col_chars: int = 6
     title_words: tuple[tuple[int, ...], ...] = ()  # characters of each word of each line of its title
+    brief_words: tuple[tuple[int, ...], ...] = ()  # the same of its brief title (beside the main map)
 
 
 @dataclass(frozen=True)
@@ -119,9 +121,13 @@ def shape_of(map_id: str, data: MapData) -> MapShape:
     R, C = data.matrix.shape
     row = max((len(tick_label(data.row_labels, data.row_blocks, i)) for i in range(R)), default=1)
     col = max((len(tick_label(data.col_labels, data.col_blocks, j)) for j in range(C)), default=1)
-    lines = tuple(tuple(len(w) for w in re.sub(r"<[^>]+>", "", line).split(" ") if w)
-                  for line in data.title.split("<br>"))
-    return MapShape(map_id, data.field, R, C, min(row, MAX_CHARS), min(col, MAX_CHARS), lines)
+    return MapShape(map_id, data.field, R, C, min(row, MAX_CHARS), min(col, MAX_CHARS), _words(data.title),
+                    _words(data.brief_title or data.title))
+
+
+def _words(title: str) -> tuple[tuple[int, ...], ...]:
+    """The characters of each word of each line of ``title`` (rich text: tags left out)."""
+    return tuple(tuple(len(w) for w in re.sub(r"<[^>]+>", "", line).split(" ") if w) for line in title.split("<br>"))
 
 
 def _title_lines(words: tuple[tuple[int, ...], ...], width: float) -> int:
@@ -243,6 +249,8 @@ def lay_out(maps: list[MapShape], focus: str | None, width: float, height: float
     boxes: dict[str, Box] = {}
     top = _strip(heads, groups, width, boxes)
     present = tuple(m.field for m in flow_order(maps))
+    main_field = focus if focus in present else "weights"  # every other map shows its brief title
+    maps = [m if m.field == main_field else replace(m, title_words=m.brief_words) for m in maps]
     if focus is None or focus not in present:
         return _all_maps(flow_order(maps), top, width, height, boxes)
     by_field = {m.field: m for m in maps}
@@ -350,9 +358,13 @@ def _column(column: list[MapShape], x: float, top: float, scale: float, boxes: d
     for m in column:
         share = ALPHA_SHARE if m.field == "weights" else 1.0
         largest = _largest(m) * share
-        cw, ch = _cell(m.cols, scale * share, largest), _cell(m.rows, scale * share, largest)
+        info = FIELDS.get(m.field)
+        floor_c = _floor(m.cols, info is not None and info.cols in TOKEN_AXES)
+        floor_r = _floor(m.rows, info is not None and info.rows in TOKEN_AXES)
+        cw = _cell(m.cols, scale * share, largest, floor_c)
+        ch = _cell(m.rows, scale * share, largest, floor_r)
         if max(m.rows, m.cols) <= 4 * min(m.rows, m.cols):  # square cells unless one axis is long
-            cw = ch = min(cw, ch)
+            cw = ch = max(min(cw, ch), floor_r, floor_c)
         box = _box(m, x, y, cw, ch, label_px_for(min(cw, ch) if m.cols <= LABELLED_T else ch))
         boxes[m.id] = box
         y = box.bottom + PAD
@@ -360,11 +372,16 @@ def _column(column: list[MapShape], x: float, top: float, scale: float, boxes: d
     return col_w, y
 
 
-def _cell(n: int, scale: float, largest: float) -> float:
+def _floor(n: int, tokens: bool) -> float:
+    """The least cell along an axis of ``n`` in "All maps": ``ALL_MAPS_MIN_CELL`` for tokens up
+    to ``READABLE_T`` (each labelled), else 1 px (a d axis's numbers are thinned)."""
+    return ALL_MAPS_MIN_CELL if tokens and n <= READABLE_T else 1.0
+
+
+def _cell(n: int, scale: float, largest: float, floor: float) -> float:
     """A cell's size along an axis of ``n`` in "All maps" at ``scale``: at 1, 16 px while short and
-    about ``ALL_MAPS_SIDE`` in all when long; never below ``ALL_MAPS_MIN_CELL`` up to ``READABLE_T``."""
+    about ``ALL_MAPS_SIDE`` in all when long; never below ``floor``."""
     base = min(16.0, ALL_MAPS_SIDE / n) if n <= READABLE_T else ALL_MAPS_SIDE / n
-    floor = ALL_MAPS_MIN_CELL if n <= READABLE_T else 1.0
     return max(floor, min(largest, math.floor(base * scale * 4) / 4))
 
 

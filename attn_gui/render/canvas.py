@@ -172,7 +172,7 @@ class Canvas(ReadoutHost, pg.GraphicsView):
             item.setGeometry(QtCore.QRectF(box.x, box.y, box.w, box.h))
             if not box.thumb:
                 item.set_label_px(box.label_px)
-            brief = box.thumb or (self.focus is not None and data.field != self.focus)  # beside a large map
+            brief = box.thumb or data.field != (self.focus or "weights")  # beside the large map (alpha in "All maps")
             if item.brief != brief:
                 item.brief, item.data = brief, None  # the title changes: drawn again below
             if item.data is not data:  # a new frame, or an item that was a thumbnail until this resize
