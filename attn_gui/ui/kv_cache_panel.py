@@ -85,7 +85,7 @@ class KVCachePanel(QtWidgets.QWidget):
         self.maps = (self.list, self.keysView, self.valuesView, self.alphaView)  # hidden until a decoder is chosen
         outer = QtWidgets.QHBoxLayout(self)
         outer.setContentsMargins(2, 2, 2, 2)
-        outer.addWidget(left)
+        outer.addWidget(left, 1)  # the whole width while the maps are hidden (at most 300 px beside them)
         outer.addLayout(maps, 1)
         for widget in self.maps:
             widget.hide()
