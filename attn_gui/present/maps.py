@@ -5,6 +5,8 @@ The window and the exporter both use ``map_data``, so a picture reads the same i
 
 from __future__ import annotations
 
+import re
+
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -154,7 +156,7 @@ def map_data(frame: Frame, name: str, head: int | None = None, hidden: tuple[int
     layer_txt = f"layer {cfg.layer + 1}: " if cfg.model is not None else ""  # counted from 1
     # a title may wrap between its words and after a comma, never inside "5 × 3"
     shape_txt = ", ".join(part.replace(" ", NBSP) for part in shape)
-    text = formula(name, cfg)
+    text = re.sub(r"\(\w \w\)", lambda m: m.group(0).replace(" ", NBSP), formula(name, cfg))  # "(x W)" whole
     return MapData(
         matrix=matrix,
         title=f"{layer_txt}{text}  ({shape_txt})" + (

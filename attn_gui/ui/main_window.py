@@ -119,11 +119,7 @@ class MainWindow(FileActions, QtWidgets.QMainWindow):
         self.why.headPicked.connect(self._on_head_picked)
         self.why.modelColours.connect(self.modelView.set_side)
         self.train = TrainPanel()
-        trainScroll = QtWidgets.QScrollArea()  # its curves and controls must not make every bottom tab 390 px tall
-        trainScroll.setWidget(self.train)
-        trainScroll.setWidgetResizable(True)
-        trainScroll.setFrameShape(QtWidgets.QFrame.Shape.NoFrame)
-        self.trainDock = self.add_dock("Train", "trainDock", trainScroll)
+        self.trainDock = self.add_dock("Train", "trainDock", self.train)
         self.train.openRequested.connect(self.open_trained)
         self.corpus = CorpusPanel()
         self.corpusDock = self.add_dock("Corpus", "corpusDock", self.corpus)
@@ -179,10 +175,18 @@ class MainWindow(FileActions, QtWidgets.QMainWindow):
         self._restore(state)
 
     def add_dock(self, title: str, name: str, widget: QtWidgets.QWidget) -> QtWidgets.QDockWidget:
-        """A dock below the maps, as a tab beside the walk: the maps keep the window's full width."""
+        """A dock below the maps, as a tab beside the walk: the maps keep the window's full width.
+
+        Its widget scrolls inside it: no dock's minimum size (the KV cache's 230 px, the Train
+        dock's curves) makes every bottom tab that tall and takes the maps' room.
+        """
         dock = QtWidgets.QDockWidget(title, self)
         dock.setObjectName(name)
-        dock.setWidget(widget)
+        scroll = QtWidgets.QScrollArea()
+        scroll.setWidget(widget)
+        scroll.setWidgetResizable(True)
+        scroll.setFrameShape(QtWidgets.QFrame.Shape.NoFrame)
+        dock.setWidget(scroll)
         self.addDockWidget(QtCore.Qt.DockWidgetArea.BottomDockWidgetArea, dock)
         if name != "tokenFocusDock":
             self.tabifyDockWidget(self.focusDock, dock)
@@ -446,7 +450,8 @@ class MainWindow(FileActions, QtWidgets.QMainWindow):
             return
         self.modelDock.show()
         self.modelDock.raise_()
-        if result.layer_weights.size(0) > result.heads:  # 30 x 9: thumbnails need a taller dock
+        # 30 layers x 9 heads: thumbnails need a taller dock, where the screen leaves the maps their room
+        if result.layer_weights.size(0) > result.heads and self.height() >= 1000:
             self.resizeDocks([self.modelDock], [max(150, self.height() * 2 // 5)], QtCore.Qt.Orientation.Vertical)
 
     def hidden_tokens(self) -> tuple[int, ...]:
