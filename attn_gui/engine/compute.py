@@ -189,7 +189,7 @@ class AttentionResult:
         kv_head = self.head_index("k", head)  # the K/V head this query head reads
         slopes = A.alibi_slopes(self.heads, self.q.dtype, self.q.device)[head:head + 1] if _alibi(cfg) else None
         rows = A.query_rows(self.q[head:head + 1, token:token + 1], self.k[kv_head:kv_head + 1], token,
-                            scale=cfg.scale, temperature=cfg.temperature, causal=cfg.is_causal,
+                            scale=cfg.score_scaling[0], temperature=cfg.score_scaling[1], causal=cfg.is_causal,
                             similarity=cfg.similarity, slopes=slopes, window=cfg.sliding_window,
                             sink_tokens=cfg.sink_tokens, offset=cfg.position_offset)
         return rows[name][0, 0]
@@ -327,8 +327,9 @@ def _compute(config: AttentionConfig, toks: Tokens, source: Tokens | None, devic
     else:
         x, weights, layer_weights, next_tokens, own_steps = _model_inputs(config, toks, device, dtype)
         notes = list(model_spec(config.model).about)
-    steps = A.attend(x, weights, x_kv=x_source, layout=config.layout, scale=config.scale,
-                     temperature=config.temperature, causal=config.is_causal, similarity=config.similarity,
+    scale, temperature = config.score_scaling
+    steps = A.attend(x, weights, x_kv=x_source, layout=config.layout, scale=scale,
+                     temperature=temperature, causal=config.is_causal, similarity=config.similarity,
                      rope_base=config.rope, alibi=_alibi(config),
                      position_offset=config.position_offset if config.model is None else 0,
                      window=config.sliding_window, sink_tokens=config.sink_tokens, reduce_to=reduce_to,

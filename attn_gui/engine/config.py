@@ -208,6 +208,15 @@ class AttentionConfig:
         return self.rope_base if self.positional == "rope" else None
 
     @property
+    def score_scaling(self) -> tuple[bool, float]:
+        """(whether ω is divided by √d_k, the further divisor): the ``scale`` and ``temperature`` options,
+        with a model's own scaling (GPT-2's scale_attn_weights and scale_attn_by_inverse_layer_idx)."""
+        if self.model is None:
+            return self.scale, self.temperature
+        own = model_spec(self.model)
+        return self.scale and own.scale, self.temperature * (self.layer + 1.0 if own.layer_scale else 1.0)
+
+    @property
     def mode(self) -> str:
         """"model" with a pretrained model, else "random"."""
         return RANDOM if self.model is None else MODEL

@@ -117,13 +117,14 @@ def formula(name: str, config) -> str:
     if name in ("c2p", "p2c"):
         return f"{info.formula}, δ(i, j) = bucket(i − j) + s"
     if name in ("scaled", "weights"):
+        scale, temperature = config.score_scaling
         summed = f"({' + '.join(('ω', *terms))})" if terms else "ω"
         d_k = f"({factor}·d_k)" if factor != 1 else "d_k"
-        inner = f"{summed} / √{d_k}" if config.scale else summed
+        inner = f"{summed} / √{d_k}" if scale else summed
         if config.model is None and config.positional == "alibi":
             inner += " + m"
-        if config.temperature != 1.0:
-            inner = f"({inner}) / {config.temperature:g}" if " + " in inner else f"{inner} / {config.temperature:g}"
+        if temperature != 1.0:
+            inner = f"({inner}) / {temperature:g}" if " + " in inner else f"{inner} / {temperature:g}"
         if config.is_causal or config.sliding_window is not None:
             inner += " + mask"
         return f"ω′ = {inner}" if name == "scaled" else f"α = softmax({inner})"

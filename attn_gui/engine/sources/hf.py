@@ -23,7 +23,7 @@ import json
 from pathlib import Path
 
 from ..errors import ConfigError
-from .families import FAMILIES, MAX_TOKENS, Family, decoder_spec, regular
+from .families import FAMILIES, INERT, MAX_TOKENS, Family, decoder_spec, regular
 from .spec import ModelSpec
 
 GENERIC = {"model", "models", "weights", "checkpoint", "hf", "final"}  # labelled with their parent folder's name
@@ -32,7 +32,9 @@ GENERIC = {"model", "models", "weights", "checkpoint", "hf", "final"}  # labelle
 # BERT's and Llama's names for the sizes; a family's ``names`` replace some
 KEYS = {"heads": "num_attention_heads", "d_model": "hidden_size", "layers": "num_hidden_layers",
         "positions": "max_position_embeddings", "eps": "layer_norm_eps", "act": "hidden_act"}
-ACTIVATIONS = {"gelu": "gelu", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "relu": "relu"}
+# transformers' ACT2FN names -> llama.act's: erf GELU, tanh GELU, ReLU, SiLU
+ACTIVATIONS = {"gelu": "gelu", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "relu": "relu",
+               "silu": "silu", "swish": "silu"}
 
 
 def family_of(cfg: dict, folder: Path) -> Family:
@@ -49,13 +51,32 @@ def size(cfg: dict, family: Family, key: str, default=None):
 
 
 def activation(cfg: dict, family: Family, folder: Path) -> str:
-    """The feed-forward's activation as ``encoder`` / ``llama`` name it (gelu, gelu_tanh, relu)."""
-    act = size(cfg, family, "act", "gelu_new" if family.mlp == "gelu" else "gelu")
-    if family.path == "decoder" and family.mlp == "swiglu":
-        return "silu"
+    """The feed-forward's activation as ``encoder`` / ``llama`` name it (gelu, gelu_tanh, relu, silu);
+    ``ConfigError`` naming the field for another."""
+    act = size(cfg, family, "act") or family.act
     if act not in ACTIVATIONS:
-        raise ConfigError(f"{folder.name}: activation {act!r} is not supported; supported: {', '.join(ACTIVATIONS)}")
+        raise ConfigError(f"{folder.name}: {dict(family.names).get('act', KEYS['act'])} {act!r} is not supported; "
+                          f"supported: {', '.join(ACTIVATIONS)}")
     return ACTIVATIONS[act]
+
+
+def check_fields(cfg: dict, family: Family, folder: Path) -> None:
+    """Refuse, in one line naming it, a config.json field the family's path does not read and that could change
+    the numbers: one outside ``families.INERT`` and the family's ``reads`` (unless null or false), or one of its
+    ``fixed`` fields at another value."""
+    from .encoder_config import FIELDS as DECLARED
+
+    fixed, reads = dict(family.fixed), set(family.reads)
+    if cfg.get("model_type") in DECLARED:  # DeBERTa-v2, ModernBERT: their refusals are in encoder_config
+        reads = {f for fields in DECLARED[cfg["model_type"]].values() for f in fields}
+    for key, value in cfg.items():
+        if key in fixed:
+            if value != fixed[key]:
+                raise ConfigError(f"{folder.name}: config.json has {key} = {json.dumps(value):.40}; attn-gui runs "
+                                  f"{family.label} only with {key} = {json.dumps(fixed[key])}")
+        elif key not in INERT and key not in reads and value not in (None, False):
+            raise ConfigError(f"{folder.name}: config.json field {key} = {json.dumps(value):.40} is not read by "
+                              f"attn-gui's {family.label} path (it could change the numbers)")
 
 
 def sliding_window(cfg: dict, family: Family, folder: Path) -> int | None:
@@ -145,6 +166,7 @@ def config_spec(cfg: dict, path: str, folder: Path, name: str, special=tuple, re
     module that reads a decoder's weights (``memory`` for a model object). Messages name ``folder.name``."""
     try:
         family = family_of(cfg, folder)
+        check_fields(cfg, family, folder)
         activation(cfg, family, folder)
         heads, d = int(size(cfg, family, "heads")), int(size(cfg, family, "d_model"))
         d_k = int(cfg.get("head_dim") or d // heads)
@@ -159,6 +181,8 @@ def config_spec(cfg: dict, path: str, folder: Path, name: str, special=tuple, re
             return ModelSpec(path, f"{name} ({family.label} encoder)", module="encoder",
                              special_tokens=special(), **common, **facts)
         return decoder_spec(path, f"{name} ({family.label} decoder)", reader, family,
+                            scale=bool(cfg.get("scale_attn_weights", True)),
+                            layer_scale=bool(cfg.get("scale_attn_by_inverse_layer_idx", False)),
                             kv_heads=int(cfg.get("num_key_value_heads") or heads),
                             has_bias=bool(cfg.get("attention_bias", cfg.get("model_type") in ("qwen2", "gpt2"))),
                             rope_base=None if family.norm == "layer" else rope_base(cfg, folder),
@@ -265,6 +289,9 @@ def decoder_model(spec: ModelSpec, cfg: dict, weights: dict, tokenizer, folder: 
     got = weights["model.layers.0.self_attn.q_proj.weight"].shape if "model.layers.0.self_attn.q_proj.weight" in \
         weights else ()
     check_shape(folder, got, (spec.heads * spec.d_k, spec.d_model))
+    for field, key in (("attention_bias", "self_attn.q_proj.bias"), ("mlp_bias", "mlp.down_proj.bias")):
+        if cfg.get(field) and family.norm == "rms" and f"model.layers.0.{key}" not in weights:
+            raise ConfigError(f"{folder.name}: config.json has {field} = true, the weights lack model.layers.0.{key}")
     if spec.qk_norm and "model.layers.0.self_attn.q_norm.weight" not in weights:
         raise ConfigError(f"{folder.name}: the weights lack q_norm and k_norm for a {family.label} model")
     special = frozenset(i for i, t in tokenizer.get_added_tokens_decoder().items() if t.special)
@@ -277,9 +304,23 @@ def decoder_model(spec: ModelSpec, cfg: dict, weights: dict, tokenizer, folder: 
     eos = eos[0] if isinstance(eos, list) else eos
     eps = size(cfg, family, "eps") if family.norm == "layer" else cfg.get("rms_norm_eps")
     shape = LlamaShape(spec.layers, spec.heads, spec.kv_heads, spec.d_k, float(eps or 1e-6), spec.rope_base,
-                       norm=family.norm, mlp=family.mlp if family.mlp == "swiglu" else activation(cfg, family, folder),
-                       window=spec.window)
-    return DecoderModel(spec, shape, weights, tokenizer, tuple(texts), special, -1 if eos is None else int(eos), None)
+                       norm=family.norm, mlp=family.mlp, act=activation(cfg, family, folder), window=spec.window,
+                       scale=spec.scale, layer_scale=spec.layer_scale)
+    return DecoderModel(spec, shape, weights, tokenizer, tuple(texts), special, -1 if eos is None else int(eos),
+                        first_token(tokenizer, folder))
+
+
+def first_token(tokenizer, folder: Path) -> int | None:
+    """The id tokenizer.json's post-processor puts before the text (Llama-2's, Mistral's <s>), or None;
+    ``ConfigError`` where it adds tokens after the text, which a decoder here never reads."""
+    bare = tokenizer.encode("a b", add_special_tokens=False).ids
+    full = tokenizer.encode("a b", add_special_tokens=True).ids
+    if full == bare:
+        return None
+    if len(full) == len(bare) + 1 and full[1:] == bare:
+        return full[0]
+    raise ConfigError(f"{folder.name}: tokenizer.json's post_processor adds tokens other than one before the text "
+                      f"({full} around {bare}); attn-gui's decoders read at most a first token")
 
 
 NEEDS = ("safetensors", "tokenizers")

@@ -40,8 +40,11 @@ class LlamaShape:
     eps: float  # the norm's epsilon
     rope_base: float | None  # None: no RoPE (GPT-2's learned positions)
     norm: str = "rms"  # "rms": RMSNorm (Llama); "layer": LayerNorm with a bias (GPT-2)
-    mlp: str = "swiglu"  # "swiglu": W_down (silu(W_gate x) * W_up x); else W_down act(W_up x + b) + b (GPT-2)
+    mlp: str = "gated"  # "gated": W_down (act(W_gate x) * W_up x) (SwiGLU); "plain": W_down act(W_up x + b) + b
+    act: str = "silu"  # the feed-forward's activation (``act``): silu, gelu, gelu_tanh, relu
     window: int | None = None  # Mistral's sliding window in every layer: query i sees keys i - window < j <= i
+    scale: bool = True  # the scores divided by √d_k (GPT-2's scale_attn_weights)
+    layer_scale: bool = False  # and by layer + 1 (GPT-2's scale_attn_by_inverse_layer_idx)
 
 
 @dataclass(frozen=True)
@@ -122,19 +125,28 @@ def head_weights(w: dict, layer: int, shape: LlamaShape) -> Projections:
     )
 
 
+ACTS = {"gelu": F.gelu, "gelu_tanh": lambda x: F.gelu(x, approximate="tanh"), "relu": F.relu, "silu": F.silu}
+
+
 def act(x: torch.Tensor, name: str) -> torch.Tensor:
-    """The feed-forward's activation by config name: gelu (erf, BERT's), gelu_tanh (GPT-2's "gelu_new"), relu."""
-    return F.gelu(x, approximate="tanh") if name == "gelu_tanh" else F.relu(x) if name == "relu" else F.gelu(x)
+    """The feed-forward's activation by name: gelu (erf, BERT's), gelu_tanh (GPT-2's "gelu_new"), relu, silu."""
+    return ACTS[name](x)
+
+
+def _linear(x: torch.Tensor, w: dict, prefix: str) -> torch.Tensor:
+    """nn.Linear at ``prefix``, with its bias where the weights hold one (Llama's mlp_bias, GPT-2)."""
+    bias = prefix + ".bias"
+    return F.linear(x, w[prefix + ".weight"], w.get(bias))
 
 
 def feed_forward(x: torch.Tensor, w: dict, layer: int, shape: LlamaShape) -> torch.Tensor:
-    """SwiGLU: W_down (silu(W_gate x) * W_up x); GPT-2: W_down act(W_up x + b_up) + b_down.  (n, d) -> (n, d)"""
+    """Gated: W_down (act(W_gate x) * W_up x) (SwiGLU with silu); plain: W_down act(W_up x + b_up) + b_down (GPT-2);
+    each with its biases where the weights hold them.  (n, d) -> (n, d)"""
     p = f"model.layers.{layer}.mlp"
-    if shape.mlp != "swiglu":
-        up = act(F.linear(x, w[f"{p}.up_proj.weight"], w[f"{p}.up_proj.bias"]), shape.mlp)
-        return F.linear(up, w[f"{p}.down_proj.weight"], w[f"{p}.down_proj.bias"])
-    return F.linear(F.silu(F.linear(x, w[f"{p}.gate_proj.weight"])) * F.linear(x, w[f"{p}.up_proj.weight"]),
-                    w[f"{p}.down_proj.weight"])
+    if shape.mlp == "plain":
+        return _linear(act(_linear(x, w, f"{p}.up_proj"), shape.act), w, f"{p}.down_proj")
+    return _linear(act(_linear(x, w, f"{p}.gate_proj"), shape.act) * _linear(x, w, f"{p}.up_proj"), w,
+                   f"{p}.down_proj")
 
 
 def decoder_layer(h: torch.Tensor, w: dict, layer: int, shape: LlamaShape,
@@ -143,7 +155,8 @@ def decoder_layer(h: torch.Tensor, w: dict, layer: int, shape: LlamaShape,
     p = f"model.layers.{layer}"
     x = norm(h, w, f"{p}.input_layernorm", shape)  # X: what attention reads
     steps = attend(x, head_weights(w, layer, shape), layout="column", causal=True, rope_base=shape.rope_base,
-                   window=shape.window, past=past, z_hook=z_hook)
+                   window=shape.window, past=past, z_hook=z_hook, scale=shape.scale,
+                   temperature=layer + 1.0 if shape.layer_scale else 1.0)
     h = h + steps["output"]
     h = h + feed_forward(norm(h, w, f"{p}.post_attention_layernorm", shape), w, layer, shape)
     return h, x, steps

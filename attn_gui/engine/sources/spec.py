@@ -47,6 +47,11 @@ class ModelSpec:
         DeBERTa's position terms added to the content scores ("c2p", "p2c"), ``attention.Relative``.
     scale_factor : int
         The scores are divided by √(d_k · scale_factor) (DeBERTa: 1 + the number of its position terms).
+    scale : bool
+        The scores are divided by √d_k (GPT-2's ``scale_attn_weights``; every other model: True).
+    layer_scale : bool
+        The scores are further divided by the layer's number counted from 1 (GPT-2's
+        ``scale_attn_by_inverse_layer_idx``).
     reader : str
         A decoder's module that reads its files into a ``decoder.DecoderModel``: "hf" (a folder),
         "gguf_file" (a .gguf file) or "smollm2" (the bundled SmolLM2's GGUF, in its package).
@@ -77,6 +82,8 @@ class ModelSpec:
     layer_rope_bases: tuple[float, ...] = ()
     score_terms: tuple[str, ...] = ()
     scale_factor: int = 1
+    scale: bool = True
+    layer_scale: bool = False
     reader: str = ""
     x_is: str = "the hidden state entering the layer"
     about: tuple[str, ...] = ("output is the attention block's output, before the residual and LayerNorm",)
