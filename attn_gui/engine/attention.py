@@ -18,6 +18,8 @@ from functools import lru_cache
 import torch
 import torch.nn.functional as F
 
+from . import rope_scaling
+
 
 @dataclass(frozen=True)
 class Projections:
@@ -108,7 +110,7 @@ def relative_index(T: int, T_k: int, span: int, buckets: int = -1, max_position:
 
 def attend(x: torch.Tensor, weights: Projections, *, x_kv: torch.Tensor | None = None, layout: str = "row",
            scale: bool = True, temperature: float = 1.0, causal: bool = False, similarity: str = "dot",
-           rope_base: float | None = None, alibi: bool = False, position_offset: int = 0,
+           rope_base: float | None = None, rope_scaling: tuple = (), alibi: bool = False, position_offset: int = 0,
            window: int | None = None, sink_tokens: int = 0, reduce_to: int | None = None,
            block_bytes: int = 16 * 2**20,
            past: tuple[torch.Tensor, torch.Tensor] | None = None, relative: Relative | None = None,
@@ -130,6 +132,9 @@ def attend(x: torch.Tensor, weights: Projections, *, x_kv: torch.Tensor | None =
         "dot" or "cosine" scores.
     rope_base : float, optional
         Rotate q and k by their position (RoPE, Llama's half-split pairing) with this base.
+    rope_scaling : tuple of (key, value)
+        A model's scaled RoPE (``rope_scaling.inv_freq``: llama3, linear, dynamic, yarn, longrope);
+        () for the plain one.
     alibi : bool
         Add ALiBi's linear bias -m_h (i - j) to the scaled scores (-m_h |i - j| without
         ``causal``), m_h the paper's slope of query head h.
@@ -197,8 +202,10 @@ def attend(x: torch.Tensor, weights: Projections, *, x_kv: torch.Tensor | None =
         extra.update(q_normed=q, k_normed=k)
     if rope_base is not None:
         theta, cos, sin = rope_tables(max(T, T_k), q.size(-1), rope_base, q.dtype, q.device,
-                                      position_offset + P)  # (max(T, T_k), d_k/2), cos, sin (., d_k)
+                                      position_offset + P, rope_scaling)  # (max(T, T_k), d_k/2), cos, sin (., d_k)
         extra["rope_angles"] = theta[:T]
+        if rope_scaling:  # the plain angles beside the scaled ones
+            extra["rope_angles_plain"] = rope_theta(T, q.size(-1), rope_base, q.dtype, q.device, position_offset + P)
         q, k = rotate(q, cos[:T], sin[:T]), rotate(k, cos[:T_k], sin[:T_k])  # (h, T, d_k), (g, T_k, d_k)
     if past is not None:
         if reduce_to is not None:
@@ -447,17 +454,32 @@ def rope_theta(T: int, d_k: int, base: float, dtype=torch.float32, device=None, 
     return torch.arange(offset, offset + T, dtype=dtype, device=device).unsqueeze(1) * inv_freq  # (T, d_k/2)
 
 
+def scaled_rope_theta(T: int, d_k: int, base: float, scaling: tuple, dtype=torch.float32, device=None,
+                      offset: int = 0) -> tuple[torch.Tensor, float]:
+    """The angles of a scaled RoPE (``rope_scaling.inv_freq``: Llama 3.1, YaRN …) at positions offset ...
+    offset + T − 1, computed in float32 as transformers computes them, in ``dtype``; and the attention factor
+    cos and sin are multiplied by.  (T, d_k/2)"""
+    inv_freq, factor = rope_scaling.inv_freq(d_k, base, scaling)
+    positions = torch.arange(offset, offset + T, dtype=torch.float32).unsqueeze(1)  # (T, 1)
+    return (positions * inv_freq).to(dtype=dtype, device=device), factor
+
+
 @lru_cache(maxsize=32)
-def rope_tables(T: int, d_k: int, base: float, dtype=torch.float32, device=None, offset: int = 0):
+def rope_tables(T: int, d_k: int, base: float, dtype=torch.float32, device=None, offset: int = 0,
+                scaling: tuple = ()):
     """``rope_theta`` and its ``rope_cos_sin``, (T, d_k/2), (T, d_k), (T, d_k): computed once per
-    sizes, base, dtype, device and offset (a training step asks for the same every layer and step).
+    sizes, base, dtype, device, offset and scaling (a training step asks for the same every layer and step).
+    A scaled RoPE's cos and sin are multiplied by its attention factor (YaRN's, LongRoPE's).
 
     The same values as computing them afresh; shared, so read-only. Made outside autograd
     and inference mode, so any later computation may use them.
     """
     with torch.inference_mode(False), torch.no_grad():
-        theta = rope_theta(T, d_k, base, dtype, device, offset)
-        return (theta, *rope_cos_sin(theta))
+        if not scaling:
+            theta = rope_theta(T, d_k, base, dtype, device, offset)
+            return (theta, *rope_cos_sin(theta))
+        theta, factor = scaled_rope_theta(T, d_k, base, scaling, dtype, device, offset)
+        return (theta, *(t * factor if factor != 1.0 else t for t in rope_cos_sin(theta)))
 
 
 def rope_cos_sin(theta: torch.Tensor):

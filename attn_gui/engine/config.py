@@ -208,6 +208,11 @@ class AttentionConfig:
         return self.rope_base if self.positional == "rope" else None
 
     @property
+    def rope_scaling(self) -> tuple:
+        """The model's scaled RoPE (``engine.rope_scaling``), or () for the plain one and random weights."""
+        return model_spec(self.model).rope_scaling if self.model is not None else ()
+
+    @property
     def score_scaling(self) -> tuple[bool, float]:
         """(whether ω is divided by √d_k, the further divisor): the ``scale`` and ``temperature`` options,
         with a model's own scaling (GPT-2's scale_attn_weights and scale_attn_by_inverse_layer_idx)."""

@@ -55,6 +55,8 @@ FIELDS: dict[str, FieldInfo] = {
         FieldInfo("b_v", "b_v", "b_v: value bias", True, "one", "dim"),
         FieldInfo("rope_angles", "θ", "θ = p · base^(−2i/d_k): RoPE's angle of pair i at position p", False,
                   "token", "pair"),
+        FieldInfo("rope_angles_plain", "θ (unscaled)", "θ = p · base^(−2i/d_k): the angles before the model's "
+                  "RoPE scaling", False, "token", "pair"),
         FieldInfo("q_unrotated", "Q (before RoPE)", "Q = X W_q, before the rotation", True, "token", "dim"),
         FieldInfo("k_unrotated", "K (before RoPE)", "K = X W_k, before the rotation", True, "source", "dim"),
         FieldInfo("q_normed", "Q (normed)", "Q = RMSNorm(X W_q) ⊙ g_q, per head, before the rotation", True,
@@ -107,7 +109,7 @@ def formula(name: str, config) -> str:
             text = f"{info.symbol} = {x} {w}{b}"
         if _qk_norm(config) and name in ("q", "k"):
             text += ", RMS-normed per head"
-        return text + ", rotated (RoPE)" if _rope(config) and name in ("q", "k") else text
+        return text + f", rotated (RoPE{_rope_scaled(config)})" if _rope(config) and name in ("q", "k") else text
     if name in ("q_unrotated", "k_unrotated") and _qk_norm(config):
         return info.formula.replace("before the rotation", "before the norm and the rotation")
     terms, factor = _score_terms(config)
@@ -133,6 +135,9 @@ def formula(name: str, config) -> str:
     if name == "rope_angles":
         offset = config.position_offset if config.model is None else 0  # a model reads from position 0
         p = f"(t + {offset})" if offset else "t"  # t: the token's index
+        scaling = dict(config.rope_scaling)
+        if scaling:  # the model's scaled frequencies f_i (engine.rope_scaling)
+            return f"θ = {p} · f_i, f_i = {config.rope:g}^(−2i/d_k) with {scaling['rope_type']} scaling"
         return f"θ = {p} · {config.rope or config.rope_base:g}^(−2i/d_k)"
     if name == "output":
         if not projections:
@@ -160,6 +165,17 @@ def _score_terms(config) -> tuple[tuple[str, ...], int]:
 
 def _rope(config) -> bool:
     return config.rope is not None
+
+
+def _rope_scaled(config) -> str:
+    """", llama3 scaling" (and YaRN's and LongRoPE's factor on cos and sin) for a scaled RoPE; else ""."""
+    if not config.rope_scaling:
+        return ""
+    from .rope_scaling import inv_freq
+
+    scaling = dict(config.rope_scaling)
+    factor = inv_freq(config.dims.d_k, config.rope, config.rope_scaling)[1]
+    return f", {scaling['rope_type']} scaling" + (f", cos and sin × {factor:.4g}" if factor != 1.0 else "")
 
 
 def _qk_norm(config) -> bool:

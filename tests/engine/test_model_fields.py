@@ -1,4 +1,5 @@
-"""Every config.json field that changes the numbers is honoured or refused in one line naming it.
+"""Every config.json field that changes the numbers is honoured or refused in one line naming it,
+and RoPE's scalings (llama3, linear, dynamic, yarn, longrope) equal transformers'.
 
 The fields each family reads are listed here (``families.FAMILIES``); every field of transformers'
 own config of the family is read, inert (``families.INERT``) or fixed. The formerly silent cases
@@ -37,7 +38,8 @@ READS = {  # what each family's path honours, beyond INERT
 }
 assert DECODER_READS == ("hidden_size", "num_attention_heads", "num_hidden_layers", "num_key_value_heads", "head_dim",
                          "max_position_embeddings", "rms_norm_eps", "hidden_act", "attention_bias", "mlp_bias",
-                         "rope_theta", "rope_parameters", "rope_scaling", "eos_token_id",
+                         "rope_theta", "rope_parameters", "rope_scaling", "original_max_position_embeddings",
+                         "partial_rotary_factor", "eos_token_id",
                          "sliding_window", "use_sliding_window", "max_window_layers", "layer_types")
 
 
@@ -188,3 +190,64 @@ def test_a_gguf_and_its_folder_give_the_same_ids(tmp_path):
         assert ids[0] == 1
         assert list(source(gguf_path).tokenize(sentence).token_ids) == ids
         assert list(source(str(folder)).tokenize(sentence).token_ids) == ids
+
+
+SCALINGS = {  # head_dim 8, base 500: wavelengths 6.3 to 664 positions, across every band of each scaling
+    "llama3": dict(factor=8.0, low_freq_factor=1.0, high_freq_factor=4.0, original_max_position_embeddings=16),
+    "linear": dict(factor=4.0),
+    "dynamic": dict(factor=2.0),  # changes nothing up to max_position_embeddings, the most tokens read here
+    "yarn": dict(factor=4.0, original_max_position_embeddings=16),
+    "longrope": dict(short_factor=[1.0, 1.5, 2.0, 3.0], long_factor=[2.0, 3.0, 4.0, 6.0],
+                     original_max_position_embeddings=16),  # factor 64 / 16: cos and sin × √1.5
+}
+
+
+@pytest.mark.parametrize("kind", sorted(SCALINGS))
+def test_a_scaled_rope_equals_transformers(tmp_path, kind):
+    path, hf = _folder(tmp_path, "llama", rope_parameters={"rope_type": kind, "rope_theta": 500.0, **SCALINGS[kind]})
+    out, cfg, results = alphas_equal_transformers(path, hf, SENTENCE, layers=3)
+    T = len(SENTENCE.split())
+    rotary = hf.model.rotary_emb
+    angles = torch.arange(T, dtype=torch.float32)[:, None] * rotary.inv_freq  # (T, d_k/2): transformers' θ
+    for layer, r in enumerate(results):
+        assert torch.allclose(r.rope_angles, angles, atol=1e-6, rtol=1e-6)
+        x = r.x[None]
+        cos, sin = rotary(x, torch.arange(T)[None])  # with the attention factor (YaRN's, LongRoPE's)
+        attn = hf.model.layers[layer].self_attn
+        with torch.no_grad():
+            q = attn.q_proj(x).view(1, T, -1, 8).transpose(1, 2)
+            k = attn.k_proj(x).view(1, T, -1, 8).transpose(1, 2)
+            q, k = transformers.models.llama.modeling_llama.apply_rotary_pos_emb(q, k, cos, sin)
+        assert torch.allclose(r.q, q[0], atol=1e-4, rtol=1e-4) and torch.allclose(r.k, k[0], atol=1e-4, rtol=1e-4)
+    assert f"{kind} scaling" in formula("q", cfg) and f"with {kind} scaling" in formula("rope_angles", cfg)
+    plain = rotary.compute_default_rope_parameters(hf.config)[0]  # transformers' unscaled inv_freq
+    assert torch.allclose(results[0].rope_angles_plain, torch.arange(T, dtype=torch.float32)[:, None] * plain,
+                          atol=1e-5, rtol=1e-6)
+    from attn_gui.present.maps import map_keys
+
+    names = [name for name, _ in map_keys(results[0])]
+    assert names.index("rope_angles") + 1 == names.index("rope_angles_plain")  # side by side
+    if kind in ("yarn", "longrope"):
+        assert "cos and sin ×" in formula("q", cfg) and rotary.attention_scaling != 1.0
+    _next_tokens_equal(cfg, out)
+    from attn_gui.engine.decoding import Decoder
+
+    decoder = Decoder(cfg)  # cached decoding equals a full recompute
+    step = decoder.step()
+    assert torch.allclose(step.weights, decoder.recompute().weights[:, :, -1], atol=1e-5, rtol=0)
+
+
+@pytest.mark.parametrize("params, message", [
+    (dict(rope_type="mrope", factor=2.0), "uses RoPE scaling 'mrope', which attn-gui does not apply"),
+    (dict(rope_type="llama3", factor=8.0), "its llama3 RoPE scaling lacks low_freq_factor"),
+    (dict(rope_type="linear", factor=2.0, stretch=3), "its linear RoPE scaling has stretch, which attn-gui does not"),
+    (dict(rope_type="linear", factor=2.0, partial_rotary_factor=0.5), r"rotates part of each head "),
+])
+def test_another_rope_scaling_is_refused_naming_it(tmp_path, params, message):
+    folder = tmp_path / "m"
+    folder.mkdir()
+    cfg = dict(model_type="llama", hidden_size=32, num_attention_heads=4, num_hidden_layers=2, rope_scaling=params)
+    (folder / "config.json").write_text(json.dumps(cfg))
+    _tokenizer(folder)
+    with pytest.raises(ConfigError, match="^m(:)? " + message):
+        AttentionConfig(model=str(folder))

@@ -38,7 +38,8 @@ INERT = frozenset({
 # the family (``Family.window``: Llama's sliding_window is ignored by transformers, and so here)
 DECODER_READS = ("hidden_size", "num_attention_heads", "num_hidden_layers", "num_key_value_heads", "head_dim",
                  "max_position_embeddings", "rms_norm_eps", "hidden_act", "attention_bias", "mlp_bias",
-                 "rope_theta", "rope_parameters", "rope_scaling", "eos_token_id",
+                 "rope_theta", "rope_parameters", "rope_scaling", "original_max_position_embeddings",
+                 "partial_rotary_factor", "eos_token_id",
                  "sliding_window", "use_sliding_window", "max_window_layers", "layer_types")
 ENCODER_READS = ("hidden_size", "num_attention_heads", "num_hidden_layers", "max_position_embeddings",
                  "layer_norm_eps", "hidden_act", "eos_token_id")

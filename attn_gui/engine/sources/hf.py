@@ -106,19 +106,48 @@ def sliding_window(cfg: dict, family: Family, folder: Path) -> int | None:
     return int(window)
 
 
-def rope_base(cfg: dict, folder: Path) -> float:
-    """RoPE's base: transformers 5's ``rope_parameters["rope_theta"]``, else ``rope_theta``, else 10000.
+# the keys each scaled RoPE needs (transformers' modeling_rope_utils), and those it may have
+SCALINGS = {"linear": ("factor",), "dynamic": ("factor",), "llama3": ("factor", "low_freq_factor", "high_freq_factor"),
+            "yarn": (), "longrope": ("short_factor", "long_factor")}
+SCALING_KEYS = {"rope_type", "type", "rope_theta", "factor", "low_freq_factor", "high_freq_factor",
+                "original_max_position_embeddings", "attention_factor", "beta_fast", "beta_slow", "mscale",
+                "mscale_all_dim", "truncate", "short_factor", "long_factor", "partial_rotary_factor"}
 
-    A scaled RoPE (``rope_type`` llama3, yarn, linear, dynamic, longrope …, in ``rope_parameters``
-    or the older ``rope_scaling``) is refused in one line: its angles are not computed here.
+
+def rope(cfg: dict, folder: Path) -> tuple[float, tuple]:
+    """RoPE's base and scaling as transformers 5 reads them: ``rope_scaling``, else ``rope_parameters``
+    (its ``rope_theta``, else the config's, else 10000).
+
+    The scaling (llama3, linear, dynamic, yarn, longrope; ``rope_scaling.inv_freq``) as sorted (key,
+    value) pairs, with ``original_max_position_embeddings`` (the config's own first, as transformers
+    reads Phi-3's) and ``max_position_embeddings``; () for the plain RoPE. Another kind, a missing or
+    unknown key, or a partial rotation is refused in one line naming it.
     """
-    params = cfg.get("rope_parameters") or {}
-    for scaling in (params, cfg.get("rope_scaling") or {}):
-        kind = scaling.get("rope_type", scaling.get("type", "default"))
-        if kind != "default":
-            raise ConfigError(f"{folder.name} uses RoPE scaling {kind!r}, which attn-gui does not apply yet")
-    theta = params.get("rope_theta", cfg.get("rope_theta"))
-    return 1e4 if theta is None else float(theta)
+    params = dict(cfg.get("rope_scaling") or cfg.get("rope_parameters") or {})
+    kind = params.pop("rope_type", params.pop("type", "default"))
+    theta = params.pop("rope_theta", cfg.get("rope_theta"))
+    base = 1e4 if theta is None else float(theta)
+    if kind == "default":
+        return base, ()
+    if kind not in SCALINGS:
+        raise ConfigError(f"{folder.name} uses RoPE scaling {kind!r}, which attn-gui does not apply (it applies "
+                          f"{', '.join(SCALINGS)})")
+    unknown = sorted(set(params) - SCALING_KEYS)
+    missing = [key for key in SCALINGS[kind] if params.get(key) is None]
+    if unknown or missing:
+        raise ConfigError(f"{folder.name}: its {kind} RoPE scaling " + (f"has {unknown[0]}, which attn-gui does not "
+                          "read" if unknown else f"lacks {missing[0]}"))
+    partial = params.pop("partial_rotary_factor", cfg.get("partial_rotary_factor", 1.0))
+    if partial != 1.0:
+        raise ConfigError(f"{folder.name} rotates part of each head (partial_rotary_factor {partial}), which "
+                          "attn-gui does not apply yet")
+    positions = int(cfg.get("max_position_embeddings") or MAX_TOKENS)
+    params["max_position_embeddings"] = positions
+    if kind in ("llama3", "yarn", "longrope"):
+        params["original_max_position_embeddings"] = int(cfg.get("original_max_position_embeddings") or params.get(
+            "original_max_position_embeddings") or positions)
+    return base, tuple(sorted((k, tuple(v) if isinstance(v, list) else v) for k, v in (*params.items(),
+                                                                                     ("rope_type", kind))))
 
 
 def position_offset(cfg: dict) -> int:
@@ -171,6 +200,9 @@ def config_spec(cfg: dict, path: str, folder: Path, name: str, special=tuple, re
         heads, d = int(size(cfg, family, "heads")), int(size(cfg, family, "d_model"))
         d_k = int(cfg.get("head_dim") or d // heads)
         positions = int(size(cfg, family, "positions", MAX_TOKENS)) - position_offset(cfg)
+        rope_base, scaling = (None, ()) if family.norm == "layer" or family.path == "encoder" else rope(cfg, folder)
+        if dict(scaling).get("rope_type") == "longrope":  # its short factors hold up to the original length
+            positions = min(positions, dict(scaling)["original_max_position_embeddings"])
         limit = min(MAX_TOKENS, positions)
         common = dict(layers=int(size(cfg, family, "layers")), heads=heads, d_model=d, d_k=d_k, d_v=d_k,
                       max_tokens=limit)
@@ -185,8 +217,8 @@ def config_spec(cfg: dict, path: str, folder: Path, name: str, special=tuple, re
                             layer_scale=bool(cfg.get("scale_attn_by_inverse_layer_idx", False)),
                             kv_heads=int(cfg.get("num_key_value_heads") or heads),
                             has_bias=bool(cfg.get("attention_bias", cfg.get("model_type") in ("qwen2", "gpt2"))),
-                            rope_base=None if family.norm == "layer" else rope_base(cfg, folder),
-                            window=sliding_window(cfg, family, folder), **common)
+                            rope_base=rope_base, rope_scaling=scaling, window=sliding_window(cfg, family, folder),
+                            **common)
     except ConfigError:
         raise
     except (ValueError, KeyError, TypeError) as exc:
@@ -305,7 +337,7 @@ def decoder_model(spec: ModelSpec, cfg: dict, weights: dict, tokenizer, folder: 
     eps = size(cfg, family, "eps") if family.norm == "layer" else cfg.get("rms_norm_eps")
     shape = LlamaShape(spec.layers, spec.heads, spec.kv_heads, spec.d_k, float(eps or 1e-6), spec.rope_base,
                        norm=family.norm, mlp=family.mlp, act=activation(cfg, family, folder), window=spec.window,
-                       scale=spec.scale, layer_scale=spec.layer_scale)
+                       rope_scaling=spec.rope_scaling, scale=spec.scale, layer_scale=spec.layer_scale)
     return DecoderModel(spec, shape, weights, tokenizer, tuple(texts), special, -1 if eos is None else int(eos),
                         first_token(tokenizer, folder))
 

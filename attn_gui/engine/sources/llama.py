@@ -43,6 +43,7 @@ class LlamaShape:
     mlp: str = "gated"  # "gated": W_down (act(W_gate x) * W_up x) (SwiGLU); "plain": W_down act(W_up x + b) + b
     act: str = "silu"  # the feed-forward's activation (``act``): silu, gelu, gelu_tanh, relu
     window: int | None = None  # Mistral's sliding window in every layer: query i sees keys i - window < j <= i
+    rope_scaling: tuple = ()  # a scaled RoPE's parameters (engine.rope_scaling)
     scale: bool = True  # the scores divided by √d_k (GPT-2's scale_attn_weights)
     layer_scale: bool = False  # and by layer + 1 (GPT-2's scale_attn_by_inverse_layer_idx)
 
@@ -155,7 +156,7 @@ def decoder_layer(h: torch.Tensor, w: dict, layer: int, shape: LlamaShape,
     p = f"model.layers.{layer}"
     x = norm(h, w, f"{p}.input_layernorm", shape)  # X: what attention reads
     steps = attend(x, head_weights(w, layer, shape), layout="column", causal=True, rope_base=shape.rope_base,
-                   window=shape.window, past=past, z_hook=z_hook, scale=shape.scale,
+                   rope_scaling=shape.rope_scaling, window=shape.window, past=past, z_hook=z_hook, scale=shape.scale,
                    temperature=layer + 1.0 if shape.layer_scale else 1.0)
     h = h + steps["output"]
     h = h + feed_forward(norm(h, w, f"{p}.post_attention_layernorm", shape), w, layer, shape)

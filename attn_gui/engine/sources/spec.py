@@ -34,6 +34,9 @@ class ModelSpec:
         source predicts the next token (``ModelSource.next_tokens``, ``decoder``).
     rope_base : float, optional
         The base of the RoPE rotation of q and k in every layer; None without RoPE.
+    rope_scaling : tuple of (key, value)
+        A scaled RoPE's parameters (``engine.rope_scaling``: llama3, linear, dynamic, yarn, longrope);
+        () for the plain one.
     qk_norm : bool
         Every head's q and k are RMS-normed before RoPE (Qwen3's q_norm and k_norm).
     window : int, optional
@@ -76,6 +79,7 @@ class ModelSpec:
     kv_heads: int | None = None
     causal: bool = False
     rope_base: float | None = None
+    rope_scaling: tuple[tuple[str, object], ...] = ()
     qk_norm: bool = False
     window: int | None = None
     layer_windows: tuple[int | None, ...] = ()
