@@ -13,14 +13,12 @@ import os
 
 import pytest
 import torch
+import transformers
+from gguf_writing import sentencepiece_vocab, tiny, write_gguf  # tests/
+from transformers_peer import alphas_equal_transformers  # tests/
 
 from attn_gui.engine import AttentionConfig, ConfigError, compute, formula, source
 from attn_gui.engine.sources.families import DECODER_READS, FAMILIES, INERT
-
-transformers = pytest.importorskip("transformers")
-
-from gguf_writing import sentencepiece_vocab, tiny, write_gguf  # noqa: E402  (tests/)
-from transformers_peer import alphas_equal_transformers  # noqa: E402  (tests/)
 
 WORDS = ["<unk>", "<s>", "</s>", "the", "cat", "sat", "on", "a", "mat", "and", "dog", "ran"]
 SENTENCE = "the cat sat on a mat and the dog ran"
