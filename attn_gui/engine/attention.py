@@ -110,7 +110,8 @@ def relative_index(T: int, T_k: int, span: int, buckets: int = -1, max_position:
 
 def attend(x: torch.Tensor, weights: Projections, *, x_kv: torch.Tensor | None = None, layout: str = "row",
            scale: bool = True, temperature: float = 1.0, causal: bool = False, similarity: str = "dot",
-           rope_base: float | None = None, rope_scaling: tuple = (), alibi: bool = False, position_offset: int = 0,
+           rope_base: float | None = None, rope_scaling: tuple = (), softcap: float | None = None,
+           alibi: bool = False, position_offset: int = 0,
            window: int | None = None, sink_tokens: int = 0, reduce_to: int | None = None,
            block_bytes: int = 16 * 2**20,
            past: tuple[torch.Tensor, torch.Tensor] | None = None, relative: Relative | None = None,
@@ -135,6 +136,9 @@ def attend(x: torch.Tensor, weights: Projections, *, x_kv: torch.Tensor | None =
     rope_scaling : tuple of (key, value)
         A model's scaled RoPE (``rope_scaling.inv_freq``: llama3, linear, dynamic, yarn, longrope);
         () for the plain one.
+    softcap : float, optional
+        Gemma 2's attention-logit soft-capping: the scaled scores ω′ become c · tanh(ω′ / c) (``capped``)
+        before the softmax; None: none. Not streamed (model mode never is).
     alibi : bool
         Add ALiBi's linear bias -m_h (i - j) to the scaled scores (-m_h |i - j| without
         ``causal``), m_h the paper's slope of query head h.
@@ -227,12 +231,16 @@ def attend(x: torch.Tensor, weights: Projections, *, x_kv: torch.Tensor | None =
             extra.update(terms)
             summed, divide = sum(terms.values(), attn_scores), d_k * relative.scale_factor
         scaled = scale_and_mask(summed, divide, scale, temperature, row_start=P, **masks)  # -inf where masked
-        attn_weights = attention_weights(scaled)  # alpha (h, T, P + T_k), rows sum to 1
+        if softcap is not None:  # Gemma 2: omega'' = c tanh(omega' / c), a masked key stays -inf
+            extra["capped"] = capped = soft_cap(scaled, softcap)  # (h, T, P + T_k)
+        attn_weights = attention_weights(scaled if softcap is None else capped)  # alpha, rows sum to 1
         context_vec = context_vectors(attn_weights, v_per_head)  # z (h, T, d_v)
         fields = dict(scores=attn_scores, scaled=scaled, weights=attn_weights)
         if slopes is not None:
             extra["position_bias"] = position_bias(slopes, P, T, P + T_k, causal, position_offset)  # (h, T, P + T_k)
     else:
+        if softcap is not None:
+            raise ValueError("soft-capped scores are not streamed")
         context_vec, shown = _attend_in_blocks(q, k_per_head, v_per_head, reduce_to, block_bytes, scale=scale,
                                                temperature=temperature, similarity=similarity, **masks)
         fields = dict(shown=shown)
@@ -359,6 +367,11 @@ def _heads_matrix(w: torch.Tensor, layout: str) -> torch.Tensor:
 def _split_heads(y: torch.Tensor, heads: int) -> torch.Tensor:
     """(..., T, h*n) -> (..., h, T, n) (a view)."""
     return y.unflatten(-1, (heads, -1)).transpose(-3, -2)
+
+
+def soft_cap(scaled: torch.Tensor, cap: float) -> torch.Tensor:
+    """c · tanh(ω′ / c) (Gemma 2's soft-capping: every score within ±c), -inf (a masked key) kept."""
+    return torch.where(torch.isinf(scaled), scaled, torch.tanh(scaled / cap) * cap)
 
 
 def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:

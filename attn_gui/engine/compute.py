@@ -100,6 +100,7 @@ class AttentionResult:
     k_normed: torch.Tensor | None = None  # (g, T_k, d_k) per-head norms only: k after k_norm, before RoPE
     rope_angles: torch.Tensor | None = None  # (T, d_k/2) RoPE only: the angle of each pair at each position
     rope_angles_plain: torch.Tensor | None = None  # (T, d_k/2) a scaled RoPE only: the angles before its scaling
+    capped: torch.Tensor | None = None  # (h, T, T_k) soft-capped scores c tanh(omega' / c) (Gemma 2), masked -inf
     position_bias: torch.Tensor | None = None  # (h, T, T_k) ALiBi only, None when streamed
     shown: dict[str, torch.Tensor] | None = None  # streamed only: scores, scaled, weights pooled, (h, r, r_k)
     source_tokens: tuple[str, ...] | None = None  # cross-attention: the second sentence's T_k tokens
@@ -331,7 +332,8 @@ def _compute(config: AttentionConfig, toks: Tokens, source: Tokens | None, devic
     scale, temperature = config.score_scaling
     steps = A.attend(x, weights, x_kv=x_source, layout=config.layout, scale=scale,
                      temperature=temperature, causal=config.is_causal, similarity=config.similarity,
-                     rope_base=config.rope, rope_scaling=config.rope_scaling, alibi=_alibi(config),
+                     rope_base=config.rope, rope_scaling=config.rope_scaling, softcap=config.softcap,
+                     alibi=_alibi(config),
                      position_offset=config.position_offset if config.model is None else 0,
                      window=config.sliding_window, sink_tokens=config.sink_tokens, reduce_to=reduce_to,
                      block_bytes=_block_bytes(device) if reduce_to is not None else 0,

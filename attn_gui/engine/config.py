@@ -9,6 +9,7 @@ the model's token limit) is checked by ``tokens.check_tokens`` and by ``compute`
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -219,7 +220,14 @@ class AttentionConfig:
         if self.model is None:
             return self.scale, self.temperature
         own = model_spec(self.model)
+        if own.score_scalar is not None:  # Gemma 2: ω / √query_pre_attn_scalar, shown as ω / its root
+            return False, self.temperature * (math.sqrt(own.score_scalar) if self.scale else 1.0)
         return self.scale and own.scale, self.temperature * (self.layer + 1.0 if own.layer_scale else 1.0)
+
+    @property
+    def softcap(self) -> float | None:
+        """The model's attention-logit soft-cap c (Gemma 2), or None."""
+        return model_spec(self.model).softcap if self.model is not None else None
 
     @property
     def mode(self) -> str:

@@ -72,6 +72,7 @@ FIELDS: dict[str, FieldInfo] = {
                   "token", "key"),
         FieldInfo("position_bias", "m", "m = -slope_h (i - j): ALiBi's bias", True, "token", "key"),
         FieldInfo("scaled", "ω′", "ω′ = ω / √d_k", True, "token", "key"),
+        FieldInfo("capped", "ω″", "ω″ = c · tanh(ω′ / c): the scores soft-capped within ±c", True, "token", "key"),
         FieldInfo("weights", "α", "α = softmax(ω / √d_k)", True, "token", "key", "weights"),
         FieldInfo("head_outputs", "Z", "Z = α V", True, "token", "dim"),
         FieldInfo("concat", "concat", "Concat(Z₁…Z_h)", False, "token", "dim"),
@@ -129,7 +130,11 @@ def formula(name: str, config) -> str:
             inner = f"({inner}) / {temperature:g}" if " + " in inner else f"{inner} / {temperature:g}"
         if config.is_causal or config.sliding_window is not None:
             inner += " + mask"
+        if name == "weights" and config.softcap is not None:
+            return "α = softmax(ω″)"
         return f"ω′ = {inner}" if name == "scaled" else f"α = softmax({inner})"
+    if name == "capped":
+        return f"ω″ = {config.softcap:g} · tanh(ω′ / {config.softcap:g})"
     if name == "position_bias":
         return info.formula if config.is_causal else "m = -slope_h |i - j|: ALiBi's bias"
     if name == "rope_angles":

@@ -24,7 +24,7 @@ STAGES: list[tuple[str, tuple[str, ...], int]] = [
     ("1  Embeddings and weights", ("x", "x_source", "w_q", "w_k", "w_v", "b_q", "b_k", "b_v"), 10),
     ("2  Queries, keys, values",
      ("rope_angles", "rope_angles_plain", "q_unrotated", "k_unrotated", "q_normed", "k_normed", "q", "k", "v"), 10),
-    ("3  Scores → weights", ("scores", "c2p", "p2c", "position_bias", "scaled", "weights"), 12),
+    ("3  Scores → weights", ("scores", "c2p", "p2c", "position_bias", "scaled", "capped", "weights"), 12),
     ("4  Per-head output", ("head_outputs", "concat"), 10),
     ("5  Output", ("w_o", "b_o", "output"), 10),
 ]

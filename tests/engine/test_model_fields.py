@@ -26,6 +26,8 @@ SENTENCE = "the cat sat on a mat and the dog ran"
 READS = {  # what each family's path honours, beyond INERT
     "llama": set(DECODER_READS), "mistral": set(DECODER_READS), "qwen2": set(DECODER_READS),
     "qwen3": set(DECODER_READS),
+    "gemma2": {*DECODER_READS, "hidden_activation", "query_pre_attn_scalar", "attn_logit_softcapping",
+               "final_logit_softcapping"},
     "gpt2": {"n_embd", "n_head", "n_layer", "n_positions", "layer_norm_epsilon", "activation_function",
              "scale_attn_weights", "scale_attn_by_inverse_layer_idx", "eos_token_id"},
     "bert": {"hidden_size", "num_attention_heads", "num_hidden_layers", "max_position_embeddings", "layer_norm_eps",

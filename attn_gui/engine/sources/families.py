@@ -55,7 +55,8 @@ class Family:
     names: tuple[tuple[str, str], ...] = ()  # config.json's own key for a size, where it is not BERT's / Llama's
     window: str = ""  # "every": sliding_window in every layer (Mistral); "layers": Qwen's use_sliding_window
     #                   and layer_types say which layers slide; "local": ModernBERT's local and global layers,
-    #                   each with its window and RoPE base (encoder_config.local_layers); "": none
+    #                   each with its window and RoPE base (encoder_config.local_layers); "types": layer_types
+    #                   alone, each layer its own (Gemma 2: local and global layers alternating); "": none
     norm: str = "rms"  # the decoder's norm and feed-forward (llama.LlamaShape)
     mlp: str = "gated"  # "gated": W_down (act(W_gate x) * W_up x) (SwiGLU with silu); "plain": W_down act(W_up x);
     #                   "geglu": ModernBERT's W_o (act(a) * g), a, g = W_i x split in two
@@ -63,6 +64,8 @@ class Family:
     pre_norm: bool = False  # an encoder whose LayerNorms come before attention and the MLP (ModernBERT)
     relative: bool = False  # DeBERTa's disentangled attention: c2p and p2c terms (attention.Relative)
     qk_norm: bool = False  # Qwen3: q_norm and k_norm, each head's q and k RMS-normed before RoPE
+    sandwich: bool = False  # Gemma 2: a norm after attention and after the MLP too (pre_feedforward_layernorm …)
+    embed_scale: bool = False  # Gemma: the embedding multiplied by √d
     gguf: str = ""  # the general.architecture llama.cpp writes it as ("": no GGUF of it is read here)
     permuted: bool = False  # llama.cpp's converter interleaved W_q's and W_k's rows for its RoPE (LlamaModel.permute)
     also: tuple[str, ...] = ()  # other models of the family, named where a GGUF is refused
@@ -75,6 +78,10 @@ FAMILIES = {  # by config.json's model_type
     "mistral": Family("Mistral", window="every", gguf="llama", permuted=True),  # llama.cpp writes Mistral as llama
     "qwen2": Family("Qwen2", window="layers", gguf="qwen2"),
     "qwen3": Family("Qwen3", window="layers", qk_norm=True, gguf="qwen3"),  # Qwen3Model(Qwen2Model): no permute
+    "gemma2": Family("Gemma 2", names=(("act", "hidden_activation"),), window="types", norm="gemma",
+                     act="gelu_pytorch_tanh", sandwich=True, embed_scale=True,
+                     reads=(*DECODER_READS, "hidden_activation", "query_pre_attn_scalar", "attn_logit_softcapping",
+                            "final_logit_softcapping"), fixed=(("use_bidirectional_attention", False),)),
     "gpt2": Family("GPT-2", names=(("heads", "n_head"), ("d_model", "n_embd"), ("layers", "n_layer"),
                                     ("positions", "n_positions"), ("eps", "layer_norm_epsilon"),
                                     ("act", "activation_function")), norm="layer", mlp="plain", act="gelu_new",

@@ -10,8 +10,10 @@ Families are declared, not coded: the one table ``families.FAMILIES`` (shared wi
 files) says which path runs a ``model_type`` (the one decoder of ``decoder.py`` and ``llama.py``,
 or the one encoder of ``encoder.py``) and how its config.json names its sizes. Decoders: Llama,
 Mistral (its sliding window as the engine's window mask), Qwen2 (Q/K/V biases, found in the
-weights), Qwen3 (each head's q and k RMS-normed before RoPE, ``Family.qk_norm``) and GPT-2
-(LayerNorm, learned positions, GELU; its weights renamed here). Encoders: BERT, RoBERTa
+weights), Qwen3 (each head's q and k RMS-normed before RoPE, ``Family.qk_norm``), Gemma 2 (local
+and global layers alternating, query_pre_attn_scalar, attention and final soft-caps, sandwich
+norms, √d embedding scale, GeGLU) and GPT-2 (LayerNorm, learned positions, GELU; its weights
+renamed here). Encoders: BERT, RoBERTa
 (positions counted after the padding id), DistilBERT (its own weight names), read by ``encoder.py``.
 """
 
@@ -71,7 +73,7 @@ def check_fields(cfg: dict, family: Family, folder: Path) -> None:
         reads = {f for fields in DECLARED[cfg["model_type"]].values() for f in fields}
     for key, value in cfg.items():
         if key in fixed:
-            if value != fixed[key]:
+            if value != fixed[key] and not (fixed[key] is False and value is None):  # null: off
                 raise ConfigError(f"{folder.name}: config.json has {key} = {json.dumps(value):.40}; attn-gui runs "
                                   f"{family.label} only with {key} = {json.dumps(fixed[key])}")
         elif key not in INERT and key not in reads and value not in (None, False):
@@ -87,7 +89,7 @@ def sliding_window(cfg: dict, family: Family, folder: Path) -> int | None:
     them: from layer ``max_window_layers`` on), as transformers reads it.
     """
     window = cfg.get("sliding_window")
-    if window is None or not family.window:
+    if window is None or family.window in ("", "types"):
         return None
     if family.window == "every":
         return int(window)
@@ -112,6 +114,16 @@ SCALINGS = {"linear": ("factor",), "dynamic": ("factor",), "llama3": ("factor", 
 SCALING_KEYS = {"rope_type", "type", "rope_theta", "factor", "low_freq_factor", "high_freq_factor",
                 "original_max_position_embeddings", "attention_factor", "beta_fast", "beta_slow", "mscale",
                 "mscale_all_dim", "truncate", "short_factor", "long_factor", "partial_rotary_factor"}
+
+
+def layer_windows(cfg: dict, family: Family) -> tuple[int | None, ...]:
+    """Each layer's window where layer_types alone says which layers slide (Gemma 2; without it: the even
+    layers counted from 0, as transformers' Gemma2Config); () for any other family."""
+    if family.window != "types":
+        return ()
+    layers, window = int(size(cfg, family, "layers")), cfg.get("sliding_window")
+    kinds = cfg.get("layer_types") or ["sliding_attention" if (i + 1) % 2 else "full_attention" for i in range(layers)]
+    return tuple(int(window) if kind == "sliding_attention" and window is not None else None for kind in kinds)
 
 
 def rope(cfg: dict, folder: Path) -> tuple[float, tuple]:
@@ -218,11 +230,16 @@ def config_spec(cfg: dict, path: str, folder: Path, name: str, special=tuple, re
                             kv_heads=int(cfg.get("num_key_value_heads") or heads),
                             has_bias=bool(cfg.get("attention_bias", cfg.get("model_type") in ("qwen2", "gpt2"))),
                             rope_base=rope_base, rope_scaling=scaling, window=sliding_window(cfg, family, folder),
-                            **common)
+                            layer_windows=layer_windows(cfg, family), softcap=_float(cfg.get("attn_logit_softcapping")),
+                            score_scalar=_float(cfg.get("query_pre_attn_scalar")), **common)
     except ConfigError:
         raise
     except (ValueError, KeyError, TypeError) as exc:
         raise ConfigError(f"{folder.name}/config.json is not a model config: {exc!s:.80}") from None
+
+
+def _float(value) -> float | None:
+    return None if value is None else float(value)
 
 
 def special_tokens(folder: Path) -> tuple[str, ...]:
@@ -337,7 +354,10 @@ def decoder_model(spec: ModelSpec, cfg: dict, weights: dict, tokenizer, folder: 
     eps = size(cfg, family, "eps") if family.norm == "layer" else cfg.get("rms_norm_eps")
     shape = LlamaShape(spec.layers, spec.heads, spec.kv_heads, spec.d_k, float(eps or 1e-6), spec.rope_base,
                        norm=family.norm, mlp=family.mlp, act=activation(cfg, family, folder), window=spec.window,
-                       rope_scaling=spec.rope_scaling, scale=spec.scale, layer_scale=spec.layer_scale)
+                       rope_scaling=spec.rope_scaling, scale=spec.scale, layer_scale=spec.layer_scale,
+                       windows=spec.layer_windows, score_scalar=spec.score_scalar, softcap=spec.softcap,
+                       final_softcap=_float(cfg.get("final_logit_softcapping")), sandwich=family.sandwich,
+                       embed_scale=family.embed_scale)
     return DecoderModel(spec, shape, weights, tokenizer, tuple(texts), special, -1 if eos is None else int(eos),
                         first_token(tokenizer, folder))
 

@@ -19,6 +19,7 @@ of the new tokens only and attends to the cached keys and values plus its own.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import torch
@@ -39,13 +40,19 @@ class LlamaShape:
     d_k: int
     eps: float  # the norm's epsilon
     rope_base: float | None  # None: no RoPE (GPT-2's learned positions)
-    norm: str = "rms"  # "rms": RMSNorm (Llama); "layer": LayerNorm with a bias (GPT-2)
+    norm: str = "rms"  # "rms": RMSNorm (Llama); "layer": LayerNorm with a bias (GPT-2); "gemma": x̂ (1 + g), float32
     mlp: str = "gated"  # "gated": W_down (act(W_gate x) * W_up x) (SwiGLU); "plain": W_down act(W_up x + b) + b
     act: str = "silu"  # the feed-forward's activation (``act``): silu, gelu, gelu_tanh, relu
     window: int | None = None  # Mistral's sliding window in every layer: query i sees keys i - window < j <= i
     rope_scaling: tuple = ()  # a scaled RoPE's parameters (engine.rope_scaling)
     scale: bool = True  # the scores divided by √d_k (GPT-2's scale_attn_weights)
     layer_scale: bool = False  # and by layer + 1 (GPT-2's scale_attn_by_inverse_layer_idx)
+    windows: tuple = ()  # each layer's own window (Gemma 2's alternating local and global layers); (): ``window``
+    score_scalar: float | None = None  # the scores divided by √score_scalar instead (query_pre_attn_scalar)
+    softcap: float | None = None  # the scaled scores soft-capped, c tanh(ω′ / c) (attn_logit_softcapping)
+    final_softcap: float | None = None  # the logits soft-capped alike (final_logit_softcapping)
+    sandwich: bool = False  # norms after attention and around the MLP too (Gemma 2)
+    embed_scale: bool = False  # the embedding multiplied by √d (Gemma)
 
 
 @dataclass(frozen=True)
@@ -96,6 +103,8 @@ def norm(x: torch.Tensor, w: dict, prefix: str, shape: LlamaShape) -> torch.Tens
     """The model's norm of ``x`` with the weights at ``prefix``: RMSNorm, or LayerNorm with its bias (GPT-2)."""
     if shape.norm == "layer":
         return F.layer_norm(x, x.shape[-1:], w[prefix + ".weight"], w[prefix + ".bias"], shape.eps)
+    if shape.norm == "gemma":  # Gemma's RMSNorm: in float32, the gain 1 + g (stored as g, zero-centred)
+        return rms_norm(x.float(), 1.0 + w[prefix + ".weight"].float(), shape.eps).type_as(x)
     return rms_norm(x, w[prefix + ".weight"], shape.eps)
 
 
@@ -155,12 +164,18 @@ def decoder_layer(h: torch.Tensor, w: dict, layer: int, shape: LlamaShape,
     """One layer over the new rows ``h`` (n, d); returns (next residual, X, attention steps)."""
     p = f"model.layers.{layer}"
     x = norm(h, w, f"{p}.input_layernorm", shape)  # X: what attention reads
+    scale, temperature = shape.scale, layer + 1.0 if shape.layer_scale else 1.0
+    if shape.score_scalar is not None:  # ω / √query_pre_attn_scalar
+        scale, temperature = False, math.sqrt(shape.score_scalar)
     steps = attend(x, head_weights(w, layer, shape), layout="column", causal=True, rope_base=shape.rope_base,
-                   rope_scaling=shape.rope_scaling, window=shape.window, past=past, z_hook=z_hook, scale=shape.scale,
-                   temperature=layer + 1.0 if shape.layer_scale else 1.0)
-    h = h + steps["output"]
-    h = h + feed_forward(norm(h, w, f"{p}.post_attention_layernorm", shape), w, layer, shape)
-    return h, x, steps
+                   rope_scaling=shape.rope_scaling, window=shape.windows[layer] if shape.windows else shape.window,
+                   past=past, z_hook=z_hook, scale=scale, temperature=temperature, softcap=shape.softcap)
+    if not shape.sandwich:
+        h = h + steps["output"]
+        return h + feed_forward(norm(h, w, f"{p}.post_attention_layernorm", shape), w, layer, shape), x, steps
+    h = h + norm(steps["output"], w, f"{p}.post_attention_layernorm", shape)  # Gemma 2: a norm after each block
+    ff = feed_forward(norm(h, w, f"{p}.pre_feedforward_layernorm", shape), w, layer, shape)
+    return h + norm(ff, w, f"{p}.post_feedforward_layernorm", shape), x, steps
 
 
 def forward(w: dict, ids: torch.Tensor, shape: LlamaShape, cache: KVCache | None = None, *,
@@ -173,6 +188,8 @@ def forward(w: dict, ids: torch.Tensor, shape: LlamaShape, cache: KVCache | None
     outputs Z (h, n, d_v) returning what W_O reads instead (``engine.interventions``).
     """
     h = rows(w, "model.embed_tokens.weight", ids)  # (n, d)
+    if shape.embed_scale:  # Gemma: the embedding times √d
+        h = h * h.new_tensor(h.shape[-1] ** 0.5)
     if "model.embed_positions.weight" in w:  # learned absolute positions (GPT-2)
         start = 0 if cache is None else cache.length
         h = h + rows(w, "model.embed_positions.weight", torch.arange(start, start + ids.shape[0]))
@@ -187,10 +204,12 @@ def forward(w: dict, ids: torch.Tensor, shape: LlamaShape, cache: KVCache | None
         values.append(steps["v"])
     residual[-1] = norm(h, w, "model.norm", shape)  # (n, d)
     return Forward(residual, inputs, torch.stack(weights), KVCache(tuple(keys), tuple(values)),
-                   logits(residual[-1][-1], w))
+                   logits(residual[-1][-1], w, shape.final_softcap))
 
 
-def logits(last: torch.Tensor, w: dict) -> torch.Tensor:
-    """The next-token logits of final-normed rows ``last`` (..., d): ``lm_head.weight``, else the tied embedding."""
-    return stored.logits(last, w, "lm_head.weight" if "lm_head.weight" in w else "model.embed_tokens.weight")
+def logits(last: torch.Tensor, w: dict, softcap: float | None = None) -> torch.Tensor:
+    """The next-token logits of final-normed rows ``last`` (..., d): ``lm_head.weight``, else the tied embedding;
+    soft-capped, c tanh(logits / c), with ``softcap`` (Gemma 2's final_logit_softcapping)."""
+    out = stored.logits(last, w, "lm_head.weight" if "lm_head.weight" in w else "model.embed_tokens.weight")
+    return out if softcap is None else torch.tanh(out / softcap) * softcap
 

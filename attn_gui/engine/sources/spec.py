@@ -43,7 +43,7 @@ class ModelSpec:
         The sliding window every layer applies (Mistral's ``sliding_window``): query i sees
         keys i - window < j <= i; None: every key up to the query.
     layer_windows, layer_rope_bases : tuple, optional
-        Per layer, where layers differ (ModernBERT's local and global layers): each layer's
+        Per layer, where layers differ (ModernBERT's and Gemma 2's local and global layers): each layer's
         window (None: global) and RoPE base, in place of ``window`` and ``rope_base``; () where every
         layer is alike. ``window_at`` and ``rope_at`` read either.
     score_terms : tuple of str
@@ -55,6 +55,10 @@ class ModelSpec:
     layer_scale : bool
         The scores are further divided by the layer's number counted from 1 (GPT-2's
         ``scale_attn_by_inverse_layer_idx``).
+    score_scalar : float, optional
+        The scores are divided by √score_scalar instead of √d_k (Gemma 2's ``query_pre_attn_scalar``).
+    softcap : float, optional
+        The scaled scores are soft-capped, ω″ = c · tanh(ω′ / c) (Gemma 2's ``attn_logit_softcapping``).
     reader : str
         A decoder's module that reads its files into a ``decoder.DecoderModel``: "hf" (a folder),
         "gguf_file" (a .gguf file) or "smollm2" (the bundled SmolLM2's GGUF, in its package).
@@ -88,6 +92,8 @@ class ModelSpec:
     scale_factor: int = 1
     scale: bool = True
     layer_scale: bool = False
+    score_scalar: float | None = None
+    softcap: float | None = None
     reader: str = ""
     x_is: str = "the hidden state entering the layer"
     about: tuple[str, ...] = ("output is the attention block's output, before the residual and LayerNorm",)
