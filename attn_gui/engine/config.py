@@ -211,7 +211,7 @@ class AttentionConfig:
     @property
     def rope_scaling(self) -> tuple:
         """The model's scaled RoPE (``engine.rope_scaling``), or () for the plain one and random weights."""
-        return model_spec(self.model).rope_scaling if self.model is not None else ()
+        return model_spec(self.model).rope_scaling_at(self.layer) if self.model is not None else ()
 
     @property
     def score_scaling(self) -> tuple[bool, float]:

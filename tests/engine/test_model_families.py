@@ -195,5 +195,6 @@ def test_unknown_activation_and_family_are_named(tmp_path, gpt2):
     cfg["model_type"] = "t5"
     (odd / "config.json").write_text(json.dumps(cfg))
     with pytest.raises(ConfigError, match="^odd is a 't5' model; supported model_types: llama, mistral, qwen2, "
-                                          "qwen3, gemma2, gpt2, bert, roberta, distilbert, deberta-v2, modernbert$"):
+                                          "qwen3, gemma2, gemma3_text, gpt2, bert, roberta, distilbert, deberta-v2, "
+                                          "modernbert$"):
         AttentionConfig(model=str(odd))

@@ -66,6 +66,8 @@ class Family:
     qk_norm: bool = False  # Qwen3: q_norm and k_norm, each head's q and k RMS-normed before RoPE
     sandwich: bool = False  # Gemma 2: a norm after attention and after the MLP too (pre_feedforward_layernorm …)
     embed_scale: bool = False  # Gemma: the embedding multiplied by √d
+    window_pattern: int = 2  # window "types" without layer_types: every pattern-th layer global, the others local
+    layer_rope: bool = False  # Gemma 3: local and global layers each with their own RoPE (rope_parameters by type)
     gguf: str = ""  # the general.architecture llama.cpp writes it as ("": no GGUF of it is read here)
     permuted: bool = False  # llama.cpp's converter interleaved W_q's and W_k's rows for its RoPE (LlamaModel.permute)
     also: tuple[str, ...] = ()  # other models of the family, named where a GGUF is refused
@@ -82,6 +84,13 @@ FAMILIES = {  # by config.json's model_type
                      act="gelu_pytorch_tanh", sandwich=True, embed_scale=True,
                      reads=(*DECODER_READS, "hidden_activation", "query_pre_attn_scalar", "attn_logit_softcapping",
                             "final_logit_softcapping"), fixed=(("use_bidirectional_attention", False),)),
+    "gemma3_text": Family("Gemma 3", names=(("act", "hidden_activation"),), window="types", norm="gemma",
+                          act="gelu_pytorch_tanh", sandwich=True, embed_scale=True, qk_norm=True, window_pattern=6,
+                          layer_rope=True,
+                          reads=(*DECODER_READS, "hidden_activation", "query_pre_attn_scalar",
+                                 "attn_logit_softcapping", "final_logit_softcapping", "rope_local_base_freq",
+                                 "sliding_window_pattern", "_sliding_window_pattern"),
+                          fixed=(("use_bidirectional_attention", False),)),
     "gpt2": Family("GPT-2", names=(("heads", "n_head"), ("d_model", "n_embd"), ("layers", "n_layer"),
                                     ("positions", "n_positions"), ("eps", "layer_norm_epsilon"),
                                     ("act", "activation_function")), norm="layer", mlp="plain", act="gelu_new",

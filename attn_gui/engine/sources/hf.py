@@ -121,9 +121,38 @@ def layer_windows(cfg: dict, family: Family) -> tuple[int | None, ...]:
     layers counted from 0, as transformers' Gemma2Config); () for any other family."""
     if family.window != "types":
         return ()
-    layers, window = int(size(cfg, family, "layers")), cfg.get("sliding_window")
-    kinds = cfg.get("layer_types") or ["sliding_attention" if (i + 1) % 2 else "full_attention" for i in range(layers)]
-    return tuple(int(window) if kind == "sliding_attention" and window is not None else None for kind in kinds)
+    window = cfg.get("sliding_window")
+    return tuple(int(window) if kind == "sliding_attention" and window is not None else None
+                 for kind in layer_types(cfg, family))
+
+
+def layer_types(cfg: dict, family: Family) -> list[str]:
+    """Each layer's kind, "sliding_attention" or "full_attention": config.json's layer_types, else every
+    pattern-th layer global (Gemma 2: 2, Gemma 3: sliding_window_pattern, 6), as transformers' configs."""
+    pattern = int(cfg.get("sliding_window_pattern") or cfg.get("_sliding_window_pattern") or family.window_pattern)
+    return cfg.get("layer_types") or ["sliding_attention" if (i + 1) % pattern else "full_attention"
+                                      for i in range(int(size(cfg, family, "layers")))]
+
+
+def layer_ropes(cfg: dict, family: Family, folder: Path) -> tuple[tuple[tuple[float, tuple], ...], tuple]:
+    """Gemma 3's RoPE per layer, as Gemma3TextConfig reads it: ``rope_parameters`` by layer type (else
+    rope_theta, rope_scaling for the global layers and rope_local_base_freq for the local ones; bases 1e6
+    and 1e4 by default); ((), ()) for any other family. Returns (each layer's (base, scaling), the global one)."""
+    if not family.layer_rope:
+        return (), ()
+    given = cfg.get("rope_parameters") or {}
+    by_type = {t: dict(given.get(t) or {"rope_type": "default"}) for t in ("sliding_attention", "full_attention")}
+    flat = {k: v for k, v in given.items() if k not in by_type}
+    if flat:
+        raise ConfigError(f"{folder.name}: rope_parameters has {sorted(flat)[0]} outside sliding_attention and "
+                          "full_attention, which attn-gui does not read for Gemma 3")
+    if cfg.get("rope_scaling"):
+        by_type["full_attention"].update(cfg["rope_scaling"])
+    by_type["full_attention"].setdefault("rope_theta", cfg.get("rope_theta") or 1e6)
+    by_type["sliding_attention"].setdefault("rope_theta", cfg.get("rope_local_base_freq") or 1e4)
+    ropes = {t: rope({**cfg, "rope_scaling": None, "rope_theta": None, "rope_parameters": p}, folder)
+             for t, p in by_type.items()}
+    return tuple(ropes[kind] for kind in layer_types(cfg, family)), ropes["full_attention"]
 
 
 def rope(cfg: dict, folder: Path) -> tuple[float, tuple]:
@@ -212,7 +241,9 @@ def config_spec(cfg: dict, path: str, folder: Path, name: str, special=tuple, re
         heads, d = int(size(cfg, family, "heads")), int(size(cfg, family, "d_model"))
         d_k = int(cfg.get("head_dim") or d // heads)
         positions = int(size(cfg, family, "positions", MAX_TOKENS)) - position_offset(cfg)
-        rope_base, scaling = (None, ()) if family.norm == "layer" or family.path == "encoder" else rope(cfg, folder)
+        ropes, global_rope = layer_ropes(cfg, family, folder)
+        rope_base, scaling = (None, ()) if family.norm == "layer" or family.path == "encoder" else \
+            global_rope or rope(cfg, folder)
         if dict(scaling).get("rope_type") == "longrope":  # its short factors hold up to the original length
             positions = min(positions, dict(scaling)["original_max_position_embeddings"])
         limit = min(MAX_TOKENS, positions)
@@ -230,7 +261,10 @@ def config_spec(cfg: dict, path: str, folder: Path, name: str, special=tuple, re
                             kv_heads=int(cfg.get("num_key_value_heads") or heads),
                             has_bias=bool(cfg.get("attention_bias", cfg.get("model_type") in ("qwen2", "gpt2"))),
                             rope_base=rope_base, rope_scaling=scaling, window=sliding_window(cfg, family, folder),
-                            layer_windows=layer_windows(cfg, family), softcap=_float(cfg.get("attn_logit_softcapping")),
+                            layer_windows=layer_windows(cfg, family),
+                            layer_rope_bases=tuple(base for base, _ in ropes),
+                            layer_rope_scalings=tuple(scaling for _, scaling in ropes),
+                            softcap=_float(cfg.get("attn_logit_softcapping")),
                             score_scalar=_float(cfg.get("query_pre_attn_scalar")), **common)
     except ConfigError:
         raise
@@ -355,7 +389,9 @@ def decoder_model(spec: ModelSpec, cfg: dict, weights: dict, tokenizer, folder: 
     shape = LlamaShape(spec.layers, spec.heads, spec.kv_heads, spec.d_k, float(eps or 1e-6), spec.rope_base,
                        norm=family.norm, mlp=family.mlp, act=activation(cfg, family, folder), window=spec.window,
                        rope_scaling=spec.rope_scaling, scale=spec.scale, layer_scale=spec.layer_scale,
-                       windows=spec.layer_windows, score_scalar=spec.score_scalar, softcap=spec.softcap,
+                       windows=spec.layer_windows,
+                       ropes=tuple(zip(spec.layer_rope_bases, spec.layer_rope_scalings, strict=True)), score_scalar=spec.score_scalar,
+                       softcap=spec.softcap,
                        final_softcap=_float(cfg.get("final_logit_softcapping")), sandwich=family.sandwich,
                        embed_scale=family.embed_scale)
     return DecoderModel(spec, shape, weights, tokenizer, tuple(texts), special, -1 if eos is None else int(eos),

@@ -47,6 +47,7 @@ class LlamaShape:
     rope_scaling: tuple = ()  # a scaled RoPE's parameters (engine.rope_scaling)
     scale: bool = True  # the scores divided by √d_k (GPT-2's scale_attn_weights)
     layer_scale: bool = False  # and by layer + 1 (GPT-2's scale_attn_by_inverse_layer_idx)
+    ropes: tuple = ()  # each layer's own (RoPE base, scaling) (Gemma 3's local and global layers); (): the model's
     windows: tuple = ()  # each layer's own window (Gemma 2's alternating local and global layers); (): ``window``
     score_scalar: float | None = None  # the scores divided by √score_scalar instead (query_pre_attn_scalar)
     softcap: float | None = None  # the scaled scores soft-capped, c tanh(ω′ / c) (attn_logit_softcapping)
@@ -120,7 +121,10 @@ def head_weights(w: dict, layer: int, shape: LlamaShape) -> Projections:
     d = w_q.shape[1]
     extras = {}
     if f"{p}.q_norm.weight" in w:
-        extras = dict(q_norm=w[f"{p}.q_norm.weight"], k_norm=w[f"{p}.k_norm.weight"], norm_eps=shape.eps)  # (d_k,)
+        q_norm, k_norm = w[f"{p}.q_norm.weight"], w[f"{p}.k_norm.weight"]  # (d_k,)
+        if shape.norm == "gemma":  # Gemma 3: the gain 1 + g
+            q_norm, k_norm = 1.0 + q_norm, 1.0 + k_norm
+        extras = dict(q_norm=q_norm, k_norm=k_norm, norm_eps=shape.eps)
     if f"{p}.q_proj.bias" in w:
         extras |= dict(b_q=w[f"{p}.q_proj.bias"].view(shape.heads, 1, -1),  # (h, 1, d_k)
                        b_k=w[f"{p}.k_proj.bias"].view(shape.kv_heads, 1, -1),  # (g, 1, d_k)
@@ -167,8 +171,9 @@ def decoder_layer(h: torch.Tensor, w: dict, layer: int, shape: LlamaShape,
     scale, temperature = shape.scale, layer + 1.0 if shape.layer_scale else 1.0
     if shape.score_scalar is not None:  # ω / √query_pre_attn_scalar
         scale, temperature = False, math.sqrt(shape.score_scalar)
-    steps = attend(x, head_weights(w, layer, shape), layout="column", causal=True, rope_base=shape.rope_base,
-                   rope_scaling=shape.rope_scaling, window=shape.windows[layer] if shape.windows else shape.window,
+    rope_base, rope_scaling = shape.ropes[layer] if shape.ropes else (shape.rope_base, shape.rope_scaling)
+    steps = attend(x, head_weights(w, layer, shape), layout="column", causal=True, rope_base=rope_base,
+                   rope_scaling=rope_scaling, window=shape.windows[layer] if shape.windows else shape.window,
                    past=past, z_hook=z_hook, scale=scale, temperature=temperature, softcap=shape.softcap)
     if not shape.sandwich:
         h = h + steps["output"]

@@ -59,6 +59,9 @@ class ModelSpec:
         The scores are divided by √score_scalar instead of √d_k (Gemma 2's ``query_pre_attn_scalar``).
     softcap : float, optional
         The scaled scores are soft-capped, ω″ = c · tanh(ω′ / c) (Gemma 2's ``attn_logit_softcapping``).
+    layer_rope_scalings : tuple of tuple
+        Per layer, each layer's RoPE scaling (Gemma 3's scaled global layers), in place of
+        ``rope_scaling``; () where every layer is alike. ``rope_scaling_at`` reads either.
     reader : str
         A decoder's module that reads its files into a ``decoder.DecoderModel``: "hf" (a folder),
         "gguf_file" (a .gguf file) or "smollm2" (the bundled SmolLM2's GGUF, in its package).
@@ -94,9 +97,14 @@ class ModelSpec:
     layer_scale: bool = False
     score_scalar: float | None = None
     softcap: float | None = None
+    layer_rope_scalings: tuple[tuple, ...] = ()
     reader: str = ""
     x_is: str = "the hidden state entering the layer"
     about: tuple[str, ...] = ("output is the attention block's output, before the residual and LayerNorm",)
+
+    def rope_scaling_at(self, layer: int) -> tuple:
+        """Layer ``layer``'s RoPE scaling (``rope_scaling``, or its entry of ``layer_rope_scalings``)."""
+        return self.layer_rope_scalings[layer] if self.layer_rope_scalings else self.rope_scaling
 
     def window_at(self, layer: int) -> int | None:
         """Layer ``layer``'s own sliding window (``window``, or its entry of ``layer_windows``)."""
