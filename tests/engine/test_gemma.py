@@ -24,26 +24,34 @@ SENTENCE = "the cat sat on a mat and the dog ran"
 WINDOW, CAP, FINAL_CAP, SCALAR = 3, 2.0, 3.0, 12
 
 
-@pytest.fixture(scope="module")
-def gemma2(tmp_path_factory):
+def _tiny(tmp_path_factory, kind, seed, **changes):
+    """A tiny random ``kind`` model saved with a word-level tokenizer.json: 3 layers, 4 heads over 2 K/V heads of
+    8, local layers of window 3, scores divided by √12, final logits capped at 3; random gains around Gemma's zero,
+    weights of std 0.2 (not 0.02, whose near-zero scores hide a scaling)."""
     from tokenizers import Tokenizer, models, pre_tokenizers
 
-    torch.manual_seed(0)
+    torch.manual_seed(seed)
     config = transformers.AutoConfig.for_model(
-        "gemma2", vocab_size=len(WORDS), hidden_size=32, intermediate_size=48, num_hidden_layers=3,
+        kind, vocab_size=len(WORDS), hidden_size=32, intermediate_size=48, num_hidden_layers=3,
         num_attention_heads=4, num_key_value_heads=2, head_dim=8, max_position_embeddings=64, sliding_window=WINDOW,
-        query_pre_attn_scalar=SCALAR, attn_logit_softcapping=CAP, final_logit_softcapping=FINAL_CAP,
-        pad_token_id=0, eos_token_id=1, bos_token_id=2, rope_parameters={"rope_type": "default", "rope_theta": 500.0})
+        query_pre_attn_scalar=SCALAR, final_logit_softcapping=FINAL_CAP, pad_token_id=0, eos_token_id=1,
+        bos_token_id=2, **changes)
     hf = transformers.AutoModelForCausalLM.from_config(config, attn_implementation="eager").eval()
     with torch.no_grad():
         for w in hf.state_dict().values():
-            w.normal_(0, 1.0 if w.ndim == 1 else 0.2)  # random gains around Gemma's zero; not std 0.02
-    path = tmp_path_factory.mktemp("gemma2")
+            w.normal_(0, 1.0 if w.ndim == 1 else 0.2)
+    path = tmp_path_factory.mktemp(kind)
     hf.save_pretrained(path)
     tok = Tokenizer(models.WordLevel({w: i for i, w in enumerate(WORDS)}, unk_token="<unk>"))
     tok.pre_tokenizer = pre_tokenizers.Whitespace()
     tok.save(str(path / "tokenizer.json"))
     return str(path), hf
+
+
+@pytest.fixture(scope="module")
+def gemma2(tmp_path_factory):
+    return _tiny(tmp_path_factory, "gemma2", 0, attn_logit_softcapping=CAP,
+                 rope_parameters={"rope_type": "default", "rope_theta": 500.0})
 
 
 def test_every_step_equals_transformers(gemma2):
@@ -121,26 +129,10 @@ def test_cached_decoding_equals_recomputing(gemma2):
 
 @pytest.fixture(scope="module")
 def gemma3(tmp_path_factory):
-    from tokenizers import Tokenizer, models, pre_tokenizers
-
-    torch.manual_seed(1)
-    config = transformers.AutoConfig.for_model(
-        "gemma3_text", vocab_size=len(WORDS), hidden_size=32, intermediate_size=48, num_hidden_layers=3,
-        num_attention_heads=4, num_key_value_heads=2, head_dim=8, max_position_embeddings=64, sliding_window=WINDOW,
-        query_pre_attn_scalar=SCALAR, final_logit_softcapping=FINAL_CAP, pad_token_id=0, eos_token_id=1,
-        bos_token_id=2, layer_types=["sliding_attention", "full_attention", "sliding_attention"],
-        rope_parameters={"sliding_attention": {"rope_type": "default", "rope_theta": 100.0},
-                         "full_attention": {"rope_type": "linear", "factor": 4.0, "rope_theta": 5000.0}})
-    hf = transformers.AutoModelForCausalLM.from_config(config, attn_implementation="eager").eval()
-    with torch.no_grad():
-        for w in hf.state_dict().values():
-            w.normal_(0, 1.0 if w.ndim == 1 else 0.2)
-    path = tmp_path_factory.mktemp("gemma3")
-    hf.save_pretrained(path)
-    tok = Tokenizer(models.WordLevel({w: i for i, w in enumerate(WORDS)}, unk_token="<unk>"))
-    tok.pre_tokenizer = pre_tokenizers.Whitespace()
-    tok.save(str(path / "tokenizer.json"))
-    return str(path), hf
+    return _tiny(tmp_path_factory, "gemma3_text", 1, layer_types=["sliding_attention", "full_attention",
+                                                                  "sliding_attention"],
+                 rope_parameters={"sliding_attention": {"rope_type": "default", "rope_theta": 100.0},
+                                  "full_attention": {"rope_type": "linear", "factor": 4.0, "rope_theta": 5000.0}})
 
 
 def test_gemma3_equals_transformers(gemma3):
