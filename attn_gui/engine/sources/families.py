@@ -32,6 +32,14 @@ INERT = frozenset({
     "tie_word_embeddings",  # the weights say: lm_head.weight, else the embedding
     "reorder_and_upcast_attn",  # GPT-2's softmax in float32: the same numbers
     "sinusoidal_pos_embds",  # DistilBERT's sinusoidal positions are stored in its position embedding
+    # older or tool-written configs: generation defaults (sampling, not the forward pass), caches, tooling
+    "output_past", "_num_labels", "finetuning_task", "prefix", "tokenizer_class", "torchscript", "use_bfloat16",
+    "max_length", "min_length", "do_sample", "early_stopping", "num_beams", "num_beam_groups", "diversity_penalty",
+    "temperature", "top_k", "top_p", "typical_p", "repetition_penalty", "length_penalty", "no_repeat_ngram_size",
+    "encoder_no_repeat_ngram_size", "bad_words_ids", "num_return_sequences", "output_scores",
+    "return_dict_in_generate", "forced_bos_token_id", "forced_eos_token_id", "remove_invalid_values",
+    "exponential_decay_length_penalty", "suppress_tokens", "begin_suppress_tokens", "tf_legacy_loss",
+    "cache_implementation", "is_llama_config", "transformers.js_config",
 })
 # the fields the Llama-family decoder reads (every rms/gated family): biases and the MLP's biases are read
 # where the weights hold them (attention_bias, mlp_bias); the window's fields as transformers reads them for
