@@ -390,8 +390,8 @@ def decoder_model(spec: ModelSpec, cfg: dict, weights: dict, tokenizer, folder: 
                        norm=family.norm, mlp=family.mlp, act=activation(cfg, family, folder), window=spec.window,
                        rope_scaling=spec.rope_scaling, scale=spec.scale, layer_scale=spec.layer_scale,
                        windows=spec.layer_windows,
-                       ropes=tuple(zip(spec.layer_rope_bases, spec.layer_rope_scalings, strict=True)), score_scalar=spec.score_scalar,
-                       softcap=spec.softcap,
+                       ropes=tuple(zip(spec.layer_rope_bases, spec.layer_rope_scalings, strict=True)),
+                       score_scalar=spec.score_scalar, softcap=spec.softcap,
                        final_softcap=_float(cfg.get("final_logit_softcapping")), sandwich=family.sandwich,
                        embed_scale=family.embed_scale)
     return DecoderModel(spec, shape, weights, tokenizer, tuple(texts), special, -1 if eos is None else int(eos),
