@@ -40,6 +40,7 @@ INERT = frozenset({
     "return_dict_in_generate", "forced_bos_token_id", "forced_eos_token_id", "remove_invalid_values",
     "exponential_decay_length_penalty", "suppress_tokens", "begin_suppress_tokens", "tf_legacy_loss",
     "cache_implementation", "is_llama_config", "transformers.js_config",
+    "attn_gui_train", "attn_gui_step",  # how attn-gui's trainer made the folder (engine/training.py): a record
 })
 # the fields the Llama-family decoder reads (every rms/gated family): biases and the MLP's biases are read
 # where the weights hold them (attention_bias, mlp_bias); the window's fields as transformers reads them for
