@@ -257,14 +257,20 @@ def decoder_model(spec: ModelSpec, cfg: dict, weights: dict, tokenizer, folder: 
     from .llama import LlamaShape
 
     family = family_of(cfg, folder)
+    headless = "model.embed_tokens.weight" not in weights and "embed_tokens.weight" in weights
+    if headless:  # saved from AutoModel (an embedding model's decoder): the same tensors, no lm_head
+        weights = {f"model.{name}": t for name, t in weights.items()}
     if family.norm == "layer":
         try:
             weights = gpt2_weights(weights, spec.d_model)
         except KeyError as exc:
             raise ConfigError(f"{folder.name}: the weights lack {exc} for a GPT-2 model") from None
-    got = weights["model.layers.0.self_attn.q_proj.weight"].shape if "model.layers.0.self_attn.q_proj.weight" in \
-        weights else ()
-    check_shape(folder, got, (spec.heads * spec.d_k, spec.d_model))
+    for needed in ("model.embed_tokens.weight", "model.layers.0.self_attn.q_proj.weight"):
+        if needed not in weights:
+            held = ", ".join(sorted(weights)[:3]) or "no tensors"
+            raise ConfigError(f"{folder.name}: the weights have no {needed} for a {family.label} decoder "
+                              f"(they hold {held}{' …' if len(weights) > 3 else ''})")
+    check_shape(folder, weights["model.layers.0.self_attn.q_proj.weight"].shape, (spec.heads * spec.d_k, spec.d_model))
     if spec.qk_norm and "model.layers.0.self_attn.q_norm.weight" not in weights:
         raise ConfigError(f"{folder.name}: the weights lack q_norm and k_norm for a {family.label} model")
     special = frozenset(i for i, t in tokenizer.get_added_tokens_decoder().items() if t.special)
@@ -279,7 +285,8 @@ def decoder_model(spec: ModelSpec, cfg: dict, weights: dict, tokenizer, folder: 
     shape = LlamaShape(spec.layers, spec.heads, spec.kv_heads, spec.d_k, float(eps or 1e-6), spec.rope_base,
                        norm=family.norm, mlp=family.mlp if family.mlp == "swiglu" else activation(cfg, family, folder),
                        window=spec.window)
-    return DecoderModel(spec, shape, weights, tokenizer, tuple(texts), special, -1 if eos is None else int(eos), None)
+    return DecoderModel(spec, shape, weights, tokenizer, tuple(texts), special, -1 if eos is None else int(eos), None,
+                        predicts=not headless)
 
 
 NEEDS = ("safetensors", "tokenizers")
