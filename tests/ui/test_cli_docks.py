@@ -77,3 +77,40 @@ def test_a_dock_stays_in_front_while_the_model_loads(tmp_path, docks):
     for name, shown in zip(docks, fronts(tmp_path, runs), strict=True):
         assert NAMES[name] in shown, (name, shown)
         assert "modelViewDock" not in shown or name == "model-view", (name, shown)
+
+
+SHOWN = """
+import sys
+from PySide6 import QtCore
+from attn_gui import cli
+from attn_gui.engine import source
+from attn_gui.ui.main_window import MainWindow
+
+init = MainWindow.__init__
+def made(self, *args, **kwargs):
+    loaded = source(sys.argv[1]).loaded()  # the command line has not loaded it: the window's worker does
+    init(self, *args, **kwargs)
+    print("MADE loaded", loaded, "|", self.panel.loadNote.text(), flush=True)
+MainWindow.__init__ = made
+frame = MainWindow.show_frame
+def show_frame(self, f):
+    frame(self, f)
+    print("FRAME", f.result.config.model == sys.argv[1], flush=True)
+    QtCore.QTimer.singleShot(0, self.close)
+MainWindow.show_frame = show_frame
+sys.exit(cli.main(["--model", sys.argv[1], "--sentence", "the cat sat"]))
+"""
+
+
+def test_the_window_opens_before_the_model_loads_and_says_what_comes(tmp_path):
+    # attn-gui --model X loaded (converted, ~45 s for SmolLM2) the model before any window showed
+    pytest.importorskip("transformers")
+    from tests.ui.test_open_model import _word_level_llama
+
+    folder = _word_level_llama(tmp_path / "m", layers=2)
+    env = {**os.environ, "QT_QPA_PLATFORM": "offscreen", "ATTN_GUI_CONFIG_DIR": str(tmp_path / "config")}
+    proc = subprocess.run([sys.executable, "-c", SHOWN, folder], capture_output=True, text=True, env=env, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    lines = proc.stdout.splitlines()
+    assert lines[0] == "MADE loaded False | loading m… then computing the first result", lines
+    assert lines[1] == "FRAME True"
