@@ -94,6 +94,9 @@ class TrainPanel(QtWidgets.QWidget):
         for i, (label, widget) in enumerate(pairs):
             form.addWidget(QtWidgets.QLabel(label), i // 2, 2 * (i % 2))
             form.addWidget(widget, i // 2, 2 * (i % 2) + 1)
+        self.timeLeft = QtWidgets.QLabel()  # beside MLP: in sight on a 768 px screen, where the message is not
+        self.timeLeft.setObjectName("trainTimeLeft")
+        form.addWidget(self.timeLeft, len(pairs) // 2, 2, 1, 2)
         buttons = QtWidgets.QGridLayout()
         self.start, self.pauseButton = QtWidgets.QPushButton("Start"), QtWidgets.QPushButton("Pause")
         self.stepButton, self.resetButton = QtWidgets.QPushButton("Step"), QtWidgets.QPushButton("Reset")
@@ -168,6 +171,7 @@ class TrainPanel(QtWidgets.QWidget):
             self.message.setText(str(exc))
             return
         self.message.setText("")
+        self.timeLeft.setText("")
         self._steps, self._loss, self._acc = [], [], []
         self.lossCurve.setData([], [])
         self.accCurve.setData([], [])
@@ -225,6 +229,7 @@ class TrainPanel(QtWidgets.QWidget):
                 self._next_chunk()
             else:
                 self.running = False
+                self.timeLeft.setText("")
                 self.stopped.emit()
 
     def open_in_explorer(self) -> None:
@@ -253,8 +258,10 @@ class TrainPanel(QtWidgets.QWidget):
             began, first = self._pace
             elapsed, done = time.perf_counter() - began, last.step - first
             text += f"\n{1000 * elapsed / done:.0f} ms a step"
-            if self._left:
-                text += f"; {time_left(elapsed, done, done + self._left)} to step {last.step + self._left:,}"
+            left = f"{time_left(elapsed, done, done + self._left)} to step {last.step + self._left:,}"
+            text += f"; {left}" if self._left else ""
+            self.timeLeft.setText(left.split(" to step")[0] if self._left else "")
+            self.timeLeft.setToolTip(left if self._left else "")
         self.message.setText(text)
 
     def _on_probe(self, step: int, alphas, scores) -> None:

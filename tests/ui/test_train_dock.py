@@ -71,7 +71,9 @@ def test_start_trains_up_to_steps_saying_the_time_left_with_named_axes_and_a_leg
     panel.target.setValue(30)
     panel.start.click()
     qtbot.waitUntil(lambda: "left to step 30" in panel.message.text(), timeout=30000)
+    assert panel.timeLeft.text().startswith("about ") and panel.timeLeft.text().endswith(" left")
     qtbot.waitUntil(lambda: not panel.running, timeout=60000)
+    assert panel.timeLeft.text() == ""
     assert panel.step_count == 30 and "ms a step" in panel.message.text()
     panel.start.click()  # at Steps already: said, nothing runs
     assert not panel.running and "raise Steps" in panel.message.text()
