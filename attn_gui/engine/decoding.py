@@ -91,7 +91,7 @@ def decoder_source(config: AttentionConfig):
         raise ConfigError(f"{what} cannot generate; choose a decoder model ({decoders})")
     decoder = source(config.model)
     if not decoder.predicts():
-        raise ConfigError(f"{MODELS[config.model].label} has no language-model head (lm_head: its folder was saved "
+        raise ConfigError(f"{model_spec(config.model).label} has no language-model head (lm_head: its folder was saved "
                           f"from AutoModel), so it shows attention but cannot predict or generate")
     return decoder
 

@@ -5,15 +5,14 @@ generating and interventions are refused naming the missing head, and a folder w
 
 import pytest
 import torch
+import transformers
 from safetensors.torch import load_file, save_file
 
-from attn_gui.engine import MODELS, AttentionConfig, ConfigError, compute
+from attn_gui.engine import AttentionConfig, ConfigError, compute, model_spec
 from attn_gui.engine.decoding import generate
 from attn_gui.engine.interventions import ablate
 from tests.engine.test_model_folders import SENTENCE, WORDS, _tokenizer
 from tests.transformers_peer import alphas_equal_transformers
-
-transformers = pytest.importorskip("transformers")
 
 
 @pytest.fixture(scope="module", params=["llama", "qwen2"])
@@ -39,7 +38,7 @@ def test_a_headless_folder_shows_transformers_alphas_and_no_next_tokens(headless
     path, hf = headless
     _, cfg, results = alphas_equal_transformers(path, hf, SENTENCE)
     assert all(r.next_tokens is None for r in results)
-    assert MODELS[path].causal
+    assert model_spec(path).causal
     with pytest.raises(ConfigError, match="has no language-model head"):
         generate(cfg, 1)
     with pytest.raises(ConfigError, match="no language-model head"):

@@ -69,7 +69,6 @@ def test_every_dock_choice_is_the_one_in_front(tmp_path):
 def test_a_dock_stays_in_front_while_the_model_loads(tmp_path, docks):
     # a model folder loads on the worker: its first frame enters model mode, which brings the model
     # view in front unless the command line asked for another dock
-    pytest.importorskip("transformers")
     from tests.ui.test_open_model import _word_level_llama
 
     folder = _word_level_llama(tmp_path / "m", layers=2)
@@ -104,7 +103,6 @@ sys.exit(cli.main(["--model", sys.argv[1], "--sentence", "the cat sat"]))
 
 def test_the_window_opens_before_the_model_loads_and_says_what_comes(tmp_path):
     # attn-gui --model X loaded (converted, ~45 s for SmolLM2) the model before any window showed
-    pytest.importorskip("transformers")
     from tests.ui.test_open_model import _word_level_llama
 
     folder = _word_level_llama(tmp_path / "m", layers=2)
