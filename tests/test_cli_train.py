@@ -27,9 +27,22 @@ def test_train_with_learned_positions_writes_a_gpt2_checkpoint(tmp_path):
 
 
 @pytest.mark.parametrize("bad", [["--heads", "3"], ["--task", "nope"], ["--ste", "3"], ["--steps", "0"],
-                                 ["--d-model", "8"], ["--positions", "alibi"]])
+                                 ["--d-model", "8"], ["--positions", "alibi"], ["--threads", "0"]])
 def test_bad_train_options_print_one_line_and_exit_2(tmp_path, capsys, bad):
     assert main([*TINY, "--out", str(tmp_path / "ck"), *bad]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "Traceback" not in err
     assert not (tmp_path / "ck").exists()
+
+
+def test_train_runs_on_the_threads_asked_and_gives_the_process_its_own_back(tmp_path, monkeypatch, capsys):
+    import torch
+
+    from attn_gui.engine import training
+
+    seen, before = [], torch.get_num_threads()
+    step = training.Trainer.step
+    monkeypatch.setattr(training.Trainer, "step", lambda self: (seen.append(torch.get_num_threads()), step(self))[1])
+    assert main([*TINY, "--out", str(tmp_path / "ck")]) == 0
+    assert set(seen) == {1} and torch.get_num_threads() == before  # the default: one thread
+    assert "left" in capsys.readouterr().err  # the progress bar says the time left

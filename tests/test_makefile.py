@@ -53,3 +53,11 @@ def test_a_caller_s_choice_is_kept_as_given(tmp_path, args, line):
     out = dry_run(tmp_path, *args, gpu=False)
     assert torch_installs(out) == [line]
     assert "no nvidia-smi" not in out
+
+
+def test_the_setup_echoes_no_comment_lines_and_names_the_fallbacks_size(tmp_path):
+    # make echoes a tab-indented comment inside a recipe as a command; the first `make run` printed two
+    out = dry_run(tmp_path, gpu=False)
+    assert not [line for line in out.splitlines() if line.lstrip().startswith("#") or "  # " in line]
+    fallback = next(line for line in out.splitlines() if "cannot be reached" in line)
+    assert "about 6 GB" in fallback  # the .venv measured with the CUDA build (issue 33), against 1.6 GB

@@ -14,7 +14,7 @@ from .devices import available_devices
 from .errors import ConfigError, DeviceError, ModelUnavailable, TooLargeError, UserError
 from .fields import FIELDS, TENSOR_FIELDS, FieldInfo, formula
 from .options import Option, format_heads, parse_heads, toggle_head
-from .inputs import check_tokens, check_tokens_now, tokens_for
+from .inputs import check_tokens, check_tokens_now, tokens_for, unknown_note
 from .metrics import METRICS, causal_visible, head_metrics
 from .rollout import rollout
 from .scaling import EntropySweep, Saturation, entropy_vs_dk, saturation
@@ -26,7 +26,7 @@ __all__ = [
     "OPTIONS", "Option", "format_heads", "parse_heads", "toggle_head", "Dims", "PRESETS", "preset", "DEFAULT_SENTENCE",
     "UserError", "ConfigError", "DeviceError", "TooLargeError", "ModelUnavailable",
     "available_devices", "FIELDS", "TENSOR_FIELDS", "FieldInfo", "formula",
-    "Tokens", "tokenize", "tokens_for", "check_tokens", "check_tokens_now",
+    "Tokens", "tokenize", "tokens_for", "check_tokens", "check_tokens_now", "unknown_note",
     "Projections", "attend", "MODELS", "ModelSpec", "model_spec", "source",
     "METRICS", "head_metrics", "causal_visible", "rollout", "Saturation", "saturation",
     "EntropySweep", "entropy_vs_dk", "Decoder", "DecodeStep", "Generation", "generate",

@@ -17,7 +17,7 @@ from .devices import free_bytes, resolve_device, synchronize
 from .errors import DeviceError, TooLargeError
 from .fields import FIELDS, TENSOR_FIELDS
 from .draws import draw_parameters, weights_on
-from .inputs import check_tokens, source_tokens_for, tokens_for
+from .inputs import check_tokens, source_tokens_for, tokens_for, unknown_note
 from .ablation import ablation_hooks
 from .reduce import reduce_matrix
 from .sources import model_spec, source
@@ -328,7 +328,8 @@ def _compute(config: AttentionConfig, toks: Tokens, source: Tokens | None, devic
         notes = []
     else:
         x, weights, layer_weights, next_tokens, own_steps = _model_inputs(config, toks, device, dtype)
-        notes = list(model_spec(config.model).about)
+        unknown = unknown_note(config, toks)
+        notes = [*([unknown] if unknown else []), *model_spec(config.model).about]
     scale, temperature = config.score_scaling
     steps = A.attend(x, weights, x_kv=x_source, layout=config.layout, scale=scale,
                      temperature=temperature, causal=config.is_causal, similarity=config.similarity,

@@ -89,7 +89,11 @@ def decoder_source(config: AttentionConfig):
         decoders = ", ".join(n for n, s in MODELS.items() if s.causal)
         what = "random weights" if config.model is None else f"{model_spec(config.model).label}, an encoder,"
         raise ConfigError(f"{what} cannot generate; choose a decoder model ({decoders})")
-    return source(config.model)
+    decoder = source(config.model)
+    if not decoder.predicts():
+        raise ConfigError(f"{model_spec(config.model).label} has no language-model head (lm_head: its folder was saved "
+                          f"from AutoModel), so it shows attention but cannot predict or generate")
+    return decoder
 
 
 class Decoder:

@@ -40,7 +40,7 @@ def draw_parameters(config: AttentionConfig, toks: Tokens):
     # stable weights do not depend on the sentence: typing keeps hitting the cache
     rows = 0 if stable else len(toks.vocab) if config.inputs == "embedding" else len(toks.tokens)
     key = (rows, config.d_model, config.d_k, config.d_v, config.heads, config.seed,
-           config.weight_seed, config.inputs, config.projections, config.init, config.layout,
+           config.weight_seed, config.inputs, config.projections, config.drawn_init, config.layout,
            config.dims.kv_heads, config.bias)
     first, *weights = _cached_draw(key, config.heads * config.d_model * (2 * config.d_k + 2 * config.d_v))
     if stable:

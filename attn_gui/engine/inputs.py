@@ -50,6 +50,20 @@ def check_tokens(config: AttentionConfig) -> Tokens:
     return toks
 
 
+def unknown_note(config: AttentionConfig, toks: Tokens) -> str | None:
+    """A warning when most of ``toks`` (the tokens of ``config``'s sentence) are the model's unknown
+    token: the maps then show one token repeated, not the sentence. None otherwise (and without a model).
+    """
+    if config.model is None:
+        return None
+    unknown = source(config.model).unknown_token()
+    count = toks.tokens.count(unknown) if unknown is not None else 0
+    if 2 * count <= len(toks.tokens):
+        return None
+    return (f"{count} of the {len(toks.tokens)} tokens are the unknown token {unknown!r}: the model's "
+            f"vocabulary lacks these words, so the maps show one token repeated; type words it knows")
+
+
 def check_tokens_now(config: AttentionConfig) -> Tokens | None:
     """``check_tokens(config)`` when it is quick; None when the model must be loaded first.
 

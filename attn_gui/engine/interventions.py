@@ -43,6 +43,9 @@ def _decoder(config: AttentionConfig):
     if src is None or not hasattr(src, "decoder"):
         raise ConfigError("interventions need a decoder model (smollm2-135m); "
                           f"{config.model or 'random weights'} has no next token to change")
+    if not src.predicts():
+        raise ConfigError(f"interventions need a model's next token; {src.spec.label} has no language-model "
+                          f"head (lm_head: its folder was saved from AutoModel)")
     return src
 
 

@@ -402,7 +402,9 @@ def save_checkpoint(model: TinyDecoder, folder: str | os.PathLike, step: int = 0
     target.parent.mkdir(parents=True, exist_ok=True)
     stage = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
     try:
-        config = {**hf_config(model.config), "attn_gui_step": step}
+        task = model.config.task_obj
+        config = {**hf_config(model.config), "attn_gui_step": step,
+                  "attn_gui_task": {"name": task.name, "symbols": task.symbols, "length": task.length}}
         (stage / "config.json").write_text(json.dumps(config, indent=2) + "\n")
         save_file(checkpoint_tensors(model), str(stage / "model.safetensors"), metadata={"format": "pt"})
         (stage / "tokenizer.json").write_text(tokenizer_json(model.config.task_obj))
@@ -413,6 +415,17 @@ def save_checkpoint(model: TinyDecoder, folder: str | os.PathLike, step: int = 0
         shutil.rmtree(stage, ignore_errors=True)
         raise
     return target
+
+
+def probe_sentence(path: str | os.PathLike) -> str | None:
+    """The task's probe sequence as a sentence, for a checkpoint ``save_checkpoint`` wrote at ``path``
+    (its config.json names the task); None for any other model, file or folder."""
+    try:
+        named = json.loads((Path(path) / "config.json").read_text()).get("attn_gui_task")
+        task = Task(named["name"], int(named["symbols"]), int(named["length"]))
+    except (OSError, ValueError, TypeError, KeyError, AttributeError, ConfigError):
+        return None
+    return task.sentence(task.probe().inputs[0])
 
 
 def _replace_folder(stage: Path, target: Path) -> None:

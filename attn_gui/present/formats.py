@@ -59,3 +59,16 @@ def visible_label(label: str, max_chars: int = 14) -> str:
     if label == " ":
         return "␣"
     return label if len(label) <= max_chars else label[: max_chars - 1] + "…"
+
+
+def time_left(elapsed: float, done: int, total: int) -> str:
+    """At ``elapsed`` seconds for ``done`` of ``total`` steps, the rest at the same pace: "about 3 min 20 s left"."""
+    if done >= total:
+        return "done"
+    if done <= 0:
+        return "time left after the first step"
+    minutes, seconds = divmod(max(1, round(elapsed / done * (total - done))), 60)
+    hours, minutes = divmod(minutes, 60)
+    if hours:
+        return f"about {hours} h {minutes} min left"
+    return f"about {minutes} min {seconds} s left" if minutes else f"about {seconds} s left"

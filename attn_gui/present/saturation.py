@@ -77,7 +77,7 @@ def saturation_note(result: AttentionResult) -> SaturationNote | None:
     words = []
     if not cfg.scale:
         fix["scale"], words = True, ["divide by √d_k"]
-    if cfg.model is None and cfg.projections and cfg.init == "uniform":  # scaling alone cannot undo its mean
+    if cfg.model is None and cfg.projections and cfg.drawn_init == "uniform":  # scaling alone cannot undo its mean
         fix["init"] = "scaled_normal"
         words.append("scaled-normal weights")
     if not fix:

@@ -108,6 +108,7 @@ class ModelView(pg.GraphicsLayoutWidget):
         heads by the key/value head they read; ``sink`` (layers, heads) is each head's sink
         mass, shown beside the grid when the layers run across.
         """
+        self.plot.setTitle(None)
         L, H, t, _ = weights.shape
         masked, other_layers = (m if m is not None and m.shape == (t, t) else None for m in (masked, other_layers))
         if hidden and t == seq_len:
@@ -145,6 +146,19 @@ class ModelView(pg.GraphicsLayoutWidget):
         self._fit_width()
         y0, x0 = self._origin(layer, head)
         self.selected.setRect(QtCore.QRectF(x0 - 1, y0 - 1, t + 2, t + 2))
+
+    def show_empty(self, text: str) -> None:
+        """No grid (random weights have no layers): ``text`` says what the view needs instead."""
+        self.image.clear()
+        self.shape = (0, 0)  # nothing to click
+        set_mask((self.mask_fill, self.mask_hatch), [])
+        self.selected.setRect(QtCore.QRectF())
+        self.struck.setData([], [])
+        self.sinkPlot.setVisible(False)
+        for name in ("left", "top"):
+            self.plot.getAxis(name).setTicks([[]])
+            self.plot.getAxis(name).setLabel("")
+        self.plot.setTitle(text, color="#444")
 
     def set_struck(self, heads: tuple[tuple[int, int], ...], allowed: bool = True) -> None:
         """Strike ``heads`` ((layer, head) pairs, 0-based; the config's ``ablate``) through: a red cross each.

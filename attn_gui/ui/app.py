@@ -63,13 +63,13 @@ def run_gui(config: AttentionConfig | None = None, head: int | None = None, focu
         window.set_scale(field, mode)
     if geometry is not None:
         window.resize(*geometry)
+    window.show()  # first: a dock hidden until now (the model view) joins its tab group as the window shows
     if dock is not None:
-        window.show_dock(dock)
+        window.show_dock(dock, keep=True)
     if lesson is not None:
         from .lessons_panel import open_lessons
 
         open_lessons(window, *lesson)
-    window.show()
     return app.exec()
 
 

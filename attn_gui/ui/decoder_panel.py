@@ -70,6 +70,9 @@ class DecoderPanel(QtWidgets.QWidget):
         layout.addLayout(row, TOP + 1, 0, 1, 3)
         self.running = False
         self.pairs: tuple[tuple[str, float], ...] = ()
+        # never squeezed: five bars and Generate, whole, however tall the sentence box above wants to be
+        self.setSizePolicy(QtWidgets.QSizePolicy.Policy.Preferred, QtWidgets.QSizePolicy.Policy.Fixed)
+        self.setMinimumHeight(self.sizeHint().height())
 
     def set_quantised(self, quantised: bool) -> None:
         """Name the 4-bit weights in the title (the bundled SmolLM2), or not (a model folder's own weights)."""

@@ -8,6 +8,7 @@ from pathlib import Path
 from PySide6 import QtCore, QtWidgets
 
 from ..engine import model_spec, UserError, check_tokens_now
+from ..engine.training import probe_sentence
 from ..export import bundle, page
 from ..export.bundle import ExportTooLarge, duration, export_all
 from ..export.files import human
@@ -83,7 +84,9 @@ class FileActions:
         """
         try:
             spec = model_spec(path)  # config.json or the header only: a wrong model is refused before anything changes
-            config = self.state.config.replace(model=path, layer=0, ablate=())
+            probe = probe_sentence(path)  # a checkpoint of attn-gui train opens on its task's probe
+            config = self.state.config.replace(model=path, layer=0, ablate=(),
+                                               **({"sentence": probe} if probe else {}))
             check_tokens_now(config)  # a model in memory: the sentence must give it tokens (else its worker checks)
         except (UserError, KeyError) as exc:
             QtWidgets.QMessageBox.warning(self, "Cannot open model", f"{path}\n\n{exc}")

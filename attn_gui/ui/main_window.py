@@ -12,7 +12,8 @@ from typing import Any
 import numpy as np
 from PySide6 import QtCore, QtGui, QtWidgets
 
-from ..engine import model_spec, AttentionConfig, UserError, check_tokens_now, preset, toggle_head
+from ..engine import (AttentionConfig, UserError, check_tokens_now, model_spec, preset, toggle_head, tokens_for,
+                      unknown_note)
 from ..present.frame import Frame
 from ..present.generation import GenerationStep, generate_step
 from ..present.maps import special_tokens
@@ -137,6 +138,8 @@ class MainWindow(FileActions, QtWidgets.QMainWindow):
         self.loadBar.hide()
         self.statusBar().addPermanentWidget(self.loadBar)
         self._loading: str | None = None  # the model the worker loads before the next frame
+        self._asked_dock: QtWidgets.QDockWidget | None = None  # the dock the command line put in front
+        self._model_mode: bool | None = None  # whether the last frame drawn came from a model (None: no frame yet)
         build_menus(self)
 
         self._busy_timer = QtCore.QTimer(self)
@@ -305,15 +308,23 @@ class MainWindow(FileActions, QtWidgets.QMainWindow):
         """Draw ``field``'s map (every head's) on colour scale ``mode`` (``present.scales``)."""
         self.set_state(self._state.with_scale(field, mode))
 
-    def show_dock(self, name: str) -> QtWidgets.QDockWidget:
-        """Bring dock ``name`` (one of ``present.state.DOCKS``) in front."""
+    def show_dock(self, name: str, keep: bool = False) -> QtWidgets.QDockWidget:
+        """Bring dock ``name`` (one of ``present.state.DOCKS``) in front; with ``keep`` (the command
+        line's ``--dock``) it stays in front when the first model frame comes (the model view would)."""
+        if name == "lessons":
+            from .lessons_panel import open_lessons
+
+            open_lessons(self)
         docks = {"walk": self.focusDock, "model-view": self.modelDock, "kv-cache": self.kvCacheDock,
                  "interventions": self.interventionsDock, "why": self.whyDock, "corpus": self.corpusDock,
+                 "train": self.trainDock, "lessons": getattr(self, "lessonsDock", None),
                  "metrics": self.insight.docks["metrics"], "difference": self.insight.docks["difference"],
                  "rollout": self.insight.docks["rollout"], "why-scaling": self.insight.docks["scaling"]}
         dock = docks[name]
         dock.show()
         dock.raise_()
+        if keep:
+            self._asked_dock = dock
         return dock
 
     def _on_cell_clicked(self, field: str, head: int, row: int, column: int) -> None:
@@ -354,6 +365,9 @@ class MainWindow(FileActions, QtWidgets.QMainWindow):
     def _show_busy(self) -> None:
         # only a compute slower than a few frames says so; fast ones would just flicker
         if self.service.latest_id != self._shown_id:
+            if self.frame is None:
+                self.statusLabel.setText("computing the first result…")
+                return
             base = self.statusLabel.text().split("  ·  computing…")[0]
             self.statusLabel.setText(base + "  ·  computing… (the maps show the previous result)")
 
@@ -370,7 +384,8 @@ class MainWindow(FileActions, QtWidgets.QMainWindow):
             text = f"converting {name}'s weights into the cache (only the first time), {percent} %"
         else:
             percent = 0
-            text = f"loading {name}… (the maps show the previous result)"
+            text = f"loading {name}… " + ("(the maps show the previous result)" if self.frame is not None
+                                          else "then computing the first result")
         self.panel.show_loading(text)
         self.loadBar.setValue(percent)
         self.loadBar.setFormat(f"{name}: %p %")
@@ -414,6 +429,10 @@ class MainWindow(FileActions, QtWidgets.QMainWindow):
             f"{result.device}, {result.config.dtype}  ·  {result.elapsed_ms:.2f} ms{note}")
         if self._invalid:  # a frame still in flight must not hide a newer problem
             self._show_invalid(self._invalid)
+        elif result.config.model is not None:  # a sentence the model cannot read: said where the person types
+            unknown = unknown_note(result.config, tokens_for(result.config))
+            if unknown:
+                self.panel.show_message("⚠ " + unknown)
         self.frameShown.emit(frame)
         self._continue_generation(result.config)
 
@@ -422,10 +441,15 @@ class MainWindow(FileActions, QtWidgets.QMainWindow):
         state, result = self._state, self.frame.result
         hidden = self.hidden_tokens()
         model_mode = "layer_weights" in self.frame.arrays
-        if model_mode == self.modelDock.isHidden():  # the docks change first: the maps are laid out once,
+        if model_mode != self._model_mode:  # the docks change first: the maps are laid out once,
+            self._model_mode = model_mode
+            if not model_mode:
+                self.modelView.show_empty("every layer's and head's α of a pretrained model shows here: "
+                                          "choose one under Model (random weights have one layer)")
             with self.pipeline.canvas.resizes_held():  # for the canvas's size beside the new dock
                 self._show_model_dock(model_mode, result)
                 self.layout().activate()
+        self._asked_dock = None  # the first frame is drawn: the docks are the person's from here on
         self.pipeline.show_frame(self.frame, state.head, state.token, hidden, state.focus, state.scales)
         self.focus.show_walk(result, state.token, state.head)
         if not model_mode:
@@ -442,13 +466,20 @@ class MainWindow(FileActions, QtWidgets.QMainWindow):
         self.modelView.set_struck(result.config.ablate, allowed=result.config.is_causal)
 
     def _show_model_dock(self, show: bool, result) -> None:
-        """Entering model mode: the grid of every head, in front; leaving it: the walk comes back."""
-        if not show:
+        """Entering model mode: the grid of every head, in front (behind the dock the command line
+        asked for, if any); leaving it: the walk comes back."""
+        asked = self._asked_dock
+        if not show:  # the grid, opened by hand or by --dock, stays while the weights are random
+            if asked is self.modelDock or self.modelDock.isHidden():
+                return
             self.modelDock.hide()
-            self.focusDock.raise_()
+            (asked or self.focusDock).raise_()
             self.resizeDocks([self.focusDock], [max(150, self.height() // 5)], QtCore.Qt.Orientation.Vertical)
             return
         self.modelDock.show()
+        if asked is not None and asked is not self.modelDock:
+            asked.raise_()
+            return
         self.modelDock.raise_()
         # 30 layers x 9 heads: thumbnails need a taller dock, where the screen leaves the maps their room
         if result.layer_weights.size(0) > result.heads and self.height() >= 1000:

@@ -79,7 +79,7 @@ class ScalingPanel(QtWidgets.QWidget):
         if key != self._sweep_key:
             d_ks = sweep_d_ks(cfg.d_k, even=cfg.positional == "rope")
             self.sweep = self.reference = None
-            uniform = cfg.init == "uniform"  # then the scaled-normal curve shows what the fix does
+            uniform = cfg.drawn_init == "uniform"  # then the scaled-normal curve shows what the fix does
             if sweep_cost(cfg, result.seq_len, d_ks) * (2 if uniform else 1) <= SWEEP_BUDGET:
                 try:
                     self.sweep = entropy_vs_dk(cfg, d_ks)

@@ -10,6 +10,7 @@ layer's best previous-token and induction score against the step.
 from __future__ import annotations
 
 import tempfile
+import time
 from pathlib import Path
 
 import numpy as np
@@ -19,6 +20,7 @@ from PySide6 import QtCore, QtWidgets
 from ..engine.errors import UserError
 from ..engine.tasks import TASKS
 from ..engine.training import Trainer, TrainConfig, head_scores
+from ..present.formats import time_left
 from .worker import TaskThread
 
 PROBE_EVERY = 10  # steps between redraws of the heads and their scores
@@ -72,6 +74,8 @@ class TrainPanel(QtWidgets.QWidget):
         self.layers, self.heads = self._spin(1, 4, 2), self._spin(1, 8, 2)
         self.d_model, self.symbols = self._spin(16, 256, 32), self._spin(2, 64, 8)
         self.length, self.seed = self._spin(4, 128, 16), self._spin(0, 2**31 - 1, 0)
+        self.target = self._spin(1, 10_000_000, 2000)
+        self.target.setToolTip("Start trains up to this step; the message under the buttons says the time left")
         self.lr = QtWidgets.QDoubleSpinBox(decimals=4, minimum=0.0001, maximum=1.0, singleStep=0.001, value=0.01)
         self.mlp = QtWidgets.QCheckBox("MLP")
         self.positions = QtWidgets.QComboBox()
@@ -86,10 +90,13 @@ class TrainPanel(QtWidgets.QWidget):
         form = QtWidgets.QGridLayout()  # two pairs a row: the dock fits 768 px screens without scrolling
         pairs = (("Task", self.task), ("Positions", self.positions), ("Layers", self.layers), ("Heads", self.heads),
                  ("d_model", self.d_model), ("Symbols", self.symbols), ("Length", self.length),
-                 ("Learning rate", self.lr), ("Seed", self.seed), ("", self.mlp))
+                 ("Learning rate", self.lr), ("Seed", self.seed), ("Steps", self.target), ("", self.mlp))
         for i, (label, widget) in enumerate(pairs):
             form.addWidget(QtWidgets.QLabel(label), i // 2, 2 * (i % 2))
             form.addWidget(widget, i // 2, 2 * (i % 2) + 1)
+        self.timeLeft = QtWidgets.QLabel()  # beside MLP: in sight on a 768 px screen, where the message is not
+        self.timeLeft.setObjectName("trainTimeLeft")
+        form.addWidget(self.timeLeft, len(pairs) // 2, 2, 1, 2)
         buttons = QtWidgets.QGridLayout()
         self.start, self.pauseButton = QtWidgets.QPushButton("Start"), QtWidgets.QPushButton("Pause")
         self.stepButton, self.resetButton = QtWidgets.QPushButton("Step"), QtWidgets.QPushButton("Reset")
@@ -110,6 +117,7 @@ class TrainPanel(QtWidgets.QWidget):
         self.metrics = pg.PlotWidget(title="previous (solid), induction (dashed)")
         self.metrics.setLabel("bottom", "step")
         self.metrics.setYRange(0, 1)
+        self.metrics.addLegend(offset=(4, 4), labelTextSize="8pt")  # which colour is which layer
         self.heads_view = pg.PlotWidget(title="α on the probe: layer ↓ head →")
         self.heads_view.invertY(True)
         self.heads_view.setAspectLocked(True)
@@ -135,7 +143,8 @@ class TrainPanel(QtWidgets.QWidget):
         self.pause = False
         self._left = 0  # steps still to run for this Start or Step
         self._fresh = False  # the thread holds a run made from the controls
-        self.start.clicked.connect(lambda: self._run(10_000_000))
+        self._pace: tuple[float, int] | None = None  # when this Start began, and at which step
+        self.start.clicked.connect(self._start)
         self.stepButton.clicked.connect(lambda: self._run(1))
         self.pauseButton.clicked.connect(self._pause)
         self.resetButton.clicked.connect(self.reset)
@@ -162,6 +171,7 @@ class TrainPanel(QtWidgets.QWidget):
             self.message.setText(str(exc))
             return
         self.message.setText("")
+        self.timeLeft.setText("")
         self._steps, self._loss, self._acc = [], [], []
         self.lossCurve.setData([], [])
         self.accCurve.setData([], [])
@@ -172,6 +182,13 @@ class TrainPanel(QtWidgets.QWidget):
         self.tasks.start("reset", lambda: self.run_state.reset(config))
         self._fresh = True
 
+    def _start(self) -> None:
+        """Train up to the Steps box's step (Pause stops sooner; Start again goes on)."""
+        if self._fresh and self.step_count >= self.target.value():
+            self.message.setText(f"The run is at step {self.step_count:,}: raise Steps to train on.")
+            return
+        self._run(self.target.value() - (self.step_count if self._fresh else 0))
+
     def _run(self, steps: int) -> None:
         if self.running:
             return
@@ -180,6 +197,7 @@ class TrainPanel(QtWidgets.QWidget):
             if not self._fresh:
                 return
         self.running, self.pause, self._left = True, False, steps
+        self._pace = (time.perf_counter(), self.step_count) if steps > 1 else None
         self._next_chunk()
 
     def _next_chunk(self) -> None:
@@ -211,6 +229,7 @@ class TrainPanel(QtWidgets.QWidget):
                 self._next_chunk()
             else:
                 self.running = False
+                self.timeLeft.setText("")
                 self.stopped.emit()
 
     def open_in_explorer(self) -> None:
@@ -234,10 +253,22 @@ class TrainPanel(QtWidgets.QWidget):
         self.lossCurve.setData(self._steps, self._loss)
         self.accCurve.setData(self._steps, self._acc)
         last = records[-1]
-        self.message.setText(f"step {last.step}: loss {last.loss:.3f}, accuracy {last.accuracy:.2f}")
+        text = f"step {last.step}: loss {last.loss:.3f}, accuracy {last.accuracy:.2f}"
+        if self._pace is not None and last.step > self._pace[1]:  # this Start's pace, the GUI's redraws included
+            began, first = self._pace
+            elapsed, done = time.perf_counter() - began, last.step - first
+            text += f"\n{1000 * elapsed / done:.0f} ms a step"
+            left = f"{time_left(elapsed, done, done + self._left)} to step {last.step + self._left:,}"
+            text += f"; {left}" if self._left else ""
+            self.timeLeft.setText(left.split(" to step")[0] if self._left else "")
+            self.timeLeft.setToolTip(left if self._left else "")
+        self.message.setText(text)
 
     def _on_probe(self, step: int, alphas, scores) -> None:
         self.image.setImage(head_mosaic(alphas), levels=(0, 1))
+        L, h, T, _ = alphas.shape  # the axes name the blocks (layer, head), not the image's pixels
+        self.heads_view.getAxis("left").setTicks([[((T + 1) * i + T / 2, f"layer {i + 1}") for i in range(L)]])
+        self.heads_view.getAxis("bottom").setTicks([[((T + 1) * i + T / 2, f"head {i + 1}") for i in range(h)]])
         colours = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728")
         for name, style in (("previous", QtCore.Qt.PenStyle.SolidLine), ("induction", QtCore.Qt.PenStyle.DashLine)):
             best = np.nanmax(scores[name], axis=1) if not np.isnan(scores[name]).all() else None

@@ -139,7 +139,7 @@ def test_saturation_counts_one_hot_rows_with_two_keys_or_more():
 
 def test_uniform_weights_at_d_model_64_saturate_and_scaled_normal_ones_do_not():
     sat = lambda c: saturation(compute(c).weights, compute(c).scaled)  # noqa: E731
-    uniform = AttentionConfig(d_model=64, inputs="uniform")
+    uniform = AttentionConfig(d_model=64, inputs="uniform", init="uniform")
     assert sat(uniform).saturated and sat(uniform).span > 100
     assert not sat(uniform.replace(init="scaled_normal")).saturated
 

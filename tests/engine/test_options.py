@@ -161,7 +161,8 @@ def test_sessions_written_before_still_load():
                    "projections": True, "positional": False, "init": "uniform", "layout": "row", "scale": True,
                    "temperature": 1, "causal": False, "similarity": "dot", "device": "cpu",
                    "dtype": "float32", "model": None, "layer": 0}
-    assert AttentionConfig.from_dict(old_default) == AttentionConfig(inputs="embedding")  # as it was saved
+    # as it was saved: init "uniform" stays uniform (the default is "auto" now, the same draw at d_model 5)
+    assert AttentionConfig.from_dict(old_default) == AttentionConfig(inputs="embedding", init="uniform")
     old_model = {**old_default, "d_model": 384, "d_k": 32, "d_v": 32, "heads": 12, "model": "minilm-l6",
                  "layer": 3, "temperature": 0.5}
     cfg = AttentionConfig.from_dict(old_model)

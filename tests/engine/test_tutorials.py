@@ -40,7 +40,8 @@ def test_uniform_tutorial_simplified_attention():
 def test_raschka_embedding_tutorial_follows_x2():
     # Raschka, "Understanding and Coding the Self-Attention Mechanism": column layout, d=16, d_k=24, d_v=28
     r = compute(AttentionConfig(sentence="Life is short, eat dessert first", inputs="embedding", seed=123,
-                                weight_seed=123, layout="column", d_model=16, d_k=24, d_v=28))
+                                weight_seed=123, layout="column", d_model=16, d_k=24, d_v=28,
+                                init="uniform"))  # W = torch.rand(...), above the default's uniform range
     assert r.vocab == ("Life", "dessert", "eat", "first", "is", "short")
     assert r.token_ids.tolist() == [0, 4, 5, 2, 1, 3]
     assert close(r.x[0, :5], [0.3374, -0.1778, -0.3035, -0.5880, 0.3486])

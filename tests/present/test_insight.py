@@ -66,12 +66,12 @@ def test_metrics_table_of_random_weights_and_its_csv():
 
 
 def test_saturation_note_and_fix():
-    note = saturation_note(compute(AttentionConfig(d_model=64, inputs="uniform")))
+    note = saturation_note(compute(AttentionConfig(d_model=64, inputs="uniform", init="uniform")))
     assert note is not None and note.fix == {"init": "scaled_normal"}
     assert "one-hot" in note.text and "span ±" in note.text and "argmax" in note.text
-    note = saturation_note(compute(AttentionConfig(d_model=64, inputs="uniform", scale=False)))
+    note = saturation_note(compute(AttentionConfig(d_model=64, inputs="uniform", init="uniform", scale=False)))
     assert note.fix == {"scale": True, "init": "scaled_normal"}
-    fixed = AttentionConfig(d_model=64, inputs="uniform").replace(**note.fix)
+    fixed = AttentionConfig(d_model=64, inputs="uniform", init="uniform").replace(**note.fix)
     assert saturation_note(compute(fixed)) is None
     assert saturation_note(compute(AttentionConfig())) is None
 
@@ -136,7 +136,7 @@ def test_a_streamed_result_reads_its_saturation_from_the_rows_it_kept():
     from attn_gui.present.saturation import streamed_saturation
 
     cfg = AttentionConfig(sentence=" ".join(f"w{i % 50}" for i in range(500)), d_model=64, d_k=16, d_v=16,
-                          heads=2, causal=True)  # uniform weights at d_model 64: one-hot rows
+                          heads=2, causal=True, init="uniform")  # uniform weights at d_model 64: one-hot rows
     streamed, full = compute(cfg, display_max=384), compute(cfg)
     assert streamed.streamed and not full.streamed
     T = full.seq_len

@@ -15,7 +15,7 @@ def show(window, qtbot, config):
 
 
 def test_saturation_is_said_in_plain_words_and_fixed_in_one_click(window, qtbot):
-    show(window, qtbot, AttentionConfig(d_model=64, inputs="uniform"))
+    show(window, qtbot, AttentionConfig(d_model=64, inputs="uniform", init="uniform"))
     insight = window.insight
     assert insight.fixButton.isVisible()
     assert "one-hot" in window.statusLabel.text() and "span ±" in window.statusLabel.text()

@@ -62,3 +62,23 @@ def test_open_in_the_explorer_shows_a_learned_positions_checkpoint_on_the_probe(
     with torch.no_grad():
         theirs = hf(probe[None], output_attentions=True).attentions[0][0]
     assert torch.allclose(result.weights, theirs, atol=1e-5)
+
+
+def test_start_trains_up_to_steps_saying_the_time_left_with_named_axes_and_a_legend(window, qtbot):
+    panel = window.train
+    panel.layers.setValue(2)
+    panel.d_model.setValue(16)
+    panel.target.setValue(30)
+    panel.start.click()
+    qtbot.waitUntil(lambda: "left to step 30" in panel.message.text(), timeout=30000)
+    assert panel.timeLeft.text().startswith("about ") and panel.timeLeft.text().endswith(" left")
+    qtbot.waitUntil(lambda: not panel.running, timeout=60000)
+    assert panel.timeLeft.text() == ""
+    assert panel.step_count == 30 and "ms a step" in panel.message.text()
+    panel.start.click()  # at Steps already: said, nothing runs
+    assert not panel.running and "raise Steps" in panel.message.text()
+    # the mosaic's axes name the blocks (2 layers, 2 heads of 15 tokens, 1-pixel gaps), not pixels
+    left, bottom = (panel.heads_view.getAxis(name)._tickLevels[0] for name in ("left", "bottom"))
+    assert left == [(7.5, "layer 1"), (23.5, "layer 2")] and bottom == [(7.5, "head 1"), (23.5, "head 2")]
+    legend = [label.text for _, label in panel.metrics.getPlotItem().legend.items]
+    assert legend == ["layer 1 previous", "layer 2 previous", "layer 1 induction", "layer 2 induction"]

@@ -54,6 +54,11 @@ class ModelSource(abc.ABC):
         Raises ``ModelUnavailable`` when the model is not installed.
         """
 
+    def unknown_token(self) -> str | None:
+        """The token that stands for any text the vocabulary lacks ([UNK]), or None when there is none
+        (a byte-level vocabulary spells every text). Called once the model is loaded."""
+        return None
+
     @abc.abstractmethod
     def layer_inputs(self, token_ids: torch.Tensor, device: torch.device | str,
                      dtype: torch.dtype) -> tuple[list[torch.Tensor], torch.Tensor]:
@@ -85,3 +90,8 @@ class ModelSource(abc.ABC):
     @abc.abstractmethod
     def layer_weights(self, layer: int, device: torch.device | str, dtype: torch.dtype) -> Projections:
         """Layer ``layer``'s attention projections per head, in column layout (q_i = W x_i + b)."""
+
+
+def unknown_of(tokenizer) -> str | None:
+    """The unknown token of a ``tokenizers.Tokenizer`` (its WordPiece, WordLevel or BPE model's), else None."""
+    return getattr(getattr(tokenizer, "model", None), "unk_token", None) or None

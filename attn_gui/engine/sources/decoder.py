@@ -20,7 +20,7 @@ import torch
 from ..attention import Projections
 from ..tokens import Tokens
 from . import cache, model_spec, stored
-from .base import ModelSource
+from .base import ModelSource, unknown_of
 from .llama import Forward, KVCache, LlamaShape, forward, head_weights
 from .loaded import LOADED
 from .spec import ModelSpec
@@ -38,6 +38,7 @@ class DecoderModel:
     special_ids: frozenset[int]
     eos_id: int
     add_bos: int | None  # the id to put first, or None (the tokenizer adds none)
+    predicts: bool = True  # False: no language-model head (a folder saved from AutoModel): no next tokens
 
 
 def reader(spec: ModelSpec) -> ModuleType:
@@ -107,6 +108,9 @@ class Source(ModelSource):
     def tokenize(self, sentence: str) -> Tokens:
         return model_tokenize(self.spec.name, sentence)
 
+    def unknown_token(self) -> str | None:
+        return unknown_of(load_model(self.spec.name).tokenizer)
+
     def layer_inputs(self, token_ids, device, dtype):
         run = _prefill(self.spec.name, tuple(token_ids.tolist()), str(device), dtype)
         return [*run.inputs, run.residual[-1]], run.weights
@@ -115,13 +119,21 @@ class Source(ModelSource):
         model = load_model(self.spec.name)
         return head_weights(_weights_on(self.spec.name, str(device), dtype), layer, model.shape)
 
+    def predicts(self) -> bool:
+        """Whether the model has its language-model head: next tokens, generation (loads the model)."""
+        return load_model(self.spec.name).predicts
+
     def next_tokens(self, token_ids, device, dtype, k: int = 5):
+        if not self.predicts():
+            return None
         run = _prefill(self.spec.name, tuple(token_ids.tolist()), str(device), dtype)
         return self.top_tokens(run.logits, k)
 
-    def top_tokens(self, logits: torch.Tensor, k: int = 5) -> tuple[tuple[str, float], ...]:
+    def top_tokens(self, logits: torch.Tensor, k: int = 5) -> tuple[tuple[str, float], ...] | None:
         """The ``k`` most likely tokens of ``logits`` (V,) with their softmax probabilities, highest first
-        (all V of them where V < k: a tiny vocabulary)."""
+        (all V of them where V < k: a tiny vocabulary); None without a language-model head."""
+        if not self.predicts():
+            return None
         probs = torch.softmax(logits.double(), dim=-1)
         top = probs.topk(min(k, probs.numel()))
         vocab = load_model(self.spec.name).vocab

@@ -30,7 +30,7 @@ import torch.nn.functional as F
 from ..errors import ConfigError
 from ..attention import Projections, Relative, attend, relative_index
 from ..tokens import Tokens
-from .base import ModelSource
+from .base import ModelSource, unknown_of
 from . import hf, stored
 from .byte_bpe import readable
 from .encoder_config import RelativeShape, local_layers, relative_shape
@@ -340,6 +340,9 @@ class Source(ModelSource):
 
     def tokenize(self, sentence: str) -> Tokens:
         return _tokenize(self, sentence)
+
+    def unknown_token(self) -> str | None:
+        return unknown_of(self.model().tokenizer)
 
     def layer_inputs(self, token_ids, device, dtype):
         with torch.no_grad():

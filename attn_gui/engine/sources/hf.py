@@ -364,14 +364,20 @@ def decoder_model(spec: ModelSpec, cfg: dict, weights: dict, tokenizer, folder: 
     from .llama import LlamaShape
 
     family = family_of(cfg, folder)
+    headless = "model.embed_tokens.weight" not in weights and "embed_tokens.weight" in weights
+    if headless:  # saved from AutoModel (an embedding model's decoder): the same tensors, no lm_head
+        weights = {f"model.{name}": t for name, t in weights.items()}
     if family.norm == "layer":
         try:
             weights = gpt2_weights(weights, spec.d_model)
         except KeyError as exc:
             raise ConfigError(f"{folder.name}: the weights lack {exc} for a GPT-2 model") from None
-    got = weights["model.layers.0.self_attn.q_proj.weight"].shape if "model.layers.0.self_attn.q_proj.weight" in \
-        weights else ()
-    check_shape(folder, got, (spec.heads * spec.d_k, spec.d_model))
+    for needed in ("model.embed_tokens.weight", "model.layers.0.self_attn.q_proj.weight"):
+        if needed not in weights:
+            held = ", ".join(sorted(weights)[:3]) or "no tensors"
+            raise ConfigError(f"{folder.name}: the weights have no {needed} for a {family.label} decoder "
+                              f"(they hold {held}{' …' if len(weights) > 3 else ''})")
+    check_shape(folder, weights["model.layers.0.self_attn.q_proj.weight"].shape, (spec.heads * spec.d_k, spec.d_model))
     for field, key in (("attention_bias", "self_attn.q_proj.bias"), ("mlp_bias", "mlp.down_proj.bias")):
         if cfg.get(field) and family.norm == "rms" and f"model.layers.0.{key}" not in weights:
             raise ConfigError(f"{folder.name}: config.json has {field} = true, the weights lack model.layers.0.{key}")
@@ -395,7 +401,7 @@ def decoder_model(spec: ModelSpec, cfg: dict, weights: dict, tokenizer, folder: 
                        final_softcap=_float(cfg.get("final_logit_softcapping")), sandwich=family.sandwich,
                        embed_scale=family.embed_scale)
     return DecoderModel(spec, shape, weights, tokenizer, tuple(texts), special, -1 if eos is None else int(eos),
-                        first_token(tokenizer, folder))
+                        first_token(tokenizer, folder), predicts=not headless)
 
 
 def first_token(tokenizer, folder: Path) -> int | None:
