@@ -19,10 +19,10 @@ from __future__ import annotations
 
 import functools
 import importlib.util
-import json
 from pathlib import Path
 
 from ..errors import ConfigError
+from . import checks
 from .families import FAMILIES, MAX_TOKENS, Family, decoder_spec, regular
 from .spec import ModelSpec
 
@@ -108,11 +108,7 @@ def position_offset(cfg: dict) -> int:
 def weight_files(folder: Path) -> list[Path]:
     """The folder's safetensors files (the shards named by the index, else model.safetensors)."""
     index = folder / "model.safetensors.index.json"
-    if regular(index):
-        names = sorted(set(json.loads(index.read_text())["weight_map"].values()))
-        files = [folder / n for n in names]
-    else:
-        files = [folder / "model.safetensors"]
+    files = checks.shard_names(folder, index) if regular(index) else [folder / "model.safetensors"]
     missing = [f.name for f in files if not regular(f)]
     if missing:
         raise ConfigError(f"{folder.name} has no weights: {', '.join(missing)} is missing")
@@ -122,6 +118,7 @@ def weight_files(folder: Path) -> list[Path]:
 @functools.cache
 def spec_for(path: str) -> ModelSpec:
     """The spec of the model folder at ``path``, from its config.json; ``ConfigError`` in one line otherwise."""
+    checks.model_path(path)
     folder = Path(path).expanduser()
     if not folder.is_dir():
         raise ConfigError(f"model {path!r:.80} is neither a bundled model, a model folder nor a .gguf file")
@@ -132,8 +129,10 @@ def spec_for(path: str) -> ModelSpec:
                 else ""
             raise ConfigError(f"{folder.name} has no {needed}{also}")
     try:
-        cfg = json.loads((folder / "config.json").read_text())
+        cfg = checks.json_object(folder / "config.json", f"{folder.name}/config.json")
         family = family_of(cfg, folder)
+        checks.config(f"{folder.name}/config.json", cfg, {k: size(cfg, family, k) for k in KEYS},
+                      swiglu=family.mlp == "swiglu")
         activation(cfg, family, folder)
         heads, d = int(size(cfg, family, "heads")), int(size(cfg, family, "d_model"))
         d_k = int(cfg.get("head_dim") or d // heads)
@@ -155,7 +154,7 @@ def spec_for(path: str) -> ModelSpec:
                             window=sliding_window(cfg, family, folder), **common)
     except ConfigError:
         raise
-    except (ValueError, KeyError, TypeError) as exc:
+    except (ValueError, KeyError, TypeError, AttributeError, ArithmeticError) as exc:
         raise ConfigError(f"{folder.name}/config.json is not a model config: {exc!s:.80}") from None
 
 
@@ -165,7 +164,7 @@ def special_tokens(folder: Path) -> tuple[str, ...]:
     Read from tokenizer.json's post-processor; [UNK], [PAD] and [MASK] are left out, as an
     [UNK] in the maps stands for a typed word. Without a post-processor: the special added tokens.
     """
-    data = json.loads((folder / "tokenizer.json").read_text())
+    data = checks.json_object(folder / "tokenizer.json", f"{folder.name}/tokenizer.json")
     found = _added_by(data.get("post_processor") or {})
     if found:
         return tuple(dict.fromkeys(found))
@@ -231,14 +230,12 @@ def gpt2_weights(w: dict, d: int) -> dict:
 def read(spec: ModelSpec, progress=None):
     """The folder's weights (stored dtype, llama.py's names), tokenizer and constants as a ``decoder.DecoderModel``
     (nothing is converted: ``progress`` is never called)."""
-    from tokenizers import Tokenizer
-
     from .byte_bpe import readable
     from .decoder import DecoderModel
     from .llama import LlamaShape
 
     folder = Path(spec.name).expanduser()
-    cfg = json.loads((folder / "config.json").read_text())
+    cfg = checks.json_object(folder / "config.json", f"{folder.name}/config.json")
     family = family_of(cfg, folder)
     weights = read_weights(folder)
     if family.norm == "layer":
@@ -251,19 +248,21 @@ def read(spec: ModelSpec, progress=None):
     check_shape(folder, got, (spec.heads * spec.d_k, spec.d_model))
     if spec.qk_norm and "model.layers.0.self_attn.q_norm.weight" not in weights:
         raise ConfigError(f"{folder.name}: the weights lack q_norm and k_norm for a {family.label} model")
-    tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
+    eps = size(cfg, family, "eps") if family.norm == "layer" else cfg.get("rms_norm_eps")
+    shape = LlamaShape(spec.layers, spec.heads, spec.kv_heads, spec.d_k, float(eps or 1e-6), spec.rope_base,
+                       norm=family.norm, mlp=family.mlp if family.mlp == "swiglu" else activation(cfg, family, folder),
+                       window=spec.window)
+    checks.decoder_weights(folder.name, weights, shape, spec.d_model)
+    tokenizer = checks.tokenizer(folder / "tokenizer.json")
     special = frozenset(i for i, t in tokenizer.get_added_tokens_decoder().items() if t.special)
     ids = tokenizer.get_vocab(with_added_tokens=True)
     rows = weights["model.embed_tokens.weight"].shape[0]  # V: often padded past the tokenizer's last id
+    checks.token_ids(folder.name, ids, rows)
     texts = [f"<unused {i}>" for i in range(max(max(ids.values()) + 1, rows))]
     for tok, i in ids.items():
         texts[i] = readable(tok, i in special)
     eos = cfg.get("eos_token_id")
     eos = eos[0] if isinstance(eos, list) else eos
-    eps = size(cfg, family, "eps") if family.norm == "layer" else cfg.get("rms_norm_eps")
-    shape = LlamaShape(spec.layers, spec.heads, spec.kv_heads, spec.d_k, float(eps or 1e-6), spec.rope_base,
-                       norm=family.norm, mlp=family.mlp if family.mlp == "swiglu" else activation(cfg, family, folder),
-                       window=spec.window)
     return DecoderModel(spec, shape, weights, tokenizer, tuple(texts), special, -1 if eos is None else int(eos), None)
 
 
