@@ -250,17 +250,26 @@ def build_parser() -> argparse.ArgumentParser:
 def _interrupts():
     """Ctrl-C and SIGTERM as a request to stop: yields an Event the export asks between files.
 
-    Until the export starts writing (``stop.writing = True``) a signal raises
-    KeyboardInterrupt at once (the compute holds no files); after, it only sets the
-    event, so no exception ever unwinds through Qt's drawing code.
+    Until the export starts writing (``stop.writing = True``) a signal is handled as before
+    it (the compute holds no files): the program (``launch``) ends at once with one line and
+    exit 130, never raising inside Qt's or torch's C code; ``main`` called in-process raises
+    KeyboardInterrupt. Once writing, a signal only sets the event, so no exception ever
+    unwinds through Qt's drawing code; the program keeps this handler to its end, so a
+    signal after the files are written changes nothing (exit 0, the summary its one line).
     """
     stop = threading.Event()
     stop.writing = False
 
     def handler(signum, frame):
-        stop.set()
-        if not stop.writing:
-            raise KeyboardInterrupt
+        if stop.writing:
+            stop.set()
+            return
+        previous = old[signum]
+        if previous == signal.SIG_IGN:
+            return
+        if callable(previous):
+            previous(signum, frame)  # launch's: one line and exit 130; or Python's: KeyboardInterrupt
+        raise KeyboardInterrupt
 
     if threading.current_thread() is not threading.main_thread():
         yield stop
@@ -269,8 +278,9 @@ def _interrupts():
     try:
         yield stop
     finally:
-        for sig, previous in old.items():
-            signal.signal(sig, previous)
+        if not _LAUNCHED:
+            for sig, previous in old.items():
+                signal.signal(sig, previous)
 
 
 def run_export(args: argparse.Namespace) -> int:
@@ -552,20 +562,30 @@ def _stop_now(signum, frame):
     raise KeyboardInterrupt
 
 
+_LAUNCHED = False  # run as the program (launch.main): its signal handlers never raise
+
+
 def main(argv: list[str] | None = None, launched: bool = False) -> int:
     """Run the command ``argv`` (default ``sys.argv[1:]``); the exit status.
 
-    SIGTERM is handled like Ctrl-C from the first line on, before the imports that take
-    seconds: either ends in one line and exit 130, at any moment. ``launched``: called by
-    ``launch.main``, whose handlers stopped the program outright until here; from here on
-    Ctrl-C raises KeyboardInterrupt again, so that an export in progress is cleaned up.
+    ``launched``: called by ``launch.main``, whose handlers end the program at once with one
+    line and exit 130 whenever Ctrl-C or SIGTERM comes, before the imports that take seconds
+    and during them; they stay, as a handler that raised inside Qt's or torch's C code (an
+    import, a paint) could abort or crash the program. Work that must stop cleanly (an export
+    writing its files, a training) asks for a stop between its steps (``_interrupts``); once
+    the command is done, a signal is ignored, so the interpreter's exit is never interrupted.
+    Called in-process (tests), SIGTERM is handled like Ctrl-C: KeyboardInterrupt, one line, 130.
     """
+    global _LAUNCHED
     main_thread = threading.current_thread() is threading.main_thread()
-    previous = signal.signal(signal.SIGTERM, _stop_now) if main_thread else None
+    _LAUNCHED = launched and main_thread
+    previous = signal.signal(signal.SIGTERM, _stop_now) if main_thread and not _LAUNCHED else None
     try:
-        if launched and main_thread:
-            signal.signal(signal.SIGINT, signal.default_int_handler)
-        return _main(sys.argv[1:] if argv is None else argv)
+        status = _main(sys.argv[1:] if argv is None else argv)
+        if _LAUNCHED:  # done: nothing is left to stop, and the exit must not be interrupted
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        return status
     except KeyboardInterrupt:
         print("attn-gui: interrupted", file=sys.stderr)
         if argv is None:  # the program itself: an interrupt inside an import's C code can leave
@@ -573,7 +593,7 @@ def main(argv: list[str] | None = None, launched: bool = False) -> int:
             os._exit(130)
         return 130
     finally:
-        if main_thread:
+        if previous is not None:
             signal.signal(signal.SIGTERM, previous)
 
 
