@@ -372,7 +372,10 @@ def run_effects(args: argparse.Namespace) -> int:
     """``attn-gui effects``: the (layers x heads) grid as effects.csv and effects.png in ``--out``."""
     from .engine import interventions, source
 
+    from .export.folder import Target
+
     config = config_from_args(args)
+    Target(args.out, overwrite=True)  # a file in its place, a name too long: refused before the measuring
     if config.model:
         load_model(config.model)
     if args.corrupt is None:
@@ -436,13 +439,15 @@ def add_train_parser(sub) -> None:
 def run_train(args: argparse.Namespace) -> int:
     """``attn-gui train``: a progress bar with the loss on stderr; Ctrl-C stops after the step
     in progress and saves that whole checkpoint (with log.csv) before exiting 130."""
-    from .engine.training import Trainer, TrainConfig
+    from .engine import UserError
+    from .engine.training import Trainer, TrainConfig, check_checkpoint_folder
 
     if not 1 <= args.steps <= 10_000_000:
         raise UsageError(f"attn-gui train: --steps must be 1 to 10000000, not {args.steps}")
     config = TrainConfig(task=args.task, symbols=args.symbols, length=args.length, layers=args.layers,
                          heads=args.heads, d_model=args.d_model, mlp=args.mlp, batch=args.batch, lr=args.lr,
                          seed=args.seed, positions=args.positions)
+    check_checkpoint_folder(args.out)  # before step 1: a folder the save would refuse costs no training
     trainer = Trainer(config)
     with _interrupts() as stop:
         stop.writing = True  # a signal asks to stop between steps: the weights stay whole
@@ -455,7 +460,11 @@ def run_train(args: argparse.Namespace) -> int:
             if stop.is_set():
                 break
         print(file=sys.stderr)
-        trainer.save(args.out, log=True)
+        try:
+            trainer.save(args.out, log=True)
+        except OSError as exc:  # a full disk, the folder gone meanwhile: the previous checkpoint is kept
+            raise UserError(f"cannot write the checkpoint to {args.out}: {exc.strerror or exc}; "
+                            "a previous checkpoint there is kept") from None
     print(f"wrote {args.out} (step {trainer.steps}, loss {trainer.records[-1].loss:.4f}, "
           f"accuracy {trainer.records[-1].accuracy:.3f})")
     return 130 if stop.is_set() else 0

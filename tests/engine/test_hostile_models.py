@@ -304,3 +304,28 @@ def test_a_gguf_theta_or_eps_that_gives_nan_maps_is_one_line(tmp_path, capsys, k
     reader.data.flush()
     del reader
     _refused(path, tmp_path, capsys, f"bad.gguf: {key.removeprefix('llama.')} must be a finite number above 0")
+
+
+# ---------------------------------------------------------------- effects --out and --target (items 7, 11)
+
+
+@pytest.mark.parametrize("case", ["an existing file", "a 300-character name", "target zebra"])
+def test_effects_refuses_a_bad_out_or_an_unknown_target_in_one_line(good, tmp_path, capsys, case):
+    (tmp_path / "a-file").write_text("mine")
+    out = {"an existing file": tmp_path / "a-file", "a 300-character name": tmp_path / ("n" * 300)}.get(
+        case, tmp_path / "effects")
+    target = ["--target", "zebra"] if case == "target zebra" else []
+    assert main(["effects", "--model", str(good), "--sentence", "the cat sat", *target, "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err, err
+    if case == "target zebra":  # WordLevel reads it as <unk>: the grid would measure the unknown token
+        assert "target 'zebra' is not in" in err and "(it reads as the unknown token <unk>)" in err
+        assert not out.exists()
+    assert (tmp_path / "a-file").read_text() == "mine"
+
+
+def test_effects_measures_a_known_target(good, tmp_path, capsys):
+    out = tmp_path / "effects"
+    assert main(["effects", "--model", str(good), "--sentence", "the cat sat", "--target", "mat",
+                 "--out", str(out)]) == 0, capsys.readouterr().err
+    assert 'log p("mat")' in (out / "effects.csv").read_text().splitlines()[0]
