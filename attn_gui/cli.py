@@ -558,13 +558,46 @@ def _run_bench(args: argparse.Namespace) -> int:
     return 0
 
 
+NO_DISPLAY = ("so the window cannot open; run it in a desktop session or over ssh -X, or use attn-gui export / "
+              "generate, which need none")
+
+
 def _check_display() -> None:
-    """Refuse, in one line, to open the window on Linux with no display (Qt would abort on xcb)."""
-    if sys.platform.startswith("linux") and not any(
-            os.environ.get(name) for name in ("DISPLAY", "WAYLAND_DISPLAY", "QT_QPA_PLATFORM")):
-        raise UsageError("attn-gui: there is no display (DISPLAY and WAYLAND_DISPLAY are unset), so the window "
-                         "cannot open; run it in a desktop session or over ssh -X, or use attn-gui export / "
-                         "generate, which need none")
+    """Refuse, in one line, to open the window on Linux with no display, or an X display that does not
+    answer (Qt would abort on xcb: exit 134 and a core dump)."""
+    if not sys.platform.startswith("linux") or os.environ.get("QT_QPA_PLATFORM") or os.environ.get("WAYLAND_DISPLAY"):
+        return
+    display = os.environ.get("DISPLAY")
+    if not display:
+        raise UsageError(f"attn-gui: there is no display (DISPLAY and WAYLAND_DISPLAY are unset), {NO_DISPLAY}")
+    if not _x_answers(display):
+        raise UsageError(f"attn-gui: there is no display: nothing answers at DISPLAY={one_line(display, 60)}, "
+                         f"{NO_DISPLAY}")
+
+
+def _x_answers(display: str) -> bool:
+    """Whether an X server accepts a connection at ``display`` ("[host]:N[.S]"); True for a form not known here."""
+    import socket
+
+    host, _, rest = display.rpartition(":")
+    number = rest.partition(".")[0]
+    if not number.isdigit() or host.startswith("/"):
+        return True  # another form (a launchd socket path …): Qt is left to try it
+    try:
+        if host in ("", "unix"):  # a local server: its socket file, else Linux's abstract socket of that name
+            for address in (f"/tmp/.X11-unix/X{number}", f"\0/tmp/.X11-unix/X{number}"):
+                with socket.socket(socket.AF_UNIX) as s:
+                    s.settimeout(2)
+                    try:
+                        s.connect(address)
+                        return True
+                    except OSError:
+                        continue
+            return False
+        with socket.create_connection((host, 6000 + int(number)), timeout=2):
+            return True
+    except (OSError, ValueError, OverflowError):
+        return False
 
 
 def _stop_now(signum, frame):
@@ -639,6 +672,7 @@ def _main(argv: list[str]) -> int:
             from .present.lessons import load_lesson
 
             load_lesson(args.name).step(args.step)  # an unknown lesson or step: one line, exit 2, no window
+            _check_display()
             from .ui.app import run_gui
 
             return run_gui(None, lesson=(args.name, args.step))

@@ -285,3 +285,18 @@ def test_a_terminal_sees_the_export_progress_and_a_pipe_does_not(tmp_path):
     assert proc.returncode == 0 and "writing file 1 of" in seen and "(100%)" in seen
     piped = attn_gui("export", "--format", "npy,csv", "--heads", "2", "--out", str(tmp_path / "b"), cwd=tmp_path)
     assert piped.returncode == 0 and piped.stderr == b""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the display check is Linux's")
+@pytest.mark.parametrize("argv, display", [([], ":99"), (["lesson", "2-qkv", "--step", "2"], None),
+                                           (["lesson", "2-qkv", "--step", "2"], ":99")])
+def test_an_unreachable_display_or_a_lesson_without_one_is_one_line(argv, display):
+    # Qt aborted on xcb (exit 134, a core dump); nothing listens at :99 here (no /tmp/.X11-unix/X99)
+    assert not Path("/tmp/.X11-unix/X99").exists()
+    env = {k: v for k, v in os.environ.items() if k not in ("DISPLAY", "WAYLAND_DISPLAY", "QT_QPA_PLATFORM")}
+    if display:
+        env["DISPLAY"] = display
+    proc = subprocess.run([sys.executable, "-m", "attn_gui", *argv], capture_output=True, env=env, timeout=120)
+    err = proc.stderr.decode()
+    assert proc.returncode == 2 and "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+    assert "there is no display" in err and "attn-gui export" in err
