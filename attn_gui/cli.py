@@ -302,7 +302,7 @@ def run_export(args: argparse.Namespace) -> int:
 
 def _export(args: argparse.Namespace, stop: threading.Event) -> int:
     from .engine import UserError, compute
-    from .export.bundle import CONFIRM_BYTES, CONFIRM_SECONDS, export_all
+    from .export.bundle import CONFIRM_BYTES, CONFIRM_SECONDS, check_before_compute, export_all
     from .export.files import IMAGE_FORMATS, check_width, parse_formats
     from .export.folder import Target
     from .present.frame import make_frame
@@ -312,6 +312,8 @@ def _export(args: argparse.Namespace, stop: threading.Event) -> int:
     width = None if args.width is None else check_width(args.width)
     head = head_from_args(args, config) or 0
     Target(args.out, overwrite=args.overwrite)  # refused before the compute; creates nothing
+    if not args.yes:  # the T x T arrays alone over the limits: refused before any is computed
+        check_before_compute(config, formats)
     if any(f in IMAGE_FORMATS for f in formats):
         try:
             from .render.offscreen import ensure_app
