@@ -132,7 +132,7 @@ def test_a_config_that_is_not_an_object_is_one_line(good, tmp_path, capsys, text
 def test_an_empty_or_garbage_tokenizer_is_one_line(good, tmp_path, capsys, text):
     folder = _copy(good, tmp_path)
     (folder / "tokenizer.json").write_text(text)
-    _refused(str(folder), tmp_path, capsys, "broken/tokenizer.json is not a tokenizer: ")
+    _refused(str(folder), tmp_path, capsys, "broken/tokenizer.json is not a tokenizer tokenizers can build: ")
 
 
 def test_tokenizer_ids_past_the_embedding_are_one_line(good, tmp_path, capsys):
@@ -329,3 +329,15 @@ def test_effects_measures_a_known_target(good, tmp_path, capsys):
     assert main(["effects", "--model", str(good), "--sentence", "the cat sat", "--target", "mat",
                  "--out", str(out)]) == 0, capsys.readouterr().err
     assert 'log p("mat")' in (out / "effects.csv").read_text().splitlines()[0]
+
+
+@pytest.mark.parametrize("flip", [1, 2])
+def test_a_byte_flip_that_breaks_a_ggufs_merges_is_one_line(tmp_path, capsys, flip):
+    path = Path(_llama_gguf(tmp_path))
+    data = bytearray(path.read_bytes())
+    key = b"tokenizer.ggml.merges"
+    first = data.find(key) + len(key) + 4 + 4 + 8 + 8  # its value type, item type, count, the first's length
+    space = data.index(b" ", first)  # the first merge, "A B": its space, or the letter after it
+    data[space + flip - 1] ^= 0x20  # a space flipped to NUL (one token, no pair), or a letter's case (no such token)
+    path.write_bytes(bytes(data))
+    _refused(str(path), tmp_path, capsys, "bad.gguf's vocabulary is not a tokenizer tokenizers can build: ")

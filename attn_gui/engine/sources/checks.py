@@ -17,6 +17,7 @@ folder:
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -165,15 +166,28 @@ def shard_names(folder: Path, index: Path) -> list[Path]:
     return files
 
 
+@contextlib.contextmanager
+def tokenizer_errors(where: str):
+    """What ``tokenizers`` cannot build or parse (a bare ``Exception``: "Token `ĠrA` out of vocabulary"; a
+    TypeError for a merge that is not two tokens), as ``ConfigError`` naming ``where``; only the block's
+    tokenizer building runs inside, so these come from the data; anything else goes on."""
+    try:
+        yield
+    except (TypeError, ValueError, KeyError, IndexError) as exc:  # the vocabulary's data, not code, is wrong
+        raise ConfigError(f"{where} is not a tokenizer tokenizers can build: {exc!s:.80}") from None
+    except Exception as exc:
+        if type(exc) is not Exception:
+            raise
+        said = (str(exc).splitlines() or [""])[0]
+        raise ConfigError(f"{where} is not a tokenizer tokenizers can build: {said:.80}") from None
+
+
 def tokenizer(file: Path):
     """The ``tokenizers.Tokenizer`` in ``file``; ``ConfigError`` for an empty or garbled one."""
     from tokenizers import Tokenizer
 
-    try:
+    with tokenizer_errors(f"{file.parent.name}/{file.name}"):
         return Tokenizer.from_file(str(file))
-    except Exception as exc:  # tokenizers raises a bare Exception for whatever it cannot parse
-        raise ConfigError(f"{file.parent.name}/{file.name} is not a tokenizer: {str(exc).splitlines()[0]:.80}") \
-            from None
 
 
 def token_ids(where: str, ids: dict, rows: int) -> None:

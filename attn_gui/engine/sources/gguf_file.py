@@ -417,6 +417,9 @@ def convert(spec: ModelSpec, header: Header, progress):
     from . import cache
 
     permuted = header.family.permuted
+    full = read_header(header.path, arrays=("tokenizer.ggml.tokens", "tokenizer.ggml.merges"))
+    with checks.tokenizer_errors(f"{header.path.name}'s vocabulary"):  # first: a broken one costs no conversion
+        tokenizer, kind = build_tokenizer(full)
     data = np.memmap(header.path, dtype=np.uint8, mode="r")
     weights = {}
     total = len(header.tensors)
@@ -430,8 +433,6 @@ def convert(spec: ModelSpec, header: Header, progress):
         weights[name] = w.contiguous()
         progress(i + 1, total)
     del data
-    full = read_header(header.path, arrays=("tokenizer.ggml.tokens", "tokenizer.ggml.merges"))
-    tokenizer, kind = build_tokenizer(full)
     field = full.get
     add_bos = field("tokenizer.ggml.add_bos_token")
     meta = {"eps": float(full.arch_key("attention.layer_norm_rms_epsilon", 1e-6)),
@@ -513,6 +514,8 @@ def load(spec: ModelSpec, path: Path, progress=None, cache_folder: str | None = 
     def build(report):
         try:
             return convert(spec, header, report)
+        except ConfigError:
+            raise
         except (ValueError, OSError, KeyError, NotImplementedError) as exc:  # truncated since, or a type not read
             raise ConfigError(f"{path.name}: the weights cannot be converted ({exc!s:.100})") from None
 
