@@ -173,10 +173,8 @@ def tokenizer_errors(where: str):
     tokenizer building runs inside, so these come from the data; anything else goes on."""
     try:
         yield
-    except (TypeError, ValueError, KeyError, IndexError) as exc:  # the vocabulary's data, not code, is wrong
-        raise ConfigError(f"{where} is not a tokenizer tokenizers can build: {exc!s:.80}") from None
     except Exception as exc:
-        if type(exc) is not Exception:
+        if type(exc) not in (Exception, TypeError, ValueError, KeyError, IndexError):  # not the data's fault: a bug
             raise
         said = (str(exc).splitlines() or [""])[0]
         raise ConfigError(f"{where} is not a tokenizer tokenizers can build: {said:.80}") from None
@@ -246,3 +244,4 @@ def decoder_weights(where: str, weights: dict, shape, d_model: int, layers_key: 
         else:
             need(f"{p}.mlp.up_proj.bias", (inner,))
             need(f"{p}.mlp.down_proj.bias", (d,))
+

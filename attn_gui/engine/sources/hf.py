@@ -132,7 +132,7 @@ def spec_for(path: str) -> ModelSpec:
         cfg = checks.json_object(folder / "config.json", f"{folder.name}/config.json")
         family = family_of(cfg, folder)
         checks.config(f"{folder.name}/config.json", cfg, {k: size(cfg, family, k) for k in KEYS},
-                      swiglu=family.mlp == "swiglu")
+                      swiglu=family.path == "decoder" and family.mlp == "swiglu")
         activation(cfg, family, folder)
         heads, d = int(size(cfg, family, "heads")), int(size(cfg, family, "d_model"))
         d_k = int(cfg.get("head_dim") or d // heads)
