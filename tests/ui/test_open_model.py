@@ -3,6 +3,7 @@ its layers and heads computed as transformers computes them, remembered among th
 a folder that is not a model says why and changes nothing. File → Open GGUF file… does the same
 for a llama.cpp .gguf file."""
 
+import pytest
 import torch
 from PySide6 import QtWidgets
 
