@@ -262,17 +262,26 @@ def build_parser() -> argparse.ArgumentParser:
 def _interrupts():
     """Ctrl-C and SIGTERM as a request to stop: yields an Event the export asks between files.
 
-    Until the export starts writing (``stop.writing = True``) a signal raises
-    KeyboardInterrupt at once (the compute holds no files); after, it only sets the
-    event, so no exception ever unwinds through Qt's drawing code.
+    Until the export starts writing (``stop.writing = True``) a signal is handled as before
+    it (the compute holds no files): the program (``launch``) ends at once with one line and
+    exit 130, never raising inside Qt's or torch's C code; ``main`` called in-process raises
+    KeyboardInterrupt. Once writing, a signal only sets the event, so no exception ever
+    unwinds through Qt's drawing code; the program keeps this handler to its end, so a
+    signal after the files are written changes nothing (exit 0, the summary its one line).
     """
     stop = threading.Event()
     stop.writing = False
 
     def handler(signum, frame):
-        stop.set()
-        if not stop.writing:
-            raise KeyboardInterrupt
+        if stop.writing:
+            stop.set()
+            return
+        previous = old[signum]
+        if previous == signal.SIG_IGN:
+            return
+        if callable(previous):
+            previous(signum, frame)  # launch's: one line and exit 130; or Python's: KeyboardInterrupt
+        raise KeyboardInterrupt
 
     if threading.current_thread() is not threading.main_thread():
         yield stop
@@ -281,8 +290,9 @@ def _interrupts():
     try:
         yield stop
     finally:
-        for sig, previous in old.items():
-            signal.signal(sig, previous)
+        if not _LAUNCHED:
+            for sig, previous in old.items():
+                signal.signal(sig, previous)
 
 
 def run_export(args: argparse.Namespace) -> int:
@@ -304,7 +314,7 @@ def run_export(args: argparse.Namespace) -> int:
 
 def _export(args: argparse.Namespace, stop: threading.Event) -> int:
     from .engine import compute
-    from .export.bundle import CONFIRM_BYTES, CONFIRM_SECONDS, export_all
+    from .export.bundle import CONFIRM_BYTES, CONFIRM_SECONDS, check_before_compute, export_all
     from .export.files import IMAGE_FORMATS, check_width, parse_formats
     from .export.folder import Target
     from .present.frame import make_frame
@@ -316,6 +326,8 @@ def _export(args: argparse.Namespace, stop: threading.Event) -> int:
     formats = parse_formats(args.format)
     width = None if args.width is None else check_width(args.width)
     Target(args.out, overwrite=args.overwrite)  # refused before the compute; creates nothing
+    if not args.yes:  # the T x T arrays alone over the limits: refused before any is computed
+        check_before_compute(config, formats)
     if any(f in IMAGE_FORMATS for f in formats):
         _offscreen("PNG and SVG need")
     result = compute(config)
@@ -412,7 +424,10 @@ def run_effects(args: argparse.Namespace) -> int:
     """``attn-gui effects``: the (layers x heads) grid as effects.csv and effects.png in ``--out``."""
     from .engine import interventions, source
 
+    from .export.folder import Target
+
     config = config_from_args(args)
+    Target(args.out, overwrite=True)  # a file in its place, a name too long: refused before the measuring
     if config.model:
         load_model(config.model)
     if args.corrupt is None:
@@ -515,7 +530,7 @@ def run_train(args: argparse.Namespace) -> int:
     in progress and saves that whole checkpoint (with log.csv) before exiting 130."""
     import torch
 
-    from .engine.training import TrainConfig
+    from .engine.training import TrainConfig, check_checkpoint_folder
 
     if not 1 <= args.steps <= 10_000_000:
         raise UsageError(f"attn-gui train: --steps must be 1 to 10000000, not {args.steps}")
@@ -524,6 +539,7 @@ def run_train(args: argparse.Namespace) -> int:
     config = TrainConfig(task=args.task, symbols=args.symbols, length=args.length, layers=args.layers,
                          heads=args.heads, d_model=args.d_model, mlp=args.mlp, batch=args.batch, lr=args.lr,
                          seed=args.seed, positions=args.positions)
+    check_checkpoint_folder(args.out)  # before step 1: a folder the save would refuse costs no training
     threads = torch.get_num_threads()
     torch.set_num_threads(args.threads)
     try:
@@ -533,6 +549,7 @@ def run_train(args: argparse.Namespace) -> int:
 
 
 def _train(args: argparse.Namespace, config) -> int:
+    from .engine import UserError
     from .engine.training import Trainer
     from .present.formats import time_left
 
@@ -550,7 +567,11 @@ def _train(args: argparse.Namespace, config) -> int:
             if stop.is_set():
                 break
         print(file=sys.stderr)
-        trainer.save(args.out, log=True)
+        try:
+            trainer.save(args.out, log=True)
+        except OSError as exc:  # a full disk, the folder gone meanwhile: the previous checkpoint is kept
+            raise UserError(f"cannot write the checkpoint to {args.out}: {exc.strerror or exc}; "
+                            "a previous checkpoint there is kept") from None
     print(f"wrote {args.out} (step {trainer.steps}, loss {trainer.records[-1].loss:.4f}, "
           f"accuracy {trainer.records[-1].accuracy:.3f})")
     return 130 if stop.is_set() else 0
@@ -644,33 +665,76 @@ def _run_bench(args: argparse.Namespace) -> int:
     return 0
 
 
+NO_DISPLAY = ("so the window cannot open; run it in a desktop session or over ssh -X, or use attn-gui export / "
+              "generate, which need none")
+
+
 def _check_display() -> None:
-    """Refuse, in one line, to open the window on Linux with no display (Qt would abort on xcb)."""
-    if sys.platform.startswith("linux") and not any(
-            os.environ.get(name) for name in ("DISPLAY", "WAYLAND_DISPLAY", "QT_QPA_PLATFORM")):
-        raise UsageError("attn-gui: there is no display (DISPLAY and WAYLAND_DISPLAY are unset), so the window "
-                         "cannot open; run it in a desktop session or over ssh -X, or use attn-gui export / "
-                         "generate, which need none")
+    """Refuse, in one line, to open the window on Linux with no display, or an X display that does not
+    answer (Qt would abort on xcb: exit 134 and a core dump)."""
+    if not sys.platform.startswith("linux") or os.environ.get("QT_QPA_PLATFORM") or os.environ.get("WAYLAND_DISPLAY"):
+        return
+    display = os.environ.get("DISPLAY")
+    if not display:
+        raise UsageError(f"attn-gui: there is no display (DISPLAY and WAYLAND_DISPLAY are unset), {NO_DISPLAY}")
+    if not _x_answers(display):
+        raise UsageError(f"attn-gui: there is no display: nothing answers at DISPLAY={one_line(display, 60)}, "
+                         f"{NO_DISPLAY}")
+
+
+def _x_answers(display: str) -> bool:
+    """Whether an X server accepts a connection at ``display`` ("[host]:N[.S]"); True for a form not known here."""
+    import socket
+
+    host, _, rest = display.rpartition(":")
+    number = rest.partition(".")[0]
+    if not number.isdigit() or host.startswith("/"):
+        return True  # another form (a launchd socket path …): Qt is left to try it
+    try:
+        if host in ("", "unix"):  # a local server: its socket file, else Linux's abstract socket of that name
+            for address in (f"/tmp/.X11-unix/X{number}", f"\0/tmp/.X11-unix/X{number}"):
+                with socket.socket(socket.AF_UNIX) as s:
+                    s.settimeout(2)
+                    try:
+                        s.connect(address)
+                        return True
+                    except OSError:
+                        continue
+            return False
+        with socket.create_connection((host, 6000 + int(number)), timeout=2):
+            return True
+    except (OSError, ValueError, OverflowError):
+        return False
 
 
 def _stop_now(signum, frame):
     raise KeyboardInterrupt
 
 
+_LAUNCHED = False  # run as the program (launch.main): its signal handlers never raise
+
+
 def main(argv: list[str] | None = None, launched: bool = False) -> int:
     """Run the command ``argv`` (default ``sys.argv[1:]``); the exit status.
 
-    SIGTERM is handled like Ctrl-C from the first line on, before the imports that take
-    seconds: either ends in one line and exit 130, at any moment. ``launched``: called by
-    ``launch.main``, whose handlers stopped the program outright until here; from here on
-    Ctrl-C raises KeyboardInterrupt again, so that an export in progress is cleaned up.
+    ``launched``: called by ``launch.main``, whose handlers end the program at once with one
+    line and exit 130 whenever Ctrl-C or SIGTERM comes, before the imports that take seconds
+    and during them; they stay, as a handler that raised inside Qt's or torch's C code (an
+    import, a paint) could abort or crash the program. Work that must stop cleanly (an export
+    writing its files, a training) asks for a stop between its steps (``_interrupts``); once
+    the command is done, a signal is ignored, so the interpreter's exit is never interrupted.
+    Called in-process (tests), SIGTERM is handled like Ctrl-C: KeyboardInterrupt, one line, 130.
     """
+    global _LAUNCHED
     main_thread = threading.current_thread() is threading.main_thread()
-    previous = signal.signal(signal.SIGTERM, _stop_now) if main_thread else None
+    _LAUNCHED = launched and main_thread
+    previous = signal.signal(signal.SIGTERM, _stop_now) if main_thread and not _LAUNCHED else None
     try:
-        if launched and main_thread:
-            signal.signal(signal.SIGINT, signal.default_int_handler)
-        return _main(sys.argv[1:] if argv is None else argv)
+        status = _main(sys.argv[1:] if argv is None else argv)
+        if _LAUNCHED:  # done: nothing is left to stop, and the exit must not be interrupted
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        return status
     except KeyboardInterrupt:
         print("attn-gui: interrupted", file=sys.stderr)
         if argv is None:  # the program itself: an interrupt inside an import's C code can leave
@@ -678,7 +742,7 @@ def main(argv: list[str] | None = None, launched: bool = False) -> int:
             os._exit(130)
         return 130
     finally:
-        if main_thread:
+        if previous is not None:
             signal.signal(signal.SIGTERM, previous)
 
 
@@ -715,6 +779,7 @@ def _main(argv: list[str]) -> int:
             from .present.lessons import load_lesson
 
             load_lesson(args.name).step(args.step)  # an unknown lesson or step: one line, exit 2, no window
+            _check_display()
             from .ui.app import run_gui
 
             return run_gui(None, lesson=(args.name, args.step))

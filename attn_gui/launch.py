@@ -2,8 +2,10 @@
 
 Python's own Ctrl-C handler raises KeyboardInterrupt wherever the program is, so an
 interrupt during the imports before ``cli.main`` printed a traceback. From this module's
-first lines on, SIGINT and SIGTERM end the program at once with one line and exit 130;
-``cli.main`` takes both over once its own handling is in place.
+first lines on, SIGINT and SIGTERM end the program at once with one line and exit 130.
+These handlers stay: one that raised KeyboardInterrupt inside Qt's or torch's C code (an
+import, a paint) could abort or crash the program. Work that must stop between its steps
+(an export writing, a training) asks ``cli._interrupts`` for a flag instead.
 """
 
 import os

@@ -46,3 +46,60 @@ def test_train_runs_on_the_threads_asked_and_gives_the_process_its_own_back(tmp_
     assert main([*TINY, "--out", str(tmp_path / "ck")]) == 0
     assert set(seen) == {1} and torch.get_num_threads() == before  # the default: one thread
     assert "left" in capsys.readouterr().err  # the progress bar says the time left
+
+
+def _bad_outs(tmp_path):
+    (tmp_path / "a-file").write_text("not a folder")
+    (tmp_path / "full").mkdir()
+    (tmp_path / "full" / "notes.txt").write_text("mine")
+    return {"an existing file": str(tmp_path / "a-file"), "below a file": str(tmp_path / "a-file" / "ck"),
+            "below a device": "/dev/null/ck", "a virtual file system": "/proc/attn-gui-ck",
+            "an over-long name": str(tmp_path / ("n" * 300)), "the root": "/", "empty": "",
+            "a folder of other files": str(tmp_path / "full")}
+
+
+@pytest.mark.parametrize("case", [
+    "an existing file", "below a file", "below a device", "a virtual file system", "an over-long name", "the root",
+    "empty", "a folder of other files"])
+def test_a_bad_out_is_refused_before_the_first_step(tmp_path, capsys, monkeypatch, case):
+    from attn_gui.engine import training
+
+    steps = []
+    monkeypatch.setattr(training.Trainer, "step", lambda self: steps.append(1))  # a step taken: the test fails
+    assert main([*TINY, "--out", _bad_outs(tmp_path)[case]]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err, err
+    assert steps == []
+    assert (tmp_path / "full" / "notes.txt").read_text() == "mine"
+
+
+def test_a_full_disk_at_the_save_is_one_line_and_keeps_the_previous_checkpoint(tmp_path, capsys, monkeypatch):
+    import errno
+    import os
+
+    import safetensors.torch
+
+    out = tmp_path / "ck"
+    assert main([*TINY, "--out", str(out)]) == 0
+    before = (out / "model.safetensors").read_bytes()
+
+    def full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(safetensors.torch, "save_file", full)
+    capsys.readouterr()
+    assert main([*TINY, "--seed", "3", "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    assert err.strip().splitlines()[-1] == (f"attn-gui: cannot write the checkpoint to {out}: No space left on device; "
+                                            "a previous checkpoint there is kept")
+    assert (out / "model.safetensors").read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ck"]  # no hidden stage left
+
+
+@pytest.mark.parametrize("seed", [str(2**70), "-1"])
+def test_a_seed_out_of_the_generators_range_is_one_line(tmp_path, capsys, seed):
+    assert main([*TINY, "--seed", seed, "--out", str(tmp_path / "ck")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "seed must be 0 to 9223372036854775806" in err, err
+    assert not (tmp_path / "ck").exists()

@@ -55,6 +55,56 @@ def synchronize(device: torch.device) -> None:
         torch.mps.synchronize()
 
 
+def _read_int(path: str) -> int | None:
+    try:
+        with open(path) as f:
+            text = f.read().strip()
+    except OSError:
+        return None
+    return int(text) if text.isdigit() else None  # "max": no limit
+
+
+def _process_limits() -> list[int]:
+    """What this process may still allocate under its cgroup's memory limit and its ulimits (Linux).
+
+    MemAvailable is the machine's: a container capped at 7 GB on a 64 GB machine, or a shell with
+    ``ulimit -v``, would pass a check against it and then fail mid-allocation.
+    """
+    import resource
+
+    room = []
+    try:
+        with open("/proc/self/cgroup") as f:
+            groups = [line.strip().split(":", 2) for line in f]
+    except OSError:
+        groups = []
+    for _, controllers, path in (g for g in groups if len(g) == 3):
+        if controllers == "":  # cgroup v2
+            base = "/sys/fs/cgroup" + path.rstrip("/")
+            limit, used = _read_int(base + "/memory.max"), _read_int(base + "/memory.current")
+        elif "memory" in controllers.split(","):  # cgroup v1
+            base = "/sys/fs/cgroup/memory" + path.rstrip("/")
+            limit, used = _read_int(base + "/memory.limit_in_bytes"), _read_int(base + "/memory.usage_in_bytes")
+        else:
+            continue
+        if limit is not None and used is not None and limit < 2**60:
+            room.append(max(0, limit - used))
+    status = {}
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                key, _, value = line.partition(":")
+                if value.strip().endswith("kB"):
+                    status[key] = int(value.split()[0]) * 1024
+    except (OSError, ValueError):
+        return room
+    for limit, used in ((resource.RLIMIT_AS, "VmSize"), (resource.RLIMIT_DATA, "VmData")):
+        soft = resource.getrlimit(limit)[0]
+        if soft != resource.RLIM_INFINITY and used in status:
+            room.append(max(0, soft - status[used]))
+    return room
+
+
 def free_bytes(device: torch.device) -> int | None:
     """Memory free for new tensors on ``device``, or None when it cannot be told."""
     try:
@@ -64,7 +114,7 @@ def free_bytes(device: torch.device) -> int | None:
             with open("/proc/meminfo") as f:
                 for line in f:
                     if line.startswith("MemAvailable:"):
-                        return int(line.split()[1]) * 1024
+                        return min([int(line.split()[1]) * 1024, *_process_limits()])
     except _BROKEN_RUNTIME:  # includes OSError: no /proc/meminfo (macOS, Windows)
         return None
     except ValueError:  # a /proc/meminfo line in a format we do not know

@@ -90,6 +90,9 @@ def ablate(config: AttentionConfig, heads, mode: str = "zero") -> Run:
     return Run(run.logits, ids)
 
 
+UNKNOWN = ("<unk>", "[UNK]", "<|unk|>", "<unknown>")  # the unknown token's names in the families read
+
+
 def target_id(config: AttentionConfig, target: str | int | None, logits: torch.Tensor) -> int:
     """The vocabulary id of ``target`` (a token's text or id); None: the top next token of ``logits``."""
     if target is None:
@@ -105,6 +108,9 @@ def target_id(config: AttentionConfig, target: str | int | None, logits: torch.T
     if len(ids) != 1:
         raise ConfigError(f"target {target!r} is not one token of {config.model}'s vocabulary "
                           f"({len(ids)} tokens); type one token, e.g. ' Paris' with its leading space")
+    if vocab[ids[0]] in UNKNOWN:  # read as the unknown token: measuring it would measure no word of the target
+        raise ConfigError(f"target {target!r:.40} is not in {config.model}'s vocabulary (it reads as the unknown "
+                          f"token {vocab[ids[0]]})")
     return ids[0]
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -25,6 +26,14 @@ def _short(value: Any) -> str:
     """repr() cut to a readable length, so a hostile value cannot flood a message."""
     text = repr(value)
     return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _exists(path: str) -> bool:
+    """Whether ``path`` names something on disk (a folder or file named without ``./`` is a path too)."""
+    try:
+        return os.path.lexists(path)
+    except (ValueError, OSError):  # a NUL byte, an over-long name
+        return False
 
 
 def _finite(x: float) -> bool:
@@ -124,11 +133,14 @@ class Option:
                                                                rel_tol=1e-12, abs_tol=1e-15):
                 raise ConfigError(f"{name} has at most {self.decimals} decimals; got {_short(value)}")
         elif self.kind in ("choice", "model"):
-            if self.kind == "model" and isinstance(value, str) and ("/" in value or "\\" in value
-                                                                     or value.lower().endswith(".gguf")):
-                return  # a folder or a GGUF: its config.json or header is read (and checked) when the sizes are needed
             if self.kind == "model" and _registered(value):
                 return  # a model object in memory (``attn_gui.register``)
+            if self.kind == "model" and isinstance(value, str) and value not in self.values:
+                if "/" in value or "\\" in value or value.lower().endswith(".gguf") or _exists(value):
+                    return  # a folder or a GGUF: its config.json or header is read (and checked) when needed
+                bundled = ", ".join(str(v) for v in self.values if v is not None)
+                raise ConfigError(f"model {_short(value)} is neither a bundled model ({bundled}) nor an existing "
+                                  f"folder or .gguf file{' (or none)' if self.nullable else ''}")
             if not any(value == v and type(value) is type(v) for v in self.values if v is not None):
                 allowed = ", ".join(str(v) for v in self.values if v is not None)
                 none = (", a model folder, a .gguf file" if self.kind == "model" else "") + \

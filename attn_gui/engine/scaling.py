@@ -52,17 +52,32 @@ def saturation(weights: torch.Tensor, scaled: torch.Tensor | None = None,
 
     ``mask`` (True = visible key, broadcastable) says which keys each row has; None: all.
     """
-    rows_keys = weights.shape[-2:]  # (T, T_k): T_k = T in self-attention
-    visible = torch.ones(rows_keys, dtype=torch.bool, device=weights.device) if mask is None else mask.bool()
-    keys = visible.broadcast_to(weights.shape).sum(-1)  # (..., T)
+    T, T_k = weights.shape[-2:]  # T_k = T in self-attention
+    if mask is None:
+        keys = torch.full(weights.shape[:-1], T_k, device=weights.device)  # (..., T)
+    else:
+        keys = mask.bool().sum(-1).broadcast_to(weights.shape[:-1])  # the mask's rows counted, never broadcast whole
     counted = keys > 1
     one_hot = (weights.amax(-1) >= ONE_HOT) & counted
     rows = int(counted.sum())
+    return Saturation(float(one_hot.sum()) / rows if rows else 0.0, rows,
+                      0.0 if scaled is None else finite_span(scaled))
+
+
+SPAN_BLOCK = 2**22  # values of omega' read at a time by ``finite_span``: a copy of all of them could be gigabytes
+
+
+def finite_span(scaled: torch.Tensor) -> float:
+    """The largest finite |value| of ``scaled`` (0 when none), read in blocks of rows: never a full-size copy."""
+    rows = scaled.reshape(-1, scaled.shape[-1]) if scaled.dim() else scaled.reshape(1, 1)
+    step = max(1, SPAN_BLOCK // max(1, rows.shape[-1]))
     span = 0.0
-    if scaled is not None:
-        finite = scaled[torch.isfinite(scaled)]
-        span = float(finite.abs().max()) if finite.numel() else 0.0
-    return Saturation(float(one_hot.sum()) / rows if rows else 0.0, rows, span)
+    for start in range(0, rows.shape[0], step):
+        block = rows[start:start + step]
+        block = block.abs().masked_fill_(~torch.isfinite(block), 0)
+        if block.numel():
+            span = max(span, float(block.max()))
+    return span
 
 
 @dataclass(frozen=True)

@@ -57,6 +57,11 @@ SHAPES = {"rope": Shape("llama", "rms", rope=True, mlp="swiglu", bias=False, tie
           "learned": Shape("gpt2", "layer", rope=False, mlp="gelu", bias=True, tied=True)}
 
 
+SEED_MAX = 2**63 - 2  # the batches' generator is seeded with seed + 1, within torch's signed 64 bits
+
+NAME_MAX = 255  # bytes in one name on Linux, macOS and Windows' file systems
+
+
 @dataclass(frozen=True)
 class TrainConfig:
     """Everything that decides a run: the task, the model's sizes, the optimiser and the seed."""
@@ -89,6 +94,8 @@ class TrainConfig:
             raise ConfigError(f"d-model {self.d_model} must split into {self.heads} heads of an even size (RoPE)")
         if not (0 < self.lr <= 1) or not math.isfinite(self.lr):
             raise ConfigError(f"learning rate must be in (0, 1], not {self.lr}")
+        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or not 0 <= self.seed <= SEED_MAX:
+            raise ConfigError(f"seed must be 0 to {SEED_MAX}, not {str(self.seed)[:40]}")  # torch.Generator's range
 
     @property
     def task_obj(self) -> Task:
@@ -426,6 +433,40 @@ def probe_sentence(path: str | os.PathLike) -> str | None:
     except (OSError, ValueError, TypeError, KeyError, AttributeError, ConfigError):
         return None
     return task.sentence(task.probe().inputs[0])
+
+
+def check_checkpoint_folder(folder: str | os.PathLike) -> None:
+    """Refuse, before any training step, a folder ``save_checkpoint`` could not write (``ConfigError``).
+
+    The checks are those the save would meet: an empty name, the root, a file in the folder's
+    place, a folder holding other files, a name too long, and a parent that cannot be written
+    (a virtual file system, a path below a file or a device). The parent is tried by creating
+    and removing one hidden folder in the nearest folder that exists.
+    """
+    text = os.fspath(folder)
+    if not text.strip():
+        raise ConfigError("the checkpoint folder name is empty; name a folder, e.g. --out run1")
+    target = Path(os.path.abspath(text))
+    if target.parent == target:
+        raise ConfigError(f"cannot write a checkpoint as {text}: choose a folder inside it")
+    long = [p for p in target.parts if len(os.fsencode(p)) > NAME_MAX - 16]  # room for the hidden stage's name
+    if long:
+        raise ConfigError(f"cannot write to {text[:60]}...: a name of {len(os.fsencode(long[0])):,} bytes is too "
+                          f"long (at most {NAME_MAX - 16} here)")
+    if target.exists() or target.is_symlink():
+        if not target.is_dir():
+            raise ConfigError(f"cannot write a checkpoint to {text}: it is a file, not a folder")
+        if any(target.iterdir()) and not (target / "model.safetensors").exists():
+            raise ConfigError(f"{text} holds files that are not a checkpoint; choose another folder")
+    existing = target.parent
+    while not existing.exists() and existing.parent != existing:
+        existing = existing.parent
+    try:
+        if not existing.is_dir():
+            raise NotADirectoryError(f"{existing} is not a folder")
+        os.rmdir(tempfile.mkdtemp(prefix=".attn-gui-check.", dir=existing))
+    except OSError as exc:
+        raise ConfigError(f"cannot write a checkpoint to {text}: {exc.strerror or exc}") from None
 
 
 def _replace_folder(stage: Path, target: Path) -> None:

@@ -83,6 +83,33 @@ def duration(seconds: float) -> str:
     return f"{minutes} min {rest} s" if rest else f"{minutes} min"
 
 
+def check_before_compute(config, formats: tuple[str, ...], confirm_over: int | None = CONFIRM_BYTES,
+                         confirm_seconds: float | None = CONFIRM_SECONDS) -> None:
+    """Refuse (``ExportTooLarge``) an export whose T x T arrays alone are over the limits, from the config's
+    token counts, before the compute makes a single T x T tensor.
+
+    A lower bound of what ``export_all`` estimates from the result: the scores, scaled scores and
+    weights (h x T x T_k each) as .npy (their bytes) and .csv (at least "0," a value); 10,000
+    tokens used to compute 4 GB of tensors before the export's own estimate refused them.
+    """
+    from ..engine.compute import MAX_TOKENS
+    from ..engine.inputs import source_tokens_for, tokens_for
+
+    if config.model is not None or not any(f in formats for f in ("npy", "csv")):
+        return  # a model reads at most 512 tokens; images are bounded by the display's reduction
+    T = len(tokens_for(config).tokens)
+    source = source_tokens_for(config)
+    if max(T, 0 if source is None else len(source.tokens)) > MAX_TOKENS.get(config.device.split(":")[0], 0):
+        return  # over the token limit: the compute refuses it first, before allocating anything
+    cells = 3 * config.dims.heads * T * (T if source is None else len(source.tokens))
+    elem = 8 if config.dtype == "float64" else 4
+    need = cells * (elem * ("npy" in formats) + 2 * ("csv" in formats))
+    seconds = cells * (elem * NPY_SECONDS_PER_BYTE * ("npy" in formats) + 2 * CSV_SECONDS_PER_BYTE * ("csv" in formats))
+    if (confirm_over is not None and need > confirm_over) or (
+            confirm_seconds is not None and seconds > confirm_seconds):
+        raise ExportTooLarge(need, seconds, confirm_over, confirm_seconds)
+
+
 def estimate_seconds(result, formats: tuple[str, ...], maps: int, pixels: int) -> float:
     """About how long ``export_all`` takes to write ``maps`` pictures of ``pixels`` in all and the tensors."""
     seconds = 0.0

@@ -12,7 +12,7 @@ from typing import Any
 import torch
 
 from ..engine import AttentionResult, causal_visible, saturation
-from ..engine.scaling import ONE_HOT, Saturation
+from ..engine.scaling import ONE_HOT, Saturation, finite_span
 from .formats import nice_ceil
 
 
@@ -30,11 +30,8 @@ def streamed_saturation(result: AttentionResult) -> Saturation:
     if result.config.is_causal or result.key_len == 1:
         counted[:, 0 if result.key_len > 1 else slice(None)] = False  # rows that see one key: one-hot anyway
     one_hot = (row_max >= ONE_HOT) & counted
-    scaled = result.shown["scaled"]
-    finite = scaled[torch.isfinite(scaled)]
     rows = int(counted.sum())
-    return Saturation(float(one_hot.sum()) / rows if rows else 0.0, rows,
-                      float(finite.abs().max()) if finite.numel() else 0.0)
+    return Saturation(float(one_hot.sum()) / rows if rows else 0.0, rows, finite_span(result.shown["scaled"]))
 
 
 @dataclass(frozen=True)

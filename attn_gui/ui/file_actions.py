@@ -8,6 +8,7 @@ from pathlib import Path
 from PySide6 import QtCore, QtWidgets
 
 from ..engine import model_spec, UserError, check_tokens_now
+from ..engine.sources.whole import model_whole
 from ..engine.training import probe_sentence
 from ..export import bundle, page
 from ..export.bundle import ExportTooLarge, duration, export_all
@@ -78,9 +79,10 @@ class FileActions:
 
         A folder holds a Hugging Face checkpoint (config.json, safetensors, tokenizer.json)
         of a family ``engine.sources.hf`` declares; a .gguf file a llama.cpp model of an
-        architecture ``engine.sources.gguf_file`` declares. Its sizes are read now (config.json
-        or the GGUF's header), its weights by the worker, which shows the load's progress (a GGUF's
-        first load converts it).
+        architecture ``engine.sources.gguf_file`` declares. It is checked whole now
+        (``engine.sources.whole``: a folder's weights mapped and its tokenizer read, a GGUF's tensor
+        shapes and vocabulary), so a refused model never switches nor enters Recent models; a
+        GGUF's weights are converted by the worker, which shows the load's progress.
         """
         try:
             spec = model_spec(path)  # config.json or the header only: a wrong model is refused before anything changes
@@ -88,6 +90,7 @@ class FileActions:
             config = self.state.config.replace(model=path, layer=0, ablate=(),
                                                **({"sentence": probe} if probe else {}))
             check_tokens_now(config)  # a model in memory: the sentence must give it tokens (else its worker checks)
+            model_whole(path)  # its weights and tokenizer too: a model refused later never becomes the config
         except (UserError, KeyError) as exc:
             QtWidgets.QMessageBox.warning(self, "Cannot open model", f"{path}\n\n{exc}")
             return False

@@ -189,8 +189,9 @@ def open_lessons(window, name: str | None = None, step: int | None = None) -> Le
     window.lessonsDock.show()
     window.lessonsDock.raise_()
     if name is None:
-        saved, _, number = window.settings.get("lesson").partition(":")
-        name, step = (saved, int(number)) if saved in lesson_names() and number.isdigit() else (lesson_names()[0], 1)
+        name, step, note = window.settings.lesson(lesson_names())
+        if note:
+            window.statusBar().showMessage(f"⚠ {note}", 20000)
         try:
             panel.open(name, step)
         except LessonError:

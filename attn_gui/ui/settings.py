@@ -116,6 +116,19 @@ class Settings:
             return default
         return value
 
+    def lesson(self, names: list[str]) -> tuple[str, int, str | None]:
+        """The saved lesson of ``names`` and step (from 1), and None; else the first lesson's first step and a
+        note (also in ``notes``) saying why: a lesson no longer there, or a step that is no number ("2-qkv:²",
+        or thousands of digits)."""
+        saved, _, number = self.get("lesson").partition(":")
+        if saved in names and number.isascii() and number.isdigit() and len(number) <= 6:
+            return saved, int(number), None
+        note = None
+        if saved or number:
+            note = f"the saved lesson {saved[:40]!r} step {number[:12]!r} is not one here; starting at the first"
+            self._note(note)
+        return names[0], 1, note
+
     def set(self, key: str, value: Any) -> None:
         if key not in _DEFAULTS:
             raise KeyError(f"unknown setting {key!r}")

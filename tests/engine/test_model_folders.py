@@ -299,6 +299,7 @@ def test_fifo_and_shape_mismatch_in_one_line(tmp_path, folder):
     shutil.copytree(path, wrong)
     cfg = json.loads((wrong / "config.json").read_text())
     cfg["num_attention_heads"], cfg["head_dim"] = 2, 8
+    cfg["num_key_value_heads"] = 2  # at most the heads (more is refused first)
     (wrong / "config.json").write_text(json.dumps(cfg))
     rows = model_spec(path).heads * model_spec(path).d_k
     with pytest.raises(ConfigError, match=rf"config.json says W_q is \(16, 32\), the weights hold \({rows}, 32\)"):

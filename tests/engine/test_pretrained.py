@@ -75,7 +75,8 @@ def test_model_config_validation():
                        match=r"MiniLM-L6 .* has layers 1 to 6 \(layer = 0 to 5 counted from 0\); got layer = 6"):
         AttentionConfig(model="minilm-l6", layer=6)
     with pytest.raises(ConfigError,
-                       match="model must be one of minilm-l6, smollm2-135m, a model folder, a .gguf file or none"):
+                       match=r"^model 'gpt-9' is neither a bundled model \(minilm-l6, smollm2-135m\) nor an existing "
+                             r"folder or .gguf file \(or none\)$"):
         AttentionConfig(model="gpt-9")
     too_long = AttentionConfig(model="minilm-l6", sentence="word " * 600)  # the config reads no tokens
     with pytest.raises(ConfigError, match="at most 512 tokens; this text has 602"):

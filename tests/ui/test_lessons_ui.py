@@ -79,3 +79,14 @@ def test_progress_is_remembered_and_export_says_where(window, qtbot, settings, t
     settings.set("lesson", "5-causal-mask:99")  # a step the lesson no longer has: its first
     window.lessonsPanel.lesson = None
     assert open_lessons(window).number == 1
+
+
+def test_a_hostile_saved_lesson_falls_back_with_a_note(window, qtbot, settings):
+    from attn_gui.ui.lessons_panel import open_lessons
+
+    for saved in ("2-qkv:²", "2-qkv:" + "9" * 5000, "no-such-lesson:2"):  # "²".isdigit() is True, int("²") raises
+        settings.set("lesson", saved)
+        panel = open_lessons(window)
+        assert (panel.lesson.name, panel.number) == ("1-without-weights", 1)
+        assert "is not one here; starting at the first" in window.statusBar().currentMessage()
+        assert any("the saved lesson" in note for note in settings.notes)

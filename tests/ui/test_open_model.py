@@ -3,6 +3,7 @@ its layers and heads computed as transformers computes them, remembered among th
 a folder that is not a model says why and changes nothing. File → Open GGUF file… does the same
 for a llama.cpp .gguf file."""
 
+import pytest
 import torch
 from PySide6 import QtWidgets
 
@@ -131,3 +132,49 @@ def test_entering_and_leaving_model_mode_lays_the_maps_out_once(window, qtbot, m
     with qtbot.waitSignal(window.frameShown, timeout=20000):
         window.edit_config({"model": None})
     assert not window.modelDock.isVisible() and len(places) == 1 and places[0].height() >= height - 20
+
+
+def _broken_folder(tmp_path):
+    """A tiny Llama saved by transformers with one layer's W_v dropped: config.json and tokenizer.json read,
+    the weights refused."""
+    import transformers
+    from safetensors.torch import load_file, save_file
+    from tokenizers import Tokenizer, models, pre_tokenizers
+
+    config = transformers.AutoConfig.for_model("llama", hidden_size=32, intermediate_size=48, num_hidden_layers=2,
+                                               num_attention_heads=4, num_key_value_heads=2, vocab_size=16)
+    folder = tmp_path / "broken-llama"
+    transformers.AutoModelForCausalLM.from_config(config).save_pretrained(folder)
+    tok = Tokenizer(models.WordLevel({"<unk>": 0, "the": 1, "cat": 2}, unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    tok.save(str(folder / "tokenizer.json"))
+    weights = load_file(folder / "model.safetensors")
+    del weights["model.layers.1.self_attn.v_proj.weight"]
+    save_file(weights, folder / "model.safetensors", metadata={"format": "pt"})
+    return str(folder)
+
+
+def _broken_gguf(tmp_path, qwen2_gguf):
+    """The Qwen2 file with its first merge's space flipped to NUL: the header reads, the vocabulary does not build."""
+    from pathlib import Path
+
+    data = bytearray(Path(qwen2_gguf[0]).read_bytes())
+    key = b"tokenizer.ggml.merges"
+    first = data.find(key) + len(key) + 4 + 4 + 8 + 8
+    data[data.index(b" ", first)] = 0
+    path = tmp_path / "broken.gguf"
+    path.write_bytes(bytes(data))
+    return str(path)
+
+
+@pytest.mark.parametrize("kind", ["folder", "gguf"])
+def test_a_model_refused_past_its_config_never_switches_nor_enters_recent(window, qtbot, tmp_path, monkeypatch,
+                                                                         qwen2_gguf, kind):
+    warnings = []
+    monkeypatch.setattr(QtWidgets.QMessageBox, "warning", lambda *a: warnings.append(a[2]))
+    path = _broken_folder(tmp_path) if kind == "folder" else _broken_gguf(tmp_path, qwen2_gguf)
+    before = window.state
+    assert not window.open_model(path)
+    said = "the weights lack" if kind == "folder" else "broken.gguf's vocabulary is not a tokenizer"
+    assert said in warnings[-1] and "\n" not in warnings[-1].split("\n\n", 1)[1]
+    assert window.state == before and window.settings.recent("models") == []

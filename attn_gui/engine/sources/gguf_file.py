@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import ConfigError
+from . import checks
 from .families import MAX_TOKENS, Family, decoder_spec, gguf_family, regular, supported_ggufs
 from .spec import ModelSpec
 
@@ -219,6 +220,7 @@ def is_gguf(path: str) -> bool:
 @functools.cache
 def spec_for(path: str) -> ModelSpec:
     """The spec of the GGUF at ``path``, from its header; ``ConfigError`` in one line otherwise."""
+    checks.model_path(path)
     file = Path(path).expanduser()
     if not file.exists():
         raise ConfigError(f"model {path!r:.80} is neither a bundled model, a model folder nor a .gguf file")
@@ -272,6 +274,7 @@ def _spec_of(header: Header, name: str) -> ModelSpec:
     if min(layers, heads, d, kv_heads) < 1 or heads % kv_heads:
         raise ConfigError(f"{file} declares {layers} layers, {heads} heads, {kv_heads} K/V heads and d_model {d}")
     d_k = _int(header, "attention.key_length", d // heads)
+    checks.sizes(file, layers, heads, kv_heads, d, d_k)  # before anything is sized from them
     if _int(header, "attention.value_length", d_k) != d_k:
         raise ConfigError(f"{file}: its values have {_int(header, 'attention.value_length')} dimensions per head "
                           f"and its keys {d_k}, which attn-gui does not run yet")
@@ -286,6 +289,8 @@ def _spec_of(header: Header, name: str) -> ModelSpec:
     if not header.get("tokenizer.ggml.tokens"):
         raise ConfigError(f"{file} has no vocabulary (tokenizer.ggml.tokens)")
     check_tensors(header, layers, heads * d_k, d)
+    for key, default in (("rope.freq_base", 1e4), ("attention.layer_norm_rms_epsilon", 1e-6)):
+        checks.positive(file, key, header.arch_key(key, default))
     positions = int(header.arch_key("context_length", MAX_TOKENS) or MAX_TOKENS)
     quantized = quantized_types(header)
     weights = (f"the weights are stored quantized ({', '.join(quantized)}) and dequantized to float32, "
@@ -412,6 +417,9 @@ def convert(spec: ModelSpec, header: Header, progress):
     from . import cache
 
     permuted = header.family.permuted
+    full = read_header(header.path, arrays=("tokenizer.ggml.tokens", "tokenizer.ggml.merges"))
+    with checks.tokenizer_errors(f"{header.path.name}'s vocabulary"):  # first: a broken one costs no conversion
+        tokenizer, kind = build_tokenizer(full)
     data = np.memmap(header.path, dtype=np.uint8, mode="r")
     weights = {}
     total = len(header.tensors)
@@ -425,8 +433,6 @@ def convert(spec: ModelSpec, header: Header, progress):
         weights[name] = w.contiguous()
         progress(i + 1, total)
     del data
-    full = read_header(header.path, arrays=("tokenizer.ggml.tokens", "tokenizer.ggml.merges"))
-    tokenizer, kind = build_tokenizer(full)
     field = full.get
     add_bos = field("tokenizer.ggml.add_bos_token")
     meta = {"eps": float(full.arch_key("attention.layer_norm_rms_epsilon", 1e-6)),
@@ -508,6 +514,8 @@ def load(spec: ModelSpec, path: Path, progress=None, cache_folder: str | None = 
     def build(report):
         try:
             return convert(spec, header, report)
+        except ConfigError:
+            raise
         except (ValueError, OSError, KeyError, NotImplementedError) as exc:  # truncated since, or a type not read
             raise ConfigError(f"{path.name}: the weights cannot be converted ({exc!s:.100})") from None
 
@@ -523,6 +531,8 @@ def load(spec: ModelSpec, path: Path, progress=None, cache_folder: str | None = 
     for tok, i in ids.items():  # a Python loop, not sorted(): other threads run meanwhile
         texts[i] = shown(tok, i in special)
     shape = LlamaShape(spec.layers, spec.heads, spec.kv_heads, spec.d_k, meta["eps"], spec.rope_base)
+    checks.decoder_weights(path.name, converted.weights, shape, spec.d_model)
+    checks.token_ids(path.name, ids, rows)
     bos = meta["bos_id"] if meta["add_bos"] and meta["bos_id"] >= 0 else None
     return dict(spec=spec, shape=shape, weights=converted.weights, tokenizer=tokenizer, vocab=tuple(texts),
                 special_ids=special, eos_id=meta["eos_id"], add_bos=bos)

@@ -25,6 +25,7 @@ import json
 from pathlib import Path
 
 from ..errors import ConfigError
+from . import checks
 from .families import FAMILIES, INERT, MAX_TOKENS, Family, decoder_spec, regular
 from .spec import ModelSpec
 
@@ -199,11 +200,7 @@ def position_offset(cfg: dict) -> int:
 def weight_files(folder: Path) -> list[Path]:
     """The folder's safetensors files (the shards named by the index, else model.safetensors)."""
     index = folder / "model.safetensors.index.json"
-    if regular(index):
-        names = sorted(set(json.loads(index.read_text())["weight_map"].values()))
-        files = [folder / n for n in names]
-    else:
-        files = [folder / "model.safetensors"]
+    files = checks.shard_names(folder, index) if regular(index) else [folder / "model.safetensors"]
     missing = [f.name for f in files if not regular(f)]
     if missing:
         raise ConfigError(f"{folder.name} has no weights: {', '.join(missing)} is missing")
@@ -213,6 +210,7 @@ def weight_files(folder: Path) -> list[Path]:
 @functools.cache
 def spec_for(path: str) -> ModelSpec:
     """The spec of the model folder at ``path``, from its config.json; ``ConfigError`` in one line otherwise."""
+    checks.model_path(path)
     folder = Path(path).expanduser()
     if not folder.is_dir():
         raise ConfigError(f"model {path!r:.80} is neither a bundled model, a model folder nor a .gguf file")
@@ -222,10 +220,7 @@ def spec_for(path: str) -> ModelSpec:
             also = f"; open one of its GGUF files: {', '.join(ggufs[:3])}{' …' if len(ggufs) > 3 else ''}" if ggufs \
                 else ""
             raise ConfigError(f"{folder.name} has no {needed}{also}")
-    try:
-        cfg = json.loads((folder / "config.json").read_text())
-    except ValueError as exc:
-        raise ConfigError(f"{folder.name}/config.json is not a model config: {exc!s:.80}") from None
+    cfg = checks.json_object(folder / "config.json", f"{folder.name}/config.json")
     name = folder.name if folder.name.lower() not in GENERIC else f"{folder.parent.name}/{folder.name}"
     return config_spec(cfg, str(path), folder, name, lambda: special_tokens(folder))
 
@@ -236,6 +231,7 @@ def config_spec(cfg: dict, path: str, folder: Path, name: str, special=tuple, re
     module that reads a decoder's weights (``memory`` for a model object). Messages name ``folder.name``."""
     try:
         family = family_of(cfg, folder)
+        checks.config(f"{folder.name}/config.json", cfg, {k: size(cfg, family, k) for k in KEYS})
         check_fields(cfg, family, folder)
         activation(cfg, family, folder)
         heads, d = int(size(cfg, family, "heads")), int(size(cfg, family, "d_model"))
@@ -268,7 +264,7 @@ def config_spec(cfg: dict, path: str, folder: Path, name: str, special=tuple, re
                             score_scalar=_float(cfg.get("query_pre_attn_scalar")), **common)
     except ConfigError:
         raise
-    except (ValueError, KeyError, TypeError) as exc:
+    except (ValueError, KeyError, TypeError, AttributeError, ArithmeticError) as exc:
         raise ConfigError(f"{folder.name}/config.json is not a model config: {exc!s:.80}") from None
 
 
@@ -282,7 +278,7 @@ def special_tokens(folder: Path) -> tuple[str, ...]:
     Read from tokenizer.json's post-processor; [UNK], [PAD] and [MASK] are left out, as an
     [UNK] in the maps stands for a typed word. Without a post-processor: the special added tokens.
     """
-    data = json.loads((folder / "tokenizer.json").read_text())
+    data = checks.json_object(folder / "tokenizer.json", f"{folder.name}/tokenizer.json")
     found = _added_by(data.get("post_processor") or {})
     if found:
         return tuple(dict.fromkeys(found))
@@ -348,11 +344,9 @@ def gpt2_weights(w: dict, d: int) -> dict:
 def read(spec: ModelSpec, progress=None):
     """The folder's weights (stored dtype, llama.py's names), tokenizer and constants as a ``decoder.DecoderModel``
     (nothing is converted: ``progress`` is never called)."""
-    from tokenizers import Tokenizer
-
     folder = Path(spec.name).expanduser()
-    cfg = json.loads((folder / "config.json").read_text())
-    tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
+    cfg = checks.json_object(folder / "config.json", f"{folder.name}/config.json")
+    tokenizer = checks.tokenizer(folder / "tokenizer.json")
     return decoder_model(spec, cfg, read_weights(folder), tokenizer, folder)
 
 
@@ -386,6 +380,7 @@ def decoder_model(spec: ModelSpec, cfg: dict, weights: dict, tokenizer, folder: 
     special = frozenset(i for i, t in tokenizer.get_added_tokens_decoder().items() if t.special)
     ids = tokenizer.get_vocab(with_added_tokens=True)
     rows = weights["model.embed_tokens.weight"].shape[0]  # V: often padded past the tokenizer's last id
+    checks.token_ids(folder.name, ids, rows)
     texts = [f"<unused {i}>" for i in range(max(max(ids.values()) + 1, rows))]
     for tok, i in ids.items():
         texts[i] = readable(tok, i in special)
@@ -400,6 +395,7 @@ def decoder_model(spec: ModelSpec, cfg: dict, weights: dict, tokenizer, folder: 
                        score_scalar=spec.score_scalar, softcap=spec.softcap,
                        final_softcap=_float(cfg.get("final_logit_softcapping")), sandwich=family.sandwich,
                        embed_scale=family.embed_scale)
+    checks.decoder_weights(folder.name, weights, shape, spec.d_model)
     return DecoderModel(spec, shape, weights, tokenizer, tuple(texts), special, -1 if eos is None else int(eos),
                         first_token(tokenizer, folder), predicts=not headless)
 

@@ -1,0 +1,49 @@
+"""A model checked whole, before a window switches to it (issue 38): ``checks`` on every part at once.
+
+Apart from ``checks`` because it reads the models (``hf``, ``gguf_file``), which call ``checks``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..errors import ConfigError
+from .checks import decoder_weights, token_ids, tokenizer_errors
+
+
+class _Stored:
+    """A tensor's entry in a GGUF header, as ``decoder_weights`` reads it: its shape only."""
+
+    def __init__(self, shape: tuple[int, ...]):
+        self.shape = shape
+
+
+def model_whole(name: str) -> None:
+    """Check model ``name`` (a folder or a .gguf file) whole now, as its first compute would read it.
+
+    The window calls this before it switches to a model, so a model refused later, in the
+    worker, never becomes the config nor enters Recent models. A folder is read as the compute
+    reads it (memory-mapped: no weight is copied) and stays loaded; a GGUF's header gives every
+    tensor's shape and its vocabulary is built, without converting a weight.
+    """
+    from . import model_spec, source
+
+    spec = model_spec(name)
+    if spec.module != "gguf_file" or not name.lower().endswith(".gguf"):
+        source(name).load()  # a folder (hf.read, encoder.read), checked as it is read; a bundled model
+        return
+    from .gguf_file import _checked_header, build_tokenizer, hf_name, read_header
+    from .llama import LlamaShape
+
+    file = Path(name).expanduser()
+    header = _checked_header(file)
+    shapes = {hf_name(t.name): _Stored(t.shape) for t in header.tensors.values()}
+    shape = LlamaShape(spec.layers, spec.heads, spec.kv_heads, spec.d_k, 1e-6, spec.rope_base)
+    decoder_weights(file.name, shapes, shape, spec.d_model)
+    try:
+        full = read_header(file, arrays=("tokenizer.ggml.tokens", "tokenizer.ggml.merges"))
+    except (ValueError, OSError) as exc:
+        raise ConfigError(f"{file.name} is not a readable GGUF file: {exc!s:.100}") from None
+    with tokenizer_errors(f"{file.name}'s vocabulary"):
+        tokenizer, _ = build_tokenizer(full)
+    token_ids(file.name, tokenizer.get_vocab(with_added_tokens=True), shapes["model.embed_tokens.weight"].shape[0])
