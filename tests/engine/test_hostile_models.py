@@ -341,3 +341,17 @@ def test_a_byte_flip_that_breaks_a_ggufs_merges_is_one_line(tmp_path, capsys, fl
     data[space + flip - 1] ^= 0x20  # a space flipped to NUL (one token, no pair), or a letter's case (no such token)
     path.write_bytes(bytes(data))
     _refused(str(path), tmp_path, capsys, "bad.gguf's vocabulary is not a tokenizer tokenizers can build: ")
+
+
+def test_an_encoder_whose_tokenizer_json_tokenizers_cannot_build_is_one_line(tmp_path, bert_folder):
+    """A BERT folder's tokenizer.json that is JSON but no tokenizer: ConfigError naming the file (tokenizers
+    raises a bare Exception), not a traceback, wherever the folder is first read."""
+    import shutil
+
+    from attn_gui.engine import AttentionConfig, ConfigError, compute
+
+    folder = tmp_path / "bert-bad-tokenizer"
+    shutil.copytree(bert_folder[0], folder)
+    (folder / "tokenizer.json").write_text('{"version": "1.0", "model": {"type": "NoSuchModel"}}')
+    with pytest.raises(ConfigError, match="tokenizer.json"):
+        compute(AttentionConfig(model=str(folder), sentence="the cat sat"))

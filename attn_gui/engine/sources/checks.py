@@ -99,14 +99,11 @@ def json_object(file: Path, what: str) -> dict:
     return data
 
 
-SWIGLU_ACTS = ("silu", "swish")  # the SwiGLU decoders' gate: anything else would be run as silu, silently
-
-
-def config(where: str, cfg: dict, raw: dict, swiglu: bool) -> None:
+def config(where: str, cfg: dict, raw: dict) -> None:
     """config.json's values that size or change the computation, each of its type and range.
 
     ``raw`` holds the family's values by our names (heads, d_model, layers, positions, eps, act),
-    None where absent; ``swiglu``: a decoder whose activation is SwiGLU's silu.
+    None where absent. The activation is the family's to read (``hf.activation``).
     """
     heads = whole(where, "num_attention_heads", raw["heads"], LIMITS["heads"])
     d = whole(where, "hidden_size", raw["d_model"], LIMITS["d_model"])
@@ -137,9 +134,6 @@ def config(where: str, cfg: dict, raw: dict, swiglu: bool) -> None:
         positive(where, "rope_theta", theta)
     if cfg.get("sliding_window") is not None:
         whole(where, "sliding_window", cfg["sliding_window"])
-    if swiglu and raw["act"] is not None and raw["act"] not in SWIGLU_ACTS:
-        raise ConfigError(f"{where}: activation {raw['act']!r:.40} is not supported with the gated feed-forward; "
-                          f"supported: {', '.join(SWIGLU_ACTS)}")
 
 
 def shard_names(folder: Path, index: Path) -> list[Path]:
@@ -239,7 +233,7 @@ def decoder_weights(where: str, weights: dict, shape, d_model: int, layers_key: 
             need(f"{p}.self_attn.k_norm.weight", (d_k,))
         inner = need(f"{p}.mlp.up_proj.weight", (None, d))[0]
         need(f"{p}.mlp.down_proj.weight", (d, inner))
-        if shape.mlp == "swiglu":
+        if shape.mlp in ("gated", "geglu"):  # llama.LlamaShape.mlp
             need(f"{p}.mlp.gate_proj.weight", (inner, d))
         else:
             need(f"{p}.mlp.up_proj.bias", (inner,))

@@ -150,14 +150,14 @@ def check_weights(folder: Path, cfg: dict, weights: dict, shape: EncoderShape) -
 
 def read(spec: ModelSpec, folder: Path) -> Encoder:
     """The encoder in ``folder``: config.json, safetensors weights and tokenizer.json; ``ConfigError`` in one line."""
-    from tokenizers import Tokenizer
+    from . import checks
 
-    cfg = json.loads((folder / "config.json").read_text())
+    cfg = checks.json_object(folder / "config.json", f"{folder.name}/config.json")
     family = family_of(cfg, folder)
     weights = bert_names(read_weights(folder), cfg.get("model_type"))
     key = "encoder.layer.0.attention.self.query.weight"
     check_shape(folder, weights[key].shape if key in weights else (), (spec.heads * spec.d_k, spec.d_model))
-    tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
+    tokenizer = checks.tokenizer(folder / "tokenizer.json")
     tokenizer.no_truncation()
     tokenizer.no_padding()
     byte_level = (json.loads(tokenizer.to_str()).get("decoder") or {}).get("type") == "ByteLevel"
