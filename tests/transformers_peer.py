@@ -16,3 +16,17 @@ def alphas_equal_transformers(path: str, hf, sentence: str, layers: int = 2):
     for layer, r in enumerate(results):
         assert torch.allclose(r.weights, out.attentions[layer][0], atol=1e-5, rtol=0), layer
     return out, cfg, results
+
+
+WORDS = ["<unk>", "<s>", "</s>"] + [f"w{i}" for i in range(61)] + ["the", "cat", "sat", "on", "a", "mat", "and",
+                                                                   "dog", "ran"]
+SENTENCE = "the cat sat on a mat and the dog ran"
+
+
+def word_tokenizer(folder) -> None:
+    """A WordLevel tokenizer.json of ``WORDS`` in ``folder`` (whitespace-split, adds nothing)."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+
+    tok = Tokenizer(models.WordLevel({w: i for i, w in enumerate(WORDS)}, unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    tok.save(str(folder / "tokenizer.json"))

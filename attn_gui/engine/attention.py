@@ -108,8 +108,8 @@ def relative_index(T: int, T_k: int, span: int, buckets: int = -1, max_position:
 
 def attend(x: torch.Tensor, weights: Projections, *, x_kv: torch.Tensor | None = None, layout: str = "row",
            scale: bool = True, temperature: float = 1.0, causal: bool = False, similarity: str = "dot",
-           rope_base: float | None = None, alibi: bool = False, position_offset: int = 0,
-           window: int | None = None, sink_tokens: int = 0, reduce_to: int | None = None,
+           rope_base: float | None = None, rope_dims: int | None = None, alibi: bool = False,
+           position_offset: int = 0, window: int | None = None, sink_tokens: int = 0, reduce_to: int | None = None,
            block_bytes: int = 16 * 2**20,
            past: tuple[torch.Tensor, torch.Tensor] | None = None, relative: Relative | None = None,
            z_hook: Callable[[torch.Tensor], torch.Tensor] | None = None) -> dict[str, torch.Tensor]:
@@ -130,6 +130,10 @@ def attend(x: torch.Tensor, weights: Projections, *, x_kv: torch.Tensor | None =
         "dot" or "cosine" scores.
     rope_base : float, optional
         Rotate q and k by their position (RoPE, Llama's half-split pairing) with this base.
+    rope_dims : int, optional
+        Partial rotary (GPT-NeoX's ``rotary_pct``): only each head's first ``rope_dims``
+        dimensions are rotated, paired within them (their angles over ``rope_dims``, not d_k);
+        the rest pass unrotated. None: all d_k.
     alibi : bool
         Add ALiBi's linear bias -m_h (i - j) to the scaled scores (-m_h |i - j| without
         ``causal``), m_h the paper's slope of query head h.
@@ -196,8 +200,9 @@ def attend(x: torch.Tensor, weights: Projections, *, x_kv: torch.Tensor | None =
         q, k = rms_norm(q, p.q_norm, p.norm_eps), rms_norm(k, p.k_norm, p.norm_eps)  # (h, T, d_k), (g, T_k, d_k)
         extra.update(q_normed=q, k_normed=k)
     if rope_base is not None:
-        theta, cos, sin = rope_tables(max(T, T_k), q.size(-1), rope_base, q.dtype, q.device,
-                                      position_offset + P)  # (max(T, T_k), d_k/2), cos, sin (., d_k)
+        r = rope_dims or q.size(-1)  # the rotated dimensions of each head
+        theta, cos, sin = rope_tables(max(T, T_k), r, rope_base, q.dtype, q.device,
+                                      position_offset + P)  # (max(T, T_k), r/2), cos, sin (., r)
         extra["rope_angles"] = theta[:T]
         q, k = rotate(q, cos[:T], sin[:T]), rotate(k, cos[:T_k], sin[:T_k])  # (h, T, d_k), (g, T_k, d_k)
     if past is not None:
@@ -478,7 +483,12 @@ def rope_angles(T: int, d_k: int, base: float, dtype=torch.float32, device=None,
 
 
 def rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    """Rotate each pair (x_i, x_{i + d/2}) by its angle: x cos + rotate_half(x) sin.  (..., T, d)"""
+    """Rotate each pair (x_i, x_{i + r/2}) by its angle: x cos + rotate_half(x) sin.  (..., T, d)
+
+    r is the width of ``cos`` (T, r): where r < d (partial rotary) the last d - r dimensions pass unrotated."""
+    r = cos.size(-1)
+    if r < x.size(-1):
+        return torch.cat([rotate(x[..., :r], cos, sin), x[..., r:]], dim=-1)
     half = x.size(-1) // 2
     rotated_half = torch.cat([-x[..., half:], x[..., :half]], dim=-1)  # rotate_half: (-x2, x1)
     return x * cos + rotated_half * sin

@@ -107,7 +107,10 @@ def formula(name: str, config) -> str:
             text = f"{info.symbol} = {x} {w}{b}"
         if _qk_norm(config) and name in ("q", "k"):
             text += ", RMS-normed per head"
-        return text + ", rotated (RoPE)" if _rope(config) and name in ("q", "k") else text
+        if _rope(config) and name in ("q", "k"):
+            dims = _rope_dims(config)
+            return text + (f", its first {dims} dimensions rotated (RoPE)" if dims else ", rotated (RoPE)")
+        return text
     if name in ("q_unrotated", "k_unrotated") and _qk_norm(config):
         return info.formula.replace("before the rotation", "before the norm and the rotation")
     terms, factor = _score_terms(config)
@@ -132,7 +135,9 @@ def formula(name: str, config) -> str:
     if name == "rope_angles":
         offset = config.position_offset if config.model is None else 0  # a model reads from position 0
         p = f"(t + {offset})" if offset else "t"  # t: the token's index
-        return f"θ = {p} · {config.rope or config.rope_base:g}^(−2i/d_k)"
+        dims = _rope_dims(config)  # partial rotary: pairs within the first r dimensions
+        return f"θ = {p} · {config.rope or config.rope_base:g}^(−2i/{dims or 'd_k'})" + (
+            f", r = {dims} of d_k turned" if dims else "")
     if name == "output":
         if not projections:
             return "output = Concat(Z), no W_O"
@@ -159,6 +164,13 @@ def _score_terms(config) -> tuple[tuple[str, ...], int]:
 
 def _rope(config) -> bool:
     return config.rope is not None
+
+
+def _rope_dims(config) -> int | None:
+    """The dimensions of each head RoPE turns where a model turns only some (GPT-NeoX), else None."""
+    from .sources import model_spec
+
+    return model_spec(config.model).rope_dims if config.model is not None else None
 
 
 def _qk_norm(config) -> bool:

@@ -33,6 +33,12 @@ class Family:
     pre_norm: bool = False  # an encoder whose LayerNorms come before attention and the MLP (ModernBERT)
     relative: bool = False  # DeBERTa's disentangled attention: c2p and p2c terms (attention.Relative)
     qk_norm: bool = False  # Qwen3: q_norm and k_norm, each head's q and k RMS-normed before RoPE
+    positions: str = "rope"  # "rope"; "learned": absolute positions added to the embedding (GPT-2's wpe)
+    act: str = "gelu"  # the activation where config.json names none (a GELU feed-forward's)
+    rotary: float | None = None  # reads a partial rotary share (rope_parameters' partial_rotary_factor,
+    #                              rotary_pct), this one where config.json names none; None: every dimension
+    parallel: bool = False  # reads use_parallel_residual (default true): attention and MLP from one residual
+    rename: str = ""  # the reader that renames and splits its weights into llama.py's names (hf.RENAMES)
     gguf: str = ""  # the general.architecture llama.cpp writes it as ("": no GGUF of it is read here)
     permuted: bool = False  # llama.cpp's converter interleaved W_q's and W_k's rows for its RoPE (LlamaModel.permute)
     also: tuple[str, ...] = ()  # other models of the family, named where a GGUF is refused
@@ -45,7 +51,10 @@ FAMILIES = {  # by config.json's model_type
     "qwen3": Family("Qwen3", window="layers", qk_norm=True, gguf="qwen3"),  # Qwen3Model(Qwen2Model): no permute
     "gpt2": Family("GPT-2", names=(("heads", "n_head"), ("d_model", "n_embd"), ("layers", "n_layer"),
                                     ("positions", "n_positions"), ("eps", "layer_norm_epsilon"),
-                                    ("act", "activation_function")), norm="layer", mlp="gelu"),
+                                    ("act", "activation_function")), norm="layer", mlp="gelu",
+                 positions="learned", act="gelu_new", rename="gpt2"),
+    "gpt_neox": Family("GPT-NeoX", norm="layer", mlp="gelu", rotary=0.25, parallel=True, rename="gpt_neox",
+                       also=("Pythia",)),  # transformers' GPTNeoXConfig: rotary_pct 0.25, use_parallel_residual
     "bert": Family("BERT", path="encoder"), "roberta": Family("RoBERTa", path="encoder"),
     "distilbert": Family("DistilBERT", path="encoder", names=(("heads", "n_heads"), ("d_model", "dim"),
                                                              ("layers", "n_layers"), ("act", "activation"))),

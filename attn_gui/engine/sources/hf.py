@@ -50,7 +50,7 @@ def size(cfg: dict, family: Family, key: str, default=None):
 
 def activation(cfg: dict, family: Family, folder: Path) -> str:
     """The feed-forward's activation as ``encoder`` / ``llama`` name it (gelu, gelu_tanh, relu)."""
-    act = size(cfg, family, "act", "gelu_new" if family.mlp == "gelu" else "gelu")
+    act = size(cfg, family, "act", family.act)
     if family.path == "decoder" and family.mlp == "swiglu":
         return "silu"
     if act not in ACTIVATIONS:
@@ -96,8 +96,22 @@ def rope_base(cfg: dict, folder: Path) -> float:
         kind = scaling.get("rope_type", scaling.get("type", "default"))
         if kind != "default":
             raise ConfigError(f"{folder.name} uses RoPE scaling {kind!r}, which attn-gui does not apply yet")
-    theta = params.get("rope_theta", cfg.get("rope_theta"))
+    theta = params.get("rope_theta", cfg.get("rope_theta", cfg.get("rotary_emb_base")))  # GPT-NeoX's older name
     return 1e4 if theta is None else float(theta)
+
+
+def rope_dims(cfg: dict, family: Family, d_k: int) -> int | None:
+    """The dimensions of each head RoPE turns, where the family reads a partial share (None: all d_k).
+
+    The share is ``rope_parameters["partial_rotary_factor"]`` (transformers 5), else the top-level
+    ``partial_rotary_factor`` or GPT-NeoX's ``rotary_pct``, else the family's default, as transformers reads it.
+    """
+    if family.rotary is None:
+        return None
+    params = cfg.get("rope_parameters") or {}
+    share = params.get("partial_rotary_factor", cfg.get("partial_rotary_factor", cfg.get("rotary_pct")))
+    dims = int(d_k * float(family.rotary if share is None else share))
+    return None if dims == d_k else dims
 
 
 def position_offset(cfg: dict) -> int:
@@ -150,8 +164,10 @@ def spec_for(path: str) -> ModelSpec:
                              special_tokens=special_tokens(folder), **common, **facts)
         return decoder_spec(str(path), f"{name} ({family.label} decoder)", "hf", family,
                             kv_heads=int(cfg.get("num_key_value_heads") or heads),
-                            has_bias=bool(cfg.get("attention_bias", cfg.get("model_type") in ("qwen2", "gpt2"))),
-                            rope_base=None if family.norm == "layer" else rope_base(cfg, folder),
+                            has_bias=bool(cfg.get("attention_bias", cfg.get("model_type") in
+                                                  ("qwen2", "gpt2", "gpt_neox"))),
+                            rope_base=None if family.positions == "learned" else rope_base(cfg, folder),
+                            rope_dims=rope_dims(cfg, family, d_k),
                             window=sliding_window(cfg, family, folder), **common)
     except ConfigError:
         raise
@@ -228,6 +244,39 @@ def gpt2_weights(w: dict, d: int) -> dict:
     return out
 
 
+def neox_weights(w: dict, heads: int) -> dict:
+    """GPT-NeoX's tensors under llama.py's names: query_key_value split per head ([q_h, k_h, v_h] for each head h).
+
+    Its fused W (3 h d_k, d) holds, head after head, that head's q, k and v rows, as
+    ``GPTNeoXAttention`` views it (T, h, 3 d_k) and chunks each head's 3 d_k in three.
+    """
+    w = {k.removeprefix("gpt_neox."): v for k, v in w.items()}
+    out = {"model.embed_tokens.weight": w["embed_in.weight"], "model.norm.weight": w["final_layer_norm.weight"],
+           "model.norm.bias": w["final_layer_norm.bias"]}
+    if "embed_out.weight" in w:
+        out["lm_head.weight"] = w["embed_out.weight"]
+    for i in range(len({k.split(".")[1] for k in w if k.startswith("layers.")})):
+        src, dst = f"layers.{i}.", f"model.layers.{i}."
+        for a in ("input_layernorm", "post_attention_layernorm"):
+            out[f"{dst}{a}.weight"], out[f"{dst}{a}.bias"] = w[f"{src}{a}.weight"], w[f"{src}{a}.bias"]
+        for kind in ("weight", "bias"):
+            fused = w.get(f"{src}attention.query_key_value.{kind}")
+            if fused is None:  # attention_bias false: no biases
+                continue
+            per_head = fused.reshape(heads, 3, -1, *fused.shape[1:])  # (h, 3, d_k[, d])
+            for j, name in enumerate("qkv"):
+                out[f"{dst}self_attn.{name}_proj.{kind}"] = per_head[:, j].reshape(-1, *fused.shape[1:])
+            if f"{src}attention.dense.{kind}" in w:
+                out[f"{dst}self_attn.o_proj.{kind}"] = w[f"{src}attention.dense.{kind}"]
+        for a, b in (("mlp.dense_h_to_4h", "mlp.up_proj"), ("mlp.dense_4h_to_h", "mlp.down_proj")):
+            out[f"{dst}{b}.weight"], out[f"{dst}{b}.bias"] = w[f"{src}{a}.weight"], w[f"{src}{a}.bias"]
+    return out
+
+
+RENAMES = {"gpt2": lambda w, spec: gpt2_weights(w, spec.d_model),
+           "gpt_neox": lambda w, spec: neox_weights(w, spec.heads)}
+
+
 def read(spec: ModelSpec, progress=None):
     """The folder's weights (stored dtype, llama.py's names), tokenizer and constants as a ``decoder.DecoderModel``
     (nothing is converted: ``progress`` is never called)."""
@@ -241,11 +290,11 @@ def read(spec: ModelSpec, progress=None):
     cfg = json.loads((folder / "config.json").read_text())
     family = family_of(cfg, folder)
     weights = read_weights(folder)
-    if family.norm == "layer":
+    if family.rename:
         try:
-            weights = gpt2_weights(weights, spec.d_model)
+            weights = RENAMES[family.rename](weights, spec)
         except KeyError as exc:
-            raise ConfigError(f"{folder.name}: the weights lack {exc} for a GPT-2 model") from None
+            raise ConfigError(f"{folder.name}: the weights lack {exc} for a {family.label} model") from None
     got = weights["model.layers.0.self_attn.q_proj.weight"].shape if "model.layers.0.self_attn.q_proj.weight" in \
         weights else ()
     check_shape(folder, got, (spec.heads * spec.d_k, spec.d_model))
@@ -263,7 +312,8 @@ def read(spec: ModelSpec, progress=None):
     eps = size(cfg, family, "eps") if family.norm == "layer" else cfg.get("rms_norm_eps")
     shape = LlamaShape(spec.layers, spec.heads, spec.kv_heads, spec.d_k, float(eps or 1e-6), spec.rope_base,
                        norm=family.norm, mlp=family.mlp if family.mlp == "swiglu" else activation(cfg, family, folder),
-                       window=spec.window)
+                       window=spec.window, rope_dims=spec.rope_dims,
+                       parallel=family.parallel and bool(cfg.get("use_parallel_residual", True)))
     return DecoderModel(spec, shape, weights, tokenizer, tuple(texts), special, -1 if eos is None else int(eos), None)
 
 

@@ -10,7 +10,9 @@ GPT-2 is the same path with three differences declared in ``LlamaShape``: LayerN
 bias instead of RMSNorm, learned absolute positions added to the token embedding instead of
 RoPE, and a GELU (tanh) feed-forward with biases instead of SwiGLU; its reader renames and
 splits its weights into the names above (``hf.gpt2_weights``). Mistral's sliding window is
-the engine's window mask in every layer (``LlamaShape.window``).
+the engine's window mask in every layer (``LlamaShape.window``). GPT-NeoX (Pythia) is GPT-2's
+LayerNorm and GELU with RoPE on part of each head (``rope_dims``) and, where it says so, attention
+and the MLP reading the same residual (``parallel``); its fused per-head Q/K/V split by ``hf.neox_weights``.
 
 The same ``forward`` serves a whole sentence (the prefill) and one more token at a time
 (a decode step): given the ``KVCache`` of the tokens before, each layer computes q, k and v
@@ -42,6 +44,8 @@ class LlamaShape:
     norm: str = "rms"  # "rms": RMSNorm (Llama); "layer": LayerNorm with a bias (GPT-2)
     mlp: str = "swiglu"  # "swiglu": W_down (silu(W_gate x) * W_up x); else W_down act(W_up x + b) + b (GPT-2)
     window: int | None = None  # Mistral's sliding window in every layer: query i sees keys i - window < j <= i
+    rope_dims: int | None = None  # partial rotary: only each head's first rope_dims dimensions turn (GPT-NeoX)
+    parallel: bool = False  # attention and MLP both read the layer's residual, their sum added (GPT-NeoX)
 
 
 @dataclass(frozen=True)
@@ -143,7 +147,10 @@ def decoder_layer(h: torch.Tensor, w: dict, layer: int, shape: LlamaShape,
     p = f"model.layers.{layer}"
     x = norm(h, w, f"{p}.input_layernorm", shape)  # X: what attention reads
     steps = attend(x, head_weights(w, layer, shape), layout="column", causal=True, rope_base=shape.rope_base,
-                   window=shape.window, past=past, z_hook=z_hook)
+                   rope_dims=shape.rope_dims, window=shape.window, past=past, z_hook=z_hook)
+    if shape.parallel:  # GPT-NeoX: h + attn(norm1(h)) + mlp(norm2(h))
+        mlp = feed_forward(norm(h, w, f"{p}.post_attention_layernorm", shape), w, layer, shape)
+        return h + steps["output"] + mlp, x, steps
     h = h + steps["output"]
     h = h + feed_forward(norm(h, w, f"{p}.post_attention_layernorm", shape), w, layer, shape)
     return h, x, steps

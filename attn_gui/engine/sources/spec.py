@@ -34,6 +34,9 @@ class ModelSpec:
         source predicts the next token (``ModelSource.next_tokens``, ``decoder``).
     rope_base : float, optional
         The base of the RoPE rotation of q and k in every layer; None without RoPE.
+    rope_dims : int, optional
+        Partial rotary (GPT-NeoX's ``rotary_pct``): RoPE turns only each head's first ``rope_dims``
+        dimensions; None: all d_k.
     qk_norm : bool
         Every head's q and k are RMS-normed before RoPE (Qwen3's q_norm and k_norm).
     window : int, optional
@@ -71,6 +74,7 @@ class ModelSpec:
     kv_heads: int | None = None
     causal: bool = False
     rope_base: float | None = None
+    rope_dims: int | None = None
     qk_norm: bool = False
     window: int | None = None
     layer_windows: tuple[int | None, ...] = ()

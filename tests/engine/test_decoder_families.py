@@ -1,0 +1,175 @@
+"""Decoder families beyond Llama's names, as folders: tiny random models made by transformers (random
+non-zero biases and norm gains) give through ``compute`` every layer's alpha of transformers' eager
+attention (1e-5), X, Q, K and V (before and after RoPE) and the block output of its forward hooks and
+its own rotary functions (1e-4), its next-token top 5, and cached decoding equal to a full recompute.
+
+GPT-NeoX (Pythia): partial rotary (rotary_pct), the parallel residual, the fused per-head query_key_value.
+"""
+
+import importlib
+
+import pytest
+import torch
+
+from attn_gui.engine import AttentionConfig, compute, model_spec, source
+from attn_gui.engine.decoding import Decoder
+
+import transformers
+
+from transformers_peer import SENTENCE, WORDS, word_tokenizer  # (tests/)
+
+SIZES = dict(hidden_size=32, intermediate_size=48, num_hidden_layers=2, num_attention_heads=4,
+             vocab_size=len(WORDS), eos_token_id=2, bos_token_id=1, tie_word_embeddings=False,
+             max_position_embeddings=128)
+FAMILIES = {  # a name for the case: (model_type, its own config fields)
+    "gpt_neox": ("gpt_neox", dict(rotary_pct=0.5)),  # 4 of d_k = 8 turned; use_parallel_residual true
+    "gpt_neox-sequential": ("gpt_neox", dict(rotary_pct=0.25, use_parallel_residual=False, hidden_act="gelu_new")),
+}
+
+
+def _randomize(hf):
+    """Random, not zero or one, biases and norm gains: a dropped one changes the numbers."""
+    with torch.no_grad():
+        for name, p in hf.named_parameters():
+            if name.endswith("bias") or "norm" in name:
+                p.normal_(0, 0.1).add_(1.0 if name.endswith("weight") else 0.0)
+
+
+@pytest.fixture(scope="module", params=sorted(FAMILIES))
+def folder(request, tmp_path_factory):
+    kind, fields = FAMILIES[request.param]
+    torch.manual_seed(0)
+    config = transformers.AutoConfig.for_model(kind, **SIZES, **fields)
+    hf = transformers.AutoModelForCausalLM.from_config(config, attn_implementation="eager").eval()
+    _randomize(hf)
+    path = tmp_path_factory.mktemp(request.param)
+    hf.save_pretrained(path)
+    word_tokenizer(path)
+    return str(path), hf
+
+
+def _attention_modules(hf):
+    """Each layer's attention module and the module whose rotary embedding it reads."""
+    base = hf.base_model
+    return [layer.attention if hasattr(layer, "attention") else layer.self_attn for layer in base.layers], base
+
+
+def _qkv(hf, attn, x, T, heads):
+    """transformers' own q, k, v (h, T, d_k) of X, before RoPE, as the attention module computes them."""
+    if hasattr(attn, "query_key_value"):  # GPT-NeoX: per head [q_h, k_h, v_h]
+        return attn.query_key_value(x).view(T, heads, -1).transpose(0, 1).chunk(3, dim=-1)
+    d_k = attn.head_dim
+    return tuple(getattr(attn, f"{n}_proj")(x).view(T, -1, d_k).transpose(0, 1) for n in "qkv")
+
+
+def test_every_layer_equals_transformers(folder):
+    path, hf = folder
+    spec = model_spec(path)
+    T, heads = len(SENTENCE.split()), spec.heads
+    modules, base = _attention_modules(hf)
+    rotary = importlib.import_module(type(modules[0]).__module__)  # the family's apply_rotary_pos_emb
+    share = hf.config.rope_parameters["partial_rotary_factor"]
+    assert spec.rope_dims == (None if share == 1 else int(spec.d_k * share))
+    seen = {}
+    hooks = [m.register_forward_hook(lambda m, args, kwargs, out, i=i: seen.__setitem__(
+        i, (kwargs["hidden_states"][0] if "hidden_states" in kwargs else args[0][0], out[0][0])), with_kwargs=True)
+        for i, m in enumerate(modules)]
+    ids = torch.tensor(source(path).tokenize(SENTENCE).token_ids)
+    with torch.no_grad():
+        out = hf(ids[None], output_attentions=True, output_hidden_states=True)
+    for h in hooks:
+        h.remove()
+    residual = source(path).forward(ids, "cpu", torch.float32).residual
+    for ours, theirs in zip(residual, out.hidden_states, strict=True):  # every layer's, and the final norm's
+        assert torch.allclose(ours, theirs[0], atol=1e-4, rtol=1e-4)
+    cfg = AttentionConfig(sentence=SENTENCE, model=path, layout="column")
+    for layer in range(2):
+        r = compute(cfg.replace(layer=layer))
+        x, block = seen[layer]
+        with torch.no_grad():
+            q, k, v = _qkv(hf, modules[layer], x, T, heads)
+            cos, sin = base.rotary_emb(x[None], torch.arange(T)[None])
+            q_rot, k_rot = rotary.apply_rotary_pos_emb(q[None], k[None], cos, sin)
+        assert torch.allclose(r.weights, out.attentions[layer][0], atol=1e-5, rtol=0), layer
+        assert torch.allclose(r.x, x, atol=1e-4, rtol=1e-4)
+        for got, want in ((r.q_unrotated, q), (r.k_unrotated, k), (r.v, v), (r.q, q_rot[0]), (r.k, k_rot[0]),
+                          (r.output, block)):
+            assert torch.allclose(got, want, atol=1e-4, rtol=1e-4)
+    probs = torch.softmax(out.logits[0, -1].double(), -1).topk(5)
+    got = compute(cfg).next_tokens
+    assert [t for t, _ in got] == [WORDS[i] for i in probs.indices.tolist()]
+    assert [p for _, p in got] == pytest.approx(probs.values.tolist(), abs=1e-5)
+
+
+def test_cached_decoding_equals_recomputing(folder):
+    path, hf = folder
+    decoder = Decoder(AttentionConfig(sentence=SENTENCE, model=path))
+    for _ in range(2):
+        step = decoder.step()
+        full = decoder.recompute()
+        assert torch.allclose(step.weights, full.weights[:, :, -1], atol=1e-5, rtol=0)
+        assert torch.allclose(decoder.logits, full.logits, atol=1e-5, rtol=1e-5)
+    with torch.no_grad():
+        want = hf(torch.tensor(decoder.token_ids)[None]).logits[0, -1]
+    assert torch.allclose(decoder.logits, want, atol=1e-4, rtol=1e-4)
+
+
+def test_partial_rotary_is_named_in_the_formulas(folder):
+    from attn_gui.engine import formula
+
+    path, _ = folder
+    cfg = AttentionConfig(sentence=SENTENCE, model=path)
+    dims = model_spec(path).rope_dims
+    assert formula("q", cfg).endswith(f", its first {dims} dimensions rotated (RoPE)")
+    assert formula("rope_angles", cfg) == f"θ = t · 10000^(−2i/{dims}), r = {dims} of d_k turned"
+    assert compute(cfg).rope_angles.shape == (len(SENTENCE.split()), dims // 2)
+
+
+# what each family's config.json says that transformers reads; a field it starts reading fails the test below
+FIELDS = {
+    "gpt_neox": dict(
+        honoured=("model_type", "hidden_size", "num_attention_heads", "num_hidden_layers", "intermediate_size",
+                  "vocab_size", "max_position_embeddings", "hidden_act", "layer_norm_eps", "attention_bias",
+                  "use_parallel_residual", "rope_parameters", "head_dim", "tie_word_embeddings", "eos_token_id"),
+        unused=("attention_dropout", "hidden_dropout", "classifier_dropout", "use_cache", "is_decoder")),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(FIELDS))
+def test_every_field_transformers_reads_is_honoured_or_unused(kind):
+    """Read from transformers' own modeling file and config (refused fields are refused by the rope checks)."""
+    import inspect
+    import re
+
+    from attn_gui.engine.sources.encoder_config import UNUSED
+
+    code = inspect.getsource(importlib.import_module(f"transformers.models.{kind}.modeling_{kind}"))
+    read = set(re.findall(r"config\.(\w+)", code)) | set(re.findall(r"getattr\(config, \"(\w+)\"", code))
+    read |= set(transformers.AutoConfig.for_model(kind).to_dict())
+    assert read - {*FIELDS[kind]["honoured"], *FIELDS[kind]["unused"], *UNUSED} == set()
+
+
+def test_older_pythia_names_and_a_scaled_rope(folder, tmp_path):
+    """Pythia's own config.json names rotary_pct and rotary_emb_base (transformers 4); without them transformers'
+    defaults hold (GPTNeoXConfig: 0.25 and 10000); a scaled RoPE is refused in one line."""
+    import json
+    import shutil
+
+    from attn_gui.engine import ConfigError
+
+    path, hf = folder
+
+    def changed(name, **fields):
+        odd = tmp_path / name
+        shutil.copytree(path, odd)
+        cfg = {k: v for k, v in json.loads((odd / "config.json").read_text()).items() if k != "rope_parameters"}
+        (odd / "config.json").write_text(json.dumps(cfg | fields))
+        return str(odd)
+
+    for name, fields in (("older", dict(rotary_pct=0.5, rotary_emb_base=500)), ("bare", {})):
+        spec = model_spec(changed(name, **fields))
+        theirs = transformers.AutoConfig.from_pretrained(tmp_path / name).rope_parameters
+        assert spec.rope_dims == int(spec.d_k * theirs["partial_rotary_factor"]) < spec.d_k
+        assert spec.rope_base == theirs["rope_theta"]
+    with pytest.raises(ConfigError, match="^scaled uses RoPE scaling 'linear', which attn-gui does not apply yet$"):
+        AttentionConfig(model=changed("scaled", rope_scaling={"type": "linear", "factor": 2.0}))
