@@ -4,6 +4,7 @@ attention (1e-5), X, Q, K and V (before and after RoPE) and the block output of 
 its own rotary functions (1e-4), its next-token top 5, and cached decoding equal to a full recompute.
 
 GPT-NeoX (Pythia): partial rotary (rotary_pct), the parallel residual, the fused per-head query_key_value.
+Phi-3 / Phi-4: the fused qkv_proj and gate_up_proj, partial_rotary_factor, a sliding window in every layer.
 """
 
 import importlib
@@ -24,6 +25,8 @@ SIZES = dict(hidden_size=32, intermediate_size=48, num_hidden_layers=2, num_atte
 FAMILIES = {  # a name for the case: (model_type, its own config fields)
     "gpt_neox": ("gpt_neox", dict(rotary_pct=0.5)),  # 4 of d_k = 8 turned; use_parallel_residual true
     "gpt_neox-sequential": ("gpt_neox", dict(rotary_pct=0.25, use_parallel_residual=False, hidden_act="gelu_new")),
+    # fused qkv and gate_up; 4 of d_k = 8 turned; a window shorter than the sentence
+    "phi3": ("phi3", dict(num_key_value_heads=2, partial_rotary_factor=0.5, sliding_window=4, pad_token_id=0)),
 }
 
 
@@ -35,17 +38,21 @@ def _randomize(hf):
                 p.normal_(0, 0.1).add_(1.0 if name.endswith("weight") else 0.0)
 
 
-@pytest.fixture(scope="module", params=sorted(FAMILIES))
-def folder(request, tmp_path_factory):
-    kind, fields = FAMILIES[request.param]
+def _folder(case: str, path):
+    """The tiny random model of ``case`` (FAMILIES) saved with its tokenizer in ``path``, and the model."""
+    kind, fields = FAMILIES[case]
     torch.manual_seed(0)
     config = transformers.AutoConfig.for_model(kind, **SIZES, **fields)
     hf = transformers.AutoModelForCausalLM.from_config(config, attn_implementation="eager").eval()
     _randomize(hf)
-    path = tmp_path_factory.mktemp(request.param)
     hf.save_pretrained(path)
     word_tokenizer(path)
     return str(path), hf
+
+
+@pytest.fixture(scope="module", params=sorted(FAMILIES))
+def folder(request, tmp_path_factory):
+    return _folder(request.param, tmp_path_factory.mktemp(request.param))
 
 
 def _attention_modules(hf):
@@ -59,6 +66,10 @@ def _qkv(hf, attn, x, T, heads):
     if hasattr(attn, "query_key_value"):  # GPT-NeoX: per head [q_h, k_h, v_h]
         return attn.query_key_value(x).view(T, heads, -1).transpose(0, 1).chunk(3, dim=-1)
     d_k = attn.head_dim
+    if hasattr(attn, "qkv_proj"):  # Phi-3: [Q; K; V] rows, K and V of the g key/value heads
+        g = attn.num_key_value_heads
+        q, k, v = attn.qkv_proj(x).split([heads * d_k, g * d_k, g * d_k], dim=-1)
+        return tuple(t.view(T, -1, d_k).transpose(0, 1) for t in (q, k, v))
     return tuple(getattr(attn, f"{n}_proj")(x).view(T, -1, d_k).transpose(0, 1) for n in "qkv")
 
 
@@ -132,6 +143,12 @@ FIELDS = {
                   "vocab_size", "max_position_embeddings", "hidden_act", "layer_norm_eps", "attention_bias",
                   "use_parallel_residual", "rope_parameters", "head_dim", "tie_word_embeddings", "eos_token_id"),
         unused=("attention_dropout", "hidden_dropout", "classifier_dropout", "use_cache", "is_decoder")),
+    "phi3": dict(  # original_max_position_embeddings: read by longrope only, which rope_parameters' check refuses
+        honoured=("model_type", "hidden_size", "num_attention_heads", "num_key_value_heads", "num_hidden_layers",
+                  "intermediate_size", "vocab_size", "max_position_embeddings", "hidden_act", "rms_norm_eps",
+                  "rope_parameters", "sliding_window", "head_dim", "tie_word_embeddings", "eos_token_id",
+                  "original_max_position_embeddings"),
+        unused=("attention_dropout", "resid_pdrop", "embd_pdrop", "use_cache")),
 }
 
 
@@ -149,7 +166,7 @@ def test_every_field_transformers_reads_is_honoured_or_unused(kind):
     assert read - {*FIELDS[kind]["honoured"], *FIELDS[kind]["unused"], *UNUSED} == set()
 
 
-def test_older_pythia_names_and_a_scaled_rope(folder, tmp_path):
+def test_older_pythia_names_and_a_scaled_rope(tmp_path):
     """Pythia's own config.json names rotary_pct and rotary_emb_base (transformers 4); without them transformers'
     defaults hold (GPTNeoXConfig: 0.25 and 10000); a scaled RoPE is refused in one line."""
     import json
@@ -157,7 +174,7 @@ def test_older_pythia_names_and_a_scaled_rope(folder, tmp_path):
 
     from attn_gui.engine import ConfigError
 
-    path, hf = folder
+    path, _ = _folder("gpt_neox", tmp_path / "gpt_neox")
 
     def changed(name, **fields):
         odd = tmp_path / name
@@ -173,3 +190,17 @@ def test_older_pythia_names_and_a_scaled_rope(folder, tmp_path):
         assert spec.rope_base == theirs["rope_theta"]
     with pytest.raises(ConfigError, match="^scaled uses RoPE scaling 'linear', which attn-gui does not apply yet$"):
         AttentionConfig(model=changed("scaled", rope_scaling={"type": "linear", "factor": 2.0}))
+
+
+def test_a_gated_feed_forward_other_than_silu_is_refused(tmp_path):
+    """Phi3MLP (as LlamaMLP) applies ACT2FN[hidden_act] to the gate; only SiLU is computed here: another is refused."""
+    import json
+
+    from attn_gui.engine import ConfigError
+
+    path, _ = _folder("phi3", tmp_path / "odd")
+    cfg = json.loads((tmp_path / "odd" / "config.json").read_text())
+    (tmp_path / "odd" / "config.json").write_text(json.dumps(cfg | dict(hidden_act="gelu")))
+    with pytest.raises(ConfigError, match="^odd: hidden_act 'gelu' is not supported in a gated feed-forward; "
+                                          "supported: silu$"):
+        AttentionConfig(model=path)

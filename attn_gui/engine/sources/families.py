@@ -49,6 +49,7 @@ FAMILIES = {  # by config.json's model_type
     "mistral": Family("Mistral", window="every", gguf="llama", permuted=True),  # llama.cpp writes Mistral as llama
     "qwen2": Family("Qwen2", window="layers", gguf="qwen2"),
     "qwen3": Family("Qwen3", window="layers", qk_norm=True, gguf="qwen3"),  # Qwen3Model(Qwen2Model): no permute
+    "phi3": Family("Phi-3", window="every", rotary=1.0, rename="phi3", also=("Phi-4",)),  # fused qkv, gate_up
     "gpt2": Family("GPT-2", names=(("heads", "n_head"), ("d_model", "n_embd"), ("layers", "n_layer"),
                                     ("positions", "n_positions"), ("eps", "layer_norm_epsilon"),
                                     ("act", "activation_function")), norm="layer", mlp="gelu",

@@ -51,7 +51,11 @@ def size(cfg: dict, family: Family, key: str, default=None):
 def activation(cfg: dict, family: Family, folder: Path) -> str:
     """The feed-forward's activation as ``encoder`` / ``llama`` name it (gelu, gelu_tanh, relu)."""
     act = size(cfg, family, "act", family.act)
-    if family.path == "decoder" and family.mlp == "swiglu":
+    if family.path == "decoder" and family.mlp == "swiglu":  # SwiGLU: silu(W_gate x) * W_up x
+        act = size(cfg, family, "act", "silu")
+        if act != "silu":
+            raise ConfigError(f"{folder.name}: hidden_act {act!r} is not supported in a gated feed-forward; "
+                              "supported: silu")
         return "silu"
     if act not in ACTIVATIONS:
         raise ConfigError(f"{folder.name}: activation {act!r} is not supported; supported: {', '.join(ACTIVATIONS)}")
@@ -273,8 +277,24 @@ def neox_weights(w: dict, heads: int) -> dict:
     return out
 
 
+def phi3_weights(w: dict, spec: ModelSpec) -> dict:
+    """Phi-3's tensors under llama.py's names: qkv_proj split into Q (h d_k rows), K and V (g d_k rows each),
+    and gate_up_proj into the gate (its first half) and up, as ``Phi3Attention`` and ``Phi3MLP`` slice them."""
+    out = dict(w)
+    q_rows, kv_rows = spec.heads * spec.d_k, (spec.kv_heads or spec.heads) * spec.d_k
+    for name in [k for k in w if k.endswith((".qkv_proj.weight", ".gate_up_proj.weight"))]:
+        fused, stem = out.pop(name), name.rsplit(".", 2)[0]
+        if name.endswith(".qkv_proj.weight"):
+            parts = fused.split([q_rows, kv_rows, kv_rows])
+            for part, proj in zip(parts, ("q_proj", "k_proj", "v_proj"), strict=True):
+                out[f"{stem}.{proj}.weight"] = part
+        else:
+            out[f"{stem}.gate_proj.weight"], out[f"{stem}.up_proj.weight"] = fused.chunk(2)
+    return out
+
+
 RENAMES = {"gpt2": lambda w, spec: gpt2_weights(w, spec.d_model),
-           "gpt_neox": lambda w, spec: neox_weights(w, spec.heads)}
+           "gpt_neox": lambda w, spec: neox_weights(w, spec.heads), "phi3": phi3_weights}
 
 
 def read(spec: ModelSpec, progress=None):
