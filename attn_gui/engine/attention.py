@@ -29,7 +29,8 @@ class Projections:
     each K/V head shared by h / g query heads).
     Biases, when there are any: b_q (h, 1, d_k), b_k (g, 1, d_k), b_v (g, 1, d_v), b_o (1, d).
     Per-head norms, when there are any (Qwen3's q_norm and k_norm): the RMSNorm gains
-    q_norm (d_k,) and k_norm (d_k,), shared by every head, with epsilon ``norm_eps``.
+    q_norm (d_k,) and k_norm (d_k,), shared by every head, with epsilon ``norm_eps``; or
+    (OLMo 2's) q_norm (h d_k,) and k_norm (g d_k,): one RMSNorm over all heads' q (k) of a token.
     """
 
     w_q: torch.Tensor | None = None
@@ -196,7 +197,10 @@ def attend(x: torch.Tensor, weights: Projections, *, x_kv: torch.Tensor | None =
     extra = {}
     if rope_base is not None:
         extra.update(q_unrotated=q, k_unrotated=k)
-    if p.q_norm is not None:  # Qwen3: every head's q and k RMS-normed over d_k, before RoPE
+    if p.q_norm is not None and p.q_norm.numel() != q.size(-1):  # OLMo 2: over all heads of a token, before RoPE
+        q, k = norm_across_heads(q, p.q_norm, p.norm_eps), norm_across_heads(k, p.k_norm, p.norm_eps)
+        extra.update(q_normed=q, k_normed=k)
+    elif p.q_norm is not None:  # Qwen3: every head's q and k RMS-normed over d_k, before RoPE
         q, k = rms_norm(q, p.q_norm, p.norm_eps), rms_norm(k, p.k_norm, p.norm_eps)  # (h, T, d_k), (g, T_k, d_k)
         extra.update(q_normed=q, k_normed=k)
     if rope_base is not None:
@@ -362,6 +366,13 @@ def _split_heads(y: torch.Tensor, heads: int) -> torch.Tensor:
 def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
     """x / sqrt(mean(x²) + eps) * weight, over the last axis (Llama's RMSNorm)."""
     return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * weight
+
+
+def norm_across_heads(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+    """RMSNorm of each token's heads side by side (OLMo 2's q_norm over h d_k).  (..., h, T, d_k), (h d_k,)"""
+    heads = x.size(-3)
+    joined = x.transpose(-3, -2).flatten(-2)  # (..., T, h d_k)
+    return rms_norm(joined, weight, eps).unflatten(-1, (heads, -1)).transpose(-3, -2)
 
 
 def attention_scores(q: torch.Tensor, k: torch.Tensor, similarity: str = "dot") -> torch.Tensor:

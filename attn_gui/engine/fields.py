@@ -106,11 +106,13 @@ def formula(name: str, config) -> str:
         else:
             text = f"{info.symbol} = {x} {w}{b}"
         if _qk_norm(config) and name in ("q", "k"):
-            text += ", RMS-normed per head"
+            text += ", RMS-normed over all heads" if _across(config) else ", RMS-normed per head"
         if _rope(config) and name in ("q", "k"):
             dims = _rope_dims(config)
             return text + (f", its first {dims} dimensions rotated (RoPE)" if dims else ", rotated (RoPE)")
         return text
+    if name in ("q_normed", "k_normed") and _across(config):
+        return info.formula.replace("per head", "over all heads of a token (h·d_k)")
     if name in ("q_unrotated", "k_unrotated") and _qk_norm(config):
         return info.formula.replace("before the rotation", "before the norm and the rotation")
     terms, factor = _score_terms(config)
@@ -171,6 +173,12 @@ def _rope_dims(config) -> int | None:
     from .sources import model_spec
 
     return model_spec(config.model).rope_dims if config.model is not None else None
+
+
+def _across(config) -> bool:
+    from .sources import model_spec
+
+    return config.model is not None and model_spec(config.model).qk_norm_across
 
 
 def _qk_norm(config) -> bool:

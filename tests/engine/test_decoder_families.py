@@ -4,6 +4,7 @@ attention (1e-5), X, Q, K and V (before and after RoPE) and the block output of 
 its own rotary functions (1e-4), its next-token top 5, and cached decoding equal to a full recompute.
 
 GPT-NeoX (Pythia): partial rotary (rotary_pct), the parallel residual, the fused per-head query_key_value.
+OLMo 2: q and k RMS-normed over all heads of a token (not per head), norms after attention and the MLP.
 Phi-3 / Phi-4: the fused qkv_proj and gate_up_proj, partial_rotary_factor, a sliding window in every layer.
 """
 
@@ -26,6 +27,7 @@ FAMILIES = {  # a name for the case: (model_type, its own config fields)
     "gpt_neox": ("gpt_neox", dict(rotary_pct=0.5)),  # 4 of d_k = 8 turned; use_parallel_residual true
     "gpt_neox-sequential": ("gpt_neox", dict(rotary_pct=0.25, use_parallel_residual=False, hidden_act="gelu_new")),
     # fused qkv and gate_up; 4 of d_k = 8 turned; a window shorter than the sentence
+    "olmo2": ("olmo2", dict(num_key_value_heads=2, pad_token_id=0)),  # q/k norms over all heads, post-norms
     "phi3": ("phi3", dict(num_key_value_heads=2, partial_rotary_factor=0.5, sliding_window=4, pad_token_id=0)),
 }
 
@@ -62,15 +64,21 @@ def _attention_modules(hf):
 
 
 def _qkv(hf, attn, x, T, heads):
-    """transformers' own q, k, v (h, T, d_k) of X, before RoPE, as the attention module computes them."""
+    """transformers' own q, k, v (h, T, d_k) of X as the attention module computes them, and q and k after its
+    norms (OLMo 2's, over all heads; the projections themselves where there are none), all before RoPE."""
     if hasattr(attn, "query_key_value"):  # GPT-NeoX: per head [q_h, k_h, v_h]
-        return attn.query_key_value(x).view(T, heads, -1).transpose(0, 1).chunk(3, dim=-1)
+        q, k, v = attn.query_key_value(x).view(T, heads, -1).transpose(0, 1).chunk(3, dim=-1)
+        return q, k, v, q, k
     d_k = attn.head_dim
+    per_head = lambda t: t.view(T, -1, d_k).transpose(0, 1)  # noqa: E731  (T, n d_k) -> (n, T, d_k)
     if hasattr(attn, "qkv_proj"):  # Phi-3: [Q; K; V] rows, K and V of the g key/value heads
         g = attn.num_key_value_heads
-        q, k, v = attn.qkv_proj(x).split([heads * d_k, g * d_k, g * d_k], dim=-1)
-        return tuple(t.view(T, -1, d_k).transpose(0, 1) for t in (q, k, v))
-    return tuple(getattr(attn, f"{n}_proj")(x).view(T, -1, d_k).transpose(0, 1) for n in "qkv")
+        q, k, v = map(per_head, attn.qkv_proj(x).split([heads * d_k, g * d_k, g * d_k], dim=-1))
+        return q, k, v, q, k
+    q, k, v = (getattr(attn, f"{n}_proj")(x) for n in "qkv")
+    if hasattr(attn, "q_norm"):  # OLMo 2: one RMSNorm over the whole projection
+        return per_head(q), per_head(k), per_head(v), per_head(attn.q_norm(q)), per_head(attn.k_norm(k))
+    return per_head(q), per_head(k), per_head(v), per_head(q), per_head(k)
 
 
 def test_every_layer_equals_transformers(folder):
@@ -79,7 +87,7 @@ def test_every_layer_equals_transformers(folder):
     T, heads = len(SENTENCE.split()), spec.heads
     modules, base = _attention_modules(hf)
     rotary = importlib.import_module(type(modules[0]).__module__)  # the family's apply_rotary_pos_emb
-    share = hf.config.rope_parameters["partial_rotary_factor"]
+    share = hf.config.rope_parameters.get("partial_rotary_factor", 1)
     assert spec.rope_dims == (None if share == 1 else int(spec.d_k * share))
     seen = {}
     hooks = [m.register_forward_hook(lambda m, args, kwargs, out, i=i: seen.__setitem__(
@@ -98,14 +106,17 @@ def test_every_layer_equals_transformers(folder):
         r = compute(cfg.replace(layer=layer))
         x, block = seen[layer]
         with torch.no_grad():
-            q, k, v = _qkv(hf, modules[layer], x, T, heads)
+            q, k, v, q_normed, k_normed = _qkv(hf, modules[layer], x, T, heads)
             cos, sin = base.rotary_emb(x[None], torch.arange(T)[None])
-            q_rot, k_rot = rotary.apply_rotary_pos_emb(q[None], k[None], cos, sin)
+            q_rot, k_rot = rotary.apply_rotary_pos_emb(q_normed[None], k_normed[None], cos, sin)
         assert torch.allclose(r.weights, out.attentions[layer][0], atol=1e-5, rtol=0), layer
         assert torch.allclose(r.x, x, atol=1e-4, rtol=1e-4)
         for got, want in ((r.q_unrotated, q), (r.k_unrotated, k), (r.v, v), (r.q, q_rot[0]), (r.k, k_rot[0]),
                           (r.output, block)):
             assert torch.allclose(got, want, atol=1e-4, rtol=1e-4)
+        if spec.qk_norm:
+            assert torch.allclose(r.q_normed, q_normed, atol=1e-4, rtol=1e-4)
+            assert torch.allclose(r.k_normed, k_normed, atol=1e-4, rtol=1e-4)
     probs = torch.softmax(out.logits[0, -1].double(), -1).topk(5)
     got = compute(cfg).next_tokens
     assert [t for t, _ in got] == [WORDS[i] for i in probs.indices.tolist()]
@@ -125,15 +136,25 @@ def test_cached_decoding_equals_recomputing(folder):
     assert torch.allclose(decoder.logits, want, atol=1e-4, rtol=1e-4)
 
 
-def test_partial_rotary_is_named_in_the_formulas(folder):
+def test_the_formulas_name_each_familys_steps(folder):
     from attn_gui.engine import formula
 
     path, _ = folder
     cfg = AttentionConfig(sentence=SENTENCE, model=path)
-    dims = model_spec(path).rope_dims
-    assert formula("q", cfg).endswith(f", its first {dims} dimensions rotated (RoPE)")
-    assert formula("rope_angles", cfg) == f"θ = t · 10000^(−2i/{dims}), r = {dims} of d_k turned"
-    assert compute(cfg).rope_angles.shape == (len(SENTENCE.split()), dims // 2)
+    spec, result = model_spec(path), compute(cfg)
+    dims = spec.rope_dims
+    if dims:  # partial rotary: how many dimensions turn, and one angle per turned pair
+        assert formula("q", cfg).endswith(f", its first {dims} dimensions rotated (RoPE)")
+        assert formula("rope_angles", cfg) == f"θ = t · 10000^(−2i/{dims}), r = {dims} of d_k turned"
+        assert result.rope_angles.shape == (len(SENTENCE.split()), dims // 2)
+    else:
+        assert formula("q", cfg).endswith(", rotated (RoPE)") and result.rope_angles.shape[1] == spec.d_k // 2
+    if spec.qk_norm_across:  # OLMo 2: X is the residual itself; q and k normed over all heads
+        assert formula("q", cfg).endswith(", RMS-normed over all heads, rotated (RoPE)")
+        assert formula("k_normed", cfg) == "K = RMSNorm(X W_k) ⊙ g_k, over all heads of a token (h·d_k), before " \
+                                           "the rotation"
+        assert formula("x", cfg) == "X: the residual stream entering the layer (no norm before attention)"
+
 
 
 # what each family's config.json says that transformers reads; a field it starts reading fails the test below
@@ -143,6 +164,11 @@ FIELDS = {
                   "vocab_size", "max_position_embeddings", "hidden_act", "layer_norm_eps", "attention_bias",
                   "use_parallel_residual", "rope_parameters", "head_dim", "tie_word_embeddings", "eos_token_id"),
         unused=("attention_dropout", "hidden_dropout", "classifier_dropout", "use_cache", "is_decoder")),
+    "olmo2": dict(
+        honoured=("model_type", "hidden_size", "num_attention_heads", "num_key_value_heads", "num_hidden_layers",
+                  "intermediate_size", "vocab_size", "max_position_embeddings", "hidden_act", "rms_norm_eps",
+                  "rope_parameters", "attention_bias", "head_dim", "tie_word_embeddings", "eos_token_id"),
+        unused=("attention_dropout", "use_cache")),
     "phi3": dict(  # original_max_position_embeddings: read by longrope only, which rope_parameters' check refuses
         honoured=("model_type", "hidden_size", "num_attention_heads", "num_key_value_heads", "num_hidden_layers",
                   "intermediate_size", "vocab_size", "max_position_embeddings", "hidden_act", "rms_norm_eps",

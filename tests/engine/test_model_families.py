@@ -193,6 +193,7 @@ def test_unknown_activation_and_family_are_named(tmp_path, gpt2):
         AttentionConfig(model=str(odd))
     cfg["model_type"] = "t5"
     (odd / "config.json").write_text(json.dumps(cfg))
-    with pytest.raises(ConfigError, match="^odd is a 't5' model; supported model_types: llama, mistral, qwen2, qwen3, "
-                                          "phi3, gpt2, gpt_neox, bert, roberta, distilbert, deberta-v2, modernbert$"):
+    with pytest.raises(ConfigError, match="^odd is a 't5' model; supported model_types: llama, mistral, qwen2, "
+                                          "qwen3, olmo2, phi3, gpt2, gpt_neox, bert, roberta, distilbert, "
+                                          "deberta-v2, modernbert$"):
         AttentionConfig(model=str(odd))

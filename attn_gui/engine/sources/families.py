@@ -33,6 +33,8 @@ class Family:
     pre_norm: bool = False  # an encoder whose LayerNorms come before attention and the MLP (ModernBERT)
     relative: bool = False  # DeBERTa's disentangled attention: c2p and p2c terms (attention.Relative)
     qk_norm: bool = False  # Qwen3: q_norm and k_norm, each head's q and k RMS-normed before RoPE
+    post_norm: bool = False  # OLMo 2: no norm before attention or the MLP; each output normed before its residual
+    #                          (post_attention_layernorm, post_feedforward_layernorm); q/k norms over all heads
     positions: str = "rope"  # "rope"; "learned": absolute positions added to the embedding (GPT-2's wpe)
     act: str = "gelu"  # the activation where config.json names none (a GELU feed-forward's)
     rotary: float | None = None  # reads a partial rotary share (rope_parameters' partial_rotary_factor,
@@ -49,6 +51,7 @@ FAMILIES = {  # by config.json's model_type
     "mistral": Family("Mistral", window="every", gguf="llama", permuted=True),  # llama.cpp writes Mistral as llama
     "qwen2": Family("Qwen2", window="layers", gguf="qwen2"),
     "qwen3": Family("Qwen3", window="layers", qk_norm=True, gguf="qwen3"),  # Qwen3Model(Qwen2Model): no permute
+    "olmo2": Family("OLMo 2", qk_norm=True, post_norm=True),
     "phi3": Family("Phi-3", window="every", rotary=1.0, rename="phi3", also=("Phi-4",)),  # fused qkv, gate_up
     "gpt2": Family("GPT-2", names=(("heads", "n_head"), ("d_model", "n_embd"), ("layers", "n_layer"),
                                     ("positions", "n_positions"), ("eps", "layer_norm_epsilon"),
@@ -105,7 +108,11 @@ def decoder_spec(name: str, label: str, reader: str, family: Family, *, weights:
     about = ("output is the attention block's output, before the residual",
              "the model is causal by construction: the causal mask is always on", *((weights,) if weights else ()))
     x_is = f"{'LayerNorm' if family.norm == 'layer' else 'RMSNorm'} of the residual stream entering the layer"
+    if family.post_norm:
+        x_is = "the residual stream entering the layer (no norm before attention)"
+        about = (*about, "the attention and MLP outputs are RMS-normed before each is added to the residual")
     return ModelSpec(name, label, module="decoder", reader=reader, causal=True, qk_norm=family.qk_norm,
+                     qk_norm_across=family.post_norm,
                      x_is=x_is, about=about, **sizes)
 
 

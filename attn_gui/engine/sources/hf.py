@@ -333,7 +333,8 @@ def read(spec: ModelSpec, progress=None):
     shape = LlamaShape(spec.layers, spec.heads, spec.kv_heads, spec.d_k, float(eps or 1e-6), spec.rope_base,
                        norm=family.norm, mlp=family.mlp if family.mlp == "swiglu" else activation(cfg, family, folder),
                        window=spec.window, rope_dims=spec.rope_dims,
-                       parallel=family.parallel and bool(cfg.get("use_parallel_residual", True)))
+                       parallel=family.parallel and bool(cfg.get("use_parallel_residual", True)),
+                       post_norm=family.post_norm)
     return DecoderModel(spec, shape, weights, tokenizer, tuple(texts), special, -1 if eos is None else int(eos), None)
 
 

@@ -46,6 +46,7 @@ class LlamaShape:
     window: int | None = None  # Mistral's sliding window in every layer: query i sees keys i - window < j <= i
     rope_dims: int | None = None  # partial rotary: only each head's first rope_dims dimensions turn (GPT-NeoX)
     parallel: bool = False  # attention and MLP both read the layer's residual, their sum added (GPT-NeoX)
+    post_norm: bool = False  # OLMo 2: no pre-norms; attention's and the MLP's outputs normed before their residual
 
 
 @dataclass(frozen=True)
@@ -145,9 +146,12 @@ def decoder_layer(h: torch.Tensor, w: dict, layer: int, shape: LlamaShape,
                   past: tuple[torch.Tensor, torch.Tensor] | None = None, *, z_hook=None):
     """One layer over the new rows ``h`` (n, d); returns (next residual, X, attention steps)."""
     p = f"model.layers.{layer}"
-    x = norm(h, w, f"{p}.input_layernorm", shape)  # X: what attention reads
+    x = h if shape.post_norm else norm(h, w, f"{p}.input_layernorm", shape)  # X: what attention reads
     steps = attend(x, head_weights(w, layer, shape), layout="column", causal=True, rope_base=shape.rope_base,
                    rope_dims=shape.rope_dims, window=shape.window, past=past, z_hook=z_hook)
+    if shape.post_norm:  # OLMo 2: h + norm(attn(h)), then h + norm(mlp(h))
+        h = h + norm(steps["output"], w, f"{p}.post_attention_layernorm", shape)
+        return h + norm(feed_forward(h, w, layer, shape), w, f"{p}.post_feedforward_layernorm", shape), x, steps
     if shape.parallel:  # GPT-NeoX: h + attn(norm1(h)) + mlp(norm2(h))
         mlp = feed_forward(norm(h, w, f"{p}.post_attention_layernorm", shape), w, layer, shape)
         return h + steps["output"] + mlp, x, steps

@@ -38,6 +38,8 @@ class ModelSpec:
         Partial rotary (GPT-NeoX's ``rotary_pct``): RoPE turns only each head's first ``rope_dims``
         dimensions; None: all d_k.
     qk_norm : bool
+    qk_norm_across : bool
+        The q and k norms span all heads of a token (OLMo 2), not each head.
         Every head's q and k are RMS-normed before RoPE (Qwen3's q_norm and k_norm).
     window : int, optional
         The sliding window every layer applies (Mistral's ``sliding_window``): query i sees
@@ -76,6 +78,7 @@ class ModelSpec:
     rope_base: float | None = None
     rope_dims: int | None = None
     qk_norm: bool = False
+    qk_norm_across: bool = False
     window: int | None = None
     layer_windows: tuple[int | None, ...] = ()
     layer_rope_bases: tuple[float, ...] = ()
