@@ -230,3 +230,19 @@ def test_a_gated_feed_forward_other_than_silu_is_refused(tmp_path):
     with pytest.raises(ConfigError, match="^odd: hidden_act 'gelu' is not supported in a gated feed-forward; "
                                           "supported: silu$"):
         AttentionConfig(model=path)
+
+
+def test_attribution_splits_pythia_and_refuses_olmo2s_post_norms(tmp_path):
+    """The split's own check (components summing to every layer's residual and to the model's logits) holds
+    for GPT-NeoX's parallel residual; OLMo 2 normalises each block's output, which no split into heads keeps."""
+    from attn_gui.engine import ConfigError
+    from attn_gui.engine.attribution import trace
+
+    path, hf = _folder("gpt_neox", tmp_path / "pythia")
+    run = trace(AttentionConfig(sentence=SENTENCE, model=path))
+    with torch.no_grad():
+        want = hf(torch.tensor(run.ids)[None]).logits[0, -1]
+    assert torch.allclose(run.logits, want, atol=1e-4, rtol=1e-4)
+    path, _ = _folder("olmo2", tmp_path / "olmo2")
+    with pytest.raises(ConfigError, match="has a step the attribution does not split"):
+        trace(AttentionConfig(sentence=SENTENCE, model=path))
