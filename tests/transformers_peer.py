@@ -30,3 +30,26 @@ def word_tokenizer(folder) -> None:
     tok = Tokenizer(models.WordLevel({w: i for i, w in enumerate(WORDS)}, unk_token="<unk>"))
     tok.pre_tokenizer = pre_tokenizers.Whitespace()
     tok.save(str(folder / "tokenizer.json"))
+
+
+def top5_equals_transformers(cfg, logits: torch.Tensor, vocab) -> None:
+    """``compute(cfg)``'s next-token top 5 are the softmax of transformers' last ``logits`` (V,): tokens, p 1e-5."""
+    import pytest
+
+    probs = torch.softmax(logits.double(), -1).topk(5)
+    got = compute(cfg).next_tokens
+    assert [t for t, _ in got] == [vocab[i] for i in probs.indices.tolist()]
+    assert [p for _, p in got] == pytest.approx(probs.values.tolist(), abs=1e-5)
+
+
+def cached_steps_equal_recomputing(cfg, steps: int = 2):
+    """Each cached decoding step's alpha and logits equal a full recompute's; returns the decoder."""
+    from attn_gui.engine.decoding import Decoder
+
+    decoder = Decoder(cfg)
+    for _ in range(steps):
+        step = decoder.step()
+        full = decoder.recompute()
+        assert torch.allclose(step.weights, full.weights[:, :, -1], atol=1e-5, rtol=0)
+        assert torch.allclose(decoder.logits, full.logits, atol=1e-5, rtol=1e-5)
+    return decoder

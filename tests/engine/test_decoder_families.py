@@ -14,11 +14,11 @@ import pytest
 import torch
 
 from attn_gui.engine import AttentionConfig, compute, model_spec, source
-from attn_gui.engine.decoding import Decoder
 
 import transformers
 
-from transformers_peer import SENTENCE, WORDS, word_tokenizer  # (tests/)
+from transformers_peer import (SENTENCE, WORDS, cached_steps_equal_recomputing,  # (tests/)
+                               top5_equals_transformers, word_tokenizer)
 
 SIZES = dict(hidden_size=32, intermediate_size=48, num_hidden_layers=2, num_attention_heads=4,
              vocab_size=len(WORDS), eos_token_id=2, bos_token_id=1, tie_word_embeddings=False,
@@ -117,20 +117,12 @@ def test_every_layer_equals_transformers(folder):
         if spec.qk_norm:
             assert torch.allclose(r.q_normed, q_normed, atol=1e-4, rtol=1e-4)
             assert torch.allclose(r.k_normed, k_normed, atol=1e-4, rtol=1e-4)
-    probs = torch.softmax(out.logits[0, -1].double(), -1).topk(5)
-    got = compute(cfg).next_tokens
-    assert [t for t, _ in got] == [WORDS[i] for i in probs.indices.tolist()]
-    assert [p for _, p in got] == pytest.approx(probs.values.tolist(), abs=1e-5)
+    top5_equals_transformers(cfg, out.logits[0, -1], WORDS)
 
 
 def test_cached_decoding_equals_recomputing(folder):
     path, hf = folder
-    decoder = Decoder(AttentionConfig(sentence=SENTENCE, model=path))
-    for _ in range(2):
-        step = decoder.step()
-        full = decoder.recompute()
-        assert torch.allclose(step.weights, full.weights[:, :, -1], atol=1e-5, rtol=0)
-        assert torch.allclose(decoder.logits, full.logits, atol=1e-5, rtol=1e-5)
+    decoder = cached_steps_equal_recomputing(AttentionConfig(sentence=SENTENCE, model=path))
     with torch.no_grad():
         want = hf(torch.tensor(decoder.token_ids)[None]).logits[0, -1]
     assert torch.allclose(decoder.logits, want, atol=1e-4, rtol=1e-4)
