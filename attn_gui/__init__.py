@@ -1,8 +1,22 @@
 """Attention Explorer: watch self-attention being computed, one heatmap per step."""
 
 
+PUBLIC = {"show": "api", "to_html": "api", "register": "engine.sources.memory"}  # name: its module
+
+
 def __getattr__(name: str):
-    """``__version__``, looked up on first use: importing the package stays instant (``launch``)."""
+    """``__version__`` and the Python API (``show``, ``to_html``, ``register``), looked up on first use:
+    importing the package stays instant (``launch``)."""
+    if name == "notebook":  # attn_gui.notebook.view(...) after a bare ``import attn_gui``
+        from importlib import import_module
+
+        return import_module(f"{__name__}.notebook")
+    if name in PUBLIC:
+        from importlib import import_module
+
+        found = getattr(import_module(f"{__name__}.{PUBLIC[name]}"), name)
+        globals()[name] = found
+        return found
     if name == "__version__":
         from importlib.metadata import PackageNotFoundError, version
 

@@ -203,10 +203,13 @@ def build_parser() -> argparse.ArgumentParser:
                            "to its own max), e.g. weights=row; signed maps take auto or row (repeat for more maps)")
     add_engine_options(gui)
 
-    ex = sub.add_parser("export", help="write every map as PNG/SVG and every tensor as .npy/.csv, no window")
-    ex.add_argument("--out", required=True, metavar="DIR", help="folder to write (created if missing)")
+    ex = sub.add_parser("export", help="write every map as PNG/SVG and every tensor as .npy/.csv, or one HTML page "
+                                       "to share, no window")
+    ex.add_argument("--out", required=True, metavar="DIR",
+                    help="folder to write (created if missing); with --format html, the page's file (.html)")
     ex.add_argument("--format", default="png,svg,npy,csv", metavar="LIST",
-                    help="comma-separated subset of png,svg,npy,csv (default: all four)")
+                    help="comma-separated subset of png,svg,npy,csv (default: all four); or html alone: one "
+                         "self-contained page of the maps, their hover values and the token walk")
     ex.add_argument("--width", type=int, default=None, metavar="PX", help="pixel width of each PNG")
     ex.add_argument("--overwrite", action="store_true",
                     help="write into a folder that holds other files (they are kept; same-named files replaced)")
@@ -292,24 +295,21 @@ def run_export(args: argparse.Namespace) -> int:
 
 
 def _export(args: argparse.Namespace, stop: threading.Event) -> int:
-    from .engine import UserError, compute
+    from .engine import compute
     from .export.bundle import CONFIRM_BYTES, CONFIRM_SECONDS, export_all
     from .export.files import IMAGE_FORMATS, check_width, parse_formats
     from .export.folder import Target
     from .present.frame import make_frame
 
     config = config_from_args(args)
+    head = head_from_args(args, config) or 0
+    if "html" in [f.strip().lower().lstrip(".") for f in args.format.split(",")]:
+        return _export_page(args, config, head, stop)
     formats = parse_formats(args.format)
     width = None if args.width is None else check_width(args.width)
-    head = head_from_args(args, config) or 0
     Target(args.out, overwrite=args.overwrite)  # refused before the compute; creates nothing
     if any(f in IMAGE_FORMATS for f in formats):
-        try:
-            from .render.offscreen import ensure_app
-        except ImportError as exc:
-            raise UserError(f"PNG and SVG need PySide6 and pyqtgraph ({exc.name} is missing); "
-                            f"install them, or export only --format npy,csv") from None
-        ensure_app(offscreen=True)
+        _offscreen("PNG and SVG need")
     result = compute(config)
     stop.writing = True
     progress = _tty_progress if sys.stderr.isatty() else None
@@ -321,6 +321,47 @@ def _export(args: argparse.Namespace, stop: threading.Event) -> int:
     shown = args.out if args.out.endswith(os.sep) else args.out + os.sep
     keys = f", T_k = {result.key_len}" if result.source_tokens is not None else ""  # cross-attention
     print(f"wrote {len(written)} files to {one_line(shown)} (T = {result.seq_len}{keys}, {heads})")
+    return 0
+
+
+def _offscreen(what: str) -> None:
+    """Qt's offscreen application, for pictures; ``UserError`` in one line where PySide6 or pyqtgraph is missing."""
+    from .engine import UserError
+
+    try:
+        from .render.offscreen import ensure_app
+    except ImportError as exc:
+        raise UserError(f"{what} PySide6 and pyqtgraph ({exc.name} is missing); install them, "
+                        f"or export only --format npy,csv") from None
+    ensure_app(offscreen=True)
+
+
+def _export_page(args: argparse.Namespace, config, head: int, stop: threading.Event) -> int:
+    """``attn-gui export --format html``: one self-contained page of the result in the file ``--out``."""
+    from pathlib import Path
+
+    from .engine import compute
+    from .export.bundle import CONFIRM_BYTES, CONFIRM_SECONDS
+    from .export.files import ExportError
+    from .present.frame import make_frame
+
+    if args.format.strip().lower().lstrip(".") != "html":
+        raise ExportError("html writes one page and cannot be mixed with other formats; export it alone "
+                          "(--format html)")
+    if args.width is not None or args.overwrite:
+        raise ExportError(f"--{'width' if args.width is not None else 'overwrite'} does not apply to a page "
+                          f"(--format html)")
+    if Path(args.out).suffix.lower() not in (".html", ".htm") or Path(args.out).is_dir():
+        raise ExportError(f"with --format html, --out names the page's file, ending in .html; got {one_line(args.out)}")
+    _offscreen("a page's maps need")
+    from .export.page import export_page
+
+    result = compute(config)
+    stop.writing = True
+    path = export_page(make_frame(0, result), args.out, head, confirm_over=None if args.yes else CONFIRM_BYTES,
+                       confirm_seconds=None if args.yes else CONFIRM_SECONDS, cancel=stop.is_set)
+    print(f"wrote {one_line(str(path))} ({path.stat().st_size:,} bytes, T = {result.seq_len}, "
+          f"{result.heads} head{'s' if result.heads != 1 else ''})")
     return 0
 
 

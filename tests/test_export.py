@@ -98,11 +98,20 @@ def test_every_map_is_an_svg_with_its_title_as_text(exported):
         assert b'd=""' not in path.read_bytes()  # empty paths make SVG readers warn
 
 
-def test_figure_png_holds_the_whole_figure(exported):
-    _, folder, _, _, _ = exported
+def blank_margin(image: QtGui.QImage) -> float:
+    """The share of ``image`` outside the bounding box of everything drawn on it (not near-white)."""
+    ink = (pixels(image) < 250).any(axis=2)
+    rows, cols = np.flatnonzero(ink.any(axis=1)), np.flatnonzero(ink.any(axis=0))
+    return 1 - (rows[-1] - rows[0] + 1) * (cols[-1] - cols[0] + 1) / ink.size
+
+
+def test_figure_png_holds_the_whole_figure_cropped_to_it(exported):
+    frame, folder, _, _, _ = exported
     image = QtGui.QImage(str(folder / "figure.png"))
-    # the window's layout: alpha first, its neighbours beside it, the other maps as thumbnails below
-    assert image.width() == offscreen.FIGURE_SIZE[0] and image.height() >= offscreen.FIGURE_SIZE[1]
+    # the window's layout: alpha first, its neighbours beside it, the other maps as thumbnails below,
+    # laid out in FIGURE_SIZE and cropped to them (it was 1800 x 1100, more than half of it blank)
+    assert image.width() <= offscreen.FIGURE_SIZE[0] and image.height() <= offscreen.FIGURE_SIZE[1]
+    assert blank_margin(image) <= 0.10
     assert (pixels(image) < 250).any(axis=2).mean() > 0.05
 
 
@@ -283,7 +292,7 @@ def test_the_figure_is_the_live_heads_under_a_title_without_ui_chrome(qapp, qtbo
     assert orange(live.grab().toImage()) > 100  # on screen: the followed row and the chosen head
     bundle.export_all(frame, tmp_path, formats="png", figure=live)
     saved = QtGui.QImage(str(tmp_path / "figure.png"))
-    assert saved.width() >= offscreen.FIGURE_SIZE[0] and saved.height() >= offscreen.FIGURE_SIZE[1]
+    assert blank_margin(saved) <= 0.10  # cropped to the maps
     assert orange(saved) == 0  # no outlines in a picture
     title = pixels(saved.copy(0, 0, saved.width(), offscreen.TITLE_H))
     assert (title < 100).all(axis=2).sum() > 200  # the sentence and the sizes, in dark text
@@ -296,8 +305,7 @@ def test_a_scrolled_live_figure_is_redrawn_whole(frame, live, qtbot, tmp_path):
     qtbot.waitUntil(lambda: live.horizontalScrollBar().maximum() > 0 or live.verticalScrollBar().maximum() > 0)
     bundle.export_all(frame, tmp_path, formats="png", figure=live)
     saved = QtGui.QImage(str(tmp_path / "figure.png"))
-    assert saved.width() >= offscreen.FIGURE_SIZE[0] and saved.height() >= offscreen.FIGURE_SIZE[1]
-    assert (pixels(saved) < 250).any(axis=2).mean() > 0.05
+    assert blank_margin(saved) <= 0.10 and (pixels(saved) < 250).any(axis=2).mean() > 0.05
 
 
 @pytest.mark.parametrize("formats, message", [

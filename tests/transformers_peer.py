@@ -23,13 +23,13 @@ WORDS = ["<unk>", "<s>", "</s>"] + [f"w{i}" for i in range(61)] + ["the", "cat",
 SENTENCE = "the cat sat on a mat and the dog ran"
 
 
-def word_tokenizer(folder) -> None:
-    """A WordLevel tokenizer.json of ``WORDS`` in ``folder`` (whitespace-split, adds nothing)."""
+def word_tokenizer(words=WORDS):
+    """A word-level tokenizers.Tokenizer of ``words`` (ids in their order), split on whitespace (adds nothing)."""
     from tokenizers import Tokenizer, models, pre_tokenizers
 
-    tok = Tokenizer(models.WordLevel({w: i for i, w in enumerate(WORDS)}, unk_token="<unk>"))
+    tok = Tokenizer(models.WordLevel({w: i for i, w in enumerate(words)}, unk_token="<unk>"))
     tok.pre_tokenizer = pre_tokenizers.Whitespace()
-    tok.save(str(folder / "tokenizer.json"))
+    return tok
 
 
 def top5_equals_transformers(cfg, logits: torch.Tensor, vocab) -> None:
@@ -40,6 +40,18 @@ def top5_equals_transformers(cfg, logits: torch.Tensor, vocab) -> None:
     got = compute(cfg).next_tokens
     assert [t for t, _ in got] == [vocab[i] for i in probs.indices.tolist()]
     assert [p for _, p in got] == pytest.approx(probs.values.tolist(), abs=1e-5)
+
+
+def residuals_equal_transformers(path: str, hf, sentence: str):
+    """The model at ``path``'s residual stream after every layer (and the final norm) equals ``hf``'s hidden
+    states for ``sentence`` (1e-4); returns transformers' output."""
+    ids = torch.tensor(source(path).tokenize(sentence).token_ids)
+    with torch.no_grad():
+        out = hf(ids[None], output_hidden_states=True)
+    residual = source(path).forward(ids, "cpu", torch.float32).residual
+    for ours, theirs in zip(residual, out.hidden_states, strict=True):
+        assert torch.allclose(ours, theirs[0], atol=1e-4, rtol=1e-4)
+    return out
 
 
 def cached_steps_equal_recomputing(cfg, steps: int = 2):
@@ -53,3 +65,22 @@ def cached_steps_equal_recomputing(cfg, steps: int = 2):
         assert torch.allclose(step.weights, full.weights[:, :, -1], atol=1e-5, rtol=0)
         assert torch.allclose(decoder.logits, full.logits, atol=1e-5, rtol=1e-5)
     return decoder
+
+
+def tiny_qwen2(**changes):
+    """A random 2-layer Qwen2ForCausalLM (4 heads, 2 K/V heads, d = 32) over ``WORDS``, eager attention,
+    with random biases and norm gains; built in memory, never saved."""
+    import transformers
+
+    torch.manual_seed(0)
+    config = transformers.Qwen2Config(hidden_size=32, intermediate_size=48, num_hidden_layers=2,
+                                      num_attention_heads=4, num_key_value_heads=2, vocab_size=len(WORDS),
+                                      max_position_embeddings=64, tie_word_embeddings=False, **changes)
+    hf = transformers.Qwen2ForCausalLM(config).eval()
+    hf.config._attn_implementation = "eager"
+    with torch.no_grad():  # random, not zero, biases and norm gains: a dropped one would show
+        for layer in hf.model.layers:
+            for proj in (layer.self_attn.q_proj, layer.self_attn.k_proj, layer.self_attn.v_proj):
+                proj.bias.normal_()
+            layer.input_layernorm.weight.normal_()
+    return hf

@@ -18,6 +18,8 @@ from functools import lru_cache
 import torch
 import torch.nn.functional as F
 
+from . import rope_scaling
+
 
 @dataclass(frozen=True)
 class Projections:
@@ -109,8 +111,9 @@ def relative_index(T: int, T_k: int, span: int, buckets: int = -1, max_position:
 
 def attend(x: torch.Tensor, weights: Projections, *, x_kv: torch.Tensor | None = None, layout: str = "row",
            scale: bool = True, temperature: float = 1.0, causal: bool = False, similarity: str = "dot",
-           rope_base: float | None = None, rope_dims: int | None = None, alibi: bool = False,
-           position_offset: int = 0, window: int | None = None, sink_tokens: int = 0, reduce_to: int | None = None,
+           rope_base: float | None = None, rope_scaling: tuple = (), rope_dims: int | None = None,
+           softcap: float | None = None, alibi: bool = False, position_offset: int = 0,
+           window: int | None = None, sink_tokens: int = 0, reduce_to: int | None = None,
            block_bytes: int = 16 * 2**20,
            past: tuple[torch.Tensor, torch.Tensor] | None = None, relative: Relative | None = None,
            z_hook: Callable[[torch.Tensor], torch.Tensor] | None = None) -> dict[str, torch.Tensor]:
@@ -135,6 +138,12 @@ def attend(x: torch.Tensor, weights: Projections, *, x_kv: torch.Tensor | None =
         Partial rotary (GPT-NeoX's ``rotary_pct``): only each head's first ``rope_dims``
         dimensions are rotated, paired within them (their angles over ``rope_dims``, not d_k);
         the rest pass unrotated. None: all d_k.
+    rope_scaling : tuple of (key, value)
+        A model's scaled RoPE (``rope_scaling.inv_freq``: llama3, linear, dynamic, yarn, longrope);
+        () for the plain one.
+    softcap : float, optional
+        Gemma 2's attention-logit soft-capping: the scaled scores ω′ become c · tanh(ω′ / c) (``capped``)
+        before the softmax; None: none. Not streamed (model mode never is).
     alibi : bool
         Add ALiBi's linear bias -m_h (i - j) to the scaled scores (-m_h |i - j| without
         ``causal``), m_h the paper's slope of query head h.
@@ -206,8 +215,10 @@ def attend(x: torch.Tensor, weights: Projections, *, x_kv: torch.Tensor | None =
     if rope_base is not None:
         r = rope_dims or q.size(-1)  # the rotated dimensions of each head
         theta, cos, sin = rope_tables(max(T, T_k), r, rope_base, q.dtype, q.device,
-                                      position_offset + P)  # (max(T, T_k), r/2), cos, sin (., r)
+                                      position_offset + P, rope_scaling)  # (max(T, T_k), r/2), cos, sin (., r)
         extra["rope_angles"] = theta[:T]
+        if rope_scaling:  # the plain angles beside the scaled ones
+            extra["rope_angles_plain"] = rope_theta(T, r, rope_base, q.dtype, q.device, position_offset + P)
         q, k = rotate(q, cos[:T], sin[:T]), rotate(k, cos[:T_k], sin[:T_k])  # (h, T, d_k), (g, T_k, d_k)
     if past is not None:
         if reduce_to is not None:
@@ -229,12 +240,16 @@ def attend(x: torch.Tensor, weights: Projections, *, x_kv: torch.Tensor | None =
             extra.update(terms)
             summed, divide = sum(terms.values(), attn_scores), d_k * relative.scale_factor
         scaled = scale_and_mask(summed, divide, scale, temperature, row_start=P, **masks)  # -inf where masked
-        attn_weights = attention_weights(scaled)  # alpha (h, T, P + T_k), rows sum to 1
+        if softcap is not None:  # Gemma 2: omega'' = c tanh(omega' / c), a masked key stays -inf
+            extra["capped"] = capped = soft_cap(scaled, softcap)  # (h, T, P + T_k)
+        attn_weights = attention_weights(scaled if softcap is None else capped)  # alpha, rows sum to 1
         context_vec = context_vectors(attn_weights, v_per_head)  # z (h, T, d_v)
         fields = dict(scores=attn_scores, scaled=scaled, weights=attn_weights)
         if slopes is not None:
             extra["position_bias"] = position_bias(slopes, P, T, P + T_k, causal, position_offset)  # (h, T, P + T_k)
     else:
+        if softcap is not None:
+            raise ValueError("soft-capped scores are not streamed")
         context_vec, shown = _attend_in_blocks(q, k_per_head, v_per_head, reduce_to, block_bytes, scale=scale,
                                                temperature=temperature, similarity=similarity, **masks)
         fields = dict(shown=shown)
@@ -363,6 +378,11 @@ def _split_heads(y: torch.Tensor, heads: int) -> torch.Tensor:
     return y.unflatten(-1, (heads, -1)).transpose(-3, -2)
 
 
+def soft_cap(scaled: torch.Tensor, cap: float) -> torch.Tensor:
+    """c · tanh(ω′ / c) (Gemma 2's soft-capping: every score within ±c), -inf (a masked key) kept."""
+    return torch.where(torch.isinf(scaled), scaled, torch.tanh(scaled / cap) * cap)
+
+
 def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
     """x / sqrt(mean(x²) + eps) * weight, over the last axis (Llama's RMSNorm)."""
     return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * weight
@@ -463,17 +483,32 @@ def rope_theta(T: int, d_k: int, base: float, dtype=torch.float32, device=None, 
     return torch.arange(offset, offset + T, dtype=dtype, device=device).unsqueeze(1) * inv_freq  # (T, d_k/2)
 
 
+def scaled_rope_theta(T: int, d_k: int, base: float, scaling: tuple, dtype=torch.float32, device=None,
+                      offset: int = 0) -> tuple[torch.Tensor, float]:
+    """The angles of a scaled RoPE (``rope_scaling.inv_freq``: Llama 3.1, YaRN …) at positions offset ...
+    offset + T − 1, computed in float32 as transformers computes them, in ``dtype``; and the attention factor
+    cos and sin are multiplied by.  (T, d_k/2)"""
+    inv_freq, factor = rope_scaling.inv_freq(d_k, base, scaling)
+    positions = torch.arange(offset, offset + T, dtype=torch.float32).unsqueeze(1)  # (T, 1)
+    return (positions * inv_freq).to(dtype=dtype, device=device), factor
+
+
 @lru_cache(maxsize=32)
-def rope_tables(T: int, d_k: int, base: float, dtype=torch.float32, device=None, offset: int = 0):
+def rope_tables(T: int, d_k: int, base: float, dtype=torch.float32, device=None, offset: int = 0,
+                scaling: tuple = ()):
     """``rope_theta`` and its ``rope_cos_sin``, (T, d_k/2), (T, d_k), (T, d_k): computed once per
-    sizes, base, dtype, device and offset (a training step asks for the same every layer and step).
+    sizes, base, dtype, device, offset and scaling (a training step asks for the same every layer and step).
+    A scaled RoPE's cos and sin are multiplied by its attention factor (YaRN's, LongRoPE's).
 
     The same values as computing them afresh; shared, so read-only. Made outside autograd
     and inference mode, so any later computation may use them.
     """
     with torch.inference_mode(False), torch.no_grad():
-        theta = rope_theta(T, d_k, base, dtype, device, offset)
-        return (theta, *rope_cos_sin(theta))
+        if not scaling:
+            theta = rope_theta(T, d_k, base, dtype, device, offset)
+            return (theta, *rope_cos_sin(theta))
+        theta, factor = scaled_rope_theta(T, d_k, base, scaling, dtype, device, offset)
+        return (theta, *(t * factor if factor != 1.0 else t for t in rope_cos_sin(theta)))
 
 
 def rope_cos_sin(theta: torch.Tensor):

@@ -99,6 +99,8 @@ class AttentionResult:
     q_normed: torch.Tensor | None = None  # (h, T, d_k) per-head norms only (Qwen3): q after q_norm, before RoPE
     k_normed: torch.Tensor | None = None  # (g, T_k, d_k) per-head norms only: k after k_norm, before RoPE
     rope_angles: torch.Tensor | None = None  # (T, d_k/2) RoPE only: the angle of each pair at each position
+    rope_angles_plain: torch.Tensor | None = None  # (T, d_k/2) a scaled RoPE only: the angles before its scaling
+    capped: torch.Tensor | None = None  # (h, T, T_k) soft-capped scores c tanh(omega' / c) (Gemma 2), masked -inf
     position_bias: torch.Tensor | None = None  # (h, T, T_k) ALiBi only, None when streamed
     shown: dict[str, torch.Tensor] | None = None  # streamed only: scores, scaled, weights pooled, (h, r, r_k)
     source_tokens: tuple[str, ...] | None = None  # cross-attention: the second sentence's T_k tokens
@@ -189,7 +191,7 @@ class AttentionResult:
         kv_head = self.head_index("k", head)  # the K/V head this query head reads
         slopes = A.alibi_slopes(self.heads, self.q.dtype, self.q.device)[head:head + 1] if _alibi(cfg) else None
         rows = A.query_rows(self.q[head:head + 1, token:token + 1], self.k[kv_head:kv_head + 1], token,
-                            scale=cfg.scale, temperature=cfg.temperature, causal=cfg.is_causal,
+                            scale=cfg.score_scaling[0], temperature=cfg.score_scaling[1], causal=cfg.is_causal,
                             similarity=cfg.similarity, slopes=slopes, window=cfg.sliding_window,
                             sink_tokens=cfg.sink_tokens, offset=cfg.position_offset)
         return rows[name][0, 0]
@@ -327,9 +329,11 @@ def _compute(config: AttentionConfig, toks: Tokens, source: Tokens | None, devic
     else:
         x, weights, layer_weights, next_tokens, own_steps = _model_inputs(config, toks, device, dtype)
         notes = list(model_spec(config.model).about)
-    steps = A.attend(x, weights, x_kv=x_source, layout=config.layout, scale=config.scale,
-                     temperature=config.temperature, causal=config.is_causal, similarity=config.similarity,
-                     rope_base=config.rope, alibi=_alibi(config),
+    scale, temperature = config.score_scaling
+    steps = A.attend(x, weights, x_kv=x_source, layout=config.layout, scale=scale,
+                     temperature=temperature, causal=config.is_causal, similarity=config.similarity,
+                     rope_base=config.rope, rope_scaling=config.rope_scaling, softcap=config.softcap,
+                     alibi=_alibi(config),
                      position_offset=config.position_offset if config.model is None else 0,
                      window=config.sliding_window, sink_tokens=config.sink_tokens, reduce_to=reduce_to,
                      block_bytes=_block_bytes(device) if reduce_to is not None else 0,

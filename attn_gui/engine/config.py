@@ -9,6 +9,7 @@ the model's token limit) is checked by ``tokens.check_tokens`` and by ``compute`
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -206,6 +207,27 @@ class AttentionConfig:
         if self.model is not None:
             return model_spec(self.model).rope_at(self.layer)
         return self.rope_base if self.positional == "rope" else None
+
+    @property
+    def rope_scaling(self) -> tuple:
+        """The model's scaled RoPE (``engine.rope_scaling``), or () for the plain one and random weights."""
+        return model_spec(self.model).rope_scaling_at(self.layer) if self.model is not None else ()
+
+    @property
+    def score_scaling(self) -> tuple[bool, float]:
+        """(whether ω is divided by √d_k, the further divisor): the ``scale`` and ``temperature`` options,
+        with a model's own scaling (GPT-2's scale_attn_weights and scale_attn_by_inverse_layer_idx)."""
+        if self.model is None:
+            return self.scale, self.temperature
+        own = model_spec(self.model)
+        if own.score_scalar is not None:  # Gemma 2: ω / √query_pre_attn_scalar, shown as ω / its root
+            return False, self.temperature * (math.sqrt(own.score_scalar) if self.scale else 1.0)
+        return self.scale and own.scale, self.temperature * (self.layer + 1.0 if own.layer_scale else 1.0)
+
+    @property
+    def softcap(self) -> float | None:
+        """The model's attention-logit soft-cap c (Gemma 2), or None."""
+        return model_spec(self.model).softcap if self.model is not None else None
 
     @property
     def mode(self) -> str:

@@ -55,6 +55,8 @@ FIELDS: dict[str, FieldInfo] = {
         FieldInfo("b_v", "b_v", "b_v: value bias", True, "one", "dim"),
         FieldInfo("rope_angles", "θ", "θ = p · base^(−2i/d_k): RoPE's angle of pair i at position p", False,
                   "token", "pair"),
+        FieldInfo("rope_angles_plain", "θ (unscaled)", "θ = p · base^(−2i/d_k): the angles before the model's "
+                  "RoPE scaling", False, "token", "pair"),
         FieldInfo("q_unrotated", "Q (before RoPE)", "Q = X W_q, before the rotation", True, "token", "dim"),
         FieldInfo("k_unrotated", "K (before RoPE)", "K = X W_k, before the rotation", True, "source", "dim"),
         FieldInfo("q_normed", "Q (normed)", "Q = RMSNorm(X W_q) ⊙ g_q, per head, before the rotation", True,
@@ -70,6 +72,7 @@ FIELDS: dict[str, FieldInfo] = {
                   "token", "key"),
         FieldInfo("position_bias", "m", "m = -slope_h (i - j): ALiBi's bias", True, "token", "key"),
         FieldInfo("scaled", "ω′", "ω′ = ω / √d_k", True, "token", "key"),
+        FieldInfo("capped", "ω″", "ω″ = c · tanh(ω′ / c): the scores soft-capped within ±c", True, "token", "key"),
         FieldInfo("weights", "α", "α = softmax(ω / √d_k)", True, "token", "key", "weights"),
         FieldInfo("head_outputs", "Z", "Z = α V", True, "token", "dim"),
         FieldInfo("concat", "concat", "Concat(Z₁…Z_h)", False, "token", "dim"),
@@ -109,7 +112,8 @@ def formula(name: str, config) -> str:
             text += ", RMS-normed over all heads" if _across(config) else ", RMS-normed per head"
         if _rope(config) and name in ("q", "k"):
             dims = _rope_dims(config)
-            return text + (f", its first {dims} dimensions rotated (RoPE)" if dims else ", rotated (RoPE)")
+            turned = f"its first {dims} dimensions rotated" if dims else "rotated"
+            return text + f", {turned} (RoPE{_rope_scaled(config)})"
         return text
     if name in ("q_normed", "k_normed") and _across(config):
         return info.formula.replace("per head", "over all heads of a token (h·d_k)")
@@ -122,21 +126,29 @@ def formula(name: str, config) -> str:
     if name in ("c2p", "p2c"):
         return f"{info.formula}, δ(i, j) = bucket(i − j) + s"
     if name in ("scaled", "weights"):
+        scale, temperature = config.score_scaling
         summed = f"({' + '.join(('ω', *terms))})" if terms else "ω"
         d_k = f"({factor}·d_k)" if factor != 1 else "d_k"
-        inner = f"{summed} / √{d_k}" if config.scale else summed
+        inner = f"{summed} / √{d_k}" if scale else summed
         if config.model is None and config.positional == "alibi":
             inner += " + m"
-        if config.temperature != 1.0:
-            inner = f"({inner}) / {config.temperature:g}" if " + " in inner else f"{inner} / {config.temperature:g}"
+        if temperature != 1.0:
+            inner = f"({inner}) / {temperature:g}" if " + " in inner else f"{inner} / {temperature:g}"
         if config.is_causal or config.sliding_window is not None:
             inner += " + mask"
+        if name == "weights" and config.softcap is not None:
+            return "α = softmax(ω″)"
         return f"ω′ = {inner}" if name == "scaled" else f"α = softmax({inner})"
+    if name == "capped":
+        return f"ω″ = {config.softcap:g} · tanh(ω′ / {config.softcap:g})"
     if name == "position_bias":
         return info.formula if config.is_causal else "m = -slope_h |i - j|: ALiBi's bias"
     if name == "rope_angles":
         offset = config.position_offset if config.model is None else 0  # a model reads from position 0
         p = f"(t + {offset})" if offset else "t"  # t: the token's index
+        scaling = dict(config.rope_scaling)
+        if scaling:  # the model's scaled frequencies f_i (engine.rope_scaling)
+            return f"θ = {p} · f_i, f_i = {config.rope:g}^(−2i/d_k) with {scaling['rope_type']} scaling"
         dims = _rope_dims(config)  # partial rotary: pairs within the first r dimensions
         return f"θ = {p} · {config.rope or config.rope_base:g}^(−2i/{dims or 'd_k'})" + (
             f", r = {dims} of d_k turned" if dims else "")
@@ -179,6 +191,17 @@ def _across(config) -> bool:
     from .sources import model_spec
 
     return config.model is not None and model_spec(config.model).qk_norm_across
+
+
+def _rope_scaled(config) -> str:
+    """", llama3 scaling" (and YaRN's and LongRoPE's factor on cos and sin) for a scaled RoPE; else ""."""
+    if not config.rope_scaling:
+        return ""
+    from .rope_scaling import inv_freq
+
+    scaling = dict(config.rope_scaling)
+    factor = inv_freq(config.dims.d_k, config.rope, config.rope_scaling)[1]
+    return f", {scaling['rope_type']} scaling" + (f", cos and sin × {factor:.4g}" if factor != 1.0 else "")
 
 
 def _qk_norm(config) -> bool:

@@ -140,7 +140,7 @@ def _layer_batches(config: AttentionConfig, ids: tuple[int, ...], hook_for: Call
             h = torch.vmap(first)(picks)  # (h, n, d)
             for above in range(layer + 1, shape.layers):
                 h = torch.vmap(lambda r, above=above: decoder_layer(r, w, above, shape)[0])(h)
-            yield layer, logits(norm(h[:, -1], w, "model.norm", shape), w)  # (h, V)
+            yield layer, logits(norm(h[:, -1], w, "model.norm", shape), w, shape.final_softcap)  # (h, V)
 
 
 def _masked(pick: torch.Tensor) -> torch.Tensor:

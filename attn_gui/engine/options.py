@@ -127,6 +127,8 @@ class Option:
             if self.kind == "model" and isinstance(value, str) and ("/" in value or "\\" in value
                                                                      or value.lower().endswith(".gguf")):
                 return  # a folder or a GGUF: its config.json or header is read (and checked) when the sizes are needed
+            if self.kind == "model" and _registered(value):
+                return  # a model object in memory (``attn_gui.register``)
             if not any(value == v and type(value) is type(v) for v in self.values if v is not None):
                 allowed = ", ".join(str(v) for v in self.values if v is not None)
                 none = (", a model folder, a .gguf file" if self.kind == "model" else "") + \
@@ -210,3 +212,10 @@ def declared_options(cls: type) -> dict[str, Option]:
         for f in dataclasses.fields(cls)
         if "option" in f.metadata
     }
+
+
+def _registered(value) -> bool:
+    """Whether ``value`` names a model object registered in memory (``engine.sources.memory``)."""
+    from .sources import REGISTERED
+
+    return isinstance(value, str) and value in REGISTERED

@@ -112,7 +112,7 @@ def image_keys(result) -> list[tuple[str, str, int | None]]:
     return keys
 
 
-def _image_sizes(frame: Frame, keys, width: int | None) -> list[tuple[int, int, int]]:
+def image_sizes(frame: Frame, keys, width: int | None) -> list[tuple[int, int, int]]:
     """(width, height, SVG bytes) of every map's picture; ExportError before anything is written if one
     is too large."""
     from ..render.offscreen import map_size
@@ -227,7 +227,7 @@ def export_all(frame: Frame, folder: str | os.PathLike, formats: str | Iterable[
     result = frame.result
     images = [f for f in IMAGE_FORMATS if f in formats]
     keys = image_keys(result) if images else []
-    sizes = _image_sizes(frame, keys, width) if images else []
+    sizes = image_sizes(frame, keys, width) if images else []
     names = [f"{stem}.{fmt}" for stem, _, _ in keys for fmt in images]
     names += ["figure.png"] if "png" in formats else []
     names += array_files(result, formats)

@@ -18,6 +18,10 @@ MEANING: dict[str, str] = {
     "x_source": "Each row is one token of the second sentence: the keys and values are made from these.",
     "rope_angles": "How far RoPE turns each pair of dimensions (column) at each position (row): "
                    "fast turns in the first pairs, slow in the last.",
+    "capped": "The scaled scores squashed into ±c by c · tanh(score / c) (soft-capping): no score can dominate "
+              "without bound; small scores pass almost unchanged.",
+    "rope_angles_plain": "RoPE's angles as they would be without the model's scaling: compare them with the "
+                         "scaled ones beside (the slow pairs turn slower still, stretching the context).",
     "w_q": "The learned matrix that turns each token's vector into its query: what it looks for.",
     "w_k": "The learned matrix that turns each token's vector into its key: what it offers to be found by.",
     "w_v": "The learned matrix that turns each token's vector into its value: what it passes on when attended to.",
@@ -81,7 +85,7 @@ def _dims_names(name: str, result: AttentionResult) -> tuple[str, str]:
         return keys, "d_k"
     if name == "x_source":
         return keys, "d_model"
-    if name == "rope_angles":
+    if name in ("rope_angles", "rope_angles_plain"):
         return "T", "d_k/2"
     if FIELDS[name].cols == "key":
         return "T", keys

@@ -5,7 +5,8 @@ full token labels (up to ``LABELLED_T`` tokens) and for printed values (up to
 ``VALUES_T``). Its data-flow neighbours come next, at a readable size or as thumbnails;
 every other map is a labelled thumbnail below the fold (symbol, shape, miniature; a
 click focuses it). Without a focus ("All maps") every map is laid out in data-flow
-order at a readable minimum on a canvas that scrolls. The window and the exported
+columns scaled to fill the viewport, alpha the largest; the canvas scrolls only where even
+the readable minimum does not fit. The window and the exported
 figure both use ``lay_out``, so a picture shows what the window shows.
 
 Sizes are in pixels; (x, y) is the top-left corner in canvas coordinates.
@@ -14,13 +15,17 @@ Sizes are in pixels; (x, y) is the top-left corner in canvas coordinates.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+import re
+from dataclasses import dataclass, replace
 
 from ..engine import FIELDS
 from .frame import Frame
 from .maps import STAGES, MapData, map_data, map_id, neighbours, tick_label
 
 TITLE_H = 34  # a title of up to two lines at 9 pt
+TITLE_LINE = 16  # a title line's height at 9 pt
+TITLE_CHAR_W = 7.0  # a title character's width at 9 pt (with some slack)
+TITLE_BAR_W = 75  # the colour bar's width that the title leaves (render.heatmap)
 BAR_W = 62  # the colour bar and its tick labels
 PAD = 6  # between boxes
 CHAR_W = 0.62  # a label character's width, per pixel of font size
@@ -30,6 +35,7 @@ LINE = 1.3  # a text line's height per pixel of font size
 LABELLED_T = 64  # up to this many rows, every row of the focused map carries its label
 VALUES_T = 16  # up to this many rows and columns, values are written in its cells
 VALUE_CELL = 24  # a cell that holds a printed value ("0.64") at 8.5 pt
+VALUE_CELL_H = 17  # the least cell height for a value: a line at 8.5 pt
 MAX_CELL = 48
 READABLE_CELL = 12  # neighbours and "All maps": at least this, for T <= READABLE_T
 READABLE_T = 32
@@ -37,7 +43,11 @@ THUMB_W, THUMB_H = 104, 92  # a thumbnail: title line and miniature
 STRIP_H = 80  # the heads strip (alpha of each head)
 BRACKET_H = 16  # "K/V g: heads a-b" above grouped heads
 STRIP_BAR_W = 48  # the strip's shared 0-1 colour bar
-ALL_MAPS_SIDE = 420  # "All maps": a long axis is shrunk to about this many pixels
+ALL_MAPS_SIDE = 420  # "All maps": a long axis is about this many pixels at scale 1
+ALL_MAPS_MIN_SCALE, ALL_MAPS_MAX_SCALE = 0.3, 6.0  # "All maps" scales its cells within these to fill the view
+ALL_MAPS_MIN_CELL = 10  # "All maps": the least cell of a token axis up to READABLE_T (labels at 7 px)
+TOKEN_AXES = ("token", "key", "source")  # FieldInfo.rows / cols that run over tokens
+ALPHA_SHARE = 1.7  # "All maps": alpha's cells are this much larger than the others'
 SIDE_MIN = 190  # a column of neighbours beside the focused map
 MAX_CHARS = 14  # longer labels end in an ellipsis (render.axes cuts them there)
 
@@ -52,6 +62,8 @@ class MapShape:
     cols: int
     row_chars: int = 6
     col_chars: int = 6
+    title_words: tuple[tuple[int, ...], ...] = ()  # characters of each word of each line of its title
+    brief_words: tuple[tuple[int, ...], ...] = ()  # the same of its brief title (beside the main map)
 
 
 @dataclass(frozen=True)
@@ -109,7 +121,27 @@ def shape_of(map_id: str, data: MapData) -> MapShape:
     R, C = data.matrix.shape
     row = max((len(tick_label(data.row_labels, data.row_blocks, i)) for i in range(R)), default=1)
     col = max((len(tick_label(data.col_labels, data.col_blocks, j)) for j in range(C)), default=1)
-    return MapShape(map_id, data.field, R, C, min(row, MAX_CHARS), min(col, MAX_CHARS))
+    return MapShape(map_id, data.field, R, C, min(row, MAX_CHARS), min(col, MAX_CHARS), _words(data.title),
+                    _words(data.brief_title or data.title))
+
+
+def _words(title: str) -> tuple[tuple[int, ...], ...]:
+    """The characters of each word of each line of ``title`` (rich text: tags left out)."""
+    return tuple(tuple(len(w) for w in re.sub(r"<[^>]+>", "", line).split(" ") if w) for line in title.split("<br>"))
+
+
+def _title_lines(words: tuple[tuple[int, ...], ...], width: float) -> int:
+    """How many lines a title of ``words`` takes, wrapped between words within ``width`` pixels."""
+    lines = 0
+    for line in words:
+        lines, used = lines + 1, 0.0
+        for n in line:
+            need = n * TITLE_CHAR_W + (TITLE_CHAR_W / 2 if used else 0.0)
+            if used and used + need > width:
+                lines, used = lines + 1, n * TITLE_CHAR_W
+            else:
+                used += need
+    return lines
 
 
 def label_px_for(cell: float) -> int:
@@ -118,11 +150,15 @@ def label_px_for(cell: float) -> int:
 
 
 def _margins(m: MapShape, cell_w: float, px: int) -> tuple[float, float]:
-    """(left + right, top + bottom) around the cells of ``m``: labels, title, colour bar."""
+    """(left + right, top + bottom) around the cells of ``m``: labels, title, colour bar.
+
+    The title wraps within the cells' width (``render.heatmap``): a long one over narrow cells
+    takes more than ``TITLE_H``."""
     left = m.row_chars * CHAR_W * px + 8
     side_by_side = m.col_chars * CHAR_W * px + 6 <= cell_w
     top = (LINE * px if side_by_side else m.col_chars * CHAR_W * px) + 8
-    return left + BAR_W, TITLE_H + top
+    lines = _title_lines(m.title_words, max(50.0, m.cols * cell_w - (TITLE_BAR_W - BAR_W)))
+    return left + BAR_W, max(TITLE_H, lines * TITLE_LINE + 4) + top
 
 
 def _fit(m: MapShape, width: float, height: float, largest: float, square: bool) -> tuple[float, float, int]:
@@ -213,14 +249,20 @@ def lay_out(maps: list[MapShape], focus: str | None, width: float, height: float
     boxes: dict[str, Box] = {}
     top = _strip(heads, groups, width, boxes)
     present = tuple(m.field for m in flow_order(maps))
+    main_field = focus if focus in present else "weights"  # every other map shows its brief title
+    maps = [m if m.field == main_field else replace(m, title_words=m.brief_words) for m in maps]
     if focus is None or focus not in present:
-        return _all_maps(flow_order(maps), top, width, boxes)
+        return _all_maps(flow_order(maps), top, width, height, boxes)
     by_field = {m.field: m for m in maps}
     before, after = neighbours(focus, present, 2)
     main = by_field[focus]
     side_w = SIDE_MIN * (bool(before) + bool(after))
     room_h = height - top - PAD
     cw, ch, px = _fit(main, width - side_w - 2 * PAD, room_h, _largest(main), _square(main))
+    if max(main.rows, main.cols) <= VALUES_T and min(cw, ch) < VALUE_CELL:  # too low for square cells
+        wide = _fit(main, width - side_w - 2 * PAD, room_h, _largest(main), False)  # with values:
+        if wide[0] >= VALUE_CELL and wide[1] >= VALUE_CELL_H:  # cells as wide as a value, as tall as fits
+            cw, ch, px = max(VALUE_CELL, wide[1]), wide[1], wide[2]
     focus_box = _box(main, 0.0, top, cw, ch, px)
     # the neighbours share what is left beside it; the focused map stays in the middle
     left_w = (width - focus_box.w - 2 * PAD) / 2 if before and after else 0.0
@@ -260,33 +302,87 @@ def _neighbour(m: MapShape, x: float, y: float, w: float, h: float) -> Box:
     return _box(m, x, y, cw, ch, px)
 
 
-def _all_maps(maps: list[MapShape], top: float, width: float, boxes: dict[str, Box]) -> Layout:
-    """Every map at a readable minimum, a column per stage of the data flow (the canvas scrolls)."""
-    x = 0.0
-    bottom = top
-    for _, names, _ in STAGES:
-        column = [m for m in maps if m.field in names]
-        if not column:
-            continue
-        y, col_w = top, 0.0
-        for m in column:
-            cw = _readable(m.cols)
-            ch = _readable(m.rows)
-            box = _box(m, x, y, cw, ch, label_px_for(min(cw, ch) if m.cols <= LABELLED_T else ch))
-            boxes[m.id] = box
-            y = box.bottom + PAD
-            col_w = max(col_w, box.w)
+def _all_maps(maps: list[MapShape], top: float, width: float, height: float, boxes: dict[str, Box]) -> Layout:
+    """Every map, a column per stage of the data flow, scaled to fill the viewport.
+
+    Each column's cells grow by the largest factor with which it fits the height, and every
+    column by one more factor until together they fill the width; alpha's cells are
+    ``ALPHA_SHARE`` times larger (the largest map). Alpha goes below the scores, or in a column
+    of its own where that scrolls less or makes it larger. A column that does not fit even at the
+    least scale scrolls. The factors are found by bisection on pure arithmetic: no map is drawn
+    until the last.
+    """
+    stages = [[m for m in maps if m.field in names] for _, names, _ in STAGES]
+    five = [c for c in stages if c]
+    rest = [[m for m in c if m.field != "weights"] for c in stages]
+    six = [c for c in [*rest[:3], [m for m in maps if m.field == "weights"], *rest[3:]] if c]
+    best = None
+    for columns in (five, six) if len(six) > len(five) else (five,):
+        tall = [_bisect(lambda s, c=c: _column(c, 0.0, top, s, {})[1] <= height) for c in columns]
+        scale = _bisect(lambda s, c=columns, t=tall: _columns(c, top, [min(s, x) for x in t], {})[0] <= width)
+        placed: dict[str, Box] = {}
+        right, bottom = _columns(columns, top, [min(scale, t) for t in tall], placed)
+        alpha = placed.get("weights:0", Box(0, 0, 0, 0))
+        rank = (-max(0.0, right - width) - max(0.0, bottom - height), alpha.w * alpha.h)  # the least scrolling
+        if best is None or rank > best[0]:
+            best = (rank, placed, right, bottom)
+    _, placed, right, bottom = best
+    boxes.update(placed)
+    return Layout(boxes, max(width, right), max(height, bottom))
+
+
+def _bisect(fits) -> float:
+    """The largest scale in [``ALL_MAPS_MIN_SCALE``, ``ALL_MAPS_MAX_SCALE``] that ``fits`` (the least if none)."""
+    lo, hi = ALL_MAPS_MIN_SCALE, ALL_MAPS_MAX_SCALE
+    for _ in range(12):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if fits(mid) else (lo, mid)
+    return lo
+
+
+def _columns(columns: list[list[MapShape]], top: float, scales: list[float],
+             boxes: dict[str, Box]) -> tuple[float, float]:
+    """Lay ``columns`` out side by side, each at its scale; returns their right edge and bottom."""
+    x, bottom = 0.0, top
+    for column, scale in zip(columns, scales, strict=True):
+        w, y = _column(column, x, top, scale, boxes)
         bottom = max(bottom, y)
-        x += col_w + PAD
-    return Layout(boxes, max(width, x), bottom)
+        x += w + PAD
+    return x, bottom
 
 
-def _readable(n: int) -> float:
-    """A cell's size along an axis of ``n`` in "All maps": 14 px while short, else about
-    ``ALL_MAPS_SIDE`` in all, at least ``READABLE_CELL`` up to ``READABLE_T``."""
-    if n <= READABLE_T:
-        return max(READABLE_CELL, min(16.0, ALL_MAPS_SIDE / n))
-    return max(1.0, math.floor(ALL_MAPS_SIDE / n * 4) / 4)
+def _column(column: list[MapShape], x: float, top: float, scale: float, boxes: dict[str, Box]) -> tuple[float, float]:
+    """Stack ``column``'s maps from (``x``, ``top``), every cell ``scale`` times its size at scale 1
+    (``_cell``); returns the column's width and bottom."""
+    y, col_w = top, 0.0
+    for m in column:
+        share = ALPHA_SHARE if m.field == "weights" else 1.0
+        largest = _largest(m) * share
+        info = FIELDS.get(m.field)
+        floor_c = _floor(m.cols, info is not None and info.cols in TOKEN_AXES)
+        floor_r = _floor(m.rows, info is not None and info.rows in TOKEN_AXES)
+        cw = _cell(m.cols, scale * share, largest, floor_c)
+        ch = _cell(m.rows, scale * share, largest, floor_r)
+        if max(m.rows, m.cols) <= 4 * min(m.rows, m.cols):  # square cells unless one axis is long
+            cw = ch = max(min(cw, ch), floor_r, floor_c)
+        box = _box(m, x, y, cw, ch, label_px_for(min(cw, ch) if m.cols <= LABELLED_T else ch))
+        boxes[m.id] = box
+        y = box.bottom + PAD
+        col_w = max(col_w, box.w)
+    return col_w, y
+
+
+def _floor(n: int, tokens: bool) -> float:
+    """The least cell along an axis of ``n`` in "All maps": ``ALL_MAPS_MIN_CELL`` for tokens up
+    to ``READABLE_T`` (each labelled), else 1 px (a d axis's numbers are thinned)."""
+    return ALL_MAPS_MIN_CELL if tokens and n <= READABLE_T else 1.0
+
+
+def _cell(n: int, scale: float, largest: float, floor: float) -> float:
+    """A cell's size along an axis of ``n`` in "All maps" at ``scale``: at 1, 16 px while short and
+    about ``ALL_MAPS_SIDE`` in all when long; never below ``floor``."""
+    base = min(16.0, ALL_MAPS_SIDE / n) if n <= READABLE_T else ALL_MAPS_SIDE / n
+    return max(floor, min(largest, math.floor(base * scale * 4) / 4))
 
 
 def frame_shapes(frame: Frame, head: int = 0, hidden: tuple[int, ...] = (),

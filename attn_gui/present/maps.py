@@ -5,6 +5,8 @@ The window and the exporter both use ``map_data``, so a picture reads the same i
 
 from __future__ import annotations
 
+import re
+
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -21,8 +23,8 @@ NBSP = "\u00a0"
 STAGES: list[tuple[str, tuple[str, ...], int]] = [
     ("1  Embeddings and weights", ("x", "x_source", "w_q", "w_k", "w_v", "b_q", "b_k", "b_v"), 10),
     ("2  Queries, keys, values",
-     ("rope_angles", "q_unrotated", "k_unrotated", "q_normed", "k_normed", "q", "k", "v"), 10),
-    ("3  Scores → weights", ("scores", "c2p", "p2c", "position_bias", "scaled", "weights"), 12),
+     ("rope_angles", "rope_angles_plain", "q_unrotated", "k_unrotated", "q_normed", "k_normed", "q", "k", "v"), 10),
+    ("3  Scores → weights", ("scores", "c2p", "p2c", "position_bias", "scaled", "capped", "weights"), 12),
     ("4  Per-head output", ("head_outputs", "concat"), 10),
     ("5  Output", ("w_o", "b_o", "output"), 10),
 ]
@@ -154,7 +156,7 @@ def map_data(frame: Frame, name: str, head: int | None = None, hidden: tuple[int
     layer_txt = f"layer {cfg.layer + 1}: " if cfg.model is not None else ""  # counted from 1
     # a title may wrap between its words and after a comma, never inside "5 × 3"
     shape_txt = ", ".join(part.replace(" ", NBSP) for part in shape)
-    text = formula(name, cfg)
+    text = re.sub(r"\(\w \w\)", lambda m: m.group(0).replace(" ", NBSP), formula(name, cfg))  # "(x W)" whole
     return MapData(
         matrix=matrix,
         title=f"{layer_txt}{text}  ({shape_txt})" + (

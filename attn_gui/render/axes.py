@@ -19,6 +19,7 @@ from ..present.formats import visible_label
 
 MAX_CHARS = 14  # longer tokens end in "…" (the read-out names them whole)
 GAP = 3  # pixels between the labels and the image
+SHORT_LEVEL = 2  # among upright column labels, one this short stays level (it fits its cell)
 
 
 class LabelAxis(pg.AxisItem):
@@ -135,12 +136,15 @@ class LabelAxis(pg.AxisItem):
             else:
                 p.drawText(QtCore.QRectF(0, 0, bounds.width(), h), QtCore.Qt.AlignmentFlag.AlignCenter, self.title)
             p.restore()
+        spacing = abs(texts[1][0] - texts[0][0]) if len(texts) > 1 else bounds.width()
         for pos, text in texts:
+            # a short label stays level among upright ones: "I" on its side reads as a dash
+            level = len(text) <= SHORT_LEVEL and self._metrics.horizontalAdvance(text) + 2 * GAP <= spacing
             if self.orientation == "left":
                 rect = QtCore.QRectF(0, pos - h / 2, bounds.width() - GAP, h)
                 p.drawText(rect, QtCore.Qt.AlignmentFlag.AlignRight | QtCore.Qt.AlignmentFlag.AlignVCenter, text)
-            elif not self.upright:
-                w = self._widest + 2 * GAP
+            elif not self.upright or level:
+                w = self._widest + 2 * GAP if not self.upright else spacing
                 rect = QtCore.QRectF(pos - w / 2, 0, w, bounds.height() - GAP)
                 p.drawText(rect, QtCore.Qt.AlignmentFlag.AlignHCenter | QtCore.Qt.AlignmentFlag.AlignBottom, text)
             else:  # upright: read from the image upwards, as column names on a spreadsheet's vertical header

@@ -16,7 +16,7 @@ from PySide6 import QtCore, QtGui, QtWidgets
 from ..engine import FIELDS
 from ..present.frame import Frame
 from ..present.heads import kv_groups
-from ..present.layout import Box, Layout, frame_shapes, lay_out
+from ..present.layout import PAD, Box, Layout, frame_shapes, lay_out
 from ..present.maps import display_cells, full_row, map_data, map_id
 from .heatmap import MapItem, Readout, ReadoutHost
 from .style import WEIGHTS_CMAP
@@ -172,7 +172,7 @@ class Canvas(ReadoutHost, pg.GraphicsView):
             item.setGeometry(QtCore.QRectF(box.x, box.y, box.w, box.h))
             if not box.thumb:
                 item.set_label_px(box.label_px)
-            brief = box.thumb or (self.focus is not None and data.field != self.focus)  # beside a large map
+            brief = box.thumb or data.field != (self.focus or "weights")  # beside the large map (alpha in "All maps")
             if item.brief != brief:
                 item.brief, item.data = brief, None  # the title changes: drawn again below
             if item.data is not data:  # a new frame, or an item that was a thumbnail until this resize
@@ -307,14 +307,24 @@ class Canvas(ReadoutHost, pg.GraphicsView):
 
     def reveal(self, mid: str) -> None:
         """Scroll map ``mid`` into view, now and after each new layout for a resized view; a map
-        larger than the view shows its top left (its title, column labels and first rows)."""
+        larger than the view shows its top left (its title, column labels and first rows). What
+        lies above and left of it (the heads strip, its K/V brackets) stays in view with it where
+        both fit."""
         self._revealed = mid
         item = self.item_of(mid)
         if item is None:
             return
-        rect, view = item.sceneBoundingRect(), self.viewport().size()
-        self.ensureVisible(QtCore.QRectF(rect.x(), rect.y(), min(rect.width(), view.width() / self._zoom - 2),
-                                         min(rect.height(), view.height() / self._zoom - 2)), 0, 0)
+        rect = item.sceneBoundingRect()
+        # the viewport the layout was made for: a scroll bar it will not need may still be shown
+        view = self._planned_for or (self.viewport().width(), self.viewport().height())
+        width, height = view[0] / self._zoom - 2, view[1] / self._zoom - 2
+        left = 0.0 if rect.right() <= width else rect.x()
+        top = 0.0 if rect.bottom() <= height else rect.y()
+        self.ensureVisible(QtCore.QRectF(left, top, min(rect.right() - left, width),
+                                         min(rect.bottom() - top, height)), 0, 0)
+        for bar, start in ((self.horizontalScrollBar(), left), (self.verticalScrollBar(), top)):
+            if start == 0.0:  # it fits with what lies above and left of it: from the canvas's edge
+                bar.setValue(0)
 
     def resizeEvent(self, ev) -> None:
         super().resizeEvent(ev)
@@ -429,9 +439,11 @@ class Canvas(ReadoutHost, pg.GraphicsView):
             self.mapMenuRequested.emit(hit[0].data, self.viewport().mapToGlobal(pos))
 
     def render_scene(self) -> QtGui.QImage:
-        """The whole canvas (beyond the viewport too) as an image, for the exported figure."""
-        w = max(int(self.plan.width), self.viewport().width())
-        h = max(int(self.plan.height), self.viewport().height())
+        """Every map of the canvas (beyond the viewport too) as an image cropped to them, for the
+        exported figure: the layout's boxes give its size, with a margin of ``PAD``."""
+        boxes = self.plan.boxes.values()
+        w = int(max(b.right for b in boxes) + PAD) + 1
+        h = int(max(b.bottom for b in boxes) + PAD) + 1
         image = QtGui.QImage(w, h, QtGui.QImage.Format.Format_ARGB32)
         image.fill(QtGui.QColor("white"))
         painter = QtGui.QPainter(image)

@@ -56,9 +56,12 @@ class CellValues(pg.GraphicsObject):
         R, C = self._matrix.shape
         if not self.show_values or R * C == 0 or R * C > MAX_VALUE_CELLS:
             return None
-        t = painter_transform if painter_transform is not None else self.deviceTransform()
-        if t is None:
-            return None
+        if painter_transform is None:  # asked outside a paint: as the item's view shows it now
+            views = self.scene().views() if self.scene() is not None else []
+            if not views:
+                return None
+            painter_transform = self.deviceTransform(views[0].viewportTransform())
+        t = painter_transform
         cell_w = abs(t.m11()) + abs(t.m21())
         cell_h = abs(t.m22()) + abs(t.m12())
         if cell_h < self._metrics.height() + 1:

@@ -21,7 +21,7 @@ MAP_MAX_SIZE = (1800, 1400)
 MAP_MARGIN = (180, 100)  # row labels + colour bar, title + column labels
 CELL_SIZE = (44, 30)  # room for a value such as "-0.12" in every cell
 SMALL_CELL_SIZE = (16, 16)  # matrices too big to print values get small cells
-FIGURE_SIZE = (1800, 1100)  # the whole figure, its title included
+FIGURE_SIZE = (1800, 1100)  # the figure's layout, its title included (the picture is cropped to the maps)
 TITLE_H = 56  # the figure's title: the sentence, then the sizes and the head shown
 
 
@@ -144,8 +144,8 @@ def render_figure(frame: Frame, figure: Canvas | None = None, head: int = 0) -> 
     frame : Frame
     figure : Canvas, optional
         The window's canvas: the picture shows its head, hidden tokens, focus and colour
-        scales, at its size or larger. Without it, ``head`` and alpha in focus at about
-        ``FIGURE_SIZE``.
+        scales, laid out at its size or larger. Without it, ``head`` and alpha in focus laid
+        out in ``FIGURE_SIZE``. Either way the picture is cropped to the maps (and the title).
     head : int
         The head shown (0-based) when there is no ``figure``.
     """
@@ -167,24 +167,29 @@ def render_figure(frame: Frame, figure: Canvas | None = None, head: int = 0) -> 
 
 
 def _with_title(body: QtGui.QImage, title: str, subtitle: str) -> QtGui.QImage:
-    """``body`` below a white band of ``TITLE_H`` pixels holding ``title`` and ``subtitle``."""
-    image = QtGui.QImage(body.width(), body.height() + TITLE_H, QtGui.QImage.Format.Format_ARGB32)
+    """``body`` below a white band of ``TITLE_H`` pixels holding ``title`` and ``subtitle``, as
+    wide as the body or, for a small body, as the title (up to ``FIGURE_SIZE``'s width)."""
+    font = QtGui.QFont()
+    font.setPointSizeF(13)
+    font.setBold(True)
+    small = QtGui.QFont(font)
+    small.setPointSizeF(10)
+    small.setBold(False)
+    text_w = max(QtGui.QFontMetrics(font).horizontalAdvance(title),
+                 QtGui.QFontMetrics(small).horizontalAdvance(subtitle))
+    width = max(body.width(), min(FIGURE_SIZE[0], text_w + 24))
+    image = QtGui.QImage(width, body.height() + TITLE_H, QtGui.QImage.Format.Format_ARGB32)
     image.fill(QtGui.QColor("white"))
     painter = QtGui.QPainter(image)
     try:
         painter.setRenderHint(QtGui.QPainter.RenderHint.TextAntialiasing, True)
         painter.setPen(QtGui.QColor(20, 20, 20))
-        band = QtCore.QRectF(12, 6, body.width() - 24, TITLE_H - 10)
-        font = QtGui.QFont()
-        font.setPointSizeF(13)
-        font.setBold(True)
+        band = QtCore.QRectF(12, 6, width - 24, TITLE_H - 10)
         painter.setFont(font)
         top = QtCore.Qt.AlignmentFlag.AlignLeft | QtCore.Qt.AlignmentFlag.AlignTop
         painter.drawText(band, top, QtGui.QFontMetrics(font).elidedText(
             title, QtCore.Qt.TextElideMode.ElideRight, int(band.width())))
-        font.setPointSizeF(10)
-        font.setBold(False)
-        painter.setFont(font)
+        painter.setFont(small)
         painter.setPen(QtGui.QColor(60, 60, 70))
         painter.drawText(band, QtCore.Qt.AlignmentFlag.AlignLeft | QtCore.Qt.AlignmentFlag.AlignBottom, subtitle)
         painter.drawImage(0, TITLE_H, body)

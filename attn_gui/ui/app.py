@@ -53,19 +53,7 @@ def run_gui(config: AttentionConfig | None = None, head: int | None = None, focu
     ``lesson`` (name, step from 1) opens the Lessons dock at that step; ``scales`` maps a field
     to its colour scale mode (``present.scales``).
     """
-    from PySide6 import QtGui, QtWidgets
-
-    from .. import __version__
-
-    QtWidgets.QApplication.setApplicationName("attn-gui")
-    QtWidgets.QApplication.setOrganizationName("attn-gui")
-    QtWidgets.QApplication.setApplicationDisplayName("Attention Explorer")
-    QtWidgets.QApplication.setApplicationVersion(__version__)
-    app = QtWidgets.QApplication.instance() or QtWidgets.QApplication(sys.argv[:1])
-    from ..present.resources import path_of
-
-    app.setWindowIcon(QtGui.QIcon(path_of("icon.svg")))
-    install_error_hook(app)
+    app = prepare_app()
     window = open_window(config)
     if head is not None:
         window.set_state(window.state.replace(head=head))
@@ -83,6 +71,23 @@ def run_gui(config: AttentionConfig | None = None, head: int | None = None, focu
         open_lessons(window, *lesson)
     window.show()
     return app.exec()
+
+
+def prepare_app():
+    """The QApplication (the running one, else a new one) named, with its icon and the error hook."""
+    from PySide6 import QtGui, QtWidgets
+
+    from .. import __version__
+    from ..present.resources import path_of
+
+    QtWidgets.QApplication.setApplicationName("attn-gui")
+    QtWidgets.QApplication.setOrganizationName("attn-gui")
+    QtWidgets.QApplication.setApplicationDisplayName("Attention Explorer")
+    QtWidgets.QApplication.setApplicationVersion(__version__)
+    app = QtWidgets.QApplication.instance() or QtWidgets.QApplication(sys.argv[:1])
+    app.setWindowIcon(QtGui.QIcon(path_of("icon.svg")))
+    install_error_hook(app)
+    return app
 
 
 def open_window(config: AttentionConfig | None = None, settings=None):

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 
 from PySide6 import QtCore, QtWidgets
 
 from ..engine import model_spec, UserError, check_tokens_now
-from ..export import bundle
+from ..export import bundle, page
 from ..export.bundle import ExportTooLarge, duration, export_all
 from ..export.files import human
 from ..export.folder import Cancelled, FolderInUse
@@ -164,6 +165,50 @@ class FileActions:
         self.settings.set("export_dir", str(folder))
         self.statusBar().showMessage(f"Exported {len(written)} files to {folder}", 8000)
         return written
+
+    def export_page(self, path: str | None = None, confirmed: bool = False) -> Path | None:
+        """Write the shown state as one self-contained HTML page (``export.page``) to ``path`` (asks if None).
+
+        The page shows what the window shows: its head, followed token, hidden tokens and
+        colour scales; a problem is said in a dialog and nothing is written.
+        """
+        if self.frame is None:
+            return None
+        if path is None:
+            start = str(Path(self.settings.get("export_dir") or ".") / "attention.html")
+            path, _ = QtWidgets.QFileDialog.getSaveFileName(self, "Export page", start, "HTML page (*.html)")
+            if not path:
+                return None
+        state = self.state
+        try:
+            with _busy():
+                written = page.export_page(
+                    self.frame, path, state.head, state.token, state.hide_special, state.scales, state.focus,
+                    confirm_over=None if confirmed else bundle.CONFIRM_BYTES,
+                    confirm_seconds=None if confirmed else bundle.CONFIRM_SECONDS)
+        except ExportTooLarge as exc:
+            about = f"about {human(exc.need)} in about {duration(exc.seconds)}"
+            if QtWidgets.QMessageBox.question(self, "Large page", f"This page would take {about}.\n\nWrite it?"
+                                              ) == QtWidgets.QMessageBox.StandardButton.Yes:
+                return self.export_page(path, confirmed=True)
+            self.statusBar().showMessage(f"Page not written: {about}", 8000)
+            return None
+        except UserError as exc:
+            QtWidgets.QMessageBox.warning(self, "Export failed", f"{path}\n\n{exc}")
+            return None
+        self.settings.set("export_dir", str(Path(path).parent))
+        self.statusBar().showMessage(f"Exported the page to {path}", 8000)
+        return written
+
+
+@contextlib.contextmanager
+def _busy():
+    """A wait cursor while the window draws for a file."""
+    QtWidgets.QApplication.setOverrideCursor(QtCore.Qt.CursorShape.WaitCursor)
+    try:
+        yield
+    finally:
+        QtWidgets.QApplication.restoreOverrideCursor()
 
 
 def _fill(menu: QtWidgets.QMenu, paths: list[str], open_path) -> None:

@@ -64,6 +64,7 @@ class MetricsPanel(QtWidgets.QWidget):
         splitter.addWidget(self.grid)
         splitter.addWidget(self.table)
         splitter.setSizes([420, 420])
+        self.splitter = splitter
         layout = QtWidgets.QVBoxLayout(self)
         layout.setContentsMargins(2, 2, 2, 2)
         layout.addLayout(top)
@@ -118,6 +119,12 @@ class MetricsPanel(QtWidgets.QWidget):
                 self.table.setItem(r, c, item)
         self.table.setSortingEnabled(True)
         self.table.resizeColumnsToContents()
+        # the table whole where the dock is wide enough (at 1366 px it was cut), the grid the rest
+        need = (sum(self.table.columnWidth(c) for c in range(self.table.columnCount()))
+                + self.table.verticalScrollBar().sizeHint().width() + 2 * self.table.frameWidth() + 2)
+        total = sum(self.splitter.sizes())
+        if total > need + 200:
+            self.splitter.setSizes([total - need, need])
 
     def _on_grid_click(self, row: int, head: int) -> None:
         layers = self.table_data.layers

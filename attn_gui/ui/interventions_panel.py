@@ -20,6 +20,10 @@ from ..render.heatmap import HeatmapView
 from .worker import TaskThread
 
 
+GRID_ROW = 17  # the effect grid's row height: every layer labelled, a value in every cell
+GRID_MARGIN = 110  # its title, head labels and margins
+
+
 def _bars(tokens: tuple[tuple[str, float], ...]) -> str:
     """The next tokens as text bars, one a line: "␣Paris   77.3 % ██████████"."""
     return "\n".join(f"{text[:12]:<12} {p * 100:5.1f} % {'█' * max(1, round(p * 20))}" for text, p in tokens)
@@ -100,13 +104,17 @@ class InterventionsPanel(QtWidgets.QWidget):
         patch = QtWidgets.QHBoxLayout()
         patch.addWidget(self.corruptBox, 1)
         patch.addWidget(self.patchButton)
+        self.tools = QtWidgets.QWidget()  # hidden with a model that is not a decoder: the label says why
+        tools = QtWidgets.QVBoxLayout(self.tools)
+        tools.setContentsMargins(0, 0, 0, 0)
+        tools.addLayout(strike)
+        tools.addLayout(bars)
+        tools.addLayout(patch)
+        tools.addLayout(run)
+        tools.addWidget(self.message)
         left = QtWidgets.QVBoxLayout()
         left.addWidget(self.struckLabel)
-        left.addLayout(strike)
-        left.addLayout(bars)
-        left.addLayout(patch)
-        left.addLayout(run)
-        left.addWidget(self.message)
+        left.addWidget(self.tools)
         left.addStretch(1)
         layout = QtWidgets.QHBoxLayout(self)
         layout.addLayout(left, 1)
@@ -127,15 +135,19 @@ class InterventionsPanel(QtWidgets.QWidget):
         decoder = config is not None and config.model is not None and hasattr(source(config.model), "decoder")
         for w in (self.strikeButton, self.clearButton, self.effectButton, self.patchButton):
             w.setEnabled(decoder)
+        self.tools.setVisible(decoder)  # no empty axes, bars or colour bar where there is nothing to show
+        self.grid.setVisible(decoder)
         if not decoder:
             self.config = None
-            self.struckLabel.setText("Interventions need a decoder model: choose smollm2-135m under Source.")
+            self.struckLabel.setText("Interventions need a decoder model: they strike heads and read the next "
+                                     "token it predicts. Choose SmolLM2-135M under Source → weights.")
             return
         changed = self.config is None or (config.model, config.sentence, config.ablate) != (
             self.config.model, self.config.sentence, self.config.ablate)
         self.config, self.head = config, head
-        self.strikeButton.setText(f"Strike head {config.layer + 1}.{head + 1}" if (config.layer, head) not in
-                                  config.ablate else f"Restore head {config.layer + 1}.{head + 1}")
+        verb = "Strike" if (config.layer, head) not in config.ablate else "Restore"
+        self.strikeButton.setText(f"{verb} head {config.layer + 1}.{head + 1} (layer {config.layer + 1}, "
+                                  f"head {head + 1}: the one shown)")
         self.struckLabel.setText(f"Struck heads (layer.head): {format_heads(config.ablate) or 'none'}")
         if changed:
             self._show_titles("Next token, every head", "With the struck heads")
@@ -241,6 +253,8 @@ class InterventionsPanel(QtWidgets.QWidget):
     def _show_grid(self, grid: I.Grid) -> None:
         values = grid.values.numpy()
         self.progress.setValue(grid.done)
+        # a row per layer tall enough for its label and its values: the dock scrolls (30 layers: 620 px)
+        self.grid.setMinimumHeight(values.shape[0] * GRID_ROW + GRID_MARGIN)
         self.grid.set_data(MapData(values, self._title(grid), "signed",
                                    [f"layer {i + 1}" for i in range(values.shape[0])],
                                    [f"head {j + 1}" for j in range(values.shape[1])], symbol=self._symbol))

@@ -11,6 +11,11 @@ from ..render.heatmap import HeatmapView
 from .worker import TaskThread
 
 
+WIDGET_MAX = 16777215  # Qt's QWIDGETSIZE_MAX: no maximum width
+NEEDS_DECODER = ("The KV cache needs a decoder model: it decodes one token at a time, each new query against "
+                 "the cached keys and values. Choose SmolLM2-135M under Source → weights.")
+
+
 class KVCachePanel(QtWidgets.QWidget):
     """Prefill the sentence, then decode one token at a time through the key/value cache.
 
@@ -48,7 +53,7 @@ class KVCachePanel(QtWidgets.QWidget):
                                    "its query against the cached keys (then the whole sequence is recomputed "
                                    "once, to compare the time)")
         self.stepButton.clicked.connect(self.step)
-        self.note = QtWidgets.QLabel("Choose a decoder model (SmolLM2-135M) to decode step by step.")
+        self.note = QtWidgets.QLabel(NEEDS_DECODER)
         self.note.setObjectName("kvNote")
         self.note.setWordWrap(True)
         self.list = QtWidgets.QListWidget()
@@ -69,6 +74,7 @@ class KVCachePanel(QtWidgets.QWidget):
         left = QtWidgets.QWidget()
         left.setLayout(side)
         left.setMaximumWidth(300)
+        self.left = left  # the buttons, the note and the steps: the whole width while the note says what it needs
         maps = QtWidgets.QGridLayout()
         maps.setContentsMargins(0, 0, 0, 0)
         maps.addWidget(self.keysView, 0, 0)
@@ -76,10 +82,14 @@ class KVCachePanel(QtWidgets.QWidget):
         maps.addWidget(self.alphaView, 1, 0, 1, 2)
         maps.setRowStretch(0, 3)
         maps.setRowStretch(1, 1)
+        self.maps = (self.list, self.keysView, self.valuesView, self.alphaView)  # hidden until a decoder is chosen
         outer = QtWidgets.QHBoxLayout(self)
         outer.setContentsMargins(2, 2, 2, 2)
-        outer.addWidget(left)
+        outer.addWidget(left, 1)  # the whole width while the maps are hidden (at most 300 px beside them)
         outer.addLayout(maps, 1)
+        for widget in self.maps:
+            widget.hide()
+        self.left.setMaximumWidth(WIDGET_MAX)
         self._enable()
 
     def follow(self, state: ViewState) -> None:
@@ -94,8 +104,11 @@ class KVCachePanel(QtWidgets.QWidget):
             self.walk, self.steps = None, []
             self.list.clear()
         self.layer, self.head = config.layer, state.head
+        for widget in self.maps:  # no empty axes or colour bars: the note says what the dock needs
+            widget.setVisible(decoder)
+        self.left.setMaximumWidth(300 if decoder else WIDGET_MAX)
         if self.config is None:
-            self.note.setText("Choose a decoder model (SmolLM2-135M) to decode step by step.")
+            self.note.setText(NEEDS_DECODER)
         elif not self.steps:
             self.note.setText("Prefill: the sentence at once; then decode one token at a time through the cache.")
         self._enable()

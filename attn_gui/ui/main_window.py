@@ -119,11 +119,7 @@ class MainWindow(FileActions, QtWidgets.QMainWindow):
         self.why.headPicked.connect(self._on_head_picked)
         self.why.modelColours.connect(self.modelView.set_side)
         self.train = TrainPanel()
-        trainScroll = QtWidgets.QScrollArea()  # its curves and controls must not make every bottom tab 390 px tall
-        trainScroll.setWidget(self.train)
-        trainScroll.setWidgetResizable(True)
-        trainScroll.setFrameShape(QtWidgets.QFrame.Shape.NoFrame)
-        self.trainDock = self.add_dock("Train", "trainDock", trainScroll)
+        self.trainDock = self.add_dock("Train", "trainDock", self.train)
         self.train.openRequested.connect(self.open_trained)
         self.corpus = CorpusPanel()
         self.corpusDock = self.add_dock("Corpus", "corpusDock", self.corpus)
@@ -179,10 +175,18 @@ class MainWindow(FileActions, QtWidgets.QMainWindow):
         self._restore(state)
 
     def add_dock(self, title: str, name: str, widget: QtWidgets.QWidget) -> QtWidgets.QDockWidget:
-        """A dock below the maps, as a tab beside the walk: the maps keep the window's full width."""
+        """A dock below the maps, as a tab beside the walk: the maps keep the window's full width.
+
+        Its widget scrolls inside it: no dock's minimum size (the KV cache's 230 px, the Train
+        dock's curves) makes every bottom tab that tall and takes the maps' room.
+        """
         dock = QtWidgets.QDockWidget(title, self)
         dock.setObjectName(name)
-        dock.setWidget(widget)
+        scroll = QtWidgets.QScrollArea()
+        scroll.setWidget(widget)
+        scroll.setWidgetResizable(True)
+        scroll.setFrameShape(QtWidgets.QFrame.Shape.NoFrame)
+        dock.setWidget(scroll)
         self.addDockWidget(QtCore.Qt.DockWidgetArea.BottomDockWidgetArea, dock)
         if name != "tokenFocusDock":
             self.tabifyDockWidget(self.focusDock, dock)
@@ -194,6 +198,30 @@ class MainWindow(FileActions, QtWidgets.QMainWindow):
     def state(self) -> ViewState:
         """The view state the window shows (read-only: change it with ``set_state``)."""
         return self._state
+
+    @property
+    def result(self):
+        """The AttentionResult shown (every tensor of the step; None until the first compute arrives)."""
+        return self.frame.result if self.frame is not None else None
+
+    def wait(self, timeout: float = 60.0):
+        """Run Qt's events until the maps show the state's config (or it fails, or ``timeout`` seconds
+        pass); the result shown. For Python sessions, where a cell reads ``result`` after ``set_state``."""
+        shown = lambda: self.result is not None and self.result.config == self._state.config  # noqa: E731
+        loop = QtCore.QEventLoop()
+        timer = QtCore.QTimer(singleShot=True, interval=round(1000 * timeout))
+        timer.timeout.connect(loop.quit)
+        self.frameShown.connect(loop.quit)
+        self.computeFailed.connect(loop.quit)
+        timer.start()
+        try:
+            while not shown() and timer.isActive() and not self._invalid and self.failed_config != self._state.config:
+                loop.exec()
+        finally:
+            self.frameShown.disconnect(loop.quit)
+            self.computeFailed.disconnect(loop.quit)
+            timer.stop()
+        return self.result
 
     def set_state(self, state: ViewState) -> None:
         """Show ``state`` everywhere; compute when its config differs from the shown one.
@@ -422,7 +450,8 @@ class MainWindow(FileActions, QtWidgets.QMainWindow):
             return
         self.modelDock.show()
         self.modelDock.raise_()
-        if result.layer_weights.size(0) > result.heads:  # 30 x 9: thumbnails need a taller dock
+        # 30 layers x 9 heads: thumbnails need a taller dock, where the screen leaves the maps their room
+        if result.layer_weights.size(0) > result.heads and self.height() >= 1000:
             self.resizeDocks([self.modelDock], [max(150, self.height() * 2 // 5)], QtCore.Qt.Orientation.Vertical)
 
     def hidden_tokens(self) -> tuple[int, ...]:

@@ -39,6 +39,10 @@ def build_menus(win: QtWidgets.QMainWindow) -> None:
     win.exportAllAction.setShortcut(QtGui.QKeySequence("Ctrl+E"))
     win.exportAllAction.setToolTip("Every map as PNG and SVG, the whole figure, every tensor as .npy "
                                    "and .csv, and manifest.json, into one folder")
+    win.exportPageAction = file_menu.addAction("Export page…", win.export_page)
+    win.exportPageAction.setObjectName("exportPageAction")
+    win.exportPageAction.setToolTip("One HTML file to share: the maps, their values on hover and the token walk, "
+                                    "readable offline in any browser")
     file_menu.addSeparator()
     file_menu.addAction("Quit", win.close, QtGui.QKeySequence.StandardKey.Quit)
 

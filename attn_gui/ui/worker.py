@@ -8,12 +8,19 @@ Frames are also let go on the worker thread: the service keeps the frame it deli
 last, so when the window swaps in a new one, the service holds the only reference to
 the old one and hands it to the thread, where its tensors are freed (tens of
 milliseconds for a large frame) instead of on the GUI thread.
+
+Every thread made here is stopped before the interpreter ends (``stop_all``, at exit): Qt
+aborts the process when a running QThread is destroyed, which a script that builds a
+window and ends while a worker runs would otherwise do.
 """
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import threading
 import traceback
+import weakref
 from typing import Any
 from collections.abc import Callable
 
@@ -22,6 +29,19 @@ from PySide6 import QtCore
 from ..engine import AttentionConfig, UserError
 from ..present.frame import Frame
 from ..present.runner import Failure, LatestWins, is_small, run_request, torch_threads
+
+
+_RUNNING: weakref.WeakSet = weakref.WeakSet()  # every ComputeService and TaskThread whose thread may run
+
+
+def stop_all() -> None:
+    """Stop every worker thread still running, each after its task in progress (at exit, and for ``show``)."""
+    for owner in list(_RUNNING):
+        with contextlib.suppress(RuntimeError):  # its Qt object is gone: so is its thread
+            owner.shutdown()
+
+
+atexit.register(stop_all)
 
 
 class _Worker(QtCore.QObject):
@@ -86,6 +106,7 @@ class ComputeService(QtCore.QObject):
         self._worker.finished.connect(self._deliver)
         self._worker.progress.connect(self._on_progress)
         self._thread.start()
+        _RUNNING.add(self)
 
     @property
     def latest_id(self) -> int:
@@ -128,6 +149,7 @@ class ComputeService(QtCore.QObject):
         self._delivered = None
         self._thread.quit()
         self._thread.wait()
+        _RUNNING.discard(self)
 
 
 class _Task(QtCore.QObject):
@@ -166,6 +188,7 @@ class TaskThread(QtCore.QObject):
         self._run.connect(self._task.run, QtCore.Qt.ConnectionType.QueuedConnection)
         self._task.finished.connect(self.done)
         self._thread.start()
+        _RUNNING.add(self)
 
     def start(self, token: object, function: Callable[[], Any]) -> None:
         """Run ``function()`` on the thread (after any task before it); ``done(token, outcome)`` follows."""
@@ -175,3 +198,4 @@ class TaskThread(QtCore.QObject):
         """Stop the thread (waits for a task in progress to finish)."""
         self._thread.quit()
         self._thread.wait()
+        _RUNNING.discard(self)

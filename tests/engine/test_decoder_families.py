@@ -18,7 +18,7 @@ from attn_gui.engine import AttentionConfig, compute, model_spec, source
 import transformers
 
 from transformers_peer import (SENTENCE, WORDS, cached_steps_equal_recomputing,  # (tests/)
-                               top5_equals_transformers, word_tokenizer)
+                               residuals_equal_transformers, top5_equals_transformers, word_tokenizer)
 
 SIZES = dict(hidden_size=32, intermediate_size=48, num_hidden_layers=2, num_attention_heads=4,
              vocab_size=len(WORDS), eos_token_id=2, bos_token_id=1, tie_word_embeddings=False,
@@ -40,15 +40,16 @@ def _randomize(hf):
                 p.normal_(0, 0.1).add_(1.0 if name.endswith("weight") else 0.0)
 
 
-def _folder(case: str, path):
-    """The tiny random model of ``case`` (FAMILIES) saved with its tokenizer in ``path``, and the model."""
+def _folder(case: str, path, **changes):
+    """The tiny random model of ``case`` (FAMILIES, its fields with ``changes``) saved with its tokenizer in
+    ``path``, and the model."""
     kind, fields = FAMILIES[case]
     torch.manual_seed(0)
-    config = transformers.AutoConfig.for_model(kind, **SIZES, **fields)
+    config = transformers.AutoConfig.for_model(kind, **SIZES, **(fields | changes))
     hf = transformers.AutoModelForCausalLM.from_config(config, attn_implementation="eager").eval()
     _randomize(hf)
     hf.save_pretrained(path)
-    word_tokenizer(path)
+    word_tokenizer().save(str(path / "tokenizer.json"))
     return str(path), hf
 
 
@@ -206,22 +207,18 @@ def test_older_pythia_names_and_a_scaled_rope(tmp_path):
         theirs = transformers.AutoConfig.from_pretrained(tmp_path / name).rope_parameters
         assert spec.rope_dims == int(spec.d_k * theirs["partial_rotary_factor"]) < spec.d_k
         assert spec.rope_base == theirs["rope_theta"]
-    with pytest.raises(ConfigError, match="^scaled uses RoPE scaling 'linear', which attn-gui does not apply yet$"):
+    with pytest.raises(ConfigError, match="^scaled rotates 2 of each head's 8 dimensions with a scaled RoPE "
+                                          r"\(linear\), which attn-gui does not apply yet$"):
         AttentionConfig(model=changed("scaled", rope_scaling={"type": "linear", "factor": 2.0}))
 
 
-def test_a_gated_feed_forward_other_than_silu_is_refused(tmp_path):
-    """Phi3MLP (as LlamaMLP) applies ACT2FN[hidden_act] to the gate; only SiLU is computed here: another is refused."""
-    import json
-
-    from attn_gui.engine import ConfigError
-
-    path, _ = _folder("phi3", tmp_path / "odd")
-    cfg = json.loads((tmp_path / "odd" / "config.json").read_text())
-    (tmp_path / "odd" / "config.json").write_text(json.dumps(cfg | dict(hidden_act="gelu")))
-    with pytest.raises(ConfigError, match="^odd: hidden_act 'gelu' is not supported in a gated feed-forward; "
-                                          "supported: silu$"):
-        AttentionConfig(model=path)
+@pytest.mark.parametrize("act", ["gelu", "gelu_pytorch_tanh"])
+def test_a_gated_feed_forward_applies_its_hidden_act(tmp_path, act):
+    """Phi3MLP (as LlamaMLP) applies ACT2FN[hidden_act] to the gate: every layer's residual and the logits
+    equal transformers' with a GELU gate too (1e-4)."""
+    path, hf = _folder("phi3", tmp_path / act, hidden_act=act)
+    out = residuals_equal_transformers(path, hf, SENTENCE)
+    top5_equals_transformers(AttentionConfig(sentence=SENTENCE, model=path), out.logits[0, -1], WORDS)
 
 
 def test_attribution_splits_pythia_and_refuses_olmo2s_post_norms(tmp_path):

@@ -185,13 +185,14 @@ def test_unknown_activation_and_family_are_named(tmp_path, gpt2):
     odd = tmp_path / "odd"
     shutil.copytree(path, odd)
     cfg = json.loads((odd / "config.json").read_text())
-    cfg["activation_function"] = "swish"
+    cfg["activation_function"] = "quick_gelu"
     (odd / "config.json").write_text(json.dumps(cfg))
-    with pytest.raises(ConfigError, match="activation 'swish' is not supported; supported: gelu, gelu_new"):
+    with pytest.raises(ConfigError, match="^odd: activation_function 'quick_gelu' is not supported; supported: gelu, "
+                                          "gelu_new"):
         AttentionConfig(model=str(odd))
     cfg["model_type"] = "t5"
     (odd / "config.json").write_text(json.dumps(cfg))
     with pytest.raises(ConfigError, match="^odd is a 't5' model; supported model_types: llama, mistral, qwen2, "
-                                          "qwen3, olmo2, phi3, gpt2, gpt_neox, bert, roberta, distilbert, "
-                                          "deberta-v2, modernbert$"):
+                                          "qwen3, olmo2, phi3, gemma2, gemma3_text, gpt2, gpt_neox, bert, roberta, "
+                                          "distilbert, deberta-v2, modernbert$"):
         AttentionConfig(model=str(odd))

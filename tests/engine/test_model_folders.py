@@ -238,16 +238,18 @@ def test_rope_base_from_either_key(tmp_path, changes, base):
     assert model_spec(_config(tmp_path, "rope", **changes)).rope_base == base
 
 
-@pytest.mark.parametrize("changes, kind", [
-    (dict(rope_scaling={"rope_type": "llama3", "factor": 8.0}), "llama3"),
-    (dict(rope_scaling={"type": "linear", "factor": 2.0}), "linear"),  # the key before rope_type
-    (dict(rope_parameters={"rope_theta": 1e6, "rope_type": "yarn", "factor": 4.0}), "yarn"),
-    (dict(model_type="qwen2", rope_parameters={"rope_theta": 1e4, "rope_type": "dynamic"}), "dynamic"),
+@pytest.mark.parametrize("changes, kind, base", [
+    (dict(rope_scaling={"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0}),
+     "llama3", 1e4),
+    (dict(rope_scaling={"type": "linear", "factor": 2.0}), "linear", 1e4),  # the key before rope_type
+    (dict(rope_parameters={"rope_theta": 1e6, "rope_type": "yarn", "factor": 4.0}), "yarn", 1e6),
+    (dict(model_type="qwen2", rope_parameters={"rope_theta": 1e4, "rope_type": "dynamic", "factor": 2.0}), "dynamic",
+     1e4),
 ])
-def test_rope_scaling_is_refused_in_one_line(tmp_path, changes, kind):
-    path = _config(tmp_path, "scaled", **changes)
-    with pytest.raises(ConfigError, match=rf"^scaled uses RoPE scaling '{kind}', which attn-gui does not apply yet$"):
-        AttentionConfig(model=path)
+def test_rope_scaling_is_read_from_either_key(tmp_path, changes, kind, base):
+    # its angles against transformers: tests/engine/test_model_fields.py
+    spec = model_spec(_config(tmp_path, "scaled", **changes))
+    assert dict(spec.rope_scaling)["rope_type"] == kind and spec.rope_base == base
 
 
 def test_missing_weights_and_truncated_file(tmp_path):

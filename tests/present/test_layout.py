@@ -5,11 +5,12 @@ import itertools
 
 import pytest
 
-from attn_gui.engine import AttentionConfig, compute
+from attn_gui.engine import FIELDS, AttentionConfig, compute
 from attn_gui.engine.sources import is_available
 from attn_gui.present.frame import make_frame
 from attn_gui.present.heads import kv_groups
-from attn_gui.present.layout import LABELLED_T, LINE, VALUE_CELL, VALUES_T, frame_shapes, lay_out
+from attn_gui.present.layout import (ALL_MAPS_MIN_CELL, LABELLED_T, LINE, TOKEN_AXES, VALUE_CELL, VALUE_CELL_H,
+                                    VALUES_T, frame_shapes, lay_out)
 
 # the canvas's share of a 1366 x 768 and a 1920 x 1080 screen: the controls on the left,
 # the menu, the status bar and the docks below take the rest
@@ -51,8 +52,8 @@ def test_alpha_first_readable_and_nothing_overlaps(frame, size):
         assert min(alpha.cell_w, alpha.cell_h) >= alpha.label_px * LINE - 0.5, alpha
     else:  # thinned labels: the cells still tile the box the layout gave
         assert alpha.cell_h * shape.rows <= alpha.h
-    if max(shape.rows, shape.cols) <= VALUES_T:
-        assert min(alpha.cell_w, alpha.cell_h) >= VALUE_CELL, alpha
+    if max(shape.rows, shape.cols) <= VALUES_T:  # a value fits each cell (wider than tall where it must)
+        assert alpha.cell_w >= VALUE_CELL and alpha.cell_h >= VALUE_CELL_H, alpha
     boxes = list(layout.boxes.items())
     for (a, box_a), (b, box_b) in itertools.combinations(boxes, 2):
         if not (a.startswith("group:") or b.startswith("group:")):  # a bracket spans its heads' thumbnails
@@ -67,4 +68,7 @@ def test_all_maps_keeps_data_flow_order_and_readable_cells():
     layout = lay_out(shapes, None, 1000, 540, 2)
     x = [layout.boxes[i].x for i in ("x", "q:0", "weights:0", "head_outputs:0", "output")]
     assert x == sorted(x) and len(set(x)) == 5  # one column per stage, left to right
-    assert all(min(layout.boxes[s.id].cell_w, layout.boxes[s.id].cell_h) >= 12 for s in shapes)
+    for s in shapes:  # a token axis keeps cells that hold its labels; a d axis may be finer
+        box, info = layout.boxes[s.id], FIELDS[s.field]
+        assert box.cell_h >= ALL_MAPS_MIN_CELL or info.rows not in TOKEN_AXES, s
+        assert box.cell_w >= ALL_MAPS_MIN_CELL or info.cols not in TOKEN_AXES, s

@@ -21,7 +21,7 @@ def test_strike_grid_and_open_a_head(window, qtbot: QtBot):
     assert "␣Paris        77.3 %" in panel.before.text() and panel.after.text() == "(no head struck)"
 
     window.select_head(4)
-    assert panel.strikeButton.text() == "Strike head 1.5"
+    assert panel.strikeButton.text() == "Strike head 1.5 (layer 1, head 5: the one shown)"
     panel.strikeButton.click()
     assert window.state.config.ablate == ((0, 4),)  # the struck head IS the config: controls and sessions follow
     assert window.panel.editors["ablate"].widget.text() == "1.5"
@@ -30,7 +30,7 @@ def test_strike_grid_and_open_a_head(window, qtbot: QtBot):
     shown = window.frame.result.next_tokens[0]
     assert panel.after.text().splitlines()[0].startswith(f"{shown[0]:<12} {shown[1] * 100:5.1f} %")
     assert float(window.frame.result.head_outputs[4].abs().max()) == 0.0  # the shown layer's Z of head 5
-    assert panel.strikeButton.text() == "Restore head 1.5"
+    assert panel.strikeButton.text() == "Restore head 1.5 (layer 1, head 5: the one shown)"
     xs, ys = window.modelView.struck.getData()  # the model view strikes head 1.5 through: two diagonals
     y0, x0 = window.modelView._origin(0, 4)
     assert len(xs) == 4 and min(xs) == x0 and min(ys) == y0

@@ -4,7 +4,8 @@
 model's, or reads a folder's config.json (``hf.spec_for``) or a .gguf file's header
 (``gguf_file.spec_for``), once. A model runs in the module its spec names: every decoder in
 ``decoder.py`` (its files read by ``spec.reader``), every BERT-family encoder in
-``encoder.py``. This module imports nothing heavy: a source's module is imported when
+``encoder.py``; a model object in memory is registered by ``memory.register``. This module imports
+nothing heavy: a source's module is imported when
 ``source(name)`` first asks for it.
 """
 
@@ -39,6 +40,9 @@ MODELS: Mapping[str, ModelSpec] = MappingProxyType({  # the bundled models, by n
 })
 
 
+REGISTERED: dict[str, ModelSpec] = {}  # model objects in memory, by the name ``memory.register`` gave them
+
+
 def model_spec(name: str) -> ModelSpec:
     """The spec of model ``name``: a bundled model's, else the folder's or the .gguf file's (read once);
     ``ConfigError`` in one line saying why not."""
@@ -47,6 +51,8 @@ def model_spec(name: str) -> ModelSpec:
                           f"got {name!r:.40}")
     if name in MODELS:
         return MODELS[name]
+    if name in REGISTERED:
+        return REGISTERED[name]
     if name.lower().endswith(".gguf"):
         from .gguf_file import spec_for
     else:
@@ -72,4 +78,4 @@ def install_hint(name: str) -> str:
     return source(name).install_hint
 
 
-__all__ = ["MODELS", "ModelSpec", "install_hint", "is_available", "model_spec", "source"]
+__all__ = ["MODELS", "REGISTERED", "ModelSpec", "install_hint", "is_available", "model_spec", "source"]

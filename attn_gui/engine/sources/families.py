@@ -17,6 +17,43 @@ from .spec import ModelSpec
 
 MAX_TOKENS = 512  # the most tokens any model reads here: the maps stay readable
 
+# config.json fields that never change the numbers shown: names, ids, output switches, training-only settings
+# (dropouts, initialisation), sizes the weights themselves carry, and the feed-forward split of pretraining_tp
+# (the same product, computed in slices)
+INERT = frozenset({
+    "_name_or_path", "architectures", "auto_map", "transformers_version", "dtype", "torch_dtype", "model_type",
+    "id2label", "label2id", "problem_type", "return_dict", "output_attentions", "output_hidden_states", "use_cache",
+    "initializer_range", "initializer_factor", "bos_token_id", "pad_token_id", "sep_token_id", "decoder_start_token_id",
+    "chunk_size_feed_forward", "is_encoder_decoder", "gradient_checkpointing", "task_specific_params",
+    "attention_dropout", "hidden_dropout", "attn_pdrop", "embd_pdrop", "resid_pdrop", "dropout", "hidden_dropout_prob",
+    "attention_probs_dropout_prob", "classifier_dropout", "qa_dropout", "seq_classif_dropout",
+    "summary_activation", "summary_first_dropout", "summary_proj_to_labels", "summary_type", "summary_use_proj",
+    "vocab_size", "intermediate_size", "n_inner", "hidden_dim", "type_vocab_size", "n_ctx", "pretraining_tp",
+    "tie_word_embeddings",  # the weights say: lm_head.weight, else the embedding
+    "reorder_and_upcast_attn",  # GPT-2's softmax in float32: the same numbers
+    "sinusoidal_pos_embds",  # DistilBERT's sinusoidal positions are stored in its position embedding
+    # older or tool-written configs: generation defaults (sampling, not the forward pass), caches, tooling
+    "output_past", "_num_labels", "finetuning_task", "prefix", "tokenizer_class", "torchscript", "use_bfloat16",
+    "max_length", "min_length", "do_sample", "early_stopping", "num_beams", "num_beam_groups", "diversity_penalty",
+    "temperature", "top_k", "top_p", "typical_p", "repetition_penalty", "length_penalty", "no_repeat_ngram_size",
+    "encoder_no_repeat_ngram_size", "bad_words_ids", "num_return_sequences", "output_scores",
+    "return_dict_in_generate", "forced_bos_token_id", "forced_eos_token_id", "remove_invalid_values",
+    "exponential_decay_length_penalty", "suppress_tokens", "begin_suppress_tokens", "tf_legacy_loss",
+    "cache_implementation", "is_llama_config", "transformers.js_config",
+    "attn_gui_train", "attn_gui_step",  # how attn-gui's trainer made the folder (engine/training.py): a record
+})
+# the fields the Llama-family decoder reads (every rms/gated family): biases and the MLP's biases are read
+# where the weights hold them (attention_bias, mlp_bias); the window's fields as transformers reads them for
+# the family (``Family.window``: Llama's sliding_window is ignored by transformers, and so here)
+DECODER_READS = ("hidden_size", "num_attention_heads", "num_hidden_layers", "num_key_value_heads", "head_dim",
+                 "max_position_embeddings", "rms_norm_eps", "hidden_act", "attention_bias", "mlp_bias",
+                 "rope_theta", "rope_parameters", "rope_scaling", "original_max_position_embeddings",
+                 "partial_rotary_factor", "eos_token_id",
+                 "sliding_window", "use_sliding_window", "max_window_layers", "layer_types")
+ENCODER_READS = ("hidden_size", "num_attention_heads", "num_hidden_layers", "max_position_embeddings",
+                 "layer_norm_eps", "hidden_act", "eos_token_id")
+ENCODER_FIXED = (("is_decoder", False), ("add_cross_attention", False), ("position_embedding_type", "absolute"))
+
 
 @dataclass(frozen=True)
 class Family:
@@ -27,23 +64,31 @@ class Family:
     names: tuple[tuple[str, str], ...] = ()  # config.json's own key for a size, where it is not BERT's / Llama's
     window: str = ""  # "every": sliding_window in every layer (Mistral); "layers": Qwen's use_sliding_window
     #                   and layer_types say which layers slide; "local": ModernBERT's local and global layers,
-    #                   each with its window and RoPE base (encoder_config.local_layers); "": none
+    #                   each with its window and RoPE base (encoder_config.local_layers); "types": layer_types
+    #                   alone, each layer its own (Gemma 2: local and global layers alternating); "": none
     norm: str = "rms"  # the decoder's norm and feed-forward (llama.LlamaShape)
-    mlp: str = "swiglu"
+    mlp: str = "gated"  # "gated": W_down (act(W_gate x) * W_up x) (SwiGLU with silu); "plain": W_down act(W_up x);
+    #                   "geglu": ModernBERT's W_o (act(a) * g), a, g = W_i x split in two
+    act: str = "silu"  # the activation when config.json names none (transformers' config default)
     pre_norm: bool = False  # an encoder whose LayerNorms come before attention and the MLP (ModernBERT)
     relative: bool = False  # DeBERTa's disentangled attention: c2p and p2c terms (attention.Relative)
     qk_norm: bool = False  # Qwen3: q_norm and k_norm, each head's q and k RMS-normed before RoPE
     post_norm: bool = False  # OLMo 2: no norm before attention or the MLP; each output normed before its residual
     #                          (post_attention_layernorm, post_feedforward_layernorm); q/k norms over all heads
     positions: str = "rope"  # "rope"; "learned": absolute positions added to the embedding (GPT-2's wpe)
-    act: str = "gelu"  # the activation where config.json names none (a GELU feed-forward's)
     rotary: float | None = None  # reads a partial rotary share (rope_parameters' partial_rotary_factor,
     #                              rotary_pct), this one where config.json names none; None: every dimension
     parallel: bool = False  # reads use_parallel_residual (default true): attention and MLP from one residual
     rename: str = ""  # the reader that renames and splits its weights into llama.py's names (hf.RENAMES)
+    sandwich: bool = False  # Gemma 2: a norm after attention and after the MLP too (pre_feedforward_layernorm …)
+    embed_scale: bool = False  # Gemma: the embedding multiplied by √d
+    window_pattern: int = 2  # window "types" without layer_types: every pattern-th layer global, the others local
+    layer_rope: bool = False  # Gemma 3: local and global layers each with their own RoPE (rope_parameters by type)
     gguf: str = ""  # the general.architecture llama.cpp writes it as ("": no GGUF of it is read here)
     permuted: bool = False  # llama.cpp's converter interleaved W_q's and W_k's rows for its RoPE (LlamaModel.permute)
     also: tuple[str, ...] = ()  # other models of the family, named where a GGUF is refused
+    reads: tuple[str, ...] = DECODER_READS  # the config.json fields it honours (INERT ones aside)
+    fixed: tuple[tuple[str, object], ...] = ()  # fields it runs at one value only; another is refused
 
 
 FAMILIES = {  # by config.json's model_type
@@ -51,20 +96,44 @@ FAMILIES = {  # by config.json's model_type
     "mistral": Family("Mistral", window="every", gguf="llama", permuted=True),  # llama.cpp writes Mistral as llama
     "qwen2": Family("Qwen2", window="layers", gguf="qwen2"),
     "qwen3": Family("Qwen3", window="layers", qk_norm=True, gguf="qwen3"),  # Qwen3Model(Qwen2Model): no permute
-    "olmo2": Family("OLMo 2", qk_norm=True, post_norm=True),
+    "olmo2": Family("OLMo 2", qk_norm=True, post_norm=True),  # Olmo2Config: Llama's fields
     "phi3": Family("Phi-3", window="every", rotary=1.0, rename="phi3", also=("Phi-4",)),  # fused qkv, gate_up
+    "gemma2": Family("Gemma 2", names=(("act", "hidden_activation"),), window="types", norm="gemma",
+                     act="gelu_pytorch_tanh", sandwich=True, embed_scale=True,
+                     reads=(*DECODER_READS, "hidden_activation", "query_pre_attn_scalar", "attn_logit_softcapping",
+                            "final_logit_softcapping"), fixed=(("use_bidirectional_attention", False),)),
+    "gemma3_text": Family("Gemma 3", names=(("act", "hidden_activation"),), window="types", norm="gemma",
+                          act="gelu_pytorch_tanh", sandwich=True, embed_scale=True, qk_norm=True, window_pattern=6,
+                          layer_rope=True,
+                          reads=(*DECODER_READS, "hidden_activation", "query_pre_attn_scalar",
+                                 "attn_logit_softcapping", "final_logit_softcapping", "rope_local_base_freq",
+                                 "sliding_window_pattern", "_sliding_window_pattern"),
+                          fixed=(("use_bidirectional_attention", False),)),
     "gpt2": Family("GPT-2", names=(("heads", "n_head"), ("d_model", "n_embd"), ("layers", "n_layer"),
                                     ("positions", "n_positions"), ("eps", "layer_norm_epsilon"),
-                                    ("act", "activation_function")), norm="layer", mlp="gelu",
-                 positions="learned", act="gelu_new", rename="gpt2"),
-    "gpt_neox": Family("GPT-NeoX", norm="layer", mlp="gelu", rotary=0.25, parallel=True, rename="gpt_neox",
-                       also=("Pythia",)),  # transformers' GPTNeoXConfig: rotary_pct 0.25, use_parallel_residual
-    "bert": Family("BERT", path="encoder"), "roberta": Family("RoBERTa", path="encoder"),
+                                    ("act", "activation_function")), norm="layer", mlp="plain", act="gelu_new",
+                   positions="learned", rename="gpt2",
+                   reads=("n_embd", "n_head", "n_layer", "n_positions", "layer_norm_epsilon", "activation_function",
+                          "scale_attn_weights", "scale_attn_by_inverse_layer_idx", "eos_token_id"),
+                   fixed=(("add_cross_attention", False),)),
+    "gpt_neox": Family("GPT-NeoX", norm="layer", mlp="plain", act="gelu", rotary=0.25, parallel=True,
+                       rename="gpt_neox", also=("Pythia",),  # GPTNeoXConfig: rotary_pct 0.25, use_parallel_residual
+                       reads=("hidden_size", "num_attention_heads", "num_hidden_layers", "max_position_embeddings",
+                              "layer_norm_eps", "hidden_act", "attention_bias", "rope_theta", "rotary_emb_base",
+                              "rope_parameters", "rope_scaling", "rotary_pct", "partial_rotary_factor",
+                              "use_parallel_residual", "eos_token_id",
+                              "is_decoder")),  # causal either way: modeling_gpt_neox never reads is_decoder
+    "bert": Family("BERT", path="encoder", mlp="plain", act="gelu", reads=ENCODER_READS, fixed=ENCODER_FIXED),
+    "roberta": Family("RoBERTa", path="encoder", mlp="plain", act="gelu", reads=(*ENCODER_READS, "pad_token_id"),
+                      fixed=ENCODER_FIXED),
     "distilbert": Family("DistilBERT", path="encoder", names=(("heads", "n_heads"), ("d_model", "dim"),
-                                                             ("layers", "n_layers"), ("act", "activation"))),
-    "deberta-v2": Family("DeBERTa-v2", path="encoder", relative=True),  # DeBERTa-v3 folders are deberta-v2 too
+                                                             ("layers", "n_layers"), ("act", "activation")),
+                         mlp="plain", act="gelu", reads=("dim", "n_heads", "n_layers", "max_position_embeddings",
+                                                         "activation", "eos_token_id")),
+    # their fields: encoder_config.FIELDS (honoured, refused, unused), checked there
+    "deberta-v2": Family("DeBERTa-v2", path="encoder", relative=True, mlp="plain", act="gelu"),  # v3 folders too
     "modernbert": Family("ModernBERT", path="encoder", names=(("eps", "norm_eps"), ("act", "hidden_activation")),
-                         window="local", pre_norm=True, norm="layer", mlp="geglu"),
+                         window="local", pre_norm=True, norm="layer", mlp="geglu", act="gelu"),
 }
 
 

@@ -10,8 +10,12 @@ Families are declared, not coded: the one table ``families.FAMILIES`` (shared wi
 files) says which path runs a ``model_type`` (the one decoder of ``decoder.py`` and ``llama.py``,
 or the one encoder of ``encoder.py``) and how its config.json names its sizes. Decoders: Llama,
 Mistral (its sliding window as the engine's window mask), Qwen2 (Q/K/V biases, found in the
-weights), Qwen3 (each head's q and k RMS-normed before RoPE, ``Family.qk_norm``) and GPT-2
-(LayerNorm, learned positions, GELU; its weights renamed here). Encoders: BERT, RoBERTa
+weights), Qwen3 (each head's q and k RMS-normed before RoPE, ``Family.qk_norm``), Gemma 2 (local
+and global layers alternating, query_pre_attn_scalar, attention and final soft-caps, sandwich
+norms, √d embedding scale, GeGLU), Gemma 3, OLMo 2 (q/k norms over all heads, norms after each
+block), Phi-3 (fused qkv and gate_up, split here), GPT-2 (LayerNorm, learned positions, GELU; its
+weights renamed here) and GPT-NeoX (partial rotary, parallel residual, fused per-head
+query_key_value split here). Encoders: BERT, RoBERTa
 (positions counted after the padding id), DistilBERT (its own weight names), read by ``encoder.py``.
 """
 
@@ -23,7 +27,7 @@ import json
 from pathlib import Path
 
 from ..errors import ConfigError
-from .families import FAMILIES, MAX_TOKENS, Family, decoder_spec, regular
+from .families import FAMILIES, INERT, MAX_TOKENS, Family, decoder_spec, regular
 from .spec import ModelSpec
 
 GENERIC = {"model", "models", "weights", "checkpoint", "hf", "final"}  # labelled with their parent folder's name
@@ -32,7 +36,9 @@ GENERIC = {"model", "models", "weights", "checkpoint", "hf", "final"}  # labelle
 # BERT's and Llama's names for the sizes; a family's ``names`` replace some
 KEYS = {"heads": "num_attention_heads", "d_model": "hidden_size", "layers": "num_hidden_layers",
         "positions": "max_position_embeddings", "eps": "layer_norm_eps", "act": "hidden_act"}
-ACTIVATIONS = {"gelu": "gelu", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "relu": "relu"}
+# transformers' ACT2FN names -> llama.act's: erf GELU, tanh GELU, ReLU, SiLU
+ACTIVATIONS = {"gelu": "gelu", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "relu": "relu",
+               "silu": "silu", "swish": "silu"}
 
 
 def family_of(cfg: dict, folder: Path) -> Family:
@@ -49,17 +55,32 @@ def size(cfg: dict, family: Family, key: str, default=None):
 
 
 def activation(cfg: dict, family: Family, folder: Path) -> str:
-    """The feed-forward's activation as ``encoder`` / ``llama`` name it (gelu, gelu_tanh, relu)."""
-    act = size(cfg, family, "act", family.act)
-    if family.path == "decoder" and family.mlp == "swiglu":  # SwiGLU: silu(W_gate x) * W_up x
-        act = size(cfg, family, "act", "silu")
-        if act != "silu":
-            raise ConfigError(f"{folder.name}: hidden_act {act!r} is not supported in a gated feed-forward; "
-                              "supported: silu")
-        return "silu"
+    """The feed-forward's activation as ``encoder`` / ``llama`` name it (gelu, gelu_tanh, relu, silu);
+    ``ConfigError`` naming the field for another."""
+    act = size(cfg, family, "act") or family.act
     if act not in ACTIVATIONS:
-        raise ConfigError(f"{folder.name}: activation {act!r} is not supported; supported: {', '.join(ACTIVATIONS)}")
+        raise ConfigError(f"{folder.name}: {dict(family.names).get('act', KEYS['act'])} {act!r} is not supported; "
+                          f"supported: {', '.join(ACTIVATIONS)}")
     return ACTIVATIONS[act]
+
+
+def check_fields(cfg: dict, family: Family, folder: Path) -> None:
+    """Refuse, in one line naming it, a config.json field the family's path does not read and that could change
+    the numbers: one outside ``families.INERT`` and the family's ``reads`` (unless null or false), or one of its
+    ``fixed`` fields at another value."""
+    from .encoder_config import FIELDS as DECLARED
+
+    fixed, reads = dict(family.fixed), set(family.reads)
+    if cfg.get("model_type") in DECLARED:  # DeBERTa-v2, ModernBERT: their refusals are in encoder_config
+        reads = {f for fields in DECLARED[cfg["model_type"]].values() for f in fields}
+    for key, value in cfg.items():
+        if key in fixed:
+            if value != fixed[key] and not (fixed[key] is False and value is None):  # null: off
+                raise ConfigError(f"{folder.name}: config.json has {key} = {json.dumps(value):.40}; attn-gui runs "
+                                  f"{family.label} only with {key} = {json.dumps(fixed[key])}")
+        elif key not in INERT and key not in reads and value not in (None, False):
+            raise ConfigError(f"{folder.name}: config.json field {key} = {json.dumps(value):.40} is not read by "
+                              f"attn-gui's {family.label} path (it could change the numbers)")
 
 
 def sliding_window(cfg: dict, family: Family, folder: Path) -> int | None:
@@ -70,7 +91,7 @@ def sliding_window(cfg: dict, family: Family, folder: Path) -> int | None:
     them: from layer ``max_window_layers`` on), as transformers reads it.
     """
     window = cfg.get("sliding_window")
-    if window is None or not family.window:
+    if window is None or family.window in ("", "types"):
         return None
     if family.window == "every":
         return int(window)
@@ -89,19 +110,87 @@ def sliding_window(cfg: dict, family: Family, folder: Path) -> int | None:
     return int(window)
 
 
-def rope_base(cfg: dict, folder: Path) -> float:
-    """RoPE's base: transformers 5's ``rope_parameters["rope_theta"]``, else ``rope_theta``, else 10000.
+# the keys each scaled RoPE needs (transformers' modeling_rope_utils), and those it may have
+SCALINGS = {"linear": ("factor",), "dynamic": ("factor",), "llama3": ("factor", "low_freq_factor", "high_freq_factor"),
+            "yarn": (), "longrope": ("short_factor", "long_factor")}
+SCALING_KEYS = {"rope_type", "type", "rope_theta", "factor", "low_freq_factor", "high_freq_factor",
+                "original_max_position_embeddings", "attention_factor", "beta_fast", "beta_slow", "mscale",
+                "mscale_all_dim", "truncate", "short_factor", "long_factor", "partial_rotary_factor"}
 
-    A scaled RoPE (``rope_type`` llama3, yarn, linear, dynamic, longrope …, in ``rope_parameters``
-    or the older ``rope_scaling``) is refused in one line: its angles are not computed here.
+
+def layer_windows(cfg: dict, family: Family) -> tuple[int | None, ...]:
+    """Each layer's window where layer_types alone says which layers slide (Gemma 2; without it: the even
+    layers counted from 0, as transformers' Gemma2Config); () for any other family."""
+    if family.window != "types":
+        return ()
+    window = cfg.get("sliding_window")
+    return tuple(int(window) if kind == "sliding_attention" and window is not None else None
+                 for kind in layer_types(cfg, family))
+
+
+def layer_types(cfg: dict, family: Family) -> list[str]:
+    """Each layer's kind, "sliding_attention" or "full_attention": config.json's layer_types, else every
+    pattern-th layer global (Gemma 2: 2, Gemma 3: sliding_window_pattern, 6), as transformers' configs."""
+    pattern = int(cfg.get("sliding_window_pattern") or cfg.get("_sliding_window_pattern") or family.window_pattern)
+    return cfg.get("layer_types") or ["sliding_attention" if (i + 1) % pattern else "full_attention"
+                                      for i in range(int(size(cfg, family, "layers")))]
+
+
+def layer_ropes(cfg: dict, family: Family, folder: Path) -> tuple[tuple[tuple[float, tuple], ...], tuple]:
+    """Gemma 3's RoPE per layer, as Gemma3TextConfig reads it: ``rope_parameters`` by layer type (else
+    rope_theta, rope_scaling for the global layers and rope_local_base_freq for the local ones; bases 1e6
+    and 1e4 by default); ((), ()) for any other family. Returns (each layer's (base, scaling), the global one)."""
+    if not family.layer_rope:
+        return (), ()
+    given = cfg.get("rope_parameters") or {}
+    by_type = {t: dict(given.get(t) or {"rope_type": "default"}) for t in ("sliding_attention", "full_attention")}
+    flat = {k: v for k, v in given.items() if k not in by_type}
+    if flat:
+        raise ConfigError(f"{folder.name}: rope_parameters has {sorted(flat)[0]} outside sliding_attention and "
+                          "full_attention, which attn-gui does not read for Gemma 3")
+    if cfg.get("rope_scaling"):
+        by_type["full_attention"].update(cfg["rope_scaling"])
+    by_type["full_attention"].setdefault("rope_theta", cfg.get("rope_theta") or 1e6)
+    by_type["sliding_attention"].setdefault("rope_theta", cfg.get("rope_local_base_freq") or 1e4)
+    ropes = {t: rope({**cfg, "rope_scaling": None, "rope_theta": None, "rope_parameters": p}, folder)
+             for t, p in by_type.items()}
+    return tuple(ropes[kind] for kind in layer_types(cfg, family)), ropes["full_attention"]
+
+
+def rope(cfg: dict, folder: Path) -> tuple[float, tuple]:
+    """RoPE's base and scaling as transformers 5 reads them: ``rope_scaling``, else ``rope_parameters``
+    (its ``rope_theta``, else the config's, else 10000).
+
+    The scaling (llama3, linear, dynamic, yarn, longrope; ``rope_scaling.inv_freq``) as sorted (key,
+    value) pairs, with ``original_max_position_embeddings`` (the config's own first, as transformers
+    reads Phi-3's) and ``max_position_embeddings``; () for the plain RoPE. Another kind, a missing or
+    unknown key, or a partial rotation is refused in one line naming it.
     """
-    params = cfg.get("rope_parameters") or {}
-    for scaling in (params, cfg.get("rope_scaling") or {}):
-        kind = scaling.get("rope_type", scaling.get("type", "default"))
-        if kind != "default":
-            raise ConfigError(f"{folder.name} uses RoPE scaling {kind!r}, which attn-gui does not apply yet")
-    theta = params.get("rope_theta", cfg.get("rope_theta", cfg.get("rotary_emb_base")))  # GPT-NeoX's older name
-    return 1e4 if theta is None else float(theta)
+    params = dict(cfg.get("rope_scaling") or cfg.get("rope_parameters") or {})
+    kind = params.pop("rope_type", params.pop("type", "default"))
+    theta = params.pop("rope_theta", cfg.get("rope_theta", cfg.get("rotary_emb_base")))  # GPT-NeoX's older name
+    base = 1e4 if theta is None else float(theta)
+    if kind == "default":
+        return base, ()
+    if kind not in SCALINGS:
+        raise ConfigError(f"{folder.name} uses RoPE scaling {kind!r}, which attn-gui does not apply (it applies "
+                          f"{', '.join(SCALINGS)})")
+    unknown = sorted(set(params) - SCALING_KEYS)
+    missing = [key for key in SCALINGS[kind] if params.get(key) is None]
+    if unknown or missing:
+        raise ConfigError(f"{folder.name}: its {kind} RoPE scaling " + (f"has {unknown[0]}, which attn-gui does not "
+                          "read" if unknown else f"lacks {missing[0]}"))
+    partial = params.pop("partial_rotary_factor", cfg.get("partial_rotary_factor", cfg.get("rotary_pct", 1.0)))
+    if partial != 1.0:
+        raise ConfigError(f"{folder.name} rotates part of each head (partial_rotary_factor {partial}) with a scaled "
+                          "RoPE, which attn-gui does not apply yet")
+    positions = int(cfg.get("max_position_embeddings") or MAX_TOKENS)
+    params["max_position_embeddings"] = positions
+    if kind in ("llama3", "yarn", "longrope"):
+        params["original_max_position_embeddings"] = int(cfg.get("original_max_position_embeddings") or params.get(
+            "original_max_position_embeddings") or positions)
+    return base, tuple(sorted((k, tuple(v) if isinstance(v, list) else v) for k, v in (*params.items(),
+                                                                                     ("rope_type", kind))))
 
 
 def rope_dims(cfg: dict, family: Family, d_k: int) -> int | None:
@@ -151,32 +240,62 @@ def spec_for(path: str) -> ModelSpec:
             raise ConfigError(f"{folder.name} has no {needed}{also}")
     try:
         cfg = json.loads((folder / "config.json").read_text())
+    except ValueError as exc:
+        raise ConfigError(f"{folder.name}/config.json is not a model config: {exc!s:.80}") from None
+    name = folder.name if folder.name.lower() not in GENERIC else f"{folder.parent.name}/{folder.name}"
+    return config_spec(cfg, str(path), folder, name, lambda: special_tokens(folder))
+
+
+def config_spec(cfg: dict, path: str, folder: Path, name: str, special=tuple, reader: str = "hf") -> ModelSpec:
+    """The spec of a model of config ``cfg`` (config.json's dict, or ``model.config.to_dict()``), named
+    ``path`` and labelled ``name``; ``special()`` gives an encoder's special tokens, ``reader`` is the
+    module that reads a decoder's weights (``memory`` for a model object). Messages name ``folder.name``."""
+    try:
         family = family_of(cfg, folder)
+        check_fields(cfg, family, folder)
         activation(cfg, family, folder)
         heads, d = int(size(cfg, family, "heads")), int(size(cfg, family, "d_model"))
         d_k = int(cfg.get("head_dim") or d // heads)
         positions = int(size(cfg, family, "positions", MAX_TOKENS)) - position_offset(cfg)
+        ropes, global_rope = layer_ropes(cfg, family, folder)
+        rope_base, scaling = (None, ()) if family.positions == "learned" or family.path == "encoder" else \
+            global_rope or rope(cfg, folder)
+        dims = rope_dims(cfg, family, d_k) if rope_base is not None else None
+        if dims is not None and scaling:  # its scaled frequencies are over every dimension here
+            raise ConfigError(f"{folder.name} rotates {dims} of each head's {d_k} dimensions with a scaled RoPE "
+                              f"({dict(scaling)['rope_type']}), which attn-gui does not apply yet")
+        if dict(scaling).get("rope_type") == "longrope":  # its short factors hold up to the original length
+            positions = min(positions, dict(scaling)["original_max_position_embeddings"])
         limit = min(MAX_TOKENS, positions)
         common = dict(layers=int(size(cfg, family, "layers")), heads=heads, d_model=d, d_k=d_k, d_v=d_k,
                       max_tokens=limit)
-        name = folder.name if folder.name.lower() not in GENERIC else f"{folder.parent.name}/{folder.name}"
         if family.path == "encoder":
             from .encoder_config import spec_facts
 
             facts = {"has_bias": True, **spec_facts(cfg, family, folder, common["layers"])}
-            return ModelSpec(str(path), f"{name} ({family.label} encoder)", module="encoder",
-                             special_tokens=special_tokens(folder), **common, **facts)
-        return decoder_spec(str(path), f"{name} ({family.label} decoder)", "hf", family,
+            return ModelSpec(path, f"{name} ({family.label} encoder)", module="encoder",
+                             special_tokens=special(), **common, **facts)
+        return decoder_spec(path, f"{name} ({family.label} decoder)", reader, family,
+                            scale=bool(cfg.get("scale_attn_weights", True)),
+                            layer_scale=bool(cfg.get("scale_attn_by_inverse_layer_idx", False)),
                             kv_heads=int(cfg.get("num_key_value_heads") or heads),
                             has_bias=bool(cfg.get("attention_bias", cfg.get("model_type") in
                                                   ("qwen2", "gpt2", "gpt_neox"))),
-                            rope_base=None if family.positions == "learned" else rope_base(cfg, folder),
-                            rope_dims=rope_dims(cfg, family, d_k),
-                            window=sliding_window(cfg, family, folder), **common)
+                            rope_base=rope_base, rope_scaling=scaling, rope_dims=dims,
+                            window=sliding_window(cfg, family, folder),
+                            layer_windows=layer_windows(cfg, family),
+                            layer_rope_bases=tuple(base for base, _ in ropes),
+                            layer_rope_scalings=tuple(scaling for _, scaling in ropes),
+                            softcap=_float(cfg.get("attn_logit_softcapping")),
+                            score_scalar=_float(cfg.get("query_pre_attn_scalar")), **common)
     except ConfigError:
         raise
     except (ValueError, KeyError, TypeError) as exc:
         raise ConfigError(f"{folder.name}/config.json is not a model config: {exc!s:.80}") from None
+
+
+def _float(value) -> float | None:
+    return None if value is None else float(value)
 
 
 def special_tokens(folder: Path) -> tuple[str, ...]:
@@ -302,14 +421,20 @@ def read(spec: ModelSpec, progress=None):
     (nothing is converted: ``progress`` is never called)."""
     from tokenizers import Tokenizer
 
+    folder = Path(spec.name).expanduser()
+    cfg = json.loads((folder / "config.json").read_text())
+    tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
+    return decoder_model(spec, cfg, read_weights(folder), tokenizer, folder)
+
+
+def decoder_model(spec: ModelSpec, cfg: dict, weights: dict, tokenizer, folder: Path):
+    """A ``decoder.DecoderModel`` of ``weights`` (transformers' names, any dtype), ``tokenizer`` (a
+    ``tokenizers.Tokenizer``) and config ``cfg``, checked against ``spec``; messages name ``folder.name``."""
     from .byte_bpe import readable
     from .decoder import DecoderModel
     from .llama import LlamaShape
 
-    folder = Path(spec.name).expanduser()
-    cfg = json.loads((folder / "config.json").read_text())
     family = family_of(cfg, folder)
-    weights = read_weights(folder)
     if family.rename:
         try:
             weights = RENAMES[family.rename](weights, spec)
@@ -318,9 +443,11 @@ def read(spec: ModelSpec, progress=None):
     got = weights["model.layers.0.self_attn.q_proj.weight"].shape if "model.layers.0.self_attn.q_proj.weight" in \
         weights else ()
     check_shape(folder, got, (spec.heads * spec.d_k, spec.d_model))
+    for field, key in (("attention_bias", "self_attn.q_proj.bias"), ("mlp_bias", "mlp.down_proj.bias")):
+        if cfg.get(field) and family.norm == "rms" and f"model.layers.0.{key}" not in weights:
+            raise ConfigError(f"{folder.name}: config.json has {field} = true, the weights lack model.layers.0.{key}")
     if spec.qk_norm and "model.layers.0.self_attn.q_norm.weight" not in weights:
         raise ConfigError(f"{folder.name}: the weights lack q_norm and k_norm for a {family.label} model")
-    tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
     special = frozenset(i for i, t in tokenizer.get_added_tokens_decoder().items() if t.special)
     ids = tokenizer.get_vocab(with_added_tokens=True)
     rows = weights["model.embed_tokens.weight"].shape[0]  # V: often padded past the tokenizer's last id
@@ -331,11 +458,30 @@ def read(spec: ModelSpec, progress=None):
     eos = eos[0] if isinstance(eos, list) else eos
     eps = size(cfg, family, "eps") if family.norm == "layer" else cfg.get("rms_norm_eps")
     shape = LlamaShape(spec.layers, spec.heads, spec.kv_heads, spec.d_k, float(eps or 1e-6), spec.rope_base,
-                       norm=family.norm, mlp=family.mlp if family.mlp == "swiglu" else activation(cfg, family, folder),
-                       window=spec.window, rope_dims=spec.rope_dims,
+                       norm=family.norm, mlp=family.mlp, act=activation(cfg, family, folder), window=spec.window,
+                       rope_scaling=spec.rope_scaling, scale=spec.scale, layer_scale=spec.layer_scale,
+                       windows=spec.layer_windows,
+                       ropes=tuple(zip(spec.layer_rope_bases, spec.layer_rope_scalings, strict=True)),
+                       score_scalar=spec.score_scalar, softcap=spec.softcap,
+                       final_softcap=_float(cfg.get("final_logit_softcapping")), sandwich=family.sandwich,
+                       embed_scale=family.embed_scale, rope_dims=spec.rope_dims,
                        parallel=family.parallel and bool(cfg.get("use_parallel_residual", True)),
                        post_norm=family.post_norm)
-    return DecoderModel(spec, shape, weights, tokenizer, tuple(texts), special, -1 if eos is None else int(eos), None)
+    return DecoderModel(spec, shape, weights, tokenizer, tuple(texts), special, -1 if eos is None else int(eos),
+                        first_token(tokenizer, folder))
+
+
+def first_token(tokenizer, folder: Path) -> int | None:
+    """The id tokenizer.json's post-processor puts before the text (Llama-2's, Mistral's <s>), or None;
+    ``ConfigError`` where it adds tokens after the text, which a decoder here never reads."""
+    bare = tokenizer.encode("a b", add_special_tokens=False).ids
+    full = tokenizer.encode("a b", add_special_tokens=True).ids
+    if full == bare:
+        return None
+    if len(full) == len(bare) + 1 and full[1:] == bare:
+        return full[0]
+    raise ConfigError(f"{folder.name}: tokenizer.json's post_processor adds tokens other than one before the text "
+                      f"({full} around {bare}); attn-gui's decoders read at most a first token")
 
 
 NEEDS = ("safetensors", "tokenizers")

@@ -21,6 +21,7 @@ of the new tokens only and attends to the cached keys and values plus its own.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import torch
@@ -41,10 +42,21 @@ class LlamaShape:
     d_k: int
     eps: float  # the norm's epsilon
     rope_base: float | None  # None: no RoPE (GPT-2's learned positions)
-    norm: str = "rms"  # "rms": RMSNorm (Llama); "layer": LayerNorm with a bias (GPT-2)
-    mlp: str = "swiglu"  # "swiglu": W_down (silu(W_gate x) * W_up x); else W_down act(W_up x + b) + b (GPT-2)
+    norm: str = "rms"  # "rms": RMSNorm (Llama); "layer": LayerNorm with a bias (GPT-2); "gemma": x̂ (1 + g), float32
+    mlp: str = "gated"  # "gated": W_down (act(W_gate x) * W_up x) (SwiGLU); "plain": W_down act(W_up x + b) + b
+    act: str = "silu"  # the feed-forward's activation (``act``): silu, gelu, gelu_tanh, relu
     window: int | None = None  # Mistral's sliding window in every layer: query i sees keys i - window < j <= i
+    rope_scaling: tuple = ()  # a scaled RoPE's parameters (engine.rope_scaling)
     rope_dims: int | None = None  # partial rotary: only each head's first rope_dims dimensions turn (GPT-NeoX)
+    scale: bool = True  # the scores divided by √d_k (GPT-2's scale_attn_weights)
+    layer_scale: bool = False  # and by layer + 1 (GPT-2's scale_attn_by_inverse_layer_idx)
+    ropes: tuple = ()  # each layer's own (RoPE base, scaling) (Gemma 3's local and global layers); (): the model's
+    windows: tuple = ()  # each layer's own window (Gemma 2's alternating local and global layers); (): ``window``
+    score_scalar: float | None = None  # the scores divided by √score_scalar instead (query_pre_attn_scalar)
+    softcap: float | None = None  # the scaled scores soft-capped, c tanh(ω′ / c) (attn_logit_softcapping)
+    final_softcap: float | None = None  # the logits soft-capped alike (final_logit_softcapping)
+    sandwich: bool = False  # norms after attention and around the MLP too (Gemma 2)
+    embed_scale: bool = False  # the embedding multiplied by √d (Gemma)
     parallel: bool = False  # attention and MLP both read the layer's residual, their sum added (GPT-NeoX)
     post_norm: bool = False  # OLMo 2: no pre-norms; attention's and the MLP's outputs normed before their residual
 
@@ -97,6 +109,8 @@ def norm(x: torch.Tensor, w: dict, prefix: str, shape: LlamaShape) -> torch.Tens
     """The model's norm of ``x`` with the weights at ``prefix``: RMSNorm, or LayerNorm with its bias (GPT-2)."""
     if shape.norm == "layer":
         return F.layer_norm(x, x.shape[-1:], w[prefix + ".weight"], w[prefix + ".bias"], shape.eps)
+    if shape.norm == "gemma":  # Gemma's RMSNorm: in float32, the gain 1 + g (stored as g, zero-centred)
+        return rms_norm(x.float(), 1.0 + w[prefix + ".weight"].float(), shape.eps).type_as(x)
     return rms_norm(x, w[prefix + ".weight"], shape.eps)
 
 
@@ -112,7 +126,10 @@ def head_weights(w: dict, layer: int, shape: LlamaShape) -> Projections:
     d = w_q.shape[1]
     extras = {}
     if f"{p}.q_norm.weight" in w:
-        extras = dict(q_norm=w[f"{p}.q_norm.weight"], k_norm=w[f"{p}.k_norm.weight"], norm_eps=shape.eps)  # (d_k,)
+        q_norm, k_norm = w[f"{p}.q_norm.weight"], w[f"{p}.k_norm.weight"]  # (d_k,)
+        if shape.norm == "gemma":  # Gemma 3: the gain 1 + g
+            q_norm, k_norm = 1.0 + q_norm, 1.0 + k_norm
+        extras = dict(q_norm=q_norm, k_norm=k_norm, norm_eps=shape.eps)
     if f"{p}.q_proj.bias" in w:
         extras |= dict(b_q=w[f"{p}.q_proj.bias"].view(shape.heads, 1, -1),  # (h, 1, d_k)
                        b_k=w[f"{p}.k_proj.bias"].view(shape.kv_heads, 1, -1),  # (g, 1, d_k)
@@ -127,19 +144,28 @@ def head_weights(w: dict, layer: int, shape: LlamaShape) -> Projections:
     )
 
 
+ACTS = {"gelu": F.gelu, "gelu_tanh": lambda x: F.gelu(x, approximate="tanh"), "relu": F.relu, "silu": F.silu}
+
+
 def act(x: torch.Tensor, name: str) -> torch.Tensor:
-    """The feed-forward's activation by config name: gelu (erf, BERT's), gelu_tanh (GPT-2's "gelu_new"), relu."""
-    return F.gelu(x, approximate="tanh") if name == "gelu_tanh" else F.relu(x) if name == "relu" else F.gelu(x)
+    """The feed-forward's activation by name: gelu (erf, BERT's), gelu_tanh (GPT-2's "gelu_new"), relu, silu."""
+    return ACTS[name](x)
+
+
+def _linear(x: torch.Tensor, w: dict, prefix: str) -> torch.Tensor:
+    """nn.Linear at ``prefix``, with its bias where the weights hold one (Llama's mlp_bias, GPT-2)."""
+    bias = prefix + ".bias"
+    return F.linear(x, w[prefix + ".weight"], w.get(bias))
 
 
 def feed_forward(x: torch.Tensor, w: dict, layer: int, shape: LlamaShape) -> torch.Tensor:
-    """SwiGLU: W_down (silu(W_gate x) * W_up x); GPT-2: W_down act(W_up x + b_up) + b_down.  (n, d) -> (n, d)"""
+    """Gated: W_down (act(W_gate x) * W_up x) (SwiGLU with silu); plain: W_down act(W_up x + b_up) + b_down (GPT-2);
+    each with its biases where the weights hold them.  (n, d) -> (n, d)"""
     p = f"model.layers.{layer}.mlp"
-    if shape.mlp != "swiglu":
-        up = act(F.linear(x, w[f"{p}.up_proj.weight"], w[f"{p}.up_proj.bias"]), shape.mlp)
-        return F.linear(up, w[f"{p}.down_proj.weight"], w[f"{p}.down_proj.bias"])
-    return F.linear(F.silu(F.linear(x, w[f"{p}.gate_proj.weight"])) * F.linear(x, w[f"{p}.up_proj.weight"]),
-                    w[f"{p}.down_proj.weight"])
+    if shape.mlp == "plain":
+        return _linear(act(_linear(x, w, f"{p}.up_proj"), shape.act), w, f"{p}.down_proj")
+    return _linear(act(_linear(x, w, f"{p}.gate_proj"), shape.act) * _linear(x, w, f"{p}.up_proj"), w,
+                   f"{p}.down_proj")
 
 
 def decoder_layer(h: torch.Tensor, w: dict, layer: int, shape: LlamaShape,
@@ -147,17 +173,26 @@ def decoder_layer(h: torch.Tensor, w: dict, layer: int, shape: LlamaShape,
     """One layer over the new rows ``h`` (n, d); returns (next residual, X, attention steps)."""
     p = f"model.layers.{layer}"
     x = h if shape.post_norm else norm(h, w, f"{p}.input_layernorm", shape)  # X: what attention reads
-    steps = attend(x, head_weights(w, layer, shape), layout="column", causal=True, rope_base=shape.rope_base,
-                   rope_dims=shape.rope_dims, window=shape.window, past=past, z_hook=z_hook)
+    scale, temperature = shape.scale, layer + 1.0 if shape.layer_scale else 1.0
+    if shape.score_scalar is not None:  # ω / √query_pre_attn_scalar
+        scale, temperature = False, math.sqrt(shape.score_scalar)
+    rope_base, rope_scaling = shape.ropes[layer] if shape.ropes else (shape.rope_base, shape.rope_scaling)
+    steps = attend(x, head_weights(w, layer, shape), layout="column", causal=True, rope_base=rope_base,
+                   rope_scaling=rope_scaling, rope_dims=shape.rope_dims,
+                   window=shape.windows[layer] if shape.windows else shape.window,
+                   past=past, z_hook=z_hook, scale=scale, temperature=temperature, softcap=shape.softcap)
     if shape.post_norm:  # OLMo 2: h + norm(attn(h)), then h + norm(mlp(h))
         h = h + norm(steps["output"], w, f"{p}.post_attention_layernorm", shape)
         return h + norm(feed_forward(h, w, layer, shape), w, f"{p}.post_feedforward_layernorm", shape), x, steps
     if shape.parallel:  # GPT-NeoX: h + attn(norm1(h)) + mlp(norm2(h))
         mlp = feed_forward(norm(h, w, f"{p}.post_attention_layernorm", shape), w, layer, shape)
         return h + steps["output"] + mlp, x, steps
-    h = h + steps["output"]
-    h = h + feed_forward(norm(h, w, f"{p}.post_attention_layernorm", shape), w, layer, shape)
-    return h, x, steps
+    if not shape.sandwich:
+        h = h + steps["output"]
+        return h + feed_forward(norm(h, w, f"{p}.post_attention_layernorm", shape), w, layer, shape), x, steps
+    h = h + norm(steps["output"], w, f"{p}.post_attention_layernorm", shape)  # Gemma 2: a norm after each block
+    ff = feed_forward(norm(h, w, f"{p}.pre_feedforward_layernorm", shape), w, layer, shape)
+    return h + norm(ff, w, f"{p}.post_feedforward_layernorm", shape), x, steps
 
 
 def forward(w: dict, ids: torch.Tensor, shape: LlamaShape, cache: KVCache | None = None, *,
@@ -170,6 +205,8 @@ def forward(w: dict, ids: torch.Tensor, shape: LlamaShape, cache: KVCache | None
     outputs Z (h, n, d_v) returning what W_O reads instead (``engine.interventions``).
     """
     h = rows(w, "model.embed_tokens.weight", ids)  # (n, d)
+    if shape.embed_scale:  # Gemma: the embedding times √d
+        h = h * h.new_tensor(h.shape[-1] ** 0.5)
     if "model.embed_positions.weight" in w:  # learned absolute positions (GPT-2)
         start = 0 if cache is None else cache.length
         h = h + rows(w, "model.embed_positions.weight", torch.arange(start, start + ids.shape[0]))
@@ -184,10 +221,12 @@ def forward(w: dict, ids: torch.Tensor, shape: LlamaShape, cache: KVCache | None
         values.append(steps["v"])
     residual[-1] = norm(h, w, "model.norm", shape)  # (n, d)
     return Forward(residual, inputs, torch.stack(weights), KVCache(tuple(keys), tuple(values)),
-                   logits(residual[-1][-1], w))
+                   logits(residual[-1][-1], w, shape.final_softcap))
 
 
-def logits(last: torch.Tensor, w: dict) -> torch.Tensor:
-    """The next-token logits of final-normed rows ``last`` (..., d): ``lm_head.weight``, else the tied embedding."""
-    return stored.logits(last, w, "lm_head.weight" if "lm_head.weight" in w else "model.embed_tokens.weight")
+def logits(last: torch.Tensor, w: dict, softcap: float | None = None) -> torch.Tensor:
+    """The next-token logits of final-normed rows ``last`` (..., d): ``lm_head.weight``, else the tied embedding;
+    soft-capped, c tanh(logits / c), with ``softcap`` (Gemma 2's final_logit_softcapping)."""
+    out = stored.logits(last, w, "lm_head.weight" if "lm_head.weight" in w else "model.embed_tokens.weight")
+    return out if softcap is None else torch.tanh(out / softcap) * softcap
 

@@ -37,21 +37,36 @@ class ModelSpec:
     rope_dims : int, optional
         Partial rotary (GPT-NeoX's ``rotary_pct``): RoPE turns only each head's first ``rope_dims``
         dimensions; None: all d_k.
+    rope_scaling : tuple of (key, value)
+        A scaled RoPE's parameters (``engine.rope_scaling``: llama3, linear, dynamic, yarn, longrope);
+        () for the plain one.
     qk_norm : bool
+        Every head's q and k are RMS-normed before RoPE (Qwen3's q_norm and k_norm).
     qk_norm_across : bool
         The q and k norms span all heads of a token (OLMo 2), not each head.
-        Every head's q and k are RMS-normed before RoPE (Qwen3's q_norm and k_norm).
     window : int, optional
         The sliding window every layer applies (Mistral's ``sliding_window``): query i sees
         keys i - window < j <= i; None: every key up to the query.
     layer_windows, layer_rope_bases : tuple, optional
-        Per layer, where layers differ (ModernBERT's local and global layers): each layer's
+        Per layer, where layers differ (ModernBERT's and Gemma 2's local and global layers): each layer's
         window (None: global) and RoPE base, in place of ``window`` and ``rope_base``; () where every
         layer is alike. ``window_at`` and ``rope_at`` read either.
     score_terms : tuple of str
         DeBERTa's position terms added to the content scores ("c2p", "p2c"), ``attention.Relative``.
     scale_factor : int
         The scores are divided by √(d_k · scale_factor) (DeBERTa: 1 + the number of its position terms).
+    scale : bool
+        The scores are divided by √d_k (GPT-2's ``scale_attn_weights``; every other model: True).
+    layer_scale : bool
+        The scores are further divided by the layer's number counted from 1 (GPT-2's
+        ``scale_attn_by_inverse_layer_idx``).
+    score_scalar : float, optional
+        The scores are divided by √score_scalar instead of √d_k (Gemma 2's ``query_pre_attn_scalar``).
+    softcap : float, optional
+        The scaled scores are soft-capped, ω″ = c · tanh(ω′ / c) (Gemma 2's ``attn_logit_softcapping``).
+    layer_rope_scalings : tuple of tuple
+        Per layer, each layer's RoPE scaling (Gemma 3's scaled global layers), in place of
+        ``rope_scaling``; () where every layer is alike. ``rope_scaling_at`` reads either.
     reader : str
         A decoder's module that reads its files into a ``decoder.DecoderModel``: "hf" (a folder),
         "gguf_file" (a .gguf file) or "smollm2" (the bundled SmolLM2's GGUF, in its package).
@@ -77,6 +92,7 @@ class ModelSpec:
     causal: bool = False
     rope_base: float | None = None
     rope_dims: int | None = None
+    rope_scaling: tuple[tuple[str, object], ...] = ()
     qk_norm: bool = False
     qk_norm_across: bool = False
     window: int | None = None
@@ -84,9 +100,18 @@ class ModelSpec:
     layer_rope_bases: tuple[float, ...] = ()
     score_terms: tuple[str, ...] = ()
     scale_factor: int = 1
+    scale: bool = True
+    layer_scale: bool = False
+    score_scalar: float | None = None
+    softcap: float | None = None
+    layer_rope_scalings: tuple[tuple, ...] = ()
     reader: str = ""
     x_is: str = "the hidden state entering the layer"
     about: tuple[str, ...] = ("output is the attention block's output, before the residual and LayerNorm",)
+
+    def rope_scaling_at(self, layer: int) -> tuple:
+        """Layer ``layer``'s RoPE scaling (``rope_scaling``, or its entry of ``layer_rope_scalings``)."""
+        return self.layer_rope_scalings[layer] if self.layer_rope_scalings else self.rope_scaling
 
     def window_at(self, layer: int) -> int | None:
         """Layer ``layer``'s own sliding window (``window``, or its entry of ``layer_windows``)."""

@@ -1,0 +1,100 @@
+"""Scaled RoPE: the inverse frequencies of Llama 3.1, linear, dynamic (NTK), YaRN and LongRoPE scalings.
+
+Each is computed as transformers' ``modeling_rope_utils`` computes it (``_compute_llama3_parameters``
+…), in float32, for a model that reads at most its ``max_position_embeddings`` tokens (LongRoPE:
+at most ``original_max_position_embeddings``, so its short factors hold). Each returns the
+inverse frequency of every pair (d_k/2,) and the attention factor transformers multiplies cos and
+sin by (YaRN's and LongRoPE's; 1 for the others), which scales q and k after the rotation.
+
+``scaling`` is the model's ``rope_parameters`` as sorted (key, value) pairs (hashable: the tables
+are cached), lists as tuples.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+KINDS = ("linear", "dynamic", "yarn", "longrope", "llama3")
+
+
+def plain_inv_freq(d_k: int, base: float) -> torch.Tensor:
+    """base^(−2i/d_k) for i = 0 … d_k/2 − 1, in float32 as transformers computes it.  (d_k/2,)"""
+    return 1.0 / (base ** (torch.arange(0, d_k, 2, dtype=torch.int64).to(dtype=torch.float) / d_k))
+
+
+def inv_freq(d_k: int, base: float, scaling: tuple[tuple[str, object], ...]) -> tuple[torch.Tensor, float]:
+    """The scaled inverse frequencies (d_k/2,) float32 and the attention factor of ``scaling``."""
+    p = dict(scaling)
+    kind = p["rope_type"]
+    plain = plain_inv_freq(d_k, base)
+    if kind == "dynamic":  # base · (factor · T / max_T − factor + 1)^(d/(d−2)) only once T > max_T: never here
+        return plain, 1.0
+    if kind == "linear":  # positions divided by factor: the same as every frequency divided by it
+        return plain / p["factor"], 1.0
+    if kind == "llama3":
+        return _llama3(plain, p), 1.0
+    if kind == "yarn":
+        return _yarn(d_k, base, p)
+    if kind == "longrope":
+        return _longrope(d_k, base, p)
+    raise ValueError(f"unknown RoPE scaling {kind!r}")
+
+
+def _llama3(plain: torch.Tensor, p: dict) -> torch.Tensor:
+    """Llama 3.1: long wavelengths divided by factor, short ones kept, those between blended smoothly."""
+    factor, low, high = p["factor"], p["low_freq_factor"], p["high_freq_factor"]
+    old = p["original_max_position_embeddings"]
+    low_wavelen, high_wavelen = old / low, old / high
+    wavelen = 2 * math.pi / plain
+    scaled = torch.where(wavelen > low_wavelen, plain / factor, plain)
+    smooth = (old / wavelen - low) / (high - low)
+    smoothed = (1 - smooth) * scaled / factor + smooth * scaled
+    medium = ~(wavelen < high_wavelen) * ~(wavelen > low_wavelen)
+    return torch.where(medium, smoothed, scaled)
+
+
+def _mscale(scale: float, mscale: float = 1.0) -> float:
+    return 1.0 if scale <= 1 else 0.1 * mscale * math.log(scale) + 1.0
+
+
+def _yarn(dim: int, base: float, p: dict) -> tuple[torch.Tensor, float]:
+    """YaRN: frequencies blended between interpolated (÷ factor) and kept by a ramp over the pairs,
+    and cos and sin scaled by 0.1 ln(factor) + 1."""
+    old = p["original_max_position_embeddings"]
+    factor = p.get("factor") or p["max_position_embeddings"] / old
+    attention_factor = p.get("attention_factor")
+    if attention_factor is None:
+        mscale, mscale_all_dim = p.get("mscale"), p.get("mscale_all_dim")
+        attention_factor = float(_mscale(factor, mscale) / _mscale(factor, mscale_all_dim)) \
+            if mscale and mscale_all_dim else _mscale(factor)
+    beta_fast, beta_slow = p.get("beta_fast") or 32, p.get("beta_slow") or 1
+
+    def correction_dim(rotations: float) -> float:
+        return (dim * math.log(old / (rotations * 2 * math.pi))) / (2 * math.log(base))
+
+    low, high = correction_dim(beta_fast), correction_dim(beta_slow)
+    if p.get("truncate", True):
+        low, high = math.floor(low), math.ceil(high)
+    low, high = max(low, 0), min(high, dim - 1)
+    if low == high:
+        high += 0.001  # as transformers: no division by zero
+    ramp = torch.clamp((torch.arange(dim // 2, dtype=torch.float32) - low) / (high - low), 0, 1)
+    pos_freqs = base ** (torch.arange(0, dim, 2).to(dtype=torch.float) / dim)
+    extrapolation, interpolation = 1.0 / pos_freqs, 1.0 / (factor * pos_freqs)
+    keep = 1 - ramp
+    return interpolation * (1 - keep) + extrapolation * keep, attention_factor
+
+
+def _longrope(dim: int, base: float, p: dict) -> tuple[torch.Tensor, float]:
+    """LongRoPE (Phi-3): each frequency divided by its own short factor; cos and sin scaled by
+    √(1 + ln(factor) / ln(original length))."""
+    old = p["original_max_position_embeddings"]
+    factor = p.get("factor") or p["max_position_embeddings"] / old
+    attention_factor = p.get("attention_factor")
+    if attention_factor is None:
+        attention_factor = 1.0 if factor <= 1.0 else math.sqrt(1 + math.log(factor) / math.log(old))
+    ext = torch.tensor(p["short_factor"], dtype=torch.float32)
+    shape = torch.arange(0, dim, 2, dtype=torch.int64).float() / dim
+    return 1.0 / (ext * base**shape), attention_factor

@@ -1,0 +1,65 @@
+"""The docks below the maps (issue 33): they leave the canvas its room at 1366 x 768, say what
+they need instead of showing empty axes, and the effect grid names every layer with its values."""
+
+import numpy as np
+import torch
+from PySide6 import QtCore, QtWidgets
+
+from attn_gui.engine import interventions as I
+from attn_gui.ui.interventions_panel import InterventionsPanel
+
+
+def test_no_dock_makes_the_bottom_area_taller_than_a_fifth_at_768(window, qtbot):
+    # the KV cache's 230 px minimum made every bottom tab a third of a 768 px window
+    window.resize(1366, 768)
+    for dock in window.findChildren(QtWidgets.QDockWidget):
+        assert dock.minimumSizeHint().height() <= 768 // 5, dock.objectName()
+    window.resizeDocks([window.focusDock], [768 // 5], QtCore.Qt.Orientation.Vertical)
+    for name in ("kv-cache", "interventions", "metrics", "difference"):
+        dock = window.show_dock(name)
+        qtbot.waitUntil(lambda d=dock: d.height() <= 768 // 5 + 30)
+
+
+def test_random_weights_docks_say_they_need_a_decoder_and_draw_nothing(window):
+    window.show_dock("kv-cache")
+    kv = window.kvCache
+    assert "needs a decoder model" in kv.note.text() and "SmolLM2-135M" in kv.note.text()
+    assert not any(view.isVisible() for view in (kv.keysView, kv.valuesView, kv.alphaView, kv.list))
+    window.show_dock("interventions")
+    panel = window.interventions
+    assert "need a decoder model" in panel.struckLabel.text() and panel.struckLabel.isVisible()
+    assert not panel.grid.isVisible() and not panel.tools.isVisible()  # no empty axes, no stray colour bar
+
+
+def test_the_effect_grid_names_every_layer_and_writes_its_values(qtbot):
+    # 30 rows of about 6 px, a label every third layer and no values: a newcomer read 25.5 for 24.5
+    panel = InterventionsPanel()
+    scroll = QtWidgets.QScrollArea()  # as the window's dock holds it
+    qtbot.addWidget(scroll)
+    scroll.setWidget(panel)
+    scroll.setWidgetResizable(True)
+    scroll.resize(1366, 160)
+    scroll.show()
+    panel.grid.show()
+    panel._title, panel._symbol = (lambda grid: "Δ log p"), "Δ log p"
+    values = torch.from_numpy(np.linspace(-1, 1, 30 * 9, dtype=np.float32).reshape(30, 9))  # SmolLM2's 30 x 9
+    panel._show_grid(I.Grid(values, 30, 30))
+    qtbot.waitUntil(lambda: panel.grid.item.rowAxis.drawn == [f"layer {i + 1}" for i in range(30)])
+    cell = panel.grid.item.cell_scene_rect(0, 0)
+    assert cell.height() >= panel.grid.item.rowAxis._metrics.height() + 1
+    assert panel.grid.item.values.value_format() is not None
+    panel.shutdown()  # its thread ends before the panel goes
+
+
+def test_the_head_metrics_table_is_whole_at_1366(window, qtbot):
+    from attn_gui.engine import AttentionConfig
+
+    window.resize(1366, 768)
+    config = AttentionConfig(heads=4, d_model=16)
+    window.show_dock("metrics")
+    window.set_state(window.state.replace(config=config))
+    table = window.insight.docks["metrics"].widget().widget().table
+    qtbot.waitUntil(lambda: window.frame.result.config == config and table.rowCount() == 4, timeout=20000)
+    qtbot.waitUntil(lambda: table.viewport().width() > 0)
+    widths = sum(table.columnWidth(c) for c in range(table.columnCount()))
+    assert widths <= table.viewport().width()  # every column in view: no horizontal scrolling
