@@ -18,16 +18,53 @@ def alphas_equal_transformers(path: str, hf, sentence: str, layers: int = 2):
     return out, cfg, results
 
 
-WORDS = ["<unk>", "<s>", "</s>"] + [f"w{i}" for i in range(40)] + ["the", "cat", "sat", "on", "a", "mat"]
+WORDS = ["<unk>", "<s>", "</s>"] + [f"w{i}" for i in range(61)] + ["the", "cat", "sat", "on", "a", "mat", "and",
+                                                                   "dog", "ran"]
+SENTENCE = "the cat sat on a mat and the dog ran"
 
 
 def word_tokenizer(words=WORDS):
-    """A word-level tokenizers.Tokenizer of ``words`` (ids in their order), split on whitespace."""
+    """A word-level tokenizers.Tokenizer of ``words`` (ids in their order), split on whitespace (adds nothing)."""
     from tokenizers import Tokenizer, models, pre_tokenizers
 
     tok = Tokenizer(models.WordLevel({w: i for i, w in enumerate(words)}, unk_token="<unk>"))
     tok.pre_tokenizer = pre_tokenizers.Whitespace()
     return tok
+
+
+def top5_equals_transformers(cfg, logits: torch.Tensor, vocab) -> None:
+    """``compute(cfg)``'s next-token top 5 are the softmax of transformers' last ``logits`` (V,): tokens, p 1e-5."""
+    import pytest
+
+    probs = torch.softmax(logits.double(), -1).topk(5)
+    got = compute(cfg).next_tokens
+    assert [t for t, _ in got] == [vocab[i] for i in probs.indices.tolist()]
+    assert [p for _, p in got] == pytest.approx(probs.values.tolist(), abs=1e-5)
+
+
+def residuals_equal_transformers(path: str, hf, sentence: str):
+    """The model at ``path``'s residual stream after every layer (and the final norm) equals ``hf``'s hidden
+    states for ``sentence`` (1e-4); returns transformers' output."""
+    ids = torch.tensor(source(path).tokenize(sentence).token_ids)
+    with torch.no_grad():
+        out = hf(ids[None], output_hidden_states=True)
+    residual = source(path).forward(ids, "cpu", torch.float32).residual
+    for ours, theirs in zip(residual, out.hidden_states, strict=True):
+        assert torch.allclose(ours, theirs[0], atol=1e-4, rtol=1e-4)
+    return out
+
+
+def cached_steps_equal_recomputing(cfg, steps: int = 2):
+    """Each cached decoding step's alpha and logits equal a full recompute's; returns the decoder."""
+    from attn_gui.engine.decoding import Decoder
+
+    decoder = Decoder(cfg)
+    for _ in range(steps):
+        step = decoder.step()
+        full = decoder.recompute()
+        assert torch.allclose(step.weights, full.weights[:, :, -1], atol=1e-5, rtol=0)
+        assert torch.allclose(decoder.logits, full.logits, atol=1e-5, rtol=1e-5)
+    return decoder
 
 
 def tiny_qwen2(**changes):

@@ -31,7 +31,8 @@ class Projections:
     each K/V head shared by h / g query heads).
     Biases, when there are any: b_q (h, 1, d_k), b_k (g, 1, d_k), b_v (g, 1, d_v), b_o (1, d).
     Per-head norms, when there are any (Qwen3's q_norm and k_norm): the RMSNorm gains
-    q_norm (d_k,) and k_norm (d_k,), shared by every head, with epsilon ``norm_eps``.
+    q_norm (d_k,) and k_norm (d_k,), shared by every head, with epsilon ``norm_eps``; or
+    (OLMo 2's) q_norm (h d_k,) and k_norm (g d_k,): one RMSNorm over all heads' q (k) of a token.
     """
 
     w_q: torch.Tensor | None = None
@@ -110,8 +111,8 @@ def relative_index(T: int, T_k: int, span: int, buckets: int = -1, max_position:
 
 def attend(x: torch.Tensor, weights: Projections, *, x_kv: torch.Tensor | None = None, layout: str = "row",
            scale: bool = True, temperature: float = 1.0, causal: bool = False, similarity: str = "dot",
-           rope_base: float | None = None, rope_scaling: tuple = (), softcap: float | None = None,
-           alibi: bool = False, position_offset: int = 0,
+           rope_base: float | None = None, rope_scaling: tuple = (), rope_dims: int | None = None,
+           softcap: float | None = None, alibi: bool = False, position_offset: int = 0,
            window: int | None = None, sink_tokens: int = 0, reduce_to: int | None = None,
            block_bytes: int = 16 * 2**20,
            past: tuple[torch.Tensor, torch.Tensor] | None = None, relative: Relative | None = None,
@@ -133,6 +134,10 @@ def attend(x: torch.Tensor, weights: Projections, *, x_kv: torch.Tensor | None =
         "dot" or "cosine" scores.
     rope_base : float, optional
         Rotate q and k by their position (RoPE, Llama's half-split pairing) with this base.
+    rope_dims : int, optional
+        Partial rotary (GPT-NeoX's ``rotary_pct``): only each head's first ``rope_dims``
+        dimensions are rotated, paired within them (their angles over ``rope_dims``, not d_k);
+        the rest pass unrotated. None: all d_k.
     rope_scaling : tuple of (key, value)
         A model's scaled RoPE (``rope_scaling.inv_freq``: llama3, linear, dynamic, yarn, longrope);
         () for the plain one.
@@ -201,15 +206,19 @@ def attend(x: torch.Tensor, weights: Projections, *, x_kv: torch.Tensor | None =
     extra = {}
     if rope_base is not None:
         extra.update(q_unrotated=q, k_unrotated=k)
-    if p.q_norm is not None:  # Qwen3: every head's q and k RMS-normed over d_k, before RoPE
+    if p.q_norm is not None and p.q_norm.numel() != q.size(-1):  # OLMo 2: over all heads of a token, before RoPE
+        q, k = norm_across_heads(q, p.q_norm, p.norm_eps), norm_across_heads(k, p.k_norm, p.norm_eps)
+        extra.update(q_normed=q, k_normed=k)
+    elif p.q_norm is not None:  # Qwen3: every head's q and k RMS-normed over d_k, before RoPE
         q, k = rms_norm(q, p.q_norm, p.norm_eps), rms_norm(k, p.k_norm, p.norm_eps)  # (h, T, d_k), (g, T_k, d_k)
         extra.update(q_normed=q, k_normed=k)
     if rope_base is not None:
-        theta, cos, sin = rope_tables(max(T, T_k), q.size(-1), rope_base, q.dtype, q.device,
-                                      position_offset + P, rope_scaling)  # (max(T, T_k), d_k/2), cos, sin (., d_k)
+        r = rope_dims or q.size(-1)  # the rotated dimensions of each head
+        theta, cos, sin = rope_tables(max(T, T_k), r, rope_base, q.dtype, q.device,
+                                      position_offset + P, rope_scaling)  # (max(T, T_k), r/2), cos, sin (., r)
         extra["rope_angles"] = theta[:T]
         if rope_scaling:  # the plain angles beside the scaled ones
-            extra["rope_angles_plain"] = rope_theta(T, q.size(-1), rope_base, q.dtype, q.device, position_offset + P)
+            extra["rope_angles_plain"] = rope_theta(T, r, rope_base, q.dtype, q.device, position_offset + P)
         q, k = rotate(q, cos[:T], sin[:T]), rotate(k, cos[:T_k], sin[:T_k])  # (h, T, d_k), (g, T_k, d_k)
     if past is not None:
         if reduce_to is not None:
@@ -379,6 +388,13 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
     return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * weight
 
 
+def norm_across_heads(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+    """RMSNorm of each token's heads side by side (OLMo 2's q_norm over h d_k).  (..., h, T, d_k), (h d_k,)"""
+    heads = x.size(-3)
+    joined = x.transpose(-3, -2).flatten(-2)  # (..., T, h d_k)
+    return rms_norm(joined, weight, eps).unflatten(-1, (heads, -1)).transpose(-3, -2)
+
+
 def attention_scores(q: torch.Tensor, k: torch.Tensor, similarity: str = "dot") -> torch.Tensor:
     """omega = q k^T, or the cosine of the angle between each query and key.
 
@@ -513,7 +529,12 @@ def rope_angles(T: int, d_k: int, base: float, dtype=torch.float32, device=None,
 
 
 def rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    """Rotate each pair (x_i, x_{i + d/2}) by its angle: x cos + rotate_half(x) sin.  (..., T, d)"""
+    """Rotate each pair (x_i, x_{i + r/2}) by its angle: x cos + rotate_half(x) sin.  (..., T, d)
+
+    r is the width of ``cos`` (T, r): where r < d (partial rotary) the last d - r dimensions pass unrotated."""
+    r = cos.size(-1)
+    if r < x.size(-1):
+        return torch.cat([rotate(x[..., :r], cos, sin), x[..., r:]], dim=-1)
     half = x.size(-1) // 2
     rotated_half = torch.cat([-x[..., half:], x[..., :half]], dim=-1)  # rotate_half: (-x2, x1)
     return x * cos + rotated_half * sin

@@ -127,7 +127,8 @@ def trace(config: AttentionConfig) -> Trace:
                 parts.append(w[b_o].expand_as(h))
             mid = h + steps["output"]
             names.append(f"L{layer + 1} mlp")
-            parts.append(feed_forward(norm(mid, w, f"model.layers.{layer}.post_attention_layernorm", shape),
+            mlp_reads = h if shape.parallel else mid  # GPT-NeoX's parallel MLP reads the layer's input
+            parts.append(feed_forward(norm(mlp_reads, w, f"model.layers.{layer}.post_attention_layernorm", shape),
                                       w, layer, shape))
             total = total + sum(parts[entering[-1]:])
             _check_sum(total, after, f"layer {layer + 1}'s output")

@@ -109,8 +109,14 @@ def formula(name: str, config) -> str:
         else:
             text = f"{info.symbol} = {x} {w}{b}"
         if _qk_norm(config) and name in ("q", "k"):
-            text += ", RMS-normed per head"
-        return text + f", rotated (RoPE{_rope_scaled(config)})" if _rope(config) and name in ("q", "k") else text
+            text += ", RMS-normed over all heads" if _across(config) else ", RMS-normed per head"
+        if _rope(config) and name in ("q", "k"):
+            dims = _rope_dims(config)
+            turned = f"its first {dims} dimensions rotated" if dims else "rotated"
+            return text + f", {turned} (RoPE{_rope_scaled(config)})"
+        return text
+    if name in ("q_normed", "k_normed") and _across(config):
+        return info.formula.replace("per head", "over all heads of a token (h·d_k)")
     if name in ("q_unrotated", "k_unrotated") and _qk_norm(config):
         return info.formula.replace("before the rotation", "before the norm and the rotation")
     terms, factor = _score_terms(config)
@@ -143,7 +149,9 @@ def formula(name: str, config) -> str:
         scaling = dict(config.rope_scaling)
         if scaling:  # the model's scaled frequencies f_i (engine.rope_scaling)
             return f"θ = {p} · f_i, f_i = {config.rope:g}^(−2i/d_k) with {scaling['rope_type']} scaling"
-        return f"θ = {p} · {config.rope or config.rope_base:g}^(−2i/d_k)"
+        dims = _rope_dims(config)  # partial rotary: pairs within the first r dimensions
+        return f"θ = {p} · {config.rope or config.rope_base:g}^(−2i/{dims or 'd_k'})" + (
+            f", r = {dims} of d_k turned" if dims else "")
     if name == "output":
         if not projections:
             return "output = Concat(Z), no W_O"
@@ -170,6 +178,19 @@ def _score_terms(config) -> tuple[tuple[str, ...], int]:
 
 def _rope(config) -> bool:
     return config.rope is not None
+
+
+def _rope_dims(config) -> int | None:
+    """The dimensions of each head RoPE turns where a model turns only some (GPT-NeoX), else None."""
+    from .sources import model_spec
+
+    return model_spec(config.model).rope_dims if config.model is not None else None
+
+
+def _across(config) -> bool:
+    from .sources import model_spec
+
+    return config.model is not None and model_spec(config.model).qk_norm_across
 
 
 def _rope_scaled(config) -> str:

@@ -94,7 +94,7 @@ def test_the_good_folder_runs(good, tmp_path, capsys):
     (dict(hidden_size="32"), "hidden_size must be a whole number"),
     (dict(vocab_size=0), "vocab_size must be 1"),
     (dict(vocab_size=10**12), "vocab_size must be 1"),
-    (dict(hidden_act="zebra"), "activation 'zebra' is not supported"),
+    (dict(hidden_act="zebra"), "hidden_act 'zebra' is not supported"),
     (dict(model_type="mistral", sliding_window=0), "sliding_window must be 1 or more"),
     (dict(model_type="mistral", sliding_window=-1), "sliding_window must be 1 or more"),
     (dict(model_type="mistral", sliding_window="3"), "sliding_window must be a whole number"),

@@ -15,6 +15,7 @@ from attn_gui.engine.decoding import Decoder
 from attn_gui.engine.sources import is_available
 
 import transformers
+from transformers_peer import top5_equals_transformers  # (tests/)
 
 WORDS = ["the", "cat", "sat", "on", "a", "mat", "and", "dog", "ran"] + [f"w{i}" for i in range(40)]
 SENTENCE = "the cat sat on a mat and the dog ran"
@@ -161,10 +162,7 @@ def test_every_gpt2_layer_equals_transformers(gpt2):
         for got, want in ((r.q, q), (r.k, k), (r.v, v)):
             assert torch.allclose(got, per_head(want), atol=1e-4, rtol=1e-4)
         assert torch.allclose(r.output, block, atol=1e-4, rtol=1e-4)
-    probs = torch.softmax(out.logits[0, -1].double(), -1).topk(5)
-    got = compute(cfg).next_tokens
-    assert [t for t, _ in got] == [GPT2_VOCAB[i] for i in probs.indices.tolist()]
-    assert [p for _, p in got] == pytest.approx(probs.values.tolist(), abs=1e-5)
+    top5_equals_transformers(cfg, out.logits[0, -1], GPT2_VOCAB)
 
 
 def test_gpt2_cached_decoding_counts_positions_on(gpt2):
@@ -195,6 +193,6 @@ def test_unknown_activation_and_family_are_named(tmp_path, gpt2):
     cfg["model_type"] = "t5"
     (odd / "config.json").write_text(json.dumps(cfg))
     with pytest.raises(ConfigError, match="^odd is a 't5' model; supported model_types: llama, mistral, qwen2, "
-                                          "qwen3, gemma2, gemma3_text, gpt2, bert, roberta, distilbert, deberta-v2, "
-                                          "modernbert$"):
+                                          "qwen3, olmo2, phi3, gemma2, gemma3_text, gpt2, gpt_neox, bert, roberta, "
+                                          "distilbert, deberta-v2, modernbert$"):
         AttentionConfig(model=str(odd))

@@ -25,7 +25,7 @@ SENTENCE = "the cat sat on a mat and the dog ran"
 
 READS = {  # what each family's path honours, beyond INERT
     "llama": set(DECODER_READS), "mistral": set(DECODER_READS), "qwen2": set(DECODER_READS),
-    "qwen3": set(DECODER_READS),
+    "qwen3": set(DECODER_READS), "olmo2": set(DECODER_READS), "phi3": set(DECODER_READS),
     "gemma2": {*DECODER_READS, "hidden_activation", "query_pre_attn_scalar", "attn_logit_softcapping",
                "final_logit_softcapping"},
     "gemma3_text": {*DECODER_READS, "hidden_activation", "query_pre_attn_scalar", "attn_logit_softcapping",
@@ -33,6 +33,10 @@ READS = {  # what each family's path honours, beyond INERT
                     "_sliding_window_pattern"},
     "gpt2": {"n_embd", "n_head", "n_layer", "n_positions", "layer_norm_epsilon", "activation_function",
              "scale_attn_weights", "scale_attn_by_inverse_layer_idx", "eos_token_id"},
+    "gpt_neox": {"hidden_size", "num_attention_heads", "num_hidden_layers", "max_position_embeddings",
+                 "layer_norm_eps", "hidden_act", "attention_bias", "rope_theta", "rotary_emb_base", "rope_parameters",
+                 "rope_scaling", "rotary_pct", "partial_rotary_factor", "use_parallel_residual", "eos_token_id",
+                 "is_decoder"},  # GPTNeoXConfig's; its modeling file never reads it: causal either way
     "bert": {"hidden_size", "num_attention_heads", "num_hidden_layers", "max_position_embeddings", "layer_norm_eps",
              "hidden_act", "eos_token_id"},
     "roberta": {"hidden_size", "num_attention_heads", "num_hidden_layers", "max_position_embeddings",

@@ -13,6 +13,7 @@ from attn_gui.engine import model_spec, AttentionConfig, ConfigError, compute, s
 from attn_gui.engine.decoding import Decoder
 
 import transformers
+from transformers_peer import top5_equals_transformers  # (tests/)
 
 WORDS = ["<unk>", "<s>", "</s>"] + [f"w{i}" for i in range(61)] + ["the", "cat", "sat", "on", "a", "mat", "and",
                                                                    "dog", "ran"]
@@ -104,10 +105,7 @@ def test_every_layer_equals_transformers(folder):
             assert {"q_normed", "k_normed"} <= set(r.fields())
         else:
             assert r.q_normed is None and r.k_normed is None
-    probs = torch.softmax(out.logits[0, -1].double(), -1).topk(5)
-    got = compute(cfg).next_tokens
-    assert [t for t, _ in got] == [WORDS[i] for i in probs.indices.tolist()]
-    assert [p for _, p in got] == pytest.approx(probs.values.tolist(), abs=1e-5)
+    top5_equals_transformers(cfg, out.logits[0, -1], WORDS)
 
 
 def test_the_window_shows_the_norms_and_the_sliding_window(folder):

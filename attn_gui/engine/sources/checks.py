@@ -221,16 +221,20 @@ def decoder_weights(where: str, weights: dict, shape, d_model: int, layers_key: 
         need(f"{p}.self_attn.k_proj.weight", (g * d_k, d))
         need(f"{p}.self_attn.v_proj.weight", (g * d_k, d))
         need(f"{p}.self_attn.o_proj.weight", (d, h * d_k))
-        for norm in ("input_layernorm", "post_attention_layernorm"):
+        # OLMo 2's post-norms (llama.LlamaShape.post_norm) replace the norm before attention
+        norms = ("post_attention_layernorm", "post_feedforward_layernorm") if getattr(shape, "post_norm", False) \
+            else ("input_layernorm", "post_attention_layernorm")
+        for norm in norms:
             need(f"{p}.{norm}.weight", (d,))
             if shape.norm == "layer":
                 need(f"{p}.{norm}.bias", (d,))
         if f"{p}.self_attn.q_proj.bias" in weights or shape.norm == "layer":
             for name, rows in (("q", h * d_k), ("k", g * d_k), ("v", g * d_k)):
                 need(f"{p}.self_attn.{name}_proj.bias", (rows,))
-        if "model.layers.0.self_attn.q_norm.weight" in weights:
-            need(f"{p}.self_attn.q_norm.weight", (d_k,))
-            need(f"{p}.self_attn.k_norm.weight", (d_k,))
+        if "model.layers.0.self_attn.q_norm.weight" in weights:  # per head (Qwen3), or over all heads (OLMo 2)
+            across = tuple(weights["model.layers.0.self_attn.q_norm.weight"].shape) != (d_k,)
+            need(f"{p}.self_attn.q_norm.weight", (h * d_k if across else d_k,))
+            need(f"{p}.self_attn.k_norm.weight", (g * d_k if across else d_k,))
         inner = need(f"{p}.mlp.up_proj.weight", (None, d))[0]
         need(f"{p}.mlp.down_proj.weight", (d, inner))
         if shape.mlp in ("gated", "geglu"):  # llama.LlamaShape.mlp

@@ -115,6 +115,11 @@ class Source(ModelSource):
         run = _prefill(self.spec.name, tuple(token_ids.tolist()), str(device), dtype)
         return [*run.inputs, run.residual[-1]], run.weights
 
+    def attend_options(self, layer, T, device, dtype) -> dict:
+        """Partial rotary (GPT-NeoX): only each head's first ``rope_dims`` dimensions turn."""
+        dims = self.spec.rope_dims
+        return {} if dims is None else {"rope_dims": dims}
+
     def layer_weights(self, layer, device, dtype) -> Projections:
         model = load_model(self.spec.name)
         return head_weights(_weights_on(self.spec.name, str(device), dtype), layer, model.shape)

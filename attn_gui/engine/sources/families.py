@@ -25,7 +25,7 @@ INERT = frozenset({
     "id2label", "label2id", "problem_type", "return_dict", "output_attentions", "output_hidden_states", "use_cache",
     "initializer_range", "initializer_factor", "bos_token_id", "pad_token_id", "sep_token_id", "decoder_start_token_id",
     "chunk_size_feed_forward", "is_encoder_decoder", "gradient_checkpointing", "task_specific_params",
-    "attention_dropout", "attn_pdrop", "embd_pdrop", "resid_pdrop", "dropout", "hidden_dropout_prob",
+    "attention_dropout", "hidden_dropout", "attn_pdrop", "embd_pdrop", "resid_pdrop", "dropout", "hidden_dropout_prob",
     "attention_probs_dropout_prob", "classifier_dropout", "qa_dropout", "seq_classif_dropout",
     "summary_activation", "summary_first_dropout", "summary_proj_to_labels", "summary_type", "summary_use_proj",
     "vocab_size", "intermediate_size", "n_inner", "hidden_dim", "type_vocab_size", "n_ctx", "pretraining_tp",
@@ -40,7 +40,8 @@ INERT = frozenset({
     "return_dict_in_generate", "forced_bos_token_id", "forced_eos_token_id", "remove_invalid_values",
     "exponential_decay_length_penalty", "suppress_tokens", "begin_suppress_tokens", "tf_legacy_loss",
     "cache_implementation", "is_llama_config", "transformers.js_config",
-    "attn_gui_train", "attn_gui_step",  # how attn-gui's trainer made the folder (engine/training.py): a record
+    # how attn-gui's trainer made the folder (engine/training.py): a record
+    "attn_gui_train", "attn_gui_step", "attn_gui_task",
 })
 # the fields the Llama-family decoder reads (every rms/gated family): biases and the MLP's biases are read
 # where the weights hold them (attention_bias, mlp_bias); the window's fields as transformers reads them for
@@ -73,6 +74,13 @@ class Family:
     pre_norm: bool = False  # an encoder whose LayerNorms come before attention and the MLP (ModernBERT)
     relative: bool = False  # DeBERTa's disentangled attention: c2p and p2c terms (attention.Relative)
     qk_norm: bool = False  # Qwen3: q_norm and k_norm, each head's q and k RMS-normed before RoPE
+    post_norm: bool = False  # OLMo 2: no norm before attention or the MLP; each output normed before its residual
+    #                          (post_attention_layernorm, post_feedforward_layernorm); q/k norms over all heads
+    positions: str = "rope"  # "rope"; "learned": absolute positions added to the embedding (GPT-2's wpe)
+    rotary: float | None = None  # reads a partial rotary share (rope_parameters' partial_rotary_factor,
+    #                              rotary_pct), this one where config.json names none; None: every dimension
+    parallel: bool = False  # reads use_parallel_residual (default true): attention and MLP from one residual
+    rename: str = ""  # the reader that renames and splits its weights into llama.py's names (hf.RENAMES)
     sandwich: bool = False  # Gemma 2: a norm after attention and after the MLP too (pre_feedforward_layernorm …)
     embed_scale: bool = False  # Gemma: the embedding multiplied by √d
     window_pattern: int = 2  # window "types" without layer_types: every pattern-th layer global, the others local
@@ -89,6 +97,8 @@ FAMILIES = {  # by config.json's model_type
     "mistral": Family("Mistral", window="every", gguf="llama", permuted=True),  # llama.cpp writes Mistral as llama
     "qwen2": Family("Qwen2", window="layers", gguf="qwen2"),
     "qwen3": Family("Qwen3", window="layers", qk_norm=True, gguf="qwen3"),  # Qwen3Model(Qwen2Model): no permute
+    "olmo2": Family("OLMo 2", qk_norm=True, post_norm=True),  # Olmo2Config: Llama's fields
+    "phi3": Family("Phi-3", window="every", rotary=1.0, rename="phi3", also=("Phi-4",)),  # fused qkv, gate_up
     "gemma2": Family("Gemma 2", names=(("act", "hidden_activation"),), window="types", norm="gemma",
                      act="gelu_pytorch_tanh", sandwich=True, embed_scale=True,
                      reads=(*DECODER_READS, "hidden_activation", "query_pre_attn_scalar", "attn_logit_softcapping",
@@ -103,9 +113,17 @@ FAMILIES = {  # by config.json's model_type
     "gpt2": Family("GPT-2", names=(("heads", "n_head"), ("d_model", "n_embd"), ("layers", "n_layer"),
                                     ("positions", "n_positions"), ("eps", "layer_norm_epsilon"),
                                     ("act", "activation_function")), norm="layer", mlp="plain", act="gelu_new",
+                   positions="learned", rename="gpt2",
                    reads=("n_embd", "n_head", "n_layer", "n_positions", "layer_norm_epsilon", "activation_function",
                           "scale_attn_weights", "scale_attn_by_inverse_layer_idx", "eos_token_id"),
                    fixed=(("add_cross_attention", False),)),
+    "gpt_neox": Family("GPT-NeoX", norm="layer", mlp="plain", act="gelu", rotary=0.25, parallel=True,
+                       rename="gpt_neox", also=("Pythia",),  # GPTNeoXConfig: rotary_pct 0.25, use_parallel_residual
+                       reads=("hidden_size", "num_attention_heads", "num_hidden_layers", "max_position_embeddings",
+                              "layer_norm_eps", "hidden_act", "attention_bias", "rope_theta", "rotary_emb_base",
+                              "rope_parameters", "rope_scaling", "rotary_pct", "partial_rotary_factor",
+                              "use_parallel_residual", "eos_token_id",
+                              "is_decoder")),  # causal either way: modeling_gpt_neox never reads is_decoder
     "bert": Family("BERT", path="encoder", mlp="plain", act="gelu", reads=ENCODER_READS, fixed=ENCODER_FIXED),
     "roberta": Family("RoBERTa", path="encoder", mlp="plain", act="gelu", reads=(*ENCODER_READS, "pad_token_id"),
                       fixed=ENCODER_FIXED),
@@ -160,7 +178,11 @@ def decoder_spec(name: str, label: str, reader: str, family: Family, *, weights:
     about = ("output is the attention block's output, before the residual",
              "the model is causal by construction: the causal mask is always on", *((weights,) if weights else ()))
     x_is = f"{'LayerNorm' if family.norm == 'layer' else 'RMSNorm'} of the residual stream entering the layer"
+    if family.post_norm:
+        x_is = "the residual stream entering the layer (no norm before attention)"
+        about = (*about, "the attention and MLP outputs are RMS-normed before each is added to the residual")
     return ModelSpec(name, label, module="decoder", reader=reader, causal=True, qk_norm=family.qk_norm,
+                     qk_norm_across=family.post_norm,
                      x_is=x_is, about=about, **sizes)
 
 

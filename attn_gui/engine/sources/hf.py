@@ -12,8 +12,10 @@ or the one encoder of ``encoder.py``) and how its config.json names its sizes. D
 Mistral (its sliding window as the engine's window mask), Qwen2 (Q/K/V biases, found in the
 weights), Qwen3 (each head's q and k RMS-normed before RoPE, ``Family.qk_norm``), Gemma 2 (local
 and global layers alternating, query_pre_attn_scalar, attention and final soft-caps, sandwich
-norms, √d embedding scale, GeGLU) and GPT-2 (LayerNorm, learned positions, GELU; its weights
-renamed here). Encoders: BERT, RoBERTa
+norms, √d embedding scale, GeGLU), Gemma 3, OLMo 2 (q/k norms over all heads, norms after each
+block), Phi-3 (fused qkv and gate_up, split here), GPT-2 (LayerNorm, learned positions, GELU; its
+weights renamed here) and GPT-NeoX (partial rotary, parallel residual, fused per-head
+query_key_value split here). Encoders: BERT, RoBERTa
 (positions counted after the padding id), DistilBERT (its own weight names), read by ``encoder.py``.
 """
 
@@ -167,7 +169,7 @@ def rope(cfg: dict, folder: Path) -> tuple[float, tuple]:
     """
     params = dict(cfg.get("rope_scaling") or cfg.get("rope_parameters") or {})
     kind = params.pop("rope_type", params.pop("type", "default"))
-    theta = params.pop("rope_theta", cfg.get("rope_theta"))
+    theta = params.pop("rope_theta", cfg.get("rope_theta", cfg.get("rotary_emb_base")))  # GPT-NeoX's older name
     base = 1e4 if theta is None else float(theta)
     if kind == "default":
         return base, ()
@@ -179,10 +181,10 @@ def rope(cfg: dict, folder: Path) -> tuple[float, tuple]:
     if unknown or missing:
         raise ConfigError(f"{folder.name}: its {kind} RoPE scaling " + (f"has {unknown[0]}, which attn-gui does not "
                           "read" if unknown else f"lacks {missing[0]}"))
-    partial = params.pop("partial_rotary_factor", cfg.get("partial_rotary_factor", 1.0))
+    partial = params.pop("partial_rotary_factor", cfg.get("partial_rotary_factor", cfg.get("rotary_pct", 1.0)))
     if partial != 1.0:
-        raise ConfigError(f"{folder.name} rotates part of each head (partial_rotary_factor {partial}), which "
-                          "attn-gui does not apply yet")
+        raise ConfigError(f"{folder.name} rotates part of each head (partial_rotary_factor {partial}) with a scaled "
+                          "RoPE, which attn-gui does not apply yet")
     positions = int(cfg.get("max_position_embeddings") or MAX_TOKENS)
     params["max_position_embeddings"] = positions
     if kind in ("llama3", "yarn", "longrope"):
@@ -190,6 +192,20 @@ def rope(cfg: dict, folder: Path) -> tuple[float, tuple]:
             "original_max_position_embeddings") or positions)
     return base, tuple(sorted((k, tuple(v) if isinstance(v, list) else v) for k, v in (*params.items(),
                                                                                      ("rope_type", kind))))
+
+
+def rope_dims(cfg: dict, family: Family, d_k: int) -> int | None:
+    """The dimensions of each head RoPE turns, where the family reads a partial share (None: all d_k).
+
+    The share is ``rope_parameters["partial_rotary_factor"]`` (transformers 5), else the top-level
+    ``partial_rotary_factor`` or GPT-NeoX's ``rotary_pct``, else the family's default, as transformers reads it.
+    """
+    if family.rotary is None:
+        return None
+    params = cfg.get("rope_parameters") or {}
+    share = params.get("partial_rotary_factor", cfg.get("partial_rotary_factor", cfg.get("rotary_pct")))
+    dims = int(d_k * float(family.rotary if share is None else share))
+    return None if dims == d_k else dims
 
 
 def position_offset(cfg: dict) -> int:
@@ -231,15 +247,19 @@ def config_spec(cfg: dict, path: str, folder: Path, name: str, special=tuple, re
     module that reads a decoder's weights (``memory`` for a model object). Messages name ``folder.name``."""
     try:
         family = family_of(cfg, folder)
-        checks.config(f"{folder.name}/config.json", cfg, {k: size(cfg, family, k) for k in KEYS})
         check_fields(cfg, family, folder)
+        checks.config(f"{folder.name}/config.json", cfg, {k: size(cfg, family, k) for k in KEYS})
         activation(cfg, family, folder)
         heads, d = int(size(cfg, family, "heads")), int(size(cfg, family, "d_model"))
         d_k = int(cfg.get("head_dim") or d // heads)
         positions = int(size(cfg, family, "positions", MAX_TOKENS)) - position_offset(cfg)
         ropes, global_rope = layer_ropes(cfg, family, folder)
-        rope_base, scaling = (None, ()) if family.norm == "layer" or family.path == "encoder" else \
+        rope_base, scaling = (None, ()) if family.positions == "learned" or family.path == "encoder" else \
             global_rope or rope(cfg, folder)
+        dims = rope_dims(cfg, family, d_k) if rope_base is not None else None
+        if dims is not None and scaling:  # its scaled frequencies are over every dimension here
+            raise ConfigError(f"{folder.name} rotates {dims} of each head's {d_k} dimensions with a scaled RoPE "
+                              f"({dict(scaling)['rope_type']}), which attn-gui does not apply yet")
         if dict(scaling).get("rope_type") == "longrope":  # its short factors hold up to the original length
             positions = min(positions, dict(scaling)["original_max_position_embeddings"])
         limit = min(MAX_TOKENS, positions)
@@ -255,8 +275,10 @@ def config_spec(cfg: dict, path: str, folder: Path, name: str, special=tuple, re
                             scale=bool(cfg.get("scale_attn_weights", True)),
                             layer_scale=bool(cfg.get("scale_attn_by_inverse_layer_idx", False)),
                             kv_heads=int(cfg.get("num_key_value_heads") or heads),
-                            has_bias=bool(cfg.get("attention_bias", cfg.get("model_type") in ("qwen2", "gpt2"))),
-                            rope_base=rope_base, rope_scaling=scaling, window=sliding_window(cfg, family, folder),
+                            has_bias=bool(cfg.get("attention_bias", cfg.get("model_type") in
+                                                  ("qwen2", "gpt2", "gpt_neox"))),
+                            rope_base=rope_base, rope_scaling=scaling, rope_dims=dims,
+                            window=sliding_window(cfg, family, folder),
                             layer_windows=layer_windows(cfg, family),
                             layer_rope_bases=tuple(base for base, _ in ropes),
                             layer_rope_scalings=tuple(scaling for _, scaling in ropes),
@@ -341,6 +363,55 @@ def gpt2_weights(w: dict, d: int) -> dict:
     return out
 
 
+def neox_weights(w: dict, heads: int) -> dict:
+    """GPT-NeoX's tensors under llama.py's names: query_key_value split per head ([q_h, k_h, v_h] for each head h).
+
+    Its fused W (3 h d_k, d) holds, head after head, that head's q, k and v rows, as
+    ``GPTNeoXAttention`` views it (T, h, 3 d_k) and chunks each head's 3 d_k in three.
+    """
+    w = {k.removeprefix("gpt_neox."): v for k, v in w.items()}
+    out = {"model.embed_tokens.weight": w["embed_in.weight"], "model.norm.weight": w["final_layer_norm.weight"],
+           "model.norm.bias": w["final_layer_norm.bias"]}
+    if "embed_out.weight" in w:
+        out["lm_head.weight"] = w["embed_out.weight"]
+    for i in range(len({k.split(".")[1] for k in w if k.startswith("layers.")})):
+        src, dst = f"layers.{i}.", f"model.layers.{i}."
+        for a in ("input_layernorm", "post_attention_layernorm"):
+            out[f"{dst}{a}.weight"], out[f"{dst}{a}.bias"] = w[f"{src}{a}.weight"], w[f"{src}{a}.bias"]
+        for kind in ("weight", "bias"):
+            fused = w.get(f"{src}attention.query_key_value.{kind}")
+            if fused is None:  # attention_bias false: no biases
+                continue
+            per_head = fused.reshape(heads, 3, -1, *fused.shape[1:])  # (h, 3, d_k[, d])
+            for j, name in enumerate("qkv"):
+                out[f"{dst}self_attn.{name}_proj.{kind}"] = per_head[:, j].reshape(-1, *fused.shape[1:])
+            if f"{src}attention.dense.{kind}" in w:
+                out[f"{dst}self_attn.o_proj.{kind}"] = w[f"{src}attention.dense.{kind}"]
+        for a, b in (("mlp.dense_h_to_4h", "mlp.up_proj"), ("mlp.dense_4h_to_h", "mlp.down_proj")):
+            out[f"{dst}{b}.weight"], out[f"{dst}{b}.bias"] = w[f"{src}{a}.weight"], w[f"{src}{a}.bias"]
+    return out
+
+
+def phi3_weights(w: dict, spec: ModelSpec) -> dict:
+    """Phi-3's tensors under llama.py's names: qkv_proj split into Q (h d_k rows), K and V (g d_k rows each),
+    and gate_up_proj into the gate (its first half) and up, as ``Phi3Attention`` and ``Phi3MLP`` slice them."""
+    out = dict(w)
+    q_rows, kv_rows = spec.heads * spec.d_k, (spec.kv_heads or spec.heads) * spec.d_k
+    for name in [k for k in w if k.endswith((".qkv_proj.weight", ".gate_up_proj.weight"))]:
+        fused, stem = out.pop(name), name.rsplit(".", 2)[0]
+        if name.endswith(".qkv_proj.weight"):
+            parts = fused.split([q_rows, kv_rows, kv_rows])
+            for part, proj in zip(parts, ("q_proj", "k_proj", "v_proj"), strict=True):
+                out[f"{stem}.{proj}.weight"] = part
+        else:
+            out[f"{stem}.gate_proj.weight"], out[f"{stem}.up_proj.weight"] = fused.chunk(2)
+    return out
+
+
+RENAMES = {"gpt2": lambda w, spec: gpt2_weights(w, spec.d_model),
+           "gpt_neox": lambda w, spec: neox_weights(w, spec.heads), "phi3": phi3_weights}
+
+
 def read(spec: ModelSpec, progress=None):
     """The folder's weights (stored dtype, llama.py's names), tokenizer and constants as a ``decoder.DecoderModel``
     (nothing is converted: ``progress`` is never called)."""
@@ -361,11 +432,11 @@ def decoder_model(spec: ModelSpec, cfg: dict, weights: dict, tokenizer, folder: 
     headless = "model.embed_tokens.weight" not in weights and "embed_tokens.weight" in weights
     if headless:  # saved from AutoModel (an embedding model's decoder): the same tensors, no lm_head
         weights = {f"model.{name}": t for name, t in weights.items()}
-    if family.norm == "layer":
+    if family.rename:
         try:
-            weights = gpt2_weights(weights, spec.d_model)
+            weights = RENAMES[family.rename](weights, spec)
         except KeyError as exc:
-            raise ConfigError(f"{folder.name}: the weights lack {exc} for a GPT-2 model") from None
+            raise ConfigError(f"{folder.name}: the weights lack {exc} for a {family.label} model") from None
     for needed in ("model.embed_tokens.weight", "model.layers.0.self_attn.q_proj.weight"):
         if needed not in weights:
             held = ", ".join(sorted(weights)[:3]) or "no tensors"
@@ -394,7 +465,9 @@ def decoder_model(spec: ModelSpec, cfg: dict, weights: dict, tokenizer, folder: 
                        ropes=tuple(zip(spec.layer_rope_bases, spec.layer_rope_scalings, strict=True)),
                        score_scalar=spec.score_scalar, softcap=spec.softcap,
                        final_softcap=_float(cfg.get("final_logit_softcapping")), sandwich=family.sandwich,
-                       embed_scale=family.embed_scale)
+                       embed_scale=family.embed_scale, rope_dims=spec.rope_dims,
+                       parallel=family.parallel and bool(cfg.get("use_parallel_residual", True)),
+                       post_norm=family.post_norm)
     checks.decoder_weights(folder.name, weights, shape, spec.d_model)
     return DecoderModel(spec, shape, weights, tokenizer, tuple(texts), special, -1 if eos is None else int(eos),
                         first_token(tokenizer, folder), predicts=not headless)

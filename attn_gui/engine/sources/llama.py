@@ -10,7 +10,9 @@ GPT-2 is the same path with three differences declared in ``LlamaShape``: LayerN
 bias instead of RMSNorm, learned absolute positions added to the token embedding instead of
 RoPE, and a GELU (tanh) feed-forward with biases instead of SwiGLU; its reader renames and
 splits its weights into the names above (``hf.gpt2_weights``). Mistral's sliding window is
-the engine's window mask in every layer (``LlamaShape.window``).
+the engine's window mask in every layer (``LlamaShape.window``). GPT-NeoX (Pythia) is GPT-2's
+LayerNorm and GELU with RoPE on part of each head (``rope_dims``) and, where it says so, attention
+and the MLP reading the same residual (``parallel``); its fused per-head Q/K/V split by ``hf.neox_weights``.
 
 The same ``forward`` serves a whole sentence (the prefill) and one more token at a time
 (a decode step): given the ``KVCache`` of the tokens before, each layer computes q, k and v
@@ -45,6 +47,7 @@ class LlamaShape:
     act: str = "silu"  # the feed-forward's activation (``act``): silu, gelu, gelu_tanh, relu
     window: int | None = None  # Mistral's sliding window in every layer: query i sees keys i - window < j <= i
     rope_scaling: tuple = ()  # a scaled RoPE's parameters (engine.rope_scaling)
+    rope_dims: int | None = None  # partial rotary: only each head's first rope_dims dimensions turn (GPT-NeoX)
     scale: bool = True  # the scores divided by √d_k (GPT-2's scale_attn_weights)
     layer_scale: bool = False  # and by layer + 1 (GPT-2's scale_attn_by_inverse_layer_idx)
     ropes: tuple = ()  # each layer's own (RoPE base, scaling) (Gemma 3's local and global layers); (): the model's
@@ -54,6 +57,8 @@ class LlamaShape:
     final_softcap: float | None = None  # the logits soft-capped alike (final_logit_softcapping)
     sandwich: bool = False  # norms after attention and around the MLP too (Gemma 2)
     embed_scale: bool = False  # the embedding multiplied by √d (Gemma)
+    parallel: bool = False  # attention and MLP both read the layer's residual, their sum added (GPT-NeoX)
+    post_norm: bool = False  # OLMo 2: no pre-norms; attention's and the MLP's outputs normed before their residual
 
 
 @dataclass(frozen=True)
@@ -167,14 +172,21 @@ def decoder_layer(h: torch.Tensor, w: dict, layer: int, shape: LlamaShape,
                   past: tuple[torch.Tensor, torch.Tensor] | None = None, *, z_hook=None):
     """One layer over the new rows ``h`` (n, d); returns (next residual, X, attention steps)."""
     p = f"model.layers.{layer}"
-    x = norm(h, w, f"{p}.input_layernorm", shape)  # X: what attention reads
+    x = h if shape.post_norm else norm(h, w, f"{p}.input_layernorm", shape)  # X: what attention reads
     scale, temperature = shape.scale, layer + 1.0 if shape.layer_scale else 1.0
     if shape.score_scalar is not None:  # ω / √query_pre_attn_scalar
         scale, temperature = False, math.sqrt(shape.score_scalar)
     rope_base, rope_scaling = shape.ropes[layer] if shape.ropes else (shape.rope_base, shape.rope_scaling)
     steps = attend(x, head_weights(w, layer, shape), layout="column", causal=True, rope_base=rope_base,
-                   rope_scaling=rope_scaling, window=shape.windows[layer] if shape.windows else shape.window,
+                   rope_scaling=rope_scaling, rope_dims=shape.rope_dims,
+                   window=shape.windows[layer] if shape.windows else shape.window,
                    past=past, z_hook=z_hook, scale=scale, temperature=temperature, softcap=shape.softcap)
+    if shape.post_norm:  # OLMo 2: h + norm(attn(h)), then h + norm(mlp(h))
+        h = h + norm(steps["output"], w, f"{p}.post_attention_layernorm", shape)
+        return h + norm(feed_forward(h, w, layer, shape), w, f"{p}.post_feedforward_layernorm", shape), x, steps
+    if shape.parallel:  # GPT-NeoX: h + attn(norm1(h)) + mlp(norm2(h))
+        mlp = feed_forward(norm(h, w, f"{p}.post_attention_layernorm", shape), w, layer, shape)
+        return h + steps["output"] + mlp, x, steps
     if not shape.sandwich:
         h = h + steps["output"]
         return h + feed_forward(norm(h, w, f"{p}.post_attention_layernorm", shape), w, layer, shape), x, steps

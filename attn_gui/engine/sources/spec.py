@@ -34,11 +34,16 @@ class ModelSpec:
         source predicts the next token (``ModelSource.next_tokens``, ``decoder``).
     rope_base : float, optional
         The base of the RoPE rotation of q and k in every layer; None without RoPE.
+    rope_dims : int, optional
+        Partial rotary (GPT-NeoX's ``rotary_pct``): RoPE turns only each head's first ``rope_dims``
+        dimensions; None: all d_k.
     rope_scaling : tuple of (key, value)
         A scaled RoPE's parameters (``engine.rope_scaling``: llama3, linear, dynamic, yarn, longrope);
         () for the plain one.
     qk_norm : bool
         Every head's q and k are RMS-normed before RoPE (Qwen3's q_norm and k_norm).
+    qk_norm_across : bool
+        The q and k norms span all heads of a token (OLMo 2), not each head.
     window : int, optional
         The sliding window every layer applies (Mistral's ``sliding_window``): query i sees
         keys i - window < j <= i; None: every key up to the query.
@@ -86,8 +91,10 @@ class ModelSpec:
     kv_heads: int | None = None
     causal: bool = False
     rope_base: float | None = None
+    rope_dims: int | None = None
     rope_scaling: tuple[tuple[str, object], ...] = ()
     qk_norm: bool = False
+    qk_norm_across: bool = False
     window: int | None = None
     layer_windows: tuple[int | None, ...] = ()
     layer_rope_bases: tuple[float, ...] = ()
