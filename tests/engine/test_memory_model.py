@@ -74,5 +74,5 @@ def test_bad_input_is_one_clear_error(qwen2):
                                                           num_attention_heads=2, intermediate_size=8))
     with pytest.raises(ConfigError, match="register\\(\\) reads the decoders"):
         attn_gui.register(bert, _tokenizer())
-    with pytest.raises(ConfigError, match="must be one of"):
+    with pytest.raises(ConfigError, match="is neither a bundled model .* nor an existing folder"):
         AttentionConfig(model="never-registered")
