@@ -258,3 +258,22 @@ def test_another_rope_scaling_is_refused_naming_it(tmp_path, params, message):
     _tokenizer(folder)
     with pytest.raises(ConfigError, match="^m(:)? " + message):
         AttentionConfig(model=str(folder))
+
+
+def test_a_partial_rotary_share_where_the_family_turns_every_dimension_is_refused(tmp_path):
+    """Llama reads partial_rotary_factor (it is in the decoder's list of fields) but turns every dimension of
+    a head: a share other than 1 is refused in one line naming the field, never ignored."""
+    import json
+
+    from attn_gui.engine import AttentionConfig, ConfigError
+    from attn_gui.engine.sources import hf
+
+    folder = tmp_path / "half-rotary"
+    folder.mkdir()
+    cfg = {"model_type": "llama", "hidden_size": 32, "num_attention_heads": 4, "num_hidden_layers": 2,
+           "intermediate_size": 48, "vocab_size": 6, "max_position_embeddings": 64, "partial_rotary_factor": 0.5}
+    (folder / "config.json").write_text(json.dumps(cfg))
+    (folder / "tokenizer.json").write_text("{}")
+    hf.spec_for.cache_clear()
+    with pytest.raises(ConfigError, match=r"partial_rotary_factor = 0.5; attn-gui's Llama path turns every dimension"):
+        AttentionConfig(model=str(folder)).dims

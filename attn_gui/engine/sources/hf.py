@@ -194,16 +194,19 @@ def rope(cfg: dict, folder: Path) -> tuple[float, tuple]:
                                                                                      ("rope_type", kind))))
 
 
-def rope_dims(cfg: dict, family: Family, d_k: int) -> int | None:
+def rope_dims(cfg: dict, family: Family, d_k: int, where: str = "") -> int | None:
     """The dimensions of each head RoPE turns, where the family reads a partial share (None: all d_k).
 
     The share is ``rope_parameters["partial_rotary_factor"]`` (transformers 5), else the top-level
     ``partial_rotary_factor`` or GPT-NeoX's ``rotary_pct``, else the family's default, as transformers reads it.
     """
-    if family.rotary is None:
-        return None
     params = cfg.get("rope_parameters") or {}
     share = params.get("partial_rotary_factor", cfg.get("partial_rotary_factor", cfg.get("rotary_pct")))
+    if family.rotary is None:
+        if share is not None and float(share) != 1.0:  # read, so never ignored: this path turns every dimension
+            raise ConfigError(f"{where}config.json has partial_rotary_factor = {share}; attn-gui's {family.label} "
+                              "path turns every dimension of a head (only Phi-3 and GPT-NeoX turn a part)")
+        return None
     dims = int(d_k * float(family.rotary if share is None else share))
     return None if dims == d_k else dims
 
@@ -256,7 +259,7 @@ def config_spec(cfg: dict, path: str, folder: Path, name: str, special=tuple, re
         ropes, global_rope = layer_ropes(cfg, family, folder)
         rope_base, scaling = (None, ()) if family.positions == "learned" or family.path == "encoder" else \
             global_rope or rope(cfg, folder)
-        dims = rope_dims(cfg, family, d_k) if rope_base is not None else None
+        dims = rope_dims(cfg, family, d_k, f"{folder.name}: ") if rope_base is not None else None
         if dims is not None and scaling:  # its scaled frequencies are over every dimension here
             raise ConfigError(f"{folder.name} rotates {dims} of each head's {d_k} dimensions with a scaled RoPE "
                               f"({dict(scaling)['rope_type']}), which attn-gui does not apply yet")
