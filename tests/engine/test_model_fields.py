@@ -265,7 +265,7 @@ def test_a_partial_rotary_share_where_the_family_turns_every_dimension_is_refuse
     a head: a share other than 1 is refused in one line naming the field, never ignored."""
     import json
 
-    from attn_gui.engine import AttentionConfig, ConfigError
+    from attn_gui.engine import ConfigError, model_spec
     from attn_gui.engine.sources import hf
 
     folder = tmp_path / "half-rotary"
@@ -276,4 +276,4 @@ def test_a_partial_rotary_share_where_the_family_turns_every_dimension_is_refuse
     (folder / "tokenizer.json").write_text("{}")
     hf.spec_for.cache_clear()
     with pytest.raises(ConfigError, match=r"partial_rotary_factor = 0.5; attn-gui's Llama path turns every dimension"):
-        AttentionConfig(model=str(folder)).dims
+        model_spec(str(folder))
