@@ -10,6 +10,8 @@ and each imports torch, Qt or a model only when called.
 
 from __future__ import annotations
 
+import atexit
+
 import dataclasses
 from typing import Any
 
@@ -112,4 +114,18 @@ def show(model: Any = None, tokenizer: Any = None, sentence: str | None = None, 
     window.raise_()
     if block if block is not None else not existed:
         app.exec()
+    if not existed:  # ours: taken down at exit, before Python's teardown frees Qt objects in any order
+        atexit.register(_take_down, window)
     return window
+
+
+def _take_down(window) -> None:
+    """Stop the workers, then delete the window (left to the interpreter's teardown, a window outliving
+    its QApplication segfaulted about 1 exit in 3)."""
+    import shiboken6
+
+    from .ui.worker import stop_all
+
+    stop_all()
+    if shiboken6.isValid(window):
+        shiboken6.delete(window)
