@@ -14,7 +14,7 @@ import math
 import pytest
 import torch
 import transformers
-from transformers_peer import alphas_equal_transformers  # tests/
+from transformers_peer import alphas_equal_transformers, residuals_equal_transformers  # tests/
 
 from attn_gui.engine import AttentionConfig, compute, formula, model_spec, source
 from attn_gui.engine.decoding import Decoder
@@ -142,12 +142,7 @@ def test_gemma3_equals_transformers(gemma3):
     assert spec.layer_rope_bases == (100.0, 5000.0, 100.0)
     out, cfg, results = alphas_equal_transformers(path, hf, SENTENCE, layers=3)
     T = len(SENTENCE.split())
-    ids = torch.tensor(source(path).tokenize(SENTENCE).token_ids)
-    with torch.no_grad():
-        theirs = hf(ids[None], output_hidden_states=True)
-    residual = source(path).forward(ids, "cpu", torch.float32).residual
-    for ours, hidden in zip(residual, theirs.hidden_states, strict=True):
-        assert torch.allclose(ours, hidden[0], atol=1e-4, rtol=1e-4)
+    residuals_equal_transformers(path, hf, SENTENCE)
     for layer, r in enumerate(results):
         attn = hf.model.layers[layer].self_attn
         x = r.x[None]
