@@ -55,8 +55,9 @@ run: $(STAMP)
 	$(BIN)/attn-gui
 
 test: $(STAMP)
-# the lint rules and the import contracts are in pyproject.toml
+# the lint rules, the type check's settings and the import contracts are in pyproject.toml
 	$(BIN)/ruff check .
+	$(BIN)/mypy
 	$(BIN)/lint-imports --no-cache
 	QT_QPA_PLATFORM=offscreen $(BIN)/python -m pytest -q $(PYTEST_ARGS)
 
@@ -72,4 +73,4 @@ docs: $(VENV)/.docs
 	@echo "docs: the site is in site/ (open site/index.html)"
 
 clean:
-	rm -rf $(VENV) build site *.egg-info .pytest_cache
+	rm -rf $(VENV) build site *.egg-info .pytest_cache .mypy_cache

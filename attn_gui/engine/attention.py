@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from typing import Any, cast
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
@@ -81,7 +82,9 @@ def disentangled_terms(q: torch.Tensor, k: torch.Tensor, relative: Relative) -> 
     q (h, T, d_k), k (h, T_k, d_k): every key head repeated per query head.
     """
     h, T, T_k = q.size(0), q.size(1), k.size(1)
-    terms = {}
+    terms: dict[str, torch.Tensor] = {}
+    if relative.index is None:  # no position terms
+        return terms
     if relative.pos_k is not None:
         c2p = q @ relative.pos_k.transpose(-2, -1)  # every query with every relative position: (h, T, 2s)
         terms["c2p"] = c2p.gather(-1, relative.index.expand(h, T, T_k))  # pick δ(i, j): (h, T, T_k)
@@ -116,7 +119,7 @@ def attend(x: torch.Tensor, weights: Projections, *, x_kv: torch.Tensor | None =
            window: int | None = None, sink_tokens: int = 0, reduce_to: int | None = None,
            block_bytes: int = 16 * 2**20,
            past: tuple[torch.Tensor, torch.Tensor] | None = None, relative: Relative | None = None,
-           z_hook: Callable[[torch.Tensor], torch.Tensor] | None = None) -> dict[str, torch.Tensor]:
+           z_hook: Callable[[torch.Tensor], torch.Tensor] | None = None) -> dict[str, Any]:
     """Multi-head attention of ``x`` over ``x_kv`` (itself by default) with every intermediate kept.
 
     Parameters
@@ -196,21 +199,26 @@ def attend(x: torch.Tensor, weights: Projections, *, x_kv: torch.Tensor | None =
         q, k = x.unsqueeze(-3), source.unsqueeze(-3)  # simplified attention: q = x, k = v = x_kv, (1, T, d)
         v = k
     elif x.dim() > 2 and x_kv is None:
+        assert p.w_k is not None and p.w_v is not None, "Projections: all of W_Q, W_K, W_V or none"
         q, k, v = project_qkv(x, p.w_q, p.w_k, p.w_v, layout)  # a batch: one matmul, (B, h, T, d_k) ...
     else:
+        assert p.w_k is not None and p.w_v is not None, "Projections: all of W_Q, W_K, W_V or none"
         q = project(x, p.w_q, layout)  # (h, T, d_k)
         k = project(source, p.w_k, layout)  # (g, T_k, d_k)
         v = project(source, p.w_v, layout)  # (g, T_k, d_v)
     if p.b_q is not None:
+        assert p.b_k is not None and p.b_v is not None, "Projections: the q, k and v biases come together"
         q, k, v = q + p.b_q, k + p.b_k, v + p.b_v  # (h, 1, n) broadcasts over the rows
-    extra = {}
+    extra: dict[str, torch.Tensor] = {}
     if rope_base is not None:
         extra.update(q_unrotated=q, k_unrotated=k)
+    assert (p.q_norm is None) == (p.k_norm is None), "Projections: q_norm and k_norm come together"
+    k_norm = cast(torch.Tensor, p.k_norm)  # set where q_norm is
     if p.q_norm is not None and p.q_norm.numel() != q.size(-1):  # OLMo 2: over all heads of a token, before RoPE
-        q, k = norm_across_heads(q, p.q_norm, p.norm_eps), norm_across_heads(k, p.k_norm, p.norm_eps)
+        q, k = norm_across_heads(q, p.q_norm, p.norm_eps), norm_across_heads(k, k_norm, p.norm_eps)
         extra.update(q_normed=q, k_normed=k)
     elif p.q_norm is not None:  # Qwen3: every head's q and k RMS-normed over d_k, before RoPE
-        q, k = rms_norm(q, p.q_norm, p.norm_eps), rms_norm(k, p.k_norm, p.norm_eps)  # (h, T, d_k), (g, T_k, d_k)
+        q, k = rms_norm(q, p.q_norm, p.norm_eps), rms_norm(k, k_norm, p.norm_eps)  # (h, T, d_k), (g, T_k, d_k)
         extra.update(q_normed=q, k_normed=k)
     if rope_base is not None:
         r = rope_dims or q.size(-1)  # the rotated dimensions of each head
@@ -228,7 +236,8 @@ def attend(x: torch.Tensor, weights: Projections, *, x_kv: torch.Tensor | None =
     k_per_head, v_per_head = repeat_kv(k, heads), repeat_kv(v, heads)  # (h, T, n): head i uses K/V i // (h/g)
     d_k = q.size(-1)
     slopes = alibi_slopes(heads, q.dtype, q.device) if alibi else None  # (h,)
-    masks = dict(causal=causal, slopes=slopes, window=window, sink_tokens=sink_tokens, offset=position_offset)
+    masks: dict[str, Any] = dict(causal=causal, slopes=slopes, window=window, sink_tokens=sink_tokens,
+                                 offset=position_offset)
 
     if relative is not None and (reduce_to is not None or past is not None):
         raise ValueError("disentangled attention is neither streamed nor cached")

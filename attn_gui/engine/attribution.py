@@ -118,7 +118,9 @@ def trace(config: AttentionConfig) -> Trace:
         total = h  # the running sum of the components
         for layer in range(shape.layers):
             after, _, steps = decoder_layer(h, w, layer, shape, z_hook=hooks.get(layer))
-            writes = head_writes(steps["head_outputs"], head_weights(w, layer, shape).w_o)  # (h, n, d)
+            w_o = head_weights(w, layer, shape).w_o
+            assert w_o is not None  # a decoder layer has every projection
+            writes = head_writes(steps["head_outputs"], w_o)  # (h, n, d)
             names += [f"L{layer + 1}H{i + 1}" for i in range(shape.heads)]
             parts += list(writes)
             b_o = f"model.layers.{layer}.self_attn.o_proj.bias"
@@ -150,7 +152,8 @@ def _check_sum(total: torch.Tensor, real: torch.Tensor, what: str) -> None:
                           "from the sum of the components); attribution is not available for it")
 
 
-def frozen_norm(parts: torch.Tensor, x: torch.Tensor, w: dict, prefix: str, shape) -> tuple[torch.Tensor, object]:
+def frozen_norm(parts: torch.Tensor, x: torch.Tensor, w: dict, prefix: str,
+                shape) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Each component's share of norm(x), the norm's scale frozen at its value on the actual residual ``x``.
 
     parts (C, n, d) sum to x (n, d). RMSNorm: c * s * gamma, s = 1 / sqrt(mean(x^2) + eps);
@@ -289,6 +292,7 @@ def score_attribution(config: AttentionConfig, head: int, query: int, key: int,
     if not torch.isfinite(score):
         raise ConfigError(f"token {query + 1} cannot see token {key + 1} (masked): its score is -inf")
     p = head_weights(w, layer, shape)
+    assert p.w_q is not None and p.w_k is not None  # a decoder layer has every projection
     group = head // (shape.heads // shape.kv_heads)  # the K head this query head reads
     with torch.no_grad():
         qs, q_names = _side(t, w, shape, layer, query, p.w_q[head], None if p.b_q is None else p.b_q[head], p.q_norm)
@@ -357,6 +361,7 @@ class Circuits:
 def _ov_parts(w: dict, shape, layer: int, head: int):
     """W_V,g diag(gamma_layer) (d_v, d) and diag(gamma_final) W_O,i (d, d_v) of head ``head``."""
     p = head_weights(w, layer, shape)
+    assert p.w_v is not None and p.w_o is not None  # a decoder layer has every projection
     group = head // (shape.heads // shape.kv_heads)
     d_v = p.w_v.size(1)
     gamma = w[f"model.layers.{layer}.input_layernorm.weight"]

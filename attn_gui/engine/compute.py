@@ -20,7 +20,7 @@ from .draws import draw_parameters, weights_on
 from .inputs import check_tokens, source_tokens_for, tokens_for, unknown_note
 from .ablation import ablation_hooks
 from .reduce import reduce_matrix
-from .sources import model_spec, source
+from .sources import decoder_of, model_spec, source
 from .tokens import Tokens
 
 DTYPES = {"float32": torch.float32, "float64": torch.float64}
@@ -166,7 +166,7 @@ class AttentionResult:
         A streamed field is computed in full first: call ``full()`` once for several.
         """
         t = getattr(self, name)
-        if t is None and self.streamed and name in self.shown:
+        if t is None and self.shown is not None and name in self.shown:
             t = getattr(self.full(), name)
         out = t.detach().cpu().numpy()
         out.flags.writeable = False  # the weights are the draw cache's; copy to change
@@ -199,7 +199,7 @@ class AttentionResult:
     def display(self, name: str, max_rows: int = 512, max_cols: int = 512) -> np.ndarray:
         """Field ``name`` reduced on its device to at most max_rows x max_cols per matrix, as numpy."""
         t = getattr(self, name)
-        if t is None and self.streamed and name in self.shown:
+        if t is None and self.shown is not None and name in self.shown:
             kept = self.shown[name]
             if tuple(kept.shape[-2:]) == (min(self.seq_len, max_rows), min(self.key_len, max_cols)):
                 return kept.detach().cpu().numpy()
@@ -221,6 +221,7 @@ def estimate_bytes(config: AttentionConfig, display_max: int | None = None) -> i
     elem = 8 if config.dtype == "float64" else 4
     streams = _streams(config, T, display_max)
     if streams:
+        assert display_max is not None  # streaming needs it
         # a GPU's block shrinks to what is free (see _block_bytes): count its smallest
         block = BLOCK_BYTES["cpu"] if config.device == "cpu" else MIN_GPU_BLOCK
         n = 3 * h * display_max**2 + 8 * block // elem  # the pooled maps; one block's fields and temporaries
@@ -340,9 +341,9 @@ def _compute(config: AttentionConfig, toks: Tokens, source: Tokens | None, devic
                      block_bytes=_block_bytes(device) if reduce_to is not None else 0,
                      z_hook=ablation_hooks(config.ablate).get(config.layer) if config.model else None, **own_steps)
     own = model_spec(config.model) if config.model is not None else None
-    if layer_weights is not None and (config.scale, config.temperature, config.is_causal, config.similarity,
-                                      config.sliding_window) != (True, 1.0, own.causal, "dot",
-                                                                 own.window_at(config.layer)):
+    if own is not None and layer_weights is not None and (
+            (config.scale, config.temperature, config.is_causal, config.similarity, config.sliding_window)
+            != (True, 1.0, own.causal, "dot", own.window_at(config.layer))):
         layer_weights = layer_weights.clone()  # the model view shows this layer as computed here
         layer_weights[config.layer] = steps["weights"]
     synchronize(device)
@@ -413,11 +414,13 @@ def _alibi(config: AttentionConfig) -> bool:
 def _model_inputs(config: AttentionConfig, toks: Tokens, device: torch.device, dtype: torch.dtype):
     """What ``config.layer`` reads, its projections, every layer's weights, the next tokens (or None) and what
     its attention takes beyond the config (``ModelSource.attend_options``: DeBERTa's position terms)."""
+    assert config.model is not None  # model mode only
     model = source(config.model)
     ids = toks.id_tensor()
     if config.ablate:  # every layer above a struck head reads a changed residual stream, and so does the next token
-        run = model.forward(ids, device, dtype, z_hooks=ablation_hooks(config.ablate))
-        hidden, layer_weights, next_tokens = run.inputs, run.weights, model.top_tokens(run.logits)
+        decoder = decoder_of(config.model)  # the config refuses ablation on an encoder
+        run = decoder.forward(ids, device, dtype, z_hooks=ablation_hooks(config.ablate))
+        hidden, layer_weights, next_tokens = run.inputs, run.weights, decoder.top_tokens(run.logits)
     else:
         hidden, layer_weights = model.layer_inputs(ids, device, dtype)
         next_tokens = model.next_tokens(ids, device, dtype)
@@ -434,7 +437,7 @@ def as_dict(result: AttentionResult) -> dict[str, Any]:
         "tokens": list(result.tokens),
         "token_ids": result.token_ids.tolist(),
         "vocab": list(result.vocab),
-        **({} if result.source_tokens is None else {
+        **({} if result.source_tokens is None or result.source_token_ids is None else {
             "source_tokens": list(result.source_tokens), "source_token_ids": result.source_token_ids.tolist()}),
         "shapes": {n: list(result.shape(n)) for n in result.fields()},
         "device": result.device,

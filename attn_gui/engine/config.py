@@ -272,7 +272,8 @@ class AttentionConfig:
             # JSON writes 2.0 as 2; a whole number in range is the same float
             if opt.kind == "heads" and isinstance(v, list):  # JSON writes tuples as lists
                 values[name] = tuple(tuple(p) if isinstance(p, list) else p for p in v)
-            if opt.kind == "float" and isinstance(v, int) and not isinstance(v, bool) and opt.lo <= v <= opt.hi:
+            if (opt.kind == "float" and isinstance(v, int) and not isinstance(v, bool) and opt.lo is not None
+                    and opt.hi is not None and opt.lo <= v <= opt.hi):
                 values[name] = float(v)
         return cls(**values)
 
@@ -319,7 +320,8 @@ OPTIONS: dict[str, Option] = declared_options(AttentionConfig)
 
 # Views of the declarations, for callers that want one aspect.
 CHOICES: dict[str, tuple[str, ...]] = {n: o.values for n, o in OPTIONS.items() if o.kind == "choice"}
-LIMITS: dict[str, tuple[int, int]] = {n: (o.lo, o.hi) for n, o in OPTIONS.items() if o.kind == "int"}
+LIMITS: dict[str, tuple[int, int]] = {n: (o.lo, o.hi) for n, o in OPTIONS.items()
+                                      if o.kind == "int" and isinstance(o.lo, int) and isinstance(o.hi, int)}
 
 
 PRESETS: dict[str, AttentionConfig] = {

@@ -373,7 +373,7 @@ class ShardSums:
             arrays.update({f"heap.{name}.{part}": value for part, value in self.heaps[name].items()})
         tmp = path.with_name(path.name + ".part")
         with open(tmp, "wb") as f:
-            np.savez(f, **arrays)
+            np.savez(f, **arrays)  # type: ignore[arg-type]  # numpy's stub matches **arrays to allow_pickle too
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)

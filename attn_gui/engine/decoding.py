@@ -32,7 +32,7 @@ from .devices import resolve_device, synchronize
 from .errors import ConfigError
 from .inputs import check_tokens
 from .ablation import ablation_hooks
-from .sources import MODELS, model_spec, source
+from .sources import MODELS, decoder_of, model_spec
 from .sources.llama import Forward
 from .tokens import Tokens
 
@@ -89,7 +89,7 @@ def decoder_source(config: AttentionConfig):
         decoders = ", ".join(n for n, s in MODELS.items() if s.causal)
         what = "random weights" if config.model is None else f"{model_spec(config.model).label}, an encoder,"
         raise ConfigError(f"{what} cannot generate; choose a decoder model ({decoders})")
-    decoder = source(config.model)
+    decoder = decoder_of(config.model)
     if not decoder.predicts():
         raise ConfigError(f"{model_spec(config.model).label} has no language-model head (lm_head: its folder was saved "
                           f"from AutoModel), so it shows attention but cannot predict or generate")

@@ -98,10 +98,10 @@ def _process_limits() -> list[int]:
                     status[key] = int(value.split()[0]) * 1024
     except (OSError, ValueError):
         return room
-    for limit, used in ((resource.RLIMIT_AS, "VmSize"), (resource.RLIMIT_DATA, "VmData")):
-        soft = resource.getrlimit(limit)[0]
-        if soft != resource.RLIM_INFINITY and used in status:
-            room.append(max(0, soft - status[used]))
+    for rlimit, field in ((resource.RLIMIT_AS, "VmSize"), (resource.RLIMIT_DATA, "VmData")):
+        soft = resource.getrlimit(rlimit)[0]
+        if soft != resource.RLIM_INFINITY and field in status:
+            room.append(max(0, soft - status[field]))
     return room
 
 

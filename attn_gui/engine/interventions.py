@@ -24,7 +24,7 @@ from .ablation import Head, by_layer, knock_out, ablation_hooks
 from .config import AttentionConfig
 from .devices import resolve_device
 from .errors import ConfigError
-from .sources import source
+from .sources import decoder_of, model_spec, source
 from .sources.llama import decoder_layer, logits, norm
 
 
@@ -39,10 +39,10 @@ class Run:
 
 def _decoder(config: AttentionConfig):
     """The model source of ``config``, refusing encoders and random weights with what works instead."""
-    src = source(config.model) if config.model else None
-    if src is None or not hasattr(src, "decoder"):
+    if config.model is None or not model_spec(config.model).causal:
         raise ConfigError("interventions need a decoder model (smollm2-135m); "
                           f"{config.model or 'random weights'} has no next token to change")
+    src = decoder_of(config.model)
     if not src.predicts():
         raise ConfigError(f"interventions need a model's next token; {src.spec.label} has no language-model "
                           f"head (lm_head: its folder was saved from AutoModel)")
@@ -246,7 +246,7 @@ def patching(clean_config: AttentionConfig, corrupt_config: AttentionConfig) -> 
     corrupt = src.forward(torch.tensor(corrupt_ids), device, dtype).logits.double()
     a, b = int(clean.argmax()), int(corrupt.argmax())
     if a == b:
-        raise ConfigError(f"both inputs predict {source(clean_config.model).token_text(a)!r} next: "
+        raise ConfigError(f"both inputs predict {src.token_text(a)!r} next: "
                           "choose a corrupted input that changes the prediction")
     return Patching(a, b, float(clean[a] - clean[b]), float(corrupt[a] - corrupt[b]))
 

@@ -13,6 +13,7 @@ are cached), lists as tuples.
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import torch
 
@@ -26,7 +27,7 @@ def plain_inv_freq(d_k: int, base: float) -> torch.Tensor:
 
 def inv_freq(d_k: int, base: float, scaling: tuple[tuple[str, object], ...]) -> tuple[torch.Tensor, float]:
     """The scaled inverse frequencies (d_k/2,) float32 and the attention factor of ``scaling``."""
-    p = dict(scaling)
+    p: dict[str, Any] = dict(scaling)  # numbers and lists, checked where the config is read
     kind = p["rope_type"]
     plain = plain_inv_freq(d_k, base)
     if kind == "dynamic":  # base · (factor · T / max_T − factor + 1)^(d/(d−2)) only once T > max_T: never here

@@ -117,9 +117,11 @@ def entropy_vs_dk(config: AttentionConfig, d_ks: tuple[int, ...] | None = None) 
     if config.model is not None or not config.projections:
         raise ValueError("the d_k sweep needs random weights with projections")
     d_ks = sweep_d_ks(config.d_k) if d_ks is None else tuple(d_ks)
-    scaled_curve, unscaled_curve = [], []
+    scaled_curve: list[float] = []
+    unscaled_curve: list[float] = []
     for d_k in d_ks:
         result = compute(config.replace(d_k=d_k, scale=True))
+        assert result.scores is not None and result.weights is not None  # not streamed: no display_max
         T = result.seq_len
         mask = causal_visible(T, result.scores.device) if config.is_causal else None
         unscaled_scores = A.scale_and_mask(result.scores, d_k, False, config.temperature, config.is_causal)

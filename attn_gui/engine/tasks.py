@@ -101,6 +101,7 @@ class Task:
             scored[:, 0] = False
             return Batch(x, targets, scored)
         if self.name == "induction":
+            assert period is not None, "the induction task needs each sequence's period"
             j = torch.arange(n)  # positions of the whole sequence
             m = period.unsqueeze(1)  # (B, 1)
             second = j >= n - m  # (B, n): the second copy

@@ -26,6 +26,7 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from collections.abc import Iterator
+from typing import cast
 
 import torch
 import torch.nn.functional as F
@@ -123,6 +124,34 @@ class TrainConfig:
 rms_norm = functools.partial(attention.rms_norm, eps=RMS_EPS)  # Llama's RMSNorm at the checkpoint's eps
 
 
+class Block(nn.Module):
+    """One layer's parameters, named as Llama's; None where the family has no such tensor."""
+
+    norm1: nn.Parameter
+    norm1_bias: nn.Parameter | None  # LayerNorm's (GPT-2); RMSNorm has none
+    q: nn.Parameter
+    k: nn.Parameter
+    v: nn.Parameter
+    o: nn.Parameter
+    bq: nn.Parameter | None
+    bk: nn.Parameter | None
+    bv: nn.Parameter | None
+    bo: nn.Parameter | None
+    norm2: nn.Parameter
+    norm2_bias: nn.Parameter | None
+    gate: nn.Parameter | None  # SwiGLU's only
+    up: nn.Parameter
+    down: nn.Parameter
+    b_up: nn.Parameter | None
+    b_down: nn.Parameter | None
+
+
+def _have(tensor: torch.Tensor | None) -> torch.Tensor:
+    """A tensor the family's Shape is known to set (a bias, the gate, the head or the positions)."""
+    assert tensor is not None, "the family's Shape sets this tensor"
+    return tensor
+
+
 class TinyDecoder(nn.Module):
     """The decoder, its parameters named and shaped as Llama's (q_proj (h*d_k, d), ...) whatever
     the checkpoint's family; a GPT-2 checkpoint fuses and transposes them as it is written."""
@@ -139,7 +168,7 @@ class TinyDecoder(nn.Module):
         self.positions = None if shape.rope else draw(c.max_positions, d)
         self.blocks = nn.ModuleList()
         for _ in range(c.layers):
-            block = nn.Module()
+            block = Block()
             block.norm1, block.norm1_bias = norm()
             block.q, block.k, block.v, block.o = draw(d, d), draw(d, d), draw(d, d), draw(d, d)
             block.bq, block.bk, block.bv, block.bo = (zero(d), zero(d), zero(d), zero(d)) if shape.bias else \
@@ -155,22 +184,27 @@ class TinyDecoder(nn.Module):
         self.norm, self.norm_bias = norm()
         self.head = None if shape.tied else draw(V, d)
 
-    def projections(self, block) -> Projections:
+    def layers(self) -> list[Block]:
+        """The blocks, typed (an nn.ModuleList yields plain Modules)."""
+        return [cast(Block, block) for block in self.blocks]
+
+    def projections(self, block: Block) -> Projections:
         """One layer's attention weights in the engine's column layout (views, no copy)."""
         h, d_k, d = self.config.heads, self.config.head_dim, self.config.d_model
         heads = lambda w: w.view(h, d_k, d)  # noqa: E731  # (h*d_k, d) -> (h, d_k, d): head i's rows
         biases = {}
         if self.shape.bias:
             per_head = lambda b: b.view(h, 1, d_k)  # noqa: E731
-            biases = dict(b_q=per_head(block.bq), b_k=per_head(block.bk), b_v=per_head(block.bv), b_o=block.bo[None])
+            biases = dict(b_q=per_head(block.bq), b_k=per_head(block.bk), b_v=per_head(block.bv),
+                          b_o=_have(block.bo)[None])
         return Projections(heads(block.q), heads(block.k), heads(block.v), block.o, **biases)
 
     def _norm(self, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
         return rms_norm(x, weight) if bias is None else F.layer_norm(x, x.shape[-1:], weight, bias, LN_EPS)
 
-    def _mlp(self, y: torch.Tensor, block) -> torch.Tensor:
+    def _mlp(self, y: torch.Tensor, block: Block) -> torch.Tensor:
         if self.shape.mlp == "swiglu":
-            return F.silu(y @ block.gate.T) * (y @ block.up.T) @ block.down.T  # (B, T, d)
+            return F.silu(y @ _have(block.gate).T) * (y @ block.up.T) @ block.down.T  # (B, T, d)
         return F.linear(F.gelu(F.linear(y, block.up, block.b_up), approximate="tanh"), block.down, block.b_down)
 
     def forward(self, inputs: torch.Tensor, keep_weights: bool = False):
@@ -180,7 +214,7 @@ class TinyDecoder(nn.Module):
             x = x + self.positions[:inputs.size(-1)]
         alphas = []
         rope = ROPE_BASE if self.shape.rope else None
-        for block in self.blocks:
+        for block in self.layers():
             steps = attend(self._norm(x, block.norm1, block.norm1_bias), self.projections(block), layout="column",
                            causal=True, rope_base=rope)  # the whole batch at once: each sequence's attend
             x = x + steps["output"]  # (B, T, d)
@@ -230,7 +264,8 @@ class Trainer:
         self.data = torch.Generator().manual_seed(c.seed + 1)
         trainable = [p for p in self.model.parameters() if p.requires_grad]
         self.optimizer = AdamW(trainable, lr=c.lr, weight_decay=c.weight_decay)
-        self.steps, self.elapsed, self.records = 0, 0.0, []
+        self.steps, self.elapsed = 0, 0.0
+        self.records: list[Record] = []
 
     def step(self) -> Record:
         """One AdamW step on a fresh batch."""
@@ -354,32 +389,32 @@ def checkpoint_tensors(model: TinyDecoder) -> dict[str, torch.Tensor]:
     if model.shape.model_type == "gpt2":
         return _gpt2_tensors(model)
     tensors = {"model.embed_tokens.weight": model.embed, "model.norm.weight": model.norm,
-               "lm_head.weight": model.head}
-    for i, b in enumerate(model.blocks):
+               "lm_head.weight": _have(model.head)}
+    for i, b in enumerate(model.layers()):
         pre = f"model.layers.{i}."
         tensors.update({
             pre + "input_layernorm.weight": b.norm1, pre + "post_attention_layernorm.weight": b.norm2,
             pre + "self_attn.q_proj.weight": b.q, pre + "self_attn.k_proj.weight": b.k,
             pre + "self_attn.v_proj.weight": b.v, pre + "self_attn.o_proj.weight": b.o,
-            pre + "mlp.gate_proj.weight": b.gate, pre + "mlp.up_proj.weight": b.up,
+            pre + "mlp.gate_proj.weight": _have(b.gate), pre + "mlp.up_proj.weight": b.up,
             pre + "mlp.down_proj.weight": b.down,
         })
     return _detached(tensors)
 
 
 def _gpt2_tensors(model: TinyDecoder) -> dict[str, torch.Tensor]:
-    tensors = {"transformer.wte.weight": model.embed, "transformer.wpe.weight": model.positions,
-               "transformer.ln_f.weight": model.norm, "transformer.ln_f.bias": model.norm_bias}
-    for i, b in enumerate(model.blocks):
+    tensors = {"transformer.wte.weight": model.embed, "transformer.wpe.weight": _have(model.positions),
+               "transformer.ln_f.weight": model.norm, "transformer.ln_f.bias": _have(model.norm_bias)}
+    for i, b in enumerate(model.layers()):
         pre = f"transformer.h.{i}."
         tensors.update({
-            pre + "ln_1.weight": b.norm1, pre + "ln_1.bias": b.norm1_bias,
-            pre + "ln_2.weight": b.norm2, pre + "ln_2.bias": b.norm2_bias,
+            pre + "ln_1.weight": b.norm1, pre + "ln_1.bias": _have(b.norm1_bias),
+            pre + "ln_2.weight": b.norm2, pre + "ln_2.bias": _have(b.norm2_bias),
             pre + "attn.c_attn.weight": torch.cat([b.q, b.k, b.v]).T,
-            pre + "attn.c_attn.bias": torch.cat([b.bq, b.bk, b.bv]),
-            pre + "attn.c_proj.weight": b.o.T, pre + "attn.c_proj.bias": b.bo,
-            pre + "mlp.c_fc.weight": b.up.T, pre + "mlp.c_fc.bias": b.b_up,
-            pre + "mlp.c_proj.weight": b.down.T, pre + "mlp.c_proj.bias": b.b_down,
+            pre + "attn.c_attn.bias": torch.cat([_have(b.bq), _have(b.bk), _have(b.bv)]),
+            pre + "attn.c_proj.weight": b.o.T, pre + "attn.c_proj.bias": _have(b.bo),
+            pre + "mlp.c_fc.weight": b.up.T, pre + "mlp.c_fc.bias": _have(b.b_up),
+            pre + "mlp.c_proj.weight": b.down.T, pre + "mlp.c_proj.bias": _have(b.b_down),
         })
     return _detached(tensors)
 

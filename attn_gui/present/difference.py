@@ -54,7 +54,9 @@ def config_changes(pinned: AttentionConfig, current: AttentionConfig, limit: int
 
 
 def _per_head_text(result: AttentionResult, name: str, head: int | None) -> str:
-    return f", head {head + 1}/{result.heads}" if FIELDS[name].per_head and result.heads > 1 else ""
+    if head is None or not FIELDS[name].per_head or result.heads <= 1:
+        return ""
+    return f", head {head + 1}/{result.heads}"
 
 
 def pinned_difference(current: Frame, pinned: Frame, name: str, head: int | None = None,
@@ -91,6 +93,8 @@ def layer_difference(frame: Frame, layer_a: int, layer_b: int, head: int, hidden
     """
     result = frame.result
     lw = result.layer_weights
+    if lw is None:
+        raise ValueError("a layer difference needs every layer's weights: a model-mode frame")
     T = result.seq_len
     title = f"α of layer {layer_a + 1} − layer {layer_b + 1}, head {head + 1}/{result.heads}  ({T} × {T})"
     return as_map(frame, "weights", _reduced(lw[layer_a, head] - lw[layer_b, head])[None], 0, hidden,

@@ -45,7 +45,7 @@ class MetricsTable:
     def rows(self) -> list[tuple[int | None, int, dict[str, float]]]:
         """(layer or None, head 0-based, metric -> value) for every head, layer by layer."""
         L, H = self.shape
-        out = []
+        out: list[tuple[int | None, int, dict[str, float]]] = []
         for i in range(L):
             layer = None if self.layers is None else self.layers[i]
             out.extend((layer, h, {m: float(self.values[m][i, h]) for m in METRICS}) for h in range(H))
@@ -78,11 +78,13 @@ def metrics_table(result: AttentionResult) -> MetricsTable | None:
         return None
     mask = visible_keys(result)
     if result.layer_weights is None:
+        assert result.weights is not None  # kept in full when not streamed
         values = head_metrics(result.weights[None], mask, cross=result.source_tokens is not None)
         layers = None
     else:
         L = result.layer_weights.size(0)
-        if mask is not None and not model_spec(result.config.model).causal:  # only the shown layer is masked
+        model = result.config.model
+        if mask is not None and model is not None and not model_spec(model).causal:  # only the shown layer is masked
             full = torch.ones_like(mask)
             mask = torch.stack([mask if i == result.config.layer else full for i in range(L)])[:, None]
         values = head_metrics(result.layer_weights, mask)
@@ -103,6 +105,8 @@ def metric_help(metric: str) -> str:
 def rollout_arrays(result: AttentionResult, fusion: str = "mean", residual: bool = True,
                    max_side: int = DISPLAY_MAX) -> np.ndarray:
     """Rollout R_1 ... R_L of a model-mode result, reduced on its device: (L, t, t)."""
+    if result.layer_weights is None:
+        raise ValueError("rollout needs every layer's weights: a model-mode result")
     maps = rollout(result.layer_weights, fusion, residual)
     return reduce_matrix(maps, max_side, max_side, "weights").detach().cpu().numpy()
 
@@ -175,7 +179,7 @@ def query_softmax(result: AttentionResult, head: int, token: int) -> QuerySoftma
     terms = result.position_terms
     for term in terms:  # DeBERTa: the position terms join the content scores before the scale
         row = row + getattr(result, term)[head, token]
-    if terms:
+    if terms and cfg.model is not None:
         d_k *= model_spec(cfg.model).scale_factor  # its scale is 1/sqrt(d_k * scale_factor)
     row = row[None, None]  # (1, 1, T_k): only this query's scores
     random = cfg.model is None

@@ -204,7 +204,7 @@ def _strip(heads: int, groups: list[list[int]] | None, width: float, boxes: dict
     w = max(40.0, min(THUMB_W, (width - STRIP_BAR_W - PAD * (heads + 1)) / heads))
     for i in range(heads):
         boxes[f"strip:{i}"] = Box(PAD + i * (w + PAD), top, w, STRIP_H - top - PAD, thumb=True)
-    if grouped:
+    if groups is not None and grouped:
         for g, members in enumerate(groups):
             first, last = boxes[f"strip:{members[0]}"], boxes[f"strip:{members[-1]}"]
             boxes[f"group:{g}"] = Box(first.x, 0.0, last.right - first.x, BRACKET_H - 1)
@@ -326,6 +326,7 @@ def _all_maps(maps: list[MapShape], top: float, width: float, height: float, box
         rank = (-max(0.0, right - width) - max(0.0, bottom - height), alpha.w * alpha.h)  # the least scrolling
         if best is None or rank > best[0]:
             best = (rank, placed, right, bottom)
+    assert best is not None  # the loop runs at least once
     _, placed, right, bottom = best
     boxes.update(placed)
     return Layout(boxes, max(width, right), max(height, bottom))

@@ -134,6 +134,7 @@ def map_data(frame: Frame, name: str, head: int | None = None, hidden: tuple[int
     scaled = frame.arrays.get("scaled") if info.kind == "weights" else None  # weights are per head
     masked = None if scaled is None else np.isneginf(scaled[head])  # this head's only: the strip asks h times
     if info.per_head:
+        assert head is not None  # a per-head field is shown one head at a time
         matrix = matrix[result.head_index(name, head)]  # grouped-query K, V: the head's K/V head
     R, C = result.shape(name)[-2:]
     row_blocks = block_edges(R, matrix.shape[0]) if matrix.shape[0] != R else None
@@ -147,7 +148,7 @@ def map_data(frame: Frame, name: str, head: int | None = None, hidden: tuple[int
     r_shown, c_shown = matrix.shape
     cfg = result.config
     shape = [f"{R} × {C}"]
-    if info.per_head and result.heads > 1:
+    if info.per_head and head is not None and result.heads > 1:
         shape.append(f"head {head + 1}/{result.heads}")
         if (kv := result.shape(name)[0]) != result.heads:
             shape.append(f"K/V head {result.head_index(name, head) + 1}/{kv}")

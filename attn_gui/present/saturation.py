@@ -20,18 +20,20 @@ def visible_keys(result: AttentionResult) -> torch.Tensor | None:
     """The visible keys of the shown layer's alpha: the causal mask, or None (every key)."""
     if not result.config.is_causal:
         return None
-    return causal_visible(result.seq_len, result.weights.device)
+    return causal_visible(result.seq_len, result.q.device)
 
 
 def streamed_saturation(result: AttentionResult) -> Saturation:
     """``saturation`` of a streamed result, from each row's largest alpha kept while streaming."""
-    row_max = result.shown["weights_row_max"]  # (h, T)
+    shown = result.shown
+    assert shown is not None  # streamed
+    row_max = shown["weights_row_max"]  # (h, T)
     counted = torch.ones_like(row_max, dtype=torch.bool)
     if result.config.is_causal or result.key_len == 1:
         counted[:, 0 if result.key_len > 1 else slice(None)] = False  # rows that see one key: one-hot anyway
     one_hot = (row_max >= ONE_HOT) & counted
     rows = int(counted.sum())
-    return Saturation(float(one_hot.sum()) / rows if rows else 0.0, rows, finite_span(result.shown["scaled"]))
+    return Saturation(float(one_hot.sum()) / rows if rows else 0.0, rows, finite_span(shown["scaled"]))
 
 
 @dataclass(frozen=True)
@@ -65,6 +67,7 @@ def saturation_note(result: AttentionResult) -> SaturationNote | None:
     if result.streamed:
         sat = streamed_saturation(result)
     else:
+        assert result.weights is not None  # kept in full when not streamed
         sat = saturation(result.weights, result.scaled, visible_keys(result))
     if not sat.saturated:
         return None

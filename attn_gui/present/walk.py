@@ -57,7 +57,7 @@ def walk_html(result: AttentionResult, token: int, head: int) -> str:
     rel = {t: host(getattr(result, t)[head, token]) for t in extra}
     divisor = []
     if cfg.scale:
-        factor = model_spec(cfg.model).scale_factor if extra else 1
+        factor = model_spec(cfg.model).scale_factor if extra and cfg.model is not None else 1
         divisor.append(f"√({factor}·{d_k})" if factor != 1 else f"√{d_k}")
     if cfg.temperature != 1.0:
         divisor.append(f"{cfg.temperature:g}")

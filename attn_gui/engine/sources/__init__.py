@@ -23,6 +23,7 @@ from .spec import ModelSpec
 
 if TYPE_CHECKING:
     from .base import ModelSource
+    from .decoder import Source as DecoderSource
 
 
 
@@ -66,6 +67,17 @@ def source(name: str) -> ModelSource:
     s = model_spec(name)
     module = importlib.import_module(f"{__name__}.{s.module}")
     return module.Source(s)
+
+
+def decoder_of(name: str) -> DecoderSource:
+    """``source(name)`` for a decoder, typed for what only a decoder has (forward, top_tokens, token_text, ...);
+    ``ConfigError`` for an encoder."""
+    from .decoder import Source as DecoderSource  # a decoder's source() has imported it already
+
+    src = source(name)
+    if not isinstance(src, DecoderSource):
+        raise ConfigError(f"{src.spec.label} is an encoder: it has no next token (choose a decoder model)")
+    return src
 
 
 def is_available(name: str) -> bool:

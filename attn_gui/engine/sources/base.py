@@ -26,10 +26,12 @@ class ModelSource(abc.ABC):
         The command that installs what ``available()`` looks for.
     """
 
-    install_hint: str = ""
-
     def __init__(self, spec: ModelSpec):
         self.spec = spec
+
+    @property
+    def install_hint(self) -> str:
+        return ""
 
     @abc.abstractmethod
     def available(self) -> bool:

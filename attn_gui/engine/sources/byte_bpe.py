@@ -55,6 +55,11 @@ def _unicode_to_bytes() -> dict[str, int]:
     return {c: b for b, c in bytes_to_unicode().items()}
 
 
+def merge_pairs(merges: list[str]) -> list[tuple[str, str]]:
+    """GGUF's merges, "a b" each, as BPE's (a, b) pairs."""
+    return [(a, b) for a, _, b in (m.partition(" ") for m in merges)]
+
+
 def spelled(token: str) -> str:
     """``token`` in the byte alphabet: itself, or (a token stored as plain text) its UTF-8 bytes spelled."""
     alphabet = _unicode_to_bytes()
@@ -86,7 +91,7 @@ def build_tokenizer(tokens: list[str], token_types: list[int], merges: list[str]
     from tokenizers.models import BPE
 
     vocab = {spelled(t): i for i, t in enumerate(tokens)}
-    pairs = [tuple(m.split(" ")) for m in merges]
+    pairs = merge_pairs(merges)
     tok = Tokenizer(BPE(vocab=vocab, merges=pairs, dropout=None, continuing_subword_prefix="",
                         end_of_word_suffix="", fuse_unk=False))
     if pre in SPLITS:

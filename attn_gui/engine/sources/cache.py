@@ -12,6 +12,7 @@ cache is rebuilt, never used.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import math
 import os
@@ -97,12 +98,13 @@ def load(folder: Path, source: dict, version: int) -> Converted | None:
         files = manifest["files"]
         if WEIGHTS not in files:
             return None
-        data = {}
+        data: dict[str, np.ndarray] = {}
         for name, entry in files.items():
             # one read per file: the bytes checked are the bytes used
-            data[name] = _read(folder / name, entry["size"])
-            if data[name] is None or zlib.crc32(data[name]) != entry["crc32"]:
+            raw = _read(folder / name, entry["size"])
+            if raw is None or zlib.crc32(raw.data) != entry["crc32"]:
                 return None
+            data[name] = raw
         weights = parse_safetensors(data.pop(WEIGHTS))
         texts = {name: raw.tobytes().decode("utf-8") for name, raw in data.items()}
         return Converted(weights, texts, manifest["meta"])
@@ -118,7 +120,7 @@ def _read(path: Path, size: int) -> np.ndarray | None:
     """
     buffer = np.empty(size, dtype=np.uint8)
     with open(path, "rb") as f:
-        if f.readinto(buffer) != size or f.read(1):
+        if f.readinto(buffer.data) != size or f.read(1):
             return None
     return buffer
 
@@ -158,7 +160,7 @@ def parse_safetensors(buffer: np.ndarray) -> dict[str, torch.Tensor]:
     return tensors
 
 
-def _write_atomic(folder: Path, name: str, write: Callable[[str], None]) -> None:
+def _write_atomic(folder: Path, name: str, write: Callable[[str], object]) -> None:
     """Write ``name`` in ``folder`` through a temporary file renamed into place."""
     fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=folder)
     os.close(fd)
@@ -180,10 +182,14 @@ def store(folder: Path, source: dict, version: int, converted: Converted) -> Non
     (folder / MANIFEST).unlink(missing_ok=True)  # no manifest while the files change: a crash leaves no cache
     _write_atomic(folder, WEIGHTS, lambda tmp: save_file(converted.weights, tmp))
     for name, text in converted.texts.items():
-        _write_atomic(folder, name, lambda tmp, text=text: Path(tmp).write_text(text, encoding="utf-8"))
+        _write_atomic(folder, name, functools.partial(_write_text, text=text))
     files = {name: _entry(folder / name) for name in (WEIGHTS, *converted.texts)}
     manifest = {"version": version, "source": source, "meta": converted.meta, "files": files}
-    _write_atomic(folder, MANIFEST, lambda tmp: Path(tmp).write_text(json.dumps(manifest, indent=1), encoding="utf-8"))
+    _write_atomic(folder, MANIFEST, functools.partial(_write_text, text=json.dumps(manifest, indent=1)))
+
+
+def _write_text(path: str, text: str) -> None:
+    Path(path).write_text(text, encoding="utf-8")
 
 
 def load_or_build(folder: Path, source: dict, version: int, build: Callable[[Progress], Converted],
@@ -198,7 +204,7 @@ def load_or_build(folder: Path, source: dict, version: int, build: Callable[[Pro
     if found is not None:
         return found
     report = progress or (lambda done, total: None)
-    steps = []
+    steps: list[int] = []
 
     def building(done: int, total: int) -> None:
         steps[:] = [total + 1]  # one more step: writing the cache

@@ -14,6 +14,7 @@ import functools
 import importlib
 from dataclasses import dataclass
 from types import ModuleType
+from typing import TYPE_CHECKING
 
 import torch
 
@@ -25,6 +26,9 @@ from .llama import Forward, KVCache, LlamaShape, forward, head_weights
 from .loaded import LOADED
 from .spec import ModelSpec
 
+if TYPE_CHECKING:
+    from tokenizers import Tokenizer
+
 
 @dataclass(frozen=True)
 class DecoderModel:
@@ -33,7 +37,7 @@ class DecoderModel:
     spec: ModelSpec
     shape: LlamaShape
     weights: dict[str, torch.Tensor]
-    tokenizer: object
+    tokenizer: Tokenizer
     vocab: tuple[str, ...]  # readable text of each id
     special_ids: frozenset[int]
     eos_id: int

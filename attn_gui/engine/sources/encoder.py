@@ -23,6 +23,7 @@ import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.nn.functional as F
@@ -39,6 +40,9 @@ from .hf import activation, check_shape, family_of, position_offset, read_weight
 from .llama import act
 from .loaded import LOADED
 from .spec import ModelSpec
+
+if TYPE_CHECKING:
+    from tokenizers import Tokenizer
 
 # DistilBERT's names -> BERT's (transformer.layer.N.<leaf> -> encoder.layer.N.<leaf>)
 RENAMES = {
@@ -88,7 +92,7 @@ class Encoder:
     spec: ModelSpec
     shape: EncoderShape
     weights: dict[str, torch.Tensor]
-    tokenizer: object
+    tokenizer: Tokenizer
     vocab: tuple[str, ...]  # the readable text of each id
 
 
@@ -154,7 +158,7 @@ def read(spec: ModelSpec, folder: Path) -> Encoder:
 
     cfg = checks.json_object(folder / "config.json", f"{folder.name}/config.json")
     family = family_of(cfg, folder)
-    weights = bert_names(read_weights(folder), cfg.get("model_type"))
+    weights = bert_names(read_weights(folder), cfg["model_type"])  # family_of has checked it
     key = "encoder.layer.0.attention.self.query.weight"
     check_shape(folder, weights[key].shape if key in weights else (), (spec.heads * spec.d_k, spec.d_model))
     tokenizer = checks.tokenizer(folder / "tokenizer.json")
@@ -242,7 +246,7 @@ def relative_positions(w: dict, layer: int, shape: EncoderShape, T: int) -> Rela
 def attend_options(w: dict, layer: int, shape: EncoderShape, T: int) -> dict:
     """``attention.attend``'s keywords for layer ``layer``: its RoPE base and window (ModernBERT), DeBERTa's
     position terms."""
-    options = {}
+    options: dict[str, Any] = {}
     if shape.rope_bases:
         options.update(rope_base=shape.rope_bases[layer], window=shape.windows[layer])
     if shape.relative is not None:
@@ -319,7 +323,9 @@ def run(w: dict, ids: torch.Tensor, shape: EncoderShape):
 class Source(ModelSource):
     """A BERT, RoBERTa or DistilBERT folder given as a path; ``minilm.Source`` finds its folder in a package."""
 
-    install_hint = hf.install_hint(None)
+    @property
+    def install_hint(self) -> str:
+        return hf.install_hint(self.spec)
 
     def folder(self) -> Path:
         """Where the model's files are."""

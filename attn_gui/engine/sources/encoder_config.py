@@ -78,7 +78,7 @@ def relative_shape(cfg: dict, folder: Path) -> RelativeShape:
             raise ConfigError(f"{folder.name}: {key} = {cfg[key]!r} is not supported (the convolution and the "
                               "embedding projection of DeBERTa are not computed here)")
     heads, d = cfg.get("num_attention_heads"), cfg.get("hidden_size")
-    if cfg.get("attention_head_size") not in (None, d // heads):
+    if heads and d and cfg.get("attention_head_size") not in (None, d // heads):
         raise ConfigError(f"{folder.name}: attention_head_size = {cfg['attention_head_size']!r} is not supported "
                           "(only hidden_size / num_attention_heads)")
     kinds = cfg.get("pos_att_type") or []

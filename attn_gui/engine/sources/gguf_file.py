@@ -33,6 +33,7 @@ import mmap
 import re
 import struct
 from dataclasses import dataclass
+from typing import overload
 from pathlib import Path
 
 from ..errors import ConfigError
@@ -121,6 +122,11 @@ class _Cursor:
             raise ValueError(f"the header ends early (at byte {start})")
         self.pos += n
         return start
+
+    @overload
+    def string(self) -> str: ...
+    @overload
+    def string(self, keep: bool) -> str | None: ...
 
     def string(self, keep: bool = True) -> str | None:
         n = self.take("Q")
@@ -305,7 +311,9 @@ def _spec_of(header: Header, name: str) -> ModelSpec:
 def check_tensors(header: Header, layers: int, q_rows: int, d: int) -> None:
     """Refuse, in one line, a tensor a Llama decoder does not have, one it lacks, or a W_q of another shape."""
     file = header.path.name
-    qk_norm = header.family.qk_norm
+    family = header.family
+    assert family is not None  # spec_for has refused a family not read here
+    qk_norm = family.qk_norm
     for name in header.tensors:
         if hf_name(name) is None or not qk_norm and name.endswith(QK_NORMS):
             raise ConfigError(f"{file} holds {name}, which a {header.get('general.architecture')} decoder does "
@@ -390,6 +398,8 @@ def tensor(data, t: Tensor):
     import numpy as np
     import torch
 
+    if t.nbytes is None:
+        raise ValueError(f"{t.name}'s ggml type {t.kind} cannot be read without the gguf package")
     raw = np.asarray(data[t.start:t.start + t.nbytes])
     if len(raw) != t.nbytes:
         raise ValueError(f"it is truncated within {t.name}")
@@ -416,7 +426,9 @@ def convert(spec: ModelSpec, header: Header, progress):
 
     from . import cache
 
-    permuted = header.family.permuted
+    family = header.family
+    assert family is not None  # spec_for has refused a family not read here
+    permuted = family.permuted
     full = read_header(header.path, arrays=("tokenizer.ggml.tokens", "tokenizer.ggml.merges"))
     with checks.tokenizer_errors(f"{header.path.name}'s vocabulary"):  # first: a broken one costs no conversion
         tokenizer, kind = build_tokenizer(full)
@@ -425,11 +437,12 @@ def convert(spec: ModelSpec, header: Header, progress):
     total = len(header.tensors)
     for i, t in enumerate(header.tensors.values()):
         name = hf_name(t.name)
+        assert name is not None  # check_tensors has refused a tensor without one
         w = tensor(data, t)
         if permuted and ".self_attn.q_proj." in name:
             w = unpermute(w, spec.heads)
         elif permuted and ".self_attn.k_proj." in name:
-            w = unpermute(w, spec.kv_heads)
+            w = unpermute(w, spec.kv_head_count)
         weights[name] = w.contiguous()
         progress(i + 1, total)
     del data
@@ -466,7 +479,8 @@ def build_tokenizer(header: Header):
 
 def converted_bytes(header: Header) -> tuple[int, int]:
     """(the converted weights' bytes, the largest layer's bytes in float32), from the header."""
-    total, per_layer = 0, {}
+    total = 0
+    per_layer: dict[str, int] = {}  # by layer number
     for t in header.tensors.values():
         count = math.prod(t.shape)
         total += count * (2 if FLOATS.get(t.kind) in ("F16", "BF16") else 4)
@@ -530,7 +544,7 @@ def load(spec: ModelSpec, path: Path, progress=None, cache_folder: str | None = 
     texts = [f"<unused {i}>" for i in range(max(max(ids.values()) + 1, rows))]
     for tok, i in ids.items():  # a Python loop, not sorted(): other threads run meanwhile
         texts[i] = shown(tok, i in special)
-    shape = LlamaShape(spec.layers, spec.heads, spec.kv_heads, spec.d_k, meta["eps"], spec.rope_base)
+    shape = LlamaShape(spec.layers, spec.heads, spec.kv_head_count, spec.d_k, meta["eps"], spec.rope_base)
     checks.decoder_weights(path.name, converted.weights, shape, spec.d_model)
     checks.token_ids(path.name, ids, rows)
     bos = meta["bos_id"] if meta["add_bos"] and meta["bos_id"] >= 0 else None

@@ -24,6 +24,7 @@ from __future__ import annotations
 import functools
 import importlib.util
 import json
+from typing import Any
 from pathlib import Path
 
 from ..errors import ConfigError
@@ -266,8 +267,8 @@ def config_spec(cfg: dict, path: str, folder: Path, name: str, special=tuple, re
         if dict(scaling).get("rope_type") == "longrope":  # its short factors hold up to the original length
             positions = min(positions, dict(scaling)["original_max_position_embeddings"])
         limit = min(MAX_TOKENS, positions)
-        common = dict(layers=int(size(cfg, family, "layers")), heads=heads, d_model=d, d_k=d_k, d_v=d_k,
-                      max_tokens=limit)
+        common: dict[str, Any] = dict(layers=int(size(cfg, family, "layers")), heads=heads, d_model=d, d_k=d_k,
+                                      d_v=d_k, max_tokens=limit)
         if family.path == "encoder":
             from .encoder_config import spec_facts
 
@@ -461,7 +462,7 @@ def decoder_model(spec: ModelSpec, cfg: dict, weights: dict, tokenizer, folder: 
     eos = cfg.get("eos_token_id")
     eos = eos[0] if isinstance(eos, list) else eos
     eps = size(cfg, family, "eps") if family.norm == "layer" else cfg.get("rms_norm_eps")
-    shape = LlamaShape(spec.layers, spec.heads, spec.kv_heads, spec.d_k, float(eps or 1e-6), spec.rope_base,
+    shape = LlamaShape(spec.layers, spec.heads, spec.kv_head_count, spec.d_k, float(eps or 1e-6), spec.rope_base,
                        norm=family.norm, mlp=family.mlp, act=activation(cfg, family, folder), window=spec.window,
                        rope_scaling=spec.rope_scaling, scale=spec.scale, layer_scale=spec.layer_scale,
                        windows=spec.layer_windows,

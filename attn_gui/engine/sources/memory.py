@@ -17,11 +17,15 @@ past the model's embedding rows.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..errors import ConfigError
 from . import MODELS, REGISTERED, source
 from .families import FAMILIES
 from .spec import ModelSpec
+
+if TYPE_CHECKING:
+    from tokenizers import Tokenizer
 
 DEFAULT_NAME = "in-memory"
 _MODELS: dict[str, tuple[dict, dict, object]] = {}  # name: (config dict, weights, tokenizers.Tokenizer)
@@ -31,7 +35,7 @@ def _class_names(obj: object) -> set[str]:
     return {cls.__name__ for cls in type(obj).__mro__}
 
 
-def _tokenizer(tokenizer) -> object:
+def _tokenizer(tokenizer) -> Tokenizer:
     """``tokenizer`` as a ``tokenizers.Tokenizer``."""
     names = _class_names(tokenizer)
     if "Tokenizer" in names and type(tokenizer).__module__.startswith("tokenizers"):
@@ -93,7 +97,7 @@ def register(model, tokenizer, name: str | None = None) -> str:
         raise ConfigError("a TransformerLens HookedTransformer is not read yet; register the transformers model "
                           "it was made from (from_pretrained's hf_model)")
     config = getattr(model, "config", None)
-    if "PreTrainedModel" not in classes or not hasattr(config, "to_dict"):
+    if "PreTrainedModel" not in classes or config is None or not hasattr(config, "to_dict"):
         raise ConfigError(f"register() takes a transformers PreTrainedModel; got {type(model).__name__}")
     cfg = config.to_dict()
     kind = cfg.get("model_type")

@@ -57,7 +57,9 @@ def sentence_embedding(name: str, sentence: str) -> torch.Tensor:
 def _source(name: str) -> Source:
     from . import source
 
-    return source(name)
+    src = source(name)
+    assert isinstance(src, Source)  # a MiniLM name's module is this one
+    return src
 
 
 class Source(encoder.Source):

@@ -109,6 +109,11 @@ class ModelSpec:
     x_is: str = "the hidden state entering the layer"
     about: tuple[str, ...] = ("output is the attention block's output, before the residual and LayerNorm",)
 
+    @property
+    def kv_head_count(self) -> int:
+        """The key/value heads: ``kv_heads``, or one per head."""
+        return self.heads if self.kv_heads is None else self.kv_heads
+
     def rope_scaling_at(self, layer: int) -> tuple:
         """Layer ``layer``'s RoPE scaling (``rope_scaling``, or its entry of ``layer_rope_scalings``)."""
         return self.layer_rope_scalings[layer] if self.layer_rope_scalings else self.rope_scaling

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 
-from .byte_bpe import CONTROL, USER_DEFINED, shown
+from .byte_bpe import CONTROL, USER_DEFINED, merge_pairs, shown
 
 SPACE = "\u2581"  # "▁", the piece's spelling of a space
 _BYTE = re.compile(r"<0x([0-9A-Fa-f]{2})>")
@@ -53,7 +53,7 @@ def build_tokenizer(tokens: list[str], token_types: list[int], scores: list[floa
 
     vocab = {t: i for i, t in enumerate(tokens)}
     scored = dict(zip(tokens, scores, strict=False))
-    pairs = [tuple(m.split(" ")) for m in merges] if merges else merges_from_scores(vocab, scored)
+    pairs = merge_pairs(merges) if merges else merges_from_scores(vocab, scored)
     tok = Tokenizer(BPE(vocab=vocab, merges=pairs, fuse_unk=True, byte_fallback=True, dropout=None))
     tok.pre_tokenizer = pre_tokenizers.Metaspace(replacement=SPACE, prepend_scheme="first" if add_prefix_space
                                                  else "never", split=False)

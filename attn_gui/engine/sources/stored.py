@@ -127,7 +127,8 @@ def logits(last: torch.Tensor, w: Mapping[str, torch.Tensor], key: str) -> torch
 
 def need_bytes(files: list[Path]) -> tuple[int, int]:
     """(the weights' bytes on disk, the largest layer's bytes in float32), read from the headers only."""
-    disk, per_layer = 0, {}
+    disk = 0
+    per_layer: dict[str | None, int] = {}  # by layer number (None: outside the layers)
     for file in files:
         disk += file.stat().st_size
         with open(file, "rb") as f:

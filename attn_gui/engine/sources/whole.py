@@ -38,7 +38,7 @@ def model_whole(name: str) -> None:
     file = Path(name).expanduser()
     header = _checked_header(file)
     shapes = {hf_name(t.name): _Stored(t.shape) for t in header.tensors.values()}
-    shape = LlamaShape(spec.layers, spec.heads, spec.kv_heads, spec.d_k, 1e-6, spec.rope_base)
+    shape = LlamaShape(spec.layers, spec.heads, spec.kv_head_count, spec.d_k, 1e-6, spec.rope_base)
     decoder_weights(file.name, shapes, shape, spec.d_model)
     try:
         full = read_header(file, arrays=("tokenizer.ggml.tokens", "tokenizer.ggml.merges"))
