@@ -1,0 +1,376 @@
+"""The models already on this computer: the Hugging Face cache, Ollama's models and LM Studio's folder.
+
+Nothing is downloaded and no weight is read: a folder's config.json and a GGUF's header only,
+through ``model_spec``, so each model is listed with the one-line reason opening it would give
+when it cannot be opened here. The work is bounded (``MAX_ENTRIES`` per place, ``MAX_FILES``
+per folder, manifests of at most ``MANIFEST_BYTES``), symlinks are never followed into folders
+(a loop is never walked), and a broken or hostile entry (a manifest that is not JSON, a link to
+a missing blob, a file that is not a GGUF) is listed with its reason, never raised.
+
+Ollama stores a model as ``blobs/sha256-HEX`` with no ``.gguf`` name, which is how a GGUF path is
+recognised (``is_gguf``); each listed Ollama model gets a link named after it
+(``$ATTN_GUI_CACHE_DIR/ollama/MODEL-TAG.gguf``, or the user's cache folder's) that opens it,
+in the window and on the command line (``--model``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import json
+import os
+import re
+import stat
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import ConfigError
+from . import model_spec
+from .families import FAMILIES, regular
+
+MAX_ENTRIES = 2000  # models listed from one place at most: a scan stays bounded whatever the disk holds
+MAX_FILES = 10000  # files counted into one folder's size at most
+MANIFEST_BYTES = 2**20  # an Ollama manifest is a few hundred bytes
+DIGEST = re.compile(r"sha256:([0-9a-f]{64})")  # a manifest's layer digest: anything else could name a path
+OLLAMA_MODEL = "application/vnd.ollama.image.model"
+OLLAMA_REGISTRY = "registry.ollama.ai"
+
+
+@dataclass(frozen=True)
+class Found:
+    """One model found on disk.
+
+    Attributes
+    ----------
+    where : str
+        The place it was found: "Hugging Face", "Ollama" or "LM Studio".
+    name : str
+        Its name there: "ORG/NAME" (a snapshot other than refs/main's: "ORG/NAME@REV"), Ollama's
+        "MODEL:TAG", LM Studio's "PUBLISHER/REPO/FILE.gguf".
+    path : str
+        What is on disk: the snapshot folder, the .gguf file or Ollama's blob.
+    opens : str
+        The model path that opens it (``--model``, ``model_spec``): ``path``, or an Ollama model's link.
+    size : int or None
+        Its bytes on disk (a folder: its files, each blob counted once); None where it cannot be read.
+    family : str
+        The family it declares ("Llama"), or its ``model_type`` or architecture where none is read here
+        ("t5"); "" where unknown.
+    reason : str
+        Why it cannot be opened here, in one line; "" where it can.
+    """
+
+    where: str
+    name: str
+    path: str
+    opens: str
+    size: int | None
+    family: str
+    reason: str = ""
+
+    @property
+    def supported(self) -> bool:
+        return not self.reason
+
+
+@dataclass(frozen=True)
+class Discovery:
+    """The models found (``found``, in the order of ``looked``, each place's by name) and every folder
+    looked in (``looked``, whether it exists or not)."""
+
+    found: tuple[Found, ...]
+    looked: tuple[str, ...]
+
+
+def hf_hub(env) -> Path:
+    """Hugging Face's cache of models: ``$HF_HUB_CACHE``, else ``$HF_HOME/hub``, else ``~/.cache/huggingface/hub``
+    (huggingface_hub's order: the more specific variable wins)."""
+    if env.get("HF_HUB_CACHE"):
+        return Path(env["HF_HUB_CACHE"]).expanduser()
+    if env.get("HF_HOME"):
+        return Path(env["HF_HOME"]).expanduser() / "hub"
+    return _home(env) / ".cache" / "huggingface" / "hub"
+
+
+def ollama_models(env) -> Path:
+    """Ollama's models folder: ``$OLLAMA_MODELS``, else ``~/.ollama/models``."""
+    if env.get("OLLAMA_MODELS"):
+        return Path(env["OLLAMA_MODELS"]).expanduser()
+    return _home(env) / ".ollama" / "models"
+
+
+def lm_studio_models(env) -> list[Path]:
+    """LM Studio's models folders: ``~/.lmstudio/models`` and the older ``~/.cache/lm-studio/models``."""
+    home = _home(env)
+    return [home / ".lmstudio" / "models", home / ".cache" / "lm-studio" / "models"]
+
+
+def _home(env) -> Path:
+    return Path(env["HOME"]) if env.get("HOME") else Path.home()
+
+
+def discover(env=None, links: Path | None = None) -> Discovery:
+    """Every model in the Hugging Face cache, Ollama's and LM Studio's folders, with its size, family and
+    (for one that cannot be opened here) the reason; nothing is downloaded nor loaded.
+
+    Parameters
+    ----------
+    env : mapping, optional
+        The environment variables to read (``HF_HOME``, ``HF_HUB_CACHE``, ``OLLAMA_MODELS``, ``HOME``);
+        default ``os.environ``.
+    links : Path, optional
+        Where Ollama models' ``.gguf`` links go; default the cache folder's ``ollama``
+        (``cache.cache_root().parent``).
+
+    Returns
+    -------
+    Discovery
+    """
+    env = os.environ if env is None else env
+    hub, ollama, studios = hf_hub(env), ollama_models(env), lm_studio_models(env)
+    found = [*_bounded(_hf_cache(hub)), *_bounded(_ollama(ollama, links))]
+    for folder in studios:
+        found += _bounded(_lm_studio(folder))
+    return Discovery(tuple(found), tuple(str(p) for p in (hub, ollama, *studios)))
+
+
+def _bounded(entries) -> list[Found]:
+    out = []
+    for entry in entries:
+        if len(out) == MAX_ENTRIES:
+            break
+        out.append(entry)
+    return sorted(out, key=lambda f: f.name.lower())
+
+
+def _dirs(folder: Path) -> list[os.DirEntry]:
+    """The real sub-folders of ``folder`` (not links to one), by name; [] where it cannot be listed."""
+    try:
+        with os.scandir(folder) as it:
+            entries = list(itertools.islice(it, MAX_ENTRIES))
+    except OSError:
+        return []
+    return sorted((e for e in entries if _is_dir(e)), key=lambda e: e.name)
+
+
+def _is_dir(entry: os.DirEntry) -> bool:
+    try:
+        return entry.is_dir(follow_symlinks=False)
+    except OSError:
+        return False
+
+
+# ---------------------------------------------------------------- each model
+
+
+def _model(where: str, name: str, path: Path, opens: str | None = None) -> Found:
+    """The entry of the model folder or GGUF file ``path``: its size, family and ``model_spec``'s refusal."""
+    opens = str(path) if opens is None else opens
+    try:
+        size, dangling = _size(path)
+    except OSError as exc:
+        return Found(where, name, str(path), opens, None, "", f"{path.name} cannot be read: {_short(exc)}")
+    gguf = opens.lower().endswith(".gguf")
+    family = _gguf_family(Path(opens)) if gguf else _folder_family(path)
+    try:
+        model_spec(opens)
+    except ConfigError as exc:
+        return Found(where, name, str(path), opens, size, family, _short(exc))
+    except Exception as exc:  # noqa: BLE001  a hostile file must not end the scan: the bug is listed, not raised
+        return Found(where, name, str(path), opens, size, family, f"{path.name}: {type(exc).__name__}: {_short(exc)}")
+    if dangling:
+        return Found(where, name, str(path), opens, size, family,
+                     f"{path.name}/{dangling} links to a file that is missing (an unfinished or removed download)")
+    return Found(where, name, str(path), opens, size, family)
+
+
+def _size(path: Path) -> tuple[int, str]:
+    """The bytes of file ``path``, or of the files in folder ``path`` (each link's target counted once, links
+    to folders never followed); and the first link there whose target is missing ("" if none)."""
+    if not path.is_dir():
+        return os.stat(path).st_size, ""
+    total, seen, dangling, count = 0, set(), "", 0
+    for top, _dirs_here, files in os.walk(path):  # followlinks=False: a linked folder (a loop) is never entered
+        for name in sorted(files):
+            count += 1
+            if count > MAX_FILES:
+                return total, dangling
+            file = Path(top) / name
+            try:
+                st = os.stat(file)
+            except OSError:
+                dangling = dangling or str(file.relative_to(path))
+                continue
+            if stat.S_ISREG(st.st_mode) and (st.st_dev, st.st_ino) not in seen:
+                seen.add((st.st_dev, st.st_ino))
+                total += st.st_size
+    return total, dangling
+
+
+def _folder_family(folder: Path) -> str:
+    """The family label a folder's config.json declares, else its model_type; "" where it has none."""
+    from .checks import json_object
+
+    try:
+        kind = json_object(folder / "config.json", "config.json").get("model_type") if regular(
+            folder / "config.json") else None
+    except ConfigError:
+        return ""
+    if isinstance(kind, str):
+        return FAMILIES[kind].label if kind in FAMILIES else kind[:40]
+    return ""
+
+
+def _gguf_family(file: Path) -> str:
+    """The family label a GGUF's header declares, else its ``general.architecture``; "" where unreadable."""
+    from .gguf_file import read_header
+
+    if not regular(file):
+        return ""
+    try:
+        header = read_header(file, arrays=())
+    except Exception:  # noqa: BLE001  any unreadable header: its reason comes from model_spec
+        return ""
+    family = header.family
+    arch = header.get("general.architecture")
+    return family.label if family is not None else str(arch)[:40] if arch else ""
+
+
+def _short(exc: BaseException) -> str:
+    return " ".join(str(exc).split())[:300]
+
+
+# ---------------------------------------------------------------- the three places
+
+
+def _hf_cache(hub: Path):
+    """``models--ORG--NAME/snapshots/REV/``: each snapshot with a config.json, and each GGUF in one without."""
+    for repo in _dirs(hub):
+        if not repo.name.startswith("models--"):
+            continue  # datasets--, spaces--, .locks
+        name = repo.name.removeprefix("models--").replace("--", "/")
+        current = _ref(Path(repo.path) / "refs" / "main")
+        for snapshot in _dirs(Path(repo.path) / "snapshots"):
+            shown = name if snapshot.name == current else f"{name}@{snapshot.name[:8]}"
+            folder = Path(snapshot.path)
+            ggufs = _ggufs(folder)
+            if ggufs and not os.path.lexists(folder / "config.json"):
+                for file in ggufs:  # a repository of GGUF files (TheBloke's, bartowski's): each one a model
+                    yield _model("Hugging Face", f"{shown}/{file.name}", file)
+            else:
+                yield _model("Hugging Face", shown, folder)
+
+
+def _ref(file: Path) -> str:
+    """The revision ``refs/main`` names (a 40-hex commit), "" where it names none."""
+    try:
+        if regular(file) and file.stat().st_size <= 256:
+            text = file.read_text("ascii", errors="replace").strip()
+            return text if re.fullmatch(r"[0-9a-f]{40}", text) else ""
+    except OSError:
+        pass
+    return ""
+
+
+def _ggufs(folder: Path) -> list[Path]:
+    try:
+        with os.scandir(folder) as it:
+            names = [e.name for e in itertools.islice(it, MAX_ENTRIES)]
+    except OSError:
+        return []
+    return [folder / n for n in sorted(names) if n.lower().endswith(".gguf")]
+
+
+def _ollama(models: Path, links: Path | None):
+    """``manifests/REGISTRY/NS/MODEL/TAG``: each manifest's model layer, the blob ``blobs/sha256-HEX``."""
+    for registry in _dirs(models / "manifests"):
+        for namespace in _dirs(Path(registry.path)):
+            for model in _dirs(Path(namespace.path)):
+                try:
+                    with os.scandir(model.path) as it:
+                        tags = sorted(itertools.islice(it, MAX_ENTRIES), key=lambda e: e.name)
+                except OSError:
+                    continue
+                for tag in tags:
+                    prefix = "" if registry.name == OLLAMA_REGISTRY else f"{registry.name}/"
+                    prefix += "" if namespace.name == "library" and not prefix else f"{namespace.name}/"
+                    yield _ollama_model(models, f"{prefix}{model.name}:{tag.name}", Path(tag.path), links)
+
+
+def _ollama_model(models: Path, name: str, manifest: Path, links: Path | None) -> Found:
+    where = "Ollama"
+    try:
+        digest = _model_digest(manifest)
+    except ConfigError as exc:
+        return Found(where, name, str(manifest), "", None, "", f"its manifest {exc}")
+    blob = models / "blobs" / f"sha256-{digest}"
+    if not os.path.lexists(blob):
+        return Found(where, name, str(blob), "", None, "", f"its blob sha256-{digest[:12]}… is missing")
+    if not regular(blob):
+        return Found(where, name, str(blob), "", None, "",
+                     f"its blob sha256-{digest[:12]}… is not a regular file (a link to nothing, a loop, a FIFO)")
+    try:
+        link = _link(blob, name, links)
+    except OSError as exc:
+        return Found(where, name, str(blob), "", os.stat(blob).st_size, _gguf_family(blob),
+                     f"attn-gui cannot make the .gguf link that opens it: {_short(exc)}")
+    return _model(where, name, blob, str(link))
+
+
+def _model_digest(manifest: Path) -> str:
+    """The hex digest of a manifest's model layer; ``ConfigError`` (in one line) where it names none."""
+    if not regular(manifest):
+        raise ConfigError("is not a regular file")
+    try:
+        if manifest.stat().st_size > MANIFEST_BYTES:
+            raise ConfigError(f"is larger than {MANIFEST_BYTES:,} bytes")
+        data = json.loads(manifest.read_bytes())
+    except (OSError, ValueError) as exc:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
+        raise ConfigError(f"is not JSON: {_short(exc)}") from None
+    layers = data.get("layers") if isinstance(data, dict) else None
+    if not isinstance(layers, list):
+        raise ConfigError("has no layers")
+    for layer in layers:
+        if isinstance(layer, dict) and layer.get("mediaType") == OLLAMA_MODEL:
+            match = DIGEST.fullmatch(str(layer.get("digest")))
+            if not match:
+                raise ConfigError(f"names the model's blob {str(layer.get('digest'))[:80]!r}, not sha256:HEX")
+            return match.group(1)
+    raise ConfigError(f"has no model layer ({OLLAMA_MODEL})")
+
+
+def link_folder() -> Path:
+    """Where Ollama models' ``.gguf`` links go: beside the converted models' cache (``cache.cache_root``)."""
+    from .cache import cache_root
+
+    return cache_root().parent / "ollama"
+
+
+def _link(blob: Path, name: str, links: Path | None) -> Path:
+    """A link named after Ollama's model ``name`` ("llama3.2:3b" -> llama3.2-3b.gguf) to its ``blob``, made
+    or moved to it where needed (a tag pulled again names a new blob)."""
+    folder = link_folder() if links is None else links
+    link = folder / (re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip("-.")[:120] + ".gguf")
+    target = str(blob.absolute())
+    with contextlib.suppress(OSError):  # no link yet, or not a link
+        if os.readlink(link) == target:
+            return link
+    folder.mkdir(parents=True, exist_ok=True)
+    temporary = folder / f".{link.name}.{os.getpid()}"
+    with contextlib.suppress(FileNotFoundError):
+        temporary.unlink()
+    os.symlink(target, temporary)
+    os.replace(temporary, link)  # atomic: another scan sees the old link or the new one
+    return link
+
+
+def _lm_studio(folder: Path):
+    """``PUBLISHER/REPO/*.gguf``, and a REPO folder with a config.json (a safetensors download)."""
+    for publisher in _dirs(folder):
+        for repo in _dirs(Path(publisher.path)):
+            path = Path(repo.path)
+            if os.path.lexists(path / "config.json"):
+                yield _model("LM Studio", f"{publisher.name}/{repo.name}", path)
+                continue
+            for file in _ggufs(path):
+                yield _model("LM Studio", f"{publisher.name}/{repo.name}/{file.name}", file)
