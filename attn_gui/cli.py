@@ -193,7 +193,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="attn-gui", description="Attention Explorer: watch self-attention computed, step by step.")
     p.add_argument("--version", action="version", version=f"attn-gui {__version__}")
     sub = p.add_subparsers(dest="command", parser_class=_Parser,
-                           metavar="{gui,export,generate,effects,attribute,train,corpus,lessons,lesson,bench}")
+                           metavar="{gui,export,generate,effects,attribute,train,corpus,lessons,lesson,models,bench}")
 
     gui = sub.add_parser("gui", help="open the window (the default)")
     gui.add_argument("--head", type=int, metavar="N", help="the head to show first, counted from 1 (default 1)")
@@ -249,6 +249,7 @@ def build_parser() -> argparse.ArgumentParser:
     les.add_argument("--step", type=int, default=1, metavar="N", help="the step to open, counted from 1 (default 1)")
 
     add_corpus_parser(sub)
+    add_models_parser(sub)
 
     b = sub.add_parser("bench", help="measure speed, latency and memory; print a table")
     b.add_argument("--quick", action="store_true", help="fewer sizes and repeats")
@@ -665,6 +666,41 @@ def _run_bench(args: argparse.Namespace) -> int:
     return 0
 
 
+def add_models_parser(sub) -> None:
+    m = sub.add_parser("models", allow_abbrev=False,
+                       help="list the models already on this computer (the Hugging Face cache, Ollama, LM Studio), "
+                            "each with its size and family, and why one cannot be opened; nothing is downloaded")
+    m.add_argument("--json", action="store_true", help="print the list as JSON instead of a table")
+
+
+def run_models(args: argparse.Namespace) -> int:
+    """``attn-gui models``: one row a model (where, name, size, family, the path that opens it or the reason
+    it cannot be opened); with nothing found, the folders looked in. 0."""
+    import dataclasses
+    import json
+
+    from .engine.sources.discover import discover
+    from .export.files import human
+
+    result = discover()
+    if args.json:
+        print(json.dumps({"looked": list(result.looked), "models": [
+            {**dataclasses.asdict(f), "supported": f.supported} for f in result.found]}, indent=1))
+        return 0
+    if not result.found:
+        print("No models found; looked in " + ", ".join(result.looked))
+        return 0
+    name = max(len(f.name) for f in result.found)
+    for f in result.found:
+        size = "?" if f.size is None else human(f.size)
+        last = f.opens if f.supported else f"cannot open: {one_line(f.reason)}"
+        print(f"{f.where:12}  {f.name:{name}}  {size:>10}  {f.family or '?':12}  {last}")
+    refused = sum(not f.supported for f in result.found)
+    count = len(result.found)
+    print(f"\n{count} model{'s' if count != 1 else ''}, {count - refused} can be opened (--model PATH)")
+    return 0
+
+
 NO_DISPLAY = ("so the window cannot open; run it in a desktop session or over ssh -X, or use attn-gui export / "
               "generate, which need none")
 
@@ -797,6 +833,8 @@ def _main(argv: list[str]) -> int:
             return run_corpus(args)
         if args.command == "bench":
             return _run_bench(args)
+        if args.command == "models":
+            return run_models(args)
     except UsageError as exc:
         print(exc, file=sys.stderr)
         return 2

@@ -3,8 +3,6 @@ layouts made here, with tiny checkpoints saved by transformers and GGUF files wr
 them. Sizes are checked against ``os.stat`` of the blobs, families against the model_type transformers
 saved and the architecture the GGUF declares, reasons against the refusal opening the path gives."""
 
-import hashlib
-import json
 import os
 import shutil
 from pathlib import Path
@@ -17,53 +15,9 @@ from attn_gui.engine.sources.discover import MAX_ENTRIES, discover
 
 pytest.importorskip("gguf")  # installed with attn-gui[models], which the test extra includes
 
+from disk_models import MAIN, OLD, blobs_size, empty_home, hf_snapshot, model_layer, ollama_blob, ollama_manifest  # noqa: E402
 from gguf_writing import byte_level_vocab, tiny, write_gguf  # noqa: E402
 from tiny_decoders import tiny_decoder  # noqa: E402
-
-MAIN = "1" * 40  # the commit refs/main names
-OLD = "2" * 40
-
-
-def hf_snapshot(hub: Path, repo: str, files: Path, revision: str = MAIN, main: bool = True) -> Path:
-    """``files`` moved into Hugging Face's cache as huggingface_hub lays it out: each file a blob named by
-    its sha256, linked from ``snapshots/REV/NAME`` as ``../../blobs/HASH``; refs/main names ``revision``."""
-    folder = hub / f"models--{repo.replace('/', '--')}"
-    snapshot = folder / "snapshots" / revision
-    snapshot.mkdir(parents=True)
-    (folder / "blobs").mkdir(exist_ok=True)
-    for file in sorted(files.iterdir()):
-        digest = hashlib.sha256(file.read_bytes()).hexdigest()
-        shutil.move(file, folder / "blobs" / digest)
-        os.symlink(f"../../blobs/{digest}", snapshot / file.name)
-    if main:
-        (folder / "refs").mkdir(exist_ok=True)
-        (folder / "refs" / "main").write_text(revision)
-    return snapshot
-
-
-def blobs_size(snapshot: Path) -> int:
-    return sum(os.stat(f).st_size for f in snapshot.iterdir())
-
-
-def ollama_manifest(models: Path, name: str, tag: str, layers: list | str, namespace: str = "library") -> Path:
-    manifest = models / "manifests" / "registry.ollama.ai" / namespace / name / tag
-    manifest.parent.mkdir(parents=True, exist_ok=True)
-    manifest.write_text(layers if isinstance(layers, str) else json.dumps({"schemaVersion": 2, "layers": layers}))
-    return manifest
-
-
-def ollama_blob(models: Path, gguf: Path) -> tuple[str, Path]:
-    data = gguf.read_bytes()
-    digest = hashlib.sha256(data).hexdigest()
-    (models / "blobs").mkdir(parents=True, exist_ok=True)
-    blob = models / "blobs" / f"sha256-{digest}"
-    blob.write_bytes(data)
-    return digest, blob
-
-
-def model_layer(digest: str) -> dict:
-    return {"mediaType": "application/vnd.ollama.image.model", "digest": f"sha256:{digest}", "size": 1}
-
 
 def refusal(path: str) -> str:
     with pytest.raises(ConfigError) as caught:
@@ -84,12 +38,7 @@ def ggufs(tmp_path_factory):
 
 @pytest.fixture
 def home(tmp_path, monkeypatch):
-    """An empty home folder; the variables of every place point into it or are unset."""
-    for key in ("HF_HOME", "HF_HUB_CACHE", "OLLAMA_MODELS"):
-        monkeypatch.delenv(key, raising=False)
-    monkeypatch.setenv("HOME", str(tmp_path / "home"))
-    (tmp_path / "home").mkdir()
-    return tmp_path / "home"
+    return empty_home(tmp_path, monkeypatch)
 
 
 def test_the_hugging_face_cache(home, tmp_path, monkeypatch, ggufs):
