@@ -100,6 +100,19 @@ class FileActions:
         self.statusBar().showMessage(f"Opened {spec.label} from {path}", 8000)
         return True
 
+    def open_listed_model_dialog(self) -> None:
+        """File → Open model…: the models on this computer (``ModelsDialog``); the one chosen opens as
+        ``open_model`` opens it, and the list stays open when it is refused."""
+        from .models_dialog import ModelsDialog
+
+        dialog = ModelsDialog(self)
+        dialog.setAttribute(QtCore.Qt.WidgetAttribute.WA_DeleteOnClose)
+        dialog.chosen.connect(lambda path: self.open_model(path) and dialog.accept())
+        dialog.folderRequested.connect(lambda: (dialog.reject(), self.open_model_dialog()))
+        dialog.ggufRequested.connect(lambda: (dialog.reject(), self.open_gguf_dialog()))
+        self.modelsDialog = dialog
+        dialog.open()
+
     def open_model_dialog(self) -> None:
         path = QtWidgets.QFileDialog.getExistingDirectory(
             self, "Open a model folder (config.json, *.safetensors, tokenizer.json)", self.settings.get("model_dir"))

@@ -21,12 +21,12 @@ def build_menus(win: QtWidgets.QMainWindow) -> None:
     win.saveSessionAction.setObjectName("saveSessionAction")
     win.saveSessionAction.setShortcut(QtGui.QKeySequence.StandardKey.Save)
     file_menu.addSeparator()
-    win.openModelAction = file_menu.addAction("Open model…", win.open_model_dialog)
+    win.openModelAction = file_menu.addAction("Open model…", win.open_listed_model_dialog)
     win.openModelAction.setObjectName("openModelAction")
     win.openModelAction.setShortcut(QtGui.QKeySequence("Ctrl+Shift+O"))
-    win.openModelAction.setToolTip("A Hugging Face model folder on this computer (config.json, *.safetensors, "
-                                   "tokenizer.json): BERT, RoBERTa, DistilBERT, GPT-2, Llama, Mistral, Qwen2, "
-                                   "Qwen3")
+    win.openModelAction.setToolTip("The models on this computer (the Hugging Face cache, Ollama, LM Studio), "
+                                   "or a Hugging Face model folder (config.json, *.safetensors, tokenizer.json): "
+                                   "BERT, RoBERTa, DistilBERT, GPT-2, Llama, Mistral, Qwen2, Qwen3")
     win.openGgufAction = file_menu.addAction("Open GGUF file…", win.open_gguf_dialog)
     win.openGgufAction.setObjectName("openGgufAction")
     win.openGgufAction.setToolTip("A llama.cpp model file on this computer (.gguf, quantized or not): Llama, "

@@ -16,6 +16,7 @@ in the window and on the command line (``--model``).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import itertools
 import json
 import os
@@ -258,7 +259,9 @@ def _hf_cache(hub: Path):
                 for file in ggufs:  # a repository of GGUF files (TheBloke's, bartowski's): each one a model
                     yield _model("Hugging Face", f"{shown}/{file.name}", file)
             else:
-                yield _model("Hugging Face", shown, folder)
+                found = _model("Hugging Face", shown, folder)
+                # refusals name the folder, here a commit hash: the repository's name says more
+                yield dataclasses.replace(found, reason=found.reason.replace(snapshot.name, shown, 1))
 
 
 def _ref(file: Path) -> str:

@@ -242,6 +242,8 @@ def spec_for(path: str) -> ModelSpec:
             raise ConfigError(f"{folder.name} has no {needed}{also}")
     cfg = checks.json_object(folder / "config.json", f"{folder.name}/config.json")
     name = folder.name if folder.name.lower() not in GENERIC else f"{folder.parent.name}/{folder.name}"
+    if folder.parent.name == "snapshots" and folder.parent.parent.name.startswith("models--"):  # the HF cache's
+        name = folder.parent.parent.name.removeprefix("models--").replace("--", "/")  # ORG/NAME, not the commit
     return config_spec(cfg, str(path), folder, name, lambda: special_tokens(folder))
 
 
