@@ -66,8 +66,10 @@ open it in the maps.</li>
 the other numbers do not change.</li>
 </ul>
 <p>Everything runs offline: the model's files are installed with the program, never downloaded.
-<b>File → Open model…</b> opens a model folder of your own (Hugging Face layout) and <b>File → Open GGUF
-file…</b> a llama.cpp .gguf file (Llama, Mistral, SmolLM, TinyLlama, Qwen2).</p>
+<b>File → Open model…</b> lists the models already on this computer (the Hugging Face cache, Ollama,
+LM Studio; the ones that cannot be opened greyed, with the reason) and opens one, or a model folder of
+your own (Hugging Face layout); <b>File → Open GGUF file…</b> opens a llama.cpp .gguf file
+(Llama, Mistral, SmolLM, TinyLlama, Qwen2).</p>
 """
 
 KEYS = """
