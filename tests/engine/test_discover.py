@@ -32,8 +32,10 @@ def ggufs(tmp_path_factory):
     vocab = len(byte_level_vocab()[0])
     qwen2 = Path(write_gguf(folder / "qwen2-tiny.gguf", tiny("qwen2", vocab, seed=3), "qwen2", "qwen2", "Tiny Qwen2"))
     llama = Path(write_gguf(folder / "llama-tiny.gguf", tiny("llama", vocab, seed=4), "llama", "llama", "Tiny Llama"))
+    falcon = Path(write_gguf(folder / "falcon-tiny.gguf", tiny("llama", vocab, seed=5), "falcon", "llama",
+                             "Tiny Falcon"))  # an architecture not read here
     (folder / "junk.gguf").write_bytes(b"not a model at all")
-    return {"qwen2": qwen2, "llama": llama, "junk": folder / "junk.gguf"}
+    return {"qwen2": qwen2, "llama": llama, "falcon": falcon, "junk": folder / "junk.gguf"}
 
 
 @pytest.fixture
@@ -134,13 +136,17 @@ def test_lm_studio_folders(home, ggufs):
     old.mkdir(parents=True)
     shutil.copy(ggufs["qwen2"], new / "qwen2-tiny-Q8_0.gguf")
     shutil.copy(ggufs["llama"], old / "llama-tiny.gguf")
+    shutil.copy(ggufs["falcon"], new / "falcon-tiny.gguf")
     (new / "README.md").write_text("not a model")
 
     found = discover().found
+    falcon = refusal(str(new / "falcon-tiny.gguf"))
+    assert falcon.startswith("falcon-tiny.gguf is a 'falcon' GGUF; supported architectures: llama (Llama, Mistral")
     assert [(f.where, f.name, f.family, f.reason) for f in found] == [
+        ("LM Studio", "publisher/repo-GGUF/falcon-tiny.gguf", "falcon", falcon),
         ("LM Studio", "publisher/repo-GGUF/qwen2-tiny-Q8_0.gguf", "Qwen2", ""),
         ("LM Studio", "other/llama-GGUF/llama-tiny.gguf", "Llama", "")]
-    assert [f.size for f in found] == [os.stat(ggufs["qwen2"]).st_size, os.stat(ggufs["llama"]).st_size]
+    assert [f.size for f in found] == [os.stat(ggufs[k]).st_size for k in ("falcon", "qwen2", "llama")]
 
 
 def test_a_hostile_layout_is_listed_with_its_reasons(home, tmp_path, ggufs):

@@ -22,6 +22,7 @@ import json
 import os
 import re
 import stat
+import struct
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -32,6 +33,7 @@ from .families import FAMILIES, regular
 MAX_ENTRIES = 2000  # models listed from one place at most: a scan stays bounded whatever the disk holds
 MAX_FILES = 10000  # files counted into one folder's size at most
 MANIFEST_BYTES = 2**20  # an Ollama manifest is a few hundred bytes
+HEAD_BYTES = 2**16  # a GGUF's first bytes, read for its architecture and name
 DIGEST = re.compile(r"sha256:([0-9a-f]{64})")  # a manifest's layer digest: anything else could name a path
 OLLAMA_MODEL = "application/vnd.ollama.image.model"
 OLLAMA_REGISTRY = "registry.ollama.ai"
@@ -224,17 +226,51 @@ def _folder_family(folder: Path) -> str:
 
 def _gguf_family(file: Path) -> str:
     """The family label a GGUF's header declares, else its ``general.architecture``; "" where unreadable."""
-    from .gguf_file import read_header
+    from .families import gguf_family
 
     if not regular(file):
         return ""
     try:
-        header = read_header(file, arrays=())
-    except Exception:  # noqa: BLE001  any unreadable header: its reason comes from model_spec
+        with open(file, "rb") as f:
+            first = f.read(HEAD_BYTES)
+        names = _leading_strings(first)
+    except (OSError, ValueError, struct.error):  # its reason comes from model_spec
         return ""
-    family = header.family
-    arch = header.get("general.architecture")
-    return family.label if family is not None else str(arch)[:40] if arch else ""
+    arch = names.get("general.architecture")
+    if not arch:
+        return ""
+    family = gguf_family(arch, names.get("general.name", ""))
+    return family.label if family is not None else arch[:40]
+
+
+_SIZES = {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}  # GGUF's scalar value types
+
+
+def _leading_strings(data: bytes) -> dict[str, str]:
+    """The string values of a GGUF header's first keys, up to its first array: llama.cpp writes
+    ``general.architecture`` and ``general.name`` there, before the vocabulary, whose hundred thousand
+    strings ``read_header`` walks (a third of a second for SmolLM2's 49,152); a few bytes are read here."""
+    if data[:4] != b"GGUF":
+        raise ValueError("not a GGUF")
+    _version, _tensors, fields = struct.unpack_from("<IQQ", data, 4)
+    pos, found = 24, {}
+    for _ in range(min(fields, 64)):
+        (n,) = struct.unpack_from("<Q", data, pos)
+        key = data[pos + 8:pos + 8 + n].decode("utf-8", errors="replace")
+        pos += 8 + n
+        (kind,) = struct.unpack_from("<I", data, pos)
+        pos += 4
+        if kind == 8:  # a string
+            (n,) = struct.unpack_from("<Q", data, pos)
+            found[key] = data[pos + 8:pos + 8 + n].decode("utf-8", errors="replace")
+            pos += 8 + n
+        elif kind in _SIZES:
+            pos += _SIZES[kind]
+        else:  # an array (the vocabulary): what follows is not needed
+            break
+        if pos > len(data):
+            break
+    return found
 
 
 def _short(exc: BaseException) -> str:
