@@ -138,7 +138,7 @@ def discover(env=None, links: Path | None = None) -> Discovery:
 
 
 def _bounded(entries) -> list[Found]:
-    out = []
+    out: list[Found] = []
     for entry in entries:
         if len(out) == MAX_ENTRIES:
             break
