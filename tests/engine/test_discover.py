@@ -17,7 +17,17 @@ pytest.importorskip("gguf")  # installed with attn-gui[models], which the test e
 
 from disk_models import MAIN, OLD, blobs_size, empty_home, hf_snapshot, model_layer, ollama_blob, ollama_manifest  # noqa: E402
 from gguf_writing import byte_level_vocab, tiny, write_gguf  # noqa: E402
-from tiny_decoders import tiny_decoder  # noqa: E402
+from tiny_decoders import SENTENCE, tiny_decoder  # noqa: E402
+from transformers_peer import alphas_equal_transformers  # noqa: E402
+
+def refusal_whole(path: str) -> str:
+    """What opening ``path`` in the window says (``model_whole``: the weights read too)."""
+    from attn_gui.engine.sources.whole import model_whole
+
+    with pytest.raises(ConfigError) as caught:
+        model_whole(path)
+    return str(caught.value)
+
 
 def refusal(path: str) -> str:
     with pytest.raises(ConfigError) as caught:
@@ -49,6 +59,9 @@ def test_the_hugging_face_cache(home, tmp_path, monkeypatch, ggufs):
     saved = tmp_path / "saved"
     saved.mkdir()
     hf = tiny_decoder("llama", saved)
+    (saved / "model.safetensors").unlink()
+    hf.save_pretrained(saved, max_shard_size="40KB")  # shards and their index, each a blob in the cache
+    assert len(list(saved.glob("model-*-of-*.safetensors"))) > 1
     current = hf_snapshot(hub, "org/tiny-llama", saved)
     (tmp_path / "old").mkdir()
     tiny_decoder("qwen2", tmp_path / "old")
@@ -71,6 +84,7 @@ def test_the_hugging_face_cache(home, tmp_path, monkeypatch, ggufs):
     assert hf.config.model_type == "llama" and llama.family == "Llama"
     spec = model_spec(llama.opens)
     assert spec.layers == hf.config.num_hidden_layers and spec.label.startswith("org/tiny-llama (Llama")
+    alphas_equal_transformers(llama.opens, hf, SENTENCE)  # the listed path opens the model, shards and all
     qwen2 = found[f"org/tiny-llama@{OLD[:8]}"]
     assert (qwen2.path, qwen2.family, qwen2.size) == (str(older), "Qwen2", blobs_size(older))
     t5_entry = found["google/tiny-t5"]
@@ -179,8 +193,8 @@ def test_a_hostile_layout_is_listed_with_its_reasons(home, tmp_path, ggufs):
     assert reasons["gone:latest"] == f"its blob sha256-{'a' * 12}… is missing"
     assert reasons["loop:latest"].startswith(f"its blob sha256-{'b' * 12}… is not a regular file")
     assert reasons["nolayer:latest"] == "its manifest has no model layer (application/vnd.ollama.image.model)"
-    assert reasons["org/half"] == "org/half/model.safetensors links to a file that is missing (an unfinished or " \
-                               "removed download)"
+    assert reasons["org/half"] == refusal_whole(str(snapshot)).replace(MAIN, "org/half") == \
+        "org/half has no weights: model.safetensors is missing"
     assert found["org/half"].family == "Llama"
     assert reasons["pub/repo/dangling.gguf"].startswith("dangling.gguf cannot be read:")
     assert reasons["pub/repo/fifo.gguf"] == refusal(str(studio / "fifo.gguf"))

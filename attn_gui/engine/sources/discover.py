@@ -167,47 +167,47 @@ def _is_dir(entry: os.DirEntry) -> bool:
 
 
 def _model(where: str, name: str, path: Path, opens: str | None = None) -> Found:
-    """The entry of the model folder or GGUF file ``path``: its size, family and ``model_spec``'s refusal."""
+    """The entry of the model folder or GGUF file ``path``: its size, family and the refusal opening it gives
+    (``model_spec``'s, then a folder's missing weights, as ``hf.read_weights`` finds them)."""
     opens = str(path) if opens is None else opens
     try:
-        size, dangling = _size(path)
+        size = _size(path)
     except OSError as exc:
         return Found(where, name, str(path), opens, None, "", f"{path.name} cannot be read: {_short(exc)}")
     gguf = opens.lower().endswith(".gguf")
     family = _gguf_family(Path(opens)) if gguf else _folder_family(path)
     try:
-        model_spec(opens)
+        spec = model_spec(opens)
+        if not gguf and spec.module in ("decoder", "encoder"):
+            from .hf import weight_files
+
+            weight_files(path)  # names only: an unfinished download lacks a shard, or its blob
     except ConfigError as exc:
         return Found(where, name, str(path), opens, size, family, _short(exc))
     except Exception as exc:  # noqa: BLE001  a hostile file must not end the scan: the bug is listed, not raised
         return Found(where, name, str(path), opens, size, family, f"{path.name}: {type(exc).__name__}: {_short(exc)}")
-    if dangling:
-        return Found(where, name, str(path), opens, size, family,
-                     f"{path.name}/{dangling} links to a file that is missing (an unfinished or removed download)")
     return Found(where, name, str(path), opens, size, family)
 
 
-def _size(path: Path) -> tuple[int, str]:
-    """The bytes of file ``path``, or of the files in folder ``path`` (each link's target counted once, links
-    to folders never followed); and the first link there whose target is missing ("" if none)."""
+def _size(path: Path) -> int:
+    """The bytes of file ``path``, or of the files in folder ``path`` (each link's target counted once, a
+    link to nothing not at all, links to folders never followed)."""
     if not path.is_dir():
-        return os.stat(path).st_size, ""
-    total, seen, dangling, count = 0, set(), "", 0
+        return os.stat(path).st_size
+    total, seen, count = 0, set(), 0
     for top, _dirs_here, files in os.walk(path):  # followlinks=False: a linked folder (a loop) is never entered
-        for name in sorted(files):
+        for name in files:
             count += 1
             if count > MAX_FILES:
-                return total, dangling
-            file = Path(top) / name
+                return total
             try:
-                st = os.stat(file)
+                st = os.stat(Path(top) / name)
             except OSError:
-                dangling = dangling or str(file.relative_to(path))
                 continue
             if stat.S_ISREG(st.st_mode) and (st.st_dev, st.st_ino) not in seen:
                 seen.add((st.st_dev, st.st_ino))
                 total += st.st_size
-    return total, dangling
+    return total
 
 
 def _folder_family(folder: Path) -> str:
