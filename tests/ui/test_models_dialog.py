@@ -77,3 +77,16 @@ def test_the_list_offers_a_folder_elsewhere(window, qtbot, disk, monkeypatch):
     dialog = _listed(window, qtbot)
     dialog.folderButton.click()
     assert asked and not dialog.isVisible() and window.state.config.model is None
+
+
+def test_a_scan_that_fails_is_said_in_the_dialog(qtbot):
+    from attn_gui.ui.models_dialog import ModelsDialog
+
+    def scan():
+        raise PermissionError("a folder that cannot be listed")
+
+    dialog = ModelsDialog(scan=scan)
+    qtbot.addWidget(dialog)
+    qtbot.waitUntil(lambda: "could not be listed" in dialog.note.text(), timeout=20000)
+    assert dialog.note.text().endswith("PermissionError: a folder that cannot be listed")
+    assert dialog.items() == [] and not dialog.openButton.isEnabled()
