@@ -54,7 +54,7 @@ def model_layer(digest: str) -> dict:
 
 def empty_home(tmp_path: Path, monkeypatch) -> Path:
     """An empty home folder; the variables of every place point into it or are unset."""
-    for key in ("HF_HOME", "HF_HUB_CACHE", "OLLAMA_MODELS"):
+    for key in ("HF_HOME", "HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE", "XDG_CACHE_HOME", "OLLAMA_MODELS"):
         monkeypatch.delenv(key, raising=False)
     home = tmp_path / "home"
     home.mkdir()

@@ -5,9 +5,12 @@ saved and the architecture the GGUF declares, reasons against the refusal openin
 
 import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
+from huggingface_hub import scan_cache_dir  # the peer of the Hugging Face cache's layout (with transformers)
 
 from attn_gui.engine.errors import ConfigError
 from attn_gui.engine.sources import model_spec
@@ -91,18 +94,30 @@ def test_the_hugging_face_cache(home, tmp_path, monkeypatch, ggufs):
     assert t5_entry.family == "t5" and not t5_entry.supported
     assert t5_entry.reason == refusal(str(t5)).replace(MAIN, "google/tiny-t5")
     assert t5_entry.reason.startswith("google/tiny-t5 is a 't5' model; supported model_types: llama")
+    peer = {}  # huggingface_hub's own scan of its cache: each revision's size on disk, blobs counted once
+    for repo in scan_cache_dir(hub).repos:
+        for revision in repo.revisions if repo.repo_type == "model" else ():
+            shown = repo.repo_id if "main" in revision.refs else f"{repo.repo_id}@{revision.commit_hash[:8]}"
+            peer[shown] = revision.size_on_disk
+    mine = {}
+    for f in found.values():  # a repository of GGUF files is listed file by file
+        shown = f.name.rsplit("/", 1)[0] if f.name.endswith(".gguf") else f.name
+        mine[shown] = mine.get(shown, 0) + f.size
+    assert mine == peer
     gguf_entry = found["someone/qwen2-tiny-GGUF/qwen2-tiny-f32.gguf"]
     assert gguf_entry.family == "Qwen2" and gguf_entry.supported
     assert gguf_entry.size == os.stat(ggufs["qwen2"]).st_size == os.stat(quants / "qwen2-tiny-f32.gguf").st_size
 
 
-def test_hf_hub_cache_wins_over_hf_home(home, tmp_path, monkeypatch):
-    monkeypatch.setenv("HF_HOME", str(tmp_path / "elsewhere"))
-    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
-    assert discover().looked[0] == str(tmp_path / "hub")
-    monkeypatch.delenv("HF_HUB_CACHE")
-    monkeypatch.delenv("HF_HOME")
-    assert discover().looked[0] == str(home / ".cache" / "huggingface" / "hub")
+@pytest.mark.parametrize("variables", [{}, {"XDG_CACHE_HOME": "xdg"}, {"HF_HOME": "home", "XDG_CACHE_HOME": "xdg"},
+                                       {"HUGGINGFACE_HUB_CACHE": "old", "HF_HOME": "home"},
+                                       {"HF_HUB_CACHE": "hub", "HUGGINGFACE_HUB_CACHE": "old", "HF_HOME": "home"}])
+def test_the_hugging_face_cache_is_where_huggingface_hub_looks(home, tmp_path, variables):
+    env = {key: v for key, v in os.environ.items() if key not in ("XDG_CACHE_HOME", "HUGGINGFACE_HUB_CACHE")}
+    env.update({key: str(tmp_path / v) for key, v in variables.items()})
+    peer = subprocess.run([sys.executable, "-c", "import huggingface_hub.constants as c; print(c.HF_HUB_CACHE)"],
+                          env=env, capture_output=True, text=True, check=True).stdout.strip()
+    assert discover(env).looked[0] == peer
 
 
 def test_ollama_models_by_manifest_name(home, tmp_path, monkeypatch, ggufs):

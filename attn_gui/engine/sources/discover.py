@@ -86,13 +86,20 @@ class Discovery:
 
 
 def hf_hub(env) -> Path:
-    """Hugging Face's cache of models: ``$HF_HUB_CACHE``, else ``$HF_HOME/hub``, else ``~/.cache/huggingface/hub``
-    (huggingface_hub's order: the more specific variable wins)."""
-    if env.get("HF_HUB_CACHE"):
-        return Path(env["HF_HUB_CACHE"]).expanduser()
+    """Hugging Face's cache of models, as huggingface_hub finds it: ``$HF_HUB_CACHE``, else the older
+    ``$HUGGINGFACE_HUB_CACHE``, else ``$HF_HOME/hub``, else ``$XDG_CACHE_HOME/huggingface/hub``, else
+    ``~/.cache/huggingface/hub``."""
+    for key in ("HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE"):
+        if env.get(key):
+            return _path(env[key])
     if env.get("HF_HOME"):
-        return Path(env["HF_HOME"]).expanduser() / "hub"
-    return _home(env) / ".cache" / "huggingface" / "hub"
+        return _path(env["HF_HOME"]) / "hub"
+    cache = _path(env["XDG_CACHE_HOME"]) if env.get("XDG_CACHE_HOME") else _home(env) / ".cache"
+    return cache / "huggingface" / "hub"
+
+
+def _path(value: str) -> Path:
+    return Path(os.path.expanduser(os.path.expandvars(value)))
 
 
 def ollama_models(env) -> Path:
@@ -119,8 +126,8 @@ def discover(env=None, links: Path | None = None) -> Discovery:
     Parameters
     ----------
     env : mapping, optional
-        The environment variables to read (``HF_HOME``, ``HF_HUB_CACHE``, ``OLLAMA_MODELS``, ``HOME``);
-        default ``os.environ``.
+        The environment variables to read (``HF_HUB_CACHE``, ``HF_HOME``, ``XDG_CACHE_HOME``, ``OLLAMA_MODELS``,
+        ``HOME``); default ``os.environ``.
     links : Path, optional
         Where Ollama models' ``.gguf`` links go; default the cache folder's ``ollama``
         (``cache.cache_root().parent``).
