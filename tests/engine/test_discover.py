@@ -188,6 +188,7 @@ def test_a_hostile_layout_is_listed_with_its_reasons(home, tmp_path, ggufs):
     os.symlink(f"sha256-{'b' * 64}", models / "blobs" / f"sha256-{'b' * 64}")  # a link to itself
     ollama_manifest(models, "loop", "latest", [model_layer("b" * 64)])
     ollama_manifest(models, "nolayer", "latest", [])
+    ollama_manifest(models, "huge", "latest", " " * (2**20 + 1))
     os.symlink(models / "manifests", models / "manifests" / "registry.ollama.ai" / "library" / "around")
     hub = home / ".cache" / "huggingface" / "hub"
     (tmp_path / "dangling").mkdir()
@@ -207,13 +208,14 @@ def test_a_hostile_layout_is_listed_with_its_reasons(home, tmp_path, ggufs):
                                        "not sha256:HEX"
     assert reasons["gone:latest"] == f"its blob sha256-{'a' * 12}… is missing"
     assert reasons["loop:latest"].startswith(f"its blob sha256-{'b' * 12}… is not a regular file")
+    assert reasons["huge:latest"] == "its manifest is 1,048,577 bytes, more than a manifest's 1,048,576"
     assert reasons["nolayer:latest"] == "its manifest has no model layer (application/vnd.ollama.image.model)"
     assert reasons["org/half"] == refusal_whole(str(snapshot)).replace(MAIN, "org/half") == \
         "org/half has no weights: model.safetensors is missing"
     assert found["org/half"].family == "Llama"
     assert reasons["pub/repo/dangling.gguf"].startswith("dangling.gguf cannot be read:")
     assert reasons["pub/repo/fifo.gguf"] == refusal(str(studio / "fifo.gguf"))
-    assert len(found) == 8 and all(f.reason for f in found.values())
+    assert len(found) == 9 and all(f.reason for f in found.values())
 
 
 def test_nothing_found_says_where_it_looked(home):

@@ -105,7 +105,7 @@ def _path(value: str) -> Path:
 def ollama_models(env) -> Path:
     """Ollama's models folder: ``$OLLAMA_MODELS``, else ``~/.ollama/models``."""
     if env.get("OLLAMA_MODELS"):
-        return Path(env["OLLAMA_MODELS"]).expanduser()
+        return _path(env["OLLAMA_MODELS"])
     return _home(env) / ".ollama" / "models"
 
 
@@ -368,10 +368,15 @@ def _model_digest(manifest: Path) -> str:
     if not regular(manifest):
         raise ConfigError("is not a regular file")
     try:
-        if manifest.stat().st_size > MANIFEST_BYTES:
-            raise ConfigError(f"is larger than {MANIFEST_BYTES:,} bytes")
-        data = json.loads(manifest.read_bytes())
-    except (OSError, ValueError) as exc:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
+        size = manifest.stat().st_size
+        text = manifest.read_bytes() if size <= MANIFEST_BYTES else b""
+    except OSError as exc:
+        raise ConfigError(f"cannot be read: {_short(exc)}") from None
+    if size > MANIFEST_BYTES:
+        raise ConfigError(f"is {size:,} bytes, more than a manifest's {MANIFEST_BYTES:,}")
+    try:
+        data = json.loads(text)
+    except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
         raise ConfigError(f"is not JSON: {_short(exc)}") from None
     layers = data.get("layers") if isinstance(data, dict) else None
     if not isinstance(layers, list):
