@@ -18,7 +18,6 @@ from ..export.files import human
 from .worker import TaskThread
 
 COLUMNS = ("Model", "Size", "Family", "Opens / why it cannot")
-PLACES = ("Hugging Face cache", "Ollama", "LM Studio", "LM Studio (older folder)")  # in ``Discovery.looked``'s order
 PATH_ROLE = QtCore.Qt.ItemDataRole.UserRole
 
 
@@ -104,7 +103,7 @@ class ModelsDialog(QtWidgets.QDialog):
         self.discovery = outcome
         bold = self.tree.font()
         bold.setBold(True)
-        for place, folder in zip(PLACES, outcome.looked, strict=True):
+        for place, folder in zip(outcome.places, outcome.looked, strict=True):
             mine = [f for f in outcome.found if Path(f.path).is_relative_to(folder)]
             head = QtWidgets.QTreeWidgetItem(self.tree, [f"{place}: {folder}{'' if mine else '  (no models here)'}"])
             head.setFlags(QtCore.Qt.ItemFlag.ItemIsEnabled)

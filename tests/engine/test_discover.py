@@ -158,6 +158,19 @@ def test_ollama_models_folder_from_its_variable(home, tmp_path, monkeypatch, ggu
     assert (found.name, found.family, found.size, found.reason) == ("llama-tiny:q8", "Llama", os.stat(blob).st_size, "")
 
 
+def test_the_ollama_service_folder_too(home, tmp_path, monkeypatch, ggufs):
+    service = tmp_path / "usr-share-ollama" / "models"
+    monkeypatch.setattr("attn_gui.engine.sources.discover.SYSTEM_OLLAMA", service)
+    digest, blob = ollama_blob(service, ggufs["llama"])
+    ollama_manifest(service, "llama-tiny", "latest", [model_layer(digest)])
+    result = discover(links=tmp_path / "links")
+    assert result.places[1:3] == ("Ollama", "Ollama (its Linux service)") and result.looked[2] == str(service)
+    assert [(f.name, f.path, f.family, f.reason) for f in result.found] == [
+        ("llama-tiny:latest", str(blob), "Llama", "")]
+    monkeypatch.setenv("OLLAMA_MODELS", str(tmp_path / "mine"))  # Ollama reads that folder alone, and so here
+    assert discover(links=tmp_path / "links").looked[1:3] == (str(tmp_path / "mine"), str(home / ".lmstudio/models"))
+
+
 def test_lm_studio_folders(home, ggufs):
     new = home / ".lmstudio" / "models" / "publisher" / "repo-GGUF"
     old = home / ".cache" / "lm-studio" / "models" / "other" / "llama-GGUF"

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import itertools
 import json
 import os
@@ -37,6 +38,8 @@ HEAD_BYTES = 2**16  # a GGUF's first bytes, read for its architecture and name
 DIGEST = re.compile(r"sha256:([0-9a-f]{64})")  # a manifest's layer digest: anything else could name a path
 OLLAMA_MODEL = "application/vnd.ollama.image.model"
 OLLAMA_REGISTRY = "registry.ollama.ai"
+SYSTEM_OLLAMA = Path("/usr/share/ollama/.ollama/models")  # Linux's ollama service keeps its models here
+OLLAMA_PLACES = ("Ollama", "Ollama (its Linux service)")
 
 
 @dataclass(frozen=True)
@@ -83,6 +86,7 @@ class Discovery:
 
     found: tuple[Found, ...]
     looked: tuple[str, ...]
+    places: tuple[str, ...] = ()  # each folder's name for people ("Hugging Face cache"), as ``looked``
 
 
 def hf_hub(env) -> Path:
@@ -102,11 +106,13 @@ def _path(value: str) -> Path:
     return Path(os.path.expanduser(os.path.expandvars(value)))
 
 
-def ollama_models(env) -> Path:
-    """Ollama's models folder: ``$OLLAMA_MODELS``, else ``~/.ollama/models``."""
+def ollama_models(env) -> list[Path]:
+    """Ollama's models folders: ``$OLLAMA_MODELS``, else ``~/.ollama/models`` and, where it exists, the one of
+    Linux's ollama service (``SYSTEM_OLLAMA``)."""
     if env.get("OLLAMA_MODELS"):
-        return _path(env["OLLAMA_MODELS"])
-    return _home(env) / ".ollama" / "models"
+        return [_path(env["OLLAMA_MODELS"])]
+    own = _home(env) / ".ollama" / "models"
+    return [own, SYSTEM_OLLAMA] if SYSTEM_OLLAMA.is_dir() and SYSTEM_OLLAMA != own else [own]
 
 
 def lm_studio_models(env) -> list[Path]:
@@ -137,11 +143,14 @@ def discover(env=None, links: Path | None = None) -> Discovery:
     Discovery
     """
     env = os.environ if env is None else env
-    hub, ollama, studios = hf_hub(env), ollama_models(env), lm_studio_models(env)
-    found = [*_bounded(_hf_cache(hub)), *_bounded(_ollama(ollama, links))]
-    for folder in studios:
-        found += _bounded(_lm_studio(folder))
-    return Discovery(tuple(found), tuple(str(p) for p in (hub, ollama, *studios)))
+    ollama, (studio, older) = ollama_models(env), lm_studio_models(env)
+    in_ollama = functools.partial(_ollama, links=links)
+    places = [("Hugging Face cache", hf_hub(env), _hf_cache),
+              *((label, folder, in_ollama) for label, folder in zip(OLLAMA_PLACES[:len(ollama)], ollama, strict=True)),
+              ("LM Studio", studio, _lm_studio), ("LM Studio (older folder)", older, _lm_studio)]
+    found = [entry for _, folder, scan in places for entry in _bounded(scan(folder))]
+    return Discovery(tuple(found), tuple(str(folder) for _, folder, _ in places),
+                     tuple(label for label, _, _ in places))
 
 
 def _bounded(entries) -> list[Found]:
