@@ -24,6 +24,7 @@ import os
 import re
 import stat
 import struct
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -145,9 +146,10 @@ def discover(env=None, links: Path | None = None) -> Discovery:
     env = os.environ if env is None else env
     ollama, (studio, older) = ollama_models(env), lm_studio_models(env)
     in_ollama = functools.partial(_ollama, links=links)
-    places = [("Hugging Face cache", hf_hub(env), _hf_cache),
-              *((label, folder, in_ollama) for label, folder in zip(OLLAMA_PLACES[:len(ollama)], ollama, strict=True)),
-              ("LM Studio", studio, _lm_studio), ("LM Studio (older folder)", older, _lm_studio)]
+    places: list[tuple[str, Path, Callable[[Path], Iterator[Found]]]] = [
+        ("Hugging Face cache", hf_hub(env), _hf_cache),
+        *((label, folder, in_ollama) for label, folder in zip(OLLAMA_PLACES[:len(ollama)], ollama, strict=True)),
+        ("LM Studio", studio, _lm_studio), ("LM Studio (older folder)", older, _lm_studio)]
     found = [entry for _, folder, scan in places for entry in _bounded(scan(folder))]
     return Discovery(tuple(found), tuple(str(folder) for _, folder, _ in places),
                      tuple(label for label, _, _ in places))
@@ -296,7 +298,7 @@ def _short(exc: BaseException) -> str:
 # ---------------------------------------------------------------- the three places
 
 
-def _hf_cache(hub: Path):
+def _hf_cache(hub: Path) -> Iterator[Found]:
     """``models--ORG--NAME/snapshots/REV/``: each snapshot with a config.json, and each GGUF in one without."""
     for repo in _dirs(hub):
         if not repo.name.startswith("models--"):
@@ -336,7 +338,7 @@ def _ggufs(folder: Path) -> list[Path]:
     return [folder / n for n in sorted(names) if n.lower().endswith(".gguf")]
 
 
-def _ollama(models: Path, links: Path | None):
+def _ollama(models: Path, links: Path | None) -> Iterator[Found]:
     """``manifests/REGISTRY/NS/MODEL/TAG``: each manifest's model layer, the blob ``blobs/sha256-HEX``."""
     for registry in _dirs(models / "manifests"):
         for namespace in _dirs(Path(registry.path)):
@@ -424,7 +426,7 @@ def _link(blob: Path, name: str, links: Path | None) -> Path:
     return link
 
 
-def _lm_studio(folder: Path):
+def _lm_studio(folder: Path) -> Iterator[Found]:
     """``PUBLISHER/REPO/*.gguf``, and a REPO folder with a config.json (a safetensors download)."""
     for publisher in _dirs(folder):
         for repo in _dirs(Path(publisher.path)):
