@@ -581,8 +581,8 @@ def _train(args: argparse.Namespace, config) -> int:
 def add_corpus_parser(sub) -> None:
     """``attn-gui corpus``: per-head statistics of a model over a corpus, in-process or on Ray."""
     c = sub.add_parser("corpus", allow_abbrev=False,
-                       help="per-head statistics (previous-token, duplicate, induction, sink, distance, entropy) "
-                            "over a corpus, with top examples; on Ray with --ray")
+                       help="per-head statistics (previous-token, duplicate, induction, sink, distance, entropy, "
+                            "next-token DLA) over a corpus, with top examples; on Ray with --ray")
     c.add_argument("--model", required=True, metavar="NAME|PATH", help="a bundled model, a folder or a .gguf file")
     c.add_argument("--corpus", required=True, metavar="FILE",
                    help="a text file (one passage per line), .jsonl, .parquet or a datasets save_to_disk folder")
@@ -633,6 +633,8 @@ def run_corpus(args: argparse.Namespace) -> int:
     print(f"wrote heads.parquet, examples.parquet and manifest.json to {one_line(args.out)} ({m['passages']:,} "
           f"passages, {m['tokens']:,} tokens, {m['cut']:,} cut to {m['max_tokens']} tokens; {result.shards} shards, "
           f"{result.resumed} resumed{rate})")
+    if m["dla_not_computed"]:
+        print(f"no dla column: {m['dla_not_computed']}")
     return 0
 
 

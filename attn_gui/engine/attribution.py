@@ -464,3 +464,69 @@ def detect_heads(config: AttentionConfig, traced: Trace | None = None) -> Detect
     labels = [[DETECTORS[int(k)] if float(v) >= THRESHOLD else "" for v, k in zip(row_v, row_k, strict=True)]
               for row_v, row_k in zip(best, which, strict=True)]
     return Detection(scores, labels)
+
+
+def next_token_refusal(shape, predicts: bool = True) -> str | None:
+    """Why ``next_token_attribution`` cannot split a decoder of ``shape`` (one line), or None where it can."""
+    if not predicts:
+        return "the model has no language-model head (lm_head), so no next-token logit"
+    if shape.sandwich or shape.post_norm:
+        return "a norm after each attention block (Gemma 2's sandwich, OLMo 2's) stands between a head and the logit"
+    if shape.final_softcap is not None:
+        return "its logits are soft-capped (final_logit_softcapping), which no sum of head terms gives"
+    return None
+
+
+def next_token_attribution(w: dict, shape, ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Every head's direct logit attribution of the actual next token at every position of one passage, and the
+    attention weights of the same forward pass (the corpus census's ``dla``).
+
+    Position i (0-based, i < n - 1) is scored on the token that follows it, t = ids[i + 1]: head (l, h)'s term is
+    what it writes there, Z_h[i] W_O,h, through the final norm with its scale frozen at position i, dotted with the
+    unembedding row u_t, as ``direct_logit_attribution`` computes it at the last position (TransformerLens's
+    per-position DLA with ``tokens`` the actual next tokens). RMSNorm: s_i (Z_h[i] W_O,h) . (gamma * u_t);
+    LayerNorm: the write centred first, which is the same as centring gamma * u_t. The term splits over the keys
+    j the head read, alpha[i, j] (v_j W_O,h) . (...) (b_V rides in v, the weights sum to 1); the key whose share
+    is largest is returned beside it.
+
+    Parameters
+    ----------
+    w, shape : a decoder's weights and shape (``Source.decoder``); ``next_token_refusal(shape)`` must be None
+    ids : (n,) token ids
+
+    Returns
+    -------
+    weights (L, h, n, n), dla (L, h, n - 1) and key (L, h, n - 1), the key with the largest share (0-based).
+    """
+    n = ids.numel()
+    with torch.no_grad():
+        h = rows(w, "model.embed_tokens.weight", ids)  # (n, d), as llama.forward starts
+        if shape.embed_scale:
+            h = h * h.new_tensor(h.shape[-1] ** 0.5)
+        if "model.embed_positions.weight" in w:
+            h = h + rows(w, "model.embed_positions.weight", torch.arange(n, device=ids.device))
+        gain = w[FINAL + ".weight"]
+        if shape.norm == "gemma":  # Gemma's RMSNorm gain 1 + g
+            gain = 1.0 + gain.float()
+        unembed = "lm_head.weight" if "lm_head.weight" in w else "model.embed_tokens.weight"
+        read = rows(w, unembed, ids[1:]) * gain  # (n - 1, d): gamma * u_t at each position
+        if shape.norm == "layer":
+            read = read - read.mean(-1, keepdim=True)
+        weights, direct, keys = [], [], []
+        for layer in range(shape.layers):
+            h, _, steps = decoder_layer(h, w, layer, shape)
+            w_o = head_weights(w, layer, shape).w_o  # (d, h * d_v)
+            alpha, z = steps["weights"], steps["head_outputs"]  # (h, n, n), (h, n, d_v)
+            heads, d_v = z.shape[0], z.shape[-1]
+            through = torch.einsum("nd,dhv->hnv", read.to(z.dtype), w_o.view(-1, heads, d_v))  # (h, n - 1, d_v)
+            direct.append((z[:, :-1] * through).sum(-1))  # (h, n - 1)
+            v = steps["v"].repeat_interleave(heads // steps["v"].shape[0], 0)  # (h, n, d_v): GQA's shared heads
+            shares = alpha[:, :-1] * (through @ v.transpose(-2, -1))  # (h, n - 1, n): key j's part of the term
+            keys.append(shares.argmax(-1))
+            weights.append(alpha)
+        if shape.norm == "layer":
+            s = torch.rsqrt(h.var(-1, unbiased=False) + shape.eps)  # (n,): the final norm's frozen scale
+        else:
+            s = torch.rsqrt(h.float().pow(2).mean(-1) + shape.eps).to(h.dtype)
+        dla = torch.stack(direct) * s[:-1]  # (L, h, n - 1)
+    return torch.stack(weights), dla, torch.stack(keys)

@@ -19,6 +19,8 @@ the first row is never counted: in a decoder it has one key and says nothing):
 - ``sink``: alpha[i, 1], the weight on the first token;
 - ``distance``: sum_j alpha[i, j] |i - j|, in tokens;
 - ``entropy``: -sum_j alpha[i, j] ln alpha[i, j], in nats;
+- ``dla`` (decoders with a language-model head): the head's direct logit attribution of the actual
+  next token, rows i <= T - 1 scored on token i + 1 (``attribution.next_token_attribution``);
 - ``jsd`` (``compare``): the Jensen-Shannon divergence (nats) between the two models' rows;
 - ``pattern`` (``Pattern``): the fraction of the (query, key) pairs whose tokens match the
   pattern's two regular expressions that the head weights above its threshold.
@@ -40,6 +42,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from .attribution import next_token_attribution, next_token_refusal
 from .errors import UserError
 from .sources import MODELS, model_spec, source
 
@@ -51,10 +54,12 @@ STAT_HELP: dict[str, str] = {
     "sink": "alpha[i, 1], the weight on the first token, rows i >= 2",
     "distance": "sum_j alpha[i, j] |i - j| in tokens, rows i >= 2",
     "entropy": "-sum_j alpha[i, j] ln alpha[i, j] in nats, rows i >= 2",
+    "dla": "the head's direct logit attribution of the actual next token: its write at row i through the final "
+           "norm (scale frozen at i) dotted with the unembedding row of token i+1, rows i <= T-1",
     "jsd": "Jensen-Shannon divergence (nats) between the two models' alpha rows, rows i >= 2",
     "pattern": "fraction of the pattern's (query, key) token pairs weighted above its threshold",
 }
-FORMAT = 1  # of the shard files: a change makes older runs start again rather than mix
+FORMAT = 2  # of the shard files: a change makes older runs start again rather than mix
 INSTALL_HINT = "pip install 'attn-gui[corpus]' (ray and pyarrow)"
 
 
@@ -223,7 +228,9 @@ class Settings:
 
     @property
     def stats(self) -> tuple[str, ...]:
-        return STATS + (("jsd",) if self.compare else ()) + (("pattern",) if self.pattern else ())
+        """The statistics computed: ``STATS``, ``dla`` where the model has it (``dla_refusal``), then the options'."""
+        dla = () if dla_refusal(self.model) else ("dla",)
+        return STATS + dla + (("jsd",) if self.compare else ()) + (("pattern",) if self.pattern else ())
 
     def key(self, corpus: Corpus) -> dict:
         """What a stored shard must have been computed with to be reused."""
@@ -232,6 +239,14 @@ class Settings:
                 "models": [_model_identity(m) for m in models],
                 "top_k": self.top_k, "shard_size": self.shard_size,
                 "pattern": None if self.pattern is None else self.pattern.text}
+
+
+def dla_refusal(model: str) -> str | None:
+    """Why the census has no ``dla`` column for ``model`` (one line), or None where it has one (loads the model)."""
+    src = source(model)
+    if not hasattr(src, "decoder"):
+        return f"{src.spec.label} is an encoder: it predicts no next token"
+    return next_token_refusal(src.decoder("cpu", torch.float32)[1], src.predicts())
 
 
 def _model_identity(name: str) -> str:
@@ -255,8 +270,9 @@ def _key_masks(ids: torch.Tensor) -> dict[str, torch.Tensor]:
             "distance": (pos[:, None] - pos[None, :]).abs()}
 
 
-def passage_stats(weights: torch.Tensor, ids: Sequence[int],
-                  other: torch.Tensor | None = None) -> dict[str, tuple[int, np.ndarray, np.ndarray, np.ndarray]]:
+def passage_stats(weights: torch.Tensor, ids: Sequence[int], other: torch.Tensor | None = None,
+                  dla: tuple[torch.Tensor, torch.Tensor] | None = None
+                  ) -> dict[str, tuple[int, np.ndarray, np.ndarray, np.ndarray]]:
     """Each statistic of one passage, summed over its counted rows.
 
     Parameters
@@ -266,6 +282,9 @@ def passage_stats(weights: torch.Tensor, ids: Sequence[int],
     ids : T token ids
     other : (L, h, T, T) tensor, optional
         A second model's alpha on the same tokens: adds ``jsd``.
+    dla : ((L, h, T - 1), (L, h, T - 1)) tensors, optional
+        Each head's next-token DLA at rows 1 ... T - 1 and the key that gave most to it
+        (``next_token_attribution``): adds ``dla``.
 
     Returns
     -------
@@ -277,7 +296,7 @@ def passage_stats(weights: torch.Tensor, ids: Sequence[int],
     T = len(ids)
     pos = torch.arange(T)
     masks = _key_masks(torch.as_tensor(ids, dtype=torch.long))
-    rows = {name: pos >= 1 for name in (*STATS, "jsd")}
+    rows = {name: pos >= 1 for name in (*STATS, "jsd")}  # dla's own below
     rows["duplicate"] = masks["duplicate"].any(-1)
     rows["induction"] = masks["induction"].any(-1)
     alpha = weights.float()
@@ -291,6 +310,11 @@ def passage_stats(weights: torch.Tensor, ids: Sequence[int],
         m = (p + q) / 2
         jsd = 0.5 * (torch.xlogy(p, p) - torch.xlogy(p, m) + torch.xlogy(q, q) - torch.xlogy(q, m)).sum(-1)
         values["jsd"] = (jsd, (p - q).abs().argmax(-1))
+    if dla is not None:  # row T has no next token: padded, not counted
+        terms, keys = dla
+        pad = (0, 1)
+        values["dla"] = (torch.nn.functional.pad(terms.double(), pad), torch.nn.functional.pad(keys, pad))
+        rows["dla"] = pos < T - 1
     out = {}
     for name, (value, key) in values.items():
         counted = rows[name]
@@ -420,6 +444,7 @@ class ShardWorker:
         if settings.compare is not None:
             self.other = source(settings.compare)
             self.other.load()
+        self.dla = "dla" in settings.stats
 
     def pid(self) -> int:
         """This worker's process id (a test stops a Ray actor with it)."""
@@ -449,7 +474,13 @@ class ShardWorker:
                 continue
             total.tokens += len(ids)
             with torch.inference_mode():
-                _, weights = self.model.layer_inputs(torch.tensor(ids), "cpu", torch.float32)
+                dla = None
+                if self.dla:  # the weights of the same forward pass
+                    w, decoder_shape = self.model.decoder("cpu", torch.float32)
+                    weights, terms, keys = next_token_attribution(w, decoder_shape, torch.tensor(ids))
+                    dla = (terms, keys)
+                else:
+                    _, weights = self.model.layer_inputs(torch.tensor(ids), "cpu", torch.float32)
                 other = None
                 if self.other is not None:
                     other_ids = list(self.other.tokenize(text).token_ids[:limit])
@@ -458,7 +489,7 @@ class ShardWorker:
                                           f"is {len(ids)} tokens for one and {len(other_ids)} for the other, or "
                                           f"differs")
                     other = self.other.layer_inputs(torch.tensor(ids), "cpu", torch.float32)[1]
-                found = passage_stats(weights, ids, other)
+                found = passage_stats(weights, ids, other, dla)
                 if s.pattern is not None:
                     n, matches, best, query, key = pattern_stats(weights, tokens, s.pattern, self.spec.causal)
                     found["pattern"] = (n, matches, query, key)
@@ -611,6 +642,7 @@ def census(corpus: Corpus, out: str | os.PathLike, settings: Settings, *, runner
         "field": corpus.field, "passages": n, "blank_lines_skipped": corpus.blank, "tokens": totals.tokens,
         "cut": totals.cut, "max_tokens": model_spec(settings.model).max_tokens, "empty_passages": totals.empty,
         "rows": totals.counts, "statistics": {name: STAT_HELP[name] for name in settings.stats},
+        "dla_not_computed": dla_refusal(settings.model),
         "pattern": None if settings.pattern is None else asdict(settings.pattern), "top_k": settings.top_k,
         "shards": len(starts), "shard_size": size, "shards_resumed": len(starts) - len(todo),
         "seconds": round(elapsed, 3), "passages_per_second": round(state["now"] / elapsed, 3) if state["now"] else None,

@@ -15,6 +15,7 @@ from ..present.maps import MapData
 from ..render.heatmap import HeatmapView
 
 COLUMNS = ("rank", "score", "query → key", "passage")
+SIGNED = frozenset({"dla"})  # statistics of either sign: a diverging map centred on 0
 
 
 class CorpusPanel(QtWidgets.QWidget):
@@ -108,9 +109,12 @@ class CorpusPanel(QtWidgets.QWidget):
             return
         values = self.heads[name]
         m = self.manifest
-        self.grid.set_data(MapData(values, f"{name} over {m.get('passages', 0):,} passages", "weights",
+        signed = name in SIGNED
+        self.grid.set_data(MapData(values, f"{name} over {m.get('passages', 0):,} passages",
+                                   "signed" if signed else "weights",
                                    [f"layer {i + 1}" for i in range(values.shape[0])],
-                                   [f"head {j + 1}" for j in range(values.shape[1])], symbol=name, scale="max"))
+                                   [f"head {j + 1}" for j in range(values.shape[1])], symbol=name,
+                                   scale="auto" if signed else "max"))
         self.about.setText(f"<b>{name}</b>: {m.get('statistics', {}).get(name, '')}<br>{m.get('model', '')}, "
                            f"{m.get('passages', 0):,} passages, {m.get('tokens', 0):,} tokens, {m.get('cut', 0)} cut")
         self._fill_table()

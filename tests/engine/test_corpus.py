@@ -91,6 +91,63 @@ def test_every_statistic_equals_transformers_attentions(model, text_corpus, peer
     assert manifest["tokens"] == sum(len(t.split()) for t in corpus.passages)
 
 
+@pytest.fixture(scope="module")
+def hooked(model, text_corpus):
+    """Each passage's token ids, o_proj's inputs (L, T, h d_v) and the final norm's input (T, d), from transformers'
+    own forward through hooks."""
+    path, hf = model
+    captured = {}
+    handles = [layer.self_attn.o_proj.register_forward_pre_hook(
+        lambda module, args, i=i: captured.__setitem__(i, args[0][0].double()))
+        for i, layer in enumerate(hf.model.layers)]
+    handles.append(hf.model.norm.register_forward_pre_hook(
+        lambda module, args: captured.__setitem__("final", args[0][0].double())))
+    out = []
+    try:
+        for text in C.read_corpus(text_corpus).passages:
+            ids = list(C.source(path).tokenize(text).token_ids)
+            with torch.no_grad():
+                hf(torch.tensor([ids]))
+            out.append((ids, torch.stack([captured[i] for i in range(len(hf.model.layers))]), captured["final"]))
+    finally:
+        for handle in handles:
+            handle.remove()
+    return out
+
+
+def test_the_dla_of_the_next_token_equals_one_from_transformers_hooked_values(model, text_corpus, hooked, tmp_path):
+    """Each head's mean DLA over every position that has a next token: its slice of o_proj's input times its
+    columns of W_O, times the final RMSNorm's scale (on the norm's own input) and gain, dotted with the next
+    token's lm_head row."""
+    path, hf = model
+    corpus = C.read_corpus(text_corpus)
+    settings = C.Settings(model=path)
+    assert "dla" in settings.stats and C.dla_refusal(path) is None
+    result = C.census(corpus, tmp_path, settings, runner=run)
+    d_v, heads = 8, 4  # hidden 32 / 4 heads
+    gamma, eps, u = hf.model.norm.weight.detach().double(), hf.config.rms_norm_eps, hf.lm_head.weight.detach().double()
+    total, rows = torch.zeros(2, heads, dtype=torch.float64), 0
+    for ids, z, final in hooked:
+        s = torch.rsqrt(final.pow(2).mean(-1, keepdim=True) + eps)  # (T, 1)
+        for layer in range(2):
+            w_o = hf.model.layers[layer].self_attn.o_proj.weight.detach().double()
+            for head in range(heads):
+                cols = slice(head * d_v, (head + 1) * d_v)
+                write = z[layer][:, cols] @ w_o[:, cols].T  # (T, d): what the head adds to the residual
+                total[layer, head] += ((write * s * gamma)[:-1] * u[ids[1:]]).sum()
+        rows += len(ids) - 1
+    heads_table = C.read_heads(tmp_path)
+    assert result.totals.counts["dla"] == rows
+    want = (total / rows).numpy()
+    np.testing.assert_allclose(heads_table["dla"], want, atol=1e-4, rtol=0)
+    # the default draw's small W_O and lm_head give means of about 1e-3: relative to them too (6e-7 here)
+    np.testing.assert_allclose(heads_table["dla"], want, atol=1e-5 * np.abs(want).max(), rtol=0)
+    assert np.ptp(heads_table["dla"]) > 0.5 * np.abs(want).max()
+    examples = [e for e in C.read_examples(tmp_path) if e["statistic"] == "dla"]
+    assert examples and all(e["query"] < len(e["text"].split()) for e in examples)  # a row with a next token
+    assert json.loads((tmp_path / "manifest.json").read_text())["dla_not_computed"] is None
+
+
 def test_examples_are_the_top_passages_with_their_positions(model, text_corpus, peer, tmp_path):
     path, _ = model
     corpus = C.read_corpus(text_corpus)
@@ -272,3 +329,19 @@ def test_a_passage_longer_than_the_model_reads_is_cut_and_counted(model, tmp_pat
             alpha = torch.stack(hf(torch.tensor([ids]), output_attentions=True).attentions)[:, 0].double()
         total, rows = total + alpha.diagonal(-1, -2, -1).sum(-1), rows + len(ids) - 1
     np.testing.assert_allclose(C.read_heads(tmp_path / "out")["previous"], (total / rows).numpy(), atol=1e-4)
+
+
+def test_the_dla_is_left_out_where_no_sum_of_head_terms_gives_the_logit():
+    from dataclasses import replace
+
+    from attn_gui.engine.attribution import next_token_refusal
+    from attn_gui.engine.sources.llama import LlamaShape
+
+    plain = LlamaShape(layers=1, heads=2, kv_heads=1, d_k=4, eps=1e-5, rope_base=None)
+    assert next_token_refusal(plain) is None
+    assert "sandwich" in next_token_refusal(replace(plain, sandwich=True))
+    assert "OLMo 2" in next_token_refusal(replace(plain, post_norm=True))
+    assert "final_logit_softcapping" in next_token_refusal(replace(plain, final_softcap=30.0))
+    assert "lm_head" in next_token_refusal(plain, predicts=False)
+    assert "is an encoder" in C.dla_refusal("minilm-l6")  # no weights read: the bundled encoder's spec
+    assert "dla" not in C.Settings(model="minilm-l6").stats

@@ -27,7 +27,10 @@ def test_the_dock_shows_each_statistic_and_opens_an_example(window, qtbot, censu
     assert window.corpusDock.toggleViewAction() in window.menuBar().actions()[1].menu().actions()
     assert panel.load(census / "out")
     heads = C.read_heads(census / "out")
-    assert [panel.statistic.itemText(i) for i in range(panel.statistic.count())] == list(C.STATS)
+    assert [panel.statistic.itemText(i) for i in range(panel.statistic.count())] == [*C.STATS, "dla"]
+    panel.statistic.setCurrentText("dla")  # signed: a diverging map centred on 0
+    assert panel.grid.item.data.kind == "signed" and panel.grid.item.data.scale == "auto"
+    np.testing.assert_array_equal(panel.grid.item.data.matrix, heads["dla"])
     panel.statistic.setCurrentText("induction")
     np.testing.assert_array_equal(panel.grid.item.data.matrix, heads["induction"])
     panel.pick(1, 2)  # layer 2, head 3
