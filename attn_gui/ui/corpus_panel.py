@@ -4,6 +4,7 @@ click a head for its top passages, double-click one to open it in the explorer a
 
 from __future__ import annotations
 
+import html
 from pathlib import Path
 
 import numpy as np
@@ -60,6 +61,10 @@ class CorpusPanel(QtWidgets.QWidget):
         self.table.setEditTriggers(QtWidgets.QAbstractItemView.EditTrigger.NoEditTriggers)
         self.table.setSelectionBehavior(QtWidgets.QAbstractItemView.SelectionBehavior.SelectRows)
         self.table.setToolTip("Double-click an example to open it in the explorer at this head and query")
+        # the grid and the table take the dock's height, whatever it is: the wrapped labels make the dock's
+        # scroll area size the panel by its preferred height, which would push the grid's lower layers out of view
+        for tall in (self.grid, self.table):
+            tall.setSizePolicy(QtWidgets.QSizePolicy.Policy.Expanding, QtWidgets.QSizePolicy.Policy.Ignored)
 
         top = QtWidgets.QHBoxLayout()
         top.addWidget(self.openButton)
@@ -115,7 +120,8 @@ class CorpusPanel(QtWidgets.QWidget):
                                    [f"layer {i + 1}" for i in range(values.shape[0])],
                                    [f"head {j + 1}" for j in range(values.shape[1])], symbol=name,
                                    scale="auto" if signed else "max"))
-        self.about.setText(f"<b>{name}</b>: {m.get('statistics', {}).get(name, '')}<br>{m.get('model', '')}, "
+        definition = html.escape(m.get("statistics", {}).get(name, ""))  # "rows i <= T-1": not a tag
+        self.about.setText(f"<b>{name}</b>: {definition}<br>{html.escape(m.get('model', ''))}, "
                            f"{m.get('passages', 0):,} passages, {m.get('tokens', 0):,} tokens, {m.get('cut', 0)} cut")
         self._fill_table()
 

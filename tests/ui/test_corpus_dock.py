@@ -30,6 +30,7 @@ def test_the_dock_shows_each_statistic_and_opens_an_example(window, qtbot, censu
     assert [panel.statistic.itemText(i) for i in range(panel.statistic.count())] == [*C.STATS, "dla"]
     panel.statistic.setCurrentText("dla")  # signed: a diverging map centred on 0
     assert panel.grid.item.data.kind == "signed" and panel.grid.item.data.scale == "auto"
+    assert "rows i &lt;= T-1<br>" in panel.about.text()  # the definition escaped: its "<" starts no tag
     np.testing.assert_array_equal(panel.grid.item.data.matrix, heads["dla"])
     panel.statistic.setCurrentText("induction")
     np.testing.assert_array_equal(panel.grid.item.data.matrix, heads["induction"])
