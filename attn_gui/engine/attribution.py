@@ -516,6 +516,7 @@ def next_token_attribution(w: dict, shape, ids: torch.Tensor) -> tuple[torch.Ten
         for layer in range(shape.layers):
             h, _, steps = decoder_layer(h, w, layer, shape)
             w_o = head_weights(w, layer, shape).w_o  # (d, h * d_v)
+            assert w_o is not None  # a decoder layer has every projection
             alpha, z = steps["weights"], steps["head_outputs"]  # (h, n, n), (h, n, d_v)
             heads, d_v = z.shape[0], z.shape[-1]
             through = torch.einsum("nd,dhv->hnv", read.to(z.dtype), w_o.view(-1, heads, d_v))  # (h, n - 1, d_v)

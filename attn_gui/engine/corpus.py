@@ -44,7 +44,7 @@ import torch
 
 from .attribution import next_token_attribution, next_token_refusal
 from .errors import UserError
-from .sources import MODELS, model_spec, source
+from .sources import MODELS, decoder_of, model_spec, source
 
 STATS: tuple[str, ...] = ("previous", "duplicate", "induction", "sink", "distance", "entropy")
 STAT_HELP: dict[str, str] = {
@@ -243,9 +243,10 @@ class Settings:
 
 def dla_refusal(model: str) -> str | None:
     """Why the census has no ``dla`` column for ``model`` (one line), or None where it has one (loads the model)."""
-    src = source(model)
-    if not hasattr(src, "decoder"):
-        return f"{src.spec.label} is an encoder: it predicts no next token"
+    spec = model_spec(model)
+    if not spec.causal:
+        return f"{spec.label} is an encoder: it predicts no next token"
+    src = decoder_of(model)
     return next_token_refusal(src.decoder("cpu", torch.float32)[1], src.predicts())
 
 
@@ -444,7 +445,7 @@ class ShardWorker:
         if settings.compare is not None:
             self.other = source(settings.compare)
             self.other.load()
-        self.dla = "dla" in settings.stats
+        self.dla = decoder_of(settings.model) if "dla" in settings.stats else None  # its source, with dla
 
     def pid(self) -> int:
         """This worker's process id (a test stops a Ray actor with it)."""
@@ -475,8 +476,8 @@ class ShardWorker:
             total.tokens += len(ids)
             with torch.inference_mode():
                 dla = None
-                if self.dla:  # the weights of the same forward pass
-                    w, decoder_shape = self.model.decoder("cpu", torch.float32)
+                if self.dla is not None:  # the weights of the same forward pass
+                    w, decoder_shape = self.dla.decoder("cpu", torch.float32)
                     weights, terms, keys = next_token_attribution(w, decoder_shape, torch.tensor(ids))
                     dla = (terms, keys)
                 else:
