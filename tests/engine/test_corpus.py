@@ -93,8 +93,8 @@ def test_every_statistic_equals_transformers_attentions(model, text_corpus, peer
 
 @pytest.fixture(scope="module")
 def hooked(model, text_corpus):
-    """Each passage's token ids, o_proj's inputs (L, T, h d_v) and the final norm's input (T, d), from transformers'
-    own forward through hooks."""
+    """Each passage's token ids, o_proj's inputs (L, T, h d_v), the final norm's input (T, d), v_proj's outputs
+    (L, T, g d_v) and the attentions (L, h, T, T), from transformers' own forward through hooks."""
     path, hf = model
     captured = {}
     handles = [layer.self_attn.o_proj.register_forward_pre_hook(
@@ -102,13 +102,18 @@ def hooked(model, text_corpus):
         for i, layer in enumerate(hf.model.layers)]
     handles.append(hf.model.norm.register_forward_pre_hook(
         lambda module, args: captured.__setitem__("final", args[0][0].double())))
+    handles += [layer.self_attn.v_proj.register_forward_hook(
+        lambda module, args, out, i=i: captured.__setitem__(("v", i), out[0].double()))
+        for i, layer in enumerate(hf.model.layers)]
     out = []
     try:
         for text in C.read_corpus(text_corpus).passages:
             ids = list(C.source(path).tokenize(text).token_ids)
             with torch.no_grad():
-                hf(torch.tensor([ids]))
-            out.append((ids, torch.stack([captured[i] for i in range(len(hf.model.layers))]), captured["final"]))
+                attentions = hf(torch.tensor([ids]), output_attentions=True).attentions
+            layers = range(len(hf.model.layers))
+            out.append((ids, torch.stack([captured[i] for i in layers]), captured["final"],
+                        torch.stack([captured[("v", i)] for i in layers]), torch.stack([a[0] for a in attentions])))
     finally:
         for handle in handles:
             handle.remove()
@@ -127,14 +132,18 @@ def test_the_dla_of_the_next_token_equals_one_from_transformers_hooked_values(mo
     d_v, heads = 8, 4  # hidden 32 / 4 heads
     gamma, eps, u = hf.model.norm.weight.detach().double(), hf.config.rms_norm_eps, hf.lm_head.weight.detach().double()
     total, rows = torch.zeros(2, heads, dtype=torch.float64), 0
-    for ids, z, final in hooked:
+    shares = {}  # (passage, layer, head) -> (T - 1, T): key j's part of row i's term, alpha[i, j] (v_j W_O) . (...)
+    for passage, (ids, z, final, v, alpha) in enumerate(hooked):
         s = torch.rsqrt(final.pow(2).mean(-1, keepdim=True) + eps)  # (T, 1)
+        read = (s * gamma)[:-1] * u[ids[1:]]  # (T - 1, d)
         for layer in range(2):
             w_o = hf.model.layers[layer].self_attn.o_proj.weight.detach().double()
             for head in range(heads):
                 cols = slice(head * d_v, (head + 1) * d_v)
                 write = z[layer][:, cols] @ w_o[:, cols].T  # (T, d): what the head adds to the residual
-                total[layer, head] += ((write * s * gamma)[:-1] * u[ids[1:]]).sum()
+                total[layer, head] += (write[:-1] * read).sum()
+                kv = slice(head // 2 * d_v, (head // 2 + 1) * d_v)  # 4 heads share 2 K/V heads
+                shares[passage, layer, head] = alpha[layer, head, :-1] * (read @ (v[layer][:, kv] @ w_o[:, cols].T).T)
         rows += len(ids) - 1
     heads_table = C.read_heads(tmp_path)
     assert result.totals.counts["dla"] == rows
@@ -144,7 +153,11 @@ def test_the_dla_of_the_next_token_equals_one_from_transformers_hooked_values(mo
     np.testing.assert_allclose(heads_table["dla"], want, atol=1e-5 * np.abs(want).max(), rtol=0)
     assert np.ptp(heads_table["dla"]) > 0.5 * np.abs(want).max()
     examples = [e for e in C.read_examples(tmp_path) if e["statistic"] == "dla"]
-    assert examples and all(e["query"] < len(e["text"].split()) for e in examples)  # a row with a next token
+    assert len(examples) == 2 * heads * 5
+    for e in examples:  # the passage's mean, the row with the largest term (one with a next token), its top key
+        share = shares[e["passage"] - 1, e["layer"] - 1, e["head"] - 1]  # (T - 1, T)
+        assert e["score"] == pytest.approx(share.sum(-1).mean().item(), abs=1e-6)
+        assert e["query"] - 1 == int(share.sum(-1).argmax()) and e["key"] - 1 == int(share[e["query"] - 1].argmax())
     assert json.loads((tmp_path / "manifest.json").read_text())["dla_not_computed"] is None
 
 
