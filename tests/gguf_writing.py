@@ -146,3 +146,117 @@ def tiny(model_type, vocab_size, dtype=np.float32, tied=True, seed=0):
                 w.normal_()  # random gains and (Qwen2's) biases, not ones and zeros: they must be read
             w.copy_(torch.from_numpy(w.numpy().astype(dtype if w.ndim == 2 else np.float32).astype(np.float32)))
     return hf
+
+
+ARCHES = {"gemma2": "GEMMA2", "gemma3": "GEMMA3", "phi3": "PHI3", "olmo2": "OLMO2", "gptneox": "GPTNEOX",
+          "llama": "LLAMA"}  # general.architecture -> gguf-py's MODEL_ARCH
+
+
+def llama3_rope_freqs(d_k, rope):
+    """llama.cpp's rope_freqs of a Llama 3.1 RoPE (``LlamaModel.generate_extra_tensors``): per pair, 1 where the
+    wavelength is short, ``factor`` where it is long, 1 / ((1 - smooth) / factor + smooth) between."""
+    import math
+
+    freqs = 1.0 / (rope["rope_theta"] ** (torch.arange(0, d_k, 2, dtype=torch.float32) / d_k))
+    factor, low, high = rope["factor"], rope["low_freq_factor"], rope["high_freq_factor"]
+    old = rope["original_max_position_embeddings"]
+    out = []
+    for freq in freqs.tolist():
+        wavelen = 2 * math.pi / freq
+        if wavelen < old / high:
+            out.append(1)
+        elif wavelen > old / low:
+            out.append(factor)
+        else:
+            smooth = (old / wavelen - low) / (high - low)
+            out.append(1 / ((1 - smooth) / factor + smooth))
+    return np.array(out, dtype=np.float32)
+
+
+def write_converted(path, hf, arch, vocab, name):
+    """``hf`` (a tiny transformers decoder) as llama.cpp's converter (convert_hf_to_gguf.py) writes ``arch``:
+    Gemma2Model, Gemma3Model, Phi3MiniModel (LongRoPE's factors too), Olmo2Model, GPTNeoXModel, or LlamaModel
+    with a Llama 3.1 RoPE.
+
+    The metadata each ``set_gguf_parameters`` writes (Gemma 2 and GPT-NeoX write no rope.freq_base: llama.cpp
+    takes 10000; Phi-3 writes rope.scaling.original_context_length and a sliding window of 0 for none), the
+    tensor names of gguf-py's tensor_mapping (its ``get_tensor_name_map``, which the converter maps with), and
+    each ``modify_tensors``: Gemma's norm gains stored as 1 + g and its lm_head dropped, GPT-NeoX's per-head
+    query_key_value rows regrouped into [Q; K; V], Phi-3's qkv_proj and gate_up_proj kept fused, Llama's W_q and
+    W_k permuted and its rope_freqs (``LlamaModel.generate_extra_tensors``)."""
+    import math
+
+    import gguf
+
+    cfg = hf.config
+    rope = cfg.rope_parameters
+    rope = rope.get("full_attention", rope)  # Gemma 3: its global layers'
+    d, h = cfg.hidden_size, cfg.num_attention_heads
+    d_k = getattr(cfg, "head_dim", None) or d // h
+    writer = gguf.GGUFWriter(str(path), arch)
+    writer.add_name(name)
+    writer.add_context_length(cfg.max_position_embeddings)
+    writer.add_embedding_length(d)
+    writer.add_block_count(cfg.num_hidden_layers)
+    writer.add_feed_forward_length(cfg.intermediate_size)
+    writer.add_head_count(h)
+    if arch == "gptneox":
+        writer.add_rope_dimension_count(int(rope["partial_rotary_factor"] * d_k))
+        writer.add_parallel_residual(cfg.use_parallel_residual)
+        writer.add_layer_norm_eps(cfg.layer_norm_eps)
+    else:
+        writer.add_head_count_kv(cfg.num_key_value_heads)
+        writer.add_layer_norm_rms_eps(cfg.rms_norm_eps)
+    if arch in ("gemma2", "gemma3"):
+        writer.add_key_length(d_k)
+        writer.add_value_length(d_k)
+        writer.add_sliding_window(cfg.sliding_window)
+        if cfg.final_logit_softcapping:
+            writer.add_final_logit_softcapping(cfg.final_logit_softcapping)
+    if arch == "gemma2":
+        writer.add_attn_logit_softcapping(cfg.attn_logit_softcapping)
+    elif arch != "gptneox":
+        writer.add_rope_freq_base(rope["rope_theta"])
+    if arch == "gemma3" and rope.get("rope_type") == "linear":  # TextModel's linear scaling, the global layers'
+        writer.add_rope_scaling_type(gguf.RopeScalingType.LINEAR)
+        writer.add_rope_scaling_factor(rope["factor"])
+    if arch == "phi3":
+        original = rope.get("original_max_position_embeddings") or cfg.original_max_position_embeddings
+        writer.add_rope_scaling_orig_ctx_len(original)
+        writer.add_rope_dimension_count(int(rope.get("partial_rotary_factor", 1.0) * d) // h)
+        writer.add_sliding_window(cfg.sliding_window or 0)
+        if rope.get("long_factor"):  # Phi3MiniModel.generate_extra_tensors: LongRoPE's factors and attention factor
+            scale = cfg.max_position_embeddings / original
+            writer.add_rope_scaling_attn_factors(math.sqrt(1 + math.log(scale) / math.log(original)) if scale > 1
+                                                 else 1.0)
+            writer.add_tensor("rope_factors_long.weight", np.array(rope["long_factor"], dtype=np.float32))
+            writer.add_tensor("rope_factors_short.weight", np.array(rope["short_factor"], dtype=np.float32))
+    if arch == "llama":
+        writer.add_rope_dimension_count(d_k)
+    write_vocab(writer, vocab)
+    if vocab == "spm" and arch.startswith("gemma"):
+        writer.add_add_space_prefix(False)  # Gemma2Model.set_vocab
+    names = gguf.get_tensor_name_map(gguf.MODEL_ARCH[ARCHES[arch]], cfg.num_hidden_layers)
+    for key, w in hf.state_dict().items():
+        if key == "lm_head.weight" and (cfg.tie_word_embeddings or arch.startswith("gemma")):
+            continue
+        w = w.detach().float()
+        if arch.startswith("gemma") and key.endswith("norm.weight"):
+            w = w + 1
+        if arch == "gptneox" and ".query_key_value." in key:
+            w = w.reshape(h, 3, d_k, *w.shape[1:])
+            w = torch.cat([w[:, j].reshape(h * d_k, *w.shape[3:]) for j in range(3)])
+        if arch == "llama" and key.endswith("q_proj.weight"):
+            w = torch.from_numpy(permute(w.numpy(), h))
+        elif arch == "llama" and key.endswith("k_proj.weight"):
+            w = torch.from_numpy(permute(w.numpy(), cfg.num_key_value_heads))
+        out = names.get_name(key, try_suffixes=(".weight", ".bias"))
+        assert out is not None, key
+        writer.add_tensor(out, w.numpy())
+    if arch == "llama":
+        writer.add_tensor("rope_freqs.weight", llama3_rope_freqs(d_k, rope))
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return str(path)

@@ -1,4 +1,6 @@
-"""Scaled RoPE: the inverse frequencies of Llama 3.1, linear, dynamic (NTK), YaRN and LongRoPE scalings.
+"""Scaled RoPE: the inverse frequencies of Llama 3.1, linear, dynamic (NTK), YaRN and LongRoPE scalings, and
+llama.cpp's frequency factors (``freq_factors``: the divisor of each pair's frequency, which a GGUF of Llama 3.1
+stores as the tensor rope_freqs).
 
 Each is computed as transformers' ``modeling_rope_utils`` computes it (``_compute_llama3_parameters``
 …), in float32, for a model that reads at most its ``max_position_embeddings`` tokens (LongRoPE:
@@ -17,7 +19,7 @@ from typing import Any
 
 import torch
 
-KINDS = ("linear", "dynamic", "yarn", "longrope", "llama3")
+KINDS = ("linear", "dynamic", "yarn", "longrope", "llama3", "freq_factors")
 
 
 def plain_inv_freq(d_k: int, base: float) -> torch.Tensor:
@@ -36,6 +38,8 @@ def inv_freq(d_k: int, base: float, scaling: tuple[tuple[str, object], ...]) -> 
         return plain / p["factor"], 1.0
     if kind == "llama3":
         return _llama3(plain, p), 1.0
+    if kind == "freq_factors":  # each frequency divided by its own factor: Llama 3.1's, as a GGUF stores them
+        return plain / torch.tensor(p["freq_factors"], dtype=torch.float32), 1.0
     if kind == "yarn":
         return _yarn(d_k, base, p)
     if kind == "longrope":

@@ -87,25 +87,38 @@ class Family:
     layer_rope: bool = False  # Gemma 3: local and global layers each with their own RoPE (rope_parameters by type)
     gguf: str = ""  # the general.architecture llama.cpp writes it as ("": no GGUF of it is read here)
     permuted: bool = False  # llama.cpp's converter interleaved W_q's and W_k's rows for its RoPE (LlamaModel.permute)
+    gguf_names: tuple[tuple[str, str], ...] = ()  # llama.cpp's tensor leaves that are not Llama's, each with
+    #                   transformers' name (gguf_file.LEAVES); "self_attn.qkv_proj" and "mlp.gate_up_proj" are
+    #                   fused in the file and split when it is read (gguf_file.to_hf)
+    gguf_27b: int = 0  # Gemma: the block count llama.cpp takes for the 27B, whose scores it divides by
+    #                   √(d / h) instead of √key_length (llama-model.cpp, f_attention_scale)
     also: tuple[str, ...] = ()  # other models of the family, named where a GGUF is refused
     reads: tuple[str, ...] = DECODER_READS  # the config.json fields it honours (INERT ones aside)
     fixed: tuple[tuple[str, object], ...] = ()  # fields it runs at one value only; another is refused
 
+
+# llama.cpp's names of Gemma's sandwich norms (gguf-py's tensor_mapping: ATTN_POST_NORM, FFN_NORM, FFN_POST_NORM)
+GEMMA_NAMES = (("post_attention_norm", "post_attention_layernorm"), ("ffn_norm", "pre_feedforward_layernorm"),
+               ("post_ffw_norm", "post_feedforward_layernorm"))
 
 FAMILIES = {  # by config.json's model_type
     "llama": Family("Llama", gguf="llama", permuted=True, also=("SmolLM", "TinyLlama")),
     "mistral": Family("Mistral", window="every", gguf="llama", permuted=True),  # llama.cpp writes Mistral as llama
     "qwen2": Family("Qwen2", window="layers", gguf="qwen2"),
     "qwen3": Family("Qwen3", window="layers", qk_norm=True, gguf="qwen3"),  # Qwen3Model(Qwen2Model): no permute
-    "olmo2": Family("OLMo 2", qk_norm=True, post_norm=True),  # Olmo2Config: Llama's fields
-    "phi3": Family("Phi-3", window="every", rotary=1.0, rename="phi3", also=("Phi-4",)),  # fused qkv, gate_up
+    "olmo2": Family("OLMo 2", qk_norm=True, post_norm=True, gguf="olmo2",  # Olmo2Config: Llama's fields
+                    gguf_names=(("post_attention_norm", "post_attention_layernorm"),
+                                ("post_ffw_norm", "post_feedforward_layernorm"))),
+    "phi3": Family("Phi-3", window="every", rotary=1.0, rename="phi3", also=("Phi-4",),  # fused qkv, gate_up
+                   gguf="phi3", gguf_names=(("attn_qkv", "self_attn.qkv_proj"), ("ffn_up", "mlp.gate_up_proj"))),
     "gemma2": Family("Gemma 2", names=(("act", "hidden_activation"),), window="types", norm="gemma",
-                     act="gelu_pytorch_tanh", sandwich=True, embed_scale=True,
+                     act="gelu_pytorch_tanh", sandwich=True, embed_scale=True, gguf="gemma2",
+                     gguf_names=GEMMA_NAMES, gguf_27b=46,
                      reads=(*DECODER_READS, "hidden_activation", "query_pre_attn_scalar", "attn_logit_softcapping",
                             "final_logit_softcapping"), fixed=(("use_bidirectional_attention", False),)),
     "gemma3_text": Family("Gemma 3", names=(("act", "hidden_activation"),), window="types", norm="gemma",
                           act="gelu_pytorch_tanh", sandwich=True, embed_scale=True, qk_norm=True, window_pattern=6,
-                          layer_rope=True,
+                          layer_rope=True, gguf="gemma3", gguf_names=GEMMA_NAMES, gguf_27b=62,
                           reads=(*DECODER_READS, "hidden_activation", "query_pre_attn_scalar",
                                  "attn_logit_softcapping", "final_logit_softcapping", "rope_local_base_freq",
                                  "sliding_window_pattern", "_sliding_window_pattern"),
@@ -119,6 +132,7 @@ FAMILIES = {  # by config.json's model_type
                    fixed=(("add_cross_attention", False),)),
     "gpt_neox": Family("GPT-NeoX", norm="layer", mlp="plain", act="gelu", rotary=0.25, parallel=True,
                        rename="gpt_neox", also=("Pythia",),  # GPTNeoXConfig: rotary_pct 0.25, use_parallel_residual
+                       gguf="gptneox", gguf_names=(("attn_qkv", "self_attn.qkv_proj"),),
                        reads=("hidden_size", "num_attention_heads", "num_hidden_layers", "max_position_embeddings",
                               "layer_norm_eps", "hidden_act", "attention_bias", "rope_theta", "rotary_emb_base",
                               "rope_parameters", "rope_scaling", "rotary_pct", "partial_rotary_factor",

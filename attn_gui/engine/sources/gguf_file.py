@@ -6,21 +6,27 @@ often quantized. ``spec_for`` reads the header only (the metadata and the tensor
 and places, never their data), so a wrong file is refused in one line before anything loads.
 ``load`` then converts the tensors once, as SmolLM2's bundled file has always been converted:
 each dequantized with the ``gguf`` package (the numbers transformers dequantizes; float16 and
-bfloat16 tensors are kept as they are), renamed to transformers' names (``LEAVES``, ``TOP``),
-W_q and W_k un-permuted where llama.cpp's converter permuted them (``Family.permuted``), and the
-tokenizer built from the vocabulary (``byte_bpe`` for "gpt2", ``spm_bpe`` for "llama"); all of
-it is kept in the converted-weights cache (``cache.py``), keyed by the file's size and
-modification time, and later loads read the cache. The forward pass is ``llama.py``.
+bfloat16 tensors are kept as they are), renamed to transformers' names (``LEAVES``, ``TOP``, a
+family's ``gguf_names``) with each step of llama.cpp's converter undone (``to_hf``: W_q and W_k
+un-permuted where it permuted them, Gemma's norm gains less the 1 it added, fused Q/K/V and
+gate/up split), and the tokenizer built from the vocabulary (``byte_bpe`` for "gpt2", ``spm_bpe``
+for "llama"); all of it is kept in the converted-weights cache (``cache.py``), keyed by the file's
+size and modification time, and later loads read the cache. The forward pass is ``llama.py``.
 
 Architectures (``general.architecture``) are read through the one family table
 (``families.FAMILIES``, ``Family.gguf``): ``llama`` (Llama, SmolLM, TinyLlama; llama.cpp writes
 Mistral as llama too, told apart by ``general.name`` as transformers does), ``qwen2`` (Q/K/V
-biases) and ``qwen3`` (q and k RMS-normed per head). Refused in one line: any other architecture,
-RoPE scaling (``rope.scaling.type``, or Llama 3.1's ``rope_freqs.weight``), a RoPE over part of
-each head, a tokenizer other than those two, tensors a Llama decoder does not have or lacks, a
-truncated or corrupt file, a FIFO or device (never opened), and a file whose converted weights
-need more memory than is free. GGUF files of these architectures carry no sliding window:
-llama.cpp runs every layer over all keys, and so does this reader.
+biases), ``qwen3`` (q and k RMS-normed per head), ``gemma2`` and ``gemma3`` (soft-caps, local and
+global layers, sandwich norms; ``layer_attention``, ``score_scalar``), ``phi3`` (fused qkv and
+gate_up, partial RoPE, a window in every layer), ``olmo2`` (post-norms, q/k norms over all heads)
+and ``gptneox`` (LayerNorms, partial RoPE, the parallel residual). RoPE scaling: linear, and
+Llama 3.1's as llama.cpp stores it (the tensor rope_freqs; ``rope_of``). Refused in one line: any
+other architecture, another RoPE scaling (YaRN, Phi-3's LongRoPE factors), an ``{arch}.*`` key the
+family does not read (``check_keys``), a RoPE over part of each head outside Phi-3 and GPT-NeoX, a
+tokenizer other than those two, tensors the family's decoder does not have or lacks, a truncated
+or corrupt file, a FIFO or device (never opened), and a file whose converted weights need more
+memory than is free. The Llama and Qwen files' sliding windows are not read: llama.cpp runs every
+layer of them over all keys, and so does this reader.
 """
 
 from __future__ import annotations
@@ -46,7 +52,8 @@ CACHE_VERSION = 2  # change it when the conversion changes: older caches are reb
 
 TOKENIZERS = {"gpt2": "byte-level BPE", "llama": "SentencePiece BPE"}
 
-# llama.cpp's tensor names -> transformers' (blk.N.<leaf>.weight -> model.layers.N.<leaf>.weight)
+# llama.cpp's tensor names -> transformers' (blk.N.<leaf>.weight -> model.layers.N.<leaf>.weight): Llama's;
+# a family's own (``Family.gguf_names``) replace or add to them (``leaves``)
 LEAVES = {
     "attn_norm": "input_layernorm", "ffn_norm": "post_attention_layernorm",
     "attn_q": "self_attn.q_proj", "attn_k": "self_attn.k_proj", "attn_v": "self_attn.v_proj",
@@ -56,9 +63,7 @@ LEAVES = {
 }
 TOP = {"token_embd.weight": "model.embed_tokens.weight", "output_norm.weight": "model.norm.weight",
        "output.weight": "lm_head.weight"}
-QK_NORMS = ("attn_q_norm.weight", "attn_k_norm.weight")  # in every layer of a family with qk_norm, else none
-NEEDED = [f"{leaf}.weight" for leaf in LEAVES if f"{leaf}.weight" not in QK_NORMS]  # in every layer; biases
-# are optional (Qwen2's Q/K/V)
+ROPE_TENSORS = ("rope_freqs.weight", "rope_factors_short.weight", "rope_factors_long.weight")  # read by rope_of
 
 # ---------------------------------------------------------------- the header
 
@@ -269,11 +274,7 @@ def _spec_of(header: Header, name: str) -> ModelSpec:
     arch, family = header.get("general.architecture"), header.family
     if family is None:
         raise ConfigError(f"{file} is a {arch!r} GGUF; supported architectures: {supported_ggufs()}")
-    scaling = header.arch_key("rope.scaling.type")
-    if scaling not in (None, "none"):
-        raise ConfigError(f"{file} uses RoPE scaling {scaling!r}, which attn-gui does not apply yet")
-    if "rope_freqs.weight" in header.tensors:  # Llama 3.1's scaled frequencies, stored as a tensor
-        raise ConfigError(f"{file} uses RoPE scaling 'llama3' (rope_freqs.weight), which attn-gui does not apply yet")
+    check_keys(header, family)
     layers, heads, d = _int(header, "block_count"), _int(header, "attention.head_count"), \
         _int(header, "embedding_length")
     kv_heads = _int(header, "attention.head_count_kv", heads)
@@ -285,41 +286,193 @@ def _spec_of(header: Header, name: str) -> ModelSpec:
         raise ConfigError(f"{file}: its values have {_int(header, 'attention.value_length')} dimensions per head "
                           f"and its keys {d_k}, which attn-gui does not run yet")
     rotated = _int(header, "rope.dimension_count", d_k)
-    if rotated != d_k:
+    if rotated != d_k and (family.rotary is None or not 0 < rotated < d_k or rotated % 2):
         raise ConfigError(f"{file} rotates {rotated} of each head's {d_k} dimensions (partial RoPE), which "
-                          "attn-gui does not apply yet")
+                          f"attn-gui's {family.label} path does not apply" + ("" if family.rotary else
+                                                                             " (only Phi-3 and GPT-NeoX turn a part)"))
     tokenizer = header.get("tokenizer.ggml.model")
     if tokenizer not in TOKENIZERS:
         kinds = ", ".join(f"{k} ({v})" for k, v in TOKENIZERS.items())
         raise ConfigError(f"{file} has the tokenizer {tokenizer!r}; supported: {kinds}")
     if not header.get("tokenizer.ggml.tokens"):
         raise ConfigError(f"{file} has no vocabulary (tokenizer.ggml.tokens)")
-    check_tensors(header, layers, heads * d_k, d)
-    for key, default in (("rope.freq_base", 1e4), ("attention.layer_norm_rms_epsilon", 1e-6)):
+    check_tensors(header, layers, heads * d_k, kv_heads * d_k, d)
+    for key, default in (("rope.freq_base", 1e4), (eps_key(family), 1e-6)):
         checks.positive(file, key, header.arch_key(key, default))
     positions = int(header.arch_key("context_length", MAX_TOKENS) or MAX_TOKENS)
+    rope_base = float(header.arch_key("rope.freq_base", 1e4) or 1e4)
+    scaling = rope_of(header, rotated, positions)
+    if scaling and rotated != d_k:  # its scaled frequencies are over every dimension here, as for a folder
+        raise ConfigError(f"{file} rotates {rotated} of each head's {d_k} dimensions with a scaled RoPE "
+                          f"({dict(scaling)['rope_type']}), which attn-gui does not apply yet")
+    if dict(scaling).get("rope_type") == "longrope":  # its short factors hold up to the original length
+        positions = min(positions, dict(scaling)["original_max_position_embeddings"])
+    window, windows, bases, scalings = layer_attention(header, family, layers, rope_base, scaling)
     quantized = quantized_types(header)
     weights = (f"the weights are stored quantized ({', '.join(quantized)}) and dequantized to float32, "
                "as llama.cpp's own dequantization gives them") if quantized else ""
+    softcap = header.arch_key("attn_logit_softcapping")
     return decoder_spec(name, f"{header.path.name} ({family.label} decoder, GGUF)", "gguf_file", family,
                         weights=weights, layers=layers, heads=heads, kv_heads=kv_heads, d_model=d, d_k=d_k, d_v=d_k,
-                        max_tokens=min(MAX_TOKENS, positions), has_bias="blk.0.attn_q.bias" in header.tensors,
-                        rope_base=float(header.arch_key("rope.freq_base", 1e4) or 1e4),
+                        max_tokens=min(MAX_TOKENS, positions),
+                        has_bias="blk.0.attn_q.bias" in header.tensors or "blk.0.attn_qkv.bias" in header.tensors,
+                        rope_base=rope_base, rope_scaling=scaling, rope_dims=None if rotated == d_k else rotated,
+                        window=window, layer_windows=windows, layer_rope_bases=bases, layer_rope_scalings=scalings,
+                        softcap=None if softcap is None else checks.positive(file, "attn_logit_softcapping", softcap),
+                        score_scalar=score_scalar(family, layers, d // heads, d_k),
                         special_tokens=special_tokens(header))
 
 
-def check_tensors(header: Header, layers: int, q_rows: int, d: int) -> None:
-    """Refuse, in one line, a tensor a Llama decoder does not have, one it lacks, or a W_q of another shape."""
+def eps_key(family: Family) -> str:
+    """The metadata key of the norms' epsilon: LayerNorm's (GPT-NeoX) or RMSNorm's."""
+    return "attention.layer_norm_epsilon" if family.norm == "layer" else "attention.layer_norm_rms_epsilon"
+
+
+# the {arch}.* metadata every decoder here reads (sizes, RoPE), and those a family reads besides; sizes the tensors
+# carry (vocab_size, feed_forward_length) and the context length are read and checked against them or capped
+READS = ("context_length", "embedding_length", "block_count", "feed_forward_length", "vocab_size",
+         "attention.head_count", "attention.head_count_kv", "attention.key_length", "attention.value_length",
+         "rope.dimension_count", "rope.freq_base", "rope.scaling.type", "rope.scaling.factor")
+ALSO_READS = {
+    "gemma2": ("attention.sliding_window", "attention.sliding_window_pattern", "attn_logit_softcapping",
+               "final_logit_softcapping"),
+    "gemma3": ("attention.sliding_window", "attention.sliding_window_pattern", "attn_logit_softcapping",
+               "final_logit_softcapping", "rope.freq_base_swa"),
+    # Phi-3's original context length and attention factor: read by LongRoPE alone (rope_factors_*, rope_of)
+    "phi3": ("attention.sliding_window", "rope.scaling.original_context_length", "rope.scaling.attn_factor"),
+    "olmo2": ("attention.sliding_window",),  # OLMo 3's window: refused in layer_attention
+    "gptneox": ("use_parallel_residual",),
+}
+
+
+def check_keys(header: Header, family: Family) -> None:
+    """Refuse, in one line naming it, an ``{arch}.*`` key the family's path does not read (it could change the
+    numbers), as ``hf.check_fields`` refuses a config.json field."""
+    arch = header.get("general.architecture")
+    reads = {*READS, eps_key(family), *ALSO_READS.get(arch, ())}
+    for key, value in header.fields.items():
+        own = key.removeprefix(f"{arch}.")
+        if own != key and own not in reads and value is not None:
+            raise ConfigError(f"{header.path.name}: its metadata {key} = {value!s:.40} is not read by attn-gui's "
+                              f"{family.label} path (it could change the numbers)")
+
+
+def score_scalar(family: Family, layers: int, d_head: int, d_k: int) -> float | None:
+    """Gemma's query_pre_attn_scalar, which no GGUF carries: llama.cpp divides the scores by √(d / h) for the
+    27B (known by its block count, ``Family.gguf_27b``) and by √key_length otherwise (llama-model.cpp's
+    f_attention_scale, after gemma_pytorch's config); None for the other families (√d_k)."""
+    if not family.gguf_27b:
+        return None
+    return float(d_head if layers == family.gguf_27b else d_k)
+
+
+def rope_of(header: Header, rotated: int, positions: int) -> tuple:
+    """The RoPE scaling a GGUF declares (``engine.rope_scaling``; () for the plain one): rope.scaling.type
+    "linear" with rope.scaling.factor; Llama 3.1's scaled frequencies as llama.cpp's converter stores them,
+    the divisor of each pair's frequency in the tensor rope_freqs (``LlamaModel.generate_extra_tensors``);
+    or Phi-3's LongRoPE, its factors as the tensors rope_factors_short and rope_factors_long, its original
+    length and attention factor as metadata (``Phi3MiniModel``), read as transformers reads its folder.
+    Another kind is refused in one line."""
     file = header.path.name
-    family = header.family
+    kind = header.arch_key("rope.scaling.type")
+    kind = None if kind == "none" else kind
+    attention = header.arch_key("rope.scaling.attn_factor")
+    factors = {n: header.tensors.get(f"rope_factors_{n}.weight") for n in ("short", "long")}
+    if any(factors.values()):
+        if not all(factors.values()) or kind is not None:
+            raise ConfigError(f"{file}: its LongRoPE needs rope_factors_short and rope_factors_long and no "
+                              f"rope.scaling.type (it has {kind!r})")
+        short, long = (_small_floats(header, factors[n]) for n in ("short", "long"))
+        if not len(short) == len(long) == rotated // 2 or not all(math.isfinite(f) and f > 0 for f in short):
+            raise ConfigError(f"{file}: rope_factors_short holds {len(short)} factors and rope_factors_long "
+                              f"{len(long)}; RoPE turns {rotated // 2} pairs, each divided by a factor above 0")
+        original = int(_int(header, "rope.scaling.original_context_length"))
+        params = {"short_factor": tuple(short), "long_factor": tuple(long), "original_max_position_embeddings":
+                  original, "max_position_embeddings": positions, "rope_type": "longrope"}
+        if attention is not None:
+            params["attention_factor"] = checks.positive(file, "rope.scaling.attn_factor", attention)
+        return tuple(sorted(params.items()))
+    if attention is not None:
+        raise ConfigError(f"{file}: rope.scaling.attn_factor = {attention} scales RoPE only with Phi-3's LongRoPE "
+                          "factors, which the file does not hold")
+    freqs = header.tensors.get("rope_freqs.weight")
+    if freqs is not None:
+        if kind is not None:
+            raise ConfigError(f"{file} declares RoPE scaling {kind!r} and holds rope_freqs.weight; attn-gui applies "
+                              "one of them, not both")
+        factors = _small_floats(header, freqs)
+        if len(factors) != rotated // 2 or not all(math.isfinite(f) and f > 0 for f in factors):
+            raise ConfigError(f"{file}: rope_freqs.weight holds {len(factors)} factors; RoPE turns {rotated // 2} "
+                              "pairs, each divided by a finite factor above 0")
+        return (("freq_factors", tuple(factors)), ("rope_type", "freq_factors"))
+    if kind is None:
+        return ()
+    if kind != "linear":
+        raise ConfigError(f"{file} uses RoPE scaling {kind!r}, which attn-gui does not apply to a GGUF yet (it "
+                          "applies linear, and Llama 3.1's rope_freqs)")
+    factor = checks.positive(file, "rope.scaling.factor", header.arch_key("rope.scaling.factor"))
+    return (("factor", factor), ("max_position_embeddings", positions), ("rope_type", "linear"))
+
+
+def _small_floats(header: Header, t: Tensor) -> list[float]:
+    """A small float32 tensor's values (rope_freqs: d_k/2 of them), read from the file."""
+    import numpy as np
+
+    if FLOATS.get(t.kind) != "F32" or len(t.shape) != 1 or t.shape[0] > 4096:
+        raise ConfigError(f"{header.path.name}: {t.name} is not a vector of float32 (type {t.kind}, {t.shape})")
+    with open(header.path, "rb") as f:
+        f.seek(t.start)
+        return np.frombuffer(f.read(4 * t.shape[0]), dtype="<f4").astype(float).tolist()
+
+
+def layer_attention(header: Header, family: Family, layers: int, base: float, scaling: tuple):
+    """(the window of every layer, each layer's window, RoPE base and scaling) as llama.cpp reads the family.
+
+    Phi-3's attention.sliding_window (0: none) holds in every layer, as transformers applies it (llama.cpp
+    disables Phi's window, llama.cpp#13676: the same model, read as its folder is). Gemma's local and global
+    layers alternate as llama.cpp's ``set_swa_pattern`` lays them (Gemma 2: every 2nd layer global, Gemma 3:
+    every 6th; attention.sliding_window_pattern where the file has it); Gemma 3's local layers turn at
+    rope.freq_base_swa (llama.cpp's 10000 without it), unscaled, and its global ones at rope.freq_base with the
+    file's scaling. OLMo 3's window is refused; the Llama and Qwen files' windows are not read (llama.cpp runs
+    them over every key). Every tuple is () where the layers are alike."""
+    window = header.arch_key("attention.sliding_window")
+    window = int(window) if window else None  # absent or 0: no window
+    if family.post_norm and window:
+        raise ConfigError(f"{header.path.name} slides a window of {window} keys (OLMo 3), which attn-gui does not "
+                          "run for an olmo2 GGUF yet")
+    if family.window != "types":
+        return (window if family.window == "every" else None), (), (), ()
+    pattern = header.arch_key("attention.sliding_window_pattern", family.window_pattern)
+    if isinstance(pattern, (int, float)) and not isinstance(pattern, bool):
+        slides = [bool((i + 1) % int(pattern)) for i in range(layers)]
+    else:
+        slides = [bool(x) for x in pattern]
+        if len(slides) != layers:
+            raise ConfigError(f"{header.path.name}: attention.sliding_window_pattern has {len(slides)} entries for "
+                              f"{layers} layers")
+    local = [window is not None and s for s in slides]
+    windows = tuple(window if s else None for s in local)
+    if not family.layer_rope:
+        return None, windows, (), ()
+    local_base = checks.positive(header.path.name, "rope.freq_base_swa", header.arch_key("rope.freq_base_swa", 1e4))
+    return None, windows, tuple(local_base if s else base for s in local), tuple(() if s else scaling for s in local)
+
+
+def check_tensors(header: Header, layers: int, q_rows: int, kv_rows: int, d: int) -> None:
+    """Refuse, in one line, a tensor the family's decoder does not have, one it lacks, or a W_q of another shape
+    (``q_rows`` and ``kv_rows``: h·d_k and g·d_k; a fused attn_qkv holds both)."""
+    file, family = header.path.name, header.family
     assert family is not None  # spec_for has refused a family not read here
-    qk_norm = family.qk_norm
     for name in header.tensors:
-        if hf_name(name) is None or not qk_norm and name.endswith(QK_NORMS):
+        if hf_name(name, family) is None and name not in ROPE_TENSORS:
             raise ConfigError(f"{file} holds {name}, which a {header.get('general.architecture')} decoder does "
                               "not have here")
-    missing = [n for n in ("token_embd.weight", "output_norm.weight") if n not in header.tensors]
-    needed = NEEDED + list(QK_NORMS) if qk_norm else NEEDED
+    table = leaves(family)
+    norms = [leaf for leaf in table if leaf.endswith("norm") and leaf not in ("attn_q_norm", "attn_k_norm")]
+    biases = [f"{leaf}.bias" for leaf in norms] if family.norm == "layer" else []  # LayerNorm's bias
+    top = ["token_embd.weight", "output_norm.weight", *(["output_norm.bias"] if biases else [])]
+    missing = [n for n in top if n not in header.tensors]
+    needed = [f"{leaf}.weight" for leaf in table] + biases
     missing += [f"blk.{i}.{leaf}" for i in range(layers) for leaf in needed if f"blk.{i}.{leaf}" not in header.tensors]
     if missing:
         raise ConfigError(f"{file} lacks {missing[0]}" + (f" and {len(missing) - 1} more tensors" if len(missing) > 1
@@ -327,23 +480,77 @@ def check_tensors(header: Header, layers: int, q_rows: int, d: int) -> None:
     extra = [n for n in header.tensors if n.startswith("blk.") and int(n.split(".")[1]) >= layers]
     if extra:
         raise ConfigError(f"{file} holds {extra[0]} but declares {layers} layers")
-    got = header.tensors["blk.0.attn_q.weight"].shape
-    if tuple(got) != (q_rows, d):
-        raise ConfigError(f"{file}: its metadata say W_q is {(q_rows, d)}, the tensor is {tuple(got)}")
+    fused = "attn_qkv" in table
+    name, rows = ("attn_qkv", q_rows + 2 * kv_rows) if fused else ("attn_q", q_rows)
+    got = header.tensors[f"blk.0.{name}.weight"].shape
+    if tuple(got) != (rows, d):
+        raise ConfigError(f"{file}: its metadata say W_{name[5:]} is {(rows, d)}, the tensor is {tuple(got)}")
+
+
+def leaves(family: Family) -> dict[str, str]:
+    """llama.cpp's leaves of a layer's tensors -> transformers', for ``family``: Llama's (``LEAVES``) and the
+    family's own (``Family.gguf_names``). A fused attn_qkv stands for attn_q, attn_k and attn_v, a fused
+    gate_up (Phi-3's ffn_up) for ffn_gate; a plain MLP has no gate; OLMo 2's post-norms replace the norms
+    before attention and the MLP; q and k norms are there only where the family norms q and k."""
+    own = dict(family.gguf_names)
+    drop = set()
+    if "self_attn.qkv_proj" in own.values():
+        drop |= {"attn_q", "attn_k", "attn_v"}
+    if "mlp.gate_up_proj" in own.values() or family.mlp == "plain":
+        drop.add("ffn_gate")
+    if family.post_norm:
+        drop |= {"attn_norm", "ffn_norm"}
+    if not family.qk_norm:
+        drop |= {"attn_q_norm", "attn_k_norm"}
+    return {leaf: hf for leaf, hf in (LEAVES | own).items() if leaf not in drop}
 
 
 _LAYER_NAME = re.compile(r"blk\.(\d+)\.(\w+)\.(weight|bias)")
 
 
-def hf_name(name: str) -> str | None:
-    """transformers' name of llama.cpp's tensor ``name`` ("blk.3.attn_q.weight" ->
-    "model.layers.3.self_attn.q_proj.weight"), or None for a tensor this decoder does not have."""
-    if name in TOP:
-        return TOP[name]
+def hf_name(name: str, family: Family | None = None) -> str | None:
+    """transformers' name of llama.cpp's tensor ``name`` in a file of ``family`` (None: Llama's names),
+    ("blk.3.attn_q.weight" -> "model.layers.3.self_attn.q_proj.weight"), or None for a tensor this decoder does
+    not have. A norm's bias is read where the family's norm is a LayerNorm (GPT-NeoX), and only there."""
+    layer_norm = family is not None and family.norm == "layer"
+    if name in TOP or name == "output_norm.bias" and layer_norm:
+        return TOP.get(name, "model.norm.bias")
     match = _LAYER_NAME.fullmatch(name)
-    if match and match.group(2) in LEAVES:
-        return f"model.layers.{match.group(1)}.{LEAVES[match.group(2)]}.{match.group(3)}"
-    return None
+    table = LEAVES if family is None else leaves(family)
+    if not match or match.group(2) not in table:
+        return None
+    leaf, kind = match.group(2), match.group(3)
+    if kind == "bias" and leaf.endswith("norm") and not layer_norm:
+        return None
+    return f"model.layers.{match.group(1)}.{table[leaf]}.{kind}"
+
+
+def to_hf(name: str, w, spec: ModelSpec, family: Family) -> list[tuple[str, object]]:
+    """llama.cpp's tensor ``name`` (``w``) as transformers' tensors, each step of its converter undone
+    (``convert_hf_to_gguf.py``): W_q and W_k un-permuted where ``LlamaModel.permute`` interleaved them;
+    Gemma's norm gains less the 1 ``Gemma2Model`` / ``Gemma3Model.modify_tensors`` added (llama.cpp multiplies by
+    the stored gain, transformers by 1 + g); a fused attn_qkv split into Q (h·d_k rows), K and V (g·d_k each:
+    Phi-3's as ``Phi3Attention`` slices it, GPT-NeoX's as ``GPTNeoXModel.modify_tensors`` regrouped its per-head
+    rows into [Q; K; V]); Phi-3's fused gate_up split in two halves (gate first, as ``Phi3MLP``). [] for
+    the RoPE factors, which ``rope_of`` reads into the spec."""
+    key = hf_name(name, family)
+    if key is None:
+        return []
+    if family.norm == "gemma" and key.endswith("norm.weight"):
+        w = w.float() - 1.0
+    if family.permuted and ".self_attn.q_proj." in key:
+        w = unpermute(w, spec.heads)
+    elif family.permuted and ".self_attn.k_proj." in key:
+        w = unpermute(w, spec.kv_head_count)
+    if ".self_attn.qkv_proj." in key:
+        q_rows, kv_rows = spec.heads * spec.d_k, spec.kv_head_count * spec.d_k
+        parts = w.split([q_rows, kv_rows, kv_rows])
+        return [(key.replace("qkv_proj", proj), part) for proj, part in zip(("q_proj", "k_proj", "v_proj"), parts,
+                                                                             strict=True)]
+    if ".mlp.gate_up_proj." in key:
+        gate, up = w.chunk(2)
+        return [(key.replace("gate_up_proj", "gate_proj"), gate), (key.replace("gate_up_proj", "up_proj"), up)]
+    return [(key, w)]
 
 
 def quantized_types(header: Header) -> list[str]:
@@ -428,7 +635,6 @@ def convert(spec: ModelSpec, header: Header, progress):
 
     family = header.family
     assert family is not None  # spec_for has refused a family not read here
-    permuted = family.permuted
     full = read_header(header.path, arrays=("tokenizer.ggml.tokens", "tokenizer.ggml.merges"))
     with checks.tokenizer_errors(f"{header.path.name}'s vocabulary"):  # first: a broken one costs no conversion
         tokenizer, kind = build_tokenizer(full)
@@ -436,19 +642,13 @@ def convert(spec: ModelSpec, header: Header, progress):
     weights = {}
     total = len(header.tensors)
     for i, t in enumerate(header.tensors.values()):
-        name = hf_name(t.name)
-        assert name is not None  # check_tensors has refused a tensor without one
-        w = tensor(data, t)
-        if permuted and ".self_attn.q_proj." in name:
-            w = unpermute(w, spec.heads)
-        elif permuted and ".self_attn.k_proj." in name:
-            w = unpermute(w, spec.kv_head_count)
-        weights[name] = w.contiguous()
+        for name, w in to_hf(t.name, tensor(data, t), spec, family):
+            weights[name] = w.contiguous()
         progress(i + 1, total)
     del data
     field = full.get
     add_bos = field("tokenizer.ggml.add_bos_token")
-    meta = {"eps": float(full.arch_key("attention.layer_norm_rms_epsilon", 1e-6)),
+    meta = {"eps": float(full.arch_key(eps_key(family), 1e-6)),
             "eos_id": int(field("tokenizer.ggml.eos_token_id", -1)),
             "bos_id": int(field("tokenizer.ggml.bos_token_id", -1)),
             "add_bos": bool(kind == "llama" if add_bos is None else add_bos),  # as transformers and llama.cpp
@@ -510,7 +710,6 @@ def load(spec: ModelSpec, path: Path, progress=None, cache_folder: str | None = 
 
     from . import cache, stored
     from .byte_bpe import readable
-    from .llama import LlamaShape
     from .spm_bpe import readable as readable_piece
 
     header = _checked_header(path)
@@ -544,12 +743,33 @@ def load(spec: ModelSpec, path: Path, progress=None, cache_folder: str | None = 
     texts = [f"<unused {i}>" for i in range(max(max(ids.values()) + 1, rows))]
     for tok, i in ids.items():  # a Python loop, not sorted(): other threads run meanwhile
         texts[i] = shown(tok, i in special)
-    shape = LlamaShape(spec.layers, spec.heads, spec.kv_head_count, spec.d_k, meta["eps"], spec.rope_base)
+    shape = shape_of(spec, header, meta["eps"])
     checks.decoder_weights(path.name, converted.weights, shape, spec.d_model)
     checks.token_ids(path.name, ids, rows)
     bos = meta["bos_id"] if meta["add_bos"] and meta["bos_id"] >= 0 else None
     return dict(spec=spec, shape=shape, weights=converted.weights, tokenizer=tokenizer, vocab=tuple(texts),
                 special_ids=special, eos_id=meta["eos_id"], add_bos=bos)
+
+
+def shape_of(spec: ModelSpec, header: Header, eps: float):
+    """The ``llama.LlamaShape`` of the GGUF's decoder: its spec, its family's declared differences, and the
+    final soft-cap and GPT-NeoX's use_parallel_residual (llama.cpp's default: true) from the header."""
+    from .hf import ACTIVATIONS
+    from .llama import LlamaShape
+
+    family = header.family
+    assert family is not None  # spec_for has refused a family not read here
+    final = header.arch_key("final_logit_softcapping")
+    return LlamaShape(spec.layers, spec.heads, spec.kv_head_count, spec.d_k, eps, spec.rope_base, norm=family.norm,
+                      mlp=family.mlp, act=ACTIVATIONS[family.act], window=spec.window, rope_scaling=spec.rope_scaling,
+                      rope_dims=spec.rope_dims, windows=spec.layer_windows,
+                      ropes=tuple(zip(spec.layer_rope_bases, spec.layer_rope_scalings, strict=True)),
+                      score_scalar=spec.score_scalar, softcap=spec.softcap,
+                      final_softcap=None if final is None else checks.positive(header.path.name,
+                                                                               "final_logit_softcapping", final),
+                      sandwich=family.sandwich, embed_scale=family.embed_scale,
+                      parallel=family.parallel and bool(header.arch_key("use_parallel_residual", True)),
+                      post_norm=family.post_norm)
 
 
 NEEDS = ("gguf", "safetensors", "tokenizers", "platformdirs")

@@ -1,0 +1,231 @@
+"""GGUF files of the newer families: Gemma 2, Gemma 3, Phi-3, OLMo 2, GPT-NeoX (Pythia), and a Llama 3.1 with
+its scaled RoPE, each written as llama.cpp's converter writes it (``gguf_writing.write_converted``: its
+metadata, gguf-py's tensor names, its +1 on Gemma's norms, GPT-NeoX's regrouped query_key_value, Phi-3's fused
+qkv and gate_up, Llama's permuted W_q, W_k and rope_freqs) from a tiny random transformers checkpoint (random
+non-zero norms and biases). Through ``compute`` every layer's alpha equals transformers' eager attentions of
+that checkpoint (1e-5), the residual stream its hidden states (1e-4), the next-token top 5 the softmax of its
+logits; and the tokens equal those of the same model opened as a folder, whose tokenizer.json is
+transformers' own conversion of the file's vocabulary.
+"""
+
+import warnings
+
+import gguf
+import numpy as np
+import pytest
+import torch
+import transformers
+
+from attn_gui.engine import AttentionConfig, ConfigError, compute, model_spec, source
+from gguf_writing import byte_level_vocab, sentencepiece_vocab, write_converted, write_vocab  # (tests/)
+from transformers_peer import (alphas_equal_transformers, cached_steps_equal_recomputing,  # (tests/)
+                               residuals_equal_transformers)
+
+SENTENCE = "the cat sat on a mat and the dog ran"
+# Not here: a SentencePiece text that starts with a space, or a word after a special token (spm_bpe follows
+# transformers' llama GGUF tokenizer, whose Metaspace puts no "▁" before either; llama.cpp, Phi-3's tokenizer
+# and a Llama-2 folder's normalizer do: 2 ids of "  the" differ, and "<s>dog")
+TOKEN_SENTENCES = ["the cat sat on a mat", "the  dog\nran 12345 times", "Café 漢字 🙂!", ""]
+BYTE_LEVEL_SENTENCES = ["  the  dog", "the <|im_start|>dog"]
+SIZES = dict(hidden_size=32, intermediate_size=48, num_attention_heads=4, max_position_embeddings=128,
+             pad_token_id=0, bos_token_id=1, eos_token_id=2)
+CASES = {  # a name: (general.architecture, transformers' model_type, vocabulary, layers, the family's own fields)
+    # local layers of 3 keys, query_pre_attn_scalar = head_dim (no GGUF carries it: llama.cpp divides by
+    # √key_length below the 27B), soft-caps that bite, rope_theta 10000 (Gemma2Model writes no freq_base)
+    "gemma2": ("gemma2", "gemma2", "spm", 3, dict(num_key_value_heads=2, head_dim=8, sliding_window=3,
+                                                  query_pre_attn_scalar=8, attn_logit_softcapping=2.0,
+                                                  final_logit_softcapping=3.0)),
+    # 6 layers: llama.cpp's pattern makes every 6th global; local RoPE at 10000 (llama.cpp's), global at 5000 scaled
+    "gemma3": ("gemma3", "gemma3_text", "spm", 6, dict(
+        num_key_value_heads=2, head_dim=8, sliding_window=3, query_pre_attn_scalar=8, final_logit_softcapping=3.0,
+        rope_parameters={"sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
+                         "full_attention": {"rope_type": "linear", "factor": 4.0, "rope_theta": 5000.0}})),
+    "phi3": ("phi3", "phi3", "spm", 2, dict(num_key_value_heads=2, partial_rotary_factor=0.5, sliding_window=4)),
+    # Phi-3's 128k models: LongRoPE, its short factors up to the original 64 positions
+    "phi3-longrope": ("phi3", "phi3", "spm", 2, dict(num_key_value_heads=2, original_max_position_embeddings=64,
+                                                     rope_parameters={"rope_type": "longrope", "rope_theta": 10000.0,
+                                                                      "short_factor": [1.0, 1.5, 3.0, 6.0],
+                                                                      "long_factor": [1.0, 2.0, 4.0, 8.0],
+                                                                      "original_max_position_embeddings": 64})),
+    "olmo2": ("olmo2", "olmo2", "byte", 2, dict(num_key_value_heads=2)),
+    "gptneox": ("gptneox", "gpt_neox", "byte", 2, dict(rotary_pct=0.5)),  # 4 of d_k = 8 turned; parallel residual
+    # Llama 3.1: wavelengths below 16, between 16 and 64 and above 64 positions (each kind of pair)
+    "llama3": ("llama", "llama", "byte", 2, dict(num_key_value_heads=2, rope_parameters={
+        "rope_type": "llama3", "rope_theta": 10000.0, "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+        "original_max_position_embeddings": 64})),
+}
+GEMMA = ("gemma2", "gemma3")
+
+
+def _tiny(case):
+    """The tiny random checkpoint of ``case``: matrices of std 0.2 (a dropped scale shows), every norm gain and
+    bias random (Gemma's gains around its 0, the others' around 1)."""
+    arch, kind, vocab, layers, fields = CASES[case]
+    size = len((sentencepiece_vocab if vocab == "spm" else byte_level_vocab)()[0])
+    if arch in GEMMA:
+        size += 4  # transformers' Gemma tokenizer adds <pad>, <eos>, <bos> and <mask> after the file's pieces
+    torch.manual_seed(0)
+    config = transformers.AutoConfig.for_model(kind, **SIZES, vocab_size=size, num_hidden_layers=layers,
+                                               tie_word_embeddings=arch in GEMMA, **fields)  # Gemma ties its head
+    hf = transformers.AutoModelForCausalLM.from_config(config, attn_implementation="eager").eval()
+    with torch.no_grad():
+        for name, p in hf.named_parameters():
+            if p.ndim > 1:
+                p.normal_(0, 0.2)
+            else:
+                p.normal_(0, 0.5 if arch in GEMMA else 0.1).add_(1.0 if "norm" in name and arch not in GEMMA else 0.0)
+    return hf
+
+
+def _folder_tokenizer(folder, gguf_path, arch, vocab):
+    """transformers' tokenizer of the file's vocabulary, saved as the folder's tokenizer.json. transformers reads
+    no olmo2 or gptneox GGUF: their vocabulary is read from a file of it alone, written as gpt2 (byte-level)."""
+    source_file = gguf_path
+    if arch in ("olmo2", "gptneox"):
+        source_file = folder / "vocab.gguf"
+        writer = gguf.GGUFWriter(str(source_file), "gpt2")
+        write_vocab(writer, vocab)
+        writer.write_header_to_file()
+        writer.write_kv_data_to_file()
+        writer.write_tensors_to_file()
+        writer.close()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        theirs = transformers.AutoTokenizer.from_pretrained(str(source_file.parent), gguf_file=source_file.name)
+    theirs.backend_tokenizer.save(str(folder / "tokenizer.json"))
+    if source_file != gguf_path:
+        source_file.unlink()
+    return theirs
+
+
+@pytest.fixture(scope="module", params=sorted(CASES))
+def written(request, tmp_path_factory):
+    arch, _, vocab, _, _ = CASES[request.param]
+    hf = _tiny(request.param)
+    folder = tmp_path_factory.mktemp(request.param)
+    path = write_converted(folder / f"{arch}-tiny.gguf", hf, arch, vocab, f"Tiny {arch}")
+    hf.save_pretrained(folder)
+    theirs = _folder_tokenizer(folder, folder / f"{arch}-tiny.gguf", arch, vocab)
+    return arch, path, str(folder), hf, theirs
+
+
+def test_every_layer_equals_transformers(written):
+    arch, path, _, hf, _ = written
+    spec = model_spec(path)
+    family = {"gemma3": "Gemma 3", "gemma2": "Gemma 2", "phi3": "Phi-3", "olmo2": "OLMo 2", "gptneox": "GPT-NeoX",
+              "llama": "Llama"}[arch]
+    assert spec.label == f"{arch}-tiny.gguf ({family} decoder, GGUF)"
+    layers = hf.config.num_hidden_layers
+    out, cfg, _ = alphas_equal_transformers(path, hf, SENTENCE, layers=layers)
+    residuals_equal_transformers(path, hf, SENTENCE)
+    vocab = source(path).tokenize("the").vocab
+    probs = torch.softmax(out.logits[0, -1].double(), -1).topk(5)
+    got = compute(cfg).next_tokens
+    assert [t for t, _ in got] == [vocab[i] for i in probs.indices.tolist()]
+    assert [p for _, p in got] == pytest.approx(probs.values.tolist(), abs=1e-5)
+    cached_steps_equal_recomputing(cfg)
+
+
+def test_the_spec_reads_each_familys_metadata(written):
+    arch, path, folder, _, _ = written
+    spec, theirs = model_spec(path), model_spec(folder)  # the folder's, from config.json, as transformers reads it
+    for fact in ("layers", "heads", "kv_heads", "d_model", "d_k", "rope_dims", "window", "layer_windows", "softcap",
+                 "rope_base", "layer_rope_bases", "qk_norm", "qk_norm_across", "has_bias"):
+        assert getattr(spec, fact) == getattr(theirs, fact), fact
+    if arch in ("llama", "phi3") and spec.rope_scaling:  # the stored frequencies: transformers' (float32 apart)
+        from attn_gui.engine.rope_scaling import inv_freq
+
+        ours, factor = inv_freq(spec.d_k, spec.rope_base, spec.rope_scaling)
+        want, their_factor = inv_freq(theirs.d_k, theirs.rope_base, theirs.rope_scaling)
+        assert torch.allclose(ours, want, rtol=1e-6, atol=0) and factor == pytest.approx(their_factor, rel=1e-6)
+        assert dict(spec.rope_scaling)["rope_type"] == ("freq_factors" if arch == "llama" else "longrope")
+        assert spec.max_tokens == theirs.max_tokens
+    if arch == "gemma3":
+        assert spec.layer_rope_scalings == tuple(() if w else (("factor", 4.0), ("max_position_embeddings", 128),
+                                                               ("rope_type", "linear")) for w in spec.layer_windows)
+
+
+def test_the_tokens_equal_the_folders(written):
+    arch, path, folder, _, theirs = written
+    for sentence in TOKEN_SENTENCES + (BYTE_LEVEL_SENTENCES if arch in ("olmo2", "gptneox", "llama") else []):
+        ours = source(path).tokenize(sentence).token_ids
+        assert ours == source(folder).tokenize(sentence).token_ids, sentence
+        if sentence:
+            assert list(ours) == theirs(sentence)["input_ids"], sentence
+
+
+def _rewritten(tmp_path, arch, **changes):
+    """The tiny ``arch`` file with metadata ``changes`` (None: the key removed), written anew."""
+    reader = gguf.GGUFReader(write_converted(tmp_path / "base.gguf", _tiny(arch), arch, CASES[arch][2], "T"))
+    writer = gguf.GGUFWriter(str(tmp_path / "odd.gguf"), arch)
+    for field in reader.fields.values():
+        if field.name.startswith("GGUF.") or field.name == "general.architecture" or field.name in changes:
+            continue
+        kind = field.types[0]
+        if kind == gguf.GGUFValueType.ARRAY:
+            writer.add_array(field.name, field.contents())
+        else:
+            writer.add_key_value(field.name, field.contents(), kind)
+    for key, value in changes.items():
+        if value is not None:
+            writer.add_key_value(key, value, gguf.GGUFValueType.UINT32 if isinstance(value, int) else
+                                 gguf.GGUFValueType.STRING if isinstance(value, str) else gguf.GGUFValueType.FLOAT32)
+    for t in reader.tensors:
+        writer.add_tensor(t.name, np.array(t.data), raw_shape=None)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return str(tmp_path / "odd.gguf")
+
+
+@pytest.mark.parametrize("arch, changes, message", [
+    ("gemma2", {"gemma2.rope.scaling.type": "yarn"}, "uses RoPE scaling 'yarn', which attn-gui does not apply to a "
+                                                     "GGUF yet"),
+    ("olmo2", {"olmo2.attention.sliding_window": 4}, r"slides a window of 4 keys \(OLMo 3\), which attn-gui does "
+                                                     "not run for an olmo2 GGUF yet"),
+    ("phi3", {"phi3.rope.scaling.attn_factor": 1.2}, r"rope.scaling.attn_factor = 1.2\d* scales RoPE only with "
+                                                     "Phi-3's LongRoPE factors, which the file does not hold$"),
+    ("olmo2", {"olmo2.attention.scale": 0.5}, r"its metadata olmo2.attention.scale = 0.5 is not read by attn-gui's "
+                                              r"OLMo 2 path \(it could change the numbers\)$"),
+    ("gptneox", {"gptneox.rope.dimension_count": 3}, r"rotates 3 of each head's 8 dimensions \(partial RoPE\), "
+                                                     "which attn-gui's GPT-NeoX path does not apply$"),
+])
+def test_what_is_not_run_is_refused_in_one_line(tmp_path, arch, changes, message):
+    with pytest.raises(ConfigError, match=message) as info:
+        AttentionConfig(model=_rewritten(tmp_path, arch, **changes))
+    assert "\n" not in str(info.value)
+
+
+def test_a_llama3_file_is_wrong_without_its_rope_freqs(tmp_path, monkeypatch):
+    """The control: the scaled frequencies matter at these positions (plain RoPE's alphas are off)."""
+    from attn_gui.engine.sources import gguf_file
+
+    hf = _tiny("llama3")
+    path = write_converted(tmp_path / "plain.gguf", hf, "llama", "byte", "T")
+    monkeypatch.setattr(gguf_file, "rope_of", lambda *args: ())
+    ids = torch.tensor(source(path).tokenize(SENTENCE).token_ids)
+    with torch.no_grad():
+        want = hf(ids[None], output_attentions=True).attentions[1][0]
+    got = compute(AttentionConfig(sentence=SENTENCE, model=path, layer=1)).weights
+    assert (got - want).abs().max() > 1e-3
+
+
+@pytest.mark.parametrize("kind, config", [  # the published config.json of each (Hugging Face's google/ repos)
+    ("gemma2", dict(num_hidden_layers=46, hidden_size=4608, num_attention_heads=32, head_dim=128,
+                    query_pre_attn_scalar=144)),  # gemma-2-27b
+    ("gemma2", dict(num_hidden_layers=42, hidden_size=3584, num_attention_heads=16, head_dim=256,
+                    query_pre_attn_scalar=256)),  # gemma-2-9b
+    ("gemma3_text", dict(num_hidden_layers=62, hidden_size=5376, num_attention_heads=32, head_dim=128,
+                         query_pre_attn_scalar=168)),  # gemma-3-27b
+    ("gemma3_text", dict(num_hidden_layers=48, hidden_size=3840, num_attention_heads=16, head_dim=256,
+                         query_pre_attn_scalar=256)),  # gemma-3-12b
+])
+def test_gemmas_query_pre_attn_scalar_as_llama_cpp_infers_it(kind, config):
+    """No GGUF carries query_pre_attn_scalar: llama.cpp's rule gives each published model's own."""
+    from attn_gui.engine.sources import gguf_file
+    from attn_gui.engine.sources.families import FAMILIES
+
+    d_head = config["hidden_size"] // config["num_attention_heads"]
+    got = gguf_file.score_scalar(FAMILIES[kind], config["num_hidden_layers"], d_head, config["head_dim"])
+    assert got == config["query_pre_attn_scalar"]
