@@ -19,9 +19,10 @@ Mistral as llama too, told apart by ``general.name`` as transformers does), ``qw
 biases), ``qwen3`` (q and k RMS-normed per head), ``gemma2`` and ``gemma3`` (soft-caps, local and
 global layers, sandwich norms; ``layer_attention``, ``score_scalar``), ``phi3`` (fused qkv and
 gate_up, partial RoPE, a window in every layer), ``olmo2`` (post-norms, q/k norms over all heads)
-and ``gptneox`` (LayerNorms, partial RoPE, the parallel residual). RoPE scaling: linear, and
-Llama 3.1's as llama.cpp stores it (the tensor rope_freqs; ``rope_of``). Refused in one line: any
-other architecture, another RoPE scaling (YaRN, Phi-3's LongRoPE factors), an ``{arch}.*`` key the
+and ``gptneox`` (LayerNorms, partial RoPE, the parallel residual). RoPE scaling: linear, Llama
+3.1's and Phi-3's LongRoPE as llama.cpp stores them (the tensors rope_freqs, rope_factors_short and
+rope_factors_long; ``rope_of``). Refused in one line: any other architecture, another RoPE scaling
+(YaRN …) or a scaled RoPE over part of each head, an ``{arch}.*`` key the
 family does not read (``check_keys``), a RoPE over part of each head outside Phi-3 and GPT-NeoX, a
 tokenizer other than those two, tensors the family's decoder does not have or lacks, a truncated
 or corrupt file, a FIFO or device (never opened), and a file whose converted weights need more
