@@ -149,7 +149,7 @@ def tiny(model_type, vocab_size, dtype=np.float32, tied=True, seed=0):
 
 
 ARCHES = {"gemma2": "GEMMA2", "gemma3": "GEMMA3", "phi3": "PHI3", "olmo2": "OLMO2", "gptneox": "GPTNEOX",
-          "llama": "LLAMA"}  # general.architecture -> gguf-py's MODEL_ARCH
+          "llama": "LLAMA", "qwen2": "QWEN2"}  # general.architecture -> gguf-py's MODEL_ARCH
 
 
 def llama3_rope_freqs(d_k, rope):
@@ -175,8 +175,8 @@ def llama3_rope_freqs(d_k, rope):
 
 def write_converted(path, hf, arch, vocab, name):
     """``hf`` (a tiny transformers decoder) as llama.cpp's converter (convert_hf_to_gguf.py) writes ``arch``:
-    Gemma2Model, Gemma3Model, Phi3MiniModel (LongRoPE's factors too), Olmo2Model, GPTNeoXModel, or LlamaModel
-    with a Llama 3.1 RoPE.
+    Gemma2Model, Gemma3Model, Phi3MiniModel (LongRoPE's factors too), Olmo2Model, GPTNeoXModel, LlamaModel
+    with a Llama 3.1 RoPE, or Qwen2Model with YaRN.
 
     The metadata each ``set_gguf_parameters`` writes (Gemma 2 and GPT-NeoX write no rope.freq_base: llama.cpp
     takes 10000; Phi-3 writes rope.scaling.original_context_length and a sliding window of 0 for none), the
@@ -220,6 +220,10 @@ def write_converted(path, hf, arch, vocab, name):
     if arch == "gemma3" and rope.get("rope_type") == "linear":  # TextModel's linear scaling, the global layers'
         writer.add_rope_scaling_type(gguf.RopeScalingType.LINEAR)
         writer.add_rope_scaling_factor(rope["factor"])
+    if rope.get("rope_type") == "yarn":  # TextModel's YaRN: its type, factor and original context length
+        writer.add_rope_scaling_type(gguf.RopeScalingType.YARN)
+        writer.add_rope_scaling_factor(rope["factor"])
+        writer.add_rope_scaling_orig_ctx_len(rope["original_max_position_embeddings"])
     if arch == "phi3":
         original = rope.get("original_max_position_embeddings") or cfg.original_max_position_embeddings
         writer.add_rope_scaling_orig_ctx_len(original)

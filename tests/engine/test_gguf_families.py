@@ -48,6 +48,9 @@ CASES = {  # a name: (general.architecture, transformers' model_type, vocabulary
                                                                       "long_factor": [1.0, 2.0, 4.0, 8.0],
                                                                       "original_max_position_embeddings": 64})),
     "olmo2": ("olmo2", "olmo2", "byte", 2, dict(num_key_value_heads=2)),
+    # YaRN (a Qwen2.5 with its 128k scaling switched on): factor = max_position_embeddings / the original length
+    "qwen2-yarn": ("qwen2", "qwen2", "byte", 2, dict(num_key_value_heads=2, rope_parameters={
+        "rope_type": "yarn", "rope_theta": 10000.0, "factor": 4.0, "original_max_position_embeddings": 32})),
     "gptneox": ("gptneox", "gpt_neox", "byte", 2, dict(rotary_pct=0.5)),  # 4 of d_k = 8 turned; parallel residual
     # Llama 3.1: wavelengths below 16, between 16 and 64 and above 64 positions (each kind of pair)
     "llama3": ("llama", "llama", "byte", 2, dict(num_key_value_heads=2, rope_parameters={
@@ -113,7 +116,7 @@ def test_every_layer_equals_transformers(written):
     arch, path, _, hf, _ = written
     spec = model_spec(path)
     family = {"gemma3": "Gemma 3", "gemma2": "Gemma 2", "phi3": "Phi-3", "olmo2": "OLMo 2", "gptneox": "GPT-NeoX",
-              "llama": "Llama"}[arch]
+              "llama": "Llama", "qwen2": "Qwen2"}[arch]
     assert spec.label == f"{arch}-tiny.gguf ({family} decoder, GGUF)"
     layers = hf.config.num_hidden_layers
     out, cfg, _ = alphas_equal_transformers(path, hf, SENTENCE, layers=layers)
@@ -132,13 +135,13 @@ def test_the_spec_reads_each_familys_metadata(written):
     for fact in ("layers", "heads", "kv_heads", "d_model", "d_k", "rope_dims", "window", "layer_windows", "softcap",
                  "rope_base", "layer_rope_bases", "qk_norm", "qk_norm_across", "has_bias"):
         assert getattr(spec, fact) == getattr(theirs, fact), fact
-    if arch in ("llama", "phi3") and spec.rope_scaling:  # the stored frequencies: transformers' (float32 apart)
+    if arch in ("llama", "phi3", "qwen2") and spec.rope_scaling:  # the stored frequencies: transformers' ones
         from attn_gui.engine.rope_scaling import inv_freq
 
         ours, factor = inv_freq(spec.d_k, spec.rope_base, spec.rope_scaling)
         want, their_factor = inv_freq(theirs.d_k, theirs.rope_base, theirs.rope_scaling)
         assert torch.allclose(ours, want, rtol=1e-6, atol=0) and factor == pytest.approx(their_factor, rel=1e-6)
-        assert dict(spec.rope_scaling)["rope_type"] == ("freq_factors" if arch == "llama" else "longrope")
+        assert dict(spec.rope_scaling)["rope_type"] == dict(llama="freq_factors", phi3="longrope", qwen2="yarn")[arch]
         assert spec.max_tokens == theirs.max_tokens
     if arch == "gemma3":
         assert spec.layer_rope_scalings == tuple(() if w else (("factor", 4.0), ("max_position_embeddings", 128),
@@ -147,7 +150,8 @@ def test_the_spec_reads_each_familys_metadata(written):
 
 def test_the_tokens_equal_the_folders(written):
     arch, path, folder, _, theirs = written
-    for sentence in TOKEN_SENTENCES + (BYTE_LEVEL_SENTENCES if arch in ("olmo2", "gptneox", "llama") else []):
+    for sentence in TOKEN_SENTENCES + (BYTE_LEVEL_SENTENCES if arch in ("olmo2", "gptneox", "llama", "qwen2")
+                                       else []):
         ours = source(path).tokenize(sentence).token_ids
         assert ours == source(folder).tokenize(sentence).token_ids, sentence
         if sentence:
@@ -155,8 +159,9 @@ def test_the_tokens_equal_the_folders(written):
 
 
 def _rewritten(tmp_path, arch, **changes):
-    """The tiny ``arch`` file with metadata ``changes`` (None: the key removed), written anew."""
-    reader = gguf.GGUFReader(write_converted(tmp_path / "base.gguf", _tiny(arch), arch, CASES[arch][2], "T"))
+    """The tiny file of case ``arch`` with metadata ``changes`` (None: the key removed), written anew."""
+    arch, case = CASES[arch][0], arch
+    reader = gguf.GGUFReader(write_converted(tmp_path / "base.gguf", _tiny(case), arch, CASES[case][2], "T"))
     writer = gguf.GGUFWriter(str(tmp_path / "odd.gguf"), arch)
     for field in reader.fields.values():
         if field.name.startswith("GGUF.") or field.name == "general.architecture" or field.name in changes:
@@ -180,8 +185,9 @@ def _rewritten(tmp_path, arch, **changes):
 
 
 @pytest.mark.parametrize("arch, changes, message", [
-    ("gemma2", {"gemma2.rope.scaling.type": "yarn"}, "uses RoPE scaling 'yarn', which attn-gui does not apply to a "
-                                                     "GGUF yet"),
+    ("gemma2", {"gemma2.rope.scaling.type": "longrope"}, "uses RoPE scaling 'longrope', which attn-gui does not "
+                                                         "apply to a GGUF yet"),
+    ("qwen2-yarn", {"qwen2.rope.scaling.yarn_log_multiplier": 0.1}, "its metadata qwen2.rope.scaling.yarn_log_"),
     ("olmo2", {"olmo2.attention.sliding_window": 4}, r"slides a window of 4 keys \(OLMo 3\), which attn-gui does "
                                                      "not run for an olmo2 GGUF yet"),
     ("phi3", {"phi3.rope.scaling.attn_factor": 1.2}, r"rope.scaling.attn_factor = 1.2\d* scales RoPE only with "

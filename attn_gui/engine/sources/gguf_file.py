@@ -19,10 +19,10 @@ Mistral as llama too, told apart by ``general.name`` as transformers does), ``qw
 biases), ``qwen3`` (q and k RMS-normed per head), ``gemma2`` and ``gemma3`` (soft-caps, local and
 global layers, sandwich norms; ``layer_attention``, ``score_scalar``), ``phi3`` (fused qkv and
 gate_up, partial RoPE, a window in every layer), ``olmo2`` (post-norms, q/k norms over all heads)
-and ``gptneox`` (LayerNorms, partial RoPE, the parallel residual). RoPE scaling: linear, Llama
-3.1's and Phi-3's LongRoPE as llama.cpp stores them (the tensors rope_freqs, rope_factors_short and
-rope_factors_long; ``rope_of``). Refused in one line: any other architecture, another RoPE scaling
-(YaRN …) or a scaled RoPE over part of each head, an ``{arch}.*`` key the
+and ``gptneox`` (LayerNorms, partial RoPE, the parallel residual). RoPE scaling: linear, YaRN, and
+Llama 3.1's and Phi-3's LongRoPE as llama.cpp stores them (the tensors rope_freqs, rope_factors_short
+and rope_factors_long; ``rope_of``). Refused in one line: any other architecture, another RoPE
+scaling or a scaled RoPE over part of each head, an ``{arch}.*`` key the
 family does not read (``check_keys``), a RoPE over part of each head outside Phi-3 and GPT-NeoX, a
 tokenizer other than those two, tensors the family's decoder does not have or lacks, a truncated
 or corrupt file, a FIFO or device (never opened), and a file whose converted weights need more
@@ -333,14 +333,16 @@ def eps_key(family: Family) -> str:
 # carry (vocab_size, feed_forward_length) and the context length are read and checked against them or capped
 READS = ("context_length", "embedding_length", "block_count", "feed_forward_length", "vocab_size",
          "attention.head_count", "attention.head_count_kv", "attention.key_length", "attention.value_length",
-         "rope.dimension_count", "rope.freq_base", "rope.scaling.type", "rope.scaling.factor")
+         "rope.dimension_count", "rope.freq_base", "rope.scaling.type", "rope.scaling.factor",
+         "rope.scaling.original_context_length",  # YaRN's and LongRoPE's (linear's needs none, as transformers)
+         "rope.scaling.yarn_beta_fast", "rope.scaling.yarn_beta_slow",
+         "rope.scaling.finetuned")  # a record: whether the model was fine-tuned at the scaled length
 ALSO_READS = {
     "gemma2": ("attention.sliding_window", "attention.sliding_window_pattern", "attn_logit_softcapping",
                "final_logit_softcapping"),
     "gemma3": ("attention.sliding_window", "attention.sliding_window_pattern", "attn_logit_softcapping",
                "final_logit_softcapping", "rope.freq_base_swa"),
-    # Phi-3's original context length and attention factor: read by LongRoPE alone (rope_factors_*, rope_of)
-    "phi3": ("attention.sliding_window", "rope.scaling.original_context_length", "rope.scaling.attn_factor"),
+    "phi3": ("attention.sliding_window", "rope.scaling.attn_factor"),  # LongRoPE's attention factor (rope_of)
     "olmo2": ("attention.sliding_window",),  # OLMo 3's window: refused in layer_attention
     "gptneox": ("use_parallel_residual",),
 }
@@ -369,11 +371,12 @@ def score_scalar(family: Family, layers: int, d_head: int, d_k: int) -> float | 
 
 def rope_of(header: Header, rotated: int, positions: int) -> tuple:
     """The RoPE scaling a GGUF declares (``engine.rope_scaling``; () for the plain one): rope.scaling.type
-    "linear" with rope.scaling.factor; Llama 3.1's scaled frequencies as llama.cpp's converter stores them,
-    the divisor of each pair's frequency in the tensor rope_freqs (``LlamaModel.generate_extra_tensors``);
-    or Phi-3's LongRoPE, its factors as the tensors rope_factors_short and rope_factors_long, its original
-    length and attention factor as metadata (``Phi3MiniModel``), read as transformers reads its folder.
-    Another kind is refused in one line."""
+    "linear" with rope.scaling.factor; "yarn" with it, rope.scaling.original_context_length and llama.cpp's
+    yarn_beta_fast and yarn_beta_slow (its defaults 32 and 1 where absent, as transformers'); Llama 3.1's
+    scaled frequencies as llama.cpp's converter stores them, the divisor of each pair's frequency in the
+    tensor rope_freqs (``LlamaModel.generate_extra_tensors``); or Phi-3's LongRoPE, its factors as the
+    tensors rope_factors_short and rope_factors_long, its original length and attention factor as metadata
+    (``Phi3MiniModel``), read as transformers reads its folder. Another kind is refused in one line."""
     file = header.path.name
     kind = header.arch_key("rope.scaling.type")
     kind = None if kind == "none" else kind
@@ -408,11 +411,18 @@ def rope_of(header: Header, rotated: int, positions: int) -> tuple:
         return (("freq_factors", tuple(factors)), ("rope_type", "freq_factors"))
     if kind is None:
         return ()
-    if kind != "linear":
+    if kind not in ("linear", "yarn"):
         raise ConfigError(f"{file} uses RoPE scaling {kind!r}, which attn-gui does not apply to a GGUF yet (it "
-                          "applies linear, and Llama 3.1's rope_freqs)")
-    factor = checks.positive(file, "rope.scaling.factor", header.arch_key("rope.scaling.factor"))
-    return (("factor", factor), ("max_position_embeddings", positions), ("rope_type", "linear"))
+                          "applies linear, yarn, Llama 3.1's rope_freqs and Phi-3's LongRoPE factors)")
+    params = {"factor": checks.positive(file, "rope.scaling.factor", header.arch_key("rope.scaling.factor")),
+              "max_position_embeddings": positions, "rope_type": kind}
+    if kind == "yarn":
+        params["original_max_position_embeddings"] = int(_int(header, "rope.scaling.original_context_length"))
+        for key, name in (("yarn_beta_fast", "beta_fast"), ("yarn_beta_slow", "beta_slow")):
+            value = header.arch_key(f"rope.scaling.{key}")
+            if value is not None:
+                params[name] = checks.positive(file, f"rope.scaling.{key}", value)
+    return tuple(sorted(params.items()))
 
 
 def _small_floats(header: Header, t: Tensor) -> list[float]:
