@@ -173,7 +173,8 @@ def _rewritten(tmp_path, arch, **changes):
             writer.add_key_value(field.name, field.contents(), kind)
     for key, value in changes.items():
         if value is not None:
-            writer.add_key_value(key, value, gguf.GGUFValueType.UINT32 if isinstance(value, int) else
+            writer.add_key_value(key, value, gguf.GGUFValueType.BOOL if isinstance(value, bool) else
+                                 gguf.GGUFValueType.UINT32 if isinstance(value, int) else
                                  gguf.GGUFValueType.STRING if isinstance(value, str) else gguf.GGUFValueType.FLOAT32)
     for t in reader.tensors:
         writer.add_tensor(t.name, np.array(t.data), raw_shape=None)
@@ -188,6 +189,10 @@ def _rewritten(tmp_path, arch, **changes):
     ("gemma2", {"gemma2.rope.scaling.type": "longrope"}, "uses RoPE scaling 'longrope', which attn-gui does not "
                                                          "apply to a GGUF yet"),
     ("qwen2-yarn", {"qwen2.rope.scaling.yarn_log_multiplier": 0.1}, "its metadata qwen2.rope.scaling.yarn_log_"),
+    ("gptneox", {"tokenizer.ggml.add_eos_token": True}, r"has tokenizer.ggml.add_eos_token = true \(an end token "
+                                                        "after the text"),
+    ("olmo2", {"olmo2.expert_count": 0}, None),  # no experts: read, as some converters write it
+    ("olmo2", {"olmo2.expert_count": 8}, "its metadata olmo2.expert_count = 8 is not read"),
     ("olmo2", {"olmo2.attention.sliding_window": 4}, r"slides a window of 4 keys \(OLMo 3\), which attn-gui does "
                                                      "not run for an olmo2 GGUF yet"),
     ("phi3", {"phi3.rope.scaling.attn_factor": 1.2}, r"rope.scaling.attn_factor = 1.2\d* scales RoPE only with "
@@ -198,8 +203,12 @@ def _rewritten(tmp_path, arch, **changes):
                                                      "which attn-gui's GPT-NeoX path does not apply$"),
 ])
 def test_what_is_not_run_is_refused_in_one_line(tmp_path, arch, changes, message):
+    path = _rewritten(tmp_path, arch, **changes)
+    if message is None:
+        assert model_spec(path).layers == CASES[arch][3]
+        return
     with pytest.raises(ConfigError, match=message) as info:
-        AttentionConfig(model=_rewritten(tmp_path, arch, **changes))
+        AttentionConfig(model=path)
     assert "\n" not in str(info.value)
 
 

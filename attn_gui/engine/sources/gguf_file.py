@@ -297,6 +297,9 @@ def _spec_of(header: Header, name: str) -> ModelSpec:
         raise ConfigError(f"{file} has the tokenizer {tokenizer!r}; supported: {kinds}")
     if not header.get("tokenizer.ggml.tokens"):
         raise ConfigError(f"{file} has no vocabulary (tokenizer.ggml.tokens)")
+    if header.get("tokenizer.ggml.add_eos_token"):
+        raise ConfigError(f"{file} has tokenizer.ggml.add_eos_token = true (an end token after the text), which "
+                          "attn-gui's decoders do not add: they read at most a first token")
     check_tensors(header, layers, heads * d_k, kv_heads * d_k, d)
     for key, default in (("rope.freq_base", 1e4), (eps_key(family), 1e-6)):
         checks.positive(file, key, header.arch_key(key, default))
@@ -336,7 +339,9 @@ READS = ("context_length", "embedding_length", "block_count", "feed_forward_leng
          "rope.dimension_count", "rope.freq_base", "rope.scaling.type", "rope.scaling.factor",
          "rope.scaling.original_context_length",  # YaRN's and LongRoPE's (linear's needs none, as transformers)
          "rope.scaling.yarn_beta_fast", "rope.scaling.yarn_beta_slow",
-         "rope.scaling.finetuned")  # a record: whether the model was fine-tuned at the scaled length
+         "rope.scaling.finetuned",  # a record: whether the model was fine-tuned at the scaled length
+         "tensor_data_layout")  # a record of where the weights came from: the tensors are in llama.cpp's layout
+NONE = ("expert_count", "expert_used_count")  # read only at 0 (no experts), as some converters write them
 ALSO_READS = {
     "gemma2": ("attention.sliding_window", "attention.sliding_window_pattern", "attn_logit_softcapping",
                "final_logit_softcapping"),
@@ -355,7 +360,7 @@ def check_keys(header: Header, family: Family) -> None:
     reads = {*READS, eps_key(family), *ALSO_READS.get(arch, ())}
     for key, value in header.fields.items():
         own = key.removeprefix(f"{arch}.")
-        if own != key and own not in reads and value is not None:
+        if own != key and own not in reads and value is not None and not (own in NONE and value == 0):
             raise ConfigError(f"{header.path.name}: its metadata {key} = {value!s:.40} is not read by attn-gui's "
                               f"{family.label} path (it could change the numbers)")
 
