@@ -244,3 +244,23 @@ def test_gemmas_query_pre_attn_scalar_as_llama_cpp_infers_it(kind, config):
     d_head = config["hidden_size"] // config["num_attention_heads"]
     got = gguf_file.score_scalar(FAMILIES[kind], config["num_hidden_layers"], d_head, config["head_dim"])
     assert got == config["query_pre_attn_scalar"]
+
+
+def test_every_tensor_a_family_reads_is_one_llama_cpp_names_for_its_architecture():
+    """The family table's tensor names (Llama's and each family's gguf_names) against gguf-py's own list of each
+    architecture's tensors (gguf.constants.MODEL_TENSORS, TENSOR_NAMES): none is read that llama.cpp never writes."""
+    from gguf.constants import MODEL_ARCH_NAMES, MODEL_TENSORS, TENSOR_NAMES
+
+    from attn_gui.engine.sources import gguf_file
+    from attn_gui.engine.sources.families import FAMILIES
+
+    arches = {name: arch for arch, name in MODEL_ARCH_NAMES.items()}
+    checked = set()
+    for family in FAMILIES.values():
+        if not family.gguf:
+            continue
+        names = {TENSOR_NAMES[t].removeprefix("blk.{bid}.") for t in MODEL_TENSORS[arches[family.gguf]]}
+        assert set(gguf_file.leaves(family)) <= names, family.label
+        assert {"token_embd", "output_norm"} <= names  # output: where untied (Gemma 2 always ties)
+        checked.add(family.gguf)
+    assert checked == {"llama", "qwen2", "qwen3", "gemma2", "gemma3", "phi3", "olmo2", "gptneox"}
