@@ -192,6 +192,10 @@ def _rewritten(tmp_path, arch, **changes):
     ("gptneox", {"tokenizer.ggml.add_eos_token": True}, r"has tokenizer.ggml.add_eos_token = true \(an end token "
                                                         "after the text"),
     ("olmo2", {"olmo2.expert_count": 0}, None),  # no experts: read, as some converters write it
+    ("qwen2-yarn", {"qwen2.attention.sliding_window": 4}, "declares attention.sliding_window = 4, which llama.cpp "
+                                                          "does not apply to a qwen2 file; attn-gui applies it to no "
+                                                          "Qwen2 GGUF either$"),
+    ("qwen2-yarn", {"qwen2.attention.sliding_window": 32768}, None),  # longer than any text read here
     ("olmo2", {"olmo2.expert_count": 8}, "its metadata olmo2.expert_count = 8 is not read"),
     ("olmo2", {"olmo2.attention.sliding_window": 4}, r"slides a window of 4 keys \(OLMo 3\), which attn-gui does "
                                                      "not run for an olmo2 GGUF yet"),

@@ -26,8 +26,8 @@ scaling or a scaled RoPE over part of each head, an ``{arch}.*`` key the
 family does not read (``check_keys``), a RoPE over part of each head outside Phi-3 and GPT-NeoX, a
 tokenizer other than those two, tensors the family's decoder does not have or lacks, a truncated
 or corrupt file, a FIFO or device (never opened), and a file whose converted weights need more
-memory than is free. The Llama and Qwen files' sliding windows are not read: llama.cpp runs every
-layer of them over all keys, and so does this reader.
+memory than is free. A Llama or Qwen file's sliding window is refused where it would bite within
+``MAX_TOKENS`` (llama.cpp runs every layer of them over all keys; ``layer_attention``).
 """
 
 from __future__ import annotations
@@ -343,6 +343,8 @@ READS = ("context_length", "embedding_length", "block_count", "feed_forward_leng
          "tensor_data_layout")  # a record of where the weights came from: the tensors are in llama.cpp's layout
 NONE = ("expert_count", "expert_used_count")  # read only at 0 (no experts), as some converters write them
 ALSO_READS = {
+    "llama": ("attention.sliding_window",), "qwen2": ("attention.sliding_window",),  # see layer_attention
+    "qwen3": ("attention.sliding_window",),
     "gemma2": ("attention.sliding_window", "attention.sliding_window_pattern", "attn_logit_softcapping",
                "final_logit_softcapping"),
     "gemma3": ("attention.sliding_window", "attention.sliding_window_pattern", "attn_logit_softcapping",
@@ -449,13 +451,20 @@ def layer_attention(header: Header, family: Family, layers: int, base: float, sc
     layers alternate as llama.cpp's ``set_swa_pattern`` lays them (Gemma 2: every 2nd layer global, Gemma 3:
     every 6th; attention.sliding_window_pattern where the file has it); Gemma 3's local layers turn at
     rope.freq_base_swa (llama.cpp's 10000 without it), unscaled, and its global ones at rope.freq_base with the
-    file's scaling. OLMo 3's window is refused; the Llama and Qwen files' windows are not read (llama.cpp runs
-    them over every key). Every tuple is () where the layers are alike."""
+    file's scaling. OLMo 3's window is refused. A llama, qwen2 or qwen3 file's window is applied where the
+    family's is (a Mistral's, in every layer); else, as llama.cpp runs those files over every key and
+    transformers Qwen's only with use_sliding_window, it is refused where it would bite within ``MAX_TOKENS``
+    and, longer (Qwen2's 32768 …), cannot change a number here. Every tuple is () where the layers are
+    alike."""
     window = header.arch_key("attention.sliding_window")
     window = int(window) if window else None  # absent or 0: no window
     if family.post_norm and window:
         raise ConfigError(f"{header.path.name} slides a window of {window} keys (OLMo 3), which attn-gui does not "
                           "run for an olmo2 GGUF yet")
+    if family.window in ("", "layers") and window is not None and window < MAX_TOKENS:
+        raise ConfigError(f"{header.path.name} declares attention.sliding_window = {window}, which llama.cpp does "
+                          f"not apply to a {header.get('general.architecture')} file; attn-gui applies it to no "
+                          f"{family.label} GGUF either")
     if family.window != "types":
         return (window if family.window == "every" else None), (), (), ()
     pattern = header.arch_key("attention.sliding_window_pattern", family.window_pattern)
