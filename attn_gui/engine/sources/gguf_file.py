@@ -40,13 +40,16 @@ import mmap
 import re
 import struct
 from dataclasses import dataclass
-from typing import overload
+from typing import TYPE_CHECKING, overload
 from pathlib import Path
 
 from ..errors import ConfigError
 from . import checks
 from .families import MAX_TOKENS, Family, decoder_spec, gguf_family, regular, supported_ggufs
 from .spec import ModelSpec
+
+if TYPE_CHECKING:  # torch is imported where the weights are converted, not with the spec
+    import torch
 
 CACHE_VERSION = 2  # change it when the conversion changes: older caches are rebuilt (1: SmolLM2's own reader)
 
@@ -388,12 +391,12 @@ def rope_of(header: Header, rotated: int, positions: int) -> tuple:
     kind = header.arch_key("rope.scaling.type")
     kind = None if kind == "none" else kind
     attention = header.arch_key("rope.scaling.attn_factor")
-    factors = {n: header.tensors.get(f"rope_factors_{n}.weight") for n in ("short", "long")}
-    if any(factors.values()):
-        if not all(factors.values()) or kind is not None:
+    short_t, long_t = (header.tensors.get(f"rope_factors_{n}.weight") for n in ("short", "long"))
+    if short_t is not None or long_t is not None:
+        if short_t is None or long_t is None or kind is not None:
             raise ConfigError(f"{file}: its LongRoPE needs rope_factors_short and rope_factors_long and no "
                               f"rope.scaling.type (it has {kind!r})")
-        short, long = (_small_floats(header, factors[n]) for n in ("short", "long"))
+        short, long = _small_floats(header, short_t), _small_floats(header, long_t)
         if not len(short) == len(long) == rotated // 2 or not all(math.isfinite(f) and f > 0 for f in short):
             raise ConfigError(f"{file}: rope_factors_short holds {len(short)} factors and rope_factors_long "
                               f"{len(long)}; RoPE turns {rotated // 2} pairs, each divided by a factor above 0")
@@ -411,11 +414,11 @@ def rope_of(header: Header, rotated: int, positions: int) -> tuple:
         if kind is not None:
             raise ConfigError(f"{file} declares RoPE scaling {kind!r} and holds rope_freqs.weight; attn-gui applies "
                               "one of them, not both")
-        factors = _small_floats(header, freqs)
-        if len(factors) != rotated // 2 or not all(math.isfinite(f) and f > 0 for f in factors):
-            raise ConfigError(f"{file}: rope_freqs.weight holds {len(factors)} factors; RoPE turns {rotated // 2} "
+        divisors = _small_floats(header, freqs)
+        if len(divisors) != rotated // 2 or not all(math.isfinite(f) and f > 0 for f in divisors):
+            raise ConfigError(f"{file}: rope_freqs.weight holds {len(divisors)} factors; RoPE turns {rotated // 2} "
                               "pairs, each divided by a finite factor above 0")
-        return (("freq_factors", tuple(factors)), ("rope_type", "freq_factors"))
+        return (("freq_factors", tuple(divisors)), ("rope_type", "freq_factors"))
     if kind is None:
         return ()
     if kind not in ("linear", "yarn"):
@@ -550,7 +553,7 @@ def hf_name(name: str, family: Family | None = None) -> str | None:
     return f"model.layers.{match.group(1)}.{table[leaf]}.{kind}"
 
 
-def to_hf(name: str, w, spec: ModelSpec, family: Family) -> list[tuple[str, object]]:
+def to_hf(name: str, w: torch.Tensor, spec: ModelSpec, family: Family) -> list[tuple[str, torch.Tensor]]:
     """llama.cpp's tensor ``name`` (``w``) as transformers' tensors, each step of its converter undone
     (``convert_hf_to_gguf.py``): W_q and W_k un-permuted where ``LlamaModel.permute`` interleaved them;
     Gemma's norm gains less the 1 ``Gemma2Model`` / ``Gemma3Model.modify_tensors`` added (llama.cpp multiplies by
