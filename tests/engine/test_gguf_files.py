@@ -239,7 +239,8 @@ def test_not_a_gguf_and_missing_and_a_fifo(tmp_path):
 
 
 @pytest.mark.parametrize("extra, message", [
-    ({"{arch}.rope.scaling.type": "yarn"}, "uses RoPE scaling 'yarn', which attn-gui does not apply to a GGUF yet"),
+    ({"{arch}.rope.scaling.type": "dynamic"}, "uses RoPE scaling 'dynamic', which attn-gui does not apply to a GGUF "
+                                              "yet"),
     ({"{arch}.rope.dimension_count": 4}, r"rotates 4 of each head's 8 dimensions \(partial RoPE\), which attn-gui's "
                                          r"Llama path does not apply \(only Phi-3 and GPT-NeoX turn a part\)$"),
     ({"{arch}.attention.sliding_window_pattern": 2}, r"^bad.gguf: its metadata llama.attention.sliding_window_pattern "
