@@ -183,7 +183,9 @@ def write_converted(path, hf, arch, vocab, name):
     tensor names of gguf-py's tensor_mapping (its ``get_tensor_name_map``, which the converter maps with), and
     each ``modify_tensors``: Gemma's norm gains stored as 1 + g and its lm_head dropped, GPT-NeoX's per-head
     query_key_value rows regrouped into [Q; K; V], Phi-3's qkv_proj and gate_up_proj kept fused, Llama's W_q and
-    W_k permuted and its rope_freqs (``LlamaModel.generate_extra_tensors``)."""
+    W_k permuted and its rope_freqs (``LlamaModel.generate_extra_tensors``). Left out: Gemma3Model's cut of the
+    embedding to the vocabulary's length (the tests' Gemma checkpoints have 4 rows more, for the tokens
+    transformers' Gemma tokenizer adds, which the folder's tokenizer.json holds)."""
     import math
 
     import gguf
