@@ -130,8 +130,11 @@ def test_every_layer_equals_transformers(written):
 
 
 def test_the_spec_reads_each_familys_metadata(written):
+    from attn_gui.engine.sources.whole import model_whole
+
     arch, path, folder, _, _ = written
     spec, theirs = model_spec(path), model_spec(folder)  # the folder's, from config.json, as transformers reads it
+    model_whole(path)  # the window's check of the whole file, before it switches to it, passes
     for fact in ("layers", "heads", "kv_heads", "d_model", "d_k", "rope_dims", "window", "layer_windows", "softcap",
                  "rope_base", "layer_rope_bases", "qk_norm", "qk_norm_across", "has_bias"):
         assert getattr(spec, fact) == getattr(theirs, fact), fact

@@ -581,6 +581,17 @@ def to_hf(name: str, w: torch.Tensor, spec: ModelSpec, family: Family) -> list[t
     return [(key, w)]
 
 
+def converted_shapes(header: Header, spec: ModelSpec) -> dict[str, tuple[int, ...]]:
+    """Every tensor ``convert`` gives, by transformers' name, with its shape: from the header alone (``to_hf`` on
+    tensors without data), so a file is checked whole before a weight is converted (``whole.model_whole``)."""
+    import torch
+
+    family = header.family
+    assert family is not None  # spec_for has refused a family not read here
+    return {name: tuple(w.shape) for t in header.tensors.values()
+            for name, w in to_hf(t.name, torch.empty(t.shape, device="meta"), spec, family)}
+
+
 def quantized_types(header: Header) -> list[str]:
     """The names of the quantized types among the tensors (Q4_K, Q6_K …), in order of first use."""
     kinds = dict.fromkeys(t.kind for t in header.tensors.values() if t.kind not in FLOATS)

@@ -32,13 +32,12 @@ def model_whole(name: str) -> None:
     if spec.module != "gguf_file" or not name.lower().endswith(".gguf"):
         source(name).load()  # a folder (hf.read, encoder.read), checked as it is read; a bundled model
         return
-    from .gguf_file import _checked_header, build_tokenizer, hf_name, read_header
-    from .llama import LlamaShape
+    from .gguf_file import _checked_header, build_tokenizer, converted_shapes, read_header, shape_of
 
     file = Path(name).expanduser()
     header = _checked_header(file)
-    shapes = {hf_name(t.name): _Stored(t.shape) for t in header.tensors.values()}
-    shape = LlamaShape(spec.layers, spec.heads, spec.kv_head_count, spec.d_k, 1e-6, spec.rope_base)
+    shapes = {key: _Stored(size) for key, size in converted_shapes(header, spec).items()}  # fused ones split
+    shape = shape_of(spec, header, 1e-6)  # the family's norms and MLP: the tensors its decoder reads
     decoder_weights(file.name, shapes, shape, spec.d_model)
     try:
         full = read_header(file, arrays=("tokenizer.ggml.tokens", "tokenizer.ggml.merges"))
