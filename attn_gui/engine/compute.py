@@ -57,6 +57,9 @@ class AttentionResult:
     ``next_tokens`` (a decoder model) are the model's five most likely next tokens after
     the sentence, (readable token text, probability), highest first.
 
+    A model read through transformers (``sources.via_transformers``) holds the steps its hooks
+    captured; any other step is None, even x, q, k, v and the outputs, and is named in ``not_captured``.
+
     A *streamed* result (``compute(config, display_max=...)`` with T over ``display_max``)
     has no ``scores``, ``scaled`` or ``weights`` tensors: ``shown`` holds them pooled for the
     screen, ``row`` recomputes one query row, and ``numpy``, ``to_numpy`` and ``full``
@@ -70,20 +73,20 @@ class AttentionResult:
     tokens: tuple[str, ...]
     token_ids: torch.Tensor  # (T,)
     vocab: tuple[str, ...]
-    x: torch.Tensor  # (T, d)
+    x: torch.Tensor | None  # (T, d)
     w_q: torch.Tensor | None  # (h, d, d_k) row / (h, d_k, d) column
     w_k: torch.Tensor | None  # (g, d, d_k) row / (g, d_k, d) column; g = kv_heads
     w_v: torch.Tensor | None  # (g, d, d_v) row / (g, d_v, d) column
     w_o: torch.Tensor | None  # (h*d_v, d) row / (d, h*d_v) column
-    q: torch.Tensor  # (h, T, d_k)
-    k: torch.Tensor  # (g, T_k, d_k), after RoPE
-    v: torch.Tensor  # (g, T_k, d_v)
+    q: torch.Tensor | None  # (h, T, d_k)
+    k: torch.Tensor | None  # (g, T_k, d_k), after RoPE
+    v: torch.Tensor | None  # (g, T_k, d_v)
     scores: torch.Tensor | None  # (h, T, T_k) omega; None when streamed
     scaled: torch.Tensor | None  # (h, T, T_k) omega / sqrt(d_k) / temperature, masked -inf
     weights: torch.Tensor | None  # (h, T, T_k) alpha
-    head_outputs: torch.Tensor  # (h, T, d_v) z
-    concat: torch.Tensor  # (T, h*d_v)
-    output: torch.Tensor  # (T, d)
+    head_outputs: torch.Tensor | None  # (h, T, d_v) z
+    concat: torch.Tensor | None  # (T, h*d_v)
+    output: torch.Tensor | None  # (T, d)
     elapsed_ms: float
     device: str
     notes: tuple[str, ...] = field(default=())
@@ -107,6 +110,7 @@ class AttentionResult:
     source_token_ids: torch.Tensor | None = None  # (T_k,) their ids in ``vocab``
     x_source: torch.Tensor | None = None  # (T_k, d) cross-attention: the second sentence's inputs
     next_tokens: tuple[tuple[str, float], ...] | None = None  # decoder only: top 5 (token, probability)
+    not_captured: tuple[str, ...] = ()  # a model read through transformers: the steps its hooks cannot see (None)
 
     @property
     def seq_len(self) -> int:
@@ -125,7 +129,7 @@ class AttentionResult:
 
     @property
     def heads(self) -> int:
-        return self.q.shape[0]
+        return (self.q if self.q is not None else self.weights).shape[0]
 
     @property
     def position_terms(self) -> tuple[str, ...]:
@@ -321,6 +325,8 @@ def _compute(config: AttentionConfig, toks: Tokens, source: Tokens | None, devic
              reduce_to: int | None) -> AttentionResult:
     dtype = DTYPES[config.dtype]
     start = time.perf_counter()
+    if config.model is not None and model_spec(config.model).module == "via_transformers":
+        return _captured(config, toks, device, dtype, start)
     layer_weights, x_source, ids, next_tokens, own_steps = None, None, toks.id_tensor(), None, {}
     vocab = toks.vocab
     if config.model is None:
@@ -370,6 +376,25 @@ def _compute(config: AttentionConfig, toks: Tokens, source: Tokens | None, devic
         next_tokens=next_tokens,
         **steps,
     )
+
+
+def _captured(config: AttentionConfig, toks: Tokens, device: torch.device, dtype: torch.dtype,
+              start: float) -> AttentionResult:
+    """A model read through transformers (``sources.via_transformers``): the steps its hooks captured, None for
+    the others (named in ``not_captured``); attn-gui computes none of them."""
+    from .sources.via_transformers import STEPS, check_config
+
+    check_config(config)
+    model, ids = source(config.model), toks.id_tensor()
+    steps, layer_weights, missing = model.captured(ids, config.layer, device, dtype)
+    next_tokens = model.next_tokens(ids, device, dtype)
+    synchronize(device)
+    unknown = unknown_note(config, toks)
+    return AttentionResult(
+        config=config, tokens=toks.tokens, token_ids=ids.to(device), vocab=toks.vocab,
+        w_q=None, w_k=None, w_v=None, w_o=None, elapsed_ms=(time.perf_counter() - start) * 1e3, device=str(device),
+        notes=(*([unknown] if unknown else []), *model_spec(config.model).about), layer_weights=layer_weights,
+        next_tokens=next_tokens, not_captured=missing, **{name: steps.get(name) for name in STEPS})
 
 
 def _scores_finite(steps: dict, config: AttentionConfig) -> bool:

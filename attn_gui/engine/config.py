@@ -284,6 +284,9 @@ class AttentionConfig:
 
 def _check_ablate(heads: tuple[tuple[int, int], ...], spec) -> None:
     """Refuse ablation on an encoder (saying what works instead) and heads the model lacks (counted from 1)."""
+    if spec.through:  # transformers runs it: no head of it can be struck here
+        raise ConfigError(f"ablate = {heads!r:.40} cannot apply to a model read through transformers: it is shown as "
+                          f"transformers runs it (ablate = ())")
     if not spec.causal:
         raise ConfigError(f"ablating heads changes the next token, which {spec.label} (an encoder) does not "
                           f"predict: choose a decoder model (smollm2-135m)")

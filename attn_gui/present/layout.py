@@ -20,7 +20,7 @@ from dataclasses import dataclass, replace
 
 from ..engine import FIELDS
 from .frame import Frame
-from .maps import STAGES, MapData, map_data, map_id, neighbours, tick_label
+from .maps import STAGES, MapData, map_data, map_id, neighbours, not_captured_data, tick_label
 
 TITLE_H = 34  # a title of up to two lines at 9 pt
 TITLE_LINE = 16  # a title line's height at 9 pt
@@ -394,5 +394,9 @@ def frame_shapes(frame: Frame, head: int = 0, hidden: tuple[int, ...] = (),
     for name in frame.result.fields():
         h = head if FIELDS[name].per_head else None
         data = map_data(frame, name, h, hidden, (scales or {}).get(name, "auto"))
+        out[map_id(name, h)] = (shape_of(map_id(name, h), data), data)
+    for name in frame.result.not_captured:  # a model read through transformers: what its hooks cannot see
+        h = head if FIELDS[name].per_head else None
+        data = not_captured_data(frame, name, h)
         out[map_id(name, h)] = (shape_of(map_id(name, h), data), data)
     return out

@@ -5,6 +5,7 @@ The window and the exporter both use ``map_data``, so a picture reads the same i
 
 from __future__ import annotations
 
+import html
 import re
 
 from dataclasses import dataclass, field
@@ -180,6 +181,19 @@ def map_data(frame: Frame, name: str, head: int | None = None, hidden: tuple[int
         query_rows=info.rows == "token" or (info.rows == "source" and result.source_tokens is None),
         scale=scale,
     )
+
+
+def not_captured_data(frame: Frame, name: str, head: int | None = None) -> MapData:
+    """The map of a step the hooks of a model read through transformers cannot see (``result.not_captured``):
+    no number, one empty cell, and a title that says so."""
+    result, info = frame.result, FIELDS[name]
+    cfg = result.config
+    text = f"{info.symbol}: not captured for {model_spec(cfg.model).through}"
+    return MapData(matrix=np.full((1, 1), np.nan), title=f"layer {cfg.layer + 1}: {text}", brief_title=text,
+                   kind=info.kind, symbol=info.symbol, head=head if info.per_head else None, field=name,
+                   masked=np.ones((1, 1), dtype=bool), masked_reason="not captured: no hook sees this step",
+                   about=f"{html.escape(text)}: transformers computes it inside the attention module, where no "
+                         "hook reaches, and attn-gui does not compute it in its place")
 
 
 BRIEF_CHARS = 16  # a longer formula is named by its symbol beside a large map (the tooltip has it whole)

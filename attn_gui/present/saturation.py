@@ -64,6 +64,8 @@ def saturation_note(result: AttentionResult) -> SaturationNote | None:
     A streamed result (a long input) has each row's largest alpha and the pooled ω′, whose
     extremes are the full ω′'s, so the note reads the same as for the full tensors.
     """
+    if result.scaled is None and not result.streamed:  # a model read through transformers: no ω′ captured
+        return None
     if result.streamed:
         sat = streamed_saturation(result)
     else:

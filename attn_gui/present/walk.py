@@ -39,6 +39,10 @@ def walk_html(result: AttentionResult, token: int, head: int) -> str:
     """The step-by-step walk of query ``token`` through head ``head``, as HTML."""
     cfg = result.config
     tok = html.escape(result.tokens[token])
+    missing = [n for n in ("x", "q", "k", "v", "scores", "scaled", "head_outputs") if n in result.not_captured]
+    if missing:  # a model read through transformers: the walk's numbers are not all captured
+        return (f"<p>The walk of <b>{tok}</b> needs {', '.join(missing)}, which are not captured for "
+                f"{html.escape(model_spec(cfg.model).through)}: its maps say so.</p>")
     n = token + 1  # the tutorials count tokens from 1
     host = lambda t: t.detach().cpu().numpy()  # noqa: E731 - only small slices travel
     x = host(result.x[token])

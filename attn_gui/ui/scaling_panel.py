@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from PySide6 import QtCore, QtWidgets
 
-from ..engine import UserError, entropy_vs_dk
+from ..engine import UserError, entropy_vs_dk, model_spec
 from ..engine.metrics import causal_visible, head_metrics
 from ..engine.scaling import EntropySweep, sweep_cost, sweep_d_ks
 from ..present.frame import Frame
@@ -53,6 +53,11 @@ class ScalingPanel(QtWidgets.QWidget):
         result, cfg = frame.result, frame.result.config
         token = state.token if state.token is not None and state.token < result.seq_len else 0
         head = min(state.head, result.heads - 1)
+        if "scores" in result.not_captured:  # a model read through transformers: no ω to rescale
+            self._fix = None
+            self.fixButton.setVisible(False)
+            self.note.setText(f"The scores ω are not captured for {model_spec(cfg.model).through}: only α is shown.")
+            return
         self.plot.set_query(query_softmax(result, head, token), head)
         self._fix = note.fix if note else None
         self.fixButton.setVisible(note is not None)

@@ -47,7 +47,9 @@ def family_of(cfg: dict, folder: Path) -> Family:
     """The declared family of a config.json; ``ConfigError`` naming the supported ones otherwise."""
     kind = cfg.get("model_type")
     if kind not in FAMILIES:
-        raise ConfigError(f"{folder.name} is a {kind!r} model; supported model_types: {', '.join(FAMILIES)}")
+        from .via_transformers import refusal
+
+        raise refusal(kind, folder)
     return FAMILIES[kind]
 
 
@@ -244,6 +246,11 @@ def spec_for(path: str) -> ModelSpec:
     name = folder.name if folder.name.lower() not in GENERIC else f"{folder.parent.name}/{folder.name}"
     if folder.parent.name == "snapshots" and folder.parent.parent.name.startswith("models--"):  # the HF cache's
         name = folder.parent.parent.name.removeprefix("models--").replace("--", "/")  # ORG/NAME, not the commit
+    if cfg.get("model_type") not in FAMILIES:  # outside the table: transformers runs it, where it is installed
+        from . import via_transformers
+
+        if via_transformers.installed():
+            return via_transformers.spec_for(cfg, str(path), folder, name)
     return config_spec(cfg, str(path), folder, name, lambda: special_tokens(folder))
 
 

@@ -67,6 +67,9 @@ class ModelSpec:
     layer_rope_scalings : tuple of tuple
         Per layer, each layer's RoPE scaling (Gemma 3's scaled global layers), in place of
         ``rope_scaling``; () where every layer is alike. ``rope_scaling_at`` reads either.
+    through : str
+        A model read through another library, which runs it (``via_transformers``): "stablelm through
+        transformers"; "" for a model attn-gui runs itself.
     reader : str
         A decoder's module that reads its files into a ``decoder.DecoderModel``: "hf" (a folder),
         "gguf_file" (a .gguf file) or "smollm2" (the bundled SmolLM2's GGUF, in its package).
@@ -106,6 +109,7 @@ class ModelSpec:
     softcap: float | None = None
     layer_rope_scalings: tuple[tuple, ...] = ()
     reader: str = ""
+    through: str = ""
     x_is: str = "the hidden state entering the layer"
     about: tuple[str, ...] = ("output is the attention block's output, before the residual and LayerNorm",)
 

@@ -1,0 +1,339 @@
+"""A model folder whose model_type is outside the family table, read through transformers itself (issue 31).
+
+attn-gui does not run such a model's attention: transformers does, with eager attention and
+``output_attentions``, and forward hooks read what its modules see. Every layer's α is
+transformers' own. The other steps are the tensors the hooks hold where the module names are
+standard: X (the attention module's input, a forward pre-hook), Q, K and V (the outputs of
+``q_proj``/``k_proj``/``v_proj``, ``query``/``key``/``value``, or of a fused ``query_key_value``
+split by the module's own ``_split_heads``), Z (the input of ``o_proj``/``dense``/``out_proj``/
+``c_proj``) and the attention module's output. In a model that rotates q and k (RoPE) the
+projections' outputs are q and k before the rotation; the rotated ones, and the scores, are inside
+the module where no hook reaches: the result names them in ``not_captured`` and the window says
+so in their maps' titles. Nothing here computes a step itself.
+
+transformers is an optional extra (``pip install attn-gui[transformers]``); without it,
+the one line that refuses a model_type outside the table says how to enable this path. A
+folder that needs remote code (``auto_map``: ``trust_remote_code``) is refused: attn-gui
+never executes code from a model folder. Nothing is downloaded.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.util
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from ..attention import Projections
+from ..errors import ConfigError
+from ..tokens import Tokens
+from . import checks, model_spec
+from .base import ModelSource, unknown_of
+from .families import MAX_TOKENS
+from .loaded import LOADED
+from .spec import ModelSpec
+
+HINT = "pip install attn-gui[transformers]"
+# the child module names of an attention module, per role, as transformers' model files name them
+Q_NAMES, K_NAMES, V_NAMES = ("q_proj", "query", "q"), ("k_proj", "key", "k"), ("v_proj", "value", "v")
+FUSED_NAMES = ("query_key_value", "c_attn", "Wqkv", "qkv_proj", "qkv")
+OUT_NAMES = ("o_proj", "dense", "out_proj", "c_proj", "o", "wo", "out")
+# the steps a layer of this path can show, in data-flow order
+STEPS = ("x", "q_unrotated", "k_unrotated", "q", "k", "v", "scores", "scaled", "weights", "head_outputs", "concat",
+         "output")
+
+
+def installed() -> bool:
+    """Whether transformers can be imported here (imports nothing)."""
+    try:
+        return importlib.util.find_spec("transformers") is not None
+    except (ImportError, ValueError):  # sys.modules["transformers"] = None: as if not installed
+        return False
+
+
+def refusal(kind, folder: Path, why: str = "") -> ConfigError:
+    """The one line refusing a folder of model_type ``kind`` (``why``: what transformers says of it): the types
+    the table reads, and how to read others (install transformers; or which it reads)."""
+    from .families import FAMILIES
+
+    beyond = ("through transformers, the decoders and encoders it reads" if installed() else
+              f"other model_types open through transformers once it is installed ({HINT})")
+    return ConfigError(f"{folder.name} is a {kind!r} model{why}; supported model_types: {', '.join(FAMILIES)}; "
+                       f"{beyond}")
+
+
+def spec_for(cfg: dict, path: str, folder: Path, name: str) -> ModelSpec:
+    """The spec of a folder of a model_type outside the table, read by transformers' own config class;
+    ``ConfigError`` in one line for remote code, a model_type transformers lacks or a config it refuses."""
+    kind = cfg.get("model_type")
+    if cfg.get("auto_map"):
+        raise ConfigError(f"{folder.name}: config.json has auto_map: its {kind!r} model runs code from the folder "
+                          "(trust_remote_code), which attn-gui never executes")
+    from transformers import AutoConfig
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING_NAMES
+
+    if kind not in CONFIG_MAPPING_NAMES:
+        raise refusal(kind, folder, ", which the transformers installed here does not read either")
+    try:
+        config = AutoConfig.from_pretrained(str(folder), local_files_only=True, trust_remote_code=False)
+    except Exception as exc:  # noqa: BLE001  transformers raises many kinds for a bad config: one line
+        raise ConfigError(f"{folder.name}/config.json is refused by transformers: {str(exc).splitlines()[0]:.100}") \
+            from None
+    if getattr(config, "is_encoder_decoder", False):  # two stacks and cross-attention: no one layer list
+        raise refusal(kind, folder, " (an encoder-decoder: config.json has is_encoder_decoder)")
+    where = f"{folder.name}/config.json"
+    layers = checks.whole(where, "num_hidden_layers", getattr(config, "num_hidden_layers", None))
+    heads = checks.whole(where, "num_attention_heads", getattr(config, "num_attention_heads", None))
+    d = checks.whole(where, "hidden_size", getattr(config, "hidden_size", None))
+    d_k = int(getattr(config, "head_dim", None) or d // heads)
+    kv_heads = getattr(config, "num_key_value_heads", None)
+    positions = getattr(config, "max_position_embeddings", None) or MAX_TOKENS
+    from .hf import special_tokens
+
+    about = (f"read through transformers (eager attention, output_attentions and hooks): attn-gui does not run "
+             f"{kind}'s attention itself",
+             "output is the attention module's output, before the residual")
+    return ModelSpec(path, f"{name} ({kind} through transformers)", module="via_transformers", layers=layers,
+                     heads=heads, d_model=d, d_k=d_k, d_v=d_k, max_tokens=min(MAX_TOKENS, int(positions)),
+                     has_bias=False, special_tokens=special_tokens(folder),
+                     kv_heads=int(kv_heads) if kv_heads else None,
+                     x_is="the attention module's input, as transformers runs it", about=about,
+                     through=f"{kind} through transformers")
+
+
+# the options of both modes that change what attn-gui computes: transformers runs the model as it is
+AS_RUN = (("source_sentence", None), ("scale", True), ("temperature", 1.0), ("causal", False), ("window", None),
+          ("sink_tokens", 0), ("similarity", "dot"), ("ablate", ()))
+
+
+def check_config(config) -> None:
+    """Refuse, in one line naming it, an option that would change a model read through transformers."""
+    for name, value in AS_RUN:
+        if getattr(config, name) != value:
+            raise ConfigError(f"{name} = {getattr(config, name)!r:.40} cannot apply to a model read through "
+                              f"transformers: it is shown as transformers runs it ({name} = {value!r})")
+
+
+@dataclass(frozen=True)
+class Layer:
+    """One attention module and the children the hooks read (None: not found under a standard name)."""
+
+    attention: torch.nn.Module
+    q: torch.nn.Module | None
+    k: torch.nn.Module | None
+    v: torch.nn.Module | None
+    fused: torch.nn.Module | None  # split by the attention module's own _split_heads
+    out: torch.nn.Module | None
+
+
+@dataclass(frozen=True)
+class Held:
+    """A model loaded through transformers: the model, its tokenizer and the modules the hooks read."""
+
+    model: torch.nn.Module
+    kind: str
+    tokenizer: object
+    vocab: tuple[str, ...]
+    add_bos: int | None
+    layers: tuple[Layer, ...]
+    rotary: bool  # q and k are rotated inside the attention module (RoPE): the projections give them unrotated
+    predicts: bool  # a language-model head: the next tokens
+
+
+def _child(module: torch.nn.Module, names: tuple[str, ...]) -> torch.nn.Module | None:
+    return next((getattr(module, n) for n in names if isinstance(getattr(module, n, None), torch.nn.Module)), None)
+
+
+def attention_modules(model: torch.nn.Module, layers: int, where: str) -> tuple[Layer, ...]:
+    """Each layer's attention module: the innermost modules whose class name ends in "Attention", one a layer;
+    ``ConfigError`` when they are not ``layers`` of them."""
+    named = [m for m in model.modules() if type(m).__name__.endswith("Attention")]
+    inner = [m for m in named if not any(c is not m and type(c).__name__.endswith("Attention") for c in m.modules())]
+    if len(inner) != layers:
+        raise ConfigError(f"{where}: attn-gui finds {len(inner)} attention modules in {layers} layers, so it cannot "
+                          "tell which is each layer's through transformers")
+    return tuple(Layer(m, _child(m, Q_NAMES), _child(m, K_NAMES), _child(m, V_NAMES),
+                       _child(m, FUSED_NAMES) if hasattr(m, "_split_heads") else None, _child(m, OUT_NAMES))
+                 for m in inner)
+
+
+def _read(spec: ModelSpec) -> Held:
+    import transformers
+
+    from .byte_bpe import readable
+    from .hf import first_token, read_weights
+
+    folder = Path(spec.name).expanduser()
+    cfg = checks.json_object(folder / "config.json", f"{folder.name}/config.json")
+    read_weights(folder)  # the hf path's checks: files present, readable, fitting in memory
+    transformers.utils.logging.disable_progress_bar()  # its loading bar would break the CLI's one-line output
+    heads = any("ForCausalLM" in a for a in cfg.get("architectures") or [])
+    auto = transformers.AutoModelForCausalLM if heads else transformers.AutoModel
+    try:
+        model = auto.from_pretrained(str(folder), attn_implementation="eager", local_files_only=True,
+                                     trust_remote_code=False, dtype=torch.float32).eval()
+    except Exception as exc:  # noqa: BLE001  one line, whatever transformers raises
+        raise ConfigError(f"{folder.name}: transformers cannot load it: {str(exc).splitlines()[0]:.100}") from None
+    tokenizer = checks.tokenizer(folder / "tokenizer.json")
+    special = frozenset(i for i, t in tokenizer.get_added_tokens_decoder().items() if t.special)
+    ids = tokenizer.get_vocab(with_added_tokens=True)
+    rows = model.get_input_embeddings().weight.shape[0]
+    checks.token_ids(folder.name, ids, rows)
+    texts = [f"<unused {i}>" for i in range(max(max(ids.values()) + 1, rows))]
+    for tok, i in ids.items():
+        texts[i] = readable(tok, i in special)
+    rotary = any("Rotary" in type(m).__name__ for m in model.modules()) and not getattr(model.config, "alibi", False)
+    return Held(model, str(cfg.get("model_type")), tokenizer, tuple(texts), first_token(tokenizer, folder),
+                attention_modules(model, spec.layers, folder.name), rotary,
+                predicts=model.get_output_embeddings() is not None)
+
+
+def held(name: str) -> Held:
+    """The model ``name`` loaded through transformers (kept in the one cache of loaded models)."""
+    spec = model_spec(name)
+    return LOADED.get(name, lambda: _read(spec))
+
+
+@dataclass(frozen=True)
+class Captured:
+    """One run through transformers: each layer's captured steps (field name -> tensor, no batch axis),
+    every layer's α (L, h, T, T), the last hidden state (T, d) and the last position's logits (or None)."""
+
+    steps: tuple[dict[str, torch.Tensor], ...]
+    weights: torch.Tensor
+    last: torch.Tensor
+    logits: torch.Tensor | None
+
+
+def _per_head(t: torch.Tensor, d_k: int) -> torch.Tensor | None:
+    """(T, n d_k) as (n, T, d_k); None where the width is no multiple of d_k."""
+    T, width = t.shape
+    return t.view(T, width // d_k, d_k).transpose(0, 1) if width % d_k == 0 else None
+
+
+def _hooks(layer: Layer, into: dict, d_k: int, rotary: bool) -> list:
+    """Register the hooks that fill ``into`` with ``layer``'s steps; returns their handles."""
+    q_name, k_name = ("q_unrotated", "k_unrotated") if rotary else ("q", "k")
+
+    def x_in(module, args, kwargs):
+        x = kwargs.get("hidden_states", args[0] if args else None)
+        if isinstance(x, torch.Tensor):
+            into["x"] = x[0]
+
+    def out(module, args, output):
+        into["output"] = (output[0] if isinstance(output, tuple) else output)[0]
+
+    def projection(name):
+        def hook(module, args, output):
+            heads = _per_head(output[0], d_k)
+            if heads is not None:
+                into[name] = heads
+        return hook
+
+    def fused(module, args, output):
+        parts = layer.attention._split_heads(output)  # the module's own split: (1, T, n, d_k) each
+        for name, part in zip((q_name, k_name, "v"), parts, strict=True):
+            if part.dim() == 4 and part.shape[-1] == d_k:
+                into[name] = part[0].transpose(0, 1)
+
+    def z_in(module, args):
+        into["concat"] = args[0][0]
+        heads = _per_head(args[0][0], d_k)
+        if heads is not None:
+            into["head_outputs"] = heads
+
+    handles = [layer.attention.register_forward_pre_hook(x_in, with_kwargs=True),
+               layer.attention.register_forward_hook(out)]
+    for module, name in ((layer.q, q_name), (layer.k, k_name), (layer.v, "v")):
+        if module is not None:
+            handles.append(module.register_forward_hook(projection(name)))
+    if layer.fused is not None and layer.q is None:
+        handles.append(layer.fused.register_forward_hook(fused))
+    if layer.out is not None:
+        handles.append(layer.out.register_forward_pre_hook(z_in))
+    return handles
+
+
+@functools.lru_cache(maxsize=2)
+def run(name: str, ids: tuple[int, ...], device: str, dtype: torch.dtype) -> Captured:
+    """Run the model through transformers on ``ids``, capturing every layer's steps (the last two runs kept)."""
+    model = held(name)
+    net = model.model.to(device=device, dtype=dtype)
+    steps: list[dict] = [{} for _ in model.layers]
+    d_k = model_spec(name).d_k
+    handles = [h for layer, into in zip(model.layers, steps, strict=True) for h in _hooks(layer, into, d_k,
+                                                                                           model.rotary)]
+    try:
+        with torch.no_grad():
+            out = net(input_ids=torch.tensor([ids], device=device), output_attentions=True,
+                      output_hidden_states=True)
+    finally:
+        for h in handles:
+            h.remove()
+    if not out.attentions or any(a is None for a in out.attentions):
+        raise ConfigError(f"{model_spec(name).label}: transformers gives no attention weights for it "
+                          "(output_attentions with eager attention)")
+    logits = out.logits[0, -1] if model.predicts and getattr(out, "logits", None) is not None else None
+    return Captured(tuple(steps), torch.stack([a[0] for a in out.attentions]), out.hidden_states[-1][0], logits)
+
+
+LOADED.on_drop(run.cache_clear)
+
+
+def uncaptured(captured: dict, rotary: bool) -> tuple[str, ...]:
+    """The steps a layer did not capture, in data-flow order (the unrotated pair only in a RoPE model)."""
+    return tuple(s for s in STEPS if s not in captured and (rotary or s not in ("q_unrotated", "k_unrotated")))
+
+
+class Source(ModelSource):
+    """A model of a model_type outside the table, run by transformers; its steps read with hooks.
+
+    Beyond ``ModelSource``: ``captured(token_ids, layer, device, dtype)`` gives one layer's captured
+    steps and the names of those the hooks could not capture (``compute`` builds the result of them).
+    """
+
+    install_hint = HINT
+
+    def available(self) -> bool:
+        return installed()
+
+    def load(self, progress=None) -> None:
+        held(self.spec.name)
+
+    def loaded(self) -> bool:
+        return self.spec.name in LOADED
+
+    def tokenize(self, sentence: str) -> Tokens:
+        model = held(self.spec.name)
+        ids = model.tokenizer.encode(sentence, add_special_tokens=False).ids
+        if model.add_bos is not None:
+            ids = [model.add_bos, *ids]
+        return Tokens(tuple(model.vocab[i] for i in ids), tuple(ids), model.vocab)
+
+    def unknown_token(self) -> str | None:
+        return unknown_of(held(self.spec.name).tokenizer)
+
+    def layer_inputs(self, token_ids, device, dtype):
+        out = run(self.spec.name, tuple(token_ids.tolist()), str(device), dtype)
+        return [*(s["x"] for s in out.steps), out.last], out.weights
+
+    def layer_weights(self, layer, device, dtype) -> Projections:
+        return Projections()  # the weights stay inside transformers' modules: only what the hooks see is shown
+
+    def captured(self, token_ids, layer: int, device, dtype) -> tuple[dict[str, torch.Tensor], torch.Tensor,
+                                                                      tuple[str, ...]]:
+        """Layer ``layer``'s captured steps with ``weights`` (its α), every layer's α, and the steps not captured."""
+        out = run(self.spec.name, tuple(token_ids.tolist()), str(device), dtype)
+        steps = {**out.steps[layer], "weights": out.weights[layer]}
+        return steps, out.weights, uncaptured(steps, held(self.spec.name).rotary)
+
+    def next_tokens(self, token_ids, device, dtype, k: int = 5):
+        out = run(self.spec.name, tuple(token_ids.tolist()), str(device), dtype)
+        if out.logits is None:
+            return None
+        probs = torch.softmax(out.logits.double(), dim=-1)
+        top = probs.topk(min(k, probs.numel()))
+        vocab = held(self.spec.name).vocab
+        return tuple((vocab[i], float(p)) for p, i in zip(top.values.tolist(), top.indices.tolist(), strict=True))

@@ -1,0 +1,165 @@
+"""A model_type outside the family table opens through transformers itself (issue 31): tiny random StableLM
+and Falcon folders, made here by transformers, show transformers' own α and the values its modules hand
+their hooks; without transformers the refusal says how to enable the path; remote code is refused."""
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+import transformers
+from tokenizers import Tokenizer, models, pre_tokenizers
+
+from attn_gui.engine import AttentionConfig, ConfigError, compute, model_spec
+from transformers_peer import top5_equals_transformers  # (tests/)
+
+WORDS = ["<unk>", "<s>", "</s>"] + [f"w{i}" for i in range(21)] + ["the", "cat", "sat", "on", "a", "mat", "and",
+                                                                   "dog", "ran"]
+SENTENCE = "the cat sat on a mat and the dog ran"
+KINDS = {  # model_types transformers has offline that are outside attn-gui's table
+    "stablelm": dict(intermediate_size=48, num_key_value_heads=2, use_qkv_bias=True, qk_layernorm=True),
+    "falcon": dict(num_kv_heads=4),  # multi_query: one K/V head; a fused query_key_value split by _split_heads
+}
+
+
+def outside_folder(kind: str, folder) -> transformers.PreTrainedModel:
+    """Save a 2-layer, 4-head, d = 32 random ``kind`` causal LM (random biases and norm gains) with a WordLevel
+    tokenizer in ``folder``; return transformers' model (eager attention)."""
+    torch.manual_seed(0)
+    config = transformers.AutoConfig.for_model(kind, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                                               vocab_size=len(WORDS), eos_token_id=2, bos_token_id=1,
+                                               tie_word_embeddings=False, max_position_embeddings=128, **KINDS[kind])
+    hf = transformers.AutoModelForCausalLM.from_config(config, attn_implementation="eager").eval()
+    with torch.no_grad():
+        for name, p in hf.named_parameters():
+            if name.endswith("bias") or "norm" in name:
+                p.normal_(0, 0.3).add_(1.0 if name.endswith("weight") else 0.0)
+    folder.mkdir(parents=True, exist_ok=True)
+    hf.save_pretrained(folder)
+    tok = Tokenizer(models.WordLevel({w: i for i, w in enumerate(WORDS)}, unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    tok.save(str(folder / "tokenizer.json"))
+    return hf
+
+
+@pytest.fixture(scope="module", params=list(KINDS))
+def outside(request, tmp_path_factory):
+    folder = tmp_path_factory.mktemp(request.param)
+    return request.param, str(folder), outside_folder(request.param, folder)
+
+
+def _peer_steps(kind: str, hf, ids: torch.Tensor):
+    """transformers' own run with hooks written here: each layer's X, Q, K, V (before RoPE), Z and output,
+    with the attentions and the logits."""
+    layers = hf.model.layers if kind == "stablelm" else hf.transformer.h
+    got = [{} for _ in layers]
+    handles = []
+    for layer, into in zip(layers, got, strict=True):
+        attn = layer.self_attn if kind == "stablelm" else layer.self_attention
+        handles.append(attn.register_forward_pre_hook(
+            lambda m, a, kw, into=into: into.update(x=(a or (kw["hidden_states"],))[0][0]), with_kwargs=True))
+        handles.append(attn.register_forward_hook(lambda m, a, out, into=into: into.update(output=out[0][0])))
+        out_proj = attn.o_proj if kind == "stablelm" else attn.dense
+        handles.append(out_proj.register_forward_pre_hook(lambda m, a, into=into: into.update(concat=a[0][0])))
+        if kind == "stablelm":  # (1, T, n d_k) as the module views it: (1, T, n, d_k), heads first
+            for name, proj in (("q_unrotated", attn.q_proj), ("k_unrotated", attn.k_proj), ("v", attn.v_proj)):
+                handles.append(proj.register_forward_hook(
+                    lambda m, a, out, name=name, into=into: into.update({name: out[0].view(out.shape[1], -1, 8)
+                                                                        .transpose(0, 1)})))
+        else:  # Falcon's multi-query layout: h query heads, then one key head and one value head
+            def fused(m, a, out, into=into):
+                heads = out[0].view(out.shape[1], -1, 8)  # (T, h + 2, d_k)
+                into.update(q_unrotated=heads[:, :-2].transpose(0, 1), k_unrotated=heads[:, -2:-1].transpose(0, 1),
+                            v=heads[:, -1:].transpose(0, 1))
+            handles.append(attn.query_key_value.register_forward_hook(fused))
+    try:
+        with torch.no_grad():
+            out = hf(ids[None], output_attentions=True)
+    finally:
+        for h in handles:
+            h.remove()
+    return got, out
+
+
+def test_every_layer_shows_transformers_alpha_and_the_hooks_values(outside):
+    kind, path, hf = outside
+    cfg = AttentionConfig(sentence=SENTENCE, model=path)
+    first = compute(cfg)
+    peer, out = _peer_steps(kind, hf, first.token_ids)
+    assert first.tokens == tuple(SENTENCE.split())
+    for layer in range(2):
+        r = compute(cfg.replace(layer=layer))
+        assert torch.allclose(r.weights, out.attentions[layer][0], atol=1e-5, rtol=0), layer
+        assert torch.allclose(r.layer_weights, torch.stack([a[0] for a in out.attentions]), atol=1e-5, rtol=0)
+        for name, value in peer[layer].items():
+            assert torch.allclose(getattr(r, name), value, atol=1e-6, rtol=0), (layer, name)
+        T = r.seq_len
+        assert torch.equal(r.head_outputs, r.concat.view(T, 4, 8).transpose(0, 1))  # Z per head, as concatenated
+        # what no hook sees is None and named: q and k after the rotation, the scores
+        assert r.not_captured == ("q", "k", "scores", "scaled")
+        assert all(getattr(r, name) is None for name in r.not_captured)
+    top5_equals_transformers(cfg, out.logits[0, -1], WORDS)
+
+
+def test_the_spec_says_transformers_runs_it(outside):
+    kind, path, _ = outside
+    spec = model_spec(path)
+    assert spec.module == "via_transformers" and spec.through == f"{kind} through transformers"
+    assert (spec.layers, spec.heads, spec.d_model, spec.d_k) == (2, 4, 32, 8)
+    assert "read through transformers" in compute(AttentionConfig(sentence="the cat", model=path)).notes[0]
+
+
+def test_options_transformers_cannot_apply_are_refused_in_one_line(outside):
+    _, path, _ = outside
+    for change in (dict(temperature=2.0), dict(scale=False), dict(ablate=((0, 0),))):
+        with pytest.raises(ConfigError, match=f"^{next(iter(change))} = .* cannot apply to a model read through "
+                                              "transformers"):
+            compute(AttentionConfig(sentence="the cat", model=path, **change))
+
+
+def test_remote_code_is_never_run(tmp_path):
+    folder = tmp_path / "remote"
+    outside_folder("stablelm", folder)
+    cfg = json.loads((folder / "config.json").read_text())
+    cfg["auto_map"] = {"AutoModelForCausalLM": "modeling_evil.EvilForCausalLM"}
+    (folder / "config.json").write_text(json.dumps(cfg))
+    with pytest.raises(ConfigError, match="^remote: config.json has auto_map: .*trust_remote_code.*never executes"):
+        AttentionConfig(model=str(folder))
+
+
+def test_an_encoder_decoder_is_refused_naming_the_field(tmp_path):
+    (tmp_path / "config.json").write_text('{"model_type": "t5"}')
+    (tmp_path / "tokenizer.json").write_text("{}")
+    with pytest.raises(ConfigError, match="is a 't5' model \\(an encoder-decoder: config.json has is_encoder_decoder"
+                                          "\\); supported model_types: llama"):
+        AttentionConfig(model=str(tmp_path))
+
+
+def test_without_transformers_the_one_line_says_how_to_enable_the_path(outside):
+    _, path, _ = outside
+    code = ("import sys; sys.modules['transformers'] = None\n"
+            "from attn_gui.engine import AttentionConfig, ConfigError\n"
+            f"try:\n    AttentionConfig(model={path!r})\nexcept ConfigError as exc:\n    print(exc)\n"
+            "print('transformers' in sys.modules and sys.modules['transformers'] is not None)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    line, imported = out.stdout.splitlines()
+    assert "model; supported model_types: llama, mistral, qwen2" in line
+    assert line.endswith("other model_types open through transformers once it is installed "
+                         "(pip install attn-gui[transformers])")
+    assert imported == "False"
+
+
+def test_cli_exports_such_a_folder(outside, tmp_path):
+    from attn_gui.cli import main
+
+    kind, path, hf = outside
+    out = tmp_path / "out"
+    assert main(["export", "--model", path, "--layer", "2", "--sentence", SENTENCE, "--format", "npy",
+                 "--out", str(out)]) == 0
+    with torch.no_grad():
+        ids = compute(AttentionConfig(sentence=SENTENCE, model=path)).token_ids
+        attentions = hf(ids[None], output_attentions=True).attentions
+    np.testing.assert_allclose(np.load(out / "weights.npy"), attentions[1][0].numpy(), atol=1e-5)
+    assert not (out / "scores.npy").exists()  # not captured: no file of made-up numbers
