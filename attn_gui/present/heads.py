@@ -13,9 +13,13 @@ def kv_groups(result: AttentionResult) -> list[list[int]]:
     With ``kv_heads`` g < h heads, head ``i`` reads K/V head ``i // (h // g)``; with
     g = h every head is a group of its own.
     """
-    groups: list[list[int]] = [[] for _ in range(result.shape("k")[0])]
+    # a model read through transformers may lack K after RoPE (not captured): its unrotated K or V has the heads
+    kv = next((n for n in ("k", "k_unrotated", "v") if getattr(result, n) is not None), None)
+    if kv is None:
+        return [[head] for head in range(result.heads)]
+    groups: list[list[int]] = [[] for _ in range(result.shape(kv)[0])]
     for head in range(result.heads):
-        groups[result.head_index("k", head)].append(head)
+        groups[result.head_index(kv, head)].append(head)
     return groups
 
 

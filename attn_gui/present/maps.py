@@ -189,7 +189,8 @@ def not_captured_data(frame: Frame, name: str, head: int | None = None) -> MapDa
     result, info = frame.result, FIELDS[name]
     cfg = result.config
     text = f"{info.symbol}: not captured for {model_spec(cfg.model).through}"
-    return MapData(matrix=np.full((1, 1), np.nan), title=f"layer {cfg.layer + 1}: {text}", brief_title=text,
+    return MapData(matrix=np.full((1, 1), np.nan), title=f"layer {cfg.layer + 1}: {text}",
+                   brief_title=f"{info.symbol}: not captured",
                    kind=info.kind, symbol=info.symbol, head=head if info.per_head else None, field=name,
                    masked=np.ones((1, 1), dtype=bool), masked_reason="not captured: no hook sees this step",
                    about=f"{html.escape(text)}: transformers computes it inside the attention module, where no "

@@ -490,7 +490,7 @@ class Pipeline(QtWidgets.QWidget):
         self.canvas.show_frame(frame, head, token, hidden, focus, scales)
         focus = self.canvas.focus
         self.backButton.setVisible(focus is not None)
-        self.noProjection.setVisible(frame.result.w_q is None)
+        self.noProjection.setVisible(frame.result.w_q is None and not frame.result.not_captured)  # not: unseen
         if focus is None:
             self.title.setText("<b>Every map</b>, as the data flows: scroll, Ctrl + wheel zooms; "
                                "double-click a map to focus on it")

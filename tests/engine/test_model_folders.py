@@ -174,7 +174,7 @@ def _bad(tmp_path, kind):
     folder.mkdir()
     cfg = dict(model_type="llama", hidden_size=32, num_attention_heads=4, num_hidden_layers=2)
     if kind == "unsupported":
-        cfg["model_type"] = "t5"
+        cfg["model_type"] = "no-such-model"
     (folder / "config.json").write_text(json.dumps(cfg))
     if kind != "no tokenizer":
         _tokenizer(folder)
@@ -183,7 +183,8 @@ def _bad(tmp_path, kind):
 
 @pytest.mark.parametrize("kind, message", [
     ("no tokenizer", "has no tokenizer.json"),
-    ("unsupported", "is a 't5' model; supported model_types: llama, mistral, qwen2"),
+    ("unsupported", "is a 'no-such-model' model, which the transformers installed here does not read either; "
+                    "supported model_types: llama, mistral, qwen2"),
 ])
 def test_bad_folders_say_what_is_wrong(tmp_path, kind, message):
     with pytest.raises(ConfigError, match=message):
