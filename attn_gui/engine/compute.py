@@ -469,4 +469,5 @@ def as_dict(result: AttentionResult) -> dict[str, Any]:
         "elapsed_ms": result.elapsed_ms,
         "notes": list(result.notes),
         "next_tokens": None if result.next_tokens is None else [list(p) for p in result.next_tokens],
+        **({"not_captured": list(result.not_captured)} if result.not_captured else {}),
     }

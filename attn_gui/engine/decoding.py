@@ -85,6 +85,9 @@ class Generation:
 
 def decoder_source(config: AttentionConfig):
     """The source of ``config.model``, or ``ConfigError`` when it is not a decoder."""
+    if config.model is not None and model_spec(config.model).through:
+        raise ConfigError(f"{model_spec(config.model).label} is read through transformers: attn-gui shows its "
+                          "attention and next tokens, and generates only with the models it runs itself")
     if config.model is None or not model_spec(config.model).causal:
         decoders = ", ".join(n for n, s in MODELS.items() if s.causal)
         what = "random weights" if config.model is None else f"{model_spec(config.model).label}, an encoder,"

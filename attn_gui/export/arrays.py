@@ -158,6 +158,7 @@ def manifest(result: AttentionResult, files: Iterable[str], formats: Iterable[st
         "device": info["device"],
         "elapsed_ms": info["elapsed_ms"],
         "notes": info["notes"],
+        **{key: info[key] for key in ("not_captured",) if key in info},  # read through transformers: no file
         **decoder,
         "versions": versions(),
         "created_utc": datetime.now(timezone.utc).isoformat(timespec="seconds"),

@@ -32,6 +32,14 @@ STAGES: list[tuple[str, tuple[str, ...], int]] = [
 
 
 
+# where a hook reads each step of a model read through transformers (``engine.sources.via_transformers``)
+HOOKED = {"x": "the attention module's input", "q": "the query projection's output",
+          "k": "the key projection's output", "q_unrotated": "the query projection's output",
+          "k_unrotated": "the key projection's output", "v": "the value projection's output",
+          "weights": "transformers' attentions (eager)", "head_outputs": "the output projection's input, per head",
+          "concat": "the output projection's input", "output": "the attention module's output"}
+
+
 def neighbours(name: str, present: tuple[str, ...], n: int = 2) -> tuple[list[str], list[str]]:
     """The ``n`` fields before and after ``name`` in the data flow (``STAGES`` order), among ``present``."""
     flow = [f for _, names, _ in STAGES for f in names if f in present]
@@ -159,6 +167,8 @@ def map_data(frame: Frame, name: str, head: int | None = None, hidden: tuple[int
     # a title may wrap between its words and after a comma, never inside "5 × 3"
     shape_txt = ", ".join(part.replace(" ", NBSP) for part in shape)
     text = re.sub(r"\(\w \w\)", lambda m: m.group(0).replace(" ", NBSP), formula(name, cfg))  # "(x W)" whole
+    if cfg.model is not None and model_spec(cfg.model).through:  # transformers computed it: say where it was read
+        text = f"{info.symbol} = {HOOKED.get(name, name)}"
     return MapData(
         matrix=matrix,
         title=f"{layer_txt}{text}  ({shape_txt})" + (

@@ -211,8 +211,9 @@ class ControlPanel(QtWidgets.QWidget):
         self.decoderPanel.set_quantised(model is not None and any("4-bit" in note for note in model.about))
         if model is not None:
             weights = "W and b are" if model.has_bias else "W are"
+            weights = "the weights stay in transformers" if model.through else f"{weights} the layer's real weights"
             self.modelNote.setText(f"{model.label}: the model's own tokens; X is {model.x_is}; "
-                                   f"{weights} the layer's real weights; {'; '.join(model.about)}.")
+                                   f"{weights}; {'; '.join(model.about)}.")
         if tokens is not None:
             self._show_tokens(cfg, tokens)
 

@@ -113,7 +113,7 @@ def test_the_spec_says_transformers_runs_it(outside):
 
 def test_options_transformers_cannot_apply_are_refused_in_one_line(outside):
     _, path, _ = outside
-    for change in (dict(temperature=2.0), dict(scale=False), dict(ablate=((0, 0),))):
+    for change in (dict(temperature=2.0), dict(scale=False), dict(ablate=((0, 0),)), dict(similarity="cosine")):
         with pytest.raises(ConfigError, match=f"^{next(iter(change))} = .* cannot apply to a model read through "
                                               "transformers"):
             compute(AttentionConfig(sentence="the cat", model=path, **change))
@@ -163,3 +163,13 @@ def test_cli_exports_such_a_folder(outside, tmp_path):
         attentions = hf(ids[None], output_attentions=True).attentions
     np.testing.assert_allclose(np.load(out / "weights.npy"), attentions[1][0].numpy(), atol=1e-5)
     assert not (out / "scores.npy").exists()  # not captured: no file of made-up numbers
+    assert json.loads((out / "manifest.json").read_text())["not_captured"] == ["q", "k", "scores", "scaled"]
+
+
+def test_generation_is_refused_in_one_line(outside):
+    from attn_gui.engine.decoding import Decoder
+
+    _, path, _ = outside
+    with pytest.raises(ConfigError, match="is read through transformers: attn-gui shows its attention and next "
+                                          "tokens, and generates only with the models it runs itself"):
+        Decoder(AttentionConfig(sentence="the cat", model=path))
