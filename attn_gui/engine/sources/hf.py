@@ -31,6 +31,7 @@ from ..errors import ConfigError
 from . import checks
 from .families import FAMILIES, INERT, MAX_TOKENS, Family, decoder_spec, regular
 from .spec import ModelSpec
+from .tokenizer_json import first_token, special_tokens
 
 GENERIC = {"model", "models", "weights", "checkpoint", "hf", "final"}  # labelled with their parent folder's name
 
@@ -307,30 +308,6 @@ def _float(value) -> float | None:
     return None if value is None else float(value)
 
 
-def special_tokens(folder: Path) -> tuple[str, ...]:
-    """The tokens the tokenizer adds around a text ([CLS] … [SEP], <s> … </s>): those a view may hide.
-
-    Read from tokenizer.json's post-processor; [UNK], [PAD] and [MASK] are left out, as an
-    [UNK] in the maps stands for a typed word. Without a post-processor: the special added tokens.
-    """
-    data = checks.json_object(folder / "tokenizer.json", f"{folder.name}/tokenizer.json")
-    found = _added_by(data.get("post_processor") or {})
-    if found:
-        return tuple(dict.fromkeys(found))
-    return tuple(t["content"] for t in data.get("added_tokens") or [] if t.get("special"))
-
-
-def _added_by(processor: dict) -> list[str]:
-    kind = processor.get("type")
-    if kind == "TemplateProcessing":
-        return list(processor.get("special_tokens") or {})
-    if kind in ("BertProcessing", "RobertaProcessing"):  # cls and sep as [text, id]
-        return [processor[k][0] for k in ("cls", "sep") if isinstance(processor.get(k), list)]
-    if kind == "Sequence":
-        return [t for p in processor.get("processors") or [] for t in _added_by(p)]
-    return []
-
-
 def read_weights(folder: Path) -> dict:
     """Every tensor of the folder's safetensors files, memory-mapped in their stored dtype (``stored.mapped``).
 
@@ -484,19 +461,6 @@ def decoder_model(spec: ModelSpec, cfg: dict, weights: dict, tokenizer, folder: 
     checks.decoder_weights(folder.name, weights, shape, spec.d_model)
     return DecoderModel(spec, shape, weights, tokenizer, tuple(texts), special, -1 if eos is None else int(eos),
                         first_token(tokenizer, folder), predicts=not headless)
-
-
-def first_token(tokenizer, folder: Path) -> int | None:
-    """The id tokenizer.json's post-processor puts before the text (Llama-2's, Mistral's <s>), or None;
-    ``ConfigError`` where it adds tokens after the text, which a decoder here never reads."""
-    bare = tokenizer.encode("a b", add_special_tokens=False).ids
-    full = tokenizer.encode("a b", add_special_tokens=True).ids
-    if full == bare:
-        return None
-    if len(full) == len(bare) + 1 and full[1:] == bare:
-        return full[0]
-    raise ConfigError(f"{folder.name}: tokenizer.json's post_processor adds tokens other than one before the text "
-                      f"({full} around {bare}); attn-gui's decoders read at most a first token")
 
 
 NEEDS = ("safetensors", "tokenizers")

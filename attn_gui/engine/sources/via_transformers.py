@@ -90,7 +90,7 @@ def spec_for(cfg: dict, path: str, folder: Path, name: str) -> ModelSpec:
     d_k = int(getattr(config, "head_dim", None) or d // heads)
     kv_heads = getattr(config, "num_key_value_heads", None)
     positions = getattr(config, "max_position_embeddings", None) or MAX_TOKENS
-    from .hf import special_tokens
+    from .tokenizer_json import special_tokens
 
     about = (f"read through transformers (eager attention, output_attentions and hooks): attn-gui does not run "
              f"{kind}'s attention itself",
@@ -163,11 +163,15 @@ def _read(spec: ModelSpec) -> Held:
     import transformers
 
     from .byte_bpe import readable
-    from .hf import first_token, read_weights
+    from . import stored
+    from .tokenizer_json import first_token
 
     folder = Path(spec.name).expanduser()
     cfg = checks.json_object(folder / "config.json", f"{folder.name}/config.json")
-    read_weights(folder)  # the hf path's checks: files present, readable, fitting in memory
+    try:  # a model too large for the memory free is refused before transformers loads it
+        stored.check_memory(folder.name, sorted(folder.glob("*.safetensors")))
+    except (OSError, ValueError, KeyError, TypeError, OverflowError) as exc:
+        raise ConfigError(f"{folder.name}: the weights cannot be read ({exc!s:.80})") from None
     transformers.utils.logging.disable_progress_bar()  # its loading bar would break the CLI's one-line output
     heads = any("ForCausalLM" in a for a in cfg.get("architectures") or [])
     auto = transformers.AutoModelForCausalLM if heads else transformers.AutoModel
