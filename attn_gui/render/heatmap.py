@@ -174,6 +174,7 @@ class MapItem(pg.GraphicsLayout):
         if last.get("levels") != levels or last.get("ticks") != ticks:
             self.colorbar.setLevels(levels)
             self.colorbar.axis.setTicks([ticks])  # given, so the bar's axis never searches for its own spacing
+        self.colorbar.setVisible(bool(finite.any()))  # a map with no number (not captured) has no scale
         mask = None if all_finite else ~finite
         if data.masked is not None:  # alpha's masked zeros are hatched like the -inf of the scores
             mask = data.masked if mask is None else mask | data.masked
