@@ -50,9 +50,10 @@ def outside(request, tmp_path_factory):
     return request.param, str(folder), outside_folder(request.param, folder)
 
 
-def _peer_steps(kind: str, hf, ids: torch.Tensor):
-    """transformers' own run with hooks written here: each layer's X, Q, K, V (before RoPE), Z and output,
-    with the attentions and the logits."""
+def _peer_steps(kind: str, hf, ids: torch.Tensor, monkeypatch):
+    """transformers' own run with hooks written here: each layer's X, Q, K, V (before RoPE), Z and output (and
+    StableLM's Q and K after RoPE, as its eager attention function receives them), with the attentions and the
+    logits."""
     layers = hf.model.layers if kind == "stablelm" else hf.transformer.h
     got = [{} for _ in layers]
     handles = []
@@ -75,7 +76,15 @@ def _peer_steps(kind: str, hf, ids: torch.Tensor):
                             v=heads[:, -1:].transpose(0, 1))
             handles.append(attn.query_key_value.register_forward_hook(fused))
     try:
-        with torch.no_grad():
+        with torch.no_grad(), monkeypatch.context() as patch:
+            if kind == "stablelm":  # the eager function stablelm's attention calls, recording what it is given
+                module = sys.modules[type(layers[0].self_attn).__module__]
+                eager = module.eager_attention_forward
+
+                def recording(m, query, key, *args, **kwargs):
+                    got[m.layer_idx].update(q=query[0], k=key[0])
+                    return eager(m, query, key, *args, **kwargs)
+                patch.setattr(module, "eager_attention_forward", recording)
             out = hf(ids[None], output_attentions=True)
     finally:
         for h in handles:
@@ -83,22 +92,23 @@ def _peer_steps(kind: str, hf, ids: torch.Tensor):
     return got, out
 
 
-def test_every_layer_shows_transformers_alpha_and_the_hooks_values(outside):
+def test_every_layer_shows_transformers_alpha_and_the_hooks_values(outside, monkeypatch):
     kind, path, hf = outside
     cfg = AttentionConfig(sentence=SENTENCE, model=path)
     first = compute(cfg)
-    peer, out = _peer_steps(kind, hf, first.token_ids)
+    peer, out = _peer_steps(kind, hf, first.token_ids, monkeypatch)
     assert first.tokens == tuple(SENTENCE.split())
     for layer in range(2):
         r = compute(cfg.replace(layer=layer))
         assert torch.allclose(r.weights, out.attentions[layer][0], atol=1e-5, rtol=0), layer
         assert torch.allclose(r.layer_weights, torch.stack([a[0] for a in out.attentions]), atol=1e-5, rtol=0)
+        assert ("q" in peer[layer]) == (kind == "stablelm")  # the recording eager function was called
         for name, value in peer[layer].items():
             assert torch.allclose(getattr(r, name), value, atol=1e-6, rtol=0), (layer, name)
         T = r.seq_len
         assert torch.equal(r.head_outputs, r.concat.view(T, 4, 8).transpose(0, 1))  # Z per head, as concatenated
-        # what no hook sees is None and named: q and k after the rotation, the scores
-        assert r.not_captured == ("q", "k", "scores", "scaled")
+        # what no hook sees is None and named: the scores; Falcon (off the attention interface) q and k after RoPE
+        assert r.not_captured == (("q", "k") if kind == "falcon" else ()) + ("scores", "scaled")
         assert all(getattr(r, name) is None for name in r.not_captured)
     top5_equals_transformers(cfg, out.logits[0, -1], WORDS)
 
@@ -163,7 +173,7 @@ def test_cli_exports_such_a_folder(outside, tmp_path):
         attentions = hf(ids[None], output_attentions=True).attentions
     np.testing.assert_allclose(np.load(out / "weights.npy"), attentions[1][0].numpy(), atol=1e-5)
     assert not (out / "scores.npy").exists()  # not captured: no file of made-up numbers
-    assert json.loads((out / "manifest.json").read_text())["not_captured"] == ["q", "k", "scores", "scaled"]
+    assert json.loads((out / "manifest.json").read_text())["not_captured"][-2:] == ["scores", "scaled"]
 
 
 def test_generation_is_refused_in_one_line(outside):

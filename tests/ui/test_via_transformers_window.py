@@ -23,7 +23,7 @@ def test_a_stablelm_folder_opens_through_transformers(window, qtbot, tmp_path):
     view = window.canvas.item_of("weights:0")
     np.testing.assert_allclose(view.image.image, out.attentions[0][0, 0].numpy(), atol=1e-5)
     assert "read through transformers" in window.statusLabel.text()
-    for name in ("q:0", "scores:0"):  # no hook sees them: their maps say so, with no number
+    for name in ("scaled:0", "scores:0"):  # no hook sees them: their maps say so, with no number
         data = window.canvas.item_of(name).data
         assert "not captured for stablelm through transformers" in data.title
         assert np.isnan(data.matrix).all()

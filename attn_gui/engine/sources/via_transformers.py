@@ -7,9 +7,12 @@ standard: X (the attention module's input, a forward pre-hook), Q, K and V (the 
 ``q_proj``/``k_proj``/``v_proj``, ``query``/``key``/``value``, or of a fused ``query_key_value``
 split by the module's own ``_split_heads``), Z (the input of ``o_proj``/``dense``/``out_proj``/
 ``c_proj``) and the attention module's output. In a model that rotates q and k (RoPE) the
-projections' outputs are q and k before the rotation; the rotated ones, and the scores, are inside
-the module where no hook reaches: the result names them in ``not_captured`` and the window says
-so in their maps' titles. Nothing here computes a step itself.
+projections' outputs are q and k before the rotation. A model written on transformers' attention
+interface (its file defines ``eager_attention_forward``) runs its own eager function through a
+wrapper registered as ``attn_gui_capture`` (with the eager mask), which also reads the q and k that
+function receives: after the rotation and any norm. What no hook reaches (the scores, inside the
+eager function; q and k after RoPE in an older model such as Falcon) the result names in
+``not_captured`` and the window says so in its maps' titles. Nothing here computes a step itself.
 
 transformers is an optional extra (``pip install attn-gui[transformers]``); without it,
 the one line that refuses a model_type outside the table says how to enable this path. A
@@ -21,6 +24,8 @@ from __future__ import annotations
 
 import functools
 import importlib.util
+import sys
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -116,6 +121,33 @@ def check_config(config) -> None:
                               f"transformers: it is shown as transformers runs it ({name} = {value!r})")
 
 
+CAPTURE = "attn_gui_capture"  # the attention implementation that runs the model's eager one and reads q, k
+_INTO: dict[int, dict] = {}  # during a run: id(attention module) -> its layer's steps
+_RUNNING = threading.Lock()  # one run at a time fills _INTO
+
+
+def _eager(module: torch.nn.Module):
+    """The eager attention function of ``module``'s model file, or None (a model off the interface)."""
+    return getattr(sys.modules.get(type(module).__module__), "eager_attention_forward", None)
+
+
+def _capture(module, query, key, value, attention_mask, **kwargs):
+    """The model's own eager attention, its q and k (after RoPE; K before repeat_kv) kept for the layer."""
+    into = _INTO.get(id(module))
+    if into is not None:
+        into["q"], into["k"] = query[0], key[0]  # (h, T, d_k), (g, T, d_k)
+    return _eager(module)(module, query, key, value, attention_mask, **kwargs)
+
+
+@functools.cache
+def _register_capture() -> None:
+    from transformers import AttentionInterface
+    from transformers.masking_utils import AttentionMaskInterface, eager_mask
+
+    AttentionInterface.register(CAPTURE, _capture)
+    AttentionMaskInterface.register(CAPTURE, eager_mask)  # the mask eager attention is given
+
+
 @dataclass(frozen=True)
 class Layer:
     """One attention module and the children the hooks read (None: not found under a standard name)."""
@@ -189,8 +221,12 @@ def _read(spec: ModelSpec) -> Held:
     for tok, i in ids.items():
         texts[i] = readable(tok, i in special)
     rotary = any("Rotary" in type(m).__name__ for m in model.modules()) and not getattr(model.config, "alibi", False)
+    layers = attention_modules(model, spec.layers, folder.name)
+    if all(_eager(layer.attention) is not None for layer in layers):  # on transformers' attention interface
+        _register_capture()
+        model.config._attn_implementation = CAPTURE
     return Held(model, str(cfg.get("model_type")), tokenizer, tuple(texts), first_token(tokenizer, folder),
-                attention_modules(model, spec.layers, folder.name), rotary,
+                layers, rotary,
                 predicts=model.get_output_embeddings() is not None)
 
 
@@ -270,10 +306,12 @@ def run(name: str, ids: tuple[int, ...], device: str, dtype: torch.dtype) -> Cap
     handles = [h for layer, into in zip(model.layers, steps, strict=True) for h in _hooks(layer, into, d_k,
                                                                                            model.rotary)]
     try:
-        with torch.no_grad():
+        with _RUNNING, torch.no_grad():
+            _INTO.update({id(layer.attention): into for layer, into in zip(model.layers, steps, strict=True)})
             out = net(input_ids=torch.tensor([ids], device=device), output_attentions=True,
                       output_hidden_states=True)
     finally:
+        _INTO.clear()
         for h in handles:
             h.remove()
     if not out.attentions or any(a is None for a in out.attentions):
