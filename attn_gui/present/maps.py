@@ -36,7 +36,7 @@ STAGES: list[tuple[str, tuple[str, ...], int]] = [
 HOOKED = {"x": "the attention module's input", "q": "the query projection's output",
           "k": "the key projection's output", "q_unrotated": "the query projection's output",
           "k_unrotated": "the key projection's output", "v": "the value projection's output",
-          "weights": "transformers' attentions (eager)", "head_outputs": "the output projection's input, per head",
+          "weights": "output_attentions (eager)", "head_outputs": "the output projection's input, per head",
           "concat": "the output projection's input", "output": "the attention module's output"}
 
 
