@@ -129,7 +129,7 @@ class AttentionResult:
 
     @property
     def heads(self) -> int:
-        return (self.q if self.q is not None else self.weights).shape[0]
+        return next(t for t in (self.q, self.weights, self.head_outputs) if t is not None).shape[0]
 
     @property
     def position_terms(self) -> tuple[str, ...]:

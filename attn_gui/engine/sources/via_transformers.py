@@ -26,8 +26,10 @@ import functools
 import importlib.util
 import sys
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -156,8 +158,9 @@ class Layer:
     q: torch.nn.Module | None
     k: torch.nn.Module | None
     v: torch.nn.Module | None
-    fused: torch.nn.Module | None  # split by the attention module's own _split_heads
+    fused: torch.nn.Module | None  # a fused q, k, v projection, split by ``split``
     out: torch.nn.Module | None
+    split: Callable | None = None  # the attention module's own _split_heads (Falcon, BLOOM)
 
 
 @dataclass(frozen=True)
@@ -166,7 +169,7 @@ class Held:
 
     model: torch.nn.Module
     kind: str
-    tokenizer: object
+    tokenizer: Any  # a tokenizers.Tokenizer
     vocab: tuple[str, ...]
     add_bos: int | None
     layers: tuple[Layer, ...]
@@ -186,9 +189,11 @@ def attention_modules(model: torch.nn.Module, layers: int, where: str) -> tuple[
     if len(inner) != layers:
         raise ConfigError(f"{where}: attn-gui finds {len(inner)} attention modules in {layers} layers, so it cannot "
                           "tell which is each layer's through transformers")
+    splits = [getattr(m, "_split_heads", None) for m in inner]
     return tuple(Layer(m, _child(m, Q_NAMES), _child(m, K_NAMES), _child(m, V_NAMES),
-                       _child(m, FUSED_NAMES) if hasattr(m, "_split_heads") else None, _child(m, OUT_NAMES))
-                 for m in inner)
+                       _child(m, FUSED_NAMES) if callable(split) else None, _child(m, OUT_NAMES),
+                       split if callable(split) else None)
+                 for m, split in zip(inner, splits, strict=True))
 
 
 def _read(spec: ModelSpec) -> Held:
@@ -273,7 +278,7 @@ def _hooks(layer: Layer, into: dict, d_k: int, rotary: bool) -> list:
         return hook
 
     def fused(module, args, output):
-        parts = layer.attention._split_heads(output)  # the module's own split: (1, T, n, d_k) each
+        parts = layer.split(output)  # the module's own split: (1, T, n, d_k) each
         for name, part in zip((q_name, k_name, "v"), parts, strict=True):
             if part.dim() == 4 and part.shape[-1] == d_k:
                 into[name] = part[0].transpose(0, 1)
@@ -289,7 +294,7 @@ def _hooks(layer: Layer, into: dict, d_k: int, rotary: bool) -> list:
     for module, name in ((layer.q, q_name), (layer.k, k_name), (layer.v, "v")):
         if module is not None:
             handles.append(module.register_forward_hook(projection(name)))
-    if layer.fused is not None and layer.q is None:
+    if layer.fused is not None and layer.split is not None and layer.q is None:
         handles.append(layer.fused.register_forward_hook(fused))
     if layer.out is not None:
         handles.append(layer.out.register_forward_pre_hook(z_in))
