@@ -191,10 +191,12 @@ class AttentionResult:
         t = getattr(self, name)
         if t is not None:
             return t[head, token]
-        cfg = self.config
+        cfg, q, k = self.config, self.q, self.k
+        if q is None or k is None:  # a model read through transformers: no q, k to recompute it from
+            raise ValueError(f"{name} is not captured for this model, and q and k are not held to recompute it")
         kv_head = self.head_index("k", head)  # the K/V head this query head reads
-        slopes = A.alibi_slopes(self.heads, self.q.dtype, self.q.device)[head:head + 1] if _alibi(cfg) else None
-        rows = A.query_rows(self.q[head:head + 1, token:token + 1], self.k[kv_head:kv_head + 1], token,
+        slopes = A.alibi_slopes(self.heads, q.dtype, q.device)[head:head + 1] if _alibi(cfg) else None
+        rows = A.query_rows(q[head:head + 1, token:token + 1], k[kv_head:kv_head + 1], token,
                             scale=cfg.score_scaling[0], temperature=cfg.score_scaling[1], causal=cfg.is_causal,
                             similarity=cfg.similarity, slopes=slopes, window=cfg.sliding_window,
                             sink_tokens=cfg.sink_tokens, offset=cfg.position_offset)
@@ -326,7 +328,7 @@ def _compute(config: AttentionConfig, toks: Tokens, source: Tokens | None, devic
     dtype = DTYPES[config.dtype]
     start = time.perf_counter()
     if config.model is not None and model_spec(config.model).module == "via_transformers":
-        return _captured(config, toks, device, dtype, start)
+        return _captured(config, config.model, toks, device, dtype, start)
     layer_weights, x_source, ids, next_tokens, own_steps = None, None, toks.id_tensor(), None, {}
     vocab = toks.vocab
     if config.model is None:
@@ -378,23 +380,26 @@ def _compute(config: AttentionConfig, toks: Tokens, source: Tokens | None, devic
     )
 
 
-def _captured(config: AttentionConfig, toks: Tokens, device: torch.device, dtype: torch.dtype,
+def _captured(config: AttentionConfig, name: str, toks: Tokens, device: torch.device, dtype: torch.dtype,
               start: float) -> AttentionResult:
-    """A model read through transformers (``sources.via_transformers``): the steps its hooks captured, None for
-    the others (named in ``not_captured``); attn-gui computes none of them."""
-    from .sources.via_transformers import STEPS, check_config
+    """Model ``name`` read through transformers (``sources.via_transformers``): the steps its hooks captured,
+    None for the others (named in ``not_captured``); attn-gui computes none of them."""
+    from .sources.via_transformers import captured, check_config
 
     check_config(config)
-    model, ids = source(config.model), toks.id_tensor()
-    steps, layer_weights, missing = model.captured(ids, config.layer, device, dtype)
-    next_tokens = model.next_tokens(ids, device, dtype)
+    ids = toks.id_tensor()
+    steps, layer_weights, missing = captured(name, ids, config.layer, device, dtype)
+    next_tokens = source(name).next_tokens(ids, device, dtype)
     synchronize(device)
     unknown = unknown_note(config, toks)
     return AttentionResult(
         config=config, tokens=toks.tokens, token_ids=ids.to(device), vocab=toks.vocab,
         w_q=None, w_k=None, w_v=None, w_o=None, elapsed_ms=(time.perf_counter() - start) * 1e3, device=str(device),
-        notes=(*([unknown] if unknown else []), *model_spec(config.model).about), layer_weights=layer_weights,
-        next_tokens=next_tokens, not_captured=missing, **{name: steps.get(name) for name in STEPS})
+        notes=(*([unknown] if unknown else []), *model_spec(name).about), layer_weights=layer_weights,
+        next_tokens=next_tokens, not_captured=missing, x=steps.get("x"), q_unrotated=steps.get("q_unrotated"),
+        k_unrotated=steps.get("k_unrotated"), q=steps.get("q"), k=steps.get("k"), v=steps.get("v"),
+        scores=steps.get("scores"), scaled=steps.get("scaled"), weights=steps.get("weights"),
+        head_outputs=steps.get("head_outputs"), concat=steps.get("concat"), output=steps.get("output"))
 
 
 def _scores_finite(steps: dict, config: AttentionConfig) -> bool:

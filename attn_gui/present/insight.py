@@ -174,6 +174,8 @@ class QuerySoftmax:
 def query_softmax(result: AttentionResult, head: int, token: int) -> QuerySoftmax:
     """alpha of query ``token`` in ``head`` with and without scaling (temperature and mask as configured)."""
     cfg = result.config
+    if result.q is None:  # a model read through transformers whose q is not captured
+        raise ValueError("the softmax of one query needs its q and scores, which this result does not hold")
     d_k = result.q.size(-1)
     row = result.row("scores", head, token)
     terms = result.position_terms

@@ -198,7 +198,7 @@ def not_captured_data(frame: Frame, name: str, head: int | None = None) -> MapDa
     no number, one empty cell, and a title that says so."""
     result, info = frame.result, FIELDS[name]
     cfg = result.config
-    text = f"{info.symbol}: not captured for {model_spec(cfg.model).through}"
+    text = f"{info.symbol}: not captured for {model_spec(cfg.model).through if cfg.model else 'this model'}"
     return MapData(matrix=np.full((1, 1), np.nan), title=f"layer {cfg.layer + 1}: {text}",
                    brief_title=f"{info.symbol}: not captured",
                    kind=info.kind, symbol=info.symbol, head=head if info.per_head else None, field=name,

@@ -20,7 +20,7 @@ def visible_keys(result: AttentionResult) -> torch.Tensor | None:
     """The visible keys of the shown layer's alpha: the causal mask, or None (every key)."""
     if not result.config.is_causal:
         return None
-    return causal_visible(result.seq_len, result.q.device)
+    return causal_visible(result.seq_len, result.device)
 
 
 def streamed_saturation(result: AttentionResult) -> Saturation:

@@ -40,19 +40,21 @@ def walk_html(result: AttentionResult, token: int, head: int) -> str:
     cfg = result.config
     tok = html.escape(result.tokens[token])
     missing = [n for n in ("x", "q", "k", "v", "scores", "scaled", "head_outputs") if n in result.not_captured]
-    if missing:  # a model read through transformers: the walk's numbers are not all captured
+    X, Q, K, V, Z = result.x, result.q, result.k, result.v, result.head_outputs
+    if missing or X is None or Q is None or K is None or V is None or Z is None:  # read through transformers
+        through = model_spec(cfg.model).through if cfg.model else "this model"
         return (f"<p>The walk of <b>{tok}</b> needs {', '.join(missing)}, which are not captured for "
-                f"{html.escape(model_spec(cfg.model).through)}: its maps say so.</p>")
+                f"{html.escape(through)}: its maps say so.</p>")
     n = token + 1  # the tutorials count tokens from 1
     host = lambda t: t.detach().cpu().numpy()  # noqa: E731 - only small slices travel
-    x = host(result.x[token])
-    q = host(result.q[head, token])
-    k = host(result.k[result.head_index("k", head)])  # grouped-query: the head's K/V head
-    v = host(result.v[result.head_index("v", head)])
+    x = host(X[token])
+    q = host(Q[head, token])
+    k = host(K[result.head_index("k", head)])  # grouped-query: the head's K/V head
+    v = host(V[result.head_index("v", head)])
     omega = host(result.row("scores", head, token))  # one row, recomputed when streamed
     scaled = host(result.row("scaled", head, token))
     alpha = host(result.row("weights", head, token))
-    z = host(result.head_outputs[head, token])
+    z = host(Z[head, token])
     d_k = q.shape[0]
     col = cfg.layout == "column"
     head_txt = f", head {head + 1} of {result.heads}" if result.heads > 1 else ""

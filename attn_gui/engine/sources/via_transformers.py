@@ -277,11 +277,13 @@ def _hooks(layer: Layer, into: dict, d_k: int, rotary: bool) -> list:
                 into[name] = heads
         return hook
 
-    def fused(module, args, output):
-        parts = layer.split(output)  # the module's own split: (1, T, n, d_k) each
-        for name, part in zip((q_name, k_name, "v"), parts, strict=True):
-            if part.dim() == 4 and part.shape[-1] == d_k:
-                into[name] = part[0].transpose(0, 1)
+    def fused(split: Callable):
+        def hook(module, args, output):
+            parts = split(output)  # the module's own split: (1, T, n, d_k) each
+            for name, part in zip((q_name, k_name, "v"), parts, strict=True):
+                if part.dim() == 4 and part.shape[-1] == d_k:
+                    into[name] = part[0].transpose(0, 1)
+        return hook
 
     def z_in(module, args):
         into["concat"] = args[0][0]
@@ -295,7 +297,7 @@ def _hooks(layer: Layer, into: dict, d_k: int, rotary: bool) -> list:
         if module is not None:
             handles.append(module.register_forward_hook(projection(name)))
     if layer.fused is not None and layer.split is not None and layer.q is None:
-        handles.append(layer.fused.register_forward_hook(fused))
+        handles.append(layer.fused.register_forward_hook(fused(layer.split)))
     if layer.out is not None:
         handles.append(layer.out.register_forward_pre_hook(z_in))
     return handles
@@ -334,12 +336,18 @@ def uncaptured(captured: dict, rotary: bool) -> tuple[str, ...]:
     return tuple(s for s in STEPS if s not in captured and (rotary or s not in ("q_unrotated", "k_unrotated")))
 
 
-class Source(ModelSource):
-    """A model of a model_type outside the table, run by transformers; its steps read with hooks.
+def captured(name: str, token_ids: torch.Tensor, layer: int, device, dtype: torch.dtype
+             ) -> tuple[dict[str, torch.Tensor], torch.Tensor, tuple[str, ...]]:
+    """Layer ``layer``'s captured steps of model ``name`` with ``weights`` (its α), every layer's α, and the
+    steps not captured (``compute`` builds the result of them)."""
+    out = run(name, tuple(token_ids.tolist()), str(device), dtype)
+    steps = {**out.steps[layer], "weights": out.weights[layer]}
+    return steps, out.weights, uncaptured(steps, held(name).rotary)
 
-    Beyond ``ModelSource``: ``captured(token_ids, layer, device, dtype)`` gives one layer's captured
-    steps and the names of those the hooks could not capture (``compute`` builds the result of them).
-    """
+
+class Source(ModelSource):
+    """A model of a model_type outside the table, run by transformers; its steps read with hooks
+    (``captured`` gives one layer's)."""
 
     install_hint = HINT
 
@@ -368,13 +376,6 @@ class Source(ModelSource):
 
     def layer_weights(self, layer, device, dtype) -> Projections:
         return Projections()  # the weights stay inside transformers' modules: only what the hooks see is shown
-
-    def captured(self, token_ids, layer: int, device, dtype) -> tuple[dict[str, torch.Tensor], torch.Tensor,
-                                                                      tuple[str, ...]]:
-        """Layer ``layer``'s captured steps with ``weights`` (its α), every layer's α, and the steps not captured."""
-        out = run(self.spec.name, tuple(token_ids.tolist()), str(device), dtype)
-        steps = {**out.steps[layer], "weights": out.weights[layer]}
-        return steps, out.weights, uncaptured(steps, held(self.spec.name).rotary)
 
     def next_tokens(self, token_ids, device, dtype, k: int = 5):
         out = run(self.spec.name, tuple(token_ids.tolist()), str(device), dtype)
