@@ -192,9 +192,8 @@ def test_unknown_activation_and_family_are_named(tmp_path, gpt2):
         AttentionConfig(model=str(odd))
     cfg["model_type"] = "t5"
     (odd / "config.json").write_text(json.dumps(cfg))
-    with pytest.raises(ConfigError, match="^odd is a 't5' model \\(an encoder-decoder: config.json has "
-                                          "is_encoder_decoder\\); supported model_types: llama, mistral, qwen2, "
+    with pytest.raises(ConfigError, match="^odd is a 't5' model; supported model_types: llama, mistral, qwen2, "
                                           "qwen3, olmo2, phi3, gemma2, gemma3_text, gpt2, gpt_neox, bert, roberta, "
-                                          "distilbert, deberta-v2, modernbert; through transformers, the decoders "
-                                          "and encoders it reads$"):
+                                          "distilbert, deberta-v2, modernbert; others open through transformers, "
+                                          "not encoder-decoders \\(is_encoder_decoder\\)$"):
         AttentionConfig(model=str(odd))

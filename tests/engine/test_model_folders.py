@@ -183,8 +183,8 @@ def _bad(tmp_path, kind):
 
 @pytest.mark.parametrize("kind, message", [
     ("no tokenizer", "has no tokenizer.json"),
-    ("unsupported", "is a 'no-such-model' model, which the transformers installed here does not read either; "
-                    "supported model_types: llama, mistral, qwen2"),
+    ("unsupported", "is a 'no-such-model' model; supported model_types: llama, mistral, qwen2.*, not this one: "
+                    "transformers here lacks it"),
 ])
 def test_bad_folders_say_what_is_wrong(tmp_path, kind, message):
     with pytest.raises(ConfigError, match=message):

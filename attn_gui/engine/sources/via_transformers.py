@@ -65,10 +65,10 @@ def refusal(kind, folder: Path, why: str = "") -> ConfigError:
     the table reads, and how to read others (install transformers; or which it reads)."""
     from .families import FAMILIES
 
-    beyond = ("through transformers, the decoders and encoders it reads" if installed() else
+    beyond = ("others open through transformers" if installed() else
               f"other model_types open through transformers once it is installed ({HINT})")
-    return ConfigError(f"{folder.name} is a {kind!r} model{why}; supported model_types: {', '.join(FAMILIES)}; "
-                       f"{beyond}")
+    return ConfigError(f"{folder.name} is a {kind!r} model; supported model_types: {', '.join(FAMILIES)}; "
+                       f"{beyond}{why}")
 
 
 def spec_for(cfg: dict, path: str, folder: Path, name: str) -> ModelSpec:
@@ -82,14 +82,14 @@ def spec_for(cfg: dict, path: str, folder: Path, name: str) -> ModelSpec:
     from transformers.models.auto.configuration_auto import CONFIG_MAPPING_NAMES
 
     if kind not in CONFIG_MAPPING_NAMES:
-        raise refusal(kind, folder, ", which the transformers installed here does not read either")
+        raise refusal(kind, folder, ", not this one: transformers here lacks it")
     try:
         config = AutoConfig.from_pretrained(str(folder), local_files_only=True, trust_remote_code=False)
     except Exception as exc:  # noqa: BLE001  transformers raises many kinds for a bad config: one line
         raise ConfigError(f"{folder.name}/config.json is refused by transformers: {str(exc).splitlines()[0]:.100}") \
             from None
     if getattr(config, "is_encoder_decoder", False):  # two stacks and cross-attention: no one layer list
-        raise refusal(kind, folder, " (an encoder-decoder: config.json has is_encoder_decoder)")
+        raise refusal(kind, folder, ", not encoder-decoders (is_encoder_decoder)")
     where = f"{folder.name}/config.json"
     layers = checks.whole(where, "num_hidden_layers", getattr(config, "num_hidden_layers", None))
     heads = checks.whole(where, "num_attention_heads", getattr(config, "num_attention_heads", None))
