@@ -46,7 +46,8 @@ class CellValues(pg.GraphicsObject):
 
     def _strings(self, fmt):
         if fmt not in self._texts:
-            strings = [fmt(float(v)) for v in self._matrix.ravel()]
+            # a cell with no number (a step not captured) stays blank rather than printing NaN
+            strings = ["" if v != v else fmt(float(v)) for v in self._matrix.ravel()]
             widest = max((self._metrics.horizontalAdvance(t) for t in set(strings)), default=0.0)
             self._texts[fmt] = (strings, widest)
         return self._texts[fmt]
