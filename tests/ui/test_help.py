@@ -5,7 +5,7 @@ from attn_gui.ui.help import HelpDialog
 
 
 def test_help_has_the_steps_in_order_with_real_symbols_and_a_model_page(window, qtbot):
-    window.helpAction.trigger()
+    window.menus.help.trigger()
     dialog = window.findChild(HelpDialog, "helpDialog")
     assert dialog.isVisible()
     pages = {dialog.tabs.tabText(i): dialog.tabs.widget(i).toPlainText() for i in range(dialog.tabs.count())}
