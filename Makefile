@@ -74,7 +74,7 @@ docs: $(VENV)/.docs
 
 # the docs' pictures of the window, offscreen, at 1366x768 and 1920x1080 (tools/screenshots.py says which)
 screenshots: $(STAMP)
-	QT_QPA_PLATFORM=offscreen $(BIN)/python tools/screenshots.py docs/screenshots
+	QT_QPA_PLATFORM=offscreen $(BIN)/python tools/screenshots.py out/screenshots --front docs
 
 clean:
 	rm -rf $(VENV) build site *.egg-info .pytest_cache .mypy_cache
