@@ -16,7 +16,7 @@ ifeq ($(origin TORCH)$(TORCH_INDEX),file)
 AUTO_CPU := $(if $(shell command -v nvidia-smi 2>/dev/null),,1)
 endif
 
-.PHONY: run test bench docs export clean
+.PHONY: run test bench docs screenshots export clean
 
 # PRETRAINED=0 skips the MiniLM-L6 model (83 MB) and SmolLM2-135M (98 MB): model mode then says how to enable them.
 PRETRAINED ?= 1
@@ -71,6 +71,10 @@ $(VENV)/.docs: $(STAMP)
 docs: $(VENV)/.docs
 	NO_MKDOCS_2_WARNING=1 $(BIN)/python -m mkdocs build --strict
 	@echo "docs: the site is in site/ (open site/index.html)"
+
+# the docs' pictures of the window, offscreen, at 1366x768 and 1920x1080 (tools/screenshots.py says which)
+screenshots: $(STAMP)
+	QT_QPA_PLATFORM=offscreen $(BIN)/python tools/screenshots.py out/screenshots --front docs
 
 clean:
 	rm -rf $(VENV) build site *.egg-info .pytest_cache .mypy_cache

@@ -474,6 +474,8 @@ class Pipeline(QtWidgets.QWidget):
         self.noProjection.hide()
         bar = QtWidgets.QHBoxLayout()
         bar.setContentsMargins(4, 2, 4, 0)
+        for label in (self.title, self.noProjection):  # wrapped: the line never widens the window past the screen
+            label.setWordWrap(True)
         bar.addWidget(self.title, 1)
         bar.addWidget(self.noProjection)
         bar.addWidget(self.backButton)

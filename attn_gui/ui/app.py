@@ -67,9 +67,7 @@ def run_gui(config: AttentionConfig | None = None, head: int | None = None, focu
     if dock is not None:
         window.show_dock(dock, keep=True)
     if lesson is not None:
-        from .lessons_panel import open_lessons
-
-        open_lessons(window, *lesson)
+        window.open_lessons(*lesson)
     return app.exec()
 
 

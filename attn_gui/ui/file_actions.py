@@ -69,10 +69,10 @@ class FileActions:
             self.open_session(path)
 
     def fill_recent(self) -> None:
-        _fill(self.recentMenu, self.settings.recent("sessions"), self.open_session)
+        _fill(self.menus.recent_sessions, self.settings.recent("sessions"), self.open_session)
 
     def fill_recent_models(self) -> None:
-        _fill(self.recentModelsMenu, self.settings.recent("models"), self.open_model)
+        _fill(self.menus.recent_models, self.settings.recent("models"), self.open_model)
 
     def open_model(self, path: str) -> bool:
         """Show the model at ``path`` from its first layer; on any problem say why in a dialog and change nothing.

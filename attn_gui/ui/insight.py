@@ -19,7 +19,7 @@ from .sight import in_sight
 
 
 class InsightDocks(QtCore.QObject):
-    """The four insight docks of ``window`` (a ``ui.MainWindow``).
+    """The four insight docks of ``window`` (a ``ui.MainWindow``), their toggles in its ``view_menu``.
 
     Attributes
     ----------
@@ -28,7 +28,7 @@ class InsightDocks(QtCore.QObject):
         The saturation note of the frame shown now.
     """
 
-    def __init__(self, window: QtWidgets.QMainWindow):
+    def __init__(self, window: QtWidgets.QMainWindow, view_menu: QtWidgets.QMenu):
         super().__init__(window)
         self.window = window
         self.note: SaturationNote | None = None
@@ -46,11 +46,9 @@ class InsightDocks(QtCore.QObject):
             dock.visibilityChanged.connect(lambda visible, key=key: visible and self.refresh(key))
             self.docks[key] = dock
         window.focusDock.raise_()
-        view_menu = next((a.menu() for a in window.menuBar().actions() if a.text() == "&View"), None)
-        if view_menu is not None:
-            view_menu.addSeparator()
-            for dock in self.docks.values():
-                view_menu.addAction(dock.toggleViewAction())
+        view_menu.addSeparator()
+        for dock in self.docks.values():
+            view_menu.addAction(dock.toggleViewAction())
 
         self.fixButton = QtWidgets.QPushButton()
         self.fixButton.setObjectName("saturationFixButton")

@@ -1,4 +1,8 @@
-"""The Lessons dock: a guided tour, step by step, on the numbers the window shows now."""
+"""The Lessons dock: a guided tour, step by step, on the numbers the window shows now.
+
+The dock talks to the window as every dock does: it follows the view state (``follow``) and the
+frames (``show_frame``), and asks for a new state, or for the step's cells outlined, by its signals.
+"""
 
 from __future__ import annotations
 
@@ -8,7 +12,10 @@ from PySide6 import QtCore, QtWidgets
 
 from ..engine import UserError
 from ..export.lessons import export_lesson
+from ..present.frame import Frame
 from ..present.lessons import Lesson, LessonError, action_done, fill, judge, lesson_names, load_lesson
+from ..present.state import ViewState
+from .settings import Settings
 
 
 class LessonsPanel(QtWidgets.QWidget):
@@ -16,13 +23,25 @@ class LessonsPanel(QtWidgets.QWidget):
 
     Parameters
     ----------
-    window : MainWindow
-        The window whose state the steps focus and whose frames fill the text.
+    settings : Settings
+        Where the learner's place is remembered ("lesson": "name:step").
+
+    Signals
+    -------
+    stateRequested(ViewState)
+        A step wants the window at this state: the lesson's config, the step's map in focus.
+    marksChanged(dict)
+        The cells the step outlines: {field: [(row, column or None), ...]}, 0-based.
     """
 
-    def __init__(self, window, parent: QtWidgets.QWidget | None = None):
+    stateRequested = QtCore.Signal(object)
+    marksChanged = QtCore.Signal(dict)
+
+    def __init__(self, settings: Settings, parent: QtWidgets.QWidget | None = None):
         super().__init__(parent)
-        self.window = window
+        self.settings = settings
+        self.state = ViewState()  # the window's, as followed
+        self.frame: Frame | None = None  # the frame the window shows
         self.lesson: Lesson | None = None
         self.number = 1
         self.choice = QtWidgets.QComboBox()
@@ -69,10 +88,29 @@ class LessonsPanel(QtWidgets.QWidget):
         layout.addLayout(self.answers)
         layout.addWidget(self.verdict)
         layout.addStretch(1)
-        canvas = window.canvas  # the question's cells are clicked in the map on the canvas
-        canvas.scene().sigMouseClicked.connect(lambda event: self._on_map_click(canvas, event))
-        window.frameShown.connect(lambda _frame: self.refill())
-        window.stateChanged.connect(lambda _state: self.refill())
+
+    def follow(self, state: ViewState) -> None:
+        """The window's view state changed: a step's action may be done now."""
+        self.state = state
+        self.refill()
+
+    def show_frame(self, frame: Frame) -> None:
+        """The window shows ``frame``: the step's text takes its numbers."""
+        self.frame = frame
+        self.refill()
+
+    def resume(self, name: str | None = None, step: int | None = None) -> str:
+        """Open lesson ``name`` at ``step``, or (``name`` None) where the learner left off; the note on a
+        saved place that is gone ("" when there is none)."""
+        if name is not None:
+            self.open(name, step or 1)
+            return ""
+        name, step, note = self.settings.lesson(lesson_names())
+        try:
+            self.open(name, step)
+        except LessonError:
+            self.open(name, 1)
+        return note or ""
 
     def open(self, name: str, number: int = 1) -> None:
         """Start lesson ``name`` at step ``number`` (from 1): its config, then the step's map."""
@@ -80,8 +118,8 @@ class LessonsPanel(QtWidgets.QWidget):
         lesson.step(number)  # an unknown step is a LessonError before anything changes
         self.lesson, self.number = lesson, number
         self.choice.setCurrentIndex(self.choice.findData(name))
-        config = self.lesson.config().replace(device=self.window.state.config.device)
-        self.window.set_state(self.window.state.replace(config=config, head=0, token=None))
+        config = self.lesson.config().replace(device=self.state.config.device)
+        self.stateRequested.emit(self.state.replace(config=config, head=0, token=None))
         self.go(number)
 
     def go(self, number: int) -> None:
@@ -89,15 +127,15 @@ class LessonsPanel(QtWidgets.QWidget):
         if self.lesson is None or not 1 <= number <= len(self.lesson.steps):
             return
         self.number = number
-        self.window.settings.set("lesson", f"{self.lesson.name}:{number}")
+        self.settings.set("lesson", f"{self.lesson.name}:{number}")
         self.verdict.setText("")
-        self.window.focus_on(self.lesson.step(number).focus)
+        self.stateRequested.emit(self.state.replace(focus=self.lesson.step(number).focus))
         self.refill()
 
     def export(self, folder: str) -> str:
         """Write the lesson, run on the window's config, into ``folder``; a sentence saying where or why not."""
         try:
-            path = export_lesson(self.lesson, folder, self.window.state.config)
+            path = export_lesson(self.lesson, folder, self.state.config)
         except UserError as exc:
             return f"Not exported: {exc}"
         return f"Exported to {path}: open index.html"
@@ -110,10 +148,6 @@ class LessonsPanel(QtWidgets.QWidget):
             self.verdict.setStyleSheet("")
             self.verdict.setText(self.export(os.path.join(folder, self.lesson.name)))
 
-    def _show_marks(self, marks: dict) -> None:
-        """The one place the lesson's outlines reach the maps (issue 25 moves them onto its canvas)."""
-        self.window.canvas.set_marks(marks)
-
     def refill(self) -> None:
         """Fill the step's text, question and task from the frame shown now."""
         if self.lesson is None:
@@ -122,8 +156,8 @@ class LessonsPanel(QtWidgets.QWidget):
         self.stepLabel.setText(f"step {self.number} of {len(self.lesson.steps)}")
         self.backButton.setEnabled(self.number > 1)
         self.nextButton.setEnabled(self.number < len(self.lesson.steps))
-        self._show_marks({step.focus: [(r - 1, None if c is None else c - 1) for r, c in step.marks]})
-        frame = self.window.frame
+        self.marksChanged.emit({step.focus: [(r - 1, None if c is None else c - 1) for r, c in step.marks]})
+        frame = self.frame
         if frame is None:
             self.text.setText("Computing…")
             return
@@ -134,7 +168,7 @@ class LessonsPanel(QtWidgets.QWidget):
             self.text.setText(f"This step needs other numbers than the window shows: {exc}")
         tasks = []
         if step.action is not None:
-            done = action_done(step.action, self.window.state.config)
+            done = action_done(step.action, self.state.config)
             tasks.append(("Done: " if done else "Your turn: ") + step.action.ask)
         if step.question is not None:
             tasks.append("Question: " + step.question.ask)
@@ -154,48 +188,29 @@ class LessonsPanel(QtWidgets.QWidget):
             button.clicked.connect(lambda _c=False, column=column: self.answer(column))
             self.answers.addWidget(button, (column - 1) // 8, (column - 1) % 8)
 
-    def _on_map_click(self, canvas, event) -> None:
-        """A click on a cell of the question's row in its map answers it (as its button does)."""
+    def cell_clicked(self, field: str, _head: int, row: int, column: int) -> None:
+        """A click on a cell of the question's row in its map (``Pipeline.cellClicked``: 0-based, on the full
+        axes) answers it, as its button does."""
         step = self.lesson.step(self.number) if self.lesson is not None else None
-        hit = canvas._item_at(event.scenePos())
-        view = hit[0] if hit is not None else None
-        cell = view.cell_at(event.scenePos()) if view is not None and not view.compact else None
-        if step is None or step.question is None or cell is None or view.data is None:
+        if step is None or step.question is None or self.frame is None or field != step.question.field:
             return
-        if view.data.field != step.question.field or view.data.row_blocks or view.data.col_blocks:
-            return  # another map, or a pooled one whose cells are not single keys
-        if cell[0] == step.question.row - 1:
-            self.answer(cell[1] + 1)
+        result, shown = self.frame.result, self.frame.arrays.get(field)
+        if shown is None or shown.shape[-2:] != (result.seq_len, result.key_len):
+            return  # a pooled map: its cells are not single keys
+        if row == step.question.row - 1:
+            self.answer(column + 1)
 
     def answer(self, column: int) -> None:
         """The learner's answer: key ``column`` (from 1); the verdict names the numbers."""
+        if self.lesson is None:
+            return
         step = self.lesson.step(self.number)
-        if step.question is None or self.window.frame is None:
+        if step.question is None or self.frame is None:
             return
         try:
-            ok, said = judge(step.question, self.window.frame.result, column)
+            ok, said = judge(step.question, self.frame.result, column)
         except LessonError as exc:
             ok, said = False, str(exc)
         self.verdict.setStyleSheet("color:#070;" if ok else "color:#a00;")
         self.verdict.setText(said)
 
-
-def open_lessons(window, name: str | None = None, step: int | None = None) -> LessonsPanel:
-    """Show the Lessons dock (made on first use), at ``name`` and ``step`` or where the learner left off."""
-    panel = getattr(window, "lessonsPanel", None)
-    if panel is None:
-        panel = window.lessonsPanel = LessonsPanel(window)
-        window.lessonsDock = window.add_dock("Lessons", "lessonsDock", panel)
-    window.lessonsDock.show()
-    window.lessonsDock.raise_()
-    if name is None:
-        name, step, note = window.settings.lesson(lesson_names())
-        if note:
-            window.statusBar().showMessage(f"⚠ {note}", 20000)
-        try:
-            panel.open(name, step)
-        except LessonError:
-            panel.open(name, 1)
-    else:
-        panel.open(name, step or 1)
-    return panel

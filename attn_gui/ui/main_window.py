@@ -31,6 +31,7 @@ from .corpus_panel import CorpusPanel
 from .interventions_panel import InterventionsPanel
 from .why_panel import WhyPanel
 from .kv_cache_panel import KVCachePanel
+from .lessons_panel import LessonsPanel
 from .menus import build_menus
 from .settings import Settings
 from .token_focus import TokenFocus
@@ -125,6 +126,8 @@ class MainWindow(FileActions, QtWidgets.QMainWindow):
         self.corpus = CorpusPanel()
         self.corpusDock = self.add_dock("Corpus", "corpusDock", self.corpus)
         self.corpus.exampleOpened.connect(self.open_example)
+        self.lessons: LessonsPanel | None = None  # made on first use (Help → Lessons): open_lessons
+        self.lessonsDock: QtWidgets.QDockWidget | None = None
         self.focusDock.raise_()
         self.modelDock.hide()
 
@@ -140,7 +143,7 @@ class MainWindow(FileActions, QtWidgets.QMainWindow):
         self._loading: str | None = None  # the model the worker loads before the next frame
         self._asked_dock: QtWidgets.QDockWidget | None = None  # the dock the command line put in front
         self._model_mode: bool | None = None  # whether the last frame drawn came from a model (None: no frame yet)
-        build_menus(self)
+        self.menus = build_menus(self)
 
         self._busy_timer = QtCore.QTimer(self)
         self._busy_timer.setSingleShot(True)
@@ -173,7 +176,7 @@ class MainWindow(FileActions, QtWidgets.QMainWindow):
         self.modelView.headPicked.connect(self._on_head_picked)
         self.modelView.headStruck.connect(
             lambda layer, head: self.edit_config({"ablate": toggle_head(self._state.config.ablate, (layer, head))}))
-        self.insight = InsightDocks(self)  # head metrics, difference maps, rollout, why scaling
+        self.insight = InsightDocks(self, self.menus.view)  # head metrics, difference maps, rollout, why scaling
 
         self._restore(state)
 
@@ -312,12 +315,10 @@ class MainWindow(FileActions, QtWidgets.QMainWindow):
         """Bring dock ``name`` (one of ``present.state.DOCKS``) in front; with ``keep`` (the command
         line's ``--dock``) it stays in front when the first model frame comes (the model view would)."""
         if name == "lessons":
-            from .lessons_panel import open_lessons
-
-            open_lessons(self)
+            self.open_lessons()
         docks = {"walk": self.focusDock, "model-view": self.modelDock, "kv-cache": self.kvCacheDock,
                  "interventions": self.interventionsDock, "why": self.whyDock, "corpus": self.corpusDock,
-                 "train": self.trainDock, "lessons": getattr(self, "lessonsDock", None),
+                 "train": self.trainDock, "lessons": self.lessonsDock,
                  "metrics": self.insight.docks["metrics"], "difference": self.insight.docks["difference"],
                  "rollout": self.insight.docks["rollout"], "why-scaling": self.insight.docks["scaling"]}
         dock = docks[name]
@@ -326,6 +327,26 @@ class MainWindow(FileActions, QtWidgets.QMainWindow):
         if keep:
             self._asked_dock = dock
         return dock
+
+    def open_lessons(self, name: str | None = None, step: int | None = None) -> LessonsPanel:
+        """Show the Lessons dock (made on first use), at ``name`` and ``step`` or where the learner left off."""
+        if self.lessons is None or self.lessonsDock is None:
+            self.lessons = lessons = LessonsPanel(self.settings)
+            self.lessonsDock = self.add_dock("Lessons", "lessonsDock", lessons)
+            lessons.stateRequested.connect(self.set_state)
+            lessons.marksChanged.connect(self.canvas.set_marks)
+            self.canvas.cellClicked.connect(lessons.cell_clicked)  # a click on the question's row answers it
+            self.stateChanged.connect(lessons.follow)
+            self.frameShown.connect(lessons.show_frame)
+            lessons.follow(self._state)
+            if self.frame is not None:
+                lessons.show_frame(self.frame)
+        self.lessonsDock.show()
+        self.lessonsDock.raise_()
+        note = self.lessons.resume(name, step)
+        if note:
+            self.statusBar().showMessage(f"⚠ {note}", 20000)
+        return self.lessons
 
     def _on_cell_clicked(self, field: str, head: int, row: int, column: int) -> None:
         """A cell of alpha: the Why dock, if in sight, splits that score into its components' terms."""

@@ -24,7 +24,7 @@ def census(tmp_path_factory):
 def test_the_dock_shows_each_statistic_and_opens_an_example(window, qtbot, census):
     panel = window.corpus
     assert window.show_dock("corpus") is window.corpusDock
-    assert window.corpusDock.toggleViewAction() in window.menuBar().actions()[1].menu().actions()
+    assert window.corpusDock.toggleViewAction() in window.menus.view.actions()
     assert panel.load(census / "out")
     heads = C.read_heads(census / "out")
     assert [panel.statistic.itemText(i) for i in range(panel.statistic.count())] == [*C.STATS, "dla"]

@@ -135,7 +135,7 @@ def test_model_view_groups_30_layers_by_9_heads_with_transformers_sink_masses(wi
 
 def test_kv_cache_view_grows_a_row_per_step_and_equals_transformers(window, qtbot, smollm2_peer):
     choose_smollm2(window, qtbot)
-    assert window.kvCacheDock.toggleViewAction() in window.menuBar().actions()[1].menu().actions()
+    assert window.kvCacheDock.toggleViewAction() in window.menus.view.actions()
     window.kvCacheDock.show()
     window.kvCacheDock.raise_()
     panel = window.kvCache

@@ -8,7 +8,7 @@ def test_export_page_writes_the_windows_state(window, tmp_path):
     window.edit_config({"heads": 2})
     window.wait()
     window.set_state(window.state.replace(head=1, token=3))
-    assert window.exportPageAction.text() == "Export page…"
+    assert window.menus.export_page.text() == "Export page…"
     path = window.export_page(str(tmp_path / "shared.html"))
     page = path.read_text(encoding="utf-8")
     data = json.loads(re.search(r'<script type="application/json" id="attn-data">(.*?)</script>', page, re.S)[1])

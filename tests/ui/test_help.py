@@ -5,7 +5,7 @@ from attn_gui.ui.help import HelpDialog
 
 
 def test_help_has_the_steps_in_order_with_real_symbols_and_a_model_page(window, qtbot):
-    window.helpAction.trigger()
+    window.menus.help.trigger()
     dialog = window.findChild(HelpDialog, "helpDialog")
     assert dialog.isVisible()
     pages = {dialog.tabs.tabText(i): dialog.tabs.widget(i).toPlainText() for i in range(dialog.tabs.count())}
@@ -20,7 +20,7 @@ def test_help_has_the_steps_in_order_with_real_symbols_and_a_model_page(window, 
 
 
 def test_the_view_menu_opens_the_model_view(window):
-    view_menu = next(a.menu() for a in window.menuBar().actions() if a.text() == "&View")
+    view_menu = window.menus.view
     model = next(a for a in view_menu.actions() if a.text() == "Model view")
     model.trigger()
     assert window.modelDock.isVisible()

@@ -13,8 +13,8 @@ def _wait_for(qtbot, window, config):
 
 
 def test_lesson_walk_in_the_window(window, qtbot, settings):
-    window.lessonsAction.trigger()
-    panel = window.lessonsPanel
+    window.menus.lessons.trigger()
+    panel = window.lessons
     assert window.lessonsDock.isVisible()
     panel.open("2-qkv", 3)
     config = load_lesson("2-qkv").config()
@@ -58,8 +58,8 @@ def test_lesson_walk_in_the_window(window, qtbot, settings):
 
 
 def test_action_waits_for_the_state(window, qtbot):
-    window.lessonsAction.trigger()
-    panel = window.lessonsPanel
+    window.menus.lessons.trigger()
+    panel = window.lessons
     panel.open("3-why-scaling", 3)
     _wait_for(qtbot, window, load_lesson("3-why-scaling").config())
     assert panel.task.text().startswith("Your turn")
@@ -68,25 +68,21 @@ def test_action_waits_for_the_state(window, qtbot):
 
 
 def test_progress_is_remembered_and_export_says_where(window, qtbot, settings, tmp_path):
-    from attn_gui.ui.lessons_panel import open_lessons
-
     settings.set("lesson", "5-causal-mask:3")
-    panel = open_lessons(window)
+    panel = window.open_lessons()
     assert (panel.lesson.name, panel.number) == ("5-causal-mask", 3)
     _wait_for(qtbot, window, load_lesson("5-causal-mask").config())
     said = panel.export(str(tmp_path / "handout"))
     assert said.startswith("Exported to") and (tmp_path / "handout" / "index.html").exists()
     settings.set("lesson", "5-causal-mask:99")  # a step the lesson no longer has: its first
-    window.lessonsPanel.lesson = None
-    assert open_lessons(window).number == 1
+    window.lessons.lesson = None
+    assert window.open_lessons().number == 1
 
 
 def test_a_hostile_saved_lesson_falls_back_with_a_note(window, qtbot, settings):
-    from attn_gui.ui.lessons_panel import open_lessons
-
     for saved in ("2-qkv:²", "2-qkv:" + "9" * 5000, "no-such-lesson:2"):  # "²".isdigit() is True, int("²") raises
         settings.set("lesson", saved)
-        panel = open_lessons(window)
+        panel = window.open_lessons()
         assert (panel.lesson.name, panel.number) == ("1-without-weights", 1)
         assert "is not one here; starting at the first" in window.statusBar().currentMessage()
         assert any("the saved lesson" in note for note in settings.notes)

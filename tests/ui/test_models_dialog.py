@@ -30,7 +30,7 @@ def disk(tmp_path, monkeypatch, qwen2_gguf):
 
 
 def _listed(window, qtbot):
-    window.openModelAction.trigger()
+    window.menus.open_model.trigger()
     dialog = window.modelsDialog
     qtbot.waitUntil(lambda: dialog.discovery is not None, timeout=20000)
     return dialog

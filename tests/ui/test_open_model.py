@@ -28,10 +28,10 @@ def test_open_a_folder_shows_its_layers_and_remembers_it(window, qtbot, bert_fol
     assert torch.allclose(window.frame.result.weights, out.attentions[1][0], atol=1e-5, rtol=0)
     assert window.settings.recent("models")[0] == path
     window.fill_recent_models()
-    assert [a.text() for a in window.recentModelsMenu.actions()] == [path]
+    assert [a.text() for a in window.menus.recent_models.actions()] == [path]
     window.edit_config({"model": None, "layer": 0})
     qtbot.waitUntil(lambda: window.frame.result.config.model is None, timeout=20000)
-    window.recentModelsMenu.actions()[0].trigger()  # the recent entry opens it again
+    window.menus.recent_models.actions()[0].trigger()  # the recent entry opens it again
     qtbot.waitUntil(lambda: window.frame.result.config.model == path, timeout=20000)
 
 
@@ -64,7 +64,7 @@ def test_open_gguf_file_asks_for_a_gguf_and_shows_its_layers(window, qtbot, monk
     monkeypatch.setattr(QtWidgets.QFileDialog, "getOpenFileName", lambda *a: asked.append(a) or (path, ""))
     monkeypatch.setattr(QtWidgets.QMessageBox, "warning", lambda *a: warnings.append(a[2]))
     window.edit_config({"sentence": "the cat sat on a mat"})
-    window.openGgufAction.trigger()
+    window.menus.open_gguf.trigger()
     assert asked and asked[0][3] == "GGUF model (*.gguf)" and window.state.config.model == path
     qtbot.waitUntil(lambda: window.frame.result.config.model == path, timeout=20000)
     r = window.frame.result
