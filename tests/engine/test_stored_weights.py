@@ -150,3 +150,37 @@ def test_an_encoder_pushed_out_of_memory_is_read_again_for_its_weights(tmp_path)
     encoder.weights_on(first, "cpu", torch.float32)  # it read _loaded[name]: a KeyError here
     assert first.loaded()
     assert torch.equal(first.layer_weights(0, torch.device("cpu"), torch.float32).w_q, before)
+
+
+def _forward_equals_transformers(path: str, hf) -> None:
+    """Every layer's α and the last logits of a forward on ``path`` equal transformers' on the same files."""
+    ids = torch.tensor(source(path).tokenize(SENTENCE).token_ids)
+    with torch.no_grad():
+        out = hf(ids[None], output_attentions=True)
+    for _ in range(2):  # the first forward converts (and keeps what fits), the second reads what was kept
+        run = source(path).forward(ids, "cpu", torch.float32)
+        for layer, attention in enumerate(out.attentions):
+            assert torch.allclose(run.weights[layer], attention[0], atol=1e-5, rtol=0), layer
+        assert torch.allclose(run.logits, out.logits[0, -1], atol=1e-4, rtol=1e-4)
+
+
+@pytest.mark.parametrize("free", ["all", "half", "none"])
+def test_converted_weights_are_kept_as_memory_allows_and_equal_transformers(bf16, monkeypatch, free):
+    # "all": every bfloat16 weight kept in float32 after the first forward; "none" (a small free-memory
+    # figure): each converted as its layer reads it and dropped; "half": kept until the budget ends
+    from attn_gui.engine.sources import decoder
+
+    path, hf = bf16
+    model = decoder.load_model(path)  # loaded before the free memory shrinks (a folder needing more is refused)
+    f32 = sum(4 * t.numel() for t in model.weights.values())
+    figure = {"all": 2 * f32 + 2**20, "half": f32, "none": 100}[free]  # the budget is half of what is free
+    monkeypatch.setattr(stored, "free_bytes", lambda: figure)
+    decoder._weights_on.cache_clear()
+    _forward_equals_transformers(path, hf)
+    w = decoder._weights_on(path, "cpu", torch.float32)
+    assert isinstance(w, stored.Upcast)
+    kept = sum(t.nbytes for t in w.kept.values())
+    assert all(t.dtype == torch.float32 for t in w.kept.values()) and kept <= figure // 2
+    assert {"all": len(w.kept) == len(model.weights), "half": 0 < len(w.kept) < len(model.weights),
+            "none": not w.kept}[free]
+    decoder._weights_on.cache_clear()

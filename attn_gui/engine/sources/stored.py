@@ -3,10 +3,14 @@
 A model folder's safetensors files are mapped, not read (``mapped``): a tensor is a view of
 the file in its stored dtype (float32, float16 or bfloat16), and the pages a forward touches
 are the only ones in memory. ``Upcast`` hands the forward each weight on its device and in
-its dtype at the moment it is read, so a bfloat16 checkpoint run in float32 holds one
-layer's float32 copy at a time, never the whole model twice (``weights_on``). ``logits``
-reads the output matrix (often the tied embedding, the largest tensor) in slices for the
-same reason.
+its dtype at the moment it is read. Where the free memory allows (``keep_bytes``: half of
+what is free when the first forward starts), each converted weight is kept, so later forwards
+convert nothing: upcasting every weight on every forward took half of a 0.5 B model's forward
+at T = 64 (``attn-gui bench``, model folder). Past that budget the weights left are converted
+as each layer reads them and dropped after it: a bfloat16 checkpoint run in float32 then holds
+one layer's float32 copy at a time, never the whole model twice. ``logits`` reads an output
+matrix that is not kept (often the tied embedding, the largest tensor) in slices for the same
+reason.
 
 ``need_bytes`` is the memory a model folder needs to run: its weights on disk plus its
 largest layer in float32; ``check_memory`` refuses a folder that needs more than is free,
@@ -76,14 +80,30 @@ class Upcast(Mapping):
     """Stored weights read as ``device`` / ``dtype`` tensors, each converted when it is read.
 
     ``stored`` keeps the stored tensors (``logits`` slices them). A weight already on
-    ``device`` in ``dtype`` is handed out as it is.
+    ``device`` in ``dtype`` is handed out as it is. A converted weight is kept (``kept``) while
+    the converted weights kept so far fit in ``keep_bytes``; the next read hands the kept one
+    out (the same values: the conversion is exact and done once).
     """
 
-    def __init__(self, stored: Mapping[str, torch.Tensor], device: str, dtype: torch.dtype):
+    def __init__(self, stored: Mapping[str, torch.Tensor], device: str, dtype: torch.dtype, keep_bytes: int = 0):
         self.stored, self.device, self.dtype = stored, torch.device(device), dtype
+        self.kept: dict[str, torch.Tensor] = {}
+        self.keep_bytes = keep_bytes  # what is left of the budget for converted weights kept
 
     def __getitem__(self, key: str) -> torch.Tensor:
-        return self.stored[key].to(device=self.device, dtype=self.dtype)
+        kept = self.kept.get(key)
+        if kept is not None:
+            return kept
+        value = self.stored[key]
+        out = value.to(device=self.device, dtype=self.dtype)
+        if out is not value and self.fits(value):
+            self.kept[key] = out
+            self.keep_bytes -= out.nbytes
+        return out
+
+    def fits(self, value: torch.Tensor) -> bool:
+        """Whether ``value`` converted fits in what is left of the budget."""
+        return value.numel() * self.dtype.itemsize <= self.keep_bytes
 
     def __iter__(self):
         return iter(self.stored)
@@ -95,19 +115,35 @@ class Upcast(Mapping):
         return key in self.stored
 
     def rows(self, key: str, index: torch.Tensor) -> torch.Tensor:
-        """Rows ``index`` of weight ``key`` (an embedding lookup), converting only those rows."""
+        """Rows ``index`` of weight ``key`` (an embedding lookup), converting only those rows (none if kept)."""
+        kept = self.kept.get(key)
+        if kept is not None:
+            return kept[index.to(kept.device)]
         return self.stored[key][index.to(self.stored[key].device)].to(device=self.device, dtype=self.dtype)
+
+
+KEEP_SHARE = 0.5  # of the memory free at the first forward: at most this much is kept as converted weights
+
+
+def keep_budget() -> int:
+    """The bytes of converted weights a CPU forward may keep: ``KEEP_SHARE`` of the free memory (none if unknown).
+
+    The other half is left to the forward itself (every layer's attention weights at long T)
+    and to the rest of the machine."""
+    free = free_bytes()
+    return 0 if free is None else int(free * KEEP_SHARE)
 
 
 def weights_on(stored: Mapping[str, torch.Tensor], device: str, dtype: torch.dtype) -> Mapping[str, torch.Tensor]:
     """The weights as a forward on ``device`` in ``dtype`` reads them.
 
     On the CPU they are converted as each layer reads them (``Upcast``; no copy at all where
-    the stored dtype is already ``dtype``). On a GPU they are copied over once, converted,
-    as moving every layer for every forward would cost more than the forward.
+    the stored dtype is already ``dtype``), and kept converted within ``keep_budget``. On a
+    GPU they are copied over once, converted, as moving every layer for every forward would
+    cost more than the forward.
     """
     if torch.device(device).type == "cpu":
-        return Upcast(stored, device, dtype)
+        return Upcast(stored, device, dtype, keep_budget())
     return {k: v.to(device=device, dtype=dtype) for k, v in stored.items()}
 
 
@@ -117,10 +153,11 @@ def rows(w: Mapping[str, torch.Tensor], key: str, index: torch.Tensor) -> torch.
 
 
 def logits(last: torch.Tensor, w: Mapping[str, torch.Tensor], key: str) -> torch.Tensor:
-    """``F.linear(last, w[key])``, the matrix read ``ROWS`` rows at a time where ``w`` converts on reading."""
-    if not isinstance(w, Upcast):
+    """``F.linear(last, w[key])``; where ``w`` converts on reading and cannot keep the matrix, read ``ROWS``
+    rows at a time."""
+    matrix = w.stored[key] if isinstance(w, Upcast) else None
+    if matrix is None or key in w.kept or w.fits(matrix) or (matrix.dtype, matrix.device) == (w.dtype, w.device):
         return F.linear(last, w[key])
-    matrix = w.stored[key]
     return torch.cat([F.linear(last, matrix[i:i + ROWS].to(device=w.device, dtype=w.dtype))
                       for i in range(0, matrix.shape[0], ROWS)], dim=-1)
 
