@@ -745,9 +745,7 @@ def load(spec: ModelSpec, path: Path, progress=None, cache_folder: str | None = 
     ``spec`` is what the model was opened as; a file whose header now says otherwise is refused
     (``ConfigError``), as is one whose converted weights need more memory than is free.
     """
-    from tokenizers import Tokenizer
-
-    from . import cache, stored
+    from . import cache, stored, tokenizer_child
     from .byte_bpe import readable
     from .spm_bpe import readable as readable_piece
 
@@ -774,7 +772,8 @@ def load(spec: ModelSpec, path: Path, progress=None, cache_folder: str | None = 
     folder = cache.cache_root() / (cache_folder or cache_name(path))
     converted = cache.load_or_build(folder, cache.fingerprint(path), CACHE_VERSION, build, progress)
     meta = converted.meta
-    tokenizer = Tokenizer.from_str(converted.texts["tokenizer.json"])
+    with checks.tokenizer_errors(f"{path.name}'s cached vocabulary"):  # built in a child: the lock stays free
+        tokenizer = tokenizer_child.Child(text=converted.texts["tokenizer.json"]).wait()
     special = frozenset(meta["special_ids"])
     shown = readable_piece if meta.get("tokenizer") == "llama" else readable
     ids = tokenizer.get_vocab(with_added_tokens=True)

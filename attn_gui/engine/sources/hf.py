@@ -28,7 +28,7 @@ from typing import Any
 from pathlib import Path
 
 from ..errors import ConfigError
-from . import checks
+from . import checks, tokenizer_child
 from .families import FAMILIES, INERT, MAX_TOKENS, Family, decoder_spec, regular
 from .spec import ModelSpec
 from .tokenizer_json import first_token, special_tokens
@@ -407,8 +407,11 @@ def read(spec: ModelSpec, progress=None):
     (nothing is converted: ``progress`` is never called)."""
     folder = Path(spec.name).expanduser()
     cfg = checks.json_object(folder / "config.json", f"{folder.name}/config.json")
-    tokenizer = checks.tokenizer(folder / "tokenizer.json")
-    return decoder_model(spec, cfg, read_weights(folder), tokenizer, folder)
+    tokenizer = tokenizer_child.Child(path=folder / "tokenizer.json")  # built in a child meanwhile
+    weights = read_weights(folder)
+    with checks.tokenizer_errors(f"{folder.name}/tokenizer.json"):
+        tokenizer.wait()
+    return decoder_model(spec, cfg, weights, tokenizer, folder)
 
 
 def decoder_model(spec: ModelSpec, cfg: dict, weights: dict, tokenizer, folder: Path):

@@ -1,0 +1,198 @@
+"""A ``tokenizers.Tokenizer`` built and run in a child process, so that building it never holds this one's lock.
+
+``Tokenizer.from_str`` of SmolLM2's 49,152-token byte-level BPE holds Python's interpreter lock
+for 80 to 90 ms in one Rust call (a 151,936-token one longer), and no other thread of the
+process runs meanwhile: the window's GUI thread stalled that long while its worker loaded a
+model (docs/benchmarks.md). ``Child`` starts a Python that builds the tokenizer from the same
+file or JSON with the same library, and answers over a pipe; this process waits on the pipe
+with its lock released. It offers what the decoders read of a ``tokenizers.Tokenizer``:
+``encode(text, add_special_tokens)`` (its ``ids`` and ``tokens``), ``decode(ids, skip_special_tokens)``,
+``get_vocab(with_added_tokens=True)``, ``get_added_tokens_decoder()`` (each with ``content`` and
+``special``) and ``model.unk_token``. The vocabulary comes over once, when the tokenizer is
+built; each encode and decode is one round trip.
+
+The child is started at once and waited for on first use (``wait``), so a load can map its
+weights meanwhile. Where no child can be started or answers, the tokenizer is built here.
+The child ends when its ``Child`` is collected (its pipe closed) or this process exits.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+import weakref
+from dataclasses import dataclass
+from pathlib import Path
+from types import SimpleNamespace
+
+# The child: reads one JSON request per line, answers one JSON line each; imports tokenizers only.
+CHILD = r"""
+import json, sys
+from tokenizers import Tokenizer
+
+def reply(obj):
+    sys.stdout.write(json.dumps(obj) + "\n")
+    sys.stdout.flush()
+
+def failed(exc):
+    reply({"error": type(exc).__name__, "message": str(exc)})
+
+CHUNK = int(sys.argv[1])
+first = json.loads(sys.stdin.readline())
+try:
+    tok = Tokenizer.from_file(first["path"]) if "path" in first else Tokenizer.from_str(first["json"])
+    added = {str(i): [t.content, t.special] for i, t in tok.get_added_tokens_decoder().items()}
+    unk = getattr(tok.model, "unk_token", None)
+except Exception as exc:
+    failed(exc)
+    sys.exit(0)
+vocab = list(tok.get_vocab(with_added_tokens=True).items())
+chunks = [vocab[i:i + CHUNK] for i in range(0, len(vocab), CHUNK)]
+reply({"chunks": len(chunks), "added": added, "unk_token": unk})
+for chunk in chunks:
+    reply(chunk)
+for line in sys.stdin:
+    op, *args = json.loads(line)
+    try:
+        if op == "encode":
+            encoding = tok.encode(args[0], add_special_tokens=args[1])
+            reply({"value": [encoding.ids, encoding.tokens]})
+        else:
+            reply({"value": tok.decode(args[0], skip_special_tokens=args[1])})
+    except Exception as exc:
+        failed(exc)
+"""
+
+# the vocabulary comes over in lines of this many tokens: each line's json.loads holds the lock under 1 ms
+CHUNK = 2048
+# what the child may raise from the data, raised here as the same type (``checks.tokenizer_errors`` reads it)
+ERRORS = {e.__name__: e for e in (Exception, TypeError, ValueError, KeyError, IndexError)}
+
+
+@dataclass(frozen=True)
+class Encoding:
+    """What is read of a ``tokenizers.Encoding``: the ids and the tokens' strings."""
+
+    ids: list[int]
+    tokens: list[str]
+
+
+class ChildFailed(RuntimeError):
+    """The child ended or could not be started: not the data's fault."""
+
+
+class Child:
+    """A tokenizer in a child process, from ``path`` (a tokenizer.json) or ``text`` (its JSON).
+
+    The child starts at once; ``wait`` (or the first use) waits for its tokenizer.
+    """
+
+    def __init__(self, *, path: Path | None = None, text: str | None = None):
+        self._lock = threading.Lock()
+        self._request = {"path": str(path)} if path is not None else {"json": text}
+        self._built: dict | None = None
+        self._here = None  # the tokenizer built here, where no child answered
+        try:
+            self._proc = subprocess.Popen([sys.executable, "-c", CHILD, str(CHUNK)], stdin=subprocess.PIPE,
+                                          stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        except OSError:  # no interpreter to start: ``wait`` builds it here
+            self._proc = None
+            return
+        self._finalizer = weakref.finalize(self, _close, self._proc)
+        self._send(self._request)
+
+    def _send(self, request) -> None:
+        try:
+            self._proc.stdin.write((json.dumps(request) + "\n").encode())
+            self._proc.stdin.flush()
+        except (OSError, AttributeError):  # the child is gone, or never started: its answer (none) says so
+            pass
+
+    def _line(self) -> bytes:
+        # blocks with the interpreter lock released
+        line = self._proc.stdout.readline() if self._proc is not None else b""
+        if not line:
+            raise ChildFailed("the tokenizer's child process ended")
+        return line
+
+    def _answer(self) -> dict:
+        answer = json.loads(self._line())
+        if "error" in answer:
+            raise ERRORS.get(answer["error"], ChildFailed)(answer["message"])
+        return answer
+
+    def wait(self) -> Child:
+        """Wait until the tokenizer is built; raises what building it raised (``ERRORS``).
+
+        Where the child ended without an answer (it could not import tokenizers), the tokenizer
+        is built here instead."""
+        with self._lock:
+            if self._built is None:
+                try:
+                    built = self._answer()
+                    vocab = {}
+                    for _ in range(built.pop("chunks")):  # the lock is free to other threads between lines
+                        vocab.update(json.loads(self._line()))
+                    self._built = {**built, "vocab": vocab}
+                except ChildFailed:
+                    self._build_here()
+        return self
+
+    def _build_here(self) -> None:
+        from tokenizers import Tokenizer
+
+        request = self._request
+        tok = Tokenizer.from_file(request["path"]) if "path" in request else Tokenizer.from_str(request["json"])
+        added = {str(i): [t.content, t.special] for i, t in tok.get_added_tokens_decoder().items()}
+        self._built = {"vocab": tok.get_vocab(with_added_tokens=True), "added": added,
+                       "unk_token": getattr(tok.model, "unk_token", None)}
+        self._here = tok
+        self.close()
+
+    def encode(self, text: str, add_special_tokens: bool = True) -> Encoding:
+        if self.wait()._here is not None:
+            encoding = self._here.encode(text, add_special_tokens=add_special_tokens)
+            return Encoding(encoding.ids, encoding.tokens)
+        with self._lock:
+            self._send(("encode", text, bool(add_special_tokens)))
+            return Encoding(*self._answer()["value"])
+
+    def decode(self, ids, skip_special_tokens: bool = True) -> str:
+        ids = [int(i) for i in ids]
+        if self.wait()._here is not None:
+            return self._here.decode(ids, skip_special_tokens=skip_special_tokens)
+        with self._lock:
+            self._send(("decode", ids, bool(skip_special_tokens)))
+            return self._answer()["value"]
+
+    def get_vocab(self, with_added_tokens: bool = True) -> dict[str, int]:
+        if not with_added_tokens:
+            raise ValueError("only the vocabulary with its added tokens is kept")
+        return dict(self.wait()._built["vocab"])
+
+    def get_added_tokens_decoder(self) -> dict[int, SimpleNamespace]:
+        added = self.wait()._built["added"]
+        return {int(i): SimpleNamespace(content=content, special=special) for i, (content, special) in added.items()}
+
+    @property
+    def model(self) -> SimpleNamespace:
+        """The tokenizer's model as far as it is read: its unknown token (``base.unknown_of``)."""
+        return SimpleNamespace(unk_token=self.wait()._built["unk_token"])
+
+    def close(self) -> None:
+        """End the child now (it also ends when this object is collected)."""
+        if self._proc is not None:
+            self._finalizer()
+
+
+def _close(proc: subprocess.Popen) -> None:
+    try:
+        proc.stdin.close()  # the child's loop reads end of file and returns
+        proc.wait(timeout=5)
+    except (OSError, subprocess.TimeoutExpired):
+        proc.kill()
+        proc.wait()
+    finally:
+        proc.stdout.close()
