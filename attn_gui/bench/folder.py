@@ -1,14 +1,18 @@
-"""A model folder of 0.5 B parameters: peak memory, load and a forward at T = 64, against transformers.
+"""A model folder of 0.5 B parameters against transformers: peak memory, load, forwards at T = 64 and 2,048.
 
 The benchmark writes a random checkpoint shaped as Qwen2-0.5B (24 layers, 14 query heads over
 2 K/V heads, d_model 896, a 151,936-token vocabulary tied to the output, bfloat16: 494 M
 parameters, 0.99 GB on disk) into a temporary folder, one tensor at a time from a seeded
-generator, with a small tokenizer. A fresh subprocess opens it as the app does (memory-mapped
-bfloat16, each layer upcast to float32 as it runs), times the load and a forward of 64 tokens,
-and reports its peak resident set; another does the same with transformers (float32, eager
-attention returning every layer's weights, as the app keeps them) where it is installed.
-The target: the app's peak, over the interpreter's own, at most the size on disk plus one
-layer in float32 plus activations (allowed 128 MiB at T = 64).
+generator, with a small tokenizer. Fresh subprocesses open it in turn, interleaved: the app as
+it runs (memory-mapped bfloat16, each weight upcast to float32 when first read and kept, as
+the free memory allows), the app short of memory (``stored.KEEP_SHARE = 0``: each layer upcast
+as it runs and dropped), and transformers (float32, eager attention returning every layer's
+weights as the app keeps them, the last token's logits only as the app computes them). Each
+times its load, with the longest gap of a thread ticking every 5 ms meanwhile (how long the
+load held the interpreter lock: a GUI thread waits as long), a warm-up forward, then forwards.
+Targets: the app's forward at most transformers' at both lengths; its peak RSS over the
+interpreter's own at most the size on disk plus the float32 weights kept (short of memory:
+plus one float32 layer) plus 128 MiB of activations at T = 64.
 """
 
 from __future__ import annotations
@@ -28,7 +32,7 @@ QWEN2_05B = dict(hidden_size=896, intermediate_size=4864, num_hidden_layers=24, 
 TINY = dict(hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
             num_key_value_heads=2, vocab_size=1000)
 ACTIVATIONS_MIB = 128  # allowed above the weights and one float32 layer at T = 64
-T = 64
+T, T_LONG = 64, 2048
 WORDS = [f"w{i}" for i in range(100)]
 
 
@@ -82,108 +86,177 @@ def write_checkpoint(folder: Path, sizes: dict, seed: int = 0) -> int:
     return (folder / "model.safetensors").stat().st_size
 
 
-def app_child(path: str, repeats: int) -> dict:
-    """Body of the app's subprocess: the load, ``repeats`` forwards of T tokens, the peak RSS (KiB)."""
+def _ticking(ticks: list[float], stop):
+    """Append the time every 5 ms until ``stop`` is set: the longest gap is the longest the lock was held."""
     import time
 
+    while not stop.is_set():
+        ticks.append(time.perf_counter())
+        time.sleep(0.005)
+
+
+def longest_gap_ms(work) -> tuple[float, float]:
+    """Run ``work()`` while another thread ticks every 5 ms: (its wall ms, the longest gap between ticks, ms).
+
+    A GUI thread waits as long for the interpreter lock as the ticking thread does."""
+    import threading
+    import time
+
+    ticks: list[float] = []
+    stop = threading.Event()
+    ticker = threading.Thread(target=_ticking, args=(ticks, stop), daemon=True)
+    ticker.start()
+    start = time.perf_counter()
+    work()
+    wall = time.perf_counter() - start
+    stop.set()
+    ticker.join()
+    ticks.append(time.perf_counter())
+    return wall * 1e3, max(b - a for a, b in zip(ticks, ticks[1:], strict=False)) * 1e3
+
+
+def _forwards(run, lengths: dict[int, int]) -> dict[str, list[float]]:
+    """``run(ids)`` once at the first length (the warm-up: weights converted, pages read), then timed."""
+    import time
+
+    first = min(lengths)
+    run(torch.arange(first) % len(WORDS))
+    times = {}
+    for T, repeats in lengths.items():
+        ids = torch.arange(T) % len(WORDS)
+        times[str(T)] = []
+        for _ in range(repeats):
+            start = time.perf_counter()
+            run(ids)
+            times[str(T)].append((time.perf_counter() - start) * 1e3)
+    return times
+
+
+def app_child(path: str, lengths: dict[int, int], keep: bool = True) -> dict:
+    """Body of the app's subprocess: the load (and its longest lock hold), forwards of each length
+    ``lengths`` (T: repeats), the peak RSS (KiB). ``keep=False``: the weights upcast per layer
+    (as when the free memory is short)."""
     from ..engine import AttentionConfig, source
+    from ..engine.sources import stored
     from ..engine.sources.decoder import load_model
-    from ..engine.sources.stored import need_bytes
     from ..engine.sources.hf import weight_files
     from .memory import peak_rss_kib
 
+    if not keep:
+        stored.KEEP_SHARE = 0.0
     base = peak_rss_kib()
-    start = time.perf_counter()
-    AttentionConfig(model=path)
-    load_model(path)
-    load_ms = (time.perf_counter() - start) * 1e3
+    load_ms, stall_ms = longest_gap_ms(lambda: (AttentionConfig(model=path), load_model(path)))
     model = source(path)
-    ids = torch.tensor(model.tokenize(" ".join(WORDS[:T])).token_ids)
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        model.forward(ids, "cpu", torch.float32)
-        times.append((time.perf_counter() - start) * 1e3)
-    disk, layer = need_bytes(weight_files(Path(path)))
-    return {"base_kib": base, "peak_rss_kib": peak_rss_kib(), "load_ms": load_ms, "forward_ms": times,
-            "disk_bytes": disk, "layer_bytes": layer, "tokens": len(ids)}
+    times = _forwards(lambda ids: model.forward(ids, "cpu", torch.float32), lengths)
+    disk, layer = stored.need_bytes(weight_files(Path(path)))
+    return {"base_kib": base, "peak_rss_kib": peak_rss_kib(), "load_ms": load_ms, "load_stall_ms": stall_ms,
+            "forward_ms": times, "disk_bytes": disk, "layer_bytes": layer,
+            "f32_bytes": 4 * sum(t.numel() for t in load_model(path).weights.values())}
 
 
-def transformers_child(path: str, repeats: int) -> dict:
-    """The same with transformers: from_pretrained in float32, eager attention returning every layer's weights."""
-    import time
-
+def transformers_child(path: str, lengths: dict[int, int], keep: bool = True) -> dict:
+    """The same with transformers: from_pretrained in float32, eager attention returning every layer's
+    weights, the logits of the last token only (``logits_to_keep=1``), as the app computes them."""
     import transformers
 
     from .memory import peak_rss_kib
 
     torch.set_grad_enabled(False)
     base = peak_rss_kib()
-    start = time.perf_counter()
-    model = transformers.AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32,
-                                                              attn_implementation="eager").eval()
-    load_ms = (time.perf_counter() - start) * 1e3
-    ids = torch.arange(T)[None] % len(WORDS)
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        model(ids, output_attentions=True)
-        times.append((time.perf_counter() - start) * 1e3)
-    return {"base_kib": base, "peak_rss_kib": peak_rss_kib(), "load_ms": load_ms, "forward_ms": times}
+    holder = {}
+
+    def load():
+        holder["model"] = transformers.AutoModelForCausalLM.from_pretrained(
+            path, dtype=torch.float32, attn_implementation="eager").eval()
+
+    load_ms, stall_ms = longest_gap_ms(load)
+    model = holder["model"]
+    times = _forwards(lambda ids: model(ids[None], output_attentions=True, logits_to_keep=1), lengths)
+    return {"base_kib": base, "peak_rss_kib": peak_rss_kib(), "load_ms": load_ms, "load_stall_ms": stall_ms,
+            "forward_ms": times}
 
 
-def _child(kind: str, path: str, repeats: int) -> dict:
+def _child(kind: str, path: str, lengths: dict[int, int], keep: bool = True) -> dict:
     code = (f"import json; from attn_gui.bench.folder import {kind}_child; "
-            f"print(json.dumps({kind}_child({path!r}, {int(repeats)})))")
+            f"print(json.dumps({kind}_child({path!r}, {dict(lengths)!r}, {bool(keep)})))")
     proc = run_python(code)
     if proc.returncode != 0:
         raise RuntimeError(f"{kind} subprocess failed: {last_error_line(proc)}")
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
+RUNS = ("app", "app, per-layer upcast", "transformers")  # the app keeping float32, short of memory, the peer
+
+
+def _interleaved(path: str, lengths: dict[int, int], rounds: int, runs=RUNS) -> dict[str, list[dict]]:
+    """Each of ``runs`` in a fresh subprocess, in turn, ``rounds`` times: their results by run."""
+    out = {run: [] for run in runs}
+    for _ in range(rounds):
+        for run in runs:
+            kind = "transformers" if run == "transformers" else "app"
+            out[run].append(_child(kind, path, lengths, keep=run == "app"))
+    return out
+
+
 def bench_folder(settings: BenchSettings, log: Log) -> tuple[list[Row], list[dict[str, str]]]:
-    """The 0.5 B folder (tiny run: a 2-layer one) through the app and through transformers."""
+    """The 0.5 B folder (tiny run: a 2-layer one) through the app and transformers, interleaved: peak RSS,
+    load and its longest lock hold, forwards at T = 64 and 2,048 (tiny: 8 and 32, in the same subprocesses)."""
     import importlib.util
 
     from .timing import Timing
 
-    if any(importlib.util.find_spec(m) is None for m in ("safetensors", "tokenizers")):
-        return [], [{"name": "model folder", "reason": "safetensors and tokenizers are not installed"}]
+    if any(importlib.util.find_spec(m) is None for m in ("safetensors", "tokenizers", "transformers")):
+        return [], [{"name": "model folder", "reason": "safetensors, tokenizers and transformers are needed"}]
     tiny = settings.mode == "tiny"
     sizes, label = (TINY, "Qwen2, 2 layers, d 64, bf16") if tiny else (QWEN2_05B, "Qwen2-0.5B shape, bf16")
-    repeats = 1 if tiny else 3
+    short, long = (8, 32) if tiny else (T, T_LONG)
     folder = Path(tempfile.mkdtemp(prefix="attn-gui-bench-"))
-    rows, skipped = [], []
+    rows = []
     try:
         log(f"model folder: writing a random {label} checkpoint ...")
         write_checkpoint(folder / "qwen2", sizes)
         path = str(folder / "qwen2")
-        log("model folder: the app's load and forward ...")
-        app = _child("app", path, repeats)
-        peak = (app["peak_rss_kib"] - app["base_kib"]) / 1024
-        bound = (app["disk_bytes"] + app["layer_bytes"]) / 2**20 + ACTIVATIONS_MIB
-        size = f"{label}, T={app['tokens']}"
+        log(f"model folder: the app and transformers, load and forwards at T={short}, interleaved ...")
+        lengths = {short: 1, long: 1} if tiny else {short: 3}
+        runs = _interleaved(path, lengths, 2 if settings.mode == "quick" else 3 if settings.mode == "full" else 1)
+        app = runs["app"][0]
+        size = f"{label}, T={short}"
         facts = dict(disk_mib=round(app["disk_bytes"] / 2**20, 1), layer_f32_mib=round(app["layer_bytes"] / 2**20, 1),
-                     interpreter_mib=round(app["base_kib"] / 1024, 1))
-        rows.append(Row("model folder", "app: peak RSS over the interpreter's", size, "MiB", peak, target=bound,
-                        met=peak <= bound, extra=facts))
-        rows.append(Row.timed("model folder", "app: load (config, mapped weights, tokenizer)", size,
-                              Timing([app["load_ms"]])))
-        forward = Timing(app["forward_ms"])
-        rows.append(Row.timed("model folder", "app: forward (every layer's steps kept)", size, forward))
-        if importlib.util.find_spec("transformers") is None:
-            skipped.append({"name": "model folder, transformers", "reason": "transformers is not installed"})
-            return rows, skipped
-        log("model folder: transformers' load and forward ...")
-        hf = _child("transformers", path, repeats)
-        hf_forward = Timing(hf["forward_ms"])
-        rows.append(Row("model folder", "transformers: peak RSS over the interpreter's", size, "MiB",
-                        (hf["peak_rss_kib"] - hf["base_kib"]) / 1024))
-        rows.append(Row.timed("model folder", "transformers: load (from_pretrained, float32)", size,
-                              Timing([hf["load_ms"]])))
-        rows.append(Row.timed("model folder", "transformers: forward (eager, output_attentions)", size, hf_forward))
-        app_forward = rows[2]  # the app's forward over transformers' on the same folder
-        app_forward.ratio, app_forward.ratio_to = forward.median_ms / hf_forward.median_ms, rows[-1].name
-        return rows, skipped
+                     f32_mib=round(app["f32_bytes"] / 2**20, 1), interpreter_mib=round(app["base_kib"] / 1024, 1))
+        bounds = {"app": (app["disk_bytes"] + app["f32_bytes"]) / 2**20 + ACTIVATIONS_MIB,
+                  "app, per-layer upcast": (app["disk_bytes"] + app["layer_bytes"]) / 2**20 + ACTIVATIONS_MIB}
+        for run, results in runs.items():
+            peak = max((r["peak_rss_kib"] - r["base_kib"]) / 1024 for r in results)
+            bound = bounds.get(run)
+            rows.append(Row("model folder", f"{run}: peak RSS over the interpreter's", size, "MiB", peak,
+                            target=bound, met=None if bound is None else peak <= bound, extra=facts))
+        for run in ("app", "transformers"):
+            rows.append(Row.timed("model folder", f"{run}: load", size, Timing([r["load_ms"] for r in runs[run]])))
+        rows.append(Row.timed("model folder", "app: longest lock hold while loading (5 ms ticks)", size,
+                              Timing([r["load_stall_ms"] for r in runs["app"]])))
+        rows += _forward_rows(runs, short, f"{label}, T={short}")
+        if not tiny:
+            log(f"model folder: forwards at T={long}, interleaved ...")
+            runs = _interleaved(path, {long: 1}, 2 if settings.mode == "full" else 1, runs=("app", "transformers"))
+        rows += _forward_rows(runs, long, f"{label}, T={long}")
+        return rows, []
     finally:
         shutil.rmtree(folder, ignore_errors=True)
+
+
+def _forward_rows(runs: dict[str, list[dict]], T: int, size: str) -> list[Row]:
+    """A forward's time for each run, each of the app's over transformers' (target: at most 1)."""
+    from .timing import Timing
+
+    timings = {run: Timing([ms for r in results for ms in r["forward_ms"][str(T)]]) for run, results in runs.items()}
+    peer = timings["transformers"]
+    name = "transformers: forward (eager, every layer's attentions, last logits)"
+    rows = []
+    for run, timing in timings.items():
+        if run == "transformers":
+            continue
+        ratio = timing.median_ms / peer.median_ms
+        rows.append(Row.timed("model folder", f"{run}: forward (every layer's steps kept)", size, timing,
+                              ratio=ratio, ratio_to=name, target=1.0, met=ratio <= 1.0))
+    rows.append(Row.timed("model folder", name, size, peer))
+    return rows
