@@ -155,8 +155,10 @@ def rows(w: Mapping[str, torch.Tensor], key: str, index: torch.Tensor) -> torch.
 def logits(last: torch.Tensor, w: Mapping[str, torch.Tensor], key: str) -> torch.Tensor:
     """``F.linear(last, w[key])``; where ``w`` converts on reading and cannot keep the matrix, read ``ROWS``
     rows at a time."""
-    matrix = w.stored[key] if isinstance(w, Upcast) else None
-    if matrix is None or key in w.kept or w.fits(matrix) or (matrix.dtype, matrix.device) == (w.dtype, w.device):
+    if not isinstance(w, Upcast):
+        return F.linear(last, w[key])
+    matrix = w.stored[key]
+    if key in w.kept or w.fits(matrix) or (matrix.dtype, matrix.device) == (w.dtype, w.device):
         return F.linear(last, w[key])
     return torch.cat([F.linear(last, matrix[i:i + ROWS].to(device=w.device, dtype=w.dtype))
                       for i in range(0, matrix.shape[0], ROWS)], dim=-1)

@@ -26,6 +26,7 @@ import weakref
 from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
+from typing import Any
 
 # The child: reads one JSON request per line, answers one JSON line each; imports tokenizers only.
 CHILD = r"""
@@ -40,9 +41,12 @@ def failed(exc):
     reply({"error": type(exc).__name__, "message": str(exc)})
 
 CHUNK = int(sys.argv[1])
-first = json.loads(sys.stdin.readline())
+first = json.loads(sys.stdin.buffer.readline())
 try:
-    tok = Tokenizer.from_file(first["path"]) if "path" in first else Tokenizer.from_str(first["json"])
+    if "path" in first:
+        tok = Tokenizer.from_file(first["path"])
+    else:  # the JSON follows as raw bytes
+        tok = Tokenizer.from_str(sys.stdin.buffer.read(first["bytes"]).decode("utf-8"))
     added = {str(i): [t.content, t.special] for i, t in tok.get_added_tokens_decoder().items()}
     unk = getattr(tok.model, "unk_token", None)
 except Exception as exc:
@@ -53,7 +57,7 @@ chunks = [vocab[i:i + CHUNK] for i in range(0, len(vocab), CHUNK)]
 reply({"chunks": len(chunks), "added": added, "unk_token": unk})
 for chunk in chunks:
     reply(chunk)
-for line in sys.stdin:
+for line in sys.stdin.buffer:
     op, *args = json.loads(line)
     try:
         if op == "encode":
@@ -91,9 +95,10 @@ class Child:
 
     def __init__(self, *, path: Path | None = None, text: str | None = None):
         self._lock = threading.Lock()
-        self._request = {"path": str(path)} if path is not None else {"json": text}
-        self._built: dict | None = None
-        self._here = None  # the tokenizer built here, where no child answered
+        self._path, self._text = path, text
+        self._built: dict[str, Any] | None = None
+        self._here: Any = None  # the tokenizer built here, where no child answered
+        self._proc: subprocess.Popen | None
         try:
             self._proc = subprocess.Popen([sys.executable, "-c", CHILD, str(CHUNK)], stdin=subprocess.PIPE,
                                           stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
@@ -101,18 +106,24 @@ class Child:
             self._proc = None
             return
         self._finalizer = weakref.finalize(self, _close, self._proc)
-        self._send(self._request)
+        if path is not None:
+            self._send({"path": str(path)})
+        else:  # the JSON as raw bytes after its length: json.dumps of it would hold the lock
+            raw = (text or "").encode("utf-8")
+            self._send({"bytes": len(raw)}, raw)
 
-    def _send(self, request) -> None:
+    def _send(self, request, raw: bytes = b"") -> None:
+        if self._proc is None or self._proc.stdin is None:  # never started: its answer (none) says so
+            return
         try:
-            self._proc.stdin.write((json.dumps(request) + "\n").encode())
+            self._proc.stdin.write((json.dumps(request) + "\n").encode() + raw)
             self._proc.stdin.flush()
-        except (OSError, AttributeError):  # the child is gone, or never started: its answer (none) says so
+        except OSError:  # the child is gone: its answer (none) says so
             pass
 
     def _line(self) -> bytes:
-        # blocks with the interpreter lock released
-        line = self._proc.stdout.readline() if self._proc is not None else b""
+        out = None if self._proc is None else self._proc.stdout
+        line = b"" if out is None else out.readline()  # blocks with the interpreter lock released
         if not line:
             raise ChildFailed("the tokenizer's child process ended")
         return line
@@ -128,28 +139,33 @@ class Child:
 
         Where the child ended without an answer (it could not import tokenizers), the tokenizer
         is built here instead."""
+        self._facts()
+        return self
+
+    def _facts(self) -> dict[str, Any]:
+        """The vocabulary, added tokens and unknown token, once the tokenizer is built."""
         with self._lock:
             if self._built is None:
                 try:
                     built = self._answer()
-                    vocab = {}
+                    vocab: dict[str, int] = {}
                     for _ in range(built.pop("chunks")):  # the lock is free to other threads between lines
                         vocab.update(json.loads(self._line()))
                     self._built = {**built, "vocab": vocab}
+                    self._text = None  # kept only to build it here
                 except ChildFailed:
-                    self._build_here()
-        return self
+                    self._built = self._build_here()
+            return self._built
 
-    def _build_here(self) -> None:
+    def _build_here(self) -> dict[str, Any]:
         from tokenizers import Tokenizer
 
-        request = self._request
-        tok = Tokenizer.from_file(request["path"]) if "path" in request else Tokenizer.from_str(request["json"])
+        tok = Tokenizer.from_file(str(self._path)) if self._path is not None else Tokenizer.from_str(self._text or "")
         added = {str(i): [t.content, t.special] for i, t in tok.get_added_tokens_decoder().items()}
-        self._built = {"vocab": tok.get_vocab(with_added_tokens=True), "added": added,
-                       "unk_token": getattr(tok.model, "unk_token", None)}
         self._here = tok
         self.close()
+        return {"vocab": tok.get_vocab(with_added_tokens=True), "added": added,
+                "unk_token": getattr(tok.model, "unk_token", None)}
 
     def encode(self, text: str, add_special_tokens: bool = True) -> Encoding:
         if self.wait()._here is not None:
@@ -170,16 +186,16 @@ class Child:
     def get_vocab(self, with_added_tokens: bool = True) -> dict[str, int]:
         if not with_added_tokens:
             raise ValueError("only the vocabulary with its added tokens is kept")
-        return dict(self.wait()._built["vocab"])
+        return dict(self._facts()["vocab"])
 
     def get_added_tokens_decoder(self) -> dict[int, SimpleNamespace]:
-        added = self.wait()._built["added"]
+        added = self._facts()["added"]
         return {int(i): SimpleNamespace(content=content, special=special) for i, (content, special) in added.items()}
 
     @property
     def model(self) -> SimpleNamespace:
         """The tokenizer's model as far as it is read: its unknown token (``base.unknown_of``)."""
-        return SimpleNamespace(unk_token=self.wait()._built["unk_token"])
+        return SimpleNamespace(unk_token=self._facts()["unk_token"])
 
     def close(self) -> None:
         """End the child now (it also ends when this object is collected)."""
@@ -189,10 +205,12 @@ class Child:
 
 def _close(proc: subprocess.Popen) -> None:
     try:
-        proc.stdin.close()  # the child's loop reads end of file and returns
+        if proc.stdin is not None:
+            proc.stdin.close()  # the child's loop reads end of file and returns
         proc.wait(timeout=5)
     except (OSError, subprocess.TimeoutExpired):
         proc.kill()
         proc.wait()
     finally:
-        proc.stdout.close()
+        if proc.stdout is not None:
+            proc.stdout.close()
