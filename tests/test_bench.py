@@ -128,16 +128,22 @@ def test_training_rows(report):
 
 
 def test_the_model_folder_rows(report):
-    rows = {r["name"]: r for r in report["rows"] if r["section"] == "model folder"}
+    rows = {(r["name"], r["size"]): r for r in report["rows"] if r["section"] == "model folder"}
     if not rows:
-        pytest.skip("safetensors and tokenizers are not installed")
-    peak = rows["app: peak RSS over the interpreter's"]
-    facts = peak["extra"]
-    assert peak["target"] == pytest.approx(facts["disk_mib"] + facts["layer_f32_mib"] + 128, abs=0.2)
-    if "transformers: forward (eager, output_attentions)" in rows:
-        app = rows["app: forward (every layer's steps kept)"]
-        peer = rows["transformers: forward (eager, output_attentions)"]
-        assert app["ratio"] == pytest.approx(app["median"] / peer["median"])
+        pytest.skip("safetensors, tokenizers and transformers are not installed")
+    by_name = {name: r for (name, _), r in rows.items()}
+    kept = by_name["app: peak RSS over the interpreter's"]
+    upcast = by_name["app, per-layer upcast: peak RSS over the interpreter's"]
+    facts = kept["extra"]
+    assert kept["target"] == pytest.approx(facts["disk_mib"] + facts["f32_mib"] + 128, abs=0.2)
+    assert upcast["target"] == pytest.approx(facts["disk_mib"] + facts["layer_f32_mib"] + 128, abs=0.2)
+    peer_name = "transformers: forward (eager, every layer's attentions, last logits)"
+    forwards = [r for (name, _), r in rows.items() if name.endswith("forward (every layer's steps kept)")]
+    assert {r["size"] for r in forwards} == {r["size"] for (name, _), r in rows.items() if name == peer_name}
+    for app in forwards:  # each over transformers' at the same length (tiny run: T = 8 and 32)
+        peer = rows[(peer_name, app["size"])]
+        assert app["ratio_to"] == peer_name and app["ratio"] == pytest.approx(app["median"] / peer["median"])
+        assert app["target"] == 1.0 and app["met"] is (app["ratio"] <= 1.0)
 
 
 def test_the_bench_checkpoint_is_a_qwen2_folder_transformers_reads(tmp_path):
