@@ -151,7 +151,7 @@ def head_from_args(args: argparse.Namespace, config) -> int | None:
 
 
 def load_model(name: str) -> None:
-    """Load model ``name``; a first load that converts its weights reports every 10 % on stderr."""
+    """Load model ``name``; a first load that builds its tokenizer into the cache reports every 10 % on stderr."""
     from .engine import model_spec, source
 
     shown = [-10]
@@ -160,7 +160,7 @@ def load_model(name: str) -> None:
         percent = 100 * done // max(total, 1)
         if percent >= shown[0] + 10 or done == total:
             shown[0] = percent
-            print(f"attn-gui: first load of {model_spec(name).label}: converting its weights into the cache, "
+            print(f"attn-gui: first load of {model_spec(name).label}: building its tokenizer into the cache, "
                   f"{percent}%", file=sys.stderr, flush=True)
 
     source(name).load(progress)

@@ -80,8 +80,11 @@ def permute(w, heads):
 LEAVES = {v: k for k, v in gguf_file.LEAVES.items()}
 
 
-def write_gguf(path, hf, arch, vocab, name, dtype=np.float32, quant=None, **extra):
-    """``hf`` (a transformers decoder) as llama.cpp's converter writes it; ``extra`` adds or overrides keys."""
+def write_gguf(path, hf, arch, vocab, name, dtype=np.float32, quant=None, raw=None, **extra):
+    """``hf`` (a transformers decoder) as llama.cpp's converter writes it; ``extra`` adds or overrides keys.
+
+    ``raw`` (transformers' name -> ((rows, bytes) uint8 blocks, their ggml type), rows in transformers' order)
+    replaces those matrices: written as given, rows permuted as llama.cpp permutes them."""
     cfg = hf.config
     import gguf
 
@@ -103,7 +106,7 @@ def write_gguf(path, hf, arch, vocab, name, dtype=np.float32, quant=None, **extr
             writer.add_uint32(key.format(arch=arch), value)
     write_vocab(writer, vocab)
     for key, w in hf.state_dict().items():
-        w = w.detach().numpy()
+        w, raw_kind = raw[key] if raw and key in raw else (w.detach().numpy(), quant)
         if key == "lm_head.weight" and cfg.tie_word_embeddings:
             continue
         if arch == "llama" and key.endswith("q_proj.weight"):
@@ -116,7 +119,9 @@ def write_gguf(path, hf, arch, vocab, name, dtype=np.float32, quant=None, **extr
             out = f"blk.{layer}.{LEAVES['.'.join(leaf)]}.{kind}"
         else:
             out = {v: k for k, v in gguf_file.TOP.items()}[key]
-        if quant is not None and w.ndim == 2:  # a quantized type (Q8_0 …), as llama-quantize writes it
+        if w.dtype == np.uint8:  # blocks given as they are
+            writer.add_tensor(out, w, raw_dtype=raw_kind)
+        elif quant is not None and w.ndim == 2:  # a quantized type (Q8_0 …), as llama-quantize writes it
             writer.add_tensor(out, gguf.quants.quantize(w.astype(np.float32), quant), raw_dtype=quant)
         else:
             writer.add_tensor(out, w.astype(dtype if w.ndim == 2 else np.float32))  # norms and biases: F32

@@ -43,7 +43,7 @@ def test_every_row_has_real_positive_numbers(report):
     from attn_gui.engine.sources import is_available
 
     models = {"model"} if is_available("minilm-l6") else set()
-    models |= {"decoder", "interventions"} if is_available("smollm2-135m") else set()
+    models |= {"decoder", "quantized GGUF", "interventions"} if is_available("smollm2-135m") else set()
     models |= {"model folder"} if all(importlib.util.find_spec(m) for m in ("safetensors", "tokenizers")) else set()
     assert {r["section"] for r in report["rows"]} == SECTIONS | models
     for r in report["rows"]:

@@ -14,6 +14,8 @@ Each part is one module, repeated after a warm-up and summarised by median and p
   forward at T = 64, against transformers on the same files.
 - :mod:`.decoder`: decoder mode, SmolLM2-135M: load from the cache, a full forward at T = 16
   and 64, switching the shown layer, a cached decode step against recomputing the sequence.
+- :mod:`.quantized`: SmolLM2-135M's Q4_1 file opened with an empty cache in a fresh process: the
+  cache's size, the peak RSS, the first open and a forward (each layer dequantized as it runs).
 - :mod:`.interventions`: SmolLM2-135M's 30 x 9 grid of head effects at T = 8, batched, against
   270 forwards with one head ablated each, and the patching grid.
 - :mod:`.window`: the real window's update latency and GUI-thread stalls.
@@ -43,6 +45,7 @@ from .interventions import bench_interventions
 from .training import bench_training
 from .memory import bench_memory
 from .model import bench_model
+from .quantized import bench_quantized
 from .report import check_writable, format_report, metadata_dict, write_json
 from .settings import HEADS, TINY_ENV, BenchSettings, qt_skip_reason
 from .startup import bench_startup
@@ -88,8 +91,8 @@ def run_bench(settings: BenchSettings, log: Log) -> dict[str, Any]:
     profiles = profile_missed(rows, settings.device, log)
     rows += bench_display(settings, log)
     rows += bench_memory(settings, log)
-    for part in (bench_model, bench_folder, bench_decoder, bench_interventions, bench_training, _bench_window,
-                 bench_startup):
+    for part in (bench_model, bench_folder, bench_decoder, bench_quantized, bench_interventions, bench_training,
+                 _bench_window, bench_startup):
         part_rows, part_skipped = part(settings, log)
         rows += part_rows
         skipped += part_skipped

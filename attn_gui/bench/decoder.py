@@ -40,7 +40,7 @@ def bench_decoder(settings: BenchSettings, log: Log) -> tuple[list[Row], list[di
     start = time.perf_counter()
     load_model(NAME, lambda done, total: converted.append(done))  # the first load of this machine converts
     if converted:
-        rows.append(Row.timed("decoder", "first load: dequantize the GGUF, write the cache", "-",
+        rows.append(Row.timed("decoder", "first load: build the tokenizer, write the cache", "-",
                               Timing([(time.perf_counter() - start) * 1e3])))
     log("decoder: load from the cache ...")
     loads, holds = [], []

@@ -402,7 +402,7 @@ class MainWindow(FileActions, QtWidgets.QMainWindow):
         name = model_spec(model).label.split(" (")[0]  # "SmolLM2-135M"
         if total:
             percent = round(100 * done / total)
-            text = f"converting {name}'s weights into the cache (only the first time), {percent} %"
+            text = f"building {name}'s tokenizer into the cache (only the first time), {percent} %"
         else:
             percent = 0
             text = f"loading {name}… " + ("(the maps show the previous result)" if self.frame is not None

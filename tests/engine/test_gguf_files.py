@@ -149,8 +149,9 @@ def test_the_conversion_is_cached_and_redone_when_the_file_changes(tmp_path):
     spec = model_spec(path)
     seen = []
     first = gguf_file.load(spec, tmp_path / "cached.gguf", lambda d, t: seen.append((d, t)))
-    n = len(hf.state_dict()) - 1  # the tied lm_head is not written
-    assert seen[-1] == (n + 1, n + 1)  # every tensor, then the cache written
+    assert seen == [(1, 3), (2, 3), (3, 3)]  # the vocabulary read, the tokenizer built, the cache written
+    assert sorted(p.name for p in (cache.cache_root() / gguf_file.cache_name(Path(path))).iterdir()) == \
+        ["manifest.json", "tokenizer.json"]
     folder = cache.cache_root() / gguf_file.cache_name(tmp_path / "cached.gguf")
     assert (folder / "manifest.json").is_file() and str(folder).startswith(os.environ[cache.CACHE_ENV])
     seen.clear()
@@ -158,7 +159,7 @@ def test_the_conversion_is_cached_and_redone_when_the_file_changes(tmp_path):
     assert seen == [] and all(torch.equal(first["weights"][k], again["weights"][k]) for k in first["weights"])
     os.utime(path, ns=(1, 1))  # another modification time: converted again
     gguf_file.load(spec, tmp_path / "cached.gguf", lambda d, t: seen.append((d, t)))
-    assert seen and seen[-1] == (n + 1, n + 1)
+    assert seen and seen[-1] == (3, 3)
 
 
 def test_float16_matrices_stay_float16(model_file):
@@ -173,8 +174,9 @@ def test_a_quantized_file_equals_transformers_reading_it(tmp_path):
     """Q8_0 matrices: dequantized as transformers' GGUF loader dequantizes them (exactly), every layer's α alike."""
     hf = tiny("llama", len(byte_level_vocab()[0]), seed=4)
     path = write_gguf(tmp_path / "q8.gguf", hf, "llama", "byte", "Q8", quant=gguf.GGMLQuantizationType.Q8_0)
-    assert model_spec(path).about[-1] == ("the weights are stored quantized (Q8_0) and dequantized to float32, as "
-                                      "llama.cpp's own dequantization gives them")
+    assert model_spec(path).about[-1] == ("the weights stay quantized (Q8_0) in the mapped file and are dequantized "
+                                          "to float32 layer by layer as the forward reads them, as llama.cpp's own "
+                                          "dequantization gives them")
     import warnings
 
     with warnings.catch_warnings():
@@ -288,7 +290,7 @@ def test_the_cli_takes_a_gguf_and_refuses_a_bad_one_in_one_line(qwen2_gguf, tmp_
                  str(tmp_path / "out")]) in (0, None)
     assert (tmp_path / "out" / "weights.npy").is_file()
     progress = capsys.readouterr().err  # the first load (in this session) reports its conversion
-    assert not progress or "qwen2-tiny.gguf (Qwen2 decoder, GGUF): converting its weights into the cache" in progress
+    assert not progress or "qwen2-tiny.gguf (Qwen2 decoder, GGUF): building its tokenizer into the cache" in progress
     (tmp_path / "junk.gguf").write_bytes(b"GGUF\x03\x00\x00\x00")
     assert main(["export", "--model", str(tmp_path / "junk.gguf"), "--out", str(tmp_path / "x")]) == 2
     err = capsys.readouterr().err
@@ -310,7 +312,7 @@ def test_a_file_larger_than_the_free_memory_is_refused_before_converting(tmp_pat
 
     path = str(shutil.copy(qwen2_gguf[0], tmp_path / "big.gguf"))
     monkeypatch.setattr(stored, "free_bytes", lambda: 1000)
-    with pytest.raises(ConfigError, match=r"^big.gguf needs about \d+ MB of memory \(\d+ MB of converted weights and "
+    with pytest.raises(ConfigError, match=r"^big.gguf needs about \d+ MB of memory \(\d+ MB of mapped file and "
                                           r"\d+ MB for a layer in float32\) and 0 MB is free; nothing was loaded$"):
         decoder.load_model(path)
     assert not (cache.cache_root() / gguf_file.cache_name(Path(path))).exists()

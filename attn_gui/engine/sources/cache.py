@@ -1,12 +1,13 @@
 """A model's converted weights, kept on disk so that only the first load converts them.
 
 One folder per model under the cache root (``platformdirs.user_cache_dir("attn-gui")/models``,
-or ``$ATTN_GUI_CACHE_DIR/models``) holds ``weights.safetensors``, any text files the model
-needs (its tokenizer) and ``manifest.json``. The manifest names the source file (size and
-modification time), the converter's version, the model's facts read at conversion, and the
-size and CRC-32 of every file. Every file is written to a temporary name and renamed into
-place, the manifest last; a load checks all of it first, so a partial, truncated or corrupt
-cache is rebuilt, never used.
+or ``$ATTN_GUI_CACHE_DIR/models``) holds any text files the model needs (its tokenizer),
+``manifest.json`` and, where a conversion made weights, ``weights.safetensors`` (a GGUF's
+are read from the file itself, ``quantized.py``, so its cache holds no weights). The manifest
+names the source file (size and modification time), the converter's version, the model's
+facts read at conversion, and the size and CRC-32 of every file. Every file is written to a
+temporary name and renamed into place, the manifest last; a load checks all of it first, so a
+partial, truncated or corrupt cache is rebuilt, never used.
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ class Converted:
     Attributes
     ----------
     weights : dict of str to tensor
-        Every weight, float32, on the CPU.
+        Every converted weight, on the CPU; empty where the weights are read from the source file.
     texts : dict of str to str
         Text files by name ("tokenizer.json").
     meta : dict
@@ -96,8 +97,6 @@ def load(folder: Path, source: dict, version: int) -> Converted | None:
         if manifest.get("version") != version or manifest.get("source") != source:
             return None
         files = manifest["files"]
-        if WEIGHTS not in files:
-            return None
         data: dict[str, np.ndarray] = {}
         for name, entry in files.items():
             # one read per file: the bytes checked are the bytes used
@@ -105,7 +104,7 @@ def load(folder: Path, source: dict, version: int) -> Converted | None:
             if raw is None or zlib.crc32(raw.data) != entry["crc32"]:
                 return None
             data[name] = raw
-        weights = parse_safetensors(data.pop(WEIGHTS))
+        weights = parse_safetensors(data.pop(WEIGHTS)) if WEIGHTS in data else {}
         texts = {name: raw.tobytes().decode("utf-8") for name, raw in data.items()}
         return Converted(weights, texts, manifest["meta"])
     except (OSError, ValueError, KeyError, TypeError, AttributeError, RuntimeError, MemoryError):
@@ -180,10 +179,15 @@ def store(folder: Path, source: dict, version: int, converted: Converted) -> Non
 
     folder.mkdir(parents=True, exist_ok=True)
     (folder / MANIFEST).unlink(missing_ok=True)  # no manifest while the files change: a crash leaves no cache
-    _write_atomic(folder, WEIGHTS, lambda tmp: save_file(converted.weights, tmp))
+    written = list(converted.texts)
+    if converted.weights:
+        _write_atomic(folder, WEIGHTS, lambda tmp: save_file(converted.weights, tmp))
+        written.insert(0, WEIGHTS)
+    else:
+        (folder / WEIGHTS).unlink(missing_ok=True)  # an older version's converted weights: no longer read
     for name, text in converted.texts.items():
         _write_atomic(folder, name, functools.partial(_write_text, text=text))
-    files = {name: _entry(folder / name) for name in (WEIGHTS, *converted.texts)}
+    files = {name: _entry(folder / name) for name in written}
     manifest = {"version": version, "source": source, "meta": converted.meta, "files": files}
     _write_atomic(folder, MANIFEST, functools.partial(_write_text, text=json.dumps(manifest, indent=1)))
 

