@@ -240,7 +240,7 @@ def estimate_bytes(config: AttentionConfig, display_max: int | None = None) -> i
     else:
         n = 4 * h * T * T_k  # scores, scaled, weights, and one softmax temporary
     if config.model is not None:
-        n += _model_bytes(config, T, display_max if streams else None, elem) // elem
+        n += _model_bytes(config.model, T, display_max if streams else None, elem) // elem
     n += (T + T_k) * d * 3 + h * (T + T_k) * (d_k + d_v) + T * h * d_v
     n += h * d * (2 * d_k + d_v) + h * d_v * d + (V + T_k) * d
     if _alibi(config) and not streams:
@@ -248,10 +248,10 @@ def estimate_bytes(config: AttentionConfig, display_max: int | None = None) -> i
     return n * elem
 
 
-def _model_bytes(config: AttentionConfig, T: int, reduce_to: int | None, elem: int) -> int:
+def _model_bytes(model: str, T: int, reduce_to: int | None, elem: int) -> int:
     """What a model run keeps beyond the shown layer's fields: every layer's X, keys and values, its
     summaries, and either every layer's T x T alpha or (streamed) its maps pooled to ``reduce_to``."""
-    spec = model_spec(config.model)
+    spec = model_spec(model)
     L, h, g, d, d_k = spec.layers, spec.heads, spec.kv_heads or spec.heads, spec.d_model, spec.d_k
     n = L * T * d + 2 * L * g * T * d_k + 16 * T * d  # X per layer, the cache, one layer's activations
     n += L * h * (2 * T + 2 * T * TOP_K + len(decay_edges(T)))  # the summaries

@@ -107,16 +107,17 @@ class LayerSums:
         self.distance = torch.zeros(heads, T, device=device, dtype=dtype)
         self.top_weights = torch.zeros(heads, T, k, device=device, dtype=dtype)
         self.top_keys = torch.full((heads, T, k), -1, device=device, dtype=torch.int32)
-        for name in ROW_METRICS:
-            setattr(self, name, torch.zeros(heads, T, device=device, dtype=dtype))
+        self.rows = {name: torch.zeros(heads, T, device=device, dtype=dtype) for name in ROW_METRICS}  # per query
         self.decay_mass = torch.zeros(heads, B, device=device, dtype=dtype)
         self.decay_pairs = torch.zeros(B, device=device, dtype=dtype)
 
     def add(self, stats: dict[str, torch.Tensor], start: int) -> None:
         """Take ``row_stats`` of the rows from ``start`` on."""
         n = stats["sink"].size(-1)
-        for name in ("sink", "distance", "top_weights", "top_keys", *ROW_METRICS):
+        for name in ("sink", "distance", "top_weights", "top_keys"):
             getattr(self, name)[:, start:start + n] = stats[name]
+        for name in ROW_METRICS:
+            self.rows[name][:, start:start + n] = stats[name]
         self.decay_mass += stats["decay_mass"]
         self.decay_pairs += stats["decay_pairs"]
 
@@ -125,10 +126,11 @@ class LayerSums:
         and the head metrics (``engine.metrics.METRICS``: their definitions, over every query row), as metric_<name>."""
         sink = self.sink[:, 1:] if self.T > 1 else self.sink  # the first query sees the first token only
         decay = self.decay_mass / self.decay_pairs.where(self.decay_pairs > 0, torch.nan)
-        previous = self.previous[:, 1:].mean(-1) if self.T > 1 else torch.full_like(self.sink[:, 0], torch.nan)
-        metrics = dict(entropy=self.entropy.mean(-1), entropy_norm=self.entropy_norm.mean(-1),
+        rows = self.rows
+        previous = rows["previous"][:, 1:].mean(-1) if self.T > 1 else torch.full_like(self.sink[:, 0], torch.nan)
+        metrics = dict(entropy=rows["entropy"].mean(-1), entropy_norm=rows["entropy_norm"].mean(-1),
                        max_weight=self.top_weights[..., 0].mean(-1), sink=self.sink.mean(-1), previous=previous,
-                       self=self.self.mean(-1), distance=self.distance.mean(-1))
+                       self=rows["self"].mean(-1), distance=self.distance.mean(-1))
         return dict(sink=sink.mean(-1), distance=self.distance.mean(-1), decay=decay, top_weights=self.top_weights,
                     top_keys=self.top_keys, **{f"metric_{name}": v for name, v in metrics.items()})
 

@@ -239,7 +239,8 @@ def forward(w: dict, ids: torch.Tensor, shape: LlamaShape, cache: KVCache | None
         past = None if cache is None else (cache.keys[layer], cache.values[layer])
         h, x, steps = decoder_layer(h, w, layer, shape, past, z_hook=(z_hooks or {}).get(layer),
                                     reduce_to=reduce_to, block_bytes=block_bytes)
-        residual.append(h)
+        if reduce_to is None:  # streamed, only the last residual is kept (memory follows T d, not L T d)
+            residual.append(h)
         inputs.append(x)
         if reduce_to is None:
             weights.append(steps["weights"])  # (h, n, P + n)
@@ -248,7 +249,6 @@ def forward(w: dict, ids: torch.Tensor, shape: LlamaShape, cache: KVCache | None
                 hidden = masked_keys(0, x.size(0), x.size(0), True, _window(shape, layer), 0, x.device)
                 sums.append(layer_summary(steps["weights"], hidden, causal=True))
         else:
-            residual[-2] = None  # streamed: only the last residual is kept (memory follows T d, not L T d)
             shown = steps["shown"]
             sums.append({name: shown[f"summary_{name}"] for name in SUMMARY_PARTS})
             maps.append(shown["weights"])  # (h, r, r)
@@ -256,7 +256,7 @@ def forward(w: dict, ids: torch.Tensor, shape: LlamaShape, cache: KVCache | None
         keys.append(steps["k"])  # (g, P + n, d_k): the cache and the new keys
         values.append(steps["v"])
     final = norm(h, w, "model.norm", shape)  # (n, d)
-    residual = [final] if reduce_to is not None else [*residual[:-1], final]
+    residual = [final] if reduce_to is not None else [*residual[:-1], final]  # the last: after the final norm
     T_k = keys[0].size(-2)
     summaries = Summaries.stack(sums, T_k, maps if reduce_to is not None else None) if sums else None
     return Forward(residual, inputs, torch.stack(weights) if weights else None, KVCache(tuple(keys), tuple(values)),
