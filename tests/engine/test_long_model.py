@@ -217,3 +217,14 @@ def test_memory_is_estimated_before_computing_and_refused_in_one_line(folder, mo
     monkeypatch.setattr(C, "free_bytes", lambda device: 100 * 2**20)
     with pytest.raises(TooLargeError, match=r"needs about .*; cpu has 100\.0 MiB free"):
         compute(cfg)
+
+
+def test_interventions_and_attribution_keep_to_512_tokens(folder):
+    from attn_gui.engine.attribution import trace
+    from attn_gui.engine.interventions import ablate
+
+    path, _ = folder
+    cfg = AttentionConfig(sentence=sentence(513), model=path)
+    for run in (lambda: ablate(cfg, ((0, 0),)), lambda: trace(cfg)):
+        with pytest.raises(ConfigError, match="read at most 512 tokens .*; this text has 513"):
+            run()
