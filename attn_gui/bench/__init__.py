@@ -12,6 +12,8 @@ Each part is one module, repeated after a warm-up and summarised by median and p
 - :mod:`.model`: model mode, MiniLM-L6 loaded and computed (needs the pretrained extra).
 - :mod:`.folder`: a random Qwen2-0.5B-shaped bfloat16 folder: the app's peak RSS, load and a
   forward at T = 64, against transformers on the same files.
+- :mod:`.long`: long inputs for real models (issue 32): a streamed run's time and peak memory at
+  thousands of tokens, against transformers' eager attentions
 - :mod:`.decoder`: decoder mode, SmolLM2-135M: load from the cache, a full forward at T = 16
   and 64, switching the shown layer, a cached decode step against recomputing the sequence.
 - :mod:`.quantized`: SmolLM2-135M's Q4_1 file opened with an empty cache in a fresh process: the
@@ -44,6 +46,7 @@ from .folder import bench_folder
 from .interventions import bench_interventions
 from .training import bench_training
 from .memory import bench_memory
+from .long import bench_long
 from .model import bench_model
 from .quantized import bench_quantized
 from .report import check_writable, format_report, metadata_dict, write_json
@@ -91,8 +94,8 @@ def run_bench(settings: BenchSettings, log: Log) -> dict[str, Any]:
     profiles = profile_missed(rows, settings.device, log)
     rows += bench_display(settings, log)
     rows += bench_memory(settings, log)
-    for part in (bench_model, bench_folder, bench_decoder, bench_quantized, bench_interventions, bench_training,
-                 _bench_window, bench_startup):
+    for part in (bench_model, bench_folder, bench_decoder, bench_quantized, bench_long, bench_interventions,
+                 bench_training, _bench_window, bench_startup):
         part_rows, part_skipped = part(settings, log)
         rows += part_rows
         skipped += part_skipped

@@ -23,6 +23,7 @@ SECTION_TITLES = {
     "memory": "Peak memory of fresh subprocesses",
     "model": "Model mode: all-MiniLM-L6-v2 (6 layers, 12 heads, d_model 384), run by the engine",
     "decoder": "Decoder mode: SmolLM2-135M (30 layers, 9 query / 3 K/V heads, d_model 576), float32 on the CPU",
+    "long": "Long inputs for real models: one streamed run (fresh subprocess), time and peak RSS growth",
     "window": "The window (offscreen, 1600 x 1000): control change -> every visible map repainted",
     "startup": "Start-up of fresh subprocesses",
 }

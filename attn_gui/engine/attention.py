@@ -188,12 +188,70 @@ def attend(x: torch.Tensor, weights: Projections, *, x_kv: torch.Tensor | None =
     the same for every sequence, do not) and equals that sequence's own ``attend`` up to the
     order of float sums (Q, K and V are then one matmul); not with ``reduce_to``.
     """
+    if x.dim() > 2 and reduce_to is not None:
+        raise ValueError("a batch of sequences is not streamed (reduce_to)")
+    if past is not None and reduce_to is not None:
+        raise ValueError("a key/value cache is not streamed")
+    q, k, v, extra = queries_keys_values(x, weights, x_kv=x_kv, layout=layout, rope_base=rope_base,
+                                         rope_scaling=rope_scaling, rope_dims=rope_dims,
+                                         position_offset=position_offset, past=past)
+    T, P = x.size(-2), 0 if past is None else past[0].size(-2)  # new tokens, cached positions before them
+    T_k = k.size(-2) - P  # the new keys
+    p = weights
+    heads = q.size(-3)
+    k_per_head, v_per_head = repeat_kv(k, heads), repeat_kv(v, heads)  # (h, T, n): head i uses K/V i // (h/g)
+    d_k = q.size(-1)
+    slopes = alibi_slopes(heads, q.dtype, q.device) if alibi else None  # (h,)
+    masks: dict[str, Any] = dict(causal=causal, slopes=slopes, window=window, sink_tokens=sink_tokens,
+                                 offset=position_offset)
+
+    if relative is not None and (reduce_to is not None or past is not None):
+        raise ValueError("disentangled attention is neither streamed nor cached")
+    if reduce_to is None:
+        attn_scores = attention_scores(q, k_per_head, similarity)  # omega (h, T, P + T_k)
+        summed, divide = attn_scores, d_k
+        if relative is not None:  # DeBERTa: omega + c2p + p2c, over sqrt(d_k * scale_factor)
+            terms = disentangled_terms(q, k_per_head, relative) if relative.index is not None else {}
+            extra.update(terms)
+            summed, divide = sum(terms.values(), attn_scores), d_k * relative.scale_factor
+        scaled = scale_and_mask(summed, divide, scale, temperature, row_start=P, **masks)  # -inf where masked
+        if softcap is not None:  # Gemma 2: omega'' = c tanh(omega' / c), a masked key stays -inf
+            extra["capped"] = capped = soft_cap(scaled, softcap)  # (h, T, P + T_k)
+        attn_weights = attention_weights(scaled if softcap is None else capped)  # alpha, rows sum to 1
+        context_vec = context_vectors(attn_weights, v_per_head)  # z (h, T, d_v)
+        fields = dict(scores=attn_scores, scaled=scaled, weights=attn_weights)
+        if slopes is not None:
+            extra["position_bias"] = position_bias(slopes, P, T, P + T_k, causal, position_offset)  # (h, T, P + T_k)
+    else:
+        if softcap is not None:
+            raise ValueError("soft-capped scores are not streamed")
+        context_vec, shown = _attend_in_blocks(q, k_per_head, v_per_head, reduce_to, block_bytes, scale=scale,
+                                               temperature=temperature, similarity=similarity, **masks)
+        fields = dict(shown=shown)
+    if z_hook is not None:
+        context_vec = z_hook(context_vec)  # an intervention (ablation, patching): Z shows what W_O reads
+    return dict(q=q, k=k, v=v, **fields, **_outputs(context_vec, p, layout), **extra)
+
+
+def _outputs(context_vec: torch.Tensor, p: Projections, layout: str) -> dict[str, torch.Tensor]:
+    """head_outputs z (h, T, d_v), concat (T, h*d_v) and output (T, d): the heads joined and W_O (and b_O)."""
+    concat = concat_heads(context_vec)  # (T, h*d_v)
+    output = output_projection(concat, p.w_o, layout)  # (T, d)
+    if p.b_o is not None:
+        output = output + p.b_o  # (1, d) broadcasts over the T rows
+    return dict(head_outputs=context_vec, concat=concat, output=output)
+
+
+def queries_keys_values(x: torch.Tensor, weights: Projections, *, x_kv: torch.Tensor | None = None,
+                        layout: str = "row", rope_base: float | None = None, rope_scaling: tuple = (),
+                        rope_dims: int | None = None, position_offset: int = 0,
+                        past: tuple[torch.Tensor, torch.Tensor] | None = None):
+    """``attend``'s first steps: q (h, T, d_k), k (g, P + T_k, d_k) and v (g, P + T_k, d_v), projected, biased,
+    normed and rotated, a ``past`` cache before the new keys; and the extra fields (q_unrotated, rope_angles …)."""
     T, d = x.shape[-2:]  # tokens (the new ones, with a past), embedding size
     source = x if x_kv is None else x_kv  # (T_k, d): the keys' and values' tokens
     T_k = source.size(-2)
     P = 0 if past is None else past[0].size(-2)  # cached positions before x
-    if x.dim() > 2 and reduce_to is not None:
-        raise ValueError("a batch of sequences is not streamed (reduce_to)")
     p = weights
     if p.w_q is None:
         q, k = x.unsqueeze(-3), source.unsqueeze(-3)  # simplified attention: q = x, k = v = x_kv, (1, T, d)
@@ -229,46 +287,62 @@ def attend(x: torch.Tensor, weights: Projections, *, x_kv: torch.Tensor | None =
             extra["rope_angles_plain"] = rope_theta(T, r, rope_base, q.dtype, q.device, position_offset + P)
         q, k = rotate(q, cos[:T], sin[:T]), rotate(k, cos[:T_k], sin[:T_k])  # (h, T, d_k), (g, T_k, d_k)
     if past is not None:
-        if reduce_to is not None:
-            raise ValueError("a key/value cache is not streamed")
         k, v = torch.cat([past[0], k], dim=-2), torch.cat([past[1], v], dim=-2)  # (g, P + T_k, n)
-    heads = q.size(-3)
-    k_per_head, v_per_head = repeat_kv(k, heads), repeat_kv(v, heads)  # (h, T, n): head i uses K/V i // (h/g)
-    d_k = q.size(-1)
-    slopes = alibi_slopes(heads, q.dtype, q.device) if alibi else None  # (h,)
-    masks: dict[str, Any] = dict(causal=causal, slopes=slopes, window=window, sink_tokens=sink_tokens,
-                                 offset=position_offset)
+    return q, k, v, extra
 
-    if relative is not None and (reduce_to is not None or past is not None):
-        raise ValueError("disentangled attention is neither streamed nor cached")
-    if reduce_to is None:
-        attn_scores = attention_scores(q, k_per_head, similarity)  # omega (h, T, P + T_k)
-        summed, divide = attn_scores, d_k
-        if relative is not None:  # DeBERTa: omega + c2p + p2c, over sqrt(d_k * scale_factor)
-            terms = disentangled_terms(q, k_per_head, relative) if relative.index is not None else {}
-            extra.update(terms)
-            summed, divide = sum(terms.values(), attn_scores), d_k * relative.scale_factor
-        scaled = scale_and_mask(summed, divide, scale, temperature, row_start=P, **masks)  # -inf where masked
-        if softcap is not None:  # Gemma 2: omega'' = c tanh(omega' / c), a masked key stays -inf
-            extra["capped"] = capped = soft_cap(scaled, softcap)  # (h, T, P + T_k)
-        attn_weights = attention_weights(scaled if softcap is None else capped)  # alpha, rows sum to 1
-        context_vec = context_vectors(attn_weights, v_per_head)  # z (h, T, d_v)
-        fields = dict(scores=attn_scores, scaled=scaled, weights=attn_weights)
-        if slopes is not None:
-            extra["position_bias"] = position_bias(slopes, P, T, P + T_k, causal, position_offset)  # (h, T, P + T_k)
-    else:
-        if softcap is not None:
-            raise ValueError("soft-capped scores are not streamed")
-        context_vec, shown = _attend_in_blocks(q, k_per_head, v_per_head, reduce_to, block_bytes, scale=scale,
-                                               temperature=temperature, similarity=similarity, **masks)
-        fields = dict(shown=shown)
+
+def attend_summarised(x: torch.Tensor, weights: Projections, reduce_to: int, *, layout: str = "column",
+                      scale: bool = True, temperature: float = 1.0, rope_base: float | None = None,
+                      rope_scaling: tuple = (), rope_dims: int | None = None, window: int | None = None,
+                      block_bytes: int = 8 * 2**20,
+                      z_hook: Callable[[torch.Tensor], torch.Tensor] | None = None) -> dict[str, torch.Tensor]:
+    """A decoder layer's causal self-attention at any length, no T x T tensor kept: what the next layer needs.
+
+    The same q, k, v, z and output as ``attend(..., causal=True)`` (the same rows of α, a block of
+    query rows of about ``block_bytes`` of scores at a time); of the maps only α is kept, pooled to at
+    most ``reduce_to`` per side as ``reduce_matrix`` pools it, with the last query's row and the
+    summaries (``engine.summaries``: sink mass, distance, decay, top keys) of every head.
+
+    Returns
+    -------
+    dict with q, k, v, head_outputs, concat, output (and RoPE's extra fields) as ``attend``'s, and
+    ``shown``: weights (h, r, r_k), last_row (h, T), summary_sink, summary_distance, summary_decay,
+    summary_top_weights and summary_top_keys (``LayerSums.finish``)
+    """
+    from .reduce import block_edges, pool_row_blocks
+    from .summaries import LayerSums, row_stats
+
+    q, k, v, extra = queries_keys_values(x, weights, layout=layout, rope_base=rope_base, rope_scaling=rope_scaling,
+                                         rope_dims=rope_dims)
+    h, T, d_k = q.shape  # heads, tokens, head size
+    k_per_head, v_per_head = repeat_kv(k, h), repeat_kv(v, h)  # (h, T, d_k): head i uses K/V i // (h/g)
+    side = min(T, reduce_to)
+    edges = block_edges(T, side)
+    rows_per_block = max(1, block_bytes // (h * T * q.element_size()))
+    divisor = (math.sqrt(d_k) if scale else 1.0) * temperature
+    pooled = q.new_empty(h, side, side)
+    context_vec = q.new_empty(h, T, v.size(-1))  # z (h, T, d_v)
+    sums = LayerSums(h, T, T, q.device, q.dtype)
+    first = 0  # the first pooling block not yet computed
+    while first < side:  # runs of whole pooling blocks of about rows_per_block query rows
+        last = first + 1
+        while last < side and edges[last][1] - edges[first][0] <= rows_per_block:
+            last += 1
+        start, end = edges[first][0], edges[last - 1][1]
+        # causal: these rows see keys before ``end`` only; the later keys' alpha is 0 and is not computed
+        hidden = masked_keys(start, end - start, end, True, window, 0, q.device)  # (n, end)
+        scaled = (q[:, start:end] @ k_per_head[:, :end].transpose(-2, -1)) / divisor  # (h, n, end)
+        alpha = attention_weights(scaled.masked_fill_(hidden, float("-inf")))  # (h, n, end)
+        context_vec[:, start:end] = context_vectors(alpha, v_per_head[:, :end])  # (h, n, d_v)
+        whole = F.pad(alpha, (0, T - end))  # (h, n, T): the pooled columns are those of the whole rows
+        pooled[:, first:last] = pool_row_blocks(whole, edges[first:last], start, side)
+        sums.add(row_stats(alpha, start, hidden, causal=True, width=T), start)
+        first = last
+    last_row = whole[:, -1]
     if z_hook is not None:
-        context_vec = z_hook(context_vec)  # an intervention (ablation, patching): Z shows what W_O reads
-    concat = concat_heads(context_vec)  # (T, h*d_v)
-    output = output_projection(concat, p.w_o, layout)  # (T, d)
-    if p.b_o is not None:
-        output = output + p.b_o  # (1, d) broadcasts over the T rows
-    return dict(q=q, k=k, v=v, **fields, head_outputs=context_vec, concat=concat, output=output, **extra)
+        context_vec = z_hook(context_vec)  # an intervention (ablation): Z shows what W_O reads
+    shown = dict(weights=pooled, last_row=last_row, **{f"summary_{n}": t for n, t in sums.finish().items()})
+    return dict(q=q, k=k, v=v, shown=shown, **_outputs(context_vec, weights, layout), **extra)
 
 
 def query_rows(q: torch.Tensor, k: torch.Tensor, start: int, *, scale: bool = True, temperature: float = 1.0,

@@ -21,6 +21,7 @@ from .inputs import check_tokens, source_tokens_for, tokens_for, unknown_note
 from .ablation import ablation_hooks
 from .reduce import reduce_matrix
 from .sources import decoder_of, model_spec, source
+from .summaries import TOP_K, Summaries, decay_edges
 from .tokens import Tokens
 
 DTYPES = {"float32": torch.float32, "float64": torch.float64}
@@ -31,6 +32,9 @@ DTYPES = {"float32": torch.float32, "float64": torch.float64}
 # these lengths one compute takes minutes on a CPU, so the limit is stated instead. A full
 # compute is further bounded by the memory free on the device (``estimate_bytes``).
 MAX_TOKENS = {"cpu": 32768, "cuda": 32768, "mps": 8192}
+
+# A model run that is not streamed keeps every layer's T x T alpha: past this length it streams instead.
+FULL_MODEL_MAX = 4096
 
 # Below this estimate the free memory is not read: a compute this small always fits.
 CHECK_FREE_ABOVE = 256 * 2**20
@@ -63,7 +67,8 @@ class AttentionResult:
     A *streamed* result (``compute(config, display_max=...)`` with T over ``display_max``)
     has no ``scores``, ``scaled`` or ``weights`` tensors: ``shown`` holds them pooled for the
     screen, ``row`` recomputes one query row, and ``numpy``, ``to_numpy`` and ``full``
-    compute the full tensors again when they are asked for.
+    compute the full tensors again when they are asked for. A streamed model result has no
+    ``layer_weights`` either: its ``summaries`` hold every layer's numbers and pooled maps.
 
     The weights are shared with the draw cache, not copied: change them in place and the
     next compute draws them again; ``numpy`` hands out read-only views.
@@ -111,6 +116,7 @@ class AttentionResult:
     x_source: torch.Tensor | None = None  # (T_k, d) cross-attention: the second sentence's inputs
     next_tokens: tuple[tuple[str, float], ...] | None = None  # decoder only: top 5 (token, probability)
     not_captured: tuple[str, ...] = ()  # a model read through transformers: the steps its hooks cannot see (None)
+    summaries: Summaries | None = None  # a decoder model: every layer's sink mass, distance, decay, top keys
 
     @property
     def seq_len(self) -> int:
@@ -230,13 +236,28 @@ def estimate_bytes(config: AttentionConfig, display_max: int | None = None) -> i
         assert display_max is not None  # streaming needs it
         # a GPU's block shrinks to what is free (see _block_bytes): count its smallest
         block = BLOCK_BYTES["cpu"] if config.device == "cpu" else MIN_GPU_BLOCK
-        n = 3 * h * display_max**2 + 8 * block // elem  # the pooled maps; one block's fields and temporaries
+        n = 3 * h * display_max**2 + 10 * block // elem  # the pooled maps; one block's fields and temporaries
     else:
         n = 4 * h * T * T_k  # scores, scaled, weights, and one softmax temporary
+    if config.model is not None:
+        n += _model_bytes(config.model, T, display_max if streams else None, elem) // elem
     n += (T + T_k) * d * 3 + h * (T + T_k) * (d_k + d_v) + T * h * d_v
     n += h * d * (2 * d_k + d_v) + h * d_v * d + (V + T_k) * d
     if _alibi(config) and not streams:
         n += h * T * T_k  # the position bias
+    return n * elem
+
+
+def _model_bytes(model: str, T: int, reduce_to: int | None, elem: int) -> int:
+    """What a model run keeps beyond the shown layer's fields: every layer's X, keys and values, its
+    summaries, and either every layer's T x T alpha or (streamed) its maps pooled to ``reduce_to``."""
+    spec = model_spec(model)
+    L, h, g, d, d_k = spec.layers, spec.heads, spec.kv_heads or spec.heads, spec.d_model, spec.d_k
+    n = L * T * d + 2 * L * g * T * d_k + 16 * T * d  # X per layer, the cache, one layer's activations
+    n += L * h * (2 * T + 2 * T * TOP_K + len(decay_edges(T)))  # the summaries
+    n += L * h * (reduce_to**2 if reduce_to is not None else T * T)  # every layer's alpha, pooled or whole
+    if reduce_to is None:
+        n += 2 * h * T * T  # a layer's scores and scaled before their softmax
     return n * elem
 
 
@@ -249,8 +270,14 @@ def _human(n: float) -> str:
 
 
 def _streams(config: AttentionConfig, T: int, display_max: int | None) -> bool:
-    # Model mode is not streamed: its encoder keeps every layer's weights anyway (T <= 512).
-    return display_max is not None and T > display_max and config.model is None
+    # Encoders (T <= 512) and soft-capped decoders (Gemma 2, T <= 512) keep every layer's weights.
+    return display_max is not None and T > display_max and (config.model is None or streamable(config.model))
+
+
+def streamable(model: str) -> bool:
+    """Whether the model's run streams past ``display_max`` tokens: a decoder without soft-capped scores."""
+    spec = model_spec(model)
+    return spec.module == "decoder" and spec.softcap is None
 
 
 # Scores of every head for one block of query rows, when streamed: small blocks stay in a
@@ -298,6 +325,9 @@ def compute(config: AttentionConfig, display_max: int | None = None) -> Attentio
     if T > limit:
         raise TooLargeError(f"T = {T:,} tokens is over the limit of {limit:,} on {device.type} "
                             f"(attention computes {heads} × T × T scores; past it one compute takes minutes)")
+    if config.model is not None and not _streams(config, T, display_max) and T > FULL_MODEL_MAX:
+        raise TooLargeError(f"T = {T:,} tokens: {model_spec(config.model).label} keeps every layer's T × T alpha "
+                            f"up to {FULL_MODEL_MAX} tokens; longer inputs are streamed (display_max)")
     if source is not None and len(source.tokens) > limit:
         raise TooLargeError(f"the second sentence has T_k = {len(source.tokens):,} tokens, over the limit of "
                             f"{limit:,} on {device.type}")
@@ -329,14 +359,15 @@ def _compute(config: AttentionConfig, toks: Tokens, source: Tokens | None, devic
     start = time.perf_counter()
     if config.model is not None and model_spec(config.model).module == "via_transformers":
         return _captured(config, config.model, toks, device, dtype, start)
-    layer_weights, x_source, ids, next_tokens, own_steps = None, None, toks.id_tensor(), None, {}
+    layer_weights, x_source, ids, next_tokens, own_steps, summaries = None, None, toks.id_tensor(), None, {}, None
     vocab = toks.vocab
     if config.model is None:
         x, x_source, weights, both = _random_inputs(config, toks, source, device, dtype)
         ids, vocab = both.id_tensor(), both.vocab  # cross-attention: ids in one vocabulary for both sentences
         notes = []
     else:
-        x, weights, layer_weights, next_tokens, own_steps = _model_inputs(config, toks, device, dtype)
+        x, weights, layer_weights, next_tokens, own_steps, summaries = _model_inputs(config, toks, device, dtype,
+                                                                                  reduce_to)
         unknown = unknown_note(config, toks)
         notes = [*([unknown] if unknown else []), *model_spec(config.model).about]
     scale, temperature = config.score_scaling
@@ -376,6 +407,7 @@ def _compute(config: AttentionConfig, toks: Tokens, source: Tokens | None, devic
         notes=tuple(notes),
         layer_weights=layer_weights,
         next_tokens=next_tokens,
+        summaries=summaries,
         **steps,
     )
 
@@ -441,24 +473,36 @@ def _alibi(config: AttentionConfig) -> bool:
     return config.model is None and config.positional == "alibi"
 
 
-def _model_inputs(config: AttentionConfig, toks: Tokens, device: torch.device, dtype: torch.dtype):
-    """What ``config.layer`` reads, its projections, every layer's weights, the next tokens (or None) and what
-    its attention takes beyond the config (``ModelSource.attend_options``: DeBERTa's position terms)."""
+def _model_inputs(config: AttentionConfig, toks: Tokens, device: torch.device, dtype: torch.dtype,
+                  reduce_to: int | None):
+    """What ``config.layer`` reads, its projections, every layer's weights (None when streamed: ``reduce_to``),
+    the next tokens (or None), what its attention takes beyond the config (``ModelSource.attend_options``:
+    DeBERTa's position terms) and every layer's summaries (a decoder's; None for an encoder)."""
     assert config.model is not None  # model mode only
     model = source(config.model)
     ids = toks.id_tensor()
+    summaries = None
     if config.ablate:  # every layer above a struck head reads a changed residual stream, and so does the next token
         decoder = decoder_of(config.model)  # the config refuses ablation on an encoder
-        run = decoder.forward(ids, device, dtype, z_hooks=ablation_hooks(config.ablate))
+        run = decoder.forward(ids, device, dtype, z_hooks=ablation_hooks(config.ablate), reduce_to=reduce_to)
         hidden, layer_weights, next_tokens = run.inputs, run.weights, decoder.top_tokens(run.logits)
+        summaries = run.summaries
+    elif reduce_to is not None:  # streamed (a decoder, ``streamable``): no layer keeps its T x T maps
+        decoder = decoder_of(config.model)
+        run = decoder.streamed_inputs(ids, device, dtype, reduce_to, _block_bytes(device))
+        hidden, layer_weights, summaries = [*run.inputs, run.residual[-1]], None, run.summaries
+        next_tokens = decoder.top_tokens(run.logits)
     else:
         hidden, layer_weights = model.layer_inputs(ids, device, dtype)
         next_tokens = model.next_tokens(ids, device, dtype)
+        if model_spec(config.model).module == "decoder":  # a decoder's, from its kept run
+            summaries = decoder_of(config.model).summaries(ids, device, dtype)
     weights = model.layer_weights(config.layer, device, dtype)  # column layout
     if config.layout == "row":  # show W as d x d_k (q = x W): the same numbers, transposed
         weights = weights.transposed()
     options = model.attend_options(config.layer, len(toks.tokens), device, dtype)
-    return hidden[config.layer], weights, layer_weights, next_tokens, options
+    return hidden[config.layer], weights, layer_weights, next_tokens, options, summaries
+
 
 
 def as_dict(result: AttentionResult) -> dict[str, Any]:

@@ -45,6 +45,7 @@ import torch
 from .attribution import next_token_attribution, next_token_refusal
 from .errors import UserError
 from .sources import MODELS, decoder_of, model_spec, source
+from .sources.families import MAX_TOKENS
 
 STATS: tuple[str, ...] = ("previous", "duplicate", "induction", "sink", "distance", "entropy")
 STAT_HELP: dict[str, str] = {
@@ -61,6 +62,12 @@ STAT_HELP: dict[str, str] = {
 }
 FORMAT = 2  # of the shard files: a change makes older runs start again rather than mix
 INSTALL_HINT = "pip install 'attn-gui[corpus]' (ray and pyarrow)"
+
+
+def passage_limit(max_tokens: int) -> int:
+    """The tokens of a passage the census reads: the model's own limit, at most 512 (``families.MAX_TOKENS``):
+    it keeps every layer's T x T alpha of a passage, which a decoder's own length (8,192 and more) would not fit."""
+    return min(max_tokens, MAX_TOKENS)
 
 
 class CorpusError(UserError):
@@ -467,7 +474,7 @@ class ShardWorker:
         for offset, text in enumerate(passages):
             total.passages += 1
             toks = self.model.tokenize(text)
-            limit = self.spec.max_tokens
+            limit = passage_limit(self.spec.max_tokens)
             total.cut += len(toks.token_ids) > limit
             ids, tokens = list(toks.token_ids[:limit]), list(toks.tokens[:limit])
             if not ids:
@@ -641,7 +648,8 @@ def census(corpus: Corpus, out: str | os.PathLike, settings: Settings, *, runner
     manifest = {
         "model": settings.model, "compare": settings.compare, "corpus": corpus.path, "format": corpus.format,
         "field": corpus.field, "passages": n, "blank_lines_skipped": corpus.blank, "tokens": totals.tokens,
-        "cut": totals.cut, "max_tokens": model_spec(settings.model).max_tokens, "empty_passages": totals.empty,
+        "cut": totals.cut, "max_tokens": passage_limit(model_spec(settings.model).max_tokens),
+        "empty_passages": totals.empty,
         "rows": totals.counts, "statistics": {name: STAT_HELP[name] for name in settings.stats},
         "dla_not_computed": dla_refusal(settings.model),
         "pattern": None if settings.pattern is None else asdict(settings.pattern), "top_k": settings.top_k,

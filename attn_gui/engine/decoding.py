@@ -36,6 +36,10 @@ from .sources import MODELS, decoder_of, model_spec
 from .sources.llama import Forward
 from .tokens import Tokens
 
+# Past this many tokens a whole-sequence run (the prefill, a recompute) is streamed: every layer's
+# maps pooled to STREAM_SIDE per side and summarised, no L x h x T x T tensor kept.
+FULL_MAX = 512
+STREAM_SIDE = 384
 MAX_STEPS = 512
 
 
@@ -111,7 +115,8 @@ class Decoder:
     ----------
     prompt : Tokens
     prefill : Forward
-        The run over the whole sentence: every layer's weights (L, h, T, T), the cache, logits.
+        The run over the whole sentence: every layer's weights (L, h, T, T), the cache, logits; past
+        ``FULL_MAX`` tokens streamed (``weights`` None: ``last_weights`` and ``summaries`` instead).
     token_ids : list of int
         The prompt's ids and every token appended since.
     steps : list of DecodeStep
@@ -132,7 +137,7 @@ class Decoder:
         self.dtype = DTYPES[config.dtype]
         self.token_ids = list(self.prompt.token_ids)
         self.hooks = ablation_hooks(config.ablate)  # the struck heads stay struck at every new token
-        self.prefill = self.source.forward(torch.tensor(self.token_ids), self.device, self.dtype, z_hooks=self.hooks)
+        self.prefill = self._run()
         self._last = self.prefill
         self.steps: list[DecodeStep] = []
 
@@ -177,7 +182,13 @@ class Decoder:
 
     def recompute(self) -> Forward:
         """The whole sequence so far run again from the start, without the cache (for comparison)."""
-        return self.source.forward(torch.tensor(self.token_ids), self.device, self.dtype, z_hooks=self.hooks)
+        return self._run()
+
+    def _run(self):
+        """The whole sequence so far, from the start: streamed past ``FULL_MAX`` tokens (no T x T map kept)."""
+        long = len(self.token_ids) > FULL_MAX
+        return self.source.forward(torch.tensor(self.token_ids), self.device, self.dtype, z_hooks=self.hooks,
+                                   reduce_to=STREAM_SIDE if long else None)
 
     @property
     def text(self) -> str:

@@ -25,6 +25,7 @@ from .config import AttentionConfig
 from .devices import resolve_device
 from .errors import ConfigError
 from .sources import decoder_of, model_spec, source
+from .sources.families import MAX_TOKENS
 from .sources.llama import decoder_layer, logits, norm
 
 
@@ -68,7 +69,11 @@ def check_heads(config: AttentionConfig, heads) -> tuple[Head, ...]:
 
 
 def _ids(src, config: AttentionConfig) -> tuple[int, ...]:
-    return tuple(src.tokenize(config.sentence).token_ids)
+    ids = tuple(src.tokenize(config.sentence).token_ids)
+    if len(ids) > MAX_TOKENS:  # the runs here keep every layer's T x T alpha (and attribution every head's write)
+        raise ConfigError(f"interventions and attribution read at most {MAX_TOKENS} tokens (they keep every "
+                          f"layer's T × T α); this text has {len(ids):,}")
+    return ids
 
 
 def ablate(config: AttentionConfig, heads, mode: str = "zero") -> Run:

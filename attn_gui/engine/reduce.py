@@ -68,24 +68,54 @@ def reduce_row_blocks(rows: torch.Tensor, edges: list[tuple[int, int]], offset: 
     """
     n, C = rows.shape[-2:]
     lead = rows.shape[:-2]
-    blocks, cols = len(edges), min(C, max_cols)
     flat = rows.reshape(-1, n, C)  # (N, n, C)
     if flat.dtype not in (torch.float32, torch.float64):
         flat = flat.float()
-    longest = max(end - start for start, end in edges)
-    # the rows of each block, (blocks * longest); a short block repeats its last row, which a maximum ignores
-    index = torch.tensor([min(start + j, end - 1) - offset for start, end in edges for j in range(longest)],
-                         device=flat.device)
-    grouped = flat.index_select(1, index).reshape(-1, blocks, longest, C)  # (N, blocks, longest, C)
-
-    def pool(m: torch.Tensor) -> torch.Tensor:
-        m = m.amax(dim=2)  # each block's rows -> (N, blocks, C)
-        if cols < C:  # the columns exactly as reduce_matrix splits them; the rows stay
-            m = F.adaptive_max_pool2d(m.unsqueeze(1), (blocks, cols)).squeeze(1)
-        return m
-
-    pos = pool(grouped)
+    pos = pool_row_blocks(flat, edges, offset, max_cols)
     if kind != "weights":
-        neg = pool(torch.where(torch.isneginf(grouped), float("-inf"), -grouped))
+        neg = pool_row_blocks(torch.where(torch.isneginf(flat), float("-inf"), -flat), edges, offset, max_cols)
         pos = torch.where(pos >= neg, pos, -neg)
-    return pos.reshape(*lead, blocks, cols)
+    return pos.reshape(*lead, len(edges), min(C, max_cols))
+
+
+def pool_row_blocks(rows: torch.Tensor, edges: list[tuple[int, int]], offset: int, max_cols: int) -> torch.Tensor:
+    """Weights' rows pooled as :func:`reduce_row_blocks` pools them (each cell its block's maximum), columns first.
+
+    A block's maximum is the maximum over its rows of each row's maximum over the block's columns, and
+    adaptive pooling splits the columns alike in every row: pooling the columns of every row first
+    shrinks the rows before they are grouped, the same cells for a tenth of the copying.
+
+    Parameters
+    ----------
+    rows : (h, n, C) rows ``offset`` ... ``offset + n - 1`` of the full (h, R, C) matrix
+    edges : the full matrix's row blocks (``block_edges(R, r)``) to pool; all inside ``rows``
+    max_cols : int
+
+    Returns
+    -------
+    (h, len(edges), min(C, max_cols)) tensor
+    """
+    h, n, C = rows.shape
+    cols = min(C, max_cols)
+    flat = rows if rows.dtype in (torch.float32, torch.float64) else rows.float()
+    if cols < C:
+        flat = pool_columns(flat.reshape(h * n, C), cols).view(h, n, cols)  # (h, n, cols)
+    return torch.stack([flat[:, start - offset:end - offset].amax(dim=1) for start, end in edges], dim=1)
+
+
+def pool_columns(m: torch.Tensor, cols: int) -> torch.Tensor:
+    """(N, C) -> (N, cols): each row's maximum over the column blocks adaptive pooling splits C into.
+
+    A block [s, e) is covered by two windows of the shortest block's length K, [s, s + K) and
+    [e - K, e), when no block is longer than 2K (as with C ≥ 2 cols): one sliding maximum of width K
+    and a gather give every block, about twice as fast as ``adaptive_max_pool1d``, the same values.
+    """
+    N, C = m.shape
+    edges = block_edges(C, cols)
+    K = min(end - start for start, end in edges)
+    if max(end - start for start, end in edges) > 2 * K:
+        return F.adaptive_max_pool1d(m[None], cols)[0]
+    window = F.max_pool1d(m[None], K, 1)[0]  # (N, C - K + 1): window[:, j] = max m[:, j:j + K]
+    first = torch.tensor([start for start, _ in edges], device=m.device)
+    second = torch.tensor([end - K for _, end in edges], device=m.device)
+    return torch.maximum(window[:, first], window[:, second])

@@ -39,7 +39,13 @@ def make_frame(request_id: int, result: AttentionResult, max_side: int = DISPLAY
     A streamed result's T x T fields arrive reduced already (computed for ``max_side``).
     """
     arrays = {name: result.display(name, max_side, max_side) for name in result.fields()}
-    if result.layer_weights is not None:  # the model view: every layer's and head's alpha, small
-        arrays["layer_weights"] = reduce_matrix(result.layer_weights, THUMB_MAX, THUMB_MAX, "weights").cpu().numpy()
-        arrays["sink_mass"] = sink_mass(result.layer_weights).cpu().numpy()  # (L, h), from the whole maps
+    every = result.layer_weights if result.layer_weights is not None else (
+        result.summaries.maps if result.summaries is not None else None)  # streamed: each layer's alpha, pooled
+    if every is not None:  # the model view: every layer's and head's alpha, small
+        arrays["layer_weights"] = reduce_matrix(every, THUMB_MAX, THUMB_MAX, "weights").cpu().numpy()
+    if result.summaries is not None:  # (L, h) each, from the whole maps (engine.summaries)
+        arrays["sink_mass"] = result.summaries.sink.cpu().numpy()
+        arrays["mean_distance"] = result.summaries.distance.cpu().numpy()
+    elif result.layer_weights is not None:
+        arrays["sink_mass"] = sink_mass(result.layer_weights).cpu().numpy()
     return Frame(request_id, result, arrays, saturation_note(result))

@@ -71,9 +71,12 @@ class MetricsTable:
 def metrics_table(result: AttentionResult) -> MetricsTable | None:
     """Head metrics of every layer (model mode) or of the result's heads (random weights).
 
-    None for a streamed result: the metrics need every weight, which a long input keeps
-    only pooled for the screen.
+    A streamed model result's are summed block by block as it ran (``engine.summaries``); None for a
+    streamed result with random weights: the metrics need every weight, which it keeps only pooled.
     """
+    if result.streamed and result.summaries is not None:
+        L = result.summaries.sink.size(0)
+        return MetricsTable({m: result.summaries.metrics[m].detach().cpu().numpy() for m in METRICS}, tuple(range(L)))
     if result.streamed:
         return None
     mask = visible_keys(result)

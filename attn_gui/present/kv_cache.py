@@ -10,6 +10,7 @@ position, growing by one each step) and the new query row's alpha against them.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from dataclasses import dataclass
 
@@ -88,7 +89,7 @@ class CacheWalk:
         elapsed = (time.perf_counter() - start) * 1e3
         prefill = self.decoder.prefill
         self.steps = [CacheStep(0, tuple(self.decoder.prompt.tokens), None,
-                                prefill.weights[:, :, -1].float().cpu().numpy(), _host(prefill.cache.keys),
+                                prefill.last_weights.float().cpu().numpy(), _host(prefill.cache.keys),
                                 _host(prefill.cache.values), elapsed, None)]
 
     def step(self) -> CacheStep:
@@ -99,9 +100,13 @@ class CacheWalk:
         synchronize(self.decoder.device)
         recompute_ms = (time.perf_counter() - start) * 1e3
         cache = self.decoder.cache
+        keys, values = _host(cache.keys), _host(cache.values)
+        # the cache only grows at its end: each earlier step's is a prefix of this one, kept as a view of it
+        # (one host copy of the cache, not one per step: at thousands of tokens each is hundreds of MiB)
+        self.steps[:] = [dataclasses.replace(s, keys=keys[:, :, :s.keys.shape[2]],
+                                             values=values[:, :, :s.values.shape[2]]) for s in self.steps]
         record = CacheStep(len(self.steps), (*self.steps[-1].tokens, step.token), step.probability,
-                           step.weights.float().cpu().numpy(), _host(cache.keys), _host(cache.values),
-                           step.elapsed_ms, recompute_ms)
+                           step.weights.float().cpu().numpy(), keys, values, step.elapsed_ms, recompute_ms)
         self.steps.append(record)
         return record
 

@@ -88,6 +88,7 @@ class ModelView(pg.GraphicsLayoutWidget):
         self.shape = (0, 0)
         self.across = False  # layers run across (columns) instead of down
         self.sink: np.ndarray | None = None  # (L, H)
+        self.distance: np.ndarray | None = None  # (L, H) mean attention distance, tokens
         self.side: tuple[np.ndarray, str] | None = None  # a signed (L, H) grid shown instead of the sink mass
         self.groups = 1  # query heads per key/value head
         self._rows = self._cols = np.zeros(0, dtype=int)
@@ -98,7 +99,7 @@ class ModelView(pg.GraphicsLayoutWidget):
     def set_weights(self, weights: np.ndarray, layer: int, head: int, hidden: tuple[int, ...] = (),
                     seq_len: int | None = None, masked: np.ndarray | None = None,
                     other_layers: np.ndarray | None = None, kv_heads: int | None = None,
-                    sink: np.ndarray | None = None) -> None:
+                    sink: np.ndarray | None = None, distance: np.ndarray | None = None) -> None:
         """Show ``weights`` (layers, heads, t, t) and outline ``layer``, ``head``.
 
         ``hidden`` tokens are left out only when the thumbnails are not reduced (t == seq_len).
@@ -106,7 +107,8 @@ class ModelView(pg.GraphicsLayoutWidget):
         every head), ``other_layers`` those of every other layer (a decoder's causal mask);
         they are hatched as in every other map of alpha. ``kv_heads`` groups the query
         heads by the key/value head they read; ``sink`` (layers, heads) is each head's sink
-        mass, shown beside the grid when the layers run across.
+        mass, shown beside the grid when the layers run across; ``distance`` (layers, heads) its mean attention
+        distance in tokens, read out on hover.
         """
         self.plot.setTitle(None)
         L, H, t, _ = weights.shape
@@ -139,6 +141,7 @@ class ModelView(pg.GraphicsLayoutWidget):
             self.mask_hatch.setPath(self.mask_hatch.path(), [])
         self.cell, self.shape = t + GAP, (L, H)
         self.sink = None if sink is None else np.asarray(sink)
+        self.distance = None if distance is None else np.asarray(distance)
         self._label_axes(t)
         self._show_sink(t)
         # a little room at the sides: the first and last layer numbers are drawn whole
@@ -302,6 +305,8 @@ class ModelView(pg.GraphicsLayoutWidget):
         layer, head = found
         group = f" (K/V head {head // self.groups + 1})" if self.groups < self.shape[1] else ""
         sink = f": sink mass {self.sink[layer, head]:.2f}" if self.sink is not None else ""
+        if self.distance is not None:
+            sink += f", mean distance {self.distance[layer, head]:,.1f} tokens"
         if (side := self._side()) is not None:
             sink = f": {side[1]} {side[0][layer, head]:+.3f}"
         strike = "; Ctrl+click to strike it out or restore it" if self.struck_allowed else ""

@@ -483,7 +483,8 @@ class MainWindow(FileActions, QtWidgets.QMainWindow):
         model_mask = np.triu(np.ones((t, t), dtype=bool), 1) if model_spec(result.config.model).causal else None
         self.modelView.set_weights(self.frame.arrays["layer_weights"], result.config.layer, state.head, hidden,
                                    result.seq_len, masked, other_layers=model_mask,
-                                   kv_heads=result.config.dims.kv_heads, sink=self.frame.arrays.get("sink_mass"))
+                                   kv_heads=result.config.dims.kv_heads, sink=self.frame.arrays.get("sink_mass"),
+                                   distance=self.frame.arrays.get("mean_distance"))
         self.modelView.set_struck(result.config.ablate, allowed=result.config.is_causal)
 
     def _show_model_dock(self, show: bool, result) -> None:
@@ -503,7 +504,7 @@ class MainWindow(FileActions, QtWidgets.QMainWindow):
             return
         self.modelDock.raise_()
         # 30 layers x 9 heads: thumbnails need a taller dock, where the screen leaves the maps their room
-        if result.layer_weights.size(0) > result.heads and self.height() >= 1000:
+        if model_spec(result.config.model).layers > result.heads and self.height() >= 1000:
             self.resizeDocks([self.modelDock], [max(150, self.height() * 2 // 5)], QtCore.Qt.Orientation.Vertical)
 
     def hidden_tokens(self) -> tuple[int, ...]:

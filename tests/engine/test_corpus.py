@@ -329,7 +329,7 @@ def test_on_a_trained_induction_model_the_induction_statistic_singles_out_layer_
 
 def test_a_passage_longer_than_the_model_reads_is_cut_and_counted(model, tmp_path):
     path, hf = model
-    limit = C.model_spec(path).max_tokens  # max_position_embeddings of the folder's config
+    limit = C.passage_limit(C.model_spec(path).max_tokens)  # max_position_embeddings of the folder's config, <= 512
     long = " ".join(WORDS[3 + i % 40] for i in range(limit + 6))
     (tmp_path / "c.txt").write_text(f"{long}\nthe cat sat on the mat\n")
     C.census(C.read_corpus(tmp_path / "c.txt"), tmp_path / "out", C.Settings(model=path), runner=run)

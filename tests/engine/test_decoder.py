@@ -211,13 +211,14 @@ def test_greedy_generation_equals_transformers(smollm2_peer):
 @pytest.mark.parametrize("model, steps, message", [
     (NAME, 0, "steps must be a whole number from 1 to 512"),
     (NAME, 600, "steps must be a whole number"),
-    (NAME, 510, "at most 507 steps"),
+    (NAME, 510, "at most 7 steps"),  # 8,185 tokens of the model's 8,192 (its GGUF's context_length)
     (None, 2, "random weights cannot generate"),
     ("minilm-l6", 2, "an encoder, cannot generate"),
 ])
 def test_generation_refuses_bad_input(model, steps, message):
+    sentence = "The capital of France is" + (" is" * 8180 if steps == 510 else "")  # 5 (+ 8,180) tokens
     with pytest.raises(ConfigError, match=message):
-        check_steps(AttentionConfig(sentence="The capital of France is", model=model), steps)
+        check_steps(AttentionConfig(sentence=sentence, model=model), steps)
 
 
 def test_missing_package_says_how_to_install(monkeypatch):

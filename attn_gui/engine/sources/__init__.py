@@ -35,7 +35,7 @@ MODELS: Mapping[str, ModelSpec] = MappingProxyType({  # the bundled models, by n
                   special_tokens=("[CLS]", "[SEP]")),
         decoder_spec("smollm2-135m", "SmolLM2-135M (decoder)", "smollm2", FAMILIES["llama"],
                      weights="the weights are 4-bit (Q4_1) approximations of the published SmolLM2-135M-Instruct",
-                     layers=30, heads=9, kv_heads=3, d_model=576, d_k=64, d_v=64, max_tokens=MAX_TOKENS, has_bias=False,
+                     layers=30, heads=9, kv_heads=3, d_model=576, d_k=64, d_v=64, max_tokens=8192, has_bias=False,
                      rope_base=100000.0, special_tokens=("<|endoftext|>", "<|im_start|>", "<|im_end|>")),
     )
 })

@@ -78,10 +78,14 @@ def _weights_on(name: str, device: str, dtype: torch.dtype):
 
 
 @functools.lru_cache(maxsize=2)
-def _prefill(name: str, ids: tuple[int, ...], device: str, dtype: torch.dtype) -> Forward:
-    """The last runs over whole sentences, kept: another layer or head is shown without running the model."""
+def _prefill(name: str, ids: tuple[int, ...], device: str, dtype: torch.dtype, reduce_to: int | None = None,
+             block_bytes: int = 8 * 2**20) -> Forward:
+    """The last runs over whole sentences, kept: another layer or head is shown without running the model.
+
+    ``reduce_to``: streamed (``llama.forward``), every layer's maps kept pooled to it per side."""
     with torch.no_grad():
-        return forward(_weights_on(name, device, dtype), torch.tensor(ids, device=device), load_model(name).shape)
+        return forward(_weights_on(name, device, dtype), torch.tensor(ids, device=device), load_model(name).shape,
+                       reduce_to=reduce_to, block_bytes=block_bytes)
 
 
 LOADED.on_drop(_weights_on.cache_clear)  # a model leaving memory takes its kept runs along
@@ -120,6 +124,15 @@ class Source(ModelSource):
         run = _prefill(self.spec.name, tuple(token_ids.tolist()), str(device), dtype)
         return [*run.inputs, run.residual[-1]], run.weights
 
+    def streamed_inputs(self, token_ids, device, dtype, reduce_to: int, block_bytes: int) -> Forward:
+        """The run over ``token_ids`` streamed (no T x T map kept): each layer's X in ``inputs``, the final norm's
+        output as ``residual[-1]``, every layer's summaries and pooled maps (``Forward.summaries``)."""
+        return _prefill(self.spec.name, tuple(token_ids.tolist()), str(device), dtype, reduce_to, block_bytes)
+
+    def summaries(self, token_ids, device, dtype):
+        """Every layer's and head's summaries of the whole-sentence run (``engine.summaries.Summaries``)."""
+        return _prefill(self.spec.name, tuple(token_ids.tolist()), str(device), dtype).summaries
+
     def attend_options(self, layer, T, device, dtype) -> dict:
         """Partial rotary (GPT-NeoX): only each head's first ``rope_dims`` dimensions turn."""
         dims = self.spec.rope_dims
@@ -150,13 +163,13 @@ class Source(ModelSource):
         return tuple((vocab[i], float(p)) for p, i in zip(top.values.tolist(), top.indices.tolist(), strict=True))
 
     def forward(self, token_ids: torch.Tensor, device, dtype, cache: KVCache | None = None, *,
-                z_hooks: dict | None = None) -> Forward:
+                z_hooks: dict | None = None, reduce_to: int | None = None) -> Forward:
         """Run the model on new ``token_ids`` (n,) after ``cache`` (None: from the start); nothing is kept.
 
-        ``z_hooks`` (layer -> function of Z) intervene on heads (``llama.forward``)."""
+        ``z_hooks`` (layer -> function of Z) intervene on heads; ``reduce_to`` streams (``llama.forward``)."""
         with torch.no_grad():
             return forward(_weights_on(self.spec.name, str(device), dtype), token_ids.to(device),
-                           load_model(self.spec.name).shape, cache, z_hooks=z_hooks)
+                           load_model(self.spec.name).shape, cache, z_hooks=z_hooks, reduce_to=reduce_to)
 
     def decoder(self, device, dtype) -> tuple[dict[str, torch.Tensor], LlamaShape]:
         """The weights on ``device`` and the shape: ``llama.decoder_layer`` runs a layer on them."""

@@ -15,7 +15,9 @@ from pathlib import Path
 
 from .spec import ModelSpec
 
-MAX_TOKENS = 512  # the most tokens any model reads here: the maps stay readable
+# the most tokens an encoder (or a decoder with soft-capped scores) reads here: its every layer's T x T maps are
+# kept; a decoder reads up to its own context length, streamed (engine.compute)
+MAX_TOKENS = 512
 
 # config.json fields that never change the numbers shown: names, ids, output switches, training-only settings
 # (dropouts, initialisation), sizes the weights themselves carry, and the feed-forward split of pretraining_tp

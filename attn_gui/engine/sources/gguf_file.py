@@ -329,7 +329,7 @@ def _spec_of(header: Header, name: str) -> ModelSpec:
     softcap = header.arch_key("attn_logit_softcapping")
     return decoder_spec(name, f"{header.path.name} ({family.label} decoder, GGUF)", "gguf_file", family,
                         weights=weights, layers=layers, heads=heads, kv_heads=kv_heads, d_model=d, d_k=d_k, d_v=d_k,
-                        max_tokens=min(MAX_TOKENS, positions),
+                        max_tokens=positions if softcap is None else min(MAX_TOKENS, positions),  # streamed
                         has_bias="blk.0.attn_q.bias" in header.tensors or "blk.0.attn_qkv.bias" in header.tensors,
                         rope_base=rope_base, rope_scaling=scaling, rope_dims=None if rotated == d_k else rotated,
                         window=window, layer_windows=windows, layer_rope_bases=bases, layer_rope_scalings=scalings,

