@@ -35,6 +35,7 @@ MAX_TOKENS = {"cpu": 32768, "cuda": 32768, "mps": 8192}
 
 # A model run that is not streamed keeps every layer's T x T alpha: past this length it streams instead.
 FULL_MODEL_MAX = 4096
+MODEL_FULL = 512  # a model's input up to this many tokens is never streamed (every layer's alpha is kept)
 
 # Below this estimate the free memory is not read: a compute this small always fits.
 CHECK_FREE_ABOVE = 256 * 2**20
@@ -270,8 +271,12 @@ def _human(n: float) -> str:
 
 
 def _streams(config: AttentionConfig, T: int, display_max: int | None) -> bool:
-    # Encoders (T <= 512) and soft-capped decoders (Gemma 2, T <= 512) keep every layer's weights.
-    return display_max is not None and T > display_max and (config.model is None or streamable(config.model))
+    # Encoders (T <= 512) and soft-capped decoders (Gemma 2, T <= 512) keep every layer's weights. A model
+    # up to MODEL_FULL tokens runs in full as before long inputs were read, so rollout and the layer
+    # differences (which need every layer's alpha) stay there.
+    if display_max is None or config.model is None:
+        return display_max is not None and T > display_max
+    return T > max(display_max, MODEL_FULL) and streamable(config.model)
 
 
 def streamable(model: str) -> bool:
