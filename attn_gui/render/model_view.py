@@ -195,11 +195,15 @@ class ModelView(pg.GraphicsLayoutWidget):
         layers = [(s + t / 2, str(i + 1)) for i, s in enumerate(self.layer_starts())]
         major = [tick for i, tick in enumerate(layers) if L <= 12 or i == 0 or (i + 1) % 5 == 0]
         minor = [tick for tick in layers if tick not in major]
+        # the first head of each K/V group (or heads 1, 5, 10, ...) always; the others where there is room
         heads = [(s + t / 2, head_label(j)) for j, s in enumerate(self.head_starts())]
+        first = [tick for j, tick in enumerate(heads)
+                 if (j % self.groups == 0 if grouped else H <= 12 or j == 0 or (j + 1) % 5 == 0)]
+        head_levels = [first, [tick for tick in heads if tick not in first]]
         head_name = "query head, by K/V head" if grouped else "head"
         left, top = self.plot.getAxis("left"), self.plot.getAxis("top")
-        left.setTicks([heads] if self.across else [major, minor])
-        top.setTicks([major, minor] if self.across else [heads])
+        left.setTicks(head_levels if self.across else [major, minor])
+        top.setTicks([major, minor] if self.across else head_levels)
         left.setLabel(head_name if self.across else "layer")
         top.setLabel("layer" if self.across else head_name)
 
