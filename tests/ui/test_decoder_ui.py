@@ -34,9 +34,11 @@ def test_first_load_converts_in_the_worker_while_the_window_keeps_working(window
     assert window.loadBar.isVisible() and window.frame is before
     qtbot.waitUntil(lambda: window.frame.result.config.model == "smollm2-135m", timeout=120000)
     timer.stop()
-    assert len(ticks) >= 10  # the event loop ran all along the conversion (seconds long)
+    assert len(ticks) >= 10  # the event loop ran all along the first load
+    # the bar stepped through the load's stages in order (the GGUF stays quantized, so the first load only
+    # builds the tokenizer, about a second: a 20 ms timer need not catch a stage between two values)
     assert percents and max(percents) == 100 and percents == sorted(percents)
-    assert any(0 < p < 100 for p in ticks)  # the progress was drawn while it converted
+    assert any(0 < p < 100 for p in percents)
     assert not window.loadBar.isVisible() and not window.panel.loadNote.isVisible()
     assert (tmp_path / "models" / "smollm2-135m" / "manifest.json").is_file()
     assert "␣capital" in window.panel.tokenChips.text()  # the chips came with the frame
@@ -108,8 +110,9 @@ def test_model_view_groups_30_layers_by_9_heads_with_transformers_sink_masses(wi
     np.testing.assert_allclose(view.sink, expected, atol=1e-4)
     assert expected[4:].mean() > 0.6  # the attention sink from layer 3 or so up
     left, top = view.plot.getAxis("left"), view.plot.getAxis("top")
-    assert [label for _, label in left._tickLevels[0]] == ["K/V 1 · 1", "2", "3", "K/V 2 · 4", "5", "6",
-                                                          "K/V 3 · 7", "8", "9"]
+    # the first head of each K/V group is the major level; the rest a minor one, dropped where crowded
+    assert [label for _, label in left._tickLevels[0]] == ["K/V 1 · 1", "K/V 2 · 4", "K/V 3 · 7"]
+    assert [label for _, label in left._tickLevels[1]] == ["2", "3", "5", "6", "8", "9"]
     assert sorted(int(label) for level in top._tickLevels for _, label in level) == list(range(1, 31))
     assert top.labelText == "layer" and view.sinkPlot.isVisible()
     t = 5

@@ -667,15 +667,15 @@ def mapped_weights(spec: ModelSpec, header: Header, keep_bytes: int = 0):
 def convert(spec: ModelSpec, header: Header, progress):
     """What the cache keeps of a GGUF: its tokenizer and the facts read from its metadata (no weights:
     they are read from the file itself, ``mapped_weights``). ``progress(done, total)`` is called after the
-    vocabulary is read and after the tokenizer is built."""
+    tokenizer is built and after the facts are read."""
     from . import cache
 
     family = header.family
     assert family is not None  # spec_for has refused a family not read here
     full = read_header(header.path, arrays=("tokenizer.ggml.tokens", "tokenizer.ggml.merges"))
-    progress(1, 2)
     with checks.tokenizer_errors(f"{header.path.name}'s vocabulary"):
         tokenizer, kind = build_tokenizer(full)
+    progress(1, 2)  # only once the vocabulary makes a tokenizer: a refused file prints its one line alone
     field = full.get
     add_bos = field("tokenizer.ggml.add_bos_token")
     meta = {"eps": float(full.arch_key(eps_key(family), 1e-6)),
