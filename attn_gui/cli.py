@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import functools
 import os
 import signal
@@ -256,6 +257,9 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N or mps")
     b.add_argument("--json", metavar="FILE", help="also write the figures as JSON")
     b.add_argument("--engine-only", action="store_true", help="skip the parts that need Qt")
+    b.add_argument("--only", metavar="SECTION[,SECTION...]",
+                   help="run only these sections: engine, display, memory, model, folder, decoder, quantized, "
+                        "long, interventions, training, window, startup")
     return p
 
 
@@ -657,9 +661,16 @@ def _run_bench(args: argparse.Namespace) -> int:
         except OSError as exc:
             print(f"attn-gui bench: {one_line(str(exc))}", file=sys.stderr)
             return 2
+    only = tuple(name.strip() for name in (args.only or "").split(",") if name.strip())
+    unknown = [name for name in only if name not in bench.SECTION_NAMES]
+    if unknown or (args.only is not None and not only):
+        print(f"attn-gui bench: --only takes sections of {', '.join(bench.SECTION_NAMES)}; got "
+              f"{', '.join(unknown) or repr(args.only)}", file=sys.stderr)
+        return 2
     tiny = os.environ.get(bench.TINY_ENV, "") not in ("", "0")
-    settings = bench.BenchSettings.for_mode(quick=args.quick, device=args.device, engine_only=args.engine_only,
-                                            tiny=tiny)
+    settings = dataclasses.replace(
+        bench.BenchSettings.for_mode(quick=args.quick, device=args.device, engine_only=args.engine_only, tiny=tiny),
+        only=only)
     report = bench.run_bench(settings, log=lambda message: print(message, file=sys.stderr, flush=True))
     print(bench.format_report(report))
     if args.json:

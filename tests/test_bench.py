@@ -294,3 +294,23 @@ def test_window_part_measures_latency_and_stalls(qtbot, monkeypatch, tmp_path):
     assert len(stalls) == 2 and all(r.median >= 0 and r.met is (r.median <= r.target) for r in stalls)
     train = [r for r in rows if "Train dock" in r.name]  # Start's first 2 s, then training
     assert len(train) == 2 and all(r.median > 0 and r.target == 50.0 for r in train)
+
+
+@pytest.mark.parametrize("only", ["nope", "engine,nope", ",", ""])
+def test_cli_refuses_an_unknown_section_in_one_line(only, monkeypatch, capsys):
+    from attn_gui.cli import main
+
+    monkeypatch.setenv(bench.TINY_ENV, "1")
+    assert main(["bench", "--engine-only", "--only", only]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""  # nothing was measured
+    assert captured.err.count("\n") == 1 and "--only takes sections of engine, display, memory" in captured.err
+
+
+def test_only_runs_the_sections_it_names():
+    settings = bench.BenchSettings.for_mode(quick=True, engine_only=True, tiny=True)
+    import dataclasses
+
+    data = bench.run_bench(dataclasses.replace(settings, only=("display", "training")), log=_silent)
+    assert {r["section"] for r in data["rows"]} == {"display", "training"}
+    assert set(bench.SECTION_NAMES) >= {"engine", "long", "window", "startup"}

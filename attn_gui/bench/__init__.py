@@ -55,7 +55,7 @@ from .startup import bench_startup
 from .timing import Log, Row, Timing, time_interleaved
 
 __all__ = [
-    "ENGINE_TARGET", "HEADS", "TINY_ENV", "BenchSettings", "Log", "Row", "Timing",
+    "ENGINE_TARGET", "HEADS", "SECTION_NAMES", "TINY_ENV", "BenchSettings", "Log", "Row", "Timing",
     "check_writable", "format_report", "run_bench", "time_interleaved", "write_json",
 ]
 
@@ -67,6 +67,15 @@ def _bench_window(settings: BenchSettings, log: Log) -> tuple[list[Row], list[di
     from .window import bench_window  # imports Qt
 
     return bench_window(settings, log), []
+
+
+# The sections after the engine, display and memory ones, in the order they run (``--only`` names them).
+SECTIONS = {
+    "model": bench_model, "folder": bench_folder, "decoder": bench_decoder, "quantized": bench_quantized,
+    "long": bench_long, "interventions": bench_interventions, "training": bench_training,
+    "window": _bench_window, "startup": bench_startup,
+}
+SECTION_NAMES = ("engine", "display", "memory", *SECTIONS)
 
 
 def run_bench(settings: BenchSettings, log: Log) -> dict[str, Any]:
@@ -90,15 +99,21 @@ def run_bench(settings: BenchSettings, log: Log) -> dict[str, Any]:
     resolve_device(settings.device)  # a missing device fails here, before anything runs
     started = time.perf_counter()
     meta = metadata_dict(settings)
-    rows, skipped = bench_engine(settings, log)
-    profiles = profile_missed(rows, settings.device, log)
-    rows += bench_display(settings, log)
-    rows += bench_memory(settings, log)
-    for part in (bench_model, bench_folder, bench_decoder, bench_quantized, bench_long, bench_interventions,
-                 bench_training, _bench_window, bench_startup):
-        part_rows, part_skipped = part(settings, log)
-        rows += part_rows
-        skipped += part_skipped
+    rows: list[Row] = []
+    skipped: list[dict[str, str]] = []
+    profiles: list[dict[str, Any]] = []
+    if settings.wants("engine"):
+        rows, skipped = bench_engine(settings, log)
+        profiles = profile_missed(rows, settings.device, log)
+    if settings.wants("display"):
+        rows += bench_display(settings, log)
+    if settings.wants("memory"):
+        rows += bench_memory(settings, log)
+    for name, part in SECTIONS.items():
+        if settings.wants(name):
+            part_rows, part_skipped = part(settings, log)
+            rows += part_rows
+            skipped += part_skipped
     meta["elapsed_s"] = round(time.perf_counter() - started, 1)
     return {
         "meta": meta,

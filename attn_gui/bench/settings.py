@@ -44,6 +44,8 @@ class BenchSettings:
         Skip everything that needs Qt.
     mode : str
         "full", "quick" or "tiny", recorded in the report.
+    only : tuple of str
+        The sections to run (``attn-gui bench --only``); empty: every section.
     """
 
     device: str = "cpu"
@@ -58,6 +60,11 @@ class BenchSettings:
     startup_warmup: int = 1
     engine_only: bool = False
     mode: str = "full"
+    only: tuple[str, ...] = ()
+
+    def wants(self, section: str) -> bool:
+        """Whether ``section`` runs: every one unless ``--only`` named some."""
+        return not self.only or section in self.only
 
     @classmethod
     def for_mode(cls, quick: bool = False, device: str = "cpu", engine_only: bool = False,

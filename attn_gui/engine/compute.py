@@ -286,8 +286,10 @@ def streamable(model: str) -> bool:
 
 
 # Scores of every head for one block of query rows, when streamed: small blocks stay in a
-# CPU's caches; a GPU wants few, large launches: up to 4 GiB, a sixteenth of its free memory.
-BLOCK_BYTES = {"cpu": 8 * 2**20, "cuda": 4 * 2**30, "mps": 256 * 2**20}
+# CPU's caches; a GPU wants few, large launches: up to 512 MiB, a sixteenth of its free memory.
+# A block's temporaries are about ten times its size: 4 GiB blocks held 20.5 GiB for SmolLM2 at
+# T = 4,096 on an H200 and 512 MiB blocks 5.5 GiB, at 1.16x the time (docs/benchmarks.md, CUDA long inputs).
+BLOCK_BYTES = {"cpu": 8 * 2**20, "cuda": 512 * 2**20, "mps": 256 * 2**20}
 MIN_GPU_BLOCK = 64 * 2**20
 
 
