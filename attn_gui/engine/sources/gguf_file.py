@@ -53,8 +53,9 @@ from .spec import ModelSpec
 if TYPE_CHECKING:  # torch is imported where the weights are converted, not with the spec
     import torch
 
-CACHE_VERSION = 3  # change it when the conversion changes: older caches are rebuilt (1: SmolLM2's own reader;
-# 2: every tensor dequantized into the cache; 3: the tokenizer and metadata only, the weights read from the file)
+CACHE_VERSION = 4  # change it when the conversion changes: older caches are rebuilt (1: SmolLM2's own reader;
+# 2: every tensor dequantized into the cache; 3: the tokenizer and metadata only, the weights read from the file;
+# 4: SentencePiece's "▁" before every stretch of text, as llama.cpp puts it)
 
 
 TOKENIZERS = {"gpt2": "byte-level BPE", "llama": "SentencePiece BPE"}
