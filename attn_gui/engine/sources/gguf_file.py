@@ -29,7 +29,10 @@ tokenizer other than those two, tensors the family's decoder does not have or la
 or corrupt file, a tensor type not dequantized here (``quantized.READ``), a FIFO or device (never
 opened), and a file that, mapped, with a layer in float32, needs more memory than is free. A
 Llama or Qwen file's sliding window is refused where it would bite within ``MAX_TOKENS``
-(llama.cpp runs every layer of them over all keys; ``layer_attention``).
+(llama.cpp runs every layer of them over all keys; ``layer_attention``). The tokenizer adds what the
+file asks for: a first token (``add_bos_token``; a SentencePiece vocabulary's default) and an end
+token (``add_eos_token``), as llama.cpp does; a model that ends every text with its end token does
+not generate.
 """
 
 from __future__ import annotations
@@ -55,7 +58,7 @@ if TYPE_CHECKING:  # torch is imported where the weights are converted, not with
 
 CACHE_VERSION = 4  # change it when the conversion changes: older caches are rebuilt (1: SmolLM2's own reader;
 # 2: every tensor dequantized into the cache; 3: the tokenizer and metadata only, the weights read from the file;
-# 4: SentencePiece's "▁" before every stretch of text, as llama.cpp puts it)
+# 4: SentencePiece's "▁" before every stretch of text, as llama.cpp puts it; add_eos_token in the metadata)
 
 
 TOKENIZERS = {"gpt2": "byte-level BPE", "llama": "SentencePiece BPE"}
@@ -304,9 +307,10 @@ def _spec_of(header: Header, name: str) -> ModelSpec:
         raise ConfigError(f"{file} has the tokenizer {tokenizer!r}; supported: {kinds}")
     if not header.get("tokenizer.ggml.tokens"):
         raise ConfigError(f"{file} has no vocabulary (tokenizer.ggml.tokens)")
-    if header.get("tokenizer.ggml.add_eos_token"):
-        raise ConfigError(f"{file} has tokenizer.ggml.add_eos_token = true (an end token after the text), which "
-                          "attn-gui's decoders do not add: they read at most a first token")
+    eos, count = header.get("tokenizer.ggml.eos_token_id"), len(header.get("tokenizer.ggml.tokens"))
+    if header.get("tokenizer.ggml.add_eos_token") and not (isinstance(eos, int) and 0 <= eos < count):
+        raise ConfigError(f"{file} has tokenizer.ggml.add_eos_token = true and no end token to add "
+                          f"(tokenizer.ggml.eos_token_id = {eos}, of {count} tokens)")
     check_tensors(header, layers, heads * d_k, kv_heads * d_k, d)
     for key, default in (("rope.freq_base", 1e4), (eps_key(family), 1e-6)):
         checks.positive(file, key, header.arch_key(key, default))
@@ -683,6 +687,7 @@ def convert(spec: ModelSpec, header: Header, progress):
             "eos_id": int(field("tokenizer.ggml.eos_token_id", -1)),
             "bos_id": int(field("tokenizer.ggml.bos_token_id", -1)),
             "add_bos": bool(kind == "llama" if add_bos is None else add_bos),  # as transformers and llama.cpp
+            "add_eos": bool(field("tokenizer.ggml.add_eos_token")),  # llama.cpp: an end token after the text
             "special_ids": special_ids(full), "tokenizer": kind}
     progress(2, 2)
     return cache.Converted({}, {"tokenizer.json": tokenizer.to_str()}, meta)
@@ -779,8 +784,9 @@ def load(spec: ModelSpec, path: Path, progress=None, cache_folder: str | None = 
     checks.decoder_weights(path.name, stored_weights.shapes(), shape, spec.d_model)
     checks.token_ids(path.name, ids, rows)
     bos = meta["bos_id"] if meta["add_bos"] and meta["bos_id"] >= 0 else None
+    eos = meta["eos_id"] if meta["add_eos"] and meta["eos_id"] >= 0 else None  # spec_for refused one without
     return dict(spec=spec, shape=shape, weights=stored_weights, tokenizer=tokenizer, vocab=tuple(texts),
-                special_ids=special, eos_id=meta["eos_id"], add_bos=bos)
+                special_ids=special, eos_id=meta["eos_id"], add_bos=bos, add_eos=eos)
 
 
 def shape_of(spec: ModelSpec, header: Header, eps: float):
