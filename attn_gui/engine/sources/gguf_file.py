@@ -28,11 +28,10 @@ family does not read (``check_keys``), a RoPE over part of each head outside Phi
 tokenizer other than those two, tensors the family's decoder does not have or lacks, a truncated
 or corrupt file, a tensor type not dequantized here (``quantized.READ``), a FIFO or device (never
 opened), and a file that, mapped, with a layer in float32, needs more memory than is free. A
-Llama or Qwen file's sliding window is refused where it would bite within ``MAX_TOKENS``
-(llama.cpp runs every layer of them over all keys; ``layer_attention``). The tokenizer adds what the
-file asks for: a first token (``add_bos_token``; a SentencePiece vocabulary's default) and an end
-token (``add_eos_token``), as llama.cpp does; a model that ends every text with its end token does
-not generate.
+Llama or Qwen file's sliding window is not applied, as llama.cpp and transformers run such a file
+(the notes say so; ``layer_attention``). The tokenizer adds what the file asks for: a first token
+(``add_bos_token``; a SentencePiece vocabulary's default) and an end token (``add_eos_token``),
+as llama.cpp does; a model that ends every text with its end token does not generate.
 """
 
 from __future__ import annotations
@@ -323,6 +322,10 @@ def _spec_of(header: Header, name: str) -> ModelSpec:
     if dict(scaling).get("rope_type") == "longrope":  # its short factors hold up to the original length
         positions = min(positions, dict(scaling)["original_max_position_embeddings"])
     window, windows, bases, scalings = layer_attention(header, family, layers, rope_base, scaling)
+    unapplied = header.arch_key("attention.sliding_window") if family.window in ("", "layers") else None
+    notes = (f"attention.sliding_window = {int(unapplied)} is not applied: llama.cpp runs every layer of a "
+             f"{header.get('general.architecture')} file over all keys, as transformers reads the file",
+             ) if unapplied and int(unapplied) < positions else ()  # why: layer_attention; longer, it changes nothing
     unread = quantized.unread(t.kind for t in header.tensors.values())
     if unread is not None:
         raise ConfigError(f"{file} stores tensors as {unread}, which attn-gui does not dequantize yet "
@@ -333,7 +336,8 @@ def _spec_of(header: Header, name: str) -> ModelSpec:
                "them") if stored_kinds else ""
     softcap = header.arch_key("attn_logit_softcapping")
     return decoder_spec(name, f"{header.path.name} ({family.label} decoder, GGUF)", "gguf_file", family,
-                        weights=weights, layers=layers, heads=heads, kv_heads=kv_heads, d_model=d, d_k=d_k, d_v=d_k,
+                        weights=weights, notes=notes, layers=layers, heads=heads, kv_heads=kv_heads, d_model=d,
+                        d_k=d_k, d_v=d_k,
                         max_tokens=positions if softcap is None else min(MAX_TOKENS, positions),  # streamed
                         has_bias="blk.0.attn_q.bias" in header.tensors or "blk.0.attn_qkv.bias" in header.tensors,
                         rope_base=rope_base, rope_scaling=scaling, rope_dims=None if rotated == d_k else rotated,
@@ -468,19 +472,16 @@ def layer_attention(header: Header, family: Family, layers: int, base: float, sc
     every 6th; attention.sliding_window_pattern where the file has it); Gemma 3's local layers turn at
     rope.freq_base_swa (llama.cpp's 10000 without it), unscaled, and its global ones at rope.freq_base with the
     file's scaling. OLMo 3's window is refused. A llama, qwen2 or qwen3 file's window is applied where the
-    family's is (a Mistral's, in every layer); else, as llama.cpp runs those files over every key and
-    transformers Qwen's only with use_sliding_window, it is refused where it would bite within ``MAX_TOKENS``
-    and, longer (Qwen2's 32768 …), cannot change a number here. Every tuple is () where the layers are
+    family's is (a Mistral's, in every layer); else every layer reads all keys, as both readers of the file
+    run it: llama.cpp reads no window for these architectures, and transformers' GGUF loader maps none (its
+    Qwen2 slides only with use_sliding_window, from layer max_window_layers on, and no GGUF carries either;
+    Llama has no window). The spec's notes say so (``_spec_of``). Every tuple is () where the layers are
     alike."""
     window = header.arch_key("attention.sliding_window")
     window = int(window) if window else None  # absent or 0: no window
     if family.post_norm and window:
         raise ConfigError(f"{header.path.name} slides a window of {window} keys (OLMo 3), which attn-gui does not "
                           "run for an olmo2 GGUF yet")
-    if family.window in ("", "layers") and window is not None and window < MAX_TOKENS:
-        raise ConfigError(f"{header.path.name} declares attention.sliding_window = {window}, which llama.cpp does "
-                          f"not apply to a {header.get('general.architecture')} file; attn-gui applies it to no "
-                          f"{family.label} GGUF either")
     if family.window != "types":
         return (window if family.window == "every" else None), (), (), ()
     pattern = header.arch_key("attention.sliding_window_pattern", family.window_pattern)
