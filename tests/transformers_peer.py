@@ -84,3 +84,21 @@ def tiny_qwen2(**changes):
                 proj.bias.normal_()
             layer.input_layernorm.weight.normal_()
     return hf
+
+
+def llama2_normalized(theirs):
+    """``theirs`` (transformers' tokenizer of a SentencePiece GGUF, ``AutoTokenizer.from_pretrained(gguf_file=)``:
+    its LlamaTokenizer, whose Metaspace puts "▁" only at the start of a text that has none) given the normalizer
+    of Llama 2's, TinyLlama's and Mistral's own tokenizer.json: transformers' ``LlamaConverter`` with ``legacy``
+    (Prepend "▁", then spaces as "▁", on every stretch of text between added tokens: also after <s> and before a
+    leading space, where llama.cpp puts it) and no pre-tokenizer. Its vocabulary, merges, added tokens and
+    post-processor stay transformers' own."""
+    from types import SimpleNamespace
+
+    from transformers.convert_slow_tokenizer import LlamaConverter
+
+    legacy = SimpleNamespace(original_tokenizer=SimpleNamespace(legacy=True, add_prefix_space=True))
+    backend = theirs.backend_tokenizer
+    backend.normalizer = LlamaConverter.normalizer(legacy, None)
+    backend.pre_tokenizer = LlamaConverter.pre_tokenizer(legacy, "▁", True)  # legacy: None
+    return theirs

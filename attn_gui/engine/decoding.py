@@ -88,7 +88,8 @@ class Generation:
 
 
 def decoder_source(config: AttentionConfig):
-    """The source of ``config.model``, or ``ConfigError`` when it is not a decoder."""
+    """The source of ``config.model``, or ``ConfigError`` when it is not a decoder that generates (an encoder, no
+    language-model head, or a tokenizer that ends every text with its end token)."""
     if config.model is not None and model_spec(config.model).through:
         raise ConfigError(f"{model_spec(config.model).label} is read through transformers: attn-gui shows its "
                           "attention and next tokens, and generates only with the models it runs itself")
@@ -100,6 +101,11 @@ def decoder_source(config: AttentionConfig):
     if not decoder.predicts():
         raise ConfigError(f"{model_spec(config.model).label} has no language-model head (lm_head: its folder was saved "
                           f"from AutoModel), so it shows attention but cannot predict or generate")
+    end = decoder.ends_text()
+    if end is not None:  # the one place add_eos_token is refused: llama.cpp's llama-cli asserts it off to generate
+        raise ConfigError(f"{model_spec(config.model).label} ends every text with {end} (add_eos_token), so a "
+                          "continuation would follow the end of the text: it shows attention and next tokens but "
+                          "does not generate, as llama.cpp does not")
     return decoder
 
 

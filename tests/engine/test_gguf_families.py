@@ -8,6 +8,7 @@ logits; and the tokens equal those of the same model opened as a folder, whose t
 transformers' own conversion of the file's vocabulary.
 """
 
+import re
 import warnings
 
 import gguf
@@ -22,10 +23,11 @@ from transformers_peer import (alphas_equal_transformers, cached_steps_equal_rec
                                residuals_equal_transformers)
 
 SENTENCE = "the cat sat on a mat and the dog ran"
-# Not here: a SentencePiece text that starts with a space, or a word after a special token (spm_bpe follows
-# transformers' llama GGUF tokenizer, whose Metaspace puts no "▁" before either; llama.cpp, Phi-3's tokenizer
-# and a Llama-2 folder's normalizer do: 2 ids of "  the" differ, and "<s>dog")
-TOKEN_SENTENCES = ["the cat sat on a mat", "the  dog\nran 12345 times", "Café 漢字 🙂!", ""]
+# A SentencePiece file (Phi-3's) puts "▁" before every stretch of text as llama.cpp does: before a leading space
+# too, and after each special token (<s>, </s>, <unk>); Gemma's files (add_space_prefix false) nowhere. No
+# whitespace after </s>: llama.cpp strips it for a model whose general.name says Phi-3 (its RSTRIP), not read here
+TOKEN_SENTENCES = ["the cat sat on a mat", "the  dog\nran 12345 times", "Café 漢字 🙂!", "", " the cat", "  the dog",
+                   "\nthe dog", "<s>the dog", "the cat</s>dog", "the <s> dog", "<unk> the cat", "漢 the"]
 BYTE_LEVEL_SENTENCES = ["  the  dog", "the <|im_start|>dog"]
 SIZES = dict(hidden_size=32, intermediate_size=48, num_attention_heads=4, max_position_embeddings=128,
              pad_token_id=0, bos_token_id=1, eos_token_id=2)
@@ -157,8 +159,7 @@ def test_the_tokens_equal_the_folders(written):
                                        else []):
         ours = source(path).tokenize(sentence).token_ids
         assert ours == source(folder).tokenize(sentence).token_ids, sentence
-        if sentence:
-            assert list(ours) == theirs(sentence)["input_ids"], sentence
+        assert list(ours) == theirs(sentence)["input_ids"], sentence
 
 
 def _rewritten(tmp_path, arch, **changes):
@@ -192,13 +193,13 @@ def _rewritten(tmp_path, arch, **changes):
     ("gemma2", {"gemma2.rope.scaling.type": "longrope"}, "uses RoPE scaling 'longrope', which attn-gui does not "
                                                          "apply to a GGUF yet"),
     ("qwen2-yarn", {"qwen2.rope.scaling.yarn_log_multiplier": 0.1}, "its metadata qwen2.rope.scaling.yarn_log_"),
-    ("gptneox", {"tokenizer.ggml.add_eos_token": True}, r"has tokenizer.ggml.add_eos_token = true \(an end token "
-                                                        "after the text"),
+    ("gptneox", {"tokenizer.ggml.add_eos_token": True, "tokenizer.ggml.eos_token_id": None},
+     r"has tokenizer.ggml.add_eos_token = true and no end token to add \(tokenizer.ggml.eos_token_id = None, of "
+     r"\d+ tokens\)$"),
+    ("phi3", {"tokenizer.ggml.add_eos_token": True, "tokenizer.ggml.eos_token_id": 100000},
+     r"no end token to add \(tokenizer.ggml.eos_token_id = 100000, of \d+ tokens\)$"),
     ("olmo2", {"olmo2.expert_count": 0}, None),  # no experts: read, as some converters write it
-    ("qwen2-yarn", {"qwen2.attention.sliding_window": 4}, "declares attention.sliding_window = 4, which llama.cpp "
-                                                          "does not apply to a qwen2 file; attn-gui applies it to no "
-                                                          "Qwen2 GGUF either$"),
-    ("qwen2-yarn", {"qwen2.attention.sliding_window": 32768}, None),  # longer than any text read here
+    ("qwen2-yarn", {"qwen2.attention.sliding_window": 4}, None),  # run as llama.cpp runs it (test_gguf_files)
     ("olmo2", {"olmo2.expert_count": 8}, "its metadata olmo2.expert_count = 8 is not read"),
     ("olmo2", {"olmo2.attention.sliding_window": 4}, r"slides a window of 4 keys \(OLMo 3\), which attn-gui does "
                                                      "not run for an olmo2 GGUF yet"),
@@ -217,6 +218,42 @@ def test_what_is_not_run_is_refused_in_one_line(tmp_path, arch, changes, message
     with pytest.raises(ConfigError, match=message) as info:
         AttentionConfig(model=path)
     assert "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize("case, end", [("phi3", "</s>"), ("llama3", "<|im_end|>")])
+def test_an_end_token_is_put_after_the_text_where_the_file_says_add_eos_token(tmp_path, case, end):
+    """tokenizer.ggml.add_eos_token = true: the tokens end with the file's end token (shown like any token), as
+    llama.cpp's tokenize appends it and as transformers' tokenizer of the file gives them (it reads the flag into
+    add_eos_token: LlamaTokenizer's post-processor "<s> $A </s>"); a folder whose tokenizer.json is that tokenizer
+    saved gives the same ids. Every layer equals transformers on them, and the next tokens its logits after the
+    end token. Generation is refused in one line: a continuation would follow the end of the text (llama.cpp's
+    llama-cli asserts add_eos_token false before it generates)."""
+    from attn_gui.engine.decoding import Decoder, generate
+
+    layers = CASES[case][3]
+    path = _rewritten(tmp_path, case, **{"tokenizer.ggml.add_eos_token": True})
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        theirs = transformers.AutoTokenizer.from_pretrained(str(tmp_path), gguf_file="odd.gguf")
+    hf = _tiny(case)  # the checkpoint _rewritten wrote (seed 0)
+    folder = tmp_path / "folder"
+    hf.save_pretrained(folder)
+    theirs.backend_tokenizer.save(str(folder / "tokenizer.json"))
+    eos = theirs.convert_tokens_to_ids(end)
+    for sentence in ["the cat sat", " the dog", "", "the cat\n", "漢"]:
+        ids = theirs(sentence)["input_ids"]
+        assert ids[-1] == eos, sentence  # the peer adds it
+        assert list(source(path).tokenize(sentence).token_ids) == ids, sentence
+        assert list(source(str(folder)).tokenize(sentence).token_ids) == ids, sentence
+    assert source(path).tokenize("the cat").tokens[-1] == end
+    out, cfg, _ = alphas_equal_transformers(path, hf, SENTENCE, layers=layers)
+    probs = torch.softmax(out.logits[0, -1].double(), -1).topk(5)
+    assert [p for _, p in compute(cfg).next_tokens] == pytest.approx(probs.values.tolist(), abs=1e-5)
+    for start in (lambda: Decoder(cfg), lambda: generate(cfg, 1)):
+        with pytest.raises(ConfigError, match=rf"ends every text with {re.escape(end)} \(add_eos_token\), so a "
+                                              "continuation would follow the end of the text") as info:
+            start()
+        assert "\n" not in str(info.value)
 
 
 def test_a_llama3_file_is_wrong_without_its_rope_freqs(tmp_path, monkeypatch):

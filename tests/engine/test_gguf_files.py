@@ -19,11 +19,12 @@ from attn_gui.engine import model_spec, AttentionConfig, ConfigError, compute, s
 from attn_gui.engine.decoding import Decoder
 from attn_gui.engine.sources import decoder, gguf_file
 from gguf_writing import byte_level_vocab, sentencepiece_vocab, tiny, write_gguf  # (tests/)
-from transformers_peer import alphas_equal_transformers  # (tests/)
+from transformers_peer import alphas_equal_transformers, llama2_normalized  # (tests/)
 
 SENTENCE = "the cat sat on a mat and the dog ran"
 TOKEN_SENTENCES = ["the cat sat on a mat", "  the  dog\nran 12345 times", "Café 漢字 🙂!",
-                   "<|im_start|>the cat<|im_end|>", "the <tool_call>dog", "<s>the cat</s>", ""]
+                   "<|im_start|>the cat<|im_end|>", "the <tool_call>dog", "<s>the cat</s>", "", " the cat", "\nthe cat",
+                   "<unk>the", "the </s> dog"]
 
 
 CASES = {  # arch in the file, tokenizer, name, transformers' model_type, dtype of the matrices, tied
@@ -99,10 +100,51 @@ def test_a_qwen3_file_norms_q_and_k_per_head_as_transformers(tmp_path):
     assert [p for _, p in compute(cfg).next_tokens] == pytest.approx(probs.values.tolist(), abs=1e-5)
 
 
+@pytest.mark.parametrize("arch, vocab", [("qwen2", "qwen2"), ("llama", "byte")])
+def test_a_llama_or_qwen_files_window_runs_as_both_readers_of_the_file_run_it(tmp_path, arch, vocab):
+    """{arch}.attention.sliding_window = 4 on a qwen2 or llama file: llama.cpp reads no window for these
+    architectures, and transformers' GGUF loader maps none (its Qwen2 slides only with use_sliding_window, from
+    layer max_window_layers on, and no GGUF carries either; Llama has no window). So every layer reads every key:
+    its α equals that of transformers' model read from the same file, on a text of 10 tokens, where a window of 4
+    would have hidden keys that get weight here. The window's notes say the key is not applied (where it is
+    shorter than the file's positions: a longer one could change nothing)."""
+    import warnings
+
+    hf = tiny(arch, len(byte_level_vocab()[0]), seed=3)
+    path = write_gguf(tmp_path / f"{arch}-window.gguf", hf, arch, vocab, f"Tiny {arch}",
+                      **{"{arch}.attention.sliding_window": 4})
+    spec = model_spec(path)
+    assert spec.window is None and spec.layer_windows == ()
+    assert (f"attention.sliding_window = 4 is not applied: llama.cpp runs every layer of a {arch} file over all "
+            "keys, as transformers reads the file") in spec.about
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        theirs = transformers.AutoModelForCausalLM.from_pretrained(str(tmp_path), gguf_file=Path(path).name,
+                                                                   attn_implementation="eager").eval()
+    assert getattr(theirs.config, "sliding_window", None) is None  # Qwen2Config: use_sliding_window false
+    out, _, results = alphas_equal_transformers(path, theirs, SENTENCE)
+    T = out.attentions[0].shape[-1]
+    assert T == 10
+    for r in results:  # the last query gives weight to keys 4 and more behind it, which the window would hide
+        assert (r.weights[:, -1, :T - 4].sum(-1) > 1e-3).all()
+    longer = write_gguf(tmp_path / "longer.gguf", hf, arch, vocab, f"Tiny {arch}",
+                        **{"{arch}.attention.sliding_window": 4096})  # Qwen2's, past the file's 128 positions
+    assert not any("sliding_window" in line for line in model_spec(longer).about)  # it could change nothing
+
+
 def test_tokens_equal_transformers_gguf_tokenizer(model_file):
+    """The ids of transformers' own tokenizer of the file; a SentencePiece file's (Mistral's) with the normalizer of
+    Mistral's own tokenizer.json (``llama2_normalized``), which puts "▁" before every stretch of text as llama.cpp
+    does: transformers' LlamaTokenizer of the file leaves it out before a leading space and after an added token,
+    and in no other sentence here."""
     path, _, case = model_file
     folder, name = os.path.split(path)
     theirs = transformers.AutoTokenizer.from_pretrained(folder, gguf_file=name)
+    if case == "mistral":
+        plain = [theirs(s)["input_ids"] for s in TOKEN_SENTENCES]
+        theirs = llama2_normalized(theirs)
+        assert [s for s, ids in zip(TOKEN_SENTENCES, plain, strict=True) if ids != theirs(s)["input_ids"]] == [
+            "  the  dog\nran 12345 times", "<s>the cat</s>", " the cat", "<unk>the", "the </s> dog"]
     model = decoder.load_model(path)
     bos = [1] if case == "mistral" else []  # SentencePiece files put <s> first (no add_bos_token: llama.cpp's default)
     for sentence in TOKEN_SENTENCES:

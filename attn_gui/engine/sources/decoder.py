@@ -26,6 +26,7 @@ from .base import ModelSource, unknown_of
 from .llama import Forward, KVCache, LlamaShape, forward, head_weights
 from .loaded import LOADED
 from .spec import ModelSpec
+from .tokenizer_json import wrapped
 
 if TYPE_CHECKING:
     from tokenizers import Tokenizer
@@ -43,6 +44,7 @@ class DecoderModel:
     special_ids: frozenset[int]
     eos_id: int
     add_bos: int | None  # the id to put first, or None (the tokenizer adds none)
+    add_eos: int | None = None  # the id to put last (add_eos_token: an end token after every text), or None
     predicts: bool = True  # False: no language-model head (a folder saved from AutoModel): no next tokens
 
 
@@ -64,9 +66,7 @@ def load_model(name: str, progress: cache.Progress | None = None) -> DecoderMode
 def model_tokenize(name: str, sentence: str) -> Tokens:
     """The model's tokens of ``sentence`` (BPE), shown readable; ids are vocabulary ids."""
     model = load_model(name)
-    ids = model.tokenizer.encode(sentence, add_special_tokens=False).ids
-    if model.add_bos is not None:
-        ids = [model.add_bos, *ids]
+    ids = wrapped(model.tokenizer.encode(sentence, add_special_tokens=False).ids, model.add_bos, model.add_eos)
     return Tokens(tuple(model.vocab[i] for i in ids), tuple(ids), model.vocab)
 
 
@@ -145,6 +145,11 @@ class Source(ModelSource):
     def predicts(self) -> bool:
         """Whether the model has its language-model head: next tokens, generation (loads the model)."""
         return load_model(self.spec.name).predicts
+
+    def ends_text(self) -> str | None:
+        """The end token the tokenizer puts after every text (add_eos_token), readable, or None (loads the model)."""
+        model = load_model(self.spec.name)
+        return None if model.add_eos is None else model.vocab[model.add_eos]
 
     def next_tokens(self, token_ids, device, dtype, k: int = 5):
         if not self.predicts():

@@ -186,13 +186,15 @@ def supported_ggufs() -> str:
 
 
 def decoder_spec(name: str, label: str, reader: str, family: Family, *, weights: str = "",
-                 **sizes) -> ModelSpec:
+                 notes: tuple[str, ...] = (), **sizes) -> ModelSpec:
     """The spec of a decoder of ``family`` read by module ``reader``, described once for every file kind.
 
-    ``weights`` says how exact the weights are (quantized ones); ``sizes`` are ``ModelSpec``'s.
+    ``weights`` says how exact the weights are (quantized ones); ``notes`` are further facts the window says
+    of the model (a GGUF key read and, as llama.cpp reads it, not applied); ``sizes`` are ``ModelSpec``'s.
     """
     about = ("output is the attention block's output, before the residual",
-             "the model is causal by construction: the causal mask is always on", *((weights,) if weights else ()))
+             "the model is causal by construction: the causal mask is always on", *((weights,) if weights else ()),
+             *notes)
     x_is = f"{'LayerNorm' if family.norm == 'layer' else 'RMSNorm'} of the residual stream entering the layer"
     if family.post_norm:
         x_is = "the residual stream entering the layer (no norm before attention)"

@@ -28,8 +28,10 @@ family does not read (``check_keys``), a RoPE over part of each head outside Phi
 tokenizer other than those two, tensors the family's decoder does not have or lacks, a truncated
 or corrupt file, a tensor type not dequantized here (``quantized.READ``), a FIFO or device (never
 opened), and a file that, mapped, with a layer in float32, needs more memory than is free. A
-Llama or Qwen file's sliding window is refused where it would bite within ``MAX_TOKENS``
-(llama.cpp runs every layer of them over all keys; ``layer_attention``).
+Llama or Qwen file's sliding window is not applied, as llama.cpp and transformers run such a file
+(the notes say so; ``layer_attention``). The tokenizer adds what the file asks for: a first token
+(``add_bos_token``; a SentencePiece vocabulary's default) and an end token (``add_eos_token``),
+as llama.cpp does; a model that ends every text with its end token does not generate.
 """
 
 from __future__ import annotations
@@ -53,8 +55,9 @@ from .spec import ModelSpec
 if TYPE_CHECKING:  # torch is imported where the weights are converted, not with the spec
     import torch
 
-CACHE_VERSION = 3  # change it when the conversion changes: older caches are rebuilt (1: SmolLM2's own reader;
-# 2: every tensor dequantized into the cache; 3: the tokenizer and metadata only, the weights read from the file)
+CACHE_VERSION = 4  # change it when the conversion changes: older caches are rebuilt (1: SmolLM2's own reader;
+# 2: every tensor dequantized into the cache; 3: the tokenizer and metadata only, the weights read from the file;
+# 4: SentencePiece's "▁" before every stretch of text, as llama.cpp puts it; add_eos_token in the metadata)
 
 
 TOKENIZERS = {"gpt2": "byte-level BPE", "llama": "SentencePiece BPE"}
@@ -303,9 +306,10 @@ def _spec_of(header: Header, name: str) -> ModelSpec:
         raise ConfigError(f"{file} has the tokenizer {tokenizer!r}; supported: {kinds}")
     if not header.get("tokenizer.ggml.tokens"):
         raise ConfigError(f"{file} has no vocabulary (tokenizer.ggml.tokens)")
-    if header.get("tokenizer.ggml.add_eos_token"):
-        raise ConfigError(f"{file} has tokenizer.ggml.add_eos_token = true (an end token after the text), which "
-                          "attn-gui's decoders do not add: they read at most a first token")
+    eos, count = header.get("tokenizer.ggml.eos_token_id"), len(header.get("tokenizer.ggml.tokens"))
+    if header.get("tokenizer.ggml.add_eos_token") and not (isinstance(eos, int) and 0 <= eos < count):
+        raise ConfigError(f"{file} has tokenizer.ggml.add_eos_token = true and no end token to add "
+                          f"(tokenizer.ggml.eos_token_id = {eos}, of {count} tokens)")
     check_tensors(header, layers, heads * d_k, kv_heads * d_k, d)
     for key, default in (("rope.freq_base", 1e4), (eps_key(family), 1e-6)):
         checks.positive(file, key, header.arch_key(key, default))
@@ -318,6 +322,10 @@ def _spec_of(header: Header, name: str) -> ModelSpec:
     if dict(scaling).get("rope_type") == "longrope":  # its short factors hold up to the original length
         positions = min(positions, dict(scaling)["original_max_position_embeddings"])
     window, windows, bases, scalings = layer_attention(header, family, layers, rope_base, scaling)
+    unapplied = header.arch_key("attention.sliding_window") if family.window in ("", "layers") else None
+    notes = (f"attention.sliding_window = {int(unapplied)} is not applied: llama.cpp runs every layer of a "
+             f"{header.get('general.architecture')} file over all keys, as transformers reads the file",
+             ) if unapplied and int(unapplied) < positions else ()  # why: layer_attention; longer, it changes nothing
     unread = quantized.unread(t.kind for t in header.tensors.values())
     if unread is not None:
         raise ConfigError(f"{file} stores tensors as {unread}, which attn-gui does not dequantize yet "
@@ -328,7 +336,8 @@ def _spec_of(header: Header, name: str) -> ModelSpec:
                "them") if stored_kinds else ""
     softcap = header.arch_key("attn_logit_softcapping")
     return decoder_spec(name, f"{header.path.name} ({family.label} decoder, GGUF)", "gguf_file", family,
-                        weights=weights, layers=layers, heads=heads, kv_heads=kv_heads, d_model=d, d_k=d_k, d_v=d_k,
+                        weights=weights, notes=notes, layers=layers, heads=heads, kv_heads=kv_heads, d_model=d,
+                        d_k=d_k, d_v=d_k,
                         max_tokens=positions if softcap is None else min(MAX_TOKENS, positions),  # streamed
                         has_bias="blk.0.attn_q.bias" in header.tensors or "blk.0.attn_qkv.bias" in header.tensors,
                         rope_base=rope_base, rope_scaling=scaling, rope_dims=None if rotated == d_k else rotated,
@@ -463,19 +472,16 @@ def layer_attention(header: Header, family: Family, layers: int, base: float, sc
     every 6th; attention.sliding_window_pattern where the file has it); Gemma 3's local layers turn at
     rope.freq_base_swa (llama.cpp's 10000 without it), unscaled, and its global ones at rope.freq_base with the
     file's scaling. OLMo 3's window is refused. A llama, qwen2 or qwen3 file's window is applied where the
-    family's is (a Mistral's, in every layer); else, as llama.cpp runs those files over every key and
-    transformers Qwen's only with use_sliding_window, it is refused where it would bite within ``MAX_TOKENS``
-    and, longer (Qwen2's 32768 …), cannot change a number here. Every tuple is () where the layers are
+    family's is (a Mistral's, in every layer); else every layer reads all keys, as both readers of the file
+    run it: llama.cpp reads no window for these architectures, and transformers' GGUF loader maps none (its
+    Qwen2 slides only with use_sliding_window, from layer max_window_layers on, and no GGUF carries either;
+    Llama has no window). The spec's notes say so (``_spec_of``). Every tuple is () where the layers are
     alike."""
     window = header.arch_key("attention.sliding_window")
     window = int(window) if window else None  # absent or 0: no window
     if family.post_norm and window:
         raise ConfigError(f"{header.path.name} slides a window of {window} keys (OLMo 3), which attn-gui does not "
                           "run for an olmo2 GGUF yet")
-    if family.window in ("", "layers") and window is not None and window < MAX_TOKENS:
-        raise ConfigError(f"{header.path.name} declares attention.sliding_window = {window}, which llama.cpp does "
-                          f"not apply to a {header.get('general.architecture')} file; attn-gui applies it to no "
-                          f"{family.label} GGUF either")
     if family.window != "types":
         return (window if family.window == "every" else None), (), (), ()
     pattern = header.arch_key("attention.sliding_window_pattern", family.window_pattern)
@@ -682,6 +688,7 @@ def convert(spec: ModelSpec, header: Header, progress):
             "eos_id": int(field("tokenizer.ggml.eos_token_id", -1)),
             "bos_id": int(field("tokenizer.ggml.bos_token_id", -1)),
             "add_bos": bool(kind == "llama" if add_bos is None else add_bos),  # as transformers and llama.cpp
+            "add_eos": bool(field("tokenizer.ggml.add_eos_token")),  # llama.cpp: an end token after the text
             "special_ids": special_ids(full), "tokenizer": kind}
     progress(2, 2)
     return cache.Converted({}, {"tokenizer.json": tokenizer.to_str()}, meta)
@@ -778,8 +785,9 @@ def load(spec: ModelSpec, path: Path, progress=None, cache_folder: str | None = 
     checks.decoder_weights(path.name, stored_weights.shapes(), shape, spec.d_model)
     checks.token_ids(path.name, ids, rows)
     bos = meta["bos_id"] if meta["add_bos"] and meta["bos_id"] >= 0 else None
+    eos = meta["eos_id"] if meta["add_eos"] and meta["eos_id"] >= 0 else None  # spec_for refused one without
     return dict(spec=spec, shape=shape, weights=stored_weights, tokenizer=tokenizer, vocab=tuple(texts),
-                special_ids=special, eos_id=meta["eos_id"], add_bos=bos)
+                special_ids=special, eos_id=meta["eos_id"], add_bos=bos, add_eos=eos)
 
 
 def shape_of(spec: ModelSpec, header: Header, eps: float):

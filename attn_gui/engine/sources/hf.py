@@ -31,7 +31,7 @@ from ..errors import ConfigError
 from . import checks, tokenizer_child
 from .families import FAMILIES, INERT, MAX_TOKENS, Family, decoder_spec, regular
 from .spec import ModelSpec
-from .tokenizer_json import first_token, special_tokens
+from .tokenizer_json import added_tokens, special_tokens
 
 GENERIC = {"model", "models", "weights", "checkpoint", "hf", "final"}  # labelled with their parent folder's name
 
@@ -464,8 +464,9 @@ def decoder_model(spec: ModelSpec, cfg: dict, weights: dict, tokenizer, folder: 
                        parallel=family.parallel and bool(cfg.get("use_parallel_residual", True)),
                        post_norm=family.post_norm)
     checks.decoder_weights(folder.name, weights, shape, spec.d_model)
+    first, last = added_tokens(tokenizer, folder)
     return DecoderModel(spec, shape, weights, tokenizer, tuple(texts), special, -1 if eos is None else int(eos),
-                        first_token(tokenizer, folder), predicts=not headless)
+                        first, add_eos=last, predicts=not headless)
 
 
 NEEDS = ("safetensors", "tokenizers")

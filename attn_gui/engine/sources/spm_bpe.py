@@ -2,11 +2,18 @@
 
 A GGUF of ``tokenizer.ggml.model`` "llama" stores the pieces ("▁the": "▁" stands for a space),
 one score per piece and the 256 byte pieces ``<0x00>`` … ``<0xFF>``, usually without merges.
-``build_tokenizer`` makes the ``tokenizers`` object that transformers makes from the same
-metadata (``integrations/gguf/gguf_tokenizer_mapping.py: sentencepiece_tokenizer`` with
-``LlamaTokenizer``'s BPE with byte fallback, its Metaspace pre-tokenizer and decoder; the
-merges recovered from the scores as ``generate_merges`` recovers them), so the ids are the
-same; the tests compare the two. A character outside the vocabulary becomes its UTF-8 bytes.
+``build_tokenizer`` makes a ``tokenizers`` object that splits a text as llama.cpp does
+(``llama-vocab.cpp``, the SPM case of ``tokenize``): a space is put before every stretch of text,
+the first and each one after a special or user-defined token, even one that already starts with a
+space ("  the" is "▁▁▁the"). Llama 2's, TinyLlama's and Mistral's own tokenizer.json do the same
+with a normalizer (transformers' ``LlamaConverter`` with ``legacy``: ``Prepend("▁")`` then
+``Replace(" ", "▁")``, run on each stretch between added tokens), and so does transformers'
+Phi-3 GGUF tokenizer; here too. transformers' ``LlamaTokenizer`` for a llama GGUF puts its
+"▁" with a Metaspace pre-tokenizer (prepend "first") instead, so it differs in those two cases
+only. The rest is as transformers builds it (``integrations/gguf/gguf_tokenizer_mapping.py``):
+BPE with byte fallback, merges recovered from the scores as ``generate_merges`` recovers them
+where the file has none, the same decoder. A character outside the vocabulary becomes its UTF-8
+bytes.
 """
 
 from __future__ import annotations
@@ -44,19 +51,21 @@ def build_tokenizer(tokens: list[str], token_types: list[int], scores: list[floa
     merges : list of str, optional
         ``tokenizer.ggml.merges`` where the file has them; else recovered from the scores.
     add_prefix_space : bool
-        ``tokenizer.ggml.add_space_prefix``: a space is put before the text (SentencePiece's default).
+        ``tokenizer.ggml.add_space_prefix``: a space is put before each stretch of text, as llama.cpp
+        puts it (SentencePiece's default; Gemma's files say false).
     special_ids : iterable of int
         Further special tokens: the file's bos, eos, unknown and padding ids.
     """
-    from tokenizers import AddedToken, Tokenizer, decoders, pre_tokenizers
+    from tokenizers import AddedToken, Tokenizer, decoders, normalizers
     from tokenizers.models import BPE
 
     vocab = {t: i for i, t in enumerate(tokens)}
     scored = dict(zip(tokens, scores, strict=False))
     pairs = merge_pairs(merges) if merges else merges_from_scores(vocab, scored)
     tok = Tokenizer(BPE(vocab=vocab, merges=pairs, fuse_unk=True, byte_fallback=True, dropout=None))
-    tok.pre_tokenizer = pre_tokenizers.Metaspace(replacement=SPACE, prepend_scheme="first" if add_prefix_space
-                                                 else "never", split=False)
+    # a normalizer, not a Metaspace: it runs on every stretch between added tokens and prepends even before a space
+    prefix = [normalizers.Prepend(SPACE)] if add_prefix_space else []
+    tok.normalizer = normalizers.Sequence([*prefix, normalizers.Replace(" ", SPACE)])
     steps = [decoders.Replace(SPACE, " "), decoders.ByteFallback(), decoders.Fuse()]
     if add_prefix_space:
         steps.append(decoders.Strip(content=" ", left=1, right=0))

@@ -36,14 +36,22 @@ def _added_by(processor: dict) -> list[str]:
     return []
 
 
-def first_token(tokenizer, folder: Path) -> int | None:
-    """The id tokenizer.json's post-processor puts before the text (Llama-2's, Mistral's <s>), or None;
-    ``ConfigError`` where it adds tokens after the text, which a decoder here never reads."""
+def added_tokens(tokenizer, folder: Path) -> tuple[int | None, int | None]:
+    """The ids tokenizer.json's post-processor puts before and after the text, each or None: Llama-2's and
+    Mistral's <s> first; an end token last where the tokenizer was saved with add_eos_token (transformers'
+    ``update_post_processor``: "<s> $A </s>"). ``ConfigError`` where it adds anything else, which a decoder
+    here never reads."""
     bare = tokenizer.encode("a b", add_special_tokens=False).ids
     full = tokenizer.encode("a b", add_special_tokens=True).ids
-    if full == bare:
-        return None
-    if len(full) == len(bare) + 1 and full[1:] == bare:
-        return full[0]
-    raise ConfigError(f"{folder.name}: tokenizer.json's post_processor adds tokens other than one before the text "
-                      f"({full} around {bare}); attn-gui's decoders read at most a first token")
+    n = len(bare)
+    for first in (0, 1):
+        last = len(full) - first - n
+        if last in (0, 1) and full[first:first + n] == bare:
+            return (full[0] if first else None), (full[-1] if last else None)
+    raise ConfigError(f"{folder.name}: tokenizer.json's post_processor adds tokens other than one before and one "
+                      f"after the text ({full} around {bare}); attn-gui's decoders read at most those")
+
+
+def wrapped(ids: list[int], first: int | None, last: int | None) -> list[int]:
+    """``ids`` with the tokens the tokenizer adds around a text: ``first`` before, ``last`` after (None: none)."""
+    return [*([] if first is None else [first]), *ids, *([] if last is None else [last])]

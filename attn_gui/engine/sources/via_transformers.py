@@ -41,6 +41,7 @@ from .base import ModelSource, unknown_of
 from .families import MAX_TOKENS
 from .loaded import LOADED
 from .spec import ModelSpec
+from .tokenizer_json import wrapped
 
 HINT = "pip install attn-gui[transformers]"
 # the child module names of an attention module, per role, as transformers' model files name them
@@ -172,6 +173,7 @@ class Held:
     tokenizer: Any  # a tokenizers.Tokenizer
     vocab: tuple[str, ...]
     add_bos: int | None
+    add_eos: int | None  # tokenizer.json's end token after the text (add_eos_token), or None
     layers: tuple[Layer, ...]
     rotary: bool  # q and k are rotated inside the attention module (RoPE): the projections give them unrotated
     predicts: bool  # a language-model head: the next tokens
@@ -201,7 +203,7 @@ def _read(spec: ModelSpec) -> Held:
 
     from .byte_bpe import readable
     from . import stored
-    from .tokenizer_json import first_token
+    from .tokenizer_json import added_tokens
 
     folder = Path(spec.name).expanduser()
     cfg = checks.json_object(folder / "config.json", f"{folder.name}/config.json")
@@ -230,7 +232,7 @@ def _read(spec: ModelSpec) -> Held:
     if all(_eager(layer.attention) is not None for layer in layers):  # on transformers' attention interface
         _register_capture()
         model.config._attn_implementation = CAPTURE
-    return Held(model, str(cfg.get("model_type")), tokenizer, tuple(texts), first_token(tokenizer, folder),
+    return Held(model, str(cfg.get("model_type")), tokenizer, tuple(texts), *added_tokens(tokenizer, folder),
                 layers, rotary,
                 predicts=model.get_output_embeddings() is not None)
 
@@ -362,9 +364,7 @@ class Source(ModelSource):
 
     def tokenize(self, sentence: str) -> Tokens:
         model = held(self.spec.name)
-        ids = model.tokenizer.encode(sentence, add_special_tokens=False).ids
-        if model.add_bos is not None:
-            ids = [model.add_bos, *ids]
+        ids = wrapped(model.tokenizer.encode(sentence, add_special_tokens=False).ids, model.add_bos, model.add_eos)
         return Tokens(tuple(model.vocab[i] for i in ids), tuple(ids), model.vocab)
 
     def unknown_token(self) -> str | None:
