@@ -126,6 +126,13 @@ class MainWindow(FileActions, QtWidgets.QMainWindow):
         self.corpus = CorpusPanel()
         self.corpusDock = self.add_dock("Corpus", "corpusDock", self.corpus)
         self.corpus.exampleOpened.connect(self.open_example)
+        self.insight = InsightDocks()  # head metrics, difference maps, rollout, why scaling
+        for key, title, panel in self.insight.panels():
+            self.insight.attach(key, self.add_dock(title, f"{key}Dock", panel))
+        self.insight.editRequested.connect(self.edit_config)
+        self.insight.headPicked.connect(self._on_head_picked)
+        self.frameShown.connect(self.insight.show_frame)
+        self.stateChanged.connect(self.insight.follow)
         self.lessons: LessonsPanel | None = None  # made on first use (Help → Lessons): open_lessons
         self.lessonsDock: QtWidgets.QDockWidget | None = None
         self.focusDock.raise_()
@@ -140,6 +147,7 @@ class MainWindow(FileActions, QtWidgets.QMainWindow):
         self.loadBar.setFixedWidth(200)
         self.loadBar.hide()
         self.statusBar().addPermanentWidget(self.loadBar)
+        self.statusBar().addPermanentWidget(self.insight.fixButton)
         self._loading: str | None = None  # the model the worker loads before the next frame
         self._asked_dock: QtWidgets.QDockWidget | None = None  # the dock the command line put in front
         self._model_mode: bool | None = None  # whether the last frame drawn came from a model (None: no frame yet)
@@ -176,7 +184,6 @@ class MainWindow(FileActions, QtWidgets.QMainWindow):
         self.modelView.headPicked.connect(self._on_head_picked)
         self.modelView.headStruck.connect(
             lambda layer, head: self.edit_config({"ablate": toggle_head(self._state.config.ablate, (layer, head))}))
-        self.insight = InsightDocks(self, self.menus.view)  # head metrics, difference maps, rollout, why scaling
 
         self._restore(state)
 
@@ -353,8 +360,9 @@ class MainWindow(FileActions, QtWidgets.QMainWindow):
         if field == "weights" and head >= 0 and in_sight(self.whyDock):
             self.why.show_score(head, row, column)
 
-    def _on_head_picked(self, layer: int, head: int) -> None:
-        if layer == self._state.config.layer:
+    def _on_head_picked(self, layer: int | None, head: int) -> None:
+        """A head picked in a dock: ``layer`` None (random weights) or the shown layer selects the head."""
+        if layer is None or layer == self._state.config.layer:
             self.select_head(head)
         else:  # the new layer's frame shows this head
             self.set_state(self._state.with_config(layer=layer).replace(head=head))
@@ -443,8 +451,9 @@ class MainWindow(FileActions, QtWidgets.QMainWindow):
         dims = result.config.dims
         T = result.seq_len
         note = ("  ·  note: " + "; ".join(result.notes)) if result.notes else ""
+        warning = f"⚠ {frame.saturation.text}  ·  " if frame.saturation is not None else ""
         self.statusLabel.setText(
-            f"T = {T:,}  ·  V = {len(result.vocab):,}  ·  h = {result.heads}  ·  "
+            f"{warning}T = {T:,}  ·  V = {len(result.vocab):,}  ·  h = {result.heads}  ·  "
             f"d_model = {dims.d_model}, d_k = {dims.d_k}, d_v = {dims.d_v}  ·  "
             f"X {T}×{dims.d_model}, alpha {result.heads}×{T}×{result.key_len}  ·  "
             f"{result.device}, {result.config.dtype}  ·  {result.elapsed_ms:.2f} ms{note}")
