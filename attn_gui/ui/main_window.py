@@ -126,13 +126,6 @@ class MainWindow(FileActions, QtWidgets.QMainWindow):
         self.corpus = CorpusPanel()
         self.corpusDock = self.add_dock("Corpus", "corpusDock", self.corpus)
         self.corpus.exampleOpened.connect(self.open_example)
-        self.insight = InsightDocks()  # head metrics, difference maps, rollout, why scaling
-        for key, title, panel in self.insight.panels():
-            self.insight.attach(key, self.add_dock(title, f"{key}Dock", panel))
-        self.insight.editRequested.connect(self.edit_config)
-        self.insight.headPicked.connect(self._on_head_picked)
-        self.frameShown.connect(self.insight.show_frame)
-        self.stateChanged.connect(self.insight.follow)
         self.lessons: LessonsPanel | None = None  # made on first use (Help → Lessons): open_lessons
         self.lessonsDock: QtWidgets.QDockWidget | None = None
         self.focusDock.raise_()
@@ -147,7 +140,6 @@ class MainWindow(FileActions, QtWidgets.QMainWindow):
         self.loadBar.setFixedWidth(200)
         self.loadBar.hide()
         self.statusBar().addPermanentWidget(self.loadBar)
-        self.statusBar().addPermanentWidget(self.insight.fixButton)
         self._loading: str | None = None  # the model the worker loads before the next frame
         self._asked_dock: QtWidgets.QDockWidget | None = None  # the dock the command line put in front
         self._model_mode: bool | None = None  # whether the last frame drawn came from a model (None: no frame yet)
@@ -184,6 +176,18 @@ class MainWindow(FileActions, QtWidgets.QMainWindow):
         self.modelView.headPicked.connect(self._on_head_picked)
         self.modelView.headStruck.connect(
             lambda layer, head: self.edit_config({"ablate": toggle_head(self._state.config.ablate, (layer, head))}))
+        self.insight = InsightDocks()  # head metrics, difference maps, rollout, why scaling
+        for key, title, panel in self.insight.panels():
+            self.insight.attach(key, self.add_dock(title, f"{key}Dock", panel))
+        self.focusDock.raise_()
+        self.menus.view.addSeparator()
+        for dock in self.insight.docks.values():
+            self.menus.view.addAction(dock.toggleViewAction())
+        self.statusBar().addPermanentWidget(self.insight.fixButton)
+        self.insight.editRequested.connect(self.edit_config)
+        self.insight.headPicked.connect(self._on_head_picked)
+        self.frameShown.connect(self.insight.show_frame)
+        self.stateChanged.connect(self.insight.follow)
 
         self._restore(state)
 

@@ -23,7 +23,7 @@ class Menus:
     recent_models: QtWidgets.QMenu
     export_all: QtGui.QAction
     export_page: QtGui.QAction
-    view: QtWidgets.QMenu
+    view: QtWidgets.QMenu  # the window adds the insight docks' toggles to it
     help: QtGui.QAction
     lessons: QtGui.QAction
 
@@ -77,9 +77,6 @@ def build_menus(win: QtWidgets.QMainWindow) -> Menus:
     _action(view_menu, "All maps", lambda: win.focus_on(None), "allMapsAction")
     view_menu.addSeparator()
     view_menu.addAction("Edit the sentence", win.panel.focus_sentence).setShortcut(keys("Ctrl+L"))
-    view_menu.addSeparator()
-    for dock in win.insight.docks.values():  # head metrics, difference maps, rollout, why scaling
-        view_menu.addAction(dock.toggleViewAction())
 
     presets = win.menuBar().addMenu("&Presets")
     for name in PRESETS:
