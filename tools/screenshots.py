@@ -236,6 +236,7 @@ def _window_picture(app, state, dock: str | None, size: tuple[int, int], act, pa
         print(f"screenshots: {path}: no result in time ({window.statusLabel.text()})")
         return False
     _settle(app, lambda: window.service.latest_id == window.frame.request_id)
+    _steady(app, window)
     grabbed = act(window, app, work) if act is not None else None
     _settle(app, lambda: window.service.latest_id == window.frame.request_id)
     if grabbed is None or not hasattr(grabbed, "save"):
@@ -247,6 +248,19 @@ def _window_picture(app, state, dock: str | None, size: tuple[int, int], act, pa
     window.deleteLater()
     _settle(app, lambda: True)
     return True
+
+
+def _steady(app, window, seconds: float = 0.5) -> None:
+    """Run the event loop until the maps' area has kept its size for ``seconds``: a first window lays its docks
+    out (a fifth of the height) a moment after its first frame."""
+    size, since, end = None, time.monotonic(), time.monotonic() + 20
+    while time.monotonic() < end:
+        app.processEvents()
+        if window.canvas.size() != size:
+            size, since = window.canvas.size(), time.monotonic()
+        elif time.monotonic() - since >= seconds:
+            return
+        time.sleep(0.01)
 
 
 def _settle(app, ready: Callable[[], bool], seconds: float = 0.5, timeout: float = 60) -> None:
