@@ -10,9 +10,9 @@ not installed is skipped with a line saying so.
 ``--docs DOCS`` also writes every picture the docs show (``PICTURES``: the window in a given state
 with a dock in front, or a file a command writes, such as the exported α or the page in headless
 Chromium) into DOCS, under the path the docs name. ``--heavy`` includes those that take minutes of
-compute (a census of 400 passages, a decoder over 1,032 tokens). ``tests/test_doc_pictures.py``
-checks that every picture the docs reference is one of ``PICTURES``, so none goes stale. The
-settings are a fresh temporary folder, so the pictures never depend on the machine's saved state.
+compute (a census of 400 passages, a decoder over 1,032 tokens, 1,400 and 2,005 training steps).
+``tests/test_doc_pictures.py`` checks that every picture the docs reference is one of ``PICTURES``, so
+none goes stale. The settings are a fresh temporary folder: no picture depends on the saved state.
 """
 
 from __future__ import annotations
@@ -50,8 +50,9 @@ class Picture:
 
     The window at ``size`` on ``preset`` (or the default config) with ``config`` changes, ``focus``,
     ``head`` and ``token`` (0-based), ``dock`` in front; then ``act`` (a name in ``ACTS``) clicks what the
-    picture needs and may name the widget to grab. With ``make`` (a name in ``MAKERS``) a command writes
-    the file instead of the window. ``needs``: the bundled models it shows; ``heavy``: minutes of compute.
+    picture needs and may name the widget to grab; ``dock_share``: a dock that shows more than a fifth.
+    With ``make`` (a name in ``MAKERS``) a command writes the file instead of the
+    window. ``needs``: the bundled models it shows; ``heavy``: minutes of compute.
     """
 
     path: str
@@ -66,6 +67,8 @@ class Picture:
     make: str | None = None
     needs: tuple[str, ...] = ()
     heavy: bool = False
+    dock_share: float | None = None  # the dock's share of the height (the window gives it a fifth)
+
 
 
 def _variant(name: str, preset: str, focus: str, **kw) -> Picture:
@@ -73,7 +76,10 @@ def _variant(name: str, preset: str, focus: str, **kw) -> Picture:
 
 
 SMOL = dict(model=DECODER, sentence=CAPITAL)
-WHY = dict(config=dict(SMOL, layer=23), focus=None, head=4, dock="why", needs=(DECODER,))
+WHY = dict(config=dict(SMOL, layer=23), focus=None, head=4, dock="why", needs=(DECODER,), dock_share=0.41)
+MODEL_VIEW = dict(dock="model-view", dock_share=0.37)
+FOLDER = dict(dock="model-view", dock_share=0.32)
+TRAIN = dict(focus=None, dock="train", dock_share=0.33)  # its curves and mosaic need a third
 PICTURES: tuple[Picture, ...] = (
     # the front page and the window guide
     Picture("screenshot.png"),
@@ -93,29 +99,31 @@ PICTURES: tuple[Picture, ...] = (
     _variant("cross-attention-alpha", "cross-attention", "weights"),
     # real models
     Picture("model-mode.png", config=dict(model=ENCODER, sentence=ANIMAL, layer=3), head=1, token=10,
-            needs=(ENCODER,)),
-    Picture("decoder.png", config=dict(SMOL, layer=4), needs=(DECODER,)),
+            needs=(ENCODER,), **MODEL_VIEW),
+    Picture("decoder.png", config=dict(SMOL, layer=4), needs=(DECODER,), **MODEL_VIEW),
     Picture("open-model-1366.png", act="open_model", needs=(DECODER,)),
     Picture("open-model-1920.png", size=(1920, 1080), act="open_model", needs=(DECODER,)),
-    Picture("model-folder-deberta-v3.png", config=dict(model=TINY + "deberta-v3"),
+    Picture("model-folder-deberta-v3.png", config=dict(model=TINY + "deberta-v3"), **FOLDER,
             focus="c2p"),
-    Picture("model-folder-qwen2.png", config=dict(model=TINY + "qwen2", layer=1)),
-    Picture("model-folder-gpt2.png", config=dict(model=TINY + "gpt2")),
-    Picture("model-folder-qwen3.png", config=dict(model=TINY + "qwen3"), focus=None),
-    Picture("model-folder-gemma2.png", config=dict(model=TINY + "gemma2"), focus="capped"),
+    Picture("model-folder-qwen2.png", config=dict(model=TINY + "qwen2", layer=1), **FOLDER),
+    Picture("model-folder-gpt2.png", config=dict(model=TINY + "gpt2"), **FOLDER),
+    Picture("model-folder-qwen3.png", config=dict(model=TINY + "qwen3"), **FOLDER, focus=None),
+    Picture("model-folder-gemma2.png", config=dict(model=TINY + "gemma2"), **FOLDER, focus="capped"),
     # the docks
     Picture("interventions-dock.png", config=dict(SMOL, ablate=((0, 4), (2, 1), (12, 7))), dock="interventions",
-            act="effects", needs=(DECODER,)),
+            act="effects", needs=(DECODER,), dock_share=0.36),
     Picture("why-dock.png", act="why", **WHY),
     Picture("why-dock-score.png", act="why_score", **WHY),
     Picture("why-dock-circuits.png", act="why_circuits", **WHY),
     Picture("why-model-view.png", act="why_model_view", **WHY),
-    Picture("train-dock.png", focus=None, dock="train", act="train_305"),
-    Picture("train-dock-during.png", focus=None, dock="train", act="train_90"),
-    Picture("train-dock-after.png", focus=None, dock="train", act="train_1400"),
-    Picture("train-dock-learned.png", focus=None, dock="train", act="train_learned_2005"),
-    Picture("corpus-dock.png", config=SMOL, dock="corpus", act="corpus_previous", needs=(DECODER,), heavy=True),
-    Picture("corpus-dock-dla.png", config=SMOL, dock="corpus", act="corpus_dla", needs=(DECODER,), heavy=True),
+    Picture("train-dock.png", **TRAIN, act="train_305"),
+    Picture("train-dock-during.png", **TRAIN, act="train_90"),
+    Picture("train-dock-after.png", **TRAIN, act="train_1400", heavy=True),
+    Picture("train-dock-learned.png", **TRAIN, act="train_learned_2005", heavy=True),
+    Picture("corpus-dock.png", config=SMOL, dock="corpus", act="corpus_previous", needs=(DECODER,), heavy=True,
+            dock_share=0.38),
+    Picture("corpus-dock-dla.png", config=SMOL, dock="corpus", act="corpus_dla", needs=(DECODER,), heavy=True,
+            dock_share=0.38),
     # files that commands write
     Picture("export-weights.png", make="export_weights"),
     Picture("page-hover.png", make="page_hover", needs=(ENCODER,)),
@@ -213,19 +221,21 @@ def _doc_picture(app, picture: Picture, path: Path, work: Path) -> bool:
     config = (preset(picture.preset) if picture.preset else AttentionConfig()).replace(**changes)
     state = ViewState(config, head=picture.head, token=picture.token, focus=picture.focus)
     act = ACTS[picture.act] if picture.act else None
-    made = _window_picture(app, state, picture.dock, picture.size, act, path, work)
+    made = _window_picture(app, state, picture.dock, picture.size, act, path, work, picture.dock_share)
     if made:
         print(f"   ({time.monotonic() - started:.0f} s)")
     return made
 
 
 def _window_picture(app, state, dock: str | None, size: tuple[int, int], act, path: Path,
-                    work: Path | None = None) -> bool:
+                    work: Path | None = None, dock_share: float | None = None) -> bool:
     """The window on ``state`` at ``size`` with ``dock`` in front, after ``act(window, app, work)``
-    (which may return another widget to grab, or a finished picture), saved at ``path``."""
+    (which may return another widget to grab, or a finished picture), saved at ``path``;
+    with ``dock_share`` the dock in front takes that share of the height."""
     from attn_gui.ui.main_window import MainWindow
     from attn_gui.ui.settings import Settings
 
+    os.environ["ATTN_GUI_CONFIG_DIR"] = tempfile.mkdtemp(prefix="attn-gui-shots-")  # no dock carried over
     window = MainWindow(state, settings=Settings())
     window.resize(*size)
     window.show()
@@ -236,6 +246,11 @@ def _window_picture(app, state, dock: str | None, size: tuple[int, int], act, pa
         print(f"screenshots: {path}: no result in time ({window.statusLabel.text()})")
         return False
     _settle(app, lambda: window.service.latest_id == window.frame.request_id)
+    if dock_share is not None:
+        from PySide6 import QtCore
+
+        window.resizeDocks([window.show_dock(dock)], [round(window.height() * dock_share)],
+                           QtCore.Qt.Orientation.Vertical)
     _steady(app, window)
     grabbed = act(window, app, work) if act is not None else None
     _settle(app, lambda: window.service.latest_id == window.frame.request_id)
