@@ -265,14 +265,15 @@ def _window_picture(app, state, dock: str | None, size: tuple[int, int], act, pa
     return True
 
 
-def _steady(app, window, seconds: float = 0.5) -> None:
-    """Run the event loop until the maps' area has kept its size for ``seconds``: a first window lays its docks
-    out (a fifth of the height) a moment after its first frame."""
+def _steady(app, widget, seconds: float = 0.5) -> None:
+    """Run the event loop until ``widget`` (a window: its maps' area) has kept its size for ``seconds``: a first
+    window lays its docks out (a fifth of the height) a moment after its first frame."""
+    widget = getattr(widget, "canvas", widget)
     size, since, end = None, time.monotonic(), time.monotonic() + 20
     while time.monotonic() < end:
         app.processEvents()
-        if window.canvas.size() != size:
-            size, since = window.canvas.size(), time.monotonic()
+        if widget.size() != size:
+            size, since = widget.size(), time.monotonic()
         elif time.monotonic() - since >= seconds:
             return
         time.sleep(0.01)
@@ -329,6 +330,8 @@ def _why_circuits(window, app, work):
 def _why_model_view(window, app, work):
     _why(window, app, work, lambda panel: panel.colourBox.setChecked(True))
     window.show_dock("model-view")
+    _settle(app, lambda: not window.modelView.visibleRegion().isEmpty())
+    _steady(app, window.modelView, seconds=1.5)  # its grid is laid out again for the dock's size
 
 
 def _effects(window, app, work):
