@@ -158,6 +158,7 @@ def main(argv: list[str] | None = None) -> int:
     from attn_gui.ui.app import prepare_app
 
     app = prepare_app()
+    sys.excepthook = sys.__excepthook__  # an error here ends the run with its traceback, not a modal dialog
     models = {name: is_available(name) for name in (DECODER, ENCODER)}
     for name, there in models.items():
         if not there:
@@ -330,7 +331,6 @@ def _why_circuits(window, app, work):
 def _why_model_view(window, app, work):
     _why(window, app, work, lambda panel: panel.colourBox.setChecked(True))
     window.show_dock("model-view")
-    _settle(app, lambda: not window.modelView.visibleRegion().isEmpty())
     _steady(app, window.modelView, seconds=1.5)  # its grid is laid out again for the dock's size
 
 
