@@ -72,9 +72,11 @@ docs: $(VENV)/.docs
 	NO_MKDOCS_2_WARNING=1 $(BIN)/python -m mkdocs build --strict
 	@echo "docs: the site is in site/ (open site/index.html)"
 
-# the docs' pictures of the window, offscreen, at 1366x768 and 1920x1080 (tools/screenshots.py says which)
+# the window's pictures, offscreen, at 1366x768 and 1920x1080, and every picture the docs show (tools/screenshots.py:
+# PICTURES); HEAVY=1 adds those that take minutes of compute (a census, a decoder over 1,032 tokens)
+HEAVY ?=
 screenshots: $(STAMP)
-	QT_QPA_PLATFORM=offscreen $(BIN)/python tools/screenshots.py out/screenshots --front docs
+	QT_QPA_PLATFORM=offscreen $(BIN)/python tools/screenshots.py out/screenshots --docs docs $(if $(HEAVY),--heavy)
 
 clean:
 	rm -rf $(VENV) build site *.egg-info .pytest_cache .mypy_cache

@@ -204,12 +204,41 @@ class BarAxis(pg.AxisItem):
         p.setPen(self.pen())
         h, tick = self.geometry().height(), 4
         p.drawLine(QtCore.QLineF(0, 0, 0, h))
-        text_h = self._metrics.height()
-        for value, text in self._tickLevels[0]:
+        for value, _ in self._tickLevels[0]:
             y = h * (hi - value) / (hi - lo)  # top is the highest value
-            p.setPen(self.pen())
             p.drawLine(QtCore.QLineF(0, y, tick, y))
-            p.setPen(self.textPen())
-            top = min(max(y - text_h / 2, 0.0), h - text_h)  # the end labels stay inside the bar's height
-            p.drawText(QtCore.QRectF(tick + 2, top, bounds.width() - tick - 2, text_h),
+        p.setPen(self.textPen())
+        for _, text, top in self.labels():
+            p.drawText(QtCore.QRectF(tick + 2, top, bounds.width() - tick - 2, self._metrics.height()),
                        QtCore.Qt.AlignmentFlag.AlignLeft | QtCore.Qt.AlignmentFlag.AlignVCenter, text)
+
+    def labels(self) -> list[tuple[float, str, float]]:
+        """The tick labels drawn at the bar's height now: (value, text, top in pixels from the bar's top)."""
+        lo, hi = self.range
+        if not self._tickLevels or hi == lo:
+            return []
+        return give_way(self._tickLevels[0], lo, hi, self.geometry().height(), self._metrics.height())
+
+
+def give_way(ticks: list[tuple[float, str]], lo: float, hi: float, height: float,
+             text_h: float) -> list[tuple[float, str, float]]:
+    """The colour bar's tick labels (``ticks``: ascending, as ``ColourScale.ticks`` gives them) that fit a
+    bar ``height`` pixels tall, none over another.
+
+    Each label is centred on its tick (the end ones kept inside the bar). Where the bar is too
+    short for all of them, the highest and lowest value keep theirs first, then the ticks nearest
+    the middle (a signed map's 0); a label that would overlap one already placed gives way (its
+    tick stays). Returns (value, text, top) for each label drawn, in the order of ``ticks``.
+    """
+    if height < text_h or not ticks:
+        return []
+    last = len(ticks) - 1
+    order = sorted(range(len(ticks)), key=lambda i: (i not in (0, last), i != last, abs(i - last / 2)))
+    placed: dict[int, float] = {}
+    for i in order:
+        value, _ = ticks[i]
+        y = height * (hi - value) / (hi - lo)  # top is the highest value
+        top = min(max(y - text_h / 2, 0.0), height - text_h)  # the end labels stay inside the bar's height
+        if all(top + text_h <= other or other + text_h <= top for other in placed.values()):
+            placed[i] = top
+    return [(ticks[i][0], ticks[i][1], placed[i]) for i in sorted(placed)]

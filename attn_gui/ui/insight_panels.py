@@ -2,7 +2,7 @@
 files of their own).
 
 Each panel shows a frame and a view state (``show``) and emits what the person asked
-for; ``ui.insight.InsightDocks`` turns those requests into window calls.
+for; ``ui.insight.InsightDocks`` passes those requests on as its own signals.
 """
 
 from __future__ import annotations

@@ -176,7 +176,18 @@ class MainWindow(FileActions, QtWidgets.QMainWindow):
         self.modelView.headPicked.connect(self._on_head_picked)
         self.modelView.headStruck.connect(
             lambda layer, head: self.edit_config({"ablate": toggle_head(self._state.config.ablate, (layer, head))}))
-        self.insight = InsightDocks(self, self.menus.view)  # head metrics, difference maps, rollout, why scaling
+        self.insight = InsightDocks()  # head metrics, difference maps, rollout, why scaling
+        for key, title, panel in self.insight.panels():
+            self.insight.attach(key, self.add_dock(title, f"{key}Dock", panel))
+        self.focusDock.raise_()
+        self.menus.view.addSeparator()
+        for dock in self.insight.docks.values():
+            self.menus.view.addAction(dock.toggleViewAction())
+        self.statusBar().addPermanentWidget(self.insight.fixButton)
+        self.insight.editRequested.connect(self.edit_config)
+        self.insight.headPicked.connect(self._on_head_picked)
+        self.frameShown.connect(self.insight.show_frame)
+        self.stateChanged.connect(self.insight.follow)
 
         self._restore(state)
 
@@ -353,8 +364,9 @@ class MainWindow(FileActions, QtWidgets.QMainWindow):
         if field == "weights" and head >= 0 and in_sight(self.whyDock):
             self.why.show_score(head, row, column)
 
-    def _on_head_picked(self, layer: int, head: int) -> None:
-        if layer == self._state.config.layer:
+    def _on_head_picked(self, layer: int | None, head: int) -> None:
+        """A head picked in a dock: ``layer`` None (random weights) or the shown layer selects the head."""
+        if layer is None or layer == self._state.config.layer:
             self.select_head(head)
         else:  # the new layer's frame shows this head
             self.set_state(self._state.with_config(layer=layer).replace(head=head))
@@ -443,8 +455,9 @@ class MainWindow(FileActions, QtWidgets.QMainWindow):
         dims = result.config.dims
         T = result.seq_len
         note = ("  ·  note: " + "; ".join(result.notes)) if result.notes else ""
+        warning = f"⚠ {frame.saturation.text}  ·  " if frame.saturation is not None else ""
         self.statusLabel.setText(
-            f"T = {T:,}  ·  V = {len(result.vocab):,}  ·  h = {result.heads}  ·  "
+            f"{warning}T = {T:,}  ·  V = {len(result.vocab):,}  ·  h = {result.heads}  ·  "
             f"d_model = {dims.d_model}, d_k = {dims.d_k}, d_v = {dims.d_v}  ·  "
             f"X {T}×{dims.d_model}, alpha {result.heads}×{T}×{result.key_len}  ·  "
             f"{result.device}, {result.config.dtype}  ·  {result.elapsed_ms:.2f} ms{note}")

@@ -13,7 +13,7 @@ from .help import show_help
 
 @dataclass(frozen=True)
 class Menus:
-    """The menus and actions that others reach (the window's file actions, the insight docks, tests)."""
+    """The menus and actions that others reach (the window's file actions, tests)."""
 
     open_session: QtGui.QAction
     recent_sessions: QtWidgets.QMenu
@@ -23,7 +23,7 @@ class Menus:
     recent_models: QtWidgets.QMenu
     export_all: QtGui.QAction
     export_page: QtGui.QAction
-    view: QtWidgets.QMenu  # the insight docks add their toggles to it
+    view: QtWidgets.QMenu  # the window adds the insight docks' toggles to it
     help: QtGui.QAction
     lessons: QtGui.QAction
 

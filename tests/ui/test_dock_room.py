@@ -63,3 +63,33 @@ def test_the_head_metrics_table_is_whole_at_1366(window, qtbot):
     qtbot.waitUntil(lambda: table.viewport().width() > 0)
     widths = sum(table.columnWidth(c) for c in range(table.columnCount()))
     assert widths <= table.viewport().width()  # every column in view: no horizontal scrolling
+
+
+def test_no_colour_bar_label_is_drawn_over_another_with_any_dock_at_1366(window, qtbot):
+    """Every map at 1366 x 768 with each dock in front: the maps are short, and a colour bar of 21 to 42 px
+    drew its three labels over each other (W_q, W_k, ω, W_O). Each label drawn lies inside its bar, none
+    overlaps another, and a bar two lines tall keeps its highest and lowest value."""
+    from attn_gui.present.state import DOCKS
+
+    window.resize(1366, 768)
+    window.focus_on(None)
+    checked = 0
+    for name in DOCKS:
+        if name == "lessons":
+            continue
+        dock = window.show_dock(name)
+        qtbot.waitUntil(lambda d=dock: not d.visibleRegion().isEmpty())
+        for (field, thumb), item in window.canvas.items.items():
+            if thumb or not item.isVisible() or item.data is None or not item.colorbar.isVisible():
+                continue
+            axis = item.colorbar.axis
+            height, line = axis.geometry().height(), axis._metrics.height()
+            tops = [top for _, _, top in axis.labels()]
+            assert all(0 <= top <= height - line for top in tops), (name, field)
+            tops.sort()
+            assert all(a + line <= b for a, b in zip(tops, tops[1:], strict=False)), (name, field, height, tops)
+            if height >= 2 * line:
+                values = [value for value, _ in axis._tickLevels[0]]
+                assert {value for value, _, _ in axis.labels()} >= {min(values), max(values)}, (name, field)
+            checked += 1
+    assert checked >= 11 * 10  # every full map of the default, with each dock

@@ -108,3 +108,27 @@ def test_docks_behind_another_tab_compute_nothing(window, qtbot):
         insight.docks["scaling"].raise_()
     qtbot.waitUntil(lambda: len(calls) == 1)  # shown: it computes the frame now in the window
     assert calls[0][0] is window.frame
+
+
+def test_the_insight_docks_need_no_window(qtbot):
+    """The docks take frames and states through their methods and ask through signals: no window is needed.
+    The fix asked is the saturation note's own (``present.saturation``)."""
+    from attn_gui.present.frame import make_frame
+    from attn_gui.ui.insight import InsightDocks
+
+    docks = InsightDocks()
+    config = AttentionConfig(d_model=64, inputs="uniform", init="uniform")
+    frame = make_frame(1, compute(config))
+    assert frame.saturation is not None
+    docks.follow(ViewState(config))
+    docks.show_frame(frame)
+    assert not docks.fixButton.isHidden() and docks.fixButton.text() == frame.saturation.fix_label
+    with qtbot.waitSignal(docks.editRequested) as fix:
+        docks.fixButton.click()
+    assert fix.args == [dict(frame.saturation.fix)]
+    with qtbot.waitSignal(docks.editRequested) as shift:
+        docks.difference.shiftButton.click()
+    assert shift.args == [{"position_offset": config.position_offset + 1}]
+    with qtbot.waitSignal(docks.headPicked) as picked:
+        docks.metrics.headPicked.emit(None, 2)
+    assert picked.args == [None, 2]
