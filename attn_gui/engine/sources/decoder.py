@@ -92,7 +92,7 @@ _STREAMED_LOCK = threading.Lock()
 
 
 def _streamed(name: str, ids: tuple[int, ...], device: str, dtype: torch.dtype, reduce_to: int, block_bytes: int,
-              layer: int) -> Forward:
+              layer: int | None) -> Forward:
     """The last streamed run (``llama.forward(reduce_to=)``), kept as ``_prefill``'s are: every layer's maps
     pooled to ``reduce_to`` per side. A run made here keeps ``layer``'s steps (``Forward.shown``); a kept run
     is given as it is, whichever layer it kept."""

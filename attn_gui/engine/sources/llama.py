@@ -243,14 +243,14 @@ def forward(w: dict, ids: torch.Tensor, shape: LlamaShape, cache: KVCache | None
     if reduce_to is not None and cache is not None:
         raise ValueError("a run after a key/value cache is not streamed")
     residual, inputs, weights, keys, values, sums, maps, last = [h], [], [], [], [], [], [], []
-    kept = None  # the shown layer's steps, streamed
+    kept: tuple[int, dict] | None = None  # the shown layer and its steps, streamed
     for layer in range(shape.layers):
         past = None if cache is None else (cache.keys[layer], cache.values[layer])
         h, x, steps = decoder_layer(h, w, layer, shape, past, z_hook=(z_hooks or {}).get(layer),
                                     reduce_to=reduce_to, block_bytes=block_bytes,
                                     shown=reduce_to is not None and layer == shown_layer)
         if reduce_to is not None and layer == shown_layer:
-            kept = steps
+            kept = (layer, steps)
         if reduce_to is None:  # streamed, only the last residual is kept (memory follows T d, not L T d)
             residual.append(h)
         inputs.append(x)
@@ -273,7 +273,7 @@ def forward(w: dict, ids: torch.Tensor, shape: LlamaShape, cache: KVCache | None
     summaries = Summaries.stack(sums, T_k, maps if reduce_to is not None else None) if sums else None
     return Forward(residual, inputs, torch.stack(weights) if weights else None, KVCache(tuple(keys), tuple(values)),
                    logits(final[-1], w, shape.final_softcap), summaries, torch.stack(last),
-                   None if kept is None else (shown_layer, kept))
+                   kept)
 
 
 SUMMARY_PARTS = ("sink", "distance", "decay", "top_weights", "top_keys",
