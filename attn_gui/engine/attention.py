@@ -294,8 +294,8 @@ def queries_keys_values(x: torch.Tensor, weights: Projections, *, x_kv: torch.Te
 def attend_summarised(x: torch.Tensor, weights: Projections, reduce_to: int, *, layout: str = "column",
                       scale: bool = True, temperature: float = 1.0, rope_base: float | None = None,
                       rope_scaling: tuple = (), rope_dims: int | None = None, window: int | None = None,
-                      block_bytes: int = 8 * 2**20,
-                      z_hook: Callable[[torch.Tensor], torch.Tensor] | None = None) -> dict[str, torch.Tensor]:
+                      block_bytes: int = 8 * 2**20, shown: bool = False,
+                      z_hook: Callable[[torch.Tensor], torch.Tensor] | None = None) -> dict[str, Any]:
     """A decoder layer's causal self-attention at any length, no T x T tensor kept: what the next layer needs.
 
     The same q, k, v, z and output as ``attend(..., causal=True)`` (the same rows of α, a block of
@@ -303,13 +303,18 @@ def attend_summarised(x: torch.Tensor, weights: Projections, reduce_to: int, *, 
     most ``reduce_to`` per side as ``reduce_matrix`` pools it, with the last query's row and the
     summaries (``engine.summaries``: sink mass, distance, decay, top keys) of every head.
 
+    ``shown``: the layer on screen. Its ω and scaled scores are pooled too, from the same blocks (ω of
+    every key, the later ones' too, as ``attend(..., reduce_to=)`` pools them), so that the layer is
+    not computed a second time for its maps.
+
     Returns
     -------
     dict with q, k, v, head_outputs, concat, output (and RoPE's extra fields) as ``attend``'s, and
     ``shown``: weights (h, r, r_k), last_row (h, T), summary_sink, summary_distance, summary_decay,
-    summary_top_weights and summary_top_keys (``LayerSums.finish``)
+    summary_top_weights and summary_top_keys (``LayerSums.finish``); with ``shown`` also scores and
+    scaled (h, r, r_k) and weights_row_max (h, T), as ``attend(..., reduce_to=)``'s ``shown``
     """
-    from .reduce import block_edges, pool_row_blocks
+    from .reduce import block_edges, pool_row_blocks, reduce_row_blocks
     from .summaries import LayerSums, row_stats
 
     q, k, v, extra = queries_keys_values(x, weights, layout=layout, rope_base=rope_base, rope_scaling=rope_scaling,
@@ -321,6 +326,7 @@ def attend_summarised(x: torch.Tensor, weights: Projections, reduce_to: int, *, 
     rows_per_block = max(1, block_bytes // (h * T * q.element_size()))
     divisor = (math.sqrt(d_k) if scale else 1.0) * temperature
     pooled = q.new_empty(h, side, side)
+    signed = {name: q.new_empty(h, side, side) for name in ("scores", "scaled")} if shown else {}
     context_vec = q.new_empty(h, T, v.size(-1))  # z (h, T, d_v)
     sums = LayerSums(h, T, T, q.device, q.dtype)
     first = 0  # the first pooling block not yet computed
@@ -331,18 +337,27 @@ def attend_summarised(x: torch.Tensor, weights: Projections, reduce_to: int, *, 
         start, end = edges[first][0], edges[last - 1][1]
         # causal: these rows see keys before ``end`` only; the later keys' alpha is 0 and is not computed
         hidden = masked_keys(start, end - start, end, True, window, 0, q.device)  # (n, end)
-        scaled = (q[:, start:end] @ k_per_head[:, :end].transpose(-2, -1)) / divisor  # (h, n, end)
+        if shown:  # ω of every key (h, n, T): the map of ω shows the later keys' too
+            omega = q[:, start:end] @ k_per_head.transpose(-2, -1)
+            signed["scores"][:, first:last] = reduce_row_blocks(omega, edges[first:last], start, side)
+            scaled = omega[..., :end] / divisor  # (h, n, end)
+        else:
+            scaled = (q[:, start:end] @ k_per_head[:, :end].transpose(-2, -1)) / divisor  # (h, n, end)
         alpha = attention_weights(scaled.masked_fill_(hidden, float("-inf")))  # (h, n, end)
         context_vec[:, start:end] = context_vectors(alpha, v_per_head[:, :end])  # (h, n, d_v)
-        whole = F.pad(alpha, (0, T - end))  # (h, n, T): the pooled columns are those of the whole rows
-        pooled[:, first:last] = pool_row_blocks(whole, edges[first:last], start, side)
+        pooled[:, first:last] = pool_row_blocks(alpha, edges[first:last], start, side, width=T)  # later keys: 0
+        if shown:  # the later keys' scaled scores are -inf (masked)
+            signed["scaled"][:, first:last] = reduce_row_blocks(scaled, edges[first:last], start, side, width=T)
         sums.add(row_stats(alpha, start, hidden, causal=True, width=T), start)
         first = last
-    last_row = whole[:, -1]
+    last_row = alpha[:, -1].clone()  # (h, T): the last block ends at T; a copy, not a view holding the block
     if z_hook is not None:
         context_vec = z_hook(context_vec)  # an intervention (ablation): Z shows what W_O reads
-    shown = dict(weights=pooled, last_row=last_row, **{f"summary_{n}": t for n, t in sums.finish().items()})
-    return dict(q=q, k=k, v=v, shown=shown, **_outputs(context_vec, weights, layout), **extra)
+    summary = sums.finish()
+    kept = dict(weights=pooled, last_row=last_row, **{f"summary_{n}": t for n, t in summary.items()})
+    if shown:  # each row's largest α: its top key's
+        kept.update(signed, weights_row_max=summary["top_weights"][..., 0])
+    return dict(q=q, k=k, v=v, shown=kept, **_outputs(context_vec, weights, layout), **extra)
 
 
 def query_rows(q: torch.Tensor, k: torch.Tensor, start: int, *, scale: bool = True, temperature: float = 1.0,

@@ -367,29 +367,28 @@ def _compute(config: AttentionConfig, toks: Tokens, source: Tokens | None, devic
     if config.model is not None and model_spec(config.model).module == "via_transformers":
         return _captured(config, config.model, toks, device, dtype, start)
     layer_weights, x_source, ids, next_tokens, own_steps, summaries = None, None, toks.id_tensor(), None, {}, None
+    ready = None  # the shown layer's steps, made by a streamed model run
     vocab = toks.vocab
     if config.model is None:
         x, x_source, weights, both = _random_inputs(config, toks, source, device, dtype)
         ids, vocab = both.id_tensor(), both.vocab  # cross-attention: ids in one vocabulary for both sentences
         notes = []
     else:
-        x, weights, layer_weights, next_tokens, own_steps, summaries = _model_inputs(config, toks, device, dtype,
-                                                                                  reduce_to)
+        x, weights, layer_weights, next_tokens, own_steps, summaries, ready = _model_inputs(config, toks, device,
+                                                                                         dtype, reduce_to)
         unknown = unknown_note(config, toks)
         notes = [*([unknown] if unknown else []), *model_spec(config.model).about]
     scale, temperature = config.score_scaling
-    steps = A.attend(x, weights, x_kv=x_source, layout=config.layout, scale=scale,
-                     temperature=temperature, causal=config.is_causal, similarity=config.similarity,
-                     rope_base=config.rope, rope_scaling=config.rope_scaling, softcap=config.softcap,
-                     alibi=_alibi(config),
-                     position_offset=config.position_offset if config.model is None else 0,
-                     window=config.sliding_window, sink_tokens=config.sink_tokens, reduce_to=reduce_to,
-                     block_bytes=_block_bytes(device) if reduce_to is not None else 0,
-                     z_hook=ablation_hooks(config.ablate).get(config.layer) if config.model else None, **own_steps)
+    steps = ready if ready is not None else A.attend(
+        x, weights, x_kv=x_source, layout=config.layout, scale=scale, temperature=temperature,
+        causal=config.is_causal, similarity=config.similarity, rope_base=config.rope,
+        rope_scaling=config.rope_scaling, softcap=config.softcap, alibi=_alibi(config),
+        position_offset=config.position_offset if config.model is None else 0, window=config.sliding_window,
+        sink_tokens=config.sink_tokens, reduce_to=reduce_to,
+        block_bytes=_block_bytes(device) if reduce_to is not None else 0,
+        z_hook=ablation_hooks(config.ablate).get(config.layer) if config.model else None, **own_steps)
     own = model_spec(config.model) if config.model is not None else None
-    if own is not None and layer_weights is not None and (
-            (config.scale, config.temperature, config.is_causal, config.similarity, config.sliding_window)
-            != (True, 1.0, own.causal, "dot", own.window_at(config.layer))):
+    if own is not None and layer_weights is not None and not _as_the_model(config):
         layer_weights = layer_weights.clone()  # the model view shows this layer as computed here
         layer_weights[config.layer] = steps["weights"]
     synchronize(device)
@@ -489,16 +488,20 @@ def _model_inputs(config: AttentionConfig, toks: Tokens, device: torch.device, d
     model = source(config.model)
     ids = toks.id_tensor()
     summaries = None
+    made: tuple[int, dict] | None = None  # streamed: the shown layer and its steps, as the run made them
     if config.ablate:  # every layer above a struck head reads a changed residual stream, and so does the next token
         decoder = decoder_of(config.model)  # the config refuses ablation on an encoder
-        run = decoder.forward(ids, device, dtype, z_hooks=ablation_hooks(config.ablate), reduce_to=reduce_to)
+        run = decoder.forward(ids, device, dtype, z_hooks=ablation_hooks(config.ablate), reduce_to=reduce_to,
+                              shown_layer=config.layer)
         hidden, layer_weights, next_tokens = run.inputs, run.weights, decoder.top_tokens(run.logits)
         summaries = run.summaries
+        made = run.shown
     elif reduce_to is not None:  # streamed (a decoder, ``streamable``): no layer keeps its T x T maps
         decoder = decoder_of(config.model)
-        run = decoder.streamed_inputs(ids, device, dtype, reduce_to, _block_bytes(device))
+        run = decoder.streamed_inputs(ids, device, dtype, reduce_to, _block_bytes(device), config.layer)
         hidden, layer_weights, summaries = [*run.inputs, run.residual[-1]], None, run.summaries
         next_tokens = decoder.top_tokens(run.logits)
+        made = run.shown
     else:
         hidden, layer_weights = model.layer_inputs(ids, device, dtype)
         next_tokens = model.next_tokens(ids, device, dtype)
@@ -508,7 +511,26 @@ def _model_inputs(config: AttentionConfig, toks: Tokens, device: torch.device, d
     if config.layout == "row":  # show W as d x d_k (q = x W): the same numbers, transposed
         weights = weights.transposed()
     options = model.attend_options(config.layer, len(toks.tokens), device, dtype)
-    return hidden[config.layer], weights, layer_weights, next_tokens, options, summaries
+    ready = None  # the shown layer's steps as the run made them, where the config computes it alike
+    if made is not None and made[0] == config.layer and _as_the_model(config):
+        ready = _streamed_steps(made[1])
+    return hidden[config.layer], weights, layer_weights, next_tokens, options, summaries, ready
+
+
+def _as_the_model(config: AttentionConfig) -> bool:
+    """Whether the shown layer is computed as the model computes it: no option of the window changes it."""
+    assert config.model is not None  # model mode only
+    own = model_spec(config.model)
+    return ((config.scale, config.temperature, config.is_causal, config.similarity, config.sliding_window,
+             config.sink_tokens) == (True, 1.0, own.causal, "dot", own.window_at(config.layer), 0))
+
+
+def _streamed_steps(made: dict[str, Any]) -> dict[str, Any]:
+    """``attend(..., reduce_to=)``'s steps from a streamed layer's (``attention.attend_summarised(shown=True)``):
+    the same fields, its pooled maps and each row's largest α as ``shown``."""
+    kept = made["shown"]
+    shown = {name: kept[name] for name in ("scores", "scaled", "weights", "weights_row_max")}
+    return {**made, "shown": shown}
 
 
 

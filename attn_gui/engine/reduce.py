@@ -46,7 +46,7 @@ def block_edges(n: int, out: int) -> list[tuple[int, int]]:
 
 
 def reduce_row_blocks(rows: torch.Tensor, edges: list[tuple[int, int]], offset: int, max_cols: int,
-                      kind: str = "signed") -> torch.Tensor:
+                      kind: str = "signed", width: int | None = None) -> torch.Tensor:
     """Pool some whole row blocks of a matrix exactly as :func:`reduce_matrix` pools the full matrix.
 
     A block's extreme is the extreme of its rows' extremes, so taking each row block's
@@ -61,24 +61,30 @@ def reduce_row_blocks(rows: torch.Tensor, edges: list[tuple[int, int]], offset: 
         The full matrix's row blocks (``block_edges(R, r)``) to pool; all inside ``rows``.
     max_cols : int
     kind : "weights" or "signed"
+    width : the full matrix's columns when ``rows`` holds only its first C (causal rows, whose later
+        columns are masked: -inf for signed scores, 0 for weights); None: C
 
     Returns
     -------
-    (..., len(edges), min(C, max_cols)) tensor
+    (..., len(edges), min(width, max_cols)) tensor
     """
     n, C = rows.shape[-2:]
+    width = C if width is None else width
     lead = rows.shape[:-2]
     flat = rows.reshape(-1, n, C)  # (N, n, C)
     if flat.dtype not in (torch.float32, torch.float64):
         flat = flat.float()
-    pos = pool_row_blocks(flat, edges, offset, max_cols)
+    fill = 0.0 if kind == "weights" else float("-inf")
+    pos = pool_row_blocks(flat, edges, offset, max_cols, width, fill)
     if kind != "weights":
-        neg = pool_row_blocks(torch.where(torch.isneginf(flat), float("-inf"), -flat), edges, offset, max_cols)
+        neg = pool_row_blocks(torch.where(torch.isneginf(flat), float("-inf"), -flat), edges, offset, max_cols,
+                              width, fill)
         pos = torch.where(pos >= neg, pos, -neg)
-    return pos.reshape(*lead, len(edges), min(C, max_cols))
+    return pos.reshape(*lead, len(edges), min(width, max_cols))
 
 
-def pool_row_blocks(rows: torch.Tensor, edges: list[tuple[int, int]], offset: int, max_cols: int) -> torch.Tensor:
+def pool_row_blocks(rows: torch.Tensor, edges: list[tuple[int, int]], offset: int, max_cols: int,
+                    width: int | None = None, fill: float = 0.0) -> torch.Tensor:
     """Weights' rows pooled as :func:`reduce_row_blocks` pools them (each cell its block's maximum), columns first.
 
     A block's maximum is the maximum over its rows of each row's maximum over the block's columns, and
@@ -87,35 +93,56 @@ def pool_row_blocks(rows: torch.Tensor, edges: list[tuple[int, int]], offset: in
 
     Parameters
     ----------
-    rows : (h, n, C) rows ``offset`` ... ``offset + n - 1`` of the full (h, R, C) matrix
+    rows : (h, n, C) rows ``offset`` ... ``offset + n - 1`` of the full (h, R, width) matrix, its first C columns
     edges : the full matrix's row blocks (``block_edges(R, r)``) to pool; all inside ``rows``
     max_cols : int
+    width : the full matrix's columns, the last width − C of them ``fill`` (None: C)
+    fill : at most every value of ``rows`` (0 under weights, -inf)
 
     Returns
     -------
-    (h, len(edges), min(C, max_cols)) tensor
+    (h, len(edges), min(width, max_cols)) tensor
     """
     h, n, C = rows.shape
-    cols = min(C, max_cols)
+    width = C if width is None else width
+    cols = min(width, max_cols)
     flat = rows if rows.dtype in (torch.float32, torch.float64) else rows.float()
-    if cols < C:
-        flat = pool_columns(flat.reshape(h * n, C), cols).view(h, n, cols)  # (h, n, cols)
+    if cols < width:
+        flat = pool_columns(flat.reshape(h * n, C), cols, width, fill).view(h, n, cols)  # (h, n, cols)
+    elif C < width:  # every column its own block: the later ones are ``fill``
+        flat = F.pad(flat, (0, width - C), value=fill)
     return torch.stack([flat[:, start - offset:end - offset].amax(dim=1) for start, end in edges], dim=1)
 
 
-def pool_columns(m: torch.Tensor, cols: int) -> torch.Tensor:
-    """(N, C) -> (N, cols): each row's maximum over the column blocks adaptive pooling splits C into.
+def pool_columns(m: torch.Tensor, cols: int, width: int | None = None, fill: float = 0.0) -> torch.Tensor:
+    """(N, C) -> (N, cols): each row's maximum over the column blocks adaptive pooling splits ``width`` into.
 
     A block [s, e) is covered by two windows of the shortest block's length K, [s, s + K) and
     [e - K, e), when no block is longer than 2K (as with C ≥ 2 cols): one sliding maximum of width K
-    and a gather give every block, about twice as fast as ``adaptive_max_pool1d``, the same values.
+    and a gather give every block, about twice as fast as ``adaptive_max_pool1d``, the same values (and
+    faster than gathering each block's two windows alone, even at K = 22).
+
+    ``width`` (None: C): the rows' full length, their columns from C on ``fill``, a value no larger than
+    any of theirs (0 under weights, -inf): a block past C is ``fill``, one across C the maximum of its first part.
     """
     N, C = m.shape
-    edges = block_edges(C, cols)
+    width = C if width is None else width
+    edges = block_edges(width, cols)
     K = min(end - start for start, end in edges)
     if max(end - start for start, end in edges) > 2 * K:
+        if C < width:
+            m = F.pad(m, (0, width - C), value=fill)
         return F.adaptive_max_pool1d(m[None], cols)[0]
-    window = F.max_pool1d(m[None], K, 1)[0]  # (N, C - K + 1): window[:, j] = max m[:, j:j + K]
-    first = torch.tensor([start for start, _ in edges], device=m.device)
-    second = torch.tensor([end - K for _, end in edges], device=m.device)
-    return torch.maximum(window[:, first], window[:, second])
+    inside = sum(1 for _, end in edges if end <= C)  # the blocks within the first C columns
+    out = m.new_full((N, cols), fill)
+    if inside:
+        first = torch.tensor([start for start, _ in edges[:inside]], device=m.device)
+        second = torch.tensor([end - K for _, end in edges[:inside]], device=m.device)
+        window = F.max_pool1d(m[None], K, 1)[0]  # (N, C - K + 1): window[:, j] = max m[:, j:j + K]
+        out[:, :inside] = torch.maximum(window.index_select(1, first), window.index_select(1, second))  # not [:, i]: 3x
+    for b in range(inside, cols):  # the blocks across C: their columns before C
+        start = edges[b][0]
+        if start >= C:
+            break
+        out[:, b] = m[:, start:].amax(-1)
+    return out

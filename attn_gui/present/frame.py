@@ -49,3 +49,14 @@ def make_frame(request_id: int, result: AttentionResult, max_side: int = DISPLAY
     elif result.layer_weights is not None:
         arrays["sink_mass"] = sink_mass(result.layer_weights).cpu().numpy()
     return Frame(request_id, result, arrays, saturation_note(result))
+
+
+def held_text(result: AttentionResult) -> str:
+    """What the result holds of X and α, for the status bar: "X 5×16, alpha 2×5×5", or, streamed,
+    "X 1,500×576, alpha 9×384×384 pooled from 1,500×1,500" (only the pooled α is kept)."""
+    T, T_k = result.seq_len, result.key_len
+    x = f"X {T:,}×{result.config.dims.d_model}"
+    if result.shown is None:
+        return f"{x}, alpha {result.heads}×{T:,}×{T_k:,}"
+    h, rows, cols = result.shown["weights"].shape
+    return f"{x}, alpha {h}×{rows:,}×{cols:,} pooled from {T:,}×{T_k:,}"

@@ -14,7 +14,7 @@ from PySide6 import QtCore, QtGui, QtWidgets
 
 from ..engine import (AttentionConfig, UserError, check_tokens_now, model_spec, preset, toggle_head, tokens_for,
                       unknown_note)
-from ..present.frame import Frame
+from ..present.frame import Frame, held_text
 from ..present.generation import GenerationStep, generate_step
 from ..present.maps import special_tokens
 from ..present.runner import Failure
@@ -459,7 +459,7 @@ class MainWindow(FileActions, QtWidgets.QMainWindow):
         self.statusLabel.setText(
             f"{warning}T = {T:,}  ·  V = {len(result.vocab):,}  ·  h = {result.heads}  ·  "
             f"d_model = {dims.d_model}, d_k = {dims.d_k}, d_v = {dims.d_v}  ·  "
-            f"X {T}×{dims.d_model}, alpha {result.heads}×{T}×{result.key_len}  ·  "
+            f"{held_text(result)}  ·  "
             f"{result.device}, {result.config.dtype}  ·  {result.elapsed_ms:.2f} ms{note}")
         if self._invalid:  # a frame still in flight must not hide a newer problem
             self._show_invalid(self._invalid)

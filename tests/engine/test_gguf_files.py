@@ -204,6 +204,29 @@ def test_the_conversion_is_cached_and_redone_when_the_file_changes(tmp_path):
     assert seen and seen[-1] == (3, 3)
 
 
+@pytest.mark.parametrize("child", [True, False])
+def test_the_first_open_builds_the_tokenizer_in_a_child(tmp_path, monkeypatch, child):
+    """A first open (empty cache) builds the tokenizer off this process's interpreter lock, in a child; where no
+    child can start, here. Either way its ids are those of transformers' GGUF tokenizer of the same file."""
+    import sys
+
+    hf = tiny("qwen2", len(byte_level_vocab()[0]), seed=3)
+    path = write_gguf(tmp_path / "first.gguf", hf, "qwen2", "qwen2", "First")
+    built_here = []
+    build = gguf_file.build_tokenizer
+    monkeypatch.setattr(gguf_file, "build_tokenizer", lambda header: built_here.append(1) or build(header))
+    if not child:
+        monkeypatch.setattr(sys, "executable", "/nonexistent/python")
+    seen = []
+    loaded = gguf_file.load(model_spec(path), Path(path), lambda d, t: seen.append((d, t)))
+    assert seen == [(1, 3), (2, 3), (3, 3)] and built_here == ([] if child else [1])
+    theirs = transformers.AutoTokenizer.from_pretrained(str(tmp_path), gguf_file="first.gguf")
+    for sentence in TOKEN_SENTENCES[:-1]:
+        ids = theirs(sentence)["input_ids"]
+        assert loaded["tokenizer"].encode(sentence, add_special_tokens=False).ids == ids, sentence
+    assert loaded["eos_id"] == theirs.eos_token_id
+
+
 def test_float16_matrices_stay_float16(model_file):
     path, _, case = model_file
     w = decoder.load_model(path).weights

@@ -134,6 +134,34 @@ def test_streamed_at_1024_tokens_pools_each_layer_as_the_full_maps(run_1024):
     assert torch.allclose(result.shown["weights"], reduce_matrix(theirs[1], 384, 384, "weights"), atol=1e-5)
 
 
+def test_the_streamed_shown_layer_is_made_once_with_its_maps(run_1024, monkeypatch):
+    """The streamed run keeps the shown layer's pooled ω and scaled scores and each row's largest α as it goes:
+    they equal the full compute's pooled maps (whose α is transformers') and the peer's row maxima, and the
+    shown layer is not computed a second time; another layer shown after it is, from the kept run's X."""
+    import importlib
+
+    from attn_gui.engine.reduce import reduce_matrix
+
+    A = importlib.import_module("attn_gui.engine.attention")
+    path, text, theirs = run_1024
+    full = compute(AttentionConfig(sentence=text, model=path, layer=1))  # every T x T field kept (<= 4,096)
+    assert torch.allclose(full.weights, theirs[1], atol=1e-5)
+    again = []
+    blocks = A._attend_in_blocks
+    monkeypatch.setattr(A, "_attend_in_blocks", lambda *a, **k: again.append(1) or blocks(*a, **k))
+    result = compute(AttentionConfig(sentence=f"{text} {WORDS[3]}", model=path, layer=1), display_max=384)
+    assert result.streamed and again == []  # the shown layer came with the streamed run
+    shorter = compute(AttentionConfig(sentence=text, model=path, layer=1), display_max=384)
+    for name in ("scores", "scaled"):
+        assert torch.allclose(shorter.shown[name], reduce_matrix(getattr(full, name), 384, 384, "signed"),
+                              atol=1e-5, rtol=1e-5), name
+    assert torch.allclose(shorter.shown["weights_row_max"], theirs[1].amax(-1), atol=1e-6)
+    for name in ("q", "k", "v", "head_outputs", "output"):
+        assert torch.allclose(getattr(shorter, name), getattr(full, name), atol=1e-5), name
+    other = compute(AttentionConfig(sentence=text, model=path, layer=0), display_max=384)  # the kept run, layer 0
+    assert again and torch.allclose(other.shown["weights"], reduce_matrix(theirs[0], 384, 384, "weights"), atol=1e-5)
+
+
 PEAK = """
 import json, resource, sys, torch
 from attn_gui.engine import AttentionConfig, compute, source

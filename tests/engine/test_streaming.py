@@ -77,6 +77,28 @@ def test_row_blocks_pool_as_the_whole_matrix(R, C, out_r, out_c):
         assert torch.equal(got, expected)
 
 
+@pytest.mark.parametrize("R,C,out", [(96, 1000, 384), (96, 8192, 384), (40, 300, 300), (40, 700, 64)])
+def test_causal_rows_cut_short_pool_as_the_whole_matrix(R, C, out):
+    """Causal rows hold only the columns up to their block's last query: the later ones are 0 (α) or -inf (scaled
+    scores); pooled with ``width``, they give adaptive max pooling's cells of the whole rows (1,000 and 8,192
+    columns: blocks of 2-4 and 21-23 columns)."""
+    g = torch.Generator().manual_seed(R + C)
+    rows = torch.randn(2, R, C, generator=g)
+    start = C - R - 37  # rows start ... start + R - 1 see keys up to start + R - 1
+    end = start + R
+    hidden = torch.arange(C)[None, :] > torch.arange(start, end)[:, None]  # (R, C): after the query
+    scaled = rows.masked_fill(hidden, float("-inf"))
+    alpha = torch.softmax(scaled, -1)
+    edges = block_edges(C, out)
+    inside = [(s, e) for s, e in edges if s >= start and e <= end]  # the row blocks these rows hold whole
+    assert len(inside) >= 2
+    for whole, kind in ((scaled, "signed"), (alpha, "weights")):
+        # each row block of the whole rows, pooled to one row by adaptive max pooling: the full matrix's cells
+        expected = torch.cat([reduce_matrix(whole[:, s - start:e - start], 1, out, kind) for s, e in inside], dim=1)
+        got = reduce_row_blocks(whole[:, :, :end], inside, start, out, kind, width=C)
+        assert torch.equal(got, expected), kind
+
+
 def test_short_inputs_keep_every_field(small_blocks):
     r = compute(AttentionConfig(sentence=sentence(40), heads=2), display_max=40)
     assert not r.streamed and r.weights.shape == (2, 40, 40)

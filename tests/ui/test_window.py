@@ -223,6 +223,10 @@ def test_long_input_is_reduced_for_display(window, qtbot):
     c0, c1 = view.data.col_blocks[5]
     assert view.image.image[3, 5] == pytest.approx(float(full[r0:r1, c0:c1].max()))
     assert f"shown {DISPLAY_MAX} × {DISPLAY_MAX}" in view.data.title.replace("\u00a0", " ")
+    # the status bar says what is held: the pooled α, not a T x T one
+    held = window.frame.result.shown["weights"].shape
+    assert held == (1, DISPLAY_MAX, DISPLAY_MAX) and full.shape == (700, 700)
+    assert f"alpha 1×{DISPLAY_MAX}×{DISPLAY_MAX} pooled from 700×700" in window.statusLabel.text()
 
 
 def test_right_click_exports_and_copies(window, qtbot, tmp_path, monkeypatch):

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import functools
 import importlib
+import threading
+from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass
 from types import ModuleType
@@ -78,18 +80,48 @@ def _weights_on(name: str, device: str, dtype: torch.dtype):
 
 
 @functools.lru_cache(maxsize=2)
-def _prefill(name: str, ids: tuple[int, ...], device: str, dtype: torch.dtype, reduce_to: int | None = None,
-             block_bytes: int = 8 * 2**20) -> Forward:
-    """The last runs over whole sentences, kept: another layer or head is shown without running the model.
-
-    ``reduce_to``: streamed (``llama.forward``), every layer's maps kept pooled to it per side."""
+def _prefill(name: str, ids: tuple[int, ...], device: str, dtype: torch.dtype) -> Forward:
+    """The last runs over whole sentences, kept: another layer or head is shown without running the model."""
     with torch.no_grad():
-        return forward(_weights_on(name, device, dtype), torch.tensor(ids, device=device), load_model(name).shape,
-                       reduce_to=reduce_to, block_bytes=block_bytes)
+        return forward(_weights_on(name, device, dtype), torch.tensor(ids, device=device), load_model(name).shape)
+
+
+_STREAMED: OrderedDict[tuple, Forward] = OrderedDict()  # the last streamed run (each holds L T d of inputs)
+STREAMED_KEPT = 1
+_STREAMED_LOCK = threading.Lock()
+
+
+def _streamed(name: str, ids: tuple[int, ...], device: str, dtype: torch.dtype, reduce_to: int, block_bytes: int,
+              layer: int | None) -> Forward:
+    """The last streamed run (``llama.forward(reduce_to=)``), kept as ``_prefill``'s are: every layer's maps
+    pooled to ``reduce_to`` per side. A run made here keeps ``layer``'s steps (``Forward.shown``); a kept run
+    is given as it is, whichever layer it kept."""
+    key = (name, ids, device, dtype, reduce_to, block_bytes)
+    with _STREAMED_LOCK:
+        run = _STREAMED.get(key)
+        if run is not None:
+            _STREAMED.move_to_end(key)
+            return run
+        while len(_STREAMED) >= STREAMED_KEPT:  # the older runs go before this one is made
+            _STREAMED.popitem(last=False)
+    with torch.no_grad():
+        run = forward(_weights_on(name, device, dtype), torch.tensor(ids, device=device), load_model(name).shape,
+                      reduce_to=reduce_to, block_bytes=block_bytes, shown_layer=layer)
+    with _STREAMED_LOCK:
+        _STREAMED[key] = run
+        while len(_STREAMED) > STREAMED_KEPT:
+            _STREAMED.popitem(last=False)
+    return run
+
+
+def _drop_streamed() -> None:
+    with _STREAMED_LOCK:
+        _STREAMED.clear()
 
 
 LOADED.on_drop(_weights_on.cache_clear)  # a model leaving memory takes its kept runs along
 LOADED.on_drop(_prefill.cache_clear)
+LOADED.on_drop(_drop_streamed)
 
 
 class Source(ModelSource):
@@ -124,10 +156,12 @@ class Source(ModelSource):
         run = _prefill(self.spec.name, tuple(token_ids.tolist()), str(device), dtype)
         return [*run.inputs, run.residual[-1]], run.weights
 
-    def streamed_inputs(self, token_ids, device, dtype, reduce_to: int, block_bytes: int) -> Forward:
+    def streamed_inputs(self, token_ids, device, dtype, reduce_to: int, block_bytes: int,
+                        layer: int | None = None) -> Forward:
         """The run over ``token_ids`` streamed (no T x T map kept): each layer's X in ``inputs``, the final norm's
-        output as ``residual[-1]``, every layer's summaries and pooled maps (``Forward.summaries``)."""
-        return _prefill(self.spec.name, tuple(token_ids.tolist()), str(device), dtype, reduce_to, block_bytes)
+        output as ``residual[-1]``, every layer's summaries and pooled maps (``Forward.summaries``); made now,
+        it keeps ``layer``'s steps (``Forward.shown``)."""
+        return _streamed(self.spec.name, tuple(token_ids.tolist()), str(device), dtype, reduce_to, block_bytes, layer)
 
     def summaries(self, token_ids, device, dtype):
         """Every layer's and head's summaries of the whole-sentence run (``engine.summaries.Summaries``)."""
@@ -168,13 +202,15 @@ class Source(ModelSource):
         return tuple((vocab[i], float(p)) for p, i in zip(top.values.tolist(), top.indices.tolist(), strict=True))
 
     def forward(self, token_ids: torch.Tensor, device, dtype, cache: KVCache | None = None, *,
-                z_hooks: dict | None = None, reduce_to: int | None = None) -> Forward:
+                z_hooks: dict | None = None, reduce_to: int | None = None, shown_layer: int | None = None) -> Forward:
         """Run the model on new ``token_ids`` (n,) after ``cache`` (None: from the start); nothing is kept.
 
-        ``z_hooks`` (layer -> function of Z) intervene on heads; ``reduce_to`` streams (``llama.forward``)."""
+        ``z_hooks`` (layer -> function of Z) intervene on heads; ``reduce_to`` streams, keeping ``shown_layer``'s
+        steps (``llama.forward``)."""
         with torch.no_grad():
             return forward(_weights_on(self.spec.name, str(device), dtype), token_ids.to(device),
-                           load_model(self.spec.name).shape, cache, z_hooks=z_hooks, reduce_to=reduce_to)
+                           load_model(self.spec.name).shape, cache, z_hooks=z_hooks, reduce_to=reduce_to,
+                           shown_layer=shown_layer)
 
     def decoder(self, device, dtype) -> tuple[dict[str, torch.Tensor], LlamaShape]:
         """The weights on ``device`` and the shape: ``llama.decoder_layer`` runs a layer on them."""

@@ -48,7 +48,7 @@ from typing import TYPE_CHECKING, overload
 from pathlib import Path
 
 from ..errors import ConfigError
-from . import checks, quantized
+from . import checks
 from .families import MAX_TOKENS, Family, decoder_spec, gguf_family, regular, supported_ggufs
 from .spec import ModelSpec
 
@@ -326,6 +326,8 @@ def _spec_of(header: Header, name: str) -> ModelSpec:
     notes = (f"attention.sliding_window = {int(unapplied)} is not applied: llama.cpp runs every layer of a "
              f"{header.get('general.architecture')} file over all keys, as transformers reads the file",
              ) if unapplied and int(unapplied) < positions else ()  # why: layer_attention; longer, it changes nothing
+    from . import quantized  # here, not above: a child building a vocabulary (tokenizer_child) needs no torch
+
     unread = quantized.unread(t.kind for t in header.tensors.values())
     if unread is not None:
         raise ConfigError(f"{file} stores tensors as {unread}, which attn-gui does not dequantize yet "
@@ -673,9 +675,19 @@ def mapped_weights(spec: ModelSpec, header: Header, keep_bytes: int = 0):
 def convert(spec: ModelSpec, header: Header, progress):
     """What the cache keeps of a GGUF: its tokenizer and the facts read from its metadata (no weights:
     they are read from the file itself, ``mapped_weights``). ``progress(done, total)`` is called after the
-    tokenizer is built and after the facts are read."""
-    from . import cache
+    tokenizer is built and after the facts are read.
 
+    Built in a child process (``tokenizer_child.vocabulary_in_child``): building the tokenizer and writing
+    its JSON hold the interpreter lock in single calls, which would stall a window's GUI thread; where no
+    child runs, built here."""
+    from . import cache, tokenizer_child
+
+    texts, meta = tokenizer_child.vocabulary_in_child(header.path, progress, lambda: vocabulary(header, progress))
+    return cache.Converted({}, texts, meta)
+
+
+def vocabulary(header: Header, progress) -> tuple[dict[str, str], dict]:
+    """``convert``'s parts: the tokenizer's JSON (as "tokenizer.json") and the facts; imports no torch."""
     family = header.family
     assert family is not None  # spec_for has refused a family not read here
     full = read_header(header.path, arrays=("tokenizer.ggml.tokens", "tokenizer.ggml.merges"))
@@ -691,7 +703,7 @@ def convert(spec: ModelSpec, header: Header, progress):
             "add_eos": bool(field("tokenizer.ggml.add_eos_token")),  # llama.cpp: an end token after the text
             "special_ids": special_ids(full), "tokenizer": kind}
     progress(2, 2)
-    return cache.Converted({}, {"tokenizer.json": tokenizer.to_str()}, meta)
+    return {"tokenizer.json": tokenizer.to_str()}, meta
 
 
 def build_tokenizer(header: Header):
@@ -741,7 +753,7 @@ def load(spec: ModelSpec, path: Path, progress=None, cache_folder: str | None = 
     ``spec`` is what the model was opened as; a file whose header now says otherwise is refused
     (``ConfigError``), as is one whose converted weights need more memory than is free.
     """
-    from . import cache, stored, tokenizer_child
+    from . import cache, quantized, stored, tokenizer_child
     from .byte_bpe import readable
     from .spm_bpe import readable as readable_piece
 

@@ -102,6 +102,9 @@ class Forward:
         streamed, also each layer's α pooled (``maps``).
     last_weights : (L, h, P + n)
         Every layer's α of the last query row (the row the next token is predicted from).
+    shown : (layer, steps), or None
+        Streamed with ``shown_layer``: that layer's ``attention.attend_summarised`` steps, its ω,
+        scaled scores and α pooled, so that the window's shown layer is not computed again.
 
     A streamed run (``forward(..., reduce_to=r)``) keeps no T x T map: ``weights`` is None and
     ``residual`` holds the final norm's output only.
@@ -114,6 +117,7 @@ class Forward:
     logits: torch.Tensor
     summaries: Summaries | None = None
     last_weights: torch.Tensor | None = None
+    shown: tuple[int, dict] | None = None
 
 
 def norm(x: torch.Tensor, w: dict, prefix: str, shape: LlamaShape) -> torch.Tensor:
@@ -181,10 +185,11 @@ def feed_forward(x: torch.Tensor, w: dict, layer: int, shape: LlamaShape) -> tor
 
 def decoder_layer(h: torch.Tensor, w: dict, layer: int, shape: LlamaShape,
                   past: tuple[torch.Tensor, torch.Tensor] | None = None, *, z_hook=None,
-                  reduce_to: int | None = None, block_bytes: int = 8 * 2**20):
+                  reduce_to: int | None = None, block_bytes: int = 8 * 2**20, shown: bool = False):
     """One layer over the new rows ``h`` (n, d); returns (next residual, X, attention steps).
 
-    ``reduce_to``: attention streamed by blocks of query rows of about ``block_bytes`` (``attention.attend``)."""
+    ``reduce_to``: attention streamed by blocks of query rows of about ``block_bytes`` (``attention.attend``);
+    ``shown``: this layer's ω and scaled scores pooled too (``attention.attend_summarised``)."""
     p = f"model.layers.{layer}"
     x = h if shape.post_norm else norm(h, w, f"{p}.input_layernorm", shape)  # X: what attention reads
     scale, temperature = shape.scale, layer + 1.0 if shape.layer_scale else 1.0
@@ -194,7 +199,8 @@ def decoder_layer(h: torch.Tensor, w: dict, layer: int, shape: LlamaShape,
     if reduce_to is not None:  # streamed: no T x T map kept (softcap refused where streaming is: engine.compute)
         steps = attend_summarised(x, head_weights(w, layer, shape), reduce_to, rope_base=rope_base,
                                   rope_scaling=rope_scaling, rope_dims=shape.rope_dims, window=_window(shape, layer),
-                                  z_hook=z_hook, scale=scale, temperature=temperature, block_bytes=block_bytes)
+                                  z_hook=z_hook, scale=scale, temperature=temperature, block_bytes=block_bytes,
+                                  shown=shown)
     else:
         steps = attend(x, head_weights(w, layer, shape), layout="column", causal=True, rope_base=rope_base,
                        rope_scaling=rope_scaling, rope_dims=shape.rope_dims, window=_window(shape, layer),
@@ -214,12 +220,14 @@ def decoder_layer(h: torch.Tensor, w: dict, layer: int, shape: LlamaShape,
 
 
 def forward(w: dict, ids: torch.Tensor, shape: LlamaShape, cache: KVCache | None = None, *,
-            z_hooks: dict | None = None, reduce_to: int | None = None, block_bytes: int = 8 * 2**20) -> Forward:
+            z_hooks: dict | None = None, reduce_to: int | None = None, block_bytes: int = 8 * 2**20,
+            shown_layer: int | None = None) -> Forward:
     """Run the model on the new token ids (n,), after the ``cache`` of the tokens before (if any).
 
     ``reduce_to`` streams every layer's attention (no cache): each layer's T x T maps are made a
     block of query rows at a time (about ``block_bytes`` of scores), kept only pooled to
     ``reduce_to`` per side and summed into the summaries; memory then follows T, not T².
+    Streamed, ``shown_layer``'s steps are kept whole (``Forward.shown``), its ω and scaled scores pooled too.
 
     Learned positions (GPT-2's ``model.embed_positions.weight``) are added to the token
     embedding, counted from the cache's length. Only the last row's logits are computed
@@ -235,10 +243,14 @@ def forward(w: dict, ids: torch.Tensor, shape: LlamaShape, cache: KVCache | None
     if reduce_to is not None and cache is not None:
         raise ValueError("a run after a key/value cache is not streamed")
     residual, inputs, weights, keys, values, sums, maps, last = [h], [], [], [], [], [], [], []
+    kept: tuple[int, dict] | None = None  # the shown layer and its steps, streamed
     for layer in range(shape.layers):
         past = None if cache is None else (cache.keys[layer], cache.values[layer])
         h, x, steps = decoder_layer(h, w, layer, shape, past, z_hook=(z_hooks or {}).get(layer),
-                                    reduce_to=reduce_to, block_bytes=block_bytes)
+                                    reduce_to=reduce_to, block_bytes=block_bytes,
+                                    shown=reduce_to is not None and layer == shown_layer)
+        if reduce_to is not None and layer == shown_layer:
+            kept = (layer, steps)
         if reduce_to is None:  # streamed, only the last residual is kept (memory follows T d, not L T d)
             residual.append(h)
         inputs.append(x)
@@ -260,7 +272,8 @@ def forward(w: dict, ids: torch.Tensor, shape: LlamaShape, cache: KVCache | None
     T_k = keys[0].size(-2)
     summaries = Summaries.stack(sums, T_k, maps if reduce_to is not None else None) if sums else None
     return Forward(residual, inputs, torch.stack(weights) if weights else None, KVCache(tuple(keys), tuple(values)),
-                   logits(final[-1], w, shape.final_softcap), summaries, torch.stack(last))
+                   logits(final[-1], w, shape.final_softcap), summaries, torch.stack(last),
+                   kept)
 
 
 SUMMARY_PARTS = ("sink", "distance", "decay", "top_weights", "top_keys",
