@@ -6,7 +6,7 @@
 torch.Size([1, 5, 5])
 """
 
-from .attention import Projections, attend
+from .attention import AttendOptions, Projections, Steps, Stream, attend
 from .compute import AttentionResult, as_dict, compute, estimate_bytes
 from .config import DEFAULT_SENTENCE, OPTIONS, PRESETS, AttentionConfig, Dims, preset
 from .decoding import DecodeStep, Decoder, Generation, generate
@@ -27,7 +27,7 @@ __all__ = [
     "UserError", "ConfigError", "DeviceError", "TooLargeError", "ModelUnavailable",
     "available_devices", "FIELDS", "TENSOR_FIELDS", "FieldInfo", "formula",
     "Tokens", "tokenize", "tokens_for", "check_tokens", "check_tokens_now", "unknown_note",
-    "Projections", "attend", "MODELS", "ModelSpec", "model_spec", "source",
+    "Projections", "AttendOptions", "Stream", "Steps", "attend", "MODELS", "ModelSpec", "model_spec", "source",
     "METRICS", "head_metrics", "causal_visible", "rollout", "Saturation", "saturation",
     "EntropySweep", "entropy_vs_dk", "Decoder", "DecodeStep", "Generation", "generate",
 ]

@@ -112,38 +112,32 @@ def relative_index(T: int, T_k: int, span: int, buckets: int = -1, max_position:
     return torch.clamp(rel + span, 0, 2 * span - 1)
 
 
-def attend(x: torch.Tensor, weights: Projections, *, x_kv: torch.Tensor | None = None, layout: str = "row",
-           scale: bool = True, temperature: float = 1.0, causal: bool = False, similarity: str = "dot",
-           rope_base: float | None = None, rope_scaling: tuple = (), rope_dims: int | None = None,
-           softcap: float | None = None, alibi: bool = False, position_offset: int = 0,
-           window: int | None = None, sink_tokens: int = 0, reduce_to: int | None = None,
-           block_bytes: int = 16 * 2**20,
-           past: tuple[torch.Tensor, torch.Tensor] | None = None, relative: Relative | None = None,
-           z_hook: Callable[[torch.Tensor], torch.Tensor] | None = None) -> dict[str, Any]:
-    """Multi-head attention of ``x`` over ``x_kv`` (itself by default) with every intermediate kept.
+@dataclass(frozen=True)
+class AttendOptions:
+    """How one attention block computes, beyond its inputs and weights: every option of ``attend``.
 
-    Parameters
+    ``AttentionConfig.attend_options`` gives a config's; a model's layer (``sources.llama.layer_options``,
+    ``sources.encoder.layer_options``) and the training loop build their own.
+
+    Attributes
     ----------
-    x : (T, d) tensor, or (B, T, d): a batch of sequences, each attended as alone
-        The tokens' input vectors (embeddings, or the hidden state entering a layer): the queries'.
-    x_kv : (T_k, d) tensor, optional
-        Cross-attention: the keys' and values' input vectors (another sentence); None: ``x``.
-        (B, T_k, d) with a batch.
-    weights : Projections
-        In ``layout``; all None for simplified attention (q = k = v = x, one head).
     layout : "row" or "column"
-    scale, temperature, causal, similarity
-        Divide the scores by sqrt(d_k), further by ``temperature``; mask future keys;
-        "dot" or "cosine" scores.
+        How ``Projections`` are read: q = x W (row) or q = W x (column).
+    scale, temperature
+        Divide the scores by √d_k (``scale``), then further by ``temperature``.
+    causal : bool
+        Mask the keys after each query.
+    similarity : "dot" or "cosine"
+        How a query is compared with a key.
     rope_base : float, optional
-        Rotate q and k by their position (RoPE, Llama's half-split pairing) with this base.
+        Rotate q and k by their position (RoPE, Llama's half-split pairing) with this base; None: no RoPE.
+    rope_scaling : tuple of (key, value)
+        A model's scaled RoPE (``rope_scaling.inv_freq``: llama3, linear, dynamic, yarn, longrope);
+        () for the plain one.
     rope_dims : int, optional
         Partial rotary (GPT-NeoX's ``rotary_pct``): only each head's first ``rope_dims``
         dimensions are rotated, paired within them (their angles over ``rope_dims``, not d_k);
         the rest pass unrotated. None: all d_k.
-    rope_scaling : tuple of (key, value)
-        A model's scaled RoPE (``rope_scaling.inv_freq``: llama3, linear, dynamic, yarn, longrope);
-        () for the plain one.
     softcap : float, optional
         Gemma 2's attention-logit soft-capping: the scaled scores ω′ become c · tanh(ω′ / c) (``capped``)
         before the softmax; None: none. Not streamed (model mode never is).
@@ -156,98 +150,236 @@ def attend(x: torch.Tensor, weights: Projections, *, x_kv: torch.Tensor | None =
     window, sink_tokens
         Sliding-window attention: query i sees keys i - window < j <= i (causal) or
         |i - j| < window; the first ``sink_tokens`` keys stay visible whatever the window.
-    reduce_to : int, optional
-        Keep the T x T fields only as ``reduce_matrix(field, reduce_to, reduce_to)`` would
-        pool them, computed per head and per block of query rows of about ``block_bytes``,
-        so no h x T x T tensor is ever allocated. The values are the same.
+    relative : Relative, optional
+        DeBERTa's disentangled attention: its c2p and p2c terms added to the scores before the
+        scale, which divides by √(d_k · scale_factor). Neither streamed nor with a key/value cache.
+    """
+
+    layout: str = "row"
+    scale: bool = True
+    temperature: float = 1.0
+    causal: bool = False
+    similarity: str = "dot"
+    rope_base: float | None = None
+    rope_scaling: tuple = ()
+    rope_dims: int | None = None
+    softcap: float | None = None
+    alibi: bool = False
+    position_offset: int = 0
+    window: int | None = None
+    sink_tokens: int = 0
+    relative: Relative | None = None
+
+    def replace(self, **changes: Any) -> AttendOptions:
+        """A copy with ``changes`` applied."""
+        return dataclasses.replace(self, **changes)
+
+
+@dataclass(frozen=True)
+class Stream:
+    """Attention streamed: the T x T fields kept only pooled to at most ``reduce_to`` per side, computed a block
+    of query rows of about ``block_bytes`` of scores at a time, so no h x T x T tensor is ever allocated."""
+
+    reduce_to: int
+    block_bytes: int
+
+
+@dataclass(frozen=True)
+class Rotary:
+    """What RoPE produces beside the rotated q and k.
+
+    q_unrotated : (h, T, d_k) the projections before the rotation (and before any q/k norm)
+    k_unrotated : (g, T_k, d_k)
+    angles : (T, r/2) the queries' angles (r the rotated dimensions); None where not computed here
+        (a model read through transformers)
+    angles_plain : (T, r/2) a scaled RoPE's angles before its scaling; None for the plain RoPE
+    """
+
+    q_unrotated: torch.Tensor | None
+    k_unrotated: torch.Tensor | None
+    angles: torch.Tensor | None = None
+    angles_plain: torch.Tensor | None = None
+
+
+@dataclass(frozen=True)
+class QKNorm:
+    """Per-head q/k norms (``Projections.q_norm``; Qwen3's per head, OLMo 2's over all heads): q and k after
+    their RMSNorm, before the rotation.  q_normed (h, T, d_k), k_normed (g, T_k, d_k)"""
+
+    q_normed: torch.Tensor
+    k_normed: torch.Tensor
+
+
+@dataclass(frozen=True)
+class PositionTerms:
+    """What a position scheme adds to the scores, each (h, T, T_k) or None: ALiBi's ``bias`` (added to the
+    scaled scores), DeBERTa's ``c2p`` and ``p2c`` (added to ω before the scale, ``Relative``)."""
+
+    bias: torch.Tensor | None = None
+    c2p: torch.Tensor | None = None
+    p2c: torch.Tensor | None = None
+
+
+@dataclass(frozen=True)
+class Pooled:
+    """What a streamed attention (``Stream``) keeps of its T x T fields.
+
+    maps : name -> (h, r, r_k), each field pooled as ``reduce_matrix`` pools it: scores, scaled and
+        weights (``attend``), or weights alone (``attend_summarised``)
+    row_max : (h, T) each query row's largest α (``attend``), else None
+    last_row : (h, T) the last query's α (``attend_summarised``), else None
+    summaries : the layer's summaries by name (``attend_summarised``: ``LayerSums.finish()``), else None
+    """
+
+    maps: dict[str, torch.Tensor]
+    row_max: torch.Tensor | None = None
+    last_row: torch.Tensor | None = None
+    summaries: dict[str, torch.Tensor] | None = None
+
+
+@dataclass(frozen=True)
+class Steps:
+    """Every intermediate of one ``attend``, named after the paper; each optional group None where it does
+    not apply.
+
+    q (h, T, d_k) after any norm and RoPE, k (g, P + T_k, d_k), v (g, P + T_k, d_v); head_outputs z
+    (h, T, d_v), what W_O reads (after a ``z_hook``); concat (T, h*d_v); output (T, d).
+    scores ω, scaled ω′ (masked -inf) and weights α (h, T, P + T_k): None when streamed (``pooled``).
+    capped ω″ (h, T, P + T_k): the soft-capped scores (``AttendOptions.softcap``), else None.
+    rope (``Rotary``), qk_norm (``QKNorm``), positions (``PositionTerms``), pooled (``Pooled``): what RoPE,
+    the q/k norms, ALiBi or DeBERTa's position terms, and streaming produce.
+    With a batch (B, T, d) every tensor gains the leading B axis (RoPE's angles and ALiBi's bias, the same
+    for every sequence, do not).
+    """
+
+    q: torch.Tensor
+    k: torch.Tensor
+    v: torch.Tensor
+    head_outputs: torch.Tensor
+    concat: torch.Tensor
+    output: torch.Tensor
+    scores: torch.Tensor | None = None
+    scaled: torch.Tensor | None = None
+    weights: torch.Tensor | None = None
+    capped: torch.Tensor | None = None
+    rope: Rotary | None = None
+    qk_norm: QKNorm | None = None
+    positions: PositionTerms | None = None
+    pooled: Pooled | None = None
+
+    @property
+    def alpha(self) -> torch.Tensor:
+        """α, the weights of attention not streamed (``pooled`` holds them otherwise)."""
+        if self.weights is None:
+            raise ValueError("a streamed attention keeps its weights only pooled")
+        return self.weights
+
+
+PLAIN = AttendOptions()
+
+
+def attend(x: torch.Tensor, weights: Projections, options: AttendOptions = PLAIN, *,
+           x_kv: torch.Tensor | None = None, past: tuple[torch.Tensor, torch.Tensor] | None = None,
+           z_hook: Callable[[torch.Tensor], torch.Tensor] | None = None, stream: Stream | None = None) -> Steps:
+    """Multi-head attention of ``x`` over ``x_kv`` (itself by default) with every intermediate kept.
+
+    Parameters
+    ----------
+    x : (T, d) tensor, or (B, T, d): a batch of sequences, each attended as alone
+        The tokens' input vectors (embeddings, or the hidden state entering a layer): the queries'.
+    weights : Projections
+        In ``options.layout``; all None for simplified attention (q = k = v = x, one head).
+    options : AttendOptions
+        Scale, temperature, mask, similarity, RoPE, soft-cap, ALiBi, window and DeBERTa's position terms.
+    x_kv : (T_k, d) tensor, optional
+        Cross-attention: the keys' and values' input vectors (another sentence); None: ``x``.
+        (B, T_k, d) with a batch.
     past : (k, v), optional
         A key/value cache: the keys (g, P, d_k), after RoPE, and values (g, P, d_v) of the P
         tokens before ``x``. The rows of ``x`` are then positions P ... P + n - 1 (their
         RoPE angles and causal mask start at P) and attend to the cached keys and their own.
-        Not with ``reduce_to``.
-    relative : Relative, optional
-        DeBERTa's disentangled attention: its c2p and p2c terms added to the scores before the
-        scale, which divides by √(d_k · scale_factor). Not with ``reduce_to`` or ``past``.
     z_hook : callable, optional
         Given the per-head outputs Z (h, T, d_v), returns what the concat and W_O read instead
         (a head ablated or patched, ``engine.interventions``); ``head_outputs`` is its result.
+    stream : Stream, optional
+        Keep the T x T fields only as ``reduce_matrix(field, reduce_to, reduce_to)`` would pool them
+        (``Steps.pooled``, with each row's largest α), computed per block of query rows of about
+        ``block_bytes``. The values are the same. Not with a batch, ``past``, ``softcap`` or ``relative``.
 
     Returns
     -------
-    dict with q (h, T, d_k), k (g, T_k, d_k), v (g, T_k, d_v), scores, scaled, weights (h, T, T_k),
-    head_outputs (h, T, d_v), concat (T, h*d_v) and output (T, d); with RoPE also
-    q_unrotated, k_unrotated (the projections, before any norm) and rope_angles (T, d_k/2), the
-    queries' angles; with per-head norms (``weights.q_norm``) q_normed and k_normed, each head's
-    q and k RMS-normed before RoPE; with ALiBi
-    position_bias (h, T, T_k) (not when streamed); with ``relative`` c2p and p2c (h, T, T_k), those it has.
-    With ``reduce_to``, ``shown`` (a dict of the three pooled (h, r, r) fields) replaces
-    scores, scaled and weights. With ``past``, k and v are the whole cache, past rows then
-    new (g, P + n, .), ready to be the next step's ``past``; q, q_unrotated and k_unrotated
-    are the n new rows; the T x T fields are (h, n, P + n).
-    With a batch (B, T, d) every field gains the leading B axis (rope_angles and position_bias,
-    the same for every sequence, do not) and equals that sequence's own ``attend`` up to the
-    order of float sums (Q, K and V are then one matmul); not with ``reduce_to``.
+    Steps
+        q, k, v, the scores, scaled scores and weights (h, T, T_k), head outputs, concat and output, with
+        the groups the options produce (``rope``, ``qk_norm``, ``positions``, ``capped``, ``pooled``).
+        With ``past``, k and v are the whole cache, past rows then new (g, P + n, .), ready to be the next
+        step's ``past``; q and RoPE's unrotated q and k are the n new rows; the T x T fields are (h, n, P + n).
+        With a batch every field gains the leading B axis and equals that sequence's own ``attend`` up to
+        the order of float sums (Q, K and V are then one matmul).
     """
-    if x.dim() > 2 and reduce_to is not None:
+    o = options
+    if x.dim() > 2 and stream is not None:
         raise ValueError("a batch of sequences is not streamed (reduce_to)")
-    if past is not None and reduce_to is not None:
+    if past is not None and stream is not None:
         raise ValueError("a key/value cache is not streamed")
-    q, k, v, extra = queries_keys_values(x, weights, x_kv=x_kv, layout=layout, rope_base=rope_base,
-                                         rope_scaling=rope_scaling, rope_dims=rope_dims,
-                                         position_offset=position_offset, past=past)
+    q, k, v, rope, qk_norm = queries_keys_values(x, weights, o, x_kv=x_kv, past=past)
     T, P = x.size(-2), 0 if past is None else past[0].size(-2)  # new tokens, cached positions before them
     T_k = k.size(-2) - P  # the new keys
-    p = weights
     heads = q.size(-3)
     k_per_head, v_per_head = repeat_kv(k, heads), repeat_kv(v, heads)  # (h, T, n): head i uses K/V i // (h/g)
     d_k = q.size(-1)
-    slopes = alibi_slopes(heads, q.dtype, q.device) if alibi else None  # (h,)
-    masks: dict[str, Any] = dict(causal=causal, slopes=slopes, window=window, sink_tokens=sink_tokens,
-                                 offset=position_offset)
+    slopes = alibi_slopes(heads, q.dtype, q.device) if o.alibi else None  # (h,)
 
-    if relative is not None and (reduce_to is not None or past is not None):
+    if o.relative is not None and (stream is not None or past is not None):
         raise ValueError("disentangled attention is neither streamed nor cached")
-    if reduce_to is None:
-        attn_scores = attention_scores(q, k_per_head, similarity)  # omega (h, T, P + T_k)
+    attn_scores: torch.Tensor | None = None
+    scaled: torch.Tensor | None = None
+    attn_weights: torch.Tensor | None = None
+    capped: torch.Tensor | None = None
+    positions: PositionTerms | None = None
+    pooled: Pooled | None = None
+    if stream is None:
+        attn_scores = attention_scores(q, k_per_head, o.similarity)  # omega (h, T, P + T_k)
         summed, divide = attn_scores, d_k
-        if relative is not None:  # DeBERTa: omega + c2p + p2c, over sqrt(d_k * scale_factor)
-            terms = disentangled_terms(q, k_per_head, relative) if relative.index is not None else {}
-            extra.update(terms)
-            summed, divide = sum(terms.values(), attn_scores), d_k * relative.scale_factor
-        scaled = scale_and_mask(summed, divide, scale, temperature, row_start=P, **masks)  # -inf where masked
-        if softcap is not None:  # Gemma 2: omega'' = c tanh(omega' / c), a masked key stays -inf
-            extra["capped"] = capped = soft_cap(scaled, softcap)  # (h, T, P + T_k)
-        attn_weights = attention_weights(scaled if softcap is None else capped)  # alpha, rows sum to 1
+        terms: dict[str, torch.Tensor] = {}
+        if o.relative is not None:  # DeBERTa: omega + c2p + p2c, over sqrt(d_k * scale_factor)
+            terms = disentangled_terms(q, k_per_head, o.relative) if o.relative.index is not None else {}
+            summed, divide = sum(terms.values(), attn_scores), d_k * o.relative.scale_factor
+        scaled = scale_and_mask(summed, divide, o.scale, o.temperature, o.causal, row_start=P, slopes=slopes,
+                                window=o.window, sink_tokens=o.sink_tokens, offset=o.position_offset)  # -inf: masked
+        if o.softcap is not None:  # Gemma 2: omega'' = c tanh(omega' / c), a masked key stays -inf
+            capped = soft_cap(scaled, o.softcap)  # (h, T, P + T_k)
+        attn_weights = attention_weights(scaled if capped is None else capped)  # alpha, rows sum to 1
         context_vec = context_vectors(attn_weights, v_per_head)  # z (h, T, d_v)
-        fields = dict(scores=attn_scores, scaled=scaled, weights=attn_weights)
-        if slopes is not None:
-            extra["position_bias"] = position_bias(slopes, P, T, P + T_k, causal, position_offset)  # (h, T, P + T_k)
+        bias = None if slopes is None else position_bias(slopes, P, T, P + T_k, o.causal,
+                                                          o.position_offset)  # (h, T, P + T_k)
+        if terms or bias is not None:
+            positions = PositionTerms(bias, terms.get("c2p"), terms.get("p2c"))
     else:
-        if softcap is not None:
+        if o.softcap is not None:
             raise ValueError("soft-capped scores are not streamed")
-        context_vec, shown = _attend_in_blocks(q, k_per_head, v_per_head, reduce_to, block_bytes, scale=scale,
-                                               temperature=temperature, similarity=similarity, **masks)
-        fields = dict(shown=shown)
+        context_vec, pooled = _attend_in_blocks(q, k_per_head, v_per_head, stream, o, slopes)
     if z_hook is not None:
         context_vec = z_hook(context_vec)  # an intervention (ablation, patching): Z shows what W_O reads
-    return dict(q=q, k=k, v=v, **fields, **_outputs(context_vec, p, layout), **extra)
+    concat, output = _outputs(context_vec, weights, o.layout)
+    return Steps(q, k, v, context_vec, concat, output, attn_scores, scaled, attn_weights, capped, rope, qk_norm,
+                 positions, pooled)
 
 
-def _outputs(context_vec: torch.Tensor, p: Projections, layout: str) -> dict[str, torch.Tensor]:
-    """head_outputs z (h, T, d_v), concat (T, h*d_v) and output (T, d): the heads joined and W_O (and b_O)."""
+def _outputs(context_vec: torch.Tensor, p: Projections, layout: str) -> tuple[torch.Tensor, torch.Tensor]:
+    """concat (T, h*d_v) and output (T, d) of the head outputs z (h, T, d_v): the heads joined and W_O (and b_O)."""
     concat = concat_heads(context_vec)  # (T, h*d_v)
     output = output_projection(concat, p.w_o, layout)  # (T, d)
     if p.b_o is not None:
         output = output + p.b_o  # (1, d) broadcasts over the T rows
-    return dict(head_outputs=context_vec, concat=concat, output=output)
+    return concat, output
 
 
-def queries_keys_values(x: torch.Tensor, weights: Projections, *, x_kv: torch.Tensor | None = None,
-                        layout: str = "row", rope_base: float | None = None, rope_scaling: tuple = (),
-                        rope_dims: int | None = None, position_offset: int = 0,
-                        past: tuple[torch.Tensor, torch.Tensor] | None = None):
+def queries_keys_values(x: torch.Tensor, weights: Projections, options: AttendOptions = PLAIN, *,
+                        x_kv: torch.Tensor | None = None, past: tuple[torch.Tensor, torch.Tensor] | None = None
+                        ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, Rotary | None, QKNorm | None]:
     """``attend``'s first steps: q (h, T, d_k), k (g, P + T_k, d_k) and v (g, P + T_k, d_v), projected, biased,
-    normed and rotated, a ``past`` cache before the new keys; and the extra fields (q_unrotated, rope_angles …)."""
+    normed and rotated, a ``past`` cache before the new keys; and what RoPE and the q/k norms produce."""
+    layout = options.layout
     T, d = x.shape[-2:]  # tokens (the new ones, with a past), embedding size
     source = x if x_kv is None else x_kv  # (T_k, d): the keys' and values' tokens
     T_k = source.size(-2)
@@ -267,64 +399,71 @@ def queries_keys_values(x: torch.Tensor, weights: Projections, *, x_kv: torch.Te
     if p.b_q is not None:
         assert p.b_k is not None and p.b_v is not None, "Projections: the q, k and v biases come together"
         q, k, v = q + p.b_q, k + p.b_k, v + p.b_v  # (h, 1, n) broadcasts over the rows
-    extra: dict[str, torch.Tensor] = {}
-    if rope_base is not None:
-        extra.update(q_unrotated=q, k_unrotated=k)
+    q_unrotated, k_unrotated = q, k
     assert (p.q_norm is None) == (p.k_norm is None), "Projections: q_norm and k_norm come together"
     k_norm = cast(torch.Tensor, p.k_norm)  # set where q_norm is
+    qk_norm = None
     if p.q_norm is not None and p.q_norm.numel() != q.size(-1):  # OLMo 2: over all heads of a token, before RoPE
         q, k = norm_across_heads(q, p.q_norm, p.norm_eps), norm_across_heads(k, k_norm, p.norm_eps)
-        extra.update(q_normed=q, k_normed=k)
+        qk_norm = QKNorm(q, k)
     elif p.q_norm is not None:  # Qwen3: every head's q and k RMS-normed over d_k, before RoPE
         q, k = rms_norm(q, p.q_norm, p.norm_eps), rms_norm(k, k_norm, p.norm_eps)  # (h, T, d_k), (g, T_k, d_k)
-        extra.update(q_normed=q, k_normed=k)
-    if rope_base is not None:
-        r = rope_dims or q.size(-1)  # the rotated dimensions of each head
-        theta, cos, sin = rope_tables(max(T, T_k), r, rope_base, q.dtype, q.device,
-                                      position_offset + P, rope_scaling)  # (max(T, T_k), r/2), cos, sin (., r)
-        extra["rope_angles"] = theta[:T]
-        if rope_scaling:  # the plain angles beside the scaled ones
-            extra["rope_angles_plain"] = rope_theta(T, r, rope_base, q.dtype, q.device, position_offset + P)
+        qk_norm = QKNorm(q, k)
+    rope = None
+    if options.rope_base is not None:
+        base, scaling, offset = options.rope_base, options.rope_scaling, options.position_offset + P
+        r = options.rope_dims or q.size(-1)  # the rotated dimensions of each head
+        theta, cos, sin = rope_tables(max(T, T_k), r, base, q.dtype, q.device, offset,
+                                      scaling)  # (max(T, T_k), r/2), cos, sin (., r)
+        # with a scaled RoPE, the plain angles beside the scaled ones
+        plain = rope_theta(T, r, base, q.dtype, q.device, offset) if scaling else None
+        rope = Rotary(q_unrotated, k_unrotated, theta[:T], plain)
         q, k = rotate(q, cos[:T], sin[:T]), rotate(k, cos[:T_k], sin[:T_k])  # (h, T, d_k), (g, T_k, d_k)
     if past is not None:
         k, v = torch.cat([past[0], k], dim=-2), torch.cat([past[1], v], dim=-2)  # (g, P + T_k, n)
-    return q, k, v, extra
+    return q, k, v, rope, qk_norm
 
 
-def attend_summarised(x: torch.Tensor, weights: Projections, reduce_to: int, *, layout: str = "column",
-                      scale: bool = True, temperature: float = 1.0, rope_base: float | None = None,
-                      rope_scaling: tuple = (), rope_dims: int | None = None, window: int | None = None,
-                      block_bytes: int = 8 * 2**20, shown: bool = False,
-                      z_hook: Callable[[torch.Tensor], torch.Tensor] | None = None) -> dict[str, Any]:
+def attend_summarised(x: torch.Tensor, weights: Projections, options: AttendOptions, stream: Stream, *,
+                      shown: bool = False, z_hook: Callable[[torch.Tensor], torch.Tensor] | None = None) -> Steps:
     """A decoder layer's causal self-attention at any length, no T x T tensor kept: what the next layer needs.
 
-    The same q, k, v, z and output as ``attend(..., causal=True)`` (the same rows of α, a block of
-    query rows of about ``block_bytes`` of scores at a time); of the maps only α is kept, pooled to at
-    most ``reduce_to`` per side as ``reduce_matrix`` pools it, with the last query's row and the
+    The same q, k, v, z and output as ``attend(x, weights, options)`` (the same rows of α, a block of
+    query rows of about ``stream.block_bytes`` of scores at a time); of the maps only α is kept, pooled to
+    at most ``stream.reduce_to`` per side as ``reduce_matrix`` pools it, with the last query's row and the
     summaries (``engine.summaries``: sink mass, distance, decay, top keys) of every head.
 
+    ``options`` must be causal dot-product attention without ALiBi, soft-cap, sinks, offset or position terms
+    (a decoder's: its scale, temperature, RoPE and window are read).
+
     ``shown``: the layer on screen. Its ω and scaled scores are pooled too, from the same blocks (ω of
-    every key, the later ones' too, as ``attend(..., reduce_to=)`` pools them), so that the layer is
+    every key, the later ones' too, as ``attend(..., stream=)`` pools them), so that the layer is
     not computed a second time for its maps.
 
     Returns
     -------
-    dict with q, k, v, head_outputs, concat, output (and RoPE's extra fields) as ``attend``'s, and
-    ``shown``: weights (h, r, r_k), last_row (h, T), summary_sink, summary_distance, summary_decay,
-    summary_top_weights and summary_top_keys (``LayerSums.finish``); with ``shown`` also scores and
-    scaled (h, r, r_k) and weights_row_max (h, T), as ``attend(..., reduce_to=)``'s ``shown``
+    Steps
+        q, k, v, head_outputs, concat, output (and RoPE's and the q/k norms' groups) as ``attend``'s, and
+        ``pooled``: maps {"weights": (h, r, r_k)} (with ``shown`` also "scores" and "scaled", and
+        ``row_max`` (h, T) as ``attend(..., stream=)``'s), last_row (h, T) and summaries
+        (``LayerSums.finish``)
     """
     from .reduce import block_edges, pool_row_blocks, reduce_row_blocks
     from .summaries import LayerSums, row_stats
 
-    q, k, v, extra = queries_keys_values(x, weights, layout=layout, rope_base=rope_base, rope_scaling=rope_scaling,
-                                         rope_dims=rope_dims)
+    o = options
+    if not o.causal or o.similarity != "dot" or o.alibi or o.softcap is not None or o.sink_tokens \
+            or o.position_offset or o.relative is not None:
+        raise ValueError("attend_summarised runs causal dot-product attention only (no ALiBi, soft-cap, sinks, "
+                         "offset or position terms)")
+    reduce_to, block_bytes = stream.reduce_to, stream.block_bytes
+    q, k, v, rope, qk_norm = queries_keys_values(x, weights, o)
     h, T, d_k = q.shape  # heads, tokens, head size
     k_per_head, v_per_head = repeat_kv(k, h), repeat_kv(v, h)  # (h, T, d_k): head i uses K/V i // (h/g)
     side = min(T, reduce_to)
     edges = block_edges(T, side)
     rows_per_block = max(1, block_bytes // (h * T * q.element_size()))
-    divisor = (math.sqrt(d_k) if scale else 1.0) * temperature
+    divisor = (math.sqrt(d_k) if o.scale else 1.0) * o.temperature
     pooled = q.new_empty(h, side, side)
     signed = {name: q.new_empty(h, side, side) for name in ("scores", "scaled")} if shown else {}
     context_vec = q.new_empty(h, T, v.size(-1))  # z (h, T, d_v)
@@ -336,7 +475,8 @@ def attend_summarised(x: torch.Tensor, weights: Projections, reduce_to: int, *, 
             last += 1
         start, end = edges[first][0], edges[last - 1][1]
         # causal: these rows see keys before ``end`` only; the later keys' alpha is 0 and is not computed
-        hidden = masked_keys(start, end - start, end, True, window, 0, q.device)  # (n, end)
+        hidden = masked_keys(start, end - start, end, True, o.window, 0, q.device)  # (n, end)
+        assert hidden is not None  # causal: never every key
         if shown:  # ω of every key (h, n, T): the map of ω shows the later keys' too
             omega = q[:, start:end] @ k_per_head.transpose(-2, -1)
             signed["scores"][:, first:last] = reduce_row_blocks(omega, edges[first:last], start, side)
@@ -353,16 +493,19 @@ def attend_summarised(x: torch.Tensor, weights: Projections, reduce_to: int, *, 
     last_row = alpha[:, -1].clone()  # (h, T): the last block ends at T; a copy, not a view holding the block
     if z_hook is not None:
         context_vec = z_hook(context_vec)  # an intervention (ablation): Z shows what W_O reads
+    concat, output = _outputs(context_vec, weights, o.layout)
     summary = sums.finish()
-    kept = dict(weights=pooled, last_row=last_row, **{f"summary_{n}": t for n, t in summary.items()})
+    row_max = None
+    maps = {"weights": pooled}
     if shown:  # each row's largest α: its top key's
-        kept.update(signed, weights_row_max=summary["top_weights"][..., 0])
-    return dict(q=q, k=k, v=v, shown=kept, **_outputs(context_vec, weights, layout), **extra)
+        maps.update(signed)
+        row_max = summary["top_weights"][..., 0]
+    kept = Pooled(maps, row_max=row_max, last_row=last_row, summaries=summary)
+    return Steps(q, k, v, context_vec, concat, output, rope=rope, qk_norm=qk_norm, pooled=kept)
 
 
-def query_rows(q: torch.Tensor, k: torch.Tensor, start: int, *, scale: bool = True, temperature: float = 1.0,
-               causal: bool = False, similarity: str = "dot", slopes: torch.Tensor | None = None,
-               window: int | None = None, sink_tokens: int = 0, offset: int = 0) -> dict[str, torch.Tensor]:
+def query_rows(q: torch.Tensor, k: torch.Tensor, start: int, options: AttendOptions = PLAIN,
+               slopes: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
     """omega, the scaled scores and alpha of the query rows ``q``, the rows from ``start`` on.
 
     Each row of attention depends on its own query alone, so these equal the same rows of
@@ -372,21 +515,23 @@ def query_rows(q: torch.Tensor, k: torch.Tensor, start: int, *, scale: bool = Tr
     ----------
     q : (..., n, d_k) the queries of rows start ... start + n - 1 (after RoPE)
     k : (..., T_k, d_k) every key (one per query head: grouped K repeated)
+    options : the scale, temperature, mask, similarity and ALiBi offset (RoPE is already in q and k)
     slopes : (h,) ALiBi's slopes of the heads of ``q``, or None
-    offset : the position of the first token (ALiBi)
 
     Returns
     -------
     dict with scores, scaled and weights, each (..., n, T_k)
     """
-    attn_scores = attention_scores(q, k, similarity)  # (..., n, T_k)
-    scaled = scale_and_mask(attn_scores, k.size(-1), scale, temperature, causal, row_start=start,
-                            slopes=slopes, window=window, sink_tokens=sink_tokens, offset=offset)
+    o = options
+    attn_scores = attention_scores(q, k, o.similarity)  # (..., n, T_k)
+    scaled = scale_and_mask(attn_scores, k.size(-1), o.scale, o.temperature, o.causal, row_start=start,
+                            slopes=slopes, window=o.window, sink_tokens=o.sink_tokens, offset=o.position_offset)
     return dict(scores=attn_scores, scaled=scaled, weights=attention_weights(scaled))
 
 
-def _attend_in_blocks(q, k, v, reduce_to: int, block_bytes: int, **options):
-    """z (h, T, d_v) and the T x T_k fields pooled to at most reduce_to per side, block by block of rows.
+def _attend_in_blocks(q, k, v, stream: Stream, options: AttendOptions, slopes: torch.Tensor | None):
+    """z (h, T, d_v) and the T x T_k fields pooled to at most reduce_to per side (``Pooled``), block by block
+    of rows.
 
     Every head is computed at once, ``block_bytes`` of scores at a time. Each block of query
     rows holds whole pooling blocks (``reduce.block_edges``), so pooling it at once gives
@@ -396,12 +541,12 @@ def _attend_in_blocks(q, k, v, reduce_to: int, block_bytes: int, **options):
 
     h, T, d_k = q.shape  # heads, query tokens, head size
     T_k = k.size(-2)  # key tokens
-    side, cols = min(T, reduce_to), min(T_k, reduce_to)
-    if options["similarity"] == "cosine":  # normalise once, not per block
+    side, cols = min(T, stream.reduce_to), min(T_k, stream.reduce_to)
+    if options.similarity == "cosine":  # normalise once, not per block
         q, k = F.normalize(q, dim=-1), F.normalize(k, dim=-1)
-        options = {**options, "similarity": "dot"}
+        options = options.replace(similarity="dot")
     edges = block_edges(T, side)
-    rows_per_block = max(1, block_bytes // (h * T_k * q.element_size()))
+    rows_per_block = max(1, stream.block_bytes // (h * T_k * q.element_size()))
     groups, first = [], 0  # runs of pooling blocks, about rows_per_block query rows each
     for i, (_start, end) in enumerate(edges):
         if end - edges[first][0] > rows_per_block and i > first:
@@ -414,7 +559,7 @@ def _attend_in_blocks(q, k, v, reduce_to: int, block_bytes: int, **options):
     row_max = q.new_empty(h, T)  # each row's largest alpha: how one-hot the softmax is, per row
     for b0, b1 in groups:
         start, end = edges[b0][0], edges[b1 - 1][1]  # query rows of these pooling blocks
-        rows = query_rows(q[:, start:end], k, start, **options)  # each (h, n, T_k)
+        rows = query_rows(q[:, start:end], k, start, options, slopes)  # each (h, n, T_k)
         context_vec[:, start:end] = context_vectors(rows["weights"], v)  # (h, n, d_v)
         row_max[:, start:end] = rows["weights"].amax(-1)
         for name, kind in kinds.items():
@@ -422,8 +567,7 @@ def _attend_in_blocks(q, k, v, reduce_to: int, block_bytes: int, **options):
                 shown[name] = reduce_matrix(rows[name], side, side, kind)
             else:
                 shown[name][:, b0:b1] = reduce_row_blocks(rows[name], edges[b0:b1], start, side, kind)
-    shown["weights_row_max"] = row_max
-    return context_vec, shown
+    return context_vec, Pooled(shown, row_max=row_max)
 
 
 def project(x: torch.Tensor, w: torch.Tensor, layout: str) -> torch.Tensor:

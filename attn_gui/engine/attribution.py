@@ -120,14 +120,14 @@ def trace(config: AttentionConfig) -> Trace:
             after, _, steps = decoder_layer(h, w, layer, shape, z_hook=hooks.get(layer))
             w_o = head_weights(w, layer, shape).w_o
             assert w_o is not None  # a decoder layer has every projection
-            writes = head_writes(steps["head_outputs"], w_o)  # (h, n, d)
+            writes = head_writes(steps.head_outputs, w_o)  # (h, n, d)
             names += [f"L{layer + 1}H{i + 1}" for i in range(shape.heads)]
             parts += list(writes)
             b_o = f"model.layers.{layer}.self_attn.o_proj.bias"
             if b_o in w:
                 names.append(f"L{layer + 1} attn bias")
                 parts.append(w[b_o].expand_as(h))
-            mid = h + steps["output"]
+            mid = h + steps.output
             names.append(f"L{layer + 1} mlp")
             mlp_reads = h if shape.parallel else mid  # GPT-NeoX's parallel MLP reads the layer's input
             parts.append(feed_forward(norm(mlp_reads, w, f"model.layers.{layer}.post_attention_layernorm", shape),
@@ -137,8 +137,9 @@ def trace(config: AttentionConfig) -> Trace:
             h = after
             residual.append(h)
             entering.append(len(names))
-            weights.append(steps["weights"])
-            scaled.append(steps["scaled"])
+            weights.append(steps.alpha)
+            assert steps.scaled is not None  # never streamed here
+            scaled.append(steps.scaled)
         model = src.forward(token_ids, device, dtype, z_hooks=hooks).logits  # (V,)
         _check_sum(logits(norm(h[-1:], w, FINAL, shape), w)[0], model, "the model's logits")
     return Trace(names, torch.stack(parts), entering, residual, torch.stack(weights), torch.stack(scaled), ids,
@@ -517,11 +518,11 @@ def next_token_attribution(w: dict, shape, ids: torch.Tensor) -> tuple[torch.Ten
             h, _, steps = decoder_layer(h, w, layer, shape)
             w_o = head_weights(w, layer, shape).w_o  # (d, h * d_v)
             assert w_o is not None  # a decoder layer has every projection
-            alpha, z = steps["weights"], steps["head_outputs"]  # (h, n, n), (h, n, d_v)
+            alpha, z = steps.alpha, steps.head_outputs  # (h, n, n), (h, n, d_v)
             heads, d_v = z.shape[0], z.shape[-1]
             through = torch.einsum("nd,dhv->hnv", read.to(z.dtype), w_o.view(-1, heads, d_v))  # (h, n - 1, d_v)
             direct.append((z[:, :-1] * through).sum(-1))  # (h, n - 1)
-            v = steps["v"].repeat_interleave(heads // steps["v"].shape[0], 0)  # (h, n, d_v): GQA's shared heads
+            v = steps.v.repeat_interleave(heads // steps.v.shape[0], 0)  # (h, n, d_v): GQA's shared heads
             shares = alpha[:, :-1] * (through @ v.transpose(-2, -1))  # (h, n - 1, n): key j's part of the term
             keys.append(shares.argmax(-1))
             weights.append(alpha)

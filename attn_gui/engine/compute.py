@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from dataclasses import dataclass, field
@@ -11,7 +12,7 @@ import numpy as np
 import torch
 
 from . import attention as A
-from .attention import Projections
+from .attention import AttendOptions, PositionTerms, Pooled, Projections, QKNorm, Rotary, Steps, Stream
 from .config import AttentionConfig
 from .devices import free_bytes, resolve_device, synchronize
 from .errors import DeviceError, TooLargeError
@@ -42,25 +43,72 @@ CHECK_FREE_ABOVE = 256 * 2**20
 
 
 @dataclass(frozen=True)
+class CrossInputs:
+    """Cross-attention's second sentence: its T_k tokens (the keys' and values'), their ids (T_k,) in the
+    result's ``vocab`` and their inputs X_src (T_k, d)."""
+
+    tokens: tuple[str, ...]
+    token_ids: torch.Tensor
+    x: torch.Tensor
+
+
+@dataclass(frozen=True)
+class ModelRun:
+    """What a model's run gives beside the layer shown.
+
+    layer_weights : (L, h, T, T) every layer's α; None when streamed (``summaries`` holds the pooled maps)
+    next_tokens : a decoder's five most likely next tokens after the sentence (readable token text,
+        probability), highest first; None for an encoder
+    summaries : every layer's sink mass, distance, decay, top keys (a decoder's), else None
+    not_captured : a model read through transformers: the steps its hooks cannot see (None in the result)
+    """
+
+    layer_weights: torch.Tensor | None = None
+    next_tokens: tuple[tuple[str, float], ...] | None = None
+    summaries: Summaries | None = None
+    not_captured: tuple[str, ...] = ()
+
+
+class _Kept:
+    """A field of ``FIELDS`` kept in one of the result's groups (``FieldInfo.kept``, "group.attribute"), read
+    by its own name: ``result.rope_angles`` is ``result.rope.angles``, None where the group is None."""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.group, self.attribute = FIELDS[name].kept.split(".")
+
+    def __get__(self, result: Any, owner: Any = None) -> torch.Tensor | None:
+        group = None if result is None else getattr(result, self.group)  # None: read on the class
+        return None if group is None else getattr(group, self.attribute)
+
+
+@dataclass(frozen=True)
 class AttentionResult:
     """Every intermediate of one attention computation, named after the paper.
 
     Self-attention has T tokens; cross-attention (``config.cross``) takes its queries from the
     sentence's T tokens and its keys and values from the second sentence's T_k tokens
-    (``source_tokens``, whose inputs are ``x_source``), so the maps below are T x T_k;
+    (``cross``: ``source_tokens``, whose inputs are ``x_source``), so the maps below are T x T_k;
     in self-attention T_k = T and the keys are the sentence's own tokens.
 
     Tensors live on ``device``; per-head fields keep their head axis even when h = 1.
-    ``w_q``, ``w_k``, ``w_v`` and ``w_o`` are None when the config has no projections;
-    ``b_q``, ``b_k``, ``b_v`` and ``b_o`` are None when there are no biases (``bias`` off).
+    The core (x, q, k, v, scores, scaled, weights, head_outputs, concat, output) is ``attend``'s
+    (``attention.Steps``); what only some computations produce is grouped by what produces it,
+    each group None where it does not apply:
+
+    - ``projections`` (the draw or the model): ``w_q``, ``w_k``, ``w_v``, ``w_o`` (None without
+      projections) and ``b_q``, ``b_k``, ``b_v``, ``b_o`` (None without biases);
+    - ``rope`` (RoPE, ``attention.Rotary``): ``q_unrotated`` and ``k_unrotated``, q and k before
+      the rotation (and before any norm), ``rope_angles`` and, for a scaled RoPE, ``rope_angles_plain``;
+    - ``qk_norm`` (a model with per-head norms, Qwen3, OLMo 2): ``q_normed`` and ``k_normed``;
+    - ``positions`` (ALiBi, DeBERTa): ``position_bias`` (None when streamed), ``c2p`` and ``p2c``;
+    - ``capped`` (Gemma 2's soft-cap): the soft-capped scores;
+    - ``pooled`` (streamed): the T x T fields pooled for the screen (``shown``);
+    - ``cross`` (cross-attention): ``source_tokens``, ``source_token_ids``, ``x_source``;
+    - ``model_run`` (model mode): ``layer_weights``, ``next_tokens``, ``summaries``, ``not_captured``.
+
+    Each of those names reads as an attribute (``FIELDS[name].kept`` says where a tensor is kept).
     With grouped-query heads (``kv_heads`` g < h) ``w_k``, ``w_v``, ``b_k``, ``b_v``, ``k`` and
-    ``v`` have g heads; the scores, weights and outputs have h. ``q_unrotated`` and
-    ``k_unrotated`` (RoPE) are q and k before the rotation (and before any norm) and ``rope_angles``
-    the rotation's angles; ``q_normed`` and ``k_normed`` (a model with per-head norms, Qwen3) are
-    each head's q and k after its RMSNorm, before the rotation; ``position_bias`` (ALiBi) is
-    the bias added to the scaled scores, None when streamed.
-    ``next_tokens`` (a decoder model) are the model's five most likely next tokens after
-    the sentence, (readable token text, probability), highest first.
+    ``v`` have g heads; the scores, weights and outputs have h.
 
     A model read through transformers (``sources.via_transformers``) holds the steps its hooks
     captured; any other step is None, even x, q, k, v and the outputs, and is named in ``not_captured``.
@@ -80,10 +128,7 @@ class AttentionResult:
     token_ids: torch.Tensor  # (T,)
     vocab: tuple[str, ...]
     x: torch.Tensor | None  # (T, d)
-    w_q: torch.Tensor | None  # (h, d, d_k) row / (h, d_k, d) column
-    w_k: torch.Tensor | None  # (g, d, d_k) row / (g, d_k, d) column; g = kv_heads
-    w_v: torch.Tensor | None  # (g, d, d_v) row / (g, d_v, d) column
-    w_o: torch.Tensor | None  # (h*d_v, d) row / (d, h*d_v) column
+    projections: Projections  # in the config's layout; all None without projections
     q: torch.Tensor | None  # (h, T, d_k)
     k: torch.Tensor | None  # (g, T_k, d_k), after RoPE
     v: torch.Tensor | None  # (g, T_k, d_v)
@@ -96,28 +141,67 @@ class AttentionResult:
     elapsed_ms: float
     device: str
     notes: tuple[str, ...] = field(default=())
-    layer_weights: torch.Tensor | None = None  # (layers, h, T, T): every layer's alpha, model mode only
-    b_q: torch.Tensor | None = None  # (h, 1, d_k)
-    b_k: torch.Tensor | None = None  # (g, 1, d_k)
-    b_v: torch.Tensor | None = None  # (g, 1, d_v)
-    b_o: torch.Tensor | None = None  # (1, d)
-    q_unrotated: torch.Tensor | None = None  # (h, T, d_k) RoPE only: q before the rotation
-    k_unrotated: torch.Tensor | None = None  # (g, T_k, d_k) RoPE only
-    c2p: torch.Tensor | None = None  # (h, T, T_k) DeBERTa only: content -> position term of the scores
-    p2c: torch.Tensor | None = None  # (h, T, T_k) DeBERTa only: position -> content term
-    q_normed: torch.Tensor | None = None  # (h, T, d_k) per-head norms only (Qwen3): q after q_norm, before RoPE
-    k_normed: torch.Tensor | None = None  # (g, T_k, d_k) per-head norms only: k after k_norm, before RoPE
-    rope_angles: torch.Tensor | None = None  # (T, d_k/2) RoPE only: the angle of each pair at each position
-    rope_angles_plain: torch.Tensor | None = None  # (T, d_k/2) a scaled RoPE only: the angles before its scaling
     capped: torch.Tensor | None = None  # (h, T, T_k) soft-capped scores c tanh(omega' / c) (Gemma 2), masked -inf
-    position_bias: torch.Tensor | None = None  # (h, T, T_k) ALiBi only, None when streamed
-    shown: dict[str, torch.Tensor] | None = None  # streamed only: scores, scaled, weights pooled, (h, r, r_k)
-    source_tokens: tuple[str, ...] | None = None  # cross-attention: the second sentence's T_k tokens
-    source_token_ids: torch.Tensor | None = None  # (T_k,) their ids in ``vocab``
-    x_source: torch.Tensor | None = None  # (T_k, d) cross-attention: the second sentence's inputs
-    next_tokens: tuple[tuple[str, float], ...] | None = None  # decoder only: top 5 (token, probability)
-    not_captured: tuple[str, ...] = ()  # a model read through transformers: the steps its hooks cannot see (None)
-    summaries: Summaries | None = None  # a decoder model: every layer's sink mass, distance, decay, top keys
+    rope: Rotary | None = None
+    qk_norm: QKNorm | None = None
+    positions: PositionTerms | None = None
+    pooled: Pooled | None = None
+    cross: CrossInputs | None = None
+    model_run: ModelRun | None = None
+
+    w_q = _Kept()  # (h, d, d_k) row / (h, d_k, d) column
+    w_k = _Kept()  # (g, d, d_k) row / (g, d_k, d) column; g = kv_heads
+    w_v = _Kept()  # (g, d, d_v) row / (g, d_v, d) column
+    w_o = _Kept()  # (h*d_v, d) row / (d, h*d_v) column
+    b_q = _Kept()  # (h, 1, d_k)
+    b_k = _Kept()  # (g, 1, d_k)
+    b_v = _Kept()  # (g, 1, d_v)
+    b_o = _Kept()  # (1, d)
+    q_unrotated = _Kept()  # (h, T, d_k)
+    k_unrotated = _Kept()  # (g, T_k, d_k)
+    rope_angles = _Kept()  # (T, d_k/2): the angle of each pair at each position
+    rope_angles_plain = _Kept()  # (T, d_k/2): a scaled RoPE's angles before its scaling
+    q_normed = _Kept()  # (h, T, d_k): q after q_norm, before RoPE
+    k_normed = _Kept()  # (g, T_k, d_k)
+    position_bias = _Kept()  # (h, T, T_k) ALiBi's bias
+    c2p = _Kept()  # (h, T, T_k) DeBERTa's content -> position term of the scores
+    p2c = _Kept()  # (h, T, T_k) position -> content
+    x_source = _Kept()  # (T_k, d) cross-attention: the second sentence's inputs
+
+    @property
+    def source_tokens(self) -> tuple[str, ...] | None:
+        """Cross-attention: the second sentence's T_k tokens; else None."""
+        return None if self.cross is None else self.cross.tokens
+
+    @property
+    def source_token_ids(self) -> torch.Tensor | None:
+        """Cross-attention: the second sentence's ids (T_k,) in ``vocab``; else None."""
+        return None if self.cross is None else self.cross.token_ids
+
+    @property
+    def layer_weights(self) -> torch.Tensor | None:
+        """(L, h, T, T): every layer's alpha, model mode only, not when streamed."""
+        return None if self.model_run is None else self.model_run.layer_weights
+
+    @property
+    def next_tokens(self) -> tuple[tuple[str, float], ...] | None:
+        """A decoder model's top 5 next tokens (token, probability); else None."""
+        return None if self.model_run is None else self.model_run.next_tokens
+
+    @property
+    def summaries(self) -> Summaries | None:
+        """A decoder model's every layer's sink mass, distance, decay, top keys; else None."""
+        return None if self.model_run is None else self.model_run.summaries
+
+    @property
+    def not_captured(self) -> tuple[str, ...]:
+        """A model read through transformers: the steps its hooks cannot see (None here); else ()."""
+        return () if self.model_run is None else self.model_run.not_captured
+
+    @property
+    def shown(self) -> dict[str, torch.Tensor] | None:
+        """Streamed only: scores, scaled and weights pooled, (h, r, r_k); else None."""
+        return None if self.pooled is None else self.pooled.maps
 
     @property
     def seq_len(self) -> int:
@@ -127,7 +211,7 @@ class AttentionResult:
     @property
     def key_tokens(self) -> tuple[str, ...]:
         """The tokens of the keys and values: the second sentence's in cross-attention, else the sentence's."""
-        return self.tokens if self.source_tokens is None else self.source_tokens
+        return self.tokens if self.cross is None else self.cross.tokens
 
     @property
     def key_len(self) -> int:
@@ -146,7 +230,7 @@ class AttentionResult:
     @property
     def streamed(self) -> bool:
         """True when the T x T fields are kept only as displayed (see ``shown``)."""
-        return self.shown is not None
+        return self.pooled is not None
 
     def head_index(self, name: str, head: int) -> int:
         """Where query head ``head`` reads per-head field ``name``: ``head``, or its key/value
@@ -198,15 +282,12 @@ class AttentionResult:
         t = getattr(self, name)
         if t is not None:
             return t[head, token]
-        cfg, q, k = self.config, self.q, self.k
+        options, q, k = self.config.attend_options, self.q, self.k
         if q is None or k is None:  # a model read through transformers: no q, k to recompute it from
             raise ValueError(f"{name} is not captured for this model, and q and k are not held to recompute it")
         kv_head = self.head_index("k", head)  # the K/V head this query head reads
-        slopes = A.alibi_slopes(self.heads, q.dtype, q.device)[head:head + 1] if _alibi(cfg) else None
-        rows = A.query_rows(q[head:head + 1, token:token + 1], k[kv_head:kv_head + 1], token,
-                            scale=cfg.score_scaling[0], temperature=cfg.score_scaling[1], causal=cfg.is_causal,
-                            similarity=cfg.similarity, slopes=slopes, window=cfg.sliding_window,
-                            sink_tokens=cfg.sink_tokens, offset=cfg.position_offset)
+        slopes = A.alibi_slopes(self.heads, q.dtype, q.device)[head:head + 1] if options.alibi else None
+        rows = A.query_rows(q[head:head + 1, token:token + 1], k[kv_head:kv_head + 1], token, options, slopes)
         return rows[name][0, 0]
 
     def display(self, name: str, max_rows: int = 512, max_cols: int = 512) -> np.ndarray:
@@ -244,7 +325,7 @@ def estimate_bytes(config: AttentionConfig, display_max: int | None = None) -> i
         n += _model_bytes(config.model, T, display_max if streams else None, elem) // elem
     n += (T + T_k) * d * 3 + h * (T + T_k) * (d_k + d_v) + T * h * d_v
     n += h * d * (2 * d_k + d_v) + h * d_v * d + (V + T_k) * d
-    if _alibi(config) and not streams:
+    if config.attend_options.alibi and not streams:
         n += h * T * T_k  # the position bias
     return n * elem
 
@@ -366,55 +447,48 @@ def _compute(config: AttentionConfig, toks: Tokens, source: Tokens | None, devic
     start = time.perf_counter()
     if config.model is not None and model_spec(config.model).module == "via_transformers":
         return _captured(config, config.model, toks, device, dtype, start)
-    layer_weights, x_source, ids, next_tokens, own_steps, summaries = None, None, toks.id_tensor(), None, {}, None
-    ready = None  # the shown layer's steps, made by a streamed model run
+    x_source, ids = None, toks.id_tensor()
+    run: ModelRun | None = None
+    ready: Steps | None = None  # the shown layer's steps, made by a streamed model run
     vocab = toks.vocab
     if config.model is None:
         x, x_source, weights, both = _random_inputs(config, toks, source, device, dtype)
         ids, vocab = both.id_tensor(), both.vocab  # cross-attention: ids in one vocabulary for both sentences
+        options = config.attend_options
         notes = []
     else:
-        x, weights, layer_weights, next_tokens, own_steps, summaries, ready = _model_inputs(config, toks, device,
-                                                                                         dtype, reduce_to)
+        x, weights, run, options, ready = _model_inputs(config, toks, device, dtype, reduce_to)
         unknown = unknown_note(config, toks)
         notes = [*([unknown] if unknown else []), *model_spec(config.model).about]
-    scale, temperature = config.score_scaling
+    stream = None if reduce_to is None else Stream(reduce_to, _block_bytes(device))
     steps = ready if ready is not None else A.attend(
-        x, weights, x_kv=x_source, layout=config.layout, scale=scale, temperature=temperature,
-        causal=config.is_causal, similarity=config.similarity, rope_base=config.rope,
-        rope_scaling=config.rope_scaling, softcap=config.softcap, alibi=_alibi(config),
-        position_offset=config.position_offset if config.model is None else 0, window=config.sliding_window,
-        sink_tokens=config.sink_tokens, reduce_to=reduce_to,
-        block_bytes=_block_bytes(device) if reduce_to is not None else 0,
-        z_hook=ablation_hooks(config.ablate).get(config.layer) if config.model else None, **own_steps)
+        x, weights, options, x_kv=x_source, stream=stream,
+        z_hook=ablation_hooks(config.ablate).get(config.layer) if config.model else None)
     own = model_spec(config.model) if config.model is not None else None
-    if own is not None and layer_weights is not None and not _as_the_model(config):
-        layer_weights = layer_weights.clone()  # the model view shows this layer as computed here
-        layer_weights[config.layer] = steps["weights"]
+    if own is not None and run is not None and run.layer_weights is not None and not _as_the_model(config):
+        layer_weights = run.layer_weights.clone()  # the model view shows this layer as computed here
+        layer_weights[config.layer] = steps.alpha
+        run = dataclasses.replace(run, layer_weights=layer_weights)
     synchronize(device)
     elapsed_ms = (time.perf_counter() - start) * 1e3
 
     if config.model is None and not _scores_finite(steps, config):
         notes.append("some scores are not finite (overflow in this dtype); their weights are not defined")
-    if reduce_to is not None:
-        steps.update(scores=None, scaled=None, weights=None)
     T = len(toks.tokens)
+    cross = None if source is None or x_source is None else CrossInputs(source.tokens, ids[T:].to(device), x_source)
     return AttentionResult(
         config=config,
         tokens=toks.tokens,
         token_ids=(ids if source is None else ids[:T]).to(device),
         vocab=vocab,
-        source_tokens=None if source is None else source.tokens,
-        source_token_ids=None if source is None else ids[T:].to(device),
-        x=x, x_source=x_source, w_q=weights.w_q, w_k=weights.w_k, w_v=weights.w_v, w_o=weights.w_o,
-        b_q=weights.b_q, b_k=weights.b_k, b_v=weights.b_v, b_o=weights.b_o,
+        x=x,
+        projections=weights,
         elapsed_ms=elapsed_ms,
         device=str(device),
         notes=tuple(notes),
-        layer_weights=layer_weights,
-        next_tokens=next_tokens,
-        summaries=summaries,
-        **steps,
+        cross=cross,
+        model_run=run,
+        **{f.name: getattr(steps, f.name) for f in dataclasses.fields(Steps)},  # attend's steps, by the same names
     )
 
 
@@ -430,28 +504,33 @@ def _captured(config: AttentionConfig, name: str, toks: Tokens, device: torch.de
     next_tokens = source(name).next_tokens(ids, device, dtype)
     synchronize(device)
     unknown = unknown_note(config, toks)
+    q_unrotated, k_unrotated = steps.get("q_unrotated"), steps.get("k_unrotated")  # RoPE's, where captured
+    rope = None if q_unrotated is None and k_unrotated is None else Rotary(q_unrotated, k_unrotated)
     return AttentionResult(
-        config=config, tokens=toks.tokens, token_ids=ids.to(device), vocab=toks.vocab,
-        w_q=None, w_k=None, w_v=None, w_o=None, elapsed_ms=(time.perf_counter() - start) * 1e3, device=str(device),
-        notes=(*([unknown] if unknown else []), *model_spec(name).about), layer_weights=layer_weights,
-        next_tokens=next_tokens, not_captured=missing, x=steps.get("x"), q_unrotated=steps.get("q_unrotated"),
-        k_unrotated=steps.get("k_unrotated"), q=steps.get("q"), k=steps.get("k"), v=steps.get("v"),
-        scores=steps.get("scores"), scaled=steps.get("scaled"), weights=steps.get("weights"),
+        config=config, tokens=toks.tokens, token_ids=ids.to(device), vocab=toks.vocab, projections=Projections(),
+        elapsed_ms=(time.perf_counter() - start) * 1e3, device=str(device),
+        notes=(*([unknown] if unknown else []), *model_spec(name).about),
+        model_run=ModelRun(layer_weights, next_tokens, not_captured=missing), x=steps.get("x"),
+        rope=rope, q=steps.get("q"), k=steps.get("k"), v=steps.get("v"), scores=steps.get("scores"),
+        scaled=steps.get("scaled"), weights=steps.get("weights"),
         head_outputs=steps.get("head_outputs"), concat=steps.get("concat"), output=steps.get("output"))
 
 
-def _scores_finite(steps: dict, config: AttentionConfig) -> bool:
+def _scores_finite(steps: Steps, config: AttentionConfig) -> bool:
     """Whether every score is finite: by a bound first, scanning the scores only when it fails.
 
     |q_i . k_j| <= d_k max|q| max|k|, and a cosine is at most 1 when q and k are finite.
     """
-    q, k = steps["q"], steps["k"]
+    q, k = steps.q, steps.k
     big = torch.stack([q.abs().amax(), k.abs().amax()]).tolist()  # one copy to the host
     d_k = q.shape[-1]
     bound = 1.0 if config.similarity == "cosine" else d_k * big[0] * big[1]
     if math.isfinite(big[0]) and math.isfinite(big[1]) and bound < torch.finfo(q.dtype).max / 2:
         return True
-    scores = steps["scores"] if steps.get("scores") is not None else steps["shown"]["scores"]  # pooled: keeps extremes
+    scores = steps.scores
+    if scores is None:  # streamed: the pooled scores keep the extremes
+        assert steps.pooled is not None
+        scores = steps.pooled.maps["scores"]
     return bool(torch.isfinite(torch.stack(torch.aminmax(scores))).all())
 
 
@@ -475,20 +554,19 @@ def _random_inputs(config: AttentionConfig, toks: Tokens, source: Tokens | None,
     return parts[0], x_source, Projections(*weights_on(tuple(params), device, dtype)), both
 
 
-def _alibi(config: AttentionConfig) -> bool:
-    return config.model is None and config.positional == "alibi"
-
-
 def _model_inputs(config: AttentionConfig, toks: Tokens, device: torch.device, dtype: torch.dtype,
-                  reduce_to: int | None):
-    """What ``config.layer`` reads, its projections, every layer's weights (None when streamed: ``reduce_to``),
-    the next tokens (or None), what its attention takes beyond the config (``ModelSource.attend_options``:
-    DeBERTa's position terms) and every layer's summaries (a decoder's; None for an encoder)."""
+                  reduce_to: int | None
+                  ) -> tuple[torch.Tensor, Projections, ModelRun, AttendOptions, Steps | None]:
+    """What ``config.layer`` reads, its projections, the run's every layer's weights (None when streamed:
+    ``reduce_to``), next tokens (or None) and summaries (a decoder's; None for an encoder), the options
+    its attention runs with: the config's and the layer's own (``ModelSource.layer_options``: DeBERTa's
+    position terms, partial rotary), and the shown layer's steps where a streamed run made them as the
+    config computes them (else None)."""
     assert config.model is not None  # model mode only
     model = source(config.model)
     ids = toks.id_tensor()
     summaries = None
-    made: tuple[int, dict] | None = None  # streamed: the shown layer and its steps, as the run made them
+    made: tuple[int, Steps] | None = None  # streamed: the shown layer and its steps, as the run made them
     if config.ablate:  # every layer above a struck head reads a changed residual stream, and so does the next token
         decoder = decoder_of(config.model)  # the config refuses ablation on an encoder
         run = decoder.forward(ids, device, dtype, z_hooks=ablation_hooks(config.ablate), reduce_to=reduce_to,
@@ -510,11 +588,11 @@ def _model_inputs(config: AttentionConfig, toks: Tokens, device: torch.device, d
     weights = model.layer_weights(config.layer, device, dtype)  # column layout
     if config.layout == "row":  # show W as d x d_k (q = x W): the same numbers, transposed
         weights = weights.transposed()
-    options = model.attend_options(config.layer, len(toks.tokens), device, dtype)
+    options = model.layer_options(config.attend_options, config.layer, len(toks.tokens), device, dtype)
     ready = None  # the shown layer's steps as the run made them, where the config computes it alike
     if made is not None and made[0] == config.layer and _as_the_model(config):
         ready = _streamed_steps(made[1])
-    return hidden[config.layer], weights, layer_weights, next_tokens, options, summaries, ready
+    return hidden[config.layer], weights, ModelRun(layer_weights, next_tokens, summaries), options, ready
 
 
 def _as_the_model(config: AttentionConfig) -> bool:
@@ -525,13 +603,13 @@ def _as_the_model(config: AttentionConfig) -> bool:
              config.sink_tokens) == (True, 1.0, own.causal, "dot", own.window_at(config.layer), 0))
 
 
-def _streamed_steps(made: dict[str, Any]) -> dict[str, Any]:
-    """``attend(..., reduce_to=)``'s steps from a streamed layer's (``attention.attend_summarised(shown=True)``):
-    the same fields, its pooled maps and each row's largest α as ``shown``."""
-    kept = made["shown"]
-    shown = {name: kept[name] for name in ("scores", "scaled", "weights", "weights_row_max")}
-    return {**made, "shown": shown}
-
+def _streamed_steps(made: Steps) -> Steps:
+    """``attend(..., stream=)``'s steps from a streamed layer's (``attention.attend_summarised(shown=True)``):
+    the same fields, its pooled maps and each row's largest α."""
+    kept = made.pooled
+    assert kept is not None and kept.row_max is not None  # attend_summarised(shown=True) pools all three
+    maps = {name: kept.maps[name] for name in ("scores", "scaled", "weights")}
+    return dataclasses.replace(made, pooled=Pooled(maps, row_max=kept.row_max))
 
 
 def as_dict(result: AttentionResult) -> dict[str, Any]:

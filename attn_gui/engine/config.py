@@ -13,6 +13,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from .attention import AttendOptions
 from .errors import ConfigError
 from .options import BOTH, MODEL, RANDOM, Option, _short, declared_options, option
 from .sources import MODELS, model_spec
@@ -242,6 +243,19 @@ class AttentionConfig:
     def softcap(self) -> float | None:
         """The model's attention-logit soft-cap c (Gemma 2), or None."""
         return model_spec(self.model).softcap if self.model is not None else None
+
+    @property
+    def attend_options(self) -> AttendOptions:
+        """The options ``attention.attend`` runs with: scale, temperature, mask, similarity, RoPE, soft-cap,
+        ALiBi, position offset, window and sinks, as this config (and in model mode its model) decides them.
+        A model's layer may add its own (``ModelSource.layer_options``: DeBERTa's position terms ...)."""
+        scale, temperature = self.score_scaling
+        random = self.model is None
+        return AttendOptions(layout=self.layout, scale=scale, temperature=temperature, causal=self.is_causal,
+                             similarity=self.similarity, rope_base=self.rope, rope_scaling=self.rope_scaling,
+                             softcap=self.softcap, alibi=random and self.positional == "alibi",
+                             position_offset=self.position_offset if random else 0,  # a model reads from 0
+                             window=self.sliding_window, sink_tokens=self.sink_tokens)
 
     @property
     def mode(self) -> str:

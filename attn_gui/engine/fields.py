@@ -29,6 +29,10 @@ class FieldInfo:
         or "one" (the single row of a bias, added to every token's row).
     kind : str
         "weights" (fixed 0..1 scale), "signed" (diverging map centred on 0).
+    kept : str
+        Where ``AttentionResult`` keeps it: "" for an attribute of its own (the core: x, q, k, v, the
+        scores, ...), else "group.attribute" in the group that produces it ("rope.angles": RoPE's
+        ``attention.Rotary``); ``result.<name>`` reads it either way, None where its group is None.
     """
 
     name: str
@@ -38,6 +42,7 @@ class FieldInfo:
     rows: str
     cols: str
     kind: str = "signed"
+    kept: str = ""
 
 
 # Data-flow order: X -> W, b -> Q, K, V (before RoPE, normed, rotated) -> omega -> scaled -> alpha -> Z
@@ -46,38 +51,43 @@ FIELDS: dict[str, FieldInfo] = {
     f.name: f
     for f in (
         FieldInfo("x", "X", "X: token embeddings", False, "token", "dim"),
-        FieldInfo("x_source", "X_src", "X_src: the second sentence's embeddings", False, "source", "dim"),
-        FieldInfo("w_q", "W_q", "W_q", True, "dim", "dim"),
-        FieldInfo("w_k", "W_k", "W_k", True, "dim", "dim"),
-        FieldInfo("w_v", "W_v", "W_v", True, "dim", "dim"),
-        FieldInfo("b_q", "b_q", "b_q: query bias", True, "one", "dim"),
-        FieldInfo("b_k", "b_k", "b_k: key bias", True, "one", "dim"),
-        FieldInfo("b_v", "b_v", "b_v: value bias", True, "one", "dim"),
+        FieldInfo("x_source", "X_src", "X_src: the second sentence's embeddings", False, "source", "dim",
+                  kept="cross.x"),
+        FieldInfo("w_q", "W_q", "W_q", True, "dim", "dim", kept="projections.w_q"),
+        FieldInfo("w_k", "W_k", "W_k", True, "dim", "dim", kept="projections.w_k"),
+        FieldInfo("w_v", "W_v", "W_v", True, "dim", "dim", kept="projections.w_v"),
+        FieldInfo("b_q", "b_q", "b_q: query bias", True, "one", "dim", kept="projections.b_q"),
+        FieldInfo("b_k", "b_k", "b_k: key bias", True, "one", "dim", kept="projections.b_k"),
+        FieldInfo("b_v", "b_v", "b_v: value bias", True, "one", "dim", kept="projections.b_v"),
         FieldInfo("rope_angles", "θ", "θ = p · base^(−2i/d_k): RoPE's angle of pair i at position p", False,
-                  "token", "pair"),
+                  "token", "pair", kept="rope.angles"),
         FieldInfo("rope_angles_plain", "θ (unscaled)", "θ = p · base^(−2i/d_k): the angles before the model's "
-                  "RoPE scaling", False, "token", "pair"),
-        FieldInfo("q_unrotated", "Q (before RoPE)", "Q = X W_q, before the rotation", True, "token", "dim"),
-        FieldInfo("k_unrotated", "K (before RoPE)", "K = X W_k, before the rotation", True, "source", "dim"),
+                  "RoPE scaling", False, "token", "pair", kept="rope.angles_plain"),
+        FieldInfo("q_unrotated", "Q (before RoPE)", "Q = X W_q, before the rotation", True, "token", "dim",
+                  kept="rope.q_unrotated"),
+        FieldInfo("k_unrotated", "K (before RoPE)", "K = X W_k, before the rotation", True, "source", "dim",
+                  kept="rope.k_unrotated"),
         FieldInfo("q_normed", "Q (normed)", "Q = RMSNorm(X W_q) ⊙ g_q, per head, before the rotation", True,
-                  "token", "dim"),
+                  "token", "dim", kept="qk_norm.q_normed"),
         FieldInfo("k_normed", "K (normed)", "K = RMSNorm(X W_k) ⊙ g_k, per head, before the rotation", True,
-                  "source", "dim"),
+                  "source", "dim", kept="qk_norm.k_normed"),
         FieldInfo("q", "Q", "Q = X W_q", True, "token", "dim"),
         FieldInfo("k", "K", "K = X W_k", True, "source", "dim"),
         FieldInfo("v", "V", "V = X W_v", True, "source", "dim"),
         FieldInfo("scores", "ω", "ω = Q Kᵀ", True, "token", "key"),
-        FieldInfo("c2p", "c2p", "c2p = Q K_rᵀ at δ(i, j): content → position (DeBERTa)", True, "token", "key"),
+        FieldInfo("c2p", "c2p", "c2p = Q K_rᵀ at δ(i, j): content → position (DeBERTa)", True, "token", "key",
+                  kept="positions.c2p"),
         FieldInfo("p2c", "p2c", "p2c = K Q_rᵀ at δ(i, j), transposed: position → content (DeBERTa)", True,
-                  "token", "key"),
-        FieldInfo("position_bias", "m", "m = -slope_h (i - j): ALiBi's bias", True, "token", "key"),
+                  "token", "key", kept="positions.p2c"),
+        FieldInfo("position_bias", "m", "m = -slope_h (i - j): ALiBi's bias", True, "token", "key",
+                  kept="positions.bias"),
         FieldInfo("scaled", "ω′", "ω′ = ω / √d_k", True, "token", "key"),
         FieldInfo("capped", "ω″", "ω″ = c · tanh(ω′ / c): the scores soft-capped within ±c", True, "token", "key"),
         FieldInfo("weights", "α", "α = softmax(ω / √d_k)", True, "token", "key", "weights"),
         FieldInfo("head_outputs", "Z", "Z = α V", True, "token", "dim"),
         FieldInfo("concat", "concat", "Concat(Z₁…Z_h)", False, "token", "dim"),
-        FieldInfo("w_o", "W_O", "W_O", False, "dim", "dim"),
-        FieldInfo("b_o", "b_O", "b_O: output bias", False, "one", "dim"),
+        FieldInfo("w_o", "W_O", "W_O", False, "dim", "dim", kept="projections.w_o"),
+        FieldInfo("b_o", "b_O", "b_O: output bias", False, "one", "dim", kept="projections.b_o"),
         FieldInfo("output", "output", "output = Concat(Z) W_O", False, "token", "dim"),
     )
 }

@@ -33,7 +33,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from . import attention
-from .attention import Projections, attend
+from .attention import AttendOptions, Projections, attend
 from .errors import ConfigError
 from .tasks import Task
 
@@ -183,6 +183,8 @@ class TinyDecoder(nn.Module):
             self.blocks.append(block)
         self.norm, self.norm_bias = norm()
         self.head = None if shape.tied else draw(V, d)
+        # every layer's attention: causal, column layout (q = W x), RoPE where the shape has it
+        self.attend_options = AttendOptions(layout="column", causal=True, rope_base=ROPE_BASE if shape.rope else None)
 
     def layers(self) -> list[Block]:
         """The blocks, typed (an nn.ModuleList yields plain Modules)."""
@@ -213,12 +215,11 @@ class TinyDecoder(nn.Module):
         if self.positions is not None:
             x = x + self.positions[:inputs.size(-1)]
         alphas = []
-        rope = ROPE_BASE if self.shape.rope else None
         for block in self.layers():
-            steps = attend(self._norm(x, block.norm1, block.norm1_bias), self.projections(block), layout="column",
-                           causal=True, rope_base=rope)  # the whole batch at once: each sequence's attend
-            x = x + steps["output"]  # (B, T, d)
-            alphas.append(steps["weights"])  # (B, h, T, T)
+            steps = attend(self._norm(x, block.norm1, block.norm1_bias), self.projections(block),
+                           self.attend_options)  # the whole batch at once: each sequence's attend
+            x = x + steps.output  # (B, T, d)
+            alphas.append(steps.alpha)  # (B, h, T, T)
             if self.config.mlp:
                 x = x + self._mlp(self._norm(x, block.norm2, block.norm2_bias), block)
         head = self.embed if self.head is None else self.head

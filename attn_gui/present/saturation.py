@@ -25,15 +25,15 @@ def visible_keys(result: AttentionResult) -> torch.Tensor | None:
 
 def streamed_saturation(result: AttentionResult) -> Saturation:
     """``saturation`` of a streamed result, from each row's largest alpha kept while streaming."""
-    shown = result.shown
-    assert shown is not None  # streamed
-    row_max = shown["weights_row_max"]  # (h, T)
+    pooled = result.pooled
+    assert pooled is not None and pooled.row_max is not None  # streamed by attend
+    row_max = pooled.row_max  # (h, T)
     counted = torch.ones_like(row_max, dtype=torch.bool)
     if result.config.is_causal or result.key_len == 1:
         counted[:, 0 if result.key_len > 1 else slice(None)] = False  # rows that see one key: one-hot anyway
     one_hot = (row_max >= ONE_HOT) & counted
     rows = int(counted.sum())
-    return Saturation(float(one_hot.sum()) / rows if rows else 0.0, rows, finite_span(shown["scaled"]))
+    return Saturation(float(one_hot.sum()) / rows if rows else 0.0, rows, finite_span(pooled.maps["scaled"]))
 
 
 @dataclass(frozen=True)

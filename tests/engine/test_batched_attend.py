@@ -1,12 +1,29 @@
 """``attend`` on a batch of sequences (B, T, d), as the training loop calls it: every field is
 each sequence's own ``attend`` (the window's), for every variant the batch path supports."""
 
+import dataclasses
+
 import pytest
 import torch
 
-from attn_gui.engine.attention import Projections, attend, rope_cos_sin, rope_tables, rope_theta
+from attn_gui.engine.attention import AttendOptions, Projections, Stream, attend, rope_cos_sin, rope_tables, rope_theta
 
 TOL = {torch.float64: 1e-12, torch.float32: 1e-5}  # of the field's largest value (unit weights: scores of tens)
+
+
+def tensors(steps) -> dict:
+    """Every tensor of ``attend``'s steps by name, a group's as "group.name" (rope.angles ...)."""
+    out = {}
+    for f in dataclasses.fields(steps):
+        value = getattr(steps, f.name)
+        if dataclasses.is_dataclass(value):
+            out.update({f"{f.name}.{k}": v for k, v in tensors(value).items()})
+        elif value is not None:
+            out[f.name] = value
+    return out
+
+
+SHARED = ("rope.angles", "positions.bias")  # the same for every sequence: not batched
 
 
 def close(a, b, tol, name):
@@ -43,14 +60,13 @@ def test_a_batch_is_each_sequences_attend(variant, heads, kv_heads, bias, layout
     B, T, d, d_k = 3, 7, 12, 4
     p = weights(d, heads, kv_heads, d_k, layout, bias, g, dtype)
     x = torch.randn(B, T, d, generator=g, dtype=dtype)
-    options = dict(layout=layout, **VARIANTS[variant])
-    batch = attend(x, p, **options)
-    rows = [attend(x[b], p, **options) for b in range(B)]
+    options = AttendOptions(layout=layout, **VARIANTS[variant])
+    batch = tensors(attend(x, p, options))
+    rows = [tensors(attend(x[b], p, options)) for b in range(B)]
     assert batch.keys() == rows[0].keys()
     for name, field in batch.items():
         each = torch.stack([r[name] for r in rows])
-        shared = name in ("rope_angles", "position_bias")  # the same for every sequence: not batched
-        expected = rows[0][name] if shared else each
+        expected = rows[0][name] if name in SHARED else each
         assert field.shape == expected.shape, name
         close(field, expected, TOL[dtype], name)
     assert batch["weights"].shape == (B, heads, T, T)
@@ -62,16 +78,17 @@ def test_a_batch_of_cross_attention_and_of_simplified_attention(layout):
     x, other = torch.randn(2, 5, 8, generator=g), torch.randn(2, 6, 8, generator=g)
     p = weights(8, 2, 2, 4, layout, True, g, torch.float32)
     for w, kv in ((p, other), (p, None), (Projections(), other), (Projections(), None)):
-        batch = attend(x, w, x_kv=kv, layout=layout, causal=kv is None)
+        options = AttendOptions(layout=layout, causal=kv is None)
+        batch = tensors(attend(x, w, options, x_kv=kv))
         for b in range(2):
-            one = attend(x[b], w, x_kv=None if kv is None else kv[b], layout=layout, causal=kv is None)
+            one = tensors(attend(x[b], w, options, x_kv=None if kv is None else kv[b]))
             for name in one:
                 close(batch[name][b], one[name], TOL[torch.float32], name)
 
 
 def test_a_batch_is_not_streamed():
     with pytest.raises(ValueError, match="batch"):
-        attend(torch.zeros(2, 4, 8), Projections(), reduce_to=2)
+        attend(torch.zeros(2, 4, 8), Projections(), stream=Stream(2, 2**20))
 
 
 def test_the_rope_tables_are_computed_afresh_values_and_usable_anywhere():
@@ -89,13 +106,13 @@ def test_a_batch_with_a_key_value_cache():
     g = torch.Generator().manual_seed(5)
     p = weights(8, 4, 2, 4, "column", False, g, torch.float32)
     x, new = torch.randn(2, 5, 8, generator=g), torch.randn(2, 2, 8, generator=g)
-    first = attend(x, p, layout="column", causal=True, rope_base=10000.0)
-    batch = attend(new, p, layout="column", causal=True, rope_base=10000.0, past=(first["k"], first["v"]))
+    options = AttendOptions(layout="column", causal=True, rope_base=10000.0)
+    first = attend(x, p, options)
+    batch = tensors(attend(new, p, options, past=(first.k, first.v)))
     for b in range(2):
-        one = attend(new[b], p, layout="column", causal=True, rope_base=10000.0,
-                     past=(first["k"][b], first["v"][b]))
+        one = tensors(attend(new[b], p, options, past=(first.k[b], first.v[b])))
         for name in one:
-            got = batch[name] if name == "rope_angles" else batch[name][b]  # the angles: one for the batch
+            got = batch[name] if name in SHARED else batch[name][b]  # the angles: one for the batch
             close(got, one[name], TOL[torch.float32], name)
     assert batch["weights"].shape == (2, 4, 2, 7)
 
@@ -106,9 +123,10 @@ def test_a_batch_with_per_head_norms():  # Qwen3's q_norm and k_norm, before RoP
     p = Projections(p.w_q, p.w_k, p.w_v, p.w_o, q_norm=torch.rand(4, generator=g) + 0.5,
                     k_norm=torch.rand(4, generator=g) + 0.5)
     x = torch.randn(3, 6, 8, generator=g)
-    batch = attend(x, p, layout="column", causal=True, rope_base=10000.0)
-    assert "q_normed" in batch
+    options = AttendOptions(layout="column", causal=True, rope_base=10000.0)
+    batch = tensors(attend(x, p, options))
+    assert "qk_norm.q_normed" in batch
     for b in range(3):
-        one = attend(x[b], p, layout="column", causal=True, rope_base=10000.0)
+        one = tensors(attend(x[b], p, options))
         for name in one:
-            close(batch[name] if name == "rope_angles" else batch[name][b], one[name], TOL[torch.float32], name)
+            close(batch[name] if name in SHARED else batch[name][b], one[name], TOL[torch.float32], name)

@@ -8,7 +8,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from attn_gui.engine import AttentionConfig, compute
+from attn_gui.engine import AttentionConfig, Steps, compute
 from attn_gui.engine.compute import _scores_finite
 from attn_gui.engine.reduce import block_edges, reduce_matrix, reduce_row_blocks
 from attn_gui.present.frame import make_frame
@@ -168,4 +168,5 @@ def test_overflow_check_agrees_with_a_full_scan(big, expected):
     k = torch.ones(2, 6, 4)
     scores = q @ k.transpose(-2, -1)
     assert bool(torch.isfinite(scores).all()) == expected
-    assert _scores_finite({"q": q, "k": k, "scores": scores}, AttentionConfig()) == expected
+    steps = Steps(q=q, k=k, v=k, head_outputs=q, concat=q, output=q, scores=scores)  # only q, k and ω are read
+    assert _scores_finite(steps, AttentionConfig()) == expected

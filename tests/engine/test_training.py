@@ -136,15 +136,15 @@ def test_first_20_losses_equal_a_plain_pytorch_loop(positions, mlp, lr):
 def _per_sequence_forward(model, inputs):
     """The forward as it was before the batch went to ``attend`` whole: ``attend`` per sequence
     under ``torch.vmap``; logits (B, T, V) and alpha (L, B, h, T, T)."""
-    from attn_gui.engine.attention import attend
+    from attn_gui.engine.attention import AttendOptions, attend
     from attn_gui.engine.training import ROPE_BASE, rms_norm
 
     x, alphas = model.embed[inputs], []
     for block in model.blocks:
         p = model.projections(block)
         def one(row, p=p):
-            f = attend(row, p, layout="column", causal=True, rope_base=ROPE_BASE)
-            return f["output"], f["weights"]
+            f = attend(row, p, AttendOptions(layout="column", causal=True, rope_base=ROPE_BASE))
+            return f.output, f.weights
         out = torch.vmap(one)(rms_norm(x, block.norm1))
         x = x + out[0]
         alphas.append(out[1])

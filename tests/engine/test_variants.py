@@ -201,22 +201,23 @@ def test_a_key_value_cache_gives_the_rows_of_the_whole_sequence(P, causal, dtype
     """attend(new rows, past=(k, v)) against attend over the whole sequence: the new rows of
     every step equal, and the cache it returns equals the whole sequence's k and v (RoPE,
     grouped-query heads); LlamaRotaryEmbedding's angles at positions P ... P + n - 1."""
-    from attn_gui.engine.attention import Projections, attend, rope_angles
+    from attn_gui.engine.attention import AttendOptions, Projections, attend, rope_angles
 
     r = compute(AttentionConfig(sentence=sentence(P + 3), d_model=8, d_k=6, d_v=5, heads=4, kv_heads=2,
                                 positional="rope", rope_base=500.0, causal=causal, init="scaled_normal", dtype=dtype))
     weights = Projections(r.w_q, r.w_k, r.w_v, r.w_o)
-    full = attend(r.x, weights, causal=causal, rope_base=500.0)
-    prefill = attend(r.x[:P], weights, causal=causal, rope_base=500.0)
-    step = attend(r.x[P:], weights, causal=causal, rope_base=500.0, past=(prefill["k"], prefill["v"]))
-    assert step["weights"].shape == (4, 3, P + 3) and step["k"].shape == (2, P + 3, 6)
-    close(step["k"], full["k"], dtype)
-    close(step["v"], full["v"], dtype)
-    close(step["q"], full["q"][:, P:], dtype)
-    close(step["output"], full["output"][P:], dtype)
+    options = AttendOptions(causal=causal, rope_base=500.0)
+    full = attend(r.x, weights, options)
+    prefill = attend(r.x[:P], weights, options)
+    step = attend(r.x[P:], weights, options, past=(prefill.k, prefill.v))
+    assert step.weights.shape == (4, 3, P + 3) and step.k.shape == (2, P + 3, 6)
+    close(step.k, full.k, dtype)
+    close(step.v, full.v, dtype)
+    close(step.q, full.q[:, P:], dtype)
+    close(step.output, full.output[P:], dtype)
     if causal:  # without the mask the prefill's rows saw only the first P keys; with it, the same as in full
-        close(prefill["weights"], full["weights"][:, :P, :P], dtype)
-    close(step["weights"], full["weights"][:, P:], dtype)
+        close(prefill.weights, full.weights[:, :P, :P], dtype)
+    close(step.weights, full.weights[:, P:], dtype)
     cos, sin = llama_cos_sin(P + 3, 6, 500.0, DTYPES[dtype])
     angles = rope_angles(3, 6, 500.0, DTYPES[dtype], start=P)
     close(angles[0], cos[P:], dtype)

@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 import torch
 
-from ..attention import Projections
+from ..attention import AttendOptions, Projections
 from ..tokens import Tokens
 from .spec import ModelSpec
 
@@ -84,10 +84,11 @@ class ModelSource(abc.ABC):
         """
         return None
 
-    def attend_options(self, layer: int, T: int, device: torch.device | str, dtype: torch.dtype) -> dict:
-        """What layer ``layer``'s attention takes beyond the config's options, as ``attention.attend``'s
-        keywords, for ``T`` tokens: DeBERTa's ``relative`` position terms; {} for most models."""
-        return {}
+    def layer_options(self, options: AttendOptions, layer: int, T: int, device: torch.device | str,
+                      dtype: torch.dtype) -> AttendOptions:
+        """The config's ``options`` with what layer ``layer``'s attention takes beyond them, for ``T`` tokens:
+        DeBERTa's ``relative`` position terms, a decoder's partial rotary; ``options`` itself for most models."""
+        return options
 
     @abc.abstractmethod
     def layer_weights(self, layer: int, device: torch.device | str, dtype: torch.dtype) -> Projections:

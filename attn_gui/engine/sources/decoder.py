@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from ..attention import Projections
+from ..attention import AttendOptions, Projections
 from ..tokens import Tokens
 from . import cache, model_spec, stored
 from .base import ModelSource, unknown_of
@@ -167,10 +167,10 @@ class Source(ModelSource):
         """Every layer's and head's summaries of the whole-sentence run (``engine.summaries.Summaries``)."""
         return _prefill(self.spec.name, tuple(token_ids.tolist()), str(device), dtype).summaries
 
-    def attend_options(self, layer, T, device, dtype) -> dict:
+    def layer_options(self, options, layer, T, device, dtype) -> AttendOptions:
         """Partial rotary (GPT-NeoX): only each head's first ``rope_dims`` dimensions turn."""
         dims = self.spec.rope_dims
-        return {} if dims is None else {"rope_dims": dims}
+        return options if dims is None else options.replace(rope_dims=dims)
 
     def layer_weights(self, layer, device, dtype) -> Projections:
         model = load_model(self.spec.name)

@@ -23,13 +23,13 @@ import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import torch
 import torch.nn.functional as F
 
 from ..errors import ConfigError
-from ..attention import Projections, Relative, attend, relative_index
+from ..attention import AttendOptions, Projections, Relative, attend, relative_index
 from ..tokens import Tokens
 from .base import ModelSource, unknown_of
 from . import hf, stored
@@ -243,14 +243,14 @@ def relative_positions(w: dict, layer: int, shape: EncoderShape, T: int) -> Rela
     return Relative(index, pos_k, pos_q, rel.scale_factor)
 
 
-def attend_options(w: dict, layer: int, shape: EncoderShape, T: int) -> dict:
-    """``attention.attend``'s keywords for layer ``layer``: its RoPE base and window (ModernBERT), DeBERTa's
-    position terms."""
-    options: dict[str, Any] = {}
+def layer_options(w: dict, layer: int, shape: EncoderShape, T: int) -> AttendOptions:
+    """Layer ``layer``'s attention options (column layout, not causal): its RoPE base and window (ModernBERT),
+    DeBERTa's position terms."""
+    options = AttendOptions(layout="column")
     if shape.rope_bases:
-        options.update(rope_base=shape.rope_bases[layer], window=shape.windows[layer])
+        options = options.replace(rope_base=shape.rope_bases[layer], window=shape.windows[layer])
     if shape.relative is not None:
-        options["relative"] = relative_positions(w, layer, shape, T)
+        options = options.replace(relative=relative_positions(w, layer, shape, T))
     return options
 
 
@@ -289,14 +289,12 @@ def encoder_layer(x: torch.Tensor, w: dict, layer: int, shape: EncoderShape):
     p = f"encoder.layer.{layer}"
     if shape.pre_norm:
         normed = _layer_norm(x, w, f"{p}.attention.norm", shape.eps) if f"{p}.attention.norm.weight" in w else x
-        steps = attend(normed, head_weights(w, layer, shape.heads), layout="column",
-                       **attend_options(w, layer, shape, x.shape[0]))
-        h1 = x + steps["output"]
+        steps = attend(normed, head_weights(w, layer, shape.heads), layer_options(w, layer, shape, x.shape[0]))
+        h1 = x + steps.output
         return h1 + feed_forward(_layer_norm(h1, w, f"{p}.intermediate.norm", shape.eps), w, layer, shape), \
             steps, normed
-    steps = attend(x, head_weights(w, layer, shape.heads), layout="column",
-                   **attend_options(w, layer, shape, x.shape[0]))
-    h1 = _layer_norm(steps["output"] + x, w, f"{p}.attention.output.LayerNorm", shape.eps)
+    steps = attend(x, head_weights(w, layer, shape.heads), layer_options(w, layer, shape, x.shape[0]))
+    h1 = _layer_norm(steps.output + x, w, f"{p}.attention.output.LayerNorm", shape.eps)
     h2 = _layer_norm(feed_forward(h1, w, layer, shape) + h1, w, f"{p}.output.LayerNorm", shape.eps)
     return h2, steps, x
 
@@ -315,7 +313,7 @@ def run(w: dict, ids: torch.Tensor, shape: EncoderShape):
     for layer in range(shape.layers):
         x, steps, read = encoder_layer(x, w, layer, shape)
         hidden.append(read)
-        all_weights.append(steps["weights"])
+        all_weights.append(steps.alpha)
     hidden.append(_layer_norm(x, w, "encoder.final_norm", shape.eps) if shape.pre_norm else x)
     return hidden, torch.stack(all_weights)
 
@@ -357,9 +355,9 @@ class Source(ModelSource):
     def layer_weights(self, layer, device, dtype) -> Projections:
         return head_weights(self._weights(device, dtype), layer, self.spec.heads)
 
-    def attend_options(self, layer, T, device, dtype) -> dict:
+    def layer_options(self, options, layer, T, device, dtype) -> AttendOptions:
         rel = relative_positions(self._weights(device, dtype), layer, self.model().shape, T)
-        return {} if rel is None else {"relative": rel}
+        return options if rel is None else options.replace(relative=rel)
 
     def _weights(self, device, dtype) -> dict[str, torch.Tensor]:
         return weights_on(self, str(device), dtype)

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from ..attention import Projections, attend, attend_summarised, masked_keys, rms_norm
+from ..attention import AttendOptions, Projections, Steps, Stream, attend, attend_summarised, masked_keys, rms_norm
 from ..summaries import Summaries, layer_summary
 from . import stored
 from .stored import rows
@@ -117,7 +117,7 @@ class Forward:
     logits: torch.Tensor
     summaries: Summaries | None = None
     last_weights: torch.Tensor | None = None
-    shown: tuple[int, dict] | None = None
+    shown: tuple[int, Steps] | None = None
 
 
 def norm(x: torch.Tensor, w: dict, prefix: str, shape: LlamaShape) -> torch.Tensor:
@@ -183,38 +183,44 @@ def feed_forward(x: torch.Tensor, w: dict, layer: int, shape: LlamaShape) -> tor
                    f"{p}.down_proj")
 
 
+def layer_options(shape: LlamaShape, layer: int) -> AttendOptions:
+    """Layer ``layer``'s attention options: causal, in column layout, with its own score scaling, RoPE, window
+    and soft-cap."""
+    scale, temperature = shape.scale, layer + 1.0 if shape.layer_scale else 1.0
+    if shape.score_scalar is not None:  # ω / √query_pre_attn_scalar
+        scale, temperature = False, math.sqrt(shape.score_scalar)
+    rope_base, rope_scaling = shape.ropes[layer] if shape.ropes else (shape.rope_base, shape.rope_scaling)
+    return AttendOptions(layout="column", scale=scale, temperature=temperature, causal=True, rope_base=rope_base,
+                         rope_scaling=rope_scaling, rope_dims=shape.rope_dims, softcap=shape.softcap,
+                         window=_window(shape, layer))
+
+
 def decoder_layer(h: torch.Tensor, w: dict, layer: int, shape: LlamaShape,
                   past: tuple[torch.Tensor, torch.Tensor] | None = None, *, z_hook=None,
-                  reduce_to: int | None = None, block_bytes: int = 8 * 2**20, shown: bool = False):
+                  reduce_to: int | None = None, block_bytes: int = 8 * 2**20, shown: bool = False
+                  ) -> tuple[torch.Tensor, torch.Tensor, Steps]:
     """One layer over the new rows ``h`` (n, d); returns (next residual, X, attention steps).
 
     ``reduce_to``: attention streamed by blocks of query rows of about ``block_bytes`` (``attention.attend``);
     ``shown``: this layer's ω and scaled scores pooled too (``attention.attend_summarised``)."""
     p = f"model.layers.{layer}"
     x = h if shape.post_norm else norm(h, w, f"{p}.input_layernorm", shape)  # X: what attention reads
-    scale, temperature = shape.scale, layer + 1.0 if shape.layer_scale else 1.0
-    if shape.score_scalar is not None:  # ω / √query_pre_attn_scalar
-        scale, temperature = False, math.sqrt(shape.score_scalar)
-    rope_base, rope_scaling = shape.ropes[layer] if shape.ropes else (shape.rope_base, shape.rope_scaling)
+    options = layer_options(shape, layer)
     if reduce_to is not None:  # streamed: no T x T map kept (softcap refused where streaming is: engine.compute)
-        steps = attend_summarised(x, head_weights(w, layer, shape), reduce_to, rope_base=rope_base,
-                                  rope_scaling=rope_scaling, rope_dims=shape.rope_dims, window=_window(shape, layer),
-                                  z_hook=z_hook, scale=scale, temperature=temperature, block_bytes=block_bytes,
-                                  shown=shown)
+        steps = attend_summarised(x, head_weights(w, layer, shape), options, Stream(reduce_to, block_bytes),
+                                  shown=shown, z_hook=z_hook)
     else:
-        steps = attend(x, head_weights(w, layer, shape), layout="column", causal=True, rope_base=rope_base,
-                       rope_scaling=rope_scaling, rope_dims=shape.rope_dims, window=_window(shape, layer),
-                       past=past, z_hook=z_hook, scale=scale, temperature=temperature, softcap=shape.softcap)
+        steps = attend(x, head_weights(w, layer, shape), options, past=past, z_hook=z_hook)
     if shape.post_norm:  # OLMo 2: h + norm(attn(h)), then h + norm(mlp(h))
-        h = h + norm(steps["output"], w, f"{p}.post_attention_layernorm", shape)
+        h = h + norm(steps.output, w, f"{p}.post_attention_layernorm", shape)
         return h + norm(feed_forward(h, w, layer, shape), w, f"{p}.post_feedforward_layernorm", shape), x, steps
     if shape.parallel:  # GPT-NeoX: h + attn(norm1(h)) + mlp(norm2(h))
         mlp = feed_forward(norm(h, w, f"{p}.post_attention_layernorm", shape), w, layer, shape)
-        return h + steps["output"] + mlp, x, steps
+        return h + steps.output + mlp, x, steps
     if not shape.sandwich:
-        h = h + steps["output"]
+        h = h + steps.output
         return h + feed_forward(norm(h, w, f"{p}.post_attention_layernorm", shape), w, layer, shape), x, steps
-    h = h + norm(steps["output"], w, f"{p}.post_attention_layernorm", shape)  # Gemma 2: a norm after each block
+    h = h + norm(steps.output, w, f"{p}.post_attention_layernorm", shape)  # Gemma 2: a norm after each block
     ff = feed_forward(norm(h, w, f"{p}.pre_feedforward_layernorm", shape), w, layer, shape)
     return h + norm(ff, w, f"{p}.post_feedforward_layernorm", shape), x, steps
 
@@ -243,7 +249,7 @@ def forward(w: dict, ids: torch.Tensor, shape: LlamaShape, cache: KVCache | None
     if reduce_to is not None and cache is not None:
         raise ValueError("a run after a key/value cache is not streamed")
     residual, inputs, weights, keys, values, sums, maps, last = [h], [], [], [], [], [], [], []
-    kept: tuple[int, dict] | None = None  # the shown layer and its steps, streamed
+    kept: tuple[int, Steps] | None = None  # the shown layer and its steps, streamed
     for layer in range(shape.layers):
         past = None if cache is None else (cache.keys[layer], cache.values[layer])
         h, x, steps = decoder_layer(h, w, layer, shape, past, z_hook=(z_hooks or {}).get(layer),
@@ -255,18 +261,20 @@ def forward(w: dict, ids: torch.Tensor, shape: LlamaShape, cache: KVCache | None
             residual.append(h)
         inputs.append(x)
         if reduce_to is None:
-            weights.append(steps["weights"])  # (h, n, P + n)
-            last.append(steps["weights"][:, -1])
+            alpha = steps.alpha  # (h, n, P + n)
+            weights.append(alpha)
+            last.append(alpha[:, -1])
             if cache is None:  # a whole sentence: its summaries (a decode step's one row has none)
                 hidden = masked_keys(0, x.size(0), x.size(0), True, _window(shape, layer), 0, x.device)
-                sums.append(layer_summary(steps["weights"], hidden, causal=True))
+                sums.append(layer_summary(alpha, hidden, causal=True))
         else:
-            shown = steps["shown"]
-            sums.append({name: shown[f"summary_{name}"] for name in SUMMARY_PARTS})
-            maps.append(shown["weights"])  # (h, r, r)
-            last.append(shown["last_row"])
-        keys.append(steps["k"])  # (g, P + n, d_k): the cache and the new keys
-        values.append(steps["v"])
+            pooled = steps.pooled
+            assert pooled is not None and pooled.summaries is not None and pooled.last_row is not None
+            sums.append({name: pooled.summaries[name] for name in SUMMARY_PARTS})
+            maps.append(pooled.maps["weights"])  # (h, r, r)
+            last.append(pooled.last_row)
+        keys.append(steps.k)  # (g, P + n, d_k): the cache and the new keys
+        values.append(steps.v)
     final = norm(h, w, "model.norm", shape)  # (n, d)
     residual = [final] if reduce_to is not None else [*residual[:-1], final]  # the last: after the final norm
     T_k = keys[0].size(-2)
