@@ -155,7 +155,8 @@ def test_the_streamed_shown_layer_is_made_once_with_its_maps(run_1024, monkeypat
     for name in ("scores", "scaled"):
         assert torch.allclose(shorter.shown[name], reduce_matrix(getattr(full, name), 384, 384, "signed"),
                               atol=1e-5, rtol=1e-5), name
-    assert torch.allclose(shorter.shown["weights_row_max"], theirs[1].amax(-1), atol=1e-6)
+    assert shorter.pooled is not None and shorter.pooled.row_max is not None
+    assert torch.allclose(shorter.pooled.row_max, theirs[1].amax(-1), atol=1e-6)
     for name in ("q", "k", "v", "head_outputs", "output"):
         assert torch.allclose(getattr(shorter, name), getattr(full, name), atol=1e-5), name
     other = compute(AttentionConfig(sentence=text, model=path, layer=0), display_max=384)  # the kept run, layer 0
