@@ -35,6 +35,7 @@ WORDS = ["the", "animal", "did", "not", "cross", "the", "street", "because", "it
 LONG = " ".join(itertools.islice(itertools.cycle(WORDS), 700))
 WORDS64 = " ".join(itertools.islice(itertools.cycle(WORDS), 64))
 LONGER = " ".join(itertools.islice(itertools.cycle(WORDS), 1032))  # SmolLM2 reads each word as one token
+LONGEST = " ".join(itertools.islice(itertools.cycle(WORDS), 1499))  # streamed: past the 512-token full run
 DECODER, ENCODER = "smollm2-135m", "minilm-l6"
 # the docks that show a decoder's numbers: pictured on SmolLM2, the others on the default random weights
 DECODER_DOCKS = ("model-view", "kv-cache", "interventions", "why")
@@ -133,6 +134,11 @@ PICTURES: tuple[Picture, ...] = (
             needs=(DECODER,), heavy=True),
     Picture("long-model-view-1920x1080.png", size=(1920, 1080), config=dict(model=DECODER, sentence=LONGER),
             dock="model-view", needs=(DECODER,), heavy=True),
+    # a streamed decoder input and what the status bar says is held (benchmarks.md): minutes of a core
+    Picture("stream-long-smollm2-1366x768.png", config=dict(model=DECODER, sentence=LONGEST), needs=(DECODER,),
+            heavy=True),
+    Picture("stream-long-smollm2-1920x1080.png", size=(1920, 1080), config=dict(model=DECODER, sentence=LONGEST),
+            needs=(DECODER,), heavy=True),
 )
 
 
