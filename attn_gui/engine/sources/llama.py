@@ -27,8 +27,9 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from ..attention import Projections, attend, attend_summarised, masked_keys, rms_norm
-from ..summaries import Summaries, layer_summary
+from ..attention import (Projections, attend, attend_summarised, concat_heads, masked_keys, output_projection,
+                         queries_keys_values, repeat_kv, rms_norm, soft_cap)
+from ..summaries import Summaries
 from . import stored
 from .stored import rows
 
@@ -179,12 +180,81 @@ def feed_forward(x: torch.Tensor, w: dict, layer: int, shape: LlamaShape) -> tor
                    f"{p}.down_proj")
 
 
+KEPT_BLOCK_BYTES = 16 * 2**20  # ω and α of a block of rows (``kept_attention``): 4 and 64 MiB were slower
+
+
+def kept_attention(x: torch.Tensor, p: Projections, alpha: torch.Tensor, scratch: torch.Tensor, *,
+                   past: tuple[torch.Tensor, torch.Tensor] | None = None, z_hook=None, scale: bool = True,
+                   temperature: float = 1.0, window: int | None = None, softcap: float | None = None,
+                   summarise: bool = False, **rope) -> dict:
+    """``attend(x, p, layout="column", causal=True, ...)``'s α, k, v and output, nothing else kept; with
+    ``summarise``, also the layer's summaries (``summaries.LayerSums.finish``'s, as ``summary``).
+
+    A model run keeps only these of every layer; ω, ω′ and z are the shown layer's alone, which
+    ``attend`` makes again. Here the query rows go a block at a time, each block against the keys
+    up to its last query only (causal: the later keys' α is 0, and is written as 0): its ω made in
+    ``scratch`` (``kept_scratch``'s size, reused layer after layer), divided and masked in place as
+    ``scale_and_mask`` does it, its α written into ``alpha`` (this layer's slice of every layer's α)
+    and its summaries taken while it is in the cache, as the streamed path takes them. No layer
+    allocates a T x T tensor of its own. α and z equal ``attend``'s up to the order of the float
+    sums over the keys (the same keys, fewer masked ones). ``rope``: rope_base, rope_scaling and
+    rope_dims, as ``attend`` takes them.
+    """
+    from ..summaries import TOP_K, LayerSums, row_stats
+
+    q, k, v, _ = queries_keys_values(x, p, layout="column", past=past, **rope)  # (h, n, d_k), (g, P + n, .)
+    heads, n, d_k = q.shape  # heads, new tokens, head size
+    T_k = k.size(-2)  # the cached keys and the new ones
+    P = T_k - n  # cached positions before the new rows
+    k_per_head, v_per_head = repeat_kv(k, heads), repeat_kv(v, heads)  # (h, T_k, .): head i uses K/V i // (h/g)
+    keys_t = k_per_head.transpose(-2, -1)  # (h, d_k, T_k)
+    divisor = math.sqrt(d_k) if scale else 1.0
+    context_vec = q.new_empty(heads, n, v.size(-1))  # z (h, n, d_v)
+    sums = LayerSums(heads, n, T_k, q.device, torch.float32 if q.dtype != torch.float64 else q.dtype) \
+        if summarise else None
+    rows = max(1, min(n, scratch.numel() // (2 * heads * T_k)))  # ω and α of a block fit in ``scratch``
+    for start in range(0, n, rows):
+        end = min(n, start + rows)
+        seen = min(T_k, max(P + end, TOP_K))  # these rows see keys before ``seen`` at most (k top keys: k at least)
+        size = (heads, end - start, seen)
+        count = math.prod(size)
+        scaled = torch.matmul(q[:, start:end], keys_t[..., :seen], out=scratch[:count].view(size))  # ω
+        if divisor != 1.0:
+            scaled.div_(divisor)
+        if temperature != 1.0:
+            scaled.div_(temperature)
+        hidden = masked_keys(P + start, end - start, seen, True, window, 0, x.device)  # (rows, seen)
+        scaled.masked_fill_(hidden, float("-inf"))
+        if softcap is not None:  # Gemma 2: c tanh(ω′ / c), a masked key stays -inf
+            scaled = soft_cap(scaled, softcap)
+        block = torch.softmax(scaled, dim=-1, out=scratch[count:2 * count].view(size))  # α of these rows
+        alpha[:, start:end, :seen] = block
+        alpha[:, start:end, seen:] = 0.0
+        context_vec[:, start:end] = block @ v_per_head[:, :seen]  # z (h, rows, d_v)
+        if sums is not None:
+            sums.add(row_stats(block, start, hidden, causal=True, width=T_k), start)
+    if z_hook is not None:
+        context_vec = z_hook(context_vec)  # an intervention (ablation, patching)
+    output = output_projection(concat_heads(context_vec), p.w_o, "column")  # (n, d)
+    return dict(weights=alpha, k=k, v=v, output=output if p.b_o is None else output + p.b_o,
+                summary=None if sums is None else sums.finish())
+
+
+def kept_scratch(heads: int, n: int, T_k: int, element_size: int = 4, block_bytes: int = KEPT_BLOCK_BYTES) -> int:
+    """The elements of ``kept_attention``'s scratch for n new rows over T_k keys: ω and α of its largest block."""
+    rows = max(1, min(n, block_bytes // (2 * heads * T_k * element_size)))
+    return 2 * heads * rows * T_k
+
 def decoder_layer(h: torch.Tensor, w: dict, layer: int, shape: LlamaShape,
                   past: tuple[torch.Tensor, torch.Tensor] | None = None, *, z_hook=None,
-                  reduce_to: int | None = None, block_bytes: int = 8 * 2**20):
+                  reduce_to: int | None = None, block_bytes: int = 8 * 2**20,
+                  into: tuple[torch.Tensor, torch.Tensor] | None = None):
     """One layer over the new rows ``h`` (n, d); returns (next residual, X, attention steps).
 
-    ``reduce_to``: attention streamed by blocks of query rows of about ``block_bytes`` (``attention.attend``)."""
+    ``reduce_to``: attention streamed by blocks of query rows of about ``block_bytes`` (``attention.attend``).
+    ``into``: (this layer's α (h, n, P + n) to fill, a flat scratch tensor of ``kept_scratch``'s size): only α,
+    k, v and the output are made (``kept_attention``), as a model run keeps them, and without a ``past``
+    the layer's summaries (``summary``)."""
     p = f"model.layers.{layer}"
     x = h if shape.post_norm else norm(h, w, f"{p}.input_layernorm", shape)  # X: what attention reads
     scale, temperature = shape.scale, layer + 1.0 if shape.layer_scale else 1.0
@@ -195,6 +265,11 @@ def decoder_layer(h: torch.Tensor, w: dict, layer: int, shape: LlamaShape,
         steps = attend_summarised(x, head_weights(w, layer, shape), reduce_to, rope_base=rope_base,
                                   rope_scaling=rope_scaling, rope_dims=shape.rope_dims, window=_window(shape, layer),
                                   z_hook=z_hook, scale=scale, temperature=temperature, block_bytes=block_bytes)
+    elif into is not None:
+        steps = kept_attention(x, head_weights(w, layer, shape), *into, past=past, z_hook=z_hook, scale=scale,
+                               temperature=temperature, window=_window(shape, layer), softcap=shape.softcap,
+                               rope_base=rope_base, rope_scaling=rope_scaling, rope_dims=shape.rope_dims,
+                               summarise=past is None)
     else:
         steps = attend(x, head_weights(w, layer, shape), layout="column", causal=True, rope_base=rope_base,
                        rope_scaling=rope_scaling, rope_dims=shape.rope_dims, window=_window(shape, layer),
@@ -234,20 +309,26 @@ def forward(w: dict, ids: torch.Tensor, shape: LlamaShape, cache: KVCache | None
         h = h + rows(w, "model.embed_positions.weight", torch.arange(start, start + ids.shape[0]))
     if reduce_to is not None and cache is not None:
         raise ValueError("a run after a key/value cache is not streamed")
-    residual, inputs, weights, keys, values, sums, maps, last = [h], [], [], [], [], [], [], []
+    alphas: torch.Tensor | None = None  # every layer's α, filled layer by layer (``kept_attention``)
+    into: list[tuple[torch.Tensor, torch.Tensor] | None] = [None] * shape.layers
+    if reduce_to is None:
+        n = ids.shape[0]
+        T_k = n + (0 if cache is None else cache.length)
+        alphas = h.new_empty(shape.layers, shape.heads, n, T_k)
+        scratch = h.new_empty(kept_scratch(shape.heads, n, T_k, h.element_size()))  # one block's ω and α
+        into = [(alpha, scratch) for alpha in alphas]
+    residual, inputs, keys, values, sums, maps, last = [h], [], [], [], [], [], []
     for layer in range(shape.layers):
         past = None if cache is None else (cache.keys[layer], cache.values[layer])
-        h, x, steps = decoder_layer(h, w, layer, shape, past, z_hook=(z_hooks or {}).get(layer),
-                                    reduce_to=reduce_to, block_bytes=block_bytes)
+        h, x, steps = decoder_layer(h, w, layer, shape, past, z_hook=(z_hooks or {}).get(layer), reduce_to=reduce_to,
+                                    block_bytes=block_bytes, into=into[layer])
         if reduce_to is None:  # streamed, only the last residual is kept (memory follows T d, not L T d)
             residual.append(h)
         inputs.append(x)
         if reduce_to is None:
-            weights.append(steps["weights"])  # (h, n, P + n)
             last.append(steps["weights"][:, -1])
             if cache is None:  # a whole sentence: its summaries (a decode step's one row has none)
-                hidden = masked_keys(0, x.size(0), x.size(0), True, _window(shape, layer), 0, x.device)
-                sums.append(layer_summary(steps["weights"], hidden, causal=True))
+                sums.append(steps["summary"])
         else:
             shown = steps["shown"]
             sums.append({name: shown[f"summary_{name}"] for name in SUMMARY_PARTS})
@@ -259,7 +340,7 @@ def forward(w: dict, ids: torch.Tensor, shape: LlamaShape, cache: KVCache | None
     residual = [final] if reduce_to is not None else [*residual[:-1], final]  # the last: after the final norm
     T_k = keys[0].size(-2)
     summaries = Summaries.stack(sums, T_k, maps if reduce_to is not None else None) if sums else None
-    return Forward(residual, inputs, torch.stack(weights) if weights else None, KVCache(tuple(keys), tuple(values)),
+    return Forward(residual, inputs, alphas, KVCache(tuple(keys), tuple(values)),
                    logits(final[-1], w, shape.final_softcap), summaries, torch.stack(last))
 
 
