@@ -224,6 +224,7 @@ def kept_attention(x: torch.Tensor, p: Projections, alpha: torch.Tensor, scratch
         if temperature != 1.0:
             scaled.div_(temperature)
         hidden = masked_keys(P + start, end - start, seen, True, window, 0, x.device)  # (rows, seen)
+        assert hidden is not None  # causal: there is a mask
         scaled.masked_fill_(hidden, float("-inf"))
         if softcap is not None:  # Gemma 2: c tanh(ω′ / c), a masked key stays -inf
             scaled = soft_cap(scaled, softcap)
