@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from attn_gui import bench
+from attn_gui.bench.folder import PEER_NAME, SDPA_NAME
 from attn_gui.bench.startup import measure_window_startup
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -138,13 +139,15 @@ def test_the_model_folder_rows(report):
     facts = kept["extra"]
     assert kept["target"] == pytest.approx(facts["disk_mib"] + facts["f32_mib"] + 128, abs=0.2)
     assert upcast["target"] == pytest.approx(facts["disk_mib"] + facts["layer_f32_mib"] + 128, abs=0.2)
-    peer_name = "transformers: forward (eager, every layer's attentions, last logits)"
-    forwards = [r for (name, _), r in rows.items() if name.endswith("forward (every layer's steps kept)")]
-    assert {r["size"] for r in forwards} == {r["size"] for (name, _), r in rows.items() if name == peer_name}
+    forwards = [r for (name, _), r in rows.items() if name.endswith("(every layer's α kept)")]
+    assert {r["size"] for r in forwards} == {r["size"] for (name, _), r in rows.items() if name == PEER_NAME}
     for app in forwards:  # each over transformers' at the same length (tiny run: T = 8 and 32)
-        peer = rows[(peer_name, app["size"])]
-        assert app["ratio_to"] == peer_name and app["ratio"] == pytest.approx(app["median"] / peer["median"])
+        peer = rows[(PEER_NAME, app["size"])]
+        assert app["ratio_to"] == PEER_NAME and app["ratio"] == pytest.approx(app["median"] / peer["median"])
         assert app["target"] == 1.0 and app["met"] is (app["ratio"] <= 1.0)
+        sdpa = rows[(SDPA_NAME, app["size"])]  # transformers' default, for reference: no attentions returned
+        assert app["extra"]["over_sdpa"] == pytest.approx(app["median"] / sdpa["median"], rel=1e-3)
+        assert len(app["extra"]["wall_ms"]) == app["runs"]  # each forward's wall time beside its CPU time
 
 
 def test_the_bench_checkpoint_is_a_qwen2_folder_transformers_reads(tmp_path):

@@ -6,11 +6,13 @@ parameters, 0.99 GB on disk) into a temporary folder, one tensor at a time from 
 generator, with a small tokenizer. Fresh subprocesses open it in turn, interleaved: the app as
 it runs (memory-mapped bfloat16, each weight upcast to float32 when first read and kept, as
 the free memory allows), the app short of memory (``stored.KEEP_SHARE = 0``: each layer upcast
-as it runs and dropped), and transformers (float32, eager attention returning every layer's
-weights as the app keeps them, the last token's logits only as the app computes them). Each
-times its load, with the longest gap of a thread ticking every 5 ms meanwhile (how long the
-load held the interpreter lock: a GUI thread waits as long), a warm-up forward, then forwards.
-Targets: the app's forward at most transformers' at both lengths; its peak RSS over the
+as it runs and dropped), transformers (float32, eager attention returning every layer's weights
+as the app keeps them, the last token's logits only as the app computes them: the peer) and
+transformers' default (sdpa, no attention weights returned: for reference). Each times its load,
+with the longest gap of a thread ticking every 5 ms meanwhile (how long the load held the
+interpreter lock: a GUI thread waits as long), a warm-up forward of 64 tokens, then forwards,
+each in CPU time on one thread (on a shared machine the wall clock also counts the other
+processes; it is kept beside). Targets: the app's forward at most the peer's at both lengths; its peak RSS over the
 interpreter's own at most the size on disk plus the float32 weights kept (short of memory:
 plus one float32 layer) plus 128 MiB of activations at T = 64.
 """
@@ -18,6 +20,7 @@ plus one float32 layer) plus 128 MiB of activations at T = 64.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import tempfile
 from pathlib import Path
@@ -115,33 +118,41 @@ def longest_gap_ms(work) -> tuple[float, float]:
     return wall * 1e3, max(b - a for a, b in zip(ticks, ticks[1:], strict=False)) * 1e3
 
 
-def _forwards(run, lengths: dict[int, int]) -> dict[str, list[float]]:
-    """``run(ids)`` once at the first length (the warm-up: weights converted, pages read), then timed."""
+WARM = 64  # the warm-up forward's tokens (weights converted, pages read); the timed forwards follow
+THREADS = 1  # every child computes on one thread: its CPU time is then the work, not threads waiting
+
+
+def _forwards(run, lengths: dict[int, int]) -> dict[str, dict[str, list[float]]]:
+    """``run(ids)`` once at ``WARM`` tokens (or the shortest length, if shorter), then timed at each of
+    ``lengths`` (T: repeats): {"cpu": CPU ms per forward by T, "wall": wall ms}. What a forward returns
+    is held until both clocks stop, so freeing it is not timed."""
     import time
 
-    first = min(lengths)
-    run(torch.arange(first) % len(WORDS))
-    times = {}
+    run(torch.arange(min(WARM, *lengths)) % len(WORDS))
+    times: dict[str, dict[str, list[float]]] = {"cpu": {}, "wall": {}}
     for T, repeats in lengths.items():
         ids = torch.arange(T) % len(WORDS)
-        times[str(T)] = []
+        times["cpu"][str(T)], times["wall"][str(T)] = [], []
         for _ in range(repeats):
-            start = time.perf_counter()
-            run(ids)
-            times[str(T)].append((time.perf_counter() - start) * 1e3)
+            cpu, wall = time.process_time(), time.perf_counter()
+            out = run(ids)
+            times["cpu"][str(T)].append((time.process_time() - cpu) * 1e3)
+            times["wall"][str(T)].append((time.perf_counter() - wall) * 1e3)
+            del out
     return times
 
 
 def app_child(path: str, lengths: dict[int, int], keep: bool = True) -> dict:
     """Body of the app's subprocess: the load (and its longest lock hold), forwards of each length
-    ``lengths`` (T: repeats), the peak RSS (KiB). ``keep=False``: the weights upcast per layer
-    (as when the free memory is short)."""
+    ``lengths`` (T: repeats) on ``THREADS`` threads, the peak RSS (KiB). ``keep=False``: the weights
+    upcast per layer (as when the free memory is short)."""
     from ..engine import AttentionConfig, source
     from ..engine.sources import stored
     from ..engine.sources.decoder import load_model
     from ..engine.sources.hf import weight_files
     from .memory import peak_rss_kib
 
+    torch.set_num_threads(THREADS)
     if not keep:
         stored.KEEP_SHARE = 0.0
     base = peak_rss_kib()
@@ -150,51 +161,55 @@ def app_child(path: str, lengths: dict[int, int], keep: bool = True) -> dict:
     times = _forwards(lambda ids: model.forward(ids, "cpu", torch.float32), lengths)
     disk, layer = stored.need_bytes(weight_files(Path(path)))
     return {"base_kib": base, "peak_rss_kib": peak_rss_kib(), "load_ms": load_ms, "load_stall_ms": stall_ms,
-            "forward_ms": times, "disk_bytes": disk, "layer_bytes": layer,
+            "forward_ms": times["cpu"], "forward_wall_ms": times["wall"], "disk_bytes": disk, "layer_bytes": layer,
             "f32_bytes": 4 * sum(t.numel() for t in load_model(path).weights.values())}
 
 
-def transformers_child(path: str, lengths: dict[int, int], keep: bool = True) -> dict:
-    """The same with transformers: from_pretrained in float32, eager attention returning every layer's
-    weights, the logits of the last token only (``logits_to_keep=1``), as the app computes them."""
+def transformers_child(path: str, lengths: dict[int, int], attn: str = "eager") -> dict:
+    """The same with transformers: from_pretrained in float32, the logits of the last token only
+    (``logits_to_keep=1``), as the app computes them; ``attn`` "eager" returns every layer's attention
+    weights, as the app keeps them, "sdpa" (transformers' default) returns none."""
     import transformers
 
     from .memory import peak_rss_kib
 
+    torch.set_num_threads(THREADS)
     torch.set_grad_enabled(False)
     base = peak_rss_kib()
     holder = {}
 
     def load():
         holder["model"] = transformers.AutoModelForCausalLM.from_pretrained(
-            path, dtype=torch.float32, attn_implementation="eager").eval()
+            path, dtype=torch.float32, attn_implementation=attn).eval()
 
     load_ms, stall_ms = longest_gap_ms(load)
-    model = holder["model"]
-    times = _forwards(lambda ids: model(ids[None], output_attentions=True, logits_to_keep=1), lengths)
+    model, attentions = holder["model"], attn == "eager"
+    times = _forwards(lambda ids: model(ids[None], output_attentions=attentions, logits_to_keep=1), lengths)
     return {"base_kib": base, "peak_rss_kib": peak_rss_kib(), "load_ms": load_ms, "load_stall_ms": stall_ms,
-            "forward_ms": times}
+            "forward_ms": times["cpu"], "forward_wall_ms": times["wall"]}
 
 
-def _child(kind: str, path: str, lengths: dict[int, int], keep: bool = True) -> dict:
+def _child(kind: str, path: str, lengths: dict[int, int], option) -> dict:
     code = (f"import json; from attn_gui.bench.folder import {kind}_child; "
-            f"print(json.dumps({kind}_child({path!r}, {dict(lengths)!r}, {bool(keep)})))")
+            f"print(json.dumps({kind}_child({path!r}, {dict(lengths)!r}, {option!r})))")
     proc = run_python(code)
     if proc.returncode != 0:
         raise RuntimeError(f"{kind} subprocess failed: {last_error_line(proc)}")
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-RUNS = ("app", "app, per-layer upcast", "transformers")  # the app keeping float32, short of memory, the peer
+PEER, SDPA = "transformers", "transformers, sdpa"
+RUNS = {"app": ("app", True), "app, per-layer upcast": ("app", False),  # the app keeping float32, short of memory
+        PEER: ("transformers", "eager"), SDPA: ("transformers", "sdpa")}  # the peer, and transformers' default
 
 
-def _interleaved(path: str, lengths: dict[int, int], rounds: int, runs=RUNS) -> dict[str, list[dict]]:
+def _interleaved(path: str, lengths: dict[int, int], rounds: int, runs=tuple(RUNS)) -> dict[str, list[dict]]:
     """Each of ``runs`` in a fresh subprocess, in turn, ``rounds`` times: their results by run."""
-    out = {run: [] for run in runs}
+    out: dict[str, list[dict]] = {run: [] for run in runs}
     for _ in range(rounds):
         for run in runs:
-            kind = "transformers" if run == "transformers" else "app"
-            out[run].append(_child(kind, path, lengths, keep=run == "app"))
+            kind, option = RUNS[run]
+            out[run].append(_child(kind, path, lengths, option))
     return out
 
 
@@ -218,6 +233,7 @@ def bench_folder(settings: BenchSettings, log: Log) -> tuple[list[Row], list[dic
         path = str(folder / "qwen2")
         log(f"model folder: the app and transformers, load and forwards at T={short}, interleaved ...")
         lengths = {short: 1, long: 1} if tiny else {short: 3}
+        load = os.getloadavg()
         runs = _interleaved(path, lengths, 2 if settings.mode == "quick" else 3 if settings.mode == "full" else 1)
         app = runs["app"][0]
         size = f"{label}, T={short}"
@@ -230,33 +246,45 @@ def bench_folder(settings: BenchSettings, log: Log) -> tuple[list[Row], list[dic
             bound = bounds.get(run)
             rows.append(Row("model folder", f"{run}: peak RSS over the interpreter's", size, "MiB", peak,
                             target=bound, met=None if bound is None else peak <= bound, extra=facts))
-        for run in ("app", "transformers"):
+        for run in ("app", PEER):
             rows.append(Row.timed("model folder", f"{run}: load", size, Timing([r["load_ms"] for r in runs[run]])))
         rows.append(Row.timed("model folder", "app: longest lock hold while loading (5 ms ticks)", size,
                               Timing([r["load_stall_ms"] for r in runs["app"]])))
-        rows += _forward_rows(runs, short, f"{label}, T={short}")
+        rows += _forward_rows(runs, short, f"{label}, T={short}", (*load, *os.getloadavg()))
         if not tiny:
             log(f"model folder: forwards at T={long}, interleaved ...")
-            runs = _interleaved(path, {long: 1}, 2 if settings.mode == "full" else 1, runs=("app", "transformers"))
-        rows += _forward_rows(runs, long, f"{label}, T={long}")
+            load = os.getloadavg()
+            runs = _interleaved(path, {long: 1}, 3 if settings.mode == "full" else 2, runs=("app", PEER, SDPA))
+        rows += _forward_rows(runs, long, f"{label}, T={long}", (*load, *os.getloadavg()))
         return rows, []
     finally:
         shutil.rmtree(folder, ignore_errors=True)
 
 
-def _forward_rows(runs: dict[str, list[dict]], T: int, size: str) -> list[Row]:
-    """A forward's time for each run, each of the app's over transformers' (target: at most 1)."""
+FORWARD = f"forward, CPU time on {THREADS} thread{'s' if THREADS > 1 else ''}"
+PEER_NAME = f"{PEER}: {FORWARD} (eager, every layer's attentions, last logits)"
+SDPA_NAME = f"{SDPA}: {FORWARD} (no attentions, last logits)"
+
+
+def _forward_rows(runs: dict[str, list[dict]], T: int, size: str, load: tuple[float, ...]) -> list[Row]:
+    """A forward's CPU time for each run, each of the app's over transformers' eager one, which returns every
+    layer's attention as the app keeps it (target: at most 1), and over transformers' default (sdpa, none)."""
     from .timing import Timing
 
     timings = {run: Timing([ms for r in results for ms in r["forward_ms"][str(T)]]) for run, results in runs.items()}
-    peer = timings["transformers"]
-    name = "transformers: forward (eager, every layer's attentions, last logits)"
+    walls = {run: [round(ms) for r in results for ms in r["forward_wall_ms"][str(T)]] for run, results in runs.items()}
+    extra = lambda run: {"wall_ms": walls[run], "load_average_before_after": [round(x, 2) for x in load]}  # noqa: E731
+    peer, sdpa = timings[PEER], timings.get(SDPA)
     rows = []
     for run, timing in timings.items():
-        if run == "transformers":
+        if run in (PEER, SDPA):
             continue
         ratio = timing.median_ms / peer.median_ms
-        rows.append(Row.timed("model folder", f"{run}: forward (every layer's steps kept)", size, timing,
-                              ratio=ratio, ratio_to=name, target=1.0, met=ratio <= 1.0))
-    rows.append(Row.timed("model folder", name, size, peer))
+        over_sdpa = {} if sdpa is None else {"over_sdpa": round(timing.median_ms / sdpa.median_ms, 3)}
+        rows.append(Row.timed("model folder", f"{run}: {FORWARD} (every layer's α kept)", size, timing,
+                              ratio=ratio, ratio_to=PEER_NAME, target=1.0, met=ratio <= 1.0,
+                              extra=extra(run) | over_sdpa))
+    rows.append(Row.timed("model folder", PEER_NAME, size, peer, extra=extra(PEER)))
+    if sdpa is not None:
+        rows.append(Row.timed("model folder", SDPA_NAME, size, sdpa, extra=extra(SDPA)))
     return rows

@@ -23,6 +23,7 @@ SECTION_TITLES = {
     "memory": "Peak memory of fresh subprocesses",
     "model": "Model mode: all-MiniLM-L6-v2 (6 layers, 12 heads, d_model 384), run by the engine",
     "decoder": "Decoder mode: SmolLM2-135M (30 layers, 9 query / 3 K/V heads, d_model 576), float32 on the CPU",
+    "model folder": "A Qwen2-0.5B-shaped bfloat16 folder against transformers (fresh subprocesses, in turns)",
     "long": "Long inputs for real models: one streamed run (fresh subprocess), time and peak RSS growth",
     "window": "The window (offscreen, 1600 x 1000): control change -> every visible map repainted",
     "startup": "Start-up of fresh subprocesses",
@@ -107,7 +108,8 @@ def format_report(report: dict[str, Any]) -> str:
         f"device {meta['device']} ({meta['device_name']}), {meta['cpu_count']} CPUs, "
         f"{meta['torch_threads']} torch threads, torch {meta['torch']}",
     ]
-    for section, title in SECTION_TITLES.items():
+    others = {r["section"]: r["section"] for r in report["rows"] if r["section"] not in SECTION_TITLES}
+    for section, title in {**SECTION_TITLES, **others}.items():  # a section without a title: under its name
         rows = [r for r in report["rows"] if r["section"] == section]
         if rows:
             lines += ["", title, *_table(rows)]

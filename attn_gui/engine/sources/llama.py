@@ -27,8 +27,9 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from ..attention import AttendOptions, Projections, Steps, Stream, attend, attend_summarised, masked_keys, rms_norm
-from ..summaries import Summaries, layer_summary
+from ..attention import (AttendOptions, Projections, Steps, Stream, attend, attend_summarised, concat_heads,
+                         masked_keys, output_projection, queries_keys_values, repeat_kv, rms_norm, soft_cap)
+from ..summaries import Summaries
 from . import stored
 from .stored import rows
 
@@ -195,20 +196,98 @@ def layer_options(shape: LlamaShape, layer: int) -> AttendOptions:
                          window=_window(shape, layer))
 
 
+KEPT_BLOCK_BYTES = 16 * 2**20  # ω and α of a block of rows (``kept_attention``): 4 and 64 MiB were slower
+
+
+def kept_attention(x: torch.Tensor, p: Projections, alpha: torch.Tensor, scratch: torch.Tensor,
+                   options: AttendOptions, *, past: tuple[torch.Tensor, torch.Tensor] | None = None, z_hook=None,
+                   summaries: list | None = None) -> Steps:
+    """``attend(x, p, options, past=past)``'s α, q, k, v, z and output, nothing else kept; with ``summaries``,
+    the layer's summaries (``summaries.LayerSums.finish``'s) appended to it.
+
+    A model run keeps only these of every layer; ω and ω′ are the shown layer's alone, which
+    ``attend`` makes again. Here the query rows go a block at a time, each block against the keys
+    up to its last query only (causal: the later keys' α is 0, and is written as 0): its ω made in
+    ``scratch`` (``kept_scratch``'s size, reused layer after layer), divided and masked in place as
+    ``scale_and_mask`` does it, its α written into ``alpha`` (this layer's slice of every layer's α)
+    and its summaries taken while it is in the cache, as the streamed path takes them. No layer
+    allocates a T x T tensor of its own. α and z equal ``attend``'s up to the order of the float
+    sums over the keys (the same keys, fewer masked ones). ``options``: a decoder layer's
+    (``layer_options``: causal, column layout, its scaling, RoPE, window and soft-cap).
+    """
+    from ..summaries import TOP_K, LayerSums, row_stats
+
+    o = options
+    q, k, v, rope, qk_norm = queries_keys_values(x, p, o, past=past)  # (h, n, d_k), (g, P + n, .)
+    heads, n, d_k = q.shape  # heads, new tokens, head size
+    T_k = k.size(-2)  # the cached keys and the new ones
+    P = T_k - n  # cached positions before the new rows
+    k_per_head, v_per_head = repeat_kv(k, heads), repeat_kv(v, heads)  # (h, T_k, .): head i uses K/V i // (h/g)
+    keys_t = k_per_head.transpose(-2, -1)  # (h, d_k, T_k)
+    divisor = math.sqrt(d_k) if o.scale else 1.0
+    context_vec = q.new_empty(heads, n, v.size(-1))  # z (h, n, d_v)
+    sums = LayerSums(heads, n, T_k, q.device, torch.float32 if q.dtype != torch.float64 else q.dtype) \
+        if summaries is not None else None
+    rows = max(1, min(n, scratch.numel() // (2 * heads * T_k)))  # ω and α of a block fit in ``scratch``
+    for start in range(0, n, rows):
+        end = min(n, start + rows)
+        seen = min(T_k, max(P + end, TOP_K))  # these rows see keys before ``seen`` at most (k top keys: k at least)
+        size = (heads, end - start, seen)
+        count = math.prod(size)
+        scaled = torch.matmul(q[:, start:end], keys_t[..., :seen], out=scratch[:count].view(size))  # ω
+        if divisor != 1.0:
+            scaled.div_(divisor)
+        if o.temperature != 1.0:
+            scaled.div_(o.temperature)
+        hidden = masked_keys(P + start, end - start, seen, True, o.window, 0, x.device)  # (rows, seen)
+        assert hidden is not None  # causal: there is a mask
+        scaled.masked_fill_(hidden, float("-inf"))
+        if o.softcap is not None:  # Gemma 2: c tanh(ω′ / c), a masked key stays -inf
+            scaled = soft_cap(scaled, o.softcap)
+        block = torch.softmax(scaled, dim=-1, out=scratch[count:2 * count].view(size))  # α of these rows
+        alpha[:, start:end, :seen] = block
+        alpha[:, start:end, seen:] = 0.0
+        context_vec[:, start:end] = block @ v_per_head[:, :seen]  # z (h, rows, d_v)
+        if sums is not None:
+            sums.add(row_stats(block, start, hidden, causal=True, width=T_k), start)
+    if z_hook is not None:
+        context_vec = z_hook(context_vec)  # an intervention (ablation, patching)
+    concat = concat_heads(context_vec)
+    output = output_projection(concat, p.w_o, "column")  # (n, d)
+    if summaries is not None and sums is not None:
+        summaries.append(sums.finish())
+    return Steps(q, k, v, context_vec, concat, output if p.b_o is None else output + p.b_o, weights=alpha,
+                 rope=rope, qk_norm=qk_norm)
+
+
+def kept_scratch(heads: int, n: int, T_k: int, element_size: int = 4, block_bytes: int = KEPT_BLOCK_BYTES) -> int:
+    """The elements of ``kept_attention``'s scratch for n new rows over T_k keys: ω and α of its largest block."""
+    rows = max(1, min(n, block_bytes // (2 * heads * T_k * element_size)))
+    return 2 * heads * rows * T_k
+
+
 def decoder_layer(h: torch.Tensor, w: dict, layer: int, shape: LlamaShape,
                   past: tuple[torch.Tensor, torch.Tensor] | None = None, *, z_hook=None,
-                  reduce_to: int | None = None, block_bytes: int = 8 * 2**20, shown: bool = False
+                  reduce_to: int | None = None, block_bytes: int = 8 * 2**20, shown: bool = False,
+                  into: tuple[torch.Tensor, torch.Tensor, list | None] | None = None
                   ) -> tuple[torch.Tensor, torch.Tensor, Steps]:
     """One layer over the new rows ``h`` (n, d); returns (next residual, X, attention steps).
 
     ``reduce_to``: attention streamed by blocks of query rows of about ``block_bytes`` (``attention.attend``);
-    ``shown``: this layer's ω and scaled scores pooled too (``attention.attend_summarised``)."""
+    ``shown``: this layer's ω and scaled scores pooled too (``attention.attend_summarised``).
+    ``into``: (this layer's α (h, n, P + n) to fill, a flat scratch tensor of ``kept_scratch``'s size, a list
+    to append the layer's summaries to, or None): only α, q, k, v, z and the output are made
+    (``kept_attention``), as a model run keeps them."""
     p = f"model.layers.{layer}"
     x = h if shape.post_norm else norm(h, w, f"{p}.input_layernorm", shape)  # X: what attention reads
     options = layer_options(shape, layer)
     if reduce_to is not None:  # streamed: no T x T map kept (softcap refused where streaming is: engine.compute)
         steps = attend_summarised(x, head_weights(w, layer, shape), options, Stream(reduce_to, block_bytes),
                                   shown=shown, z_hook=z_hook)
+    elif into is not None:
+        alpha, scratch, summaries = into
+        steps = kept_attention(x, head_weights(w, layer, shape), alpha, scratch, options, past=past, z_hook=z_hook,
+                               summaries=summaries)
     else:
         steps = attend(x, head_weights(w, layer, shape), options, past=past, z_hook=z_hook)
     if shape.post_norm:  # OLMo 2: h + norm(attn(h)), then h + norm(mlp(h))
@@ -248,25 +327,30 @@ def forward(w: dict, ids: torch.Tensor, shape: LlamaShape, cache: KVCache | None
         h = h + rows(w, "model.embed_positions.weight", torch.arange(start, start + ids.shape[0]))
     if reduce_to is not None and cache is not None:
         raise ValueError("a run after a key/value cache is not streamed")
-    residual, inputs, weights, keys, values, sums, maps, last = [h], [], [], [], [], [], [], []
+    residual, inputs, keys, values, maps, last = [h], [], [], [], [], []
+    sums: list[dict[str, torch.Tensor]] = []  # every layer's summaries
+    alphas: torch.Tensor | None = None  # every layer's α, filled layer by layer (``kept_attention``)
+    into: list[tuple[torch.Tensor, torch.Tensor, list | None] | None] = [None] * shape.layers
+    if reduce_to is None:
+        n = ids.shape[0]
+        T_k = n + (0 if cache is None else cache.length)
+        alphas = h.new_empty(shape.layers, shape.heads, n, T_k)
+        scratch = h.new_empty(kept_scratch(shape.heads, n, T_k, h.element_size()))  # one block's ω and α
+        # a whole sentence: its summaries (a decode step's one row has none)
+        into = [(alpha, scratch, sums if cache is None else None) for alpha in alphas]
     kept: tuple[int, Steps] | None = None  # the shown layer and its steps, streamed
     for layer in range(shape.layers):
         past = None if cache is None else (cache.keys[layer], cache.values[layer])
         h, x, steps = decoder_layer(h, w, layer, shape, past, z_hook=(z_hooks or {}).get(layer),
                                     reduce_to=reduce_to, block_bytes=block_bytes,
-                                    shown=reduce_to is not None and layer == shown_layer)
+                                    shown=reduce_to is not None and layer == shown_layer, into=into[layer])
         if reduce_to is not None and layer == shown_layer:
             kept = (layer, steps)
         if reduce_to is None:  # streamed, only the last residual is kept (memory follows T d, not L T d)
             residual.append(h)
         inputs.append(x)
         if reduce_to is None:
-            alpha = steps.alpha  # (h, n, P + n)
-            weights.append(alpha)
-            last.append(alpha[:, -1])
-            if cache is None:  # a whole sentence: its summaries (a decode step's one row has none)
-                hidden = masked_keys(0, x.size(0), x.size(0), True, _window(shape, layer), 0, x.device)
-                sums.append(layer_summary(alpha, hidden, causal=True))
+            last.append(steps.alpha[:, -1])  # the summaries went into ``sums`` (``kept_attention``)
         else:
             pooled = steps.pooled
             assert pooled is not None and pooled.summaries is not None and pooled.last_row is not None
@@ -279,7 +363,7 @@ def forward(w: dict, ids: torch.Tensor, shape: LlamaShape, cache: KVCache | None
     residual = [final] if reduce_to is not None else [*residual[:-1], final]  # the last: after the final norm
     T_k = keys[0].size(-2)
     summaries = Summaries.stack(sums, T_k, maps if reduce_to is not None else None) if sums else None
-    return Forward(residual, inputs, torch.stack(weights) if weights else None, KVCache(tuple(keys), tuple(values)),
+    return Forward(residual, inputs, alphas, KVCache(tuple(keys), tuple(values)),
                    logits(final[-1], w, shape.final_softcap), summaries, torch.stack(last),
                    kept)
 
