@@ -135,15 +135,6 @@ class LayerSums:
                     top_keys=self.top_keys, **{f"metric_{name}": v for name, v in metrics.items()})
 
 
-def layer_summary(weights: torch.Tensor, hidden: torch.Tensor | None, k: int = TOP_K,
-                  causal: bool = False) -> dict[str, torch.Tensor]:
-    """A whole layer's summaries from its full α (h, T, T_k) and mask (T, T_k) or None: ``LayerSums.finish``'s."""
-    h, T, T_k = weights.shape
-    sums = LayerSums(h, T, T_k, weights.device, torch.float32 if weights.dtype != torch.float64 else weights.dtype, k)
-    sums.add(row_stats(weights, 0, hidden, k, causal), 0)
-    return sums.finish()
-
-
 @dataclass(frozen=True)
 class Summaries:
     """Every layer's and head's summaries of one model run (see the module's docstring).
