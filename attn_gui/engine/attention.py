@@ -483,12 +483,13 @@ def attend_summarised(x: torch.Tensor, weights: Projections, options: AttendOpti
             scaled = omega[..., :end] / divisor  # (h, n, end)
         else:
             scaled = (q[:, start:end] @ k_per_head[:, :end].transpose(-2, -1)) / divisor  # (h, n, end)
-        alpha = attention_weights(scaled.masked_fill_(hidden, float("-inf")))  # (h, n, end)
+        scaled = scaled.masked_fill_(hidden, float("-inf"))  # ω′, the softmax's input
+        alpha = attention_weights(scaled)  # (h, n, end)
         context_vec[:, start:end] = context_vectors(alpha, v_per_head[:, :end])  # (h, n, d_v)
         pooled[:, first:last] = pool_row_blocks(alpha, edges[first:last], start, side, width=T)  # later keys: 0
         if shown:  # the later keys' scaled scores are -inf (masked)
             signed["scaled"][:, first:last] = reduce_row_blocks(scaled, edges[first:last], start, side, width=T)
-        sums.add(row_stats(alpha, start, hidden, causal=True, width=T), start)
+        sums.add(row_stats(alpha, start, hidden, causal=True, width=T, scores=scaled), start)
         first = last
     last_row = alpha[:, -1].clone()  # (h, T): the last block ends at T; a copy, not a view holding the block
     if z_hook is not None:
