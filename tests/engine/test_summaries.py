@@ -1,14 +1,15 @@
-"""``summaries.row_stats``' entropy read from the scores, against −Σ α ln α (``torch.special.entr``) of their softmax.
+"""``summaries.row_stats``' entropy read from the scores, and its top keys of wide rows, against torch.
 
-A run takes each block's entropy from the scores the softmax read (ln Σ e^s − Σ α s); the peer is the definition,
-torch's ``entr`` summed over the keys of ``torch.softmax`` of the same scores.
+A run takes each block's entropy from the scores the softmax read (−ln α_m + Σ α (s_m − s)); the peer is the
+definition, torch's ``entr`` summed over the keys of ``torch.softmax`` of the same scores. Rows of 4,096 keys and
+more take their top k by chunks (``largest``); the peer is ``torch.topk``.
 """
 
 import pytest
 import torch
 
 from attn_gui.engine.attention import masked_keys
-from attn_gui.engine.summaries import row_stats
+from attn_gui.engine.summaries import WIDE, largest, row_stats
 
 
 @pytest.mark.parametrize("spread, window", [(1.0, None), (8.0, None), (8.0, 5), (30.0, None)])
@@ -26,3 +27,20 @@ def test_entropy_from_scores_is_the_definition(spread, window):
     assert torch.allclose(ours.double(), peer, atol=2e-6, rtol=0)
     definition = row_stats(alpha, start, hidden, causal=True)  # without the scores: entr itself
     assert torch.allclose(definition["entropy"].double(), peer, atol=1e-6, rtol=0)
+
+
+@pytest.mark.parametrize("T_k", [WIDE, 5000, 32768])
+def test_top_keys_of_wide_rows_are_topks(T_k):
+    """Wide rows (a width not a multiple of the chunk too), causal rows with their later keys 0, ties of equal
+    values across chunks, k from 1 to 5: the values are ``topk``'s exactly, each index holds its value."""
+    g = torch.Generator().manual_seed(1)
+    w = torch.softmax(torch.randn(2, 6, T_k, generator=g) * 4, dim=-1)
+    w[:, 1, T_k // 2:] = 0.0  # a row that sees half the keys
+    w[:, 2] = (w[:, 2] * 50).round() / 50  # few distinct values: ties everywhere
+    w[:, 3, ::700] = 1.0  # equal maxima in many chunks
+    for k in range(1, 6):
+        values, indices = largest(w, k)
+        peer = w.topk(k, dim=-1)
+        assert torch.equal(values, peer.values)
+        assert torch.equal(w.gather(-1, indices), values)
+        assert all(len(set(row)) == k for row in indices.view(-1, k).tolist())  # k distinct keys
