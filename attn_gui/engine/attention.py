@@ -489,7 +489,7 @@ def attend_summarised(x: torch.Tensor, weights: Projections, options: AttendOpti
         pooled[:, first:last] = pool_row_blocks(alpha, edges[first:last], start, side, width=T)  # later keys: 0
         if shown:  # the later keys' scaled scores are -inf (masked)
             signed["scaled"][:, first:last] = reduce_row_blocks(scaled, edges[first:last], start, side, width=T)
-        sums.add(row_stats(alpha, start, hidden, causal=True, width=T, scores=scaled), start)
+        sums.add(row_stats(alpha, start, hidden, causal=True, width=T, scores=scaled), start)  # ω′ overwritten
         first = last
     last_row = alpha[:, -1].clone()  # (h, T): the last block ends at T; a copy, not a view holding the block
     if z_hook is not None:

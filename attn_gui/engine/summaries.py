@@ -44,10 +44,11 @@ def row_stats(weights: torch.Tensor, start: int, hidden: torch.Tensor | None, k:
     causal : no query sees a key after it (then |i − j| = i − j wherever α is not 0)
     width : the number of keys of the whole rows (the bins' edges), when ``weights`` holds only the first
         T_k of them (causal rows before any later key): None, T_k
-    scores : (h, n, T_k) the scores whose softmax over the keys is ``weights`` (-inf where hidden), or None.
-        Given, the entropy −Σ_j α_j ln α_j is read from them: ln α_j = s_j − s_m + ln α_m for the row's top key m
-        (α_j = e^(s_j) / Σ e^s), so the entropy is −ln α_m + Σ_j α_j (s_m − s_j), two sums of terms ≥ 0; one
-        product with the scores instead of a logarithm of every α (3.3 times faster on CPU)
+    scores : (h, n, T_k) the scores whose softmax over the keys is ``weights`` (-inf where hidden), or None;
+        given, they are OVERWRITTEN (the caller's scratch: a run's block of scores, read by nothing after).
+        The entropy −Σ_j α_j ln α_j is then read from them: ln α_j = s_j − s_m + ln α_m for the row's top key m
+        (α_j = e^(s_j) / Σ e^s), so the entropy is −ln α_m + Σ_j α_j (s_m − s_j), two sums of terms ≥ 0, made
+        in place: no logarithm of every α and no new block (4 to 7 times faster than ``entr`` on CPU)
 
     Returns
     -------
@@ -73,8 +74,8 @@ def row_stats(weights: torch.Tensor, start: int, hidden: torch.Tensor | None, k:
         entropy = torch.special.entr(w).sum(-1)  # -Σ α ln α (h, n), 0 ln 0 = 0
     else:  # -ln α_m + Σ α (s_m - s); a hidden key's term is 0 (-inf): nansum leaves it out
         s = scores.float() if scores.dtype != w.dtype else scores
-        below_top = s - s.gather(-1, top_index[..., :1])  # s_j - s_m <= 0 (h, n, T_k)
-        entropy = -top_weights[..., 0].log() - torch.nansum(w * below_top, dim=-1)
+        terms = s.sub_(s.gather(-1, top_index[..., :1])).mul_(w)  # α_j (s_j - s_m) <= 0, in place (h, n, T_k)
+        entropy = -top_weights[..., 0].log() - torch.nansum(terms, dim=-1)
     log_keys = torch.log(keys_seen.clamp_min(2).to(w.dtype))
     rows = torch.arange(n, device=w.device)
     diagonal = w[:, rows, (query).clamp(max=T_k - 1)]  # α_ii (h, n)

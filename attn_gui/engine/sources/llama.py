@@ -249,7 +249,7 @@ def kept_attention(x: torch.Tensor, p: Projections, alpha: torch.Tensor, scratch
         alpha[:, start:end, seen:] = 0.0
         context_vec[:, start:end] = block @ v_per_head[:, :seen]  # z (h, rows, d_v)
         if sums is not None:
-            sums.add(row_stats(block, start, hidden, causal=True, width=T_k, scores=scaled), start)
+            sums.add(row_stats(block, start, hidden, causal=True, width=T_k, scores=scaled), start)  # ω′ overwritten
     if z_hook is not None:
         context_vec = z_hook(context_vec)  # an intervention (ablation, patching)
     concat = concat_heads(context_vec)

@@ -28,6 +28,8 @@ from collections.abc import Callable, Mapping
 import numpy as np
 import torch
 
+from . import heap
+
 FLOATS = {0: torch.float32, 1: torch.float16, 30: torch.bfloat16}  # ggml types F32, F16, BF16
 QUANTS = {2: "Q4_0", 3: "Q4_1", 6: "Q5_0", 7: "Q5_1", 8: "Q8_0", 10: "Q2_K", 11: "Q3_K", 12: "Q4_K", 13: "Q5_K",
           14: "Q6_K", 16: "IQ2_XXS", 17: "IQ2_XS", 18: "IQ3_XXS", 19: "IQ1_S", 20: "IQ4_NL", 21: "IQ3_S", 22: "IQ2_S",
@@ -84,6 +86,7 @@ class Quantized(Mapping):
     """
 
     def __init__(self, path, sources: dict, undo: Callable, keep_bytes: int = 0):
+        heap.tune()  # temporaries reused from the heap, large dequantized weights mapped
         self.data = np.memmap(path, dtype=np.uint8, mode="c")
         self.sources, self.undo, self.keep_bytes = sources, undo, keep_bytes
         self._shapes = {}

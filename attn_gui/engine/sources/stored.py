@@ -19,12 +19,9 @@ before anything is mapped.
 
 from __future__ import annotations
 
-import ctypes
-import functools
 import json
 import os
 import re
-import sys
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -33,6 +30,7 @@ import torch
 import torch.nn.functional as F
 
 from ..errors import ConfigError
+from . import heap
 from .cache import parse_safetensors
 from .quantized import Quantized
 
@@ -47,39 +45,11 @@ def mapped(files: list[Path]) -> dict[str, torch.Tensor]:
     stay private to this process, and the file is never changed. Raises ValueError or
     KeyError (a bad header, offsets or dtype) and OSError (an unreadable or empty file).
     """
-    _return_large_blocks()
+    heap.tune()  # temporaries reused from the heap, large converted weights mapped
     tensors = {}
     for file in files:
         tensors.update(parse_safetensors(np.memmap(file, dtype=np.uint8, mode="c")))
     return tensors
-
-
-MMAP_THRESHOLD = 4 * 2**20  # bytes: glibc serves larger blocks by mmap and unmaps them when freed
-TRIM_THRESHOLD = 64 * 2**20  # bytes: the free top of the heap glibc keeps rather than returning it
-
-
-@functools.cache
-def _return_large_blocks() -> None:
-    """Have glibc give every block over 4 MiB back to the system as soon as it is freed.
-
-    Upcasting layer by layer allocates and frees float32 weights of up to tens of MB per
-    layer. glibc's default raises its mmap threshold to the largest block freed so far, after
-    which such blocks come from the heap, which fragments: a 0.5 B model's forward then peaked
-    300 to 900 MB above its weights, varying run to run; with a fixed threshold it stays
-    within a layer (``attn-gui bench``, model folder). Fixing that threshold also fixes glibc's
-    trim threshold at its default 128 KiB: the heap's free top went back to the system after
-    every forward and was faulted in again by the next (20 k minor faults a forward of the 0.5 B
-    folder at T = 64, 8 % of its CPU time); ``TRIM_THRESHOLD`` keeps up to 64 MiB of it. A
-    process-wide setting, made once when a model is first mapped; other C libraries are untouched.
-    """
-    if not sys.platform.startswith("linux"):
-        return
-    try:
-        libc = ctypes.CDLL("libc.so.6")
-        libc.mallopt(-3, MMAP_THRESHOLD)  # M_MMAP_THRESHOLD
-        libc.mallopt(-1, TRIM_THRESHOLD)  # M_TRIM_THRESHOLD
-    except (OSError, AttributeError):
-        pass  # not glibc (musl): nothing to tune
 
 
 class Upcast(Mapping):
