@@ -371,14 +371,16 @@ def _train(steps: int, positions: str = "rope"):
 
 def _census(work: Path) -> Path:
     """A census of SmolLM2-135M over 400 passages: lines of this repository's README and docs with 6 to 40
-    words (made once a run, in ``work``)."""
+    words, at least half of them with a letter (made once a run, in ``work``): a Markdown table's rule of dashes
+    was a passage, and the previous-token head's top five were all rules."""
     from attn_gui.cli import main as cli
 
     folder = work / "census"
     if not (folder / "manifest.json").exists():
         lines = [line.strip() for page in [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md"))]
                  for line in page.read_text(encoding="utf-8").splitlines()]
-        passages = [line for line in lines if 6 <= len(line.split()) <= 40][:400]
+        passages = [line for line in lines if 6 <= len(line.split()) <= 40
+                    and 2 * sum(any(c.isalpha() for c in word) for word in line.split()) >= len(line.split())][:400]
         (work / "passages.txt").write_text("\n".join(passages) + "\n", encoding="utf-8")
         if cli(["corpus", "--model", DECODER, "--corpus", str(work / "passages.txt"), "--out", str(folder)]) != 0:
             raise RuntimeError("screenshots: the census failed")
