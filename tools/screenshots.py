@@ -152,7 +152,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--heavy", action="store_true", help="with --docs: also those that take minutes")
     args = parser.parse_args(argv)
     sizes = [tuple(int(n) for n in size.split("x")) for size in args.sizes.split(",")]
-    only = {name for name in args.only.split(",") if name}
+    only = {name.removesuffix(".png") for name in args.only.split(",") if name}  # "why-dock.png" as "why-dock"
     os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
     os.environ["ATTN_GUI_CONFIG_DIR"] = tempfile.mkdtemp(prefix="attn-gui-shots-")  # a first start, every time
     out = Path(args.out)
@@ -186,6 +186,12 @@ def main(argv: list[str] | None = None) -> int:
             continue
         shots.append((f"dock-{dock}", ViewState(decoder if on_decoder else default, focus="weights"), dock))
     shots = [shot for shot in shots if not only or shot[0] in only]
+    pictures = [picture for picture in PICTURES if not only or _named(picture, only)] if args.docs else []
+    unknown = sorted(name for name in only if not any(shot[0] == name for shot in shots)
+                     and not any(_named(picture, {name}) for picture in pictures))
+    if unknown:  # a name that matched nothing made nothing, and said nothing
+        print(f"screenshots: --only {','.join(unknown)}: no such picture" + ("" if args.docs else " (without --docs)"))
+        return 2
 
     for width, height in sizes:
         for name, state, dock in shots:
@@ -194,10 +200,7 @@ def main(argv: list[str] | None = None) -> int:
                 return 1
     if args.docs:
         work = Path(tempfile.mkdtemp(prefix="attn-gui-docs-pictures-"))
-        for picture in PICTURES:
-            name = picture.path.removesuffix(".png")
-            if only and name not in only and Path(name).name not in only:
-                continue
+        for picture in pictures:
             if picture.heavy and not args.heavy:
                 print(f"screenshots: {picture.path} takes minutes of compute: made with --heavy")
                 continue
@@ -208,6 +211,12 @@ def main(argv: list[str] | None = None) -> int:
             if not _doc_picture(app, picture, Path(args.docs) / picture.path, work):
                 return 1
     return 0
+
+
+def _named(picture: Picture, names: set[str]) -> bool:
+    """Whether ``names`` name ``picture``: its path under docs/ or its file name, without ".png"."""
+    name = picture.path.removesuffix(".png")
+    return name in names or Path(name).name in names
 
 
 def _doc_picture(app, picture: Picture, path: Path, work: Path) -> bool:
@@ -362,14 +371,16 @@ def _train(steps: int, positions: str = "rope"):
 
 def _census(work: Path) -> Path:
     """A census of SmolLM2-135M over 400 passages: lines of this repository's README and docs with 6 to 40
-    words (made once a run, in ``work``)."""
+    words, at least half of them with a letter (made once a run, in ``work``): a Markdown table's rule of dashes
+    was a passage, and the previous-token head's top five were all rules."""
     from attn_gui.cli import main as cli
 
     folder = work / "census"
     if not (folder / "manifest.json").exists():
         lines = [line.strip() for page in [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md"))]
                  for line in page.read_text(encoding="utf-8").splitlines()]
-        passages = [line for line in lines if 6 <= len(line.split()) <= 40][:400]
+        passages = [line for line in lines if 6 <= len(line.split()) <= 40
+                    and 2 * sum(any(c.isalpha() for c in word) for word in line.split()) >= len(line.split())][:400]
         (work / "passages.txt").write_text("\n".join(passages) + "\n", encoding="utf-8")
         if cli(["corpus", "--model", DECODER, "--corpus", str(work / "passages.txt"), "--out", str(folder)]) != 0:
             raise RuntimeError("screenshots: the census failed")

@@ -131,6 +131,7 @@ class MapItem(pg.GraphicsLayout):
         self._use_bar_axis(QtWidgets.QApplication.font())  # the default size, as pyqtgraph's own colour bar axis
         # thumbnails share the weights' fixed 0..1 scale with the full maps, so they skip the bar
         self.colorbar.setImageItem(self.image, insert_in=None if compact else self.plot)
+        self.colorbar.setVisible(False)  # no map, no scale (an empty dock drew a stray bar): set_data shows it
         if compact:  # thumbnails: the picture, square cells and a title; hovering still names every cell
             self.set_compact()
         self._highlight_row: int | None = None
@@ -174,7 +175,11 @@ class MapItem(pg.GraphicsLayout):
         if last.get("levels") != levels or last.get("ticks") != ticks:
             self.colorbar.setLevels(levels)
             self.colorbar.axis.setTicks([ticks])  # given, so the bar's axis never searches for its own spacing
-        self.colorbar.setVisible(bool(finite.any()))  # a map with no number (not captured) has no scale
+        scaled = bool(finite.any())  # a map with no number (not captured) has no scale
+        if scaled != self.colorbar.isVisible():
+            self.colorbar.setVisible(scaled)
+            if scaled:  # pyqtgraph sizes a hidden bar's axis 0 px wide, and nothing sized it again: no labels
+                self.colorbar.axis.setWidth(self.colorbar.axis.fixedWidth)
         mask = None if all_finite else ~finite
         if data.masked is not None:  # alpha's masked zeros are hatched like the -inf of the scores
             mask = data.masked if mask is None else mask | data.masked

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6 import QtCore, QtWidgets
+from PySide6 import QtCore, QtGui, QtWidgets
 
 from .style import SIGNED_CMAP, WEIGHTS_CMAP, highlight_rect, mask_items, mask_rects, set_mask
 
@@ -84,6 +84,7 @@ class ModelView(pg.GraphicsLayoutWidget):
                 axis = plot.getAxis(side)
                 axis.setPen(pg.mkPen(None))  # no axis line, only the numbers and the name
                 axis.setTextPen(pg.mkPen("k"))
+        self.names: dict[pg.AxisItem, tuple[str, ...]] = {}  # each axis's names, the longest first (see _name)
         self.cell = 1
         self.shape = (0, 0)
         self.across = False  # layers run across (columns) instead of down
@@ -160,7 +161,7 @@ class ModelView(pg.GraphicsLayoutWidget):
         self.sinkPlot.setVisible(False)
         for name in ("left", "top"):
             self.plot.getAxis(name).setTicks([[]])
-            self.plot.getAxis(name).setLabel("")
+            self._name(self.plot.getAxis(name), "")
         self.plot.setTitle(text, color="#444")
 
     def set_struck(self, heads: tuple[tuple[int, int], ...], allowed: bool = True) -> None:
@@ -200,12 +201,30 @@ class ModelView(pg.GraphicsLayoutWidget):
         first = [tick for j, tick in enumerate(heads)
                  if (j % self.groups == 0 if grouped else H <= 12 or j == 0 or (j + 1) % 5 == 0)]
         head_levels = [first, [tick for tick in heads if tick not in first]]
-        head_name = "query head, by K/V head" if grouped else "head"
+        head_names = ("query head, by K/V head", "query head", "head") if grouped else ("head",)
         left, top = self.plot.getAxis("left"), self.plot.getAxis("top")
         left.setTicks(head_levels if self.across else [major, minor])
         top.setTicks([major, minor] if self.across else head_levels)
-        left.setLabel(head_name if self.across else "layer")
-        top.setLabel("layer" if self.across else head_name)
+        self._name(left, *(head_names if self.across else ("layer",)))
+        self._name(top, *(("layer",) if self.across else head_names))
+
+    def _name(self, axis: pg.AxisItem, *names: str) -> None:
+        """Name ``axis`` with the longest of ``names`` (the longest first) that fits along it, the last where none
+        does: in a short dock "query head, by K/V head" gives way to "head", as a colour bar's labels give way
+        (``render.axes.give_way``), where it ran past the grid over the other axis's numbers."""
+        self.names[axis] = names
+        self._fit_name(axis)
+
+    def _fit_name(self, axis: pg.AxisItem) -> None:
+        names = self.names.get(axis)
+        if not names or axis.label is None:  # pyqtgraph drops the label when the view closes
+            return
+        length = axis.height() if axis.orientation == "left" else axis.width()
+        metrics = QtGui.QFontMetricsF(axis.label.font())
+        margins = 2 * axis.label.document().documentMargin()
+        name = next((name for name in names if metrics.horizontalAdvance(name) + margins <= length), names[-1])
+        if axis.labelText != name:
+            axis.setLabel(name)
 
     def layer_starts(self) -> np.ndarray:
         return self._cols if self.across else self._rows
@@ -248,11 +267,11 @@ class ModelView(pg.GraphicsLayoutWidget):
         top = self.sinkPlot.getAxis("top")
         top.setTicks(self.plot.getAxis("top")._tickLevels)
         if side is not None:
-            top.setLabel(f"{side[1]}, per layer")
+            self._name(top, f"{side[1]}, per layer", side[1])
             self.sinkPlot.setToolTip(f"{side[1]}: each head's value in the grid's rows and columns, blue below 0, "
                                      f"white at 0, red above (not alpha's colour bar); hover for the number")
             return
-        top.setLabel("sink mass: mean α on token 1, per layer")
+        self._name(top, "sink mass: mean α on token 1, per layer", "sink mass, per layer", "sink mass")
         self.sinkPlot.setToolTip("sink mass: each head's mean α on the first token (over the queries after it), "
                                  "in the grid's rows and columns; hover for the number")
 
@@ -271,15 +290,21 @@ class ModelView(pg.GraphicsLayoutWidget):
             for plot in (self.plot, self.sinkPlot):
                 plot.setPreferredWidth(half)
                 plot.setMaximumWidth(half)
-            return
-        grid_h, grid_w = self.image.image.shape[:2]
-        view_h = self.plot.getViewBox().height() or self.height()
-        need = max(120.0, view_h * grid_w / grid_h + self.plot.getAxis("left").width() + 4)
-        if abs(self.plot.maximumWidth() - need) > 0.5:
-            self.plot.setMaximumWidth(need)
-            # the grid and its colour bar move left: repaint the whole view, or the pixels of
-            # their old place stay on screen (seen on X11 as a second, stale model view)
-            QtCore.QTimer.singleShot(0, self, self._repaint_all)  # dropped if the view is gone by then
+        else:
+            grid_h, grid_w = self.image.image.shape[:2]
+            view_h = self.plot.getViewBox().height() or self.height()
+            need = max(120.0, view_h * grid_w / grid_h + self.plot.getAxis("left").width() + 4)
+            if abs(self.plot.maximumWidth() - need) > 0.5:
+                self.plot.setMaximumWidth(need)
+                # the grid and its colour bar move left: repaint the whole view, or the pixels of
+                # their old place stay on screen (seen on X11 as a second, stale model view)
+                QtCore.QTimer.singleShot(0, self, self._repaint_all)  # dropped if the view is gone by then
+        # pyqtgraph sizes the layout to the view before this widens its plots, and Qt clamps it to the
+        # plots' old maximum widths: a grid laid out while its dock was behind another tab (100 px wide)
+        # stayed that narrow in front, its titles over each other. The layout takes the whole view again.
+        self.ci.setGeometry(self.range)
+        for axis in self.names:
+            self._fit_name(axis)
 
     def _repaint_all(self) -> None:
         self.viewport().update()

@@ -16,6 +16,10 @@ from ..present.maps import MapData
 from ..render.heatmap import HeatmapView
 
 COLUMNS = ("rank", "score", "query → key", "passage")
+NO_CENSUS = ("<b>No census open.</b> A census is each head's statistics over many passages, with its top examples. "
+             "Write one with <code>attn-gui corpus --model smollm2-135m --corpus passages.txt --out census</code> "
+             "(a text file, one passage a line, or JSONL or Parquet), then <b>Open census…</b> here and choose the "
+             "folder it wrote.")
 SIGNED = frozenset({"dla"})  # statistics of either sign: a diverging map centred on 0
 
 
@@ -44,10 +48,11 @@ class CorpusPanel(QtWidgets.QWidget):
                                    "manifest.json)")
         self.statistic = QtWidgets.QComboBox()
         self.statistic.setObjectName("statisticCombo")
-        self.about = QtWidgets.QLabel("Write a census with attn-gui corpus --model M --corpus FILE --out DIR, "
-                                      "then open its folder here.")
+        self.statisticLabel = QtWidgets.QLabel("statistic")
+        self.about = QtWidgets.QLabel(NO_CENSUS)
         self.about.setObjectName("censusAbout")
         self.about.setWordWrap(True)
+        self.about.setTextInteractionFlags(QtCore.Qt.TextInteractionFlag.TextSelectableByMouse)  # the command
         self.grid = HeatmapView("corpus")
         self.grid.setObjectName("censusGrid")
         self.grid.setMinimumSize(260, 200)
@@ -68,8 +73,9 @@ class CorpusPanel(QtWidgets.QWidget):
 
         top = QtWidgets.QHBoxLayout()
         top.addWidget(self.openButton)
-        top.addWidget(QtWidgets.QLabel("statistic"))
+        top.addWidget(self.statisticLabel)
         top.addWidget(self.statistic, 1)
+        top.addStretch(0)  # with no census the button stands alone at the left
         left = QtWidgets.QVBoxLayout()
         left.addLayout(top)
         left.addWidget(self.grid, 1)
@@ -77,9 +83,12 @@ class CorpusPanel(QtWidgets.QWidget):
         right.addWidget(self.about)
         right.addWidget(self.pickedLabel)
         right.addWidget(self.table, 1)
+        for column in (left, right):  # with no census, the button and the message stay at the top
+            column.addStretch(0)
         layout = QtWidgets.QHBoxLayout(self)
         layout.addLayout(left, 2)
         layout.addLayout(right, 3)
+        self._show_census(False)
 
         self.openButton.clicked.connect(self._choose)
         self.statistic.currentTextChanged.connect(lambda _: self._show())
@@ -100,6 +109,7 @@ class CorpusPanel(QtWidgets.QWidget):
             self.about.setText(f"Cannot open {folder}: {str(exc).splitlines()[0] if str(exc) else exc}")
             return False
         self.folder, self.manifest, self.heads, self.examples = Path(folder), manifest, heads, examples
+        self._show_census(True)
         names = [n for n in heads if n not in ("layer", "head", "pattern_matches")]
         self.picked = None
         with QtCore.QSignalBlocker(self.statistic):
@@ -107,6 +117,13 @@ class CorpusPanel(QtWidgets.QWidget):
             self.statistic.addItems(names)
         self._show()
         return True
+
+    def _show_census(self, shown: bool) -> None:
+        """With no census open, the dock says what to do and draws no empty grid, colour bar or table."""
+        for widget in (self.statisticLabel, self.statistic, self.grid, self.pickedLabel, self.table):
+            widget.setVisible(shown)
+        if not shown:  # an empty map's colour bar, drawn with no map (set_data shows it with the first grid)
+            self.grid.item.colorbar.setVisible(False)
 
     def _show(self) -> None:
         name = self.statistic.currentText()

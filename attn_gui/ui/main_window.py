@@ -103,8 +103,11 @@ class MainWindow(FileActions, QtWidgets.QMainWindow):
         self.focusDock = self.add_dock("Follow one token", "tokenFocusDock", self.focus)
         self.focusDock.visibilityChanged.connect(self.focus.came_into_sight)
         self.modelView = ModelView()
-        self.modelDock = self.add_dock("Model view",
-                                    "modelViewDock", self.modelView)
+        self.modelDock = self.add_dock("Model view", "modelViewDock", self.modelView)
+        # a tab shown behind another says it is visible for a moment: the room waits until it is in sight
+        self.modelDock.visibilityChanged.connect(
+            lambda visible: visible and QtCore.QTimer.singleShot(0, self, self._model_view_in_sight))
+        self._model_room = False  # whether the model view had its room since the window entered model mode
         self.kvCache = KVCachePanel()
         self.kvCacheDock = self.add_dock("KV cache (decoding)", "kvCacheDock", self.kvCache)
         self.kvCacheDock.visibilityChanged.connect(lambda visible: visible and self.kvCache.follow(self._state))
@@ -511,14 +514,31 @@ class MainWindow(FileActions, QtWidgets.QMainWindow):
             (asked or self.focusDock).raise_()
             self.resizeDocks([self.focusDock], [max(150, self.height() // 5)], QtCore.Qt.Orientation.Vertical)
             return
+        self._model_room = False
         self.modelDock.show()
         if asked is not None and asked is not self.modelDock:
             asked.raise_()
             return
         self.modelDock.raise_()
-        # 30 layers x 9 heads: thumbnails need a taller dock, where the screen leaves the maps their room
-        if model_spec(result.config.model).layers > result.heads and self.height() >= 1000:
-            self.resizeDocks([self.modelDock], [max(150, self.height() * 2 // 5)], QtCore.Qt.Orientation.Vertical)
+        self._give_model_view_room(result)
+
+    def _model_view_in_sight(self) -> None:
+        if in_sight(self.modelDock):
+            self._give_model_view_room()
+
+    def _give_model_view_room(self, result=None) -> None:
+        """The model view came in front: once a model, its thumbnails of 30 layers x 9 heads get a taller dock
+        (two fifths), where the screen leaves the maps their room. It is given when the view first comes in
+        sight, not only when the model's first frame does: behind a dock asked for (``--dock why``) the grid
+        kept a fifth of the height when brought in front. Never shrunk: the person's own height stays."""
+        result = result or self.result
+        if self._model_room or result is None or result.config.model is None:
+            return
+        self._model_room = True
+        wanted = max(150, self.height() * 2 // 5)
+        if (model_spec(result.config.model).layers > result.heads and self.height() >= 1000
+                and self.modelDock.height() < wanted):
+            self.resizeDocks([self.modelDock], [wanted], QtCore.Qt.Orientation.Vertical)
 
     def hidden_tokens(self) -> tuple[int, ...]:
         """Token indices left out of the maps: the model's special tokens, when asked."""

@@ -39,3 +39,31 @@ def test_a_short_bar_draws_no_label_over_another(height, n):
 
 def test_a_bar_lower_than_a_line_has_no_label():
     assert give_way(ticks(3), 0.0, 1.0, TEXT_H - 1, TEXT_H) == []
+
+
+def test_a_map_has_a_colour_bar_only_with_numbers_and_room_for_its_labels(qtbot):
+    """No map (an empty dock) or a map of no number: no bar. pyqtgraph sized a hidden bar's value axis 0 px wide
+    and never again, so a bar shown after that drew its ticks with no label."""
+    import numpy as np
+    from PySide6 import QtGui
+
+    from attn_gui.present.maps import MapData
+    from attn_gui.render.heatmap import HeatmapView
+
+    view = HeatmapView("bar")
+    qtbot.addWidget(view)
+    view.resize(400, 300)
+    view.show()
+    bar = view.item.colorbar
+    assert not bar.isVisible()
+    labels = ["a", "b", "c"]
+    view.set_data(MapData(np.full((3, 3), np.nan), "not captured", "weights", labels, labels))
+    assert not bar.isVisible()
+    view.set_data(MapData(np.linspace(-1.5, 1.5, 9).reshape(3, 3), "signed", "signed", labels, labels))
+    assert bar.isVisible()
+    axis = bar.axis
+    qtbot.waitUntil(lambda: len(axis.labels()) >= 3)
+    metrics = QtGui.QFontMetricsF(axis.style["tickFont"])
+    widest = max(metrics.horizontalAdvance(text) for _, text, _ in axis.labels())
+    room = min(axis.geometry().width(), axis.maximumWidth())  # now, and once the layout runs again
+    assert room >= widest + 6  # the tick (4 px) and its gap (2 px), then the text

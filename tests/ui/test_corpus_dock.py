@@ -54,3 +54,20 @@ def test_a_folder_without_a_census_is_said_in_the_dock(window, census, tmp_path)
     assert panel.load(census / "out")
     assert not panel.load(tmp_path)
     assert "holds no finished census" in panel.about.text() and panel.folder == census / "out"
+
+
+def test_with_no_census_the_dock_says_what_to_do_and_draws_no_colour_bar(window, qtbot, census):
+    """An empty dock drew an empty map's colour bar, an empty table and "click a head in the grid"."""
+    panel = window.corpus
+    window.resize(1366, 768)
+    window.show_dock("corpus")
+    qtbot.waitUntil(lambda: panel.openButton.isVisible())
+    assert "No census open" in panel.about.text() and panel.about.isVisible()
+    assert "attn-gui corpus --model" in panel.about.text() and "Open census…" in panel.about.text()
+    bar = panel.grid.item.colorbar
+    assert not bar.isVisible() and not panel.grid.isVisible()
+    assert not any(w.isVisible() for w in (panel.statistic, panel.pickedLabel, panel.table))
+    assert panel.load(census / "out")
+    qtbot.waitUntil(lambda: panel.grid.isVisible() and bar.isVisible() and len(bar.axis.labels()) >= 2)
+    assert panel.statistic.isVisible() and panel.table.isVisible() and "No census" not in panel.about.text()
+    assert min(bar.axis.geometry().width(), bar.axis.maximumWidth()) > 0  # its labels have room
