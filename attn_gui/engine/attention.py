@@ -448,7 +448,7 @@ def attend_summarised(x: torch.Tensor, weights: Projections, options: AttendOpti
         ``row_max`` (h, T) as ``attend(..., stream=)``'s), last_row (h, T) and summaries
         (``LayerSums.finish``)
     """
-    from .reduce import block_edges, pool_row_blocks, reduce_row_blocks
+    from .reduce import block_edges, block_runs, pool_row_blocks, reduce_row_blocks
     from .summaries import LayerSums, row_stats
 
     o = options
@@ -468,11 +468,7 @@ def attend_summarised(x: torch.Tensor, weights: Projections, options: AttendOpti
     signed = {name: q.new_empty(h, side, side) for name in ("scores", "scaled")} if shown else {}
     context_vec = q.new_empty(h, T, v.size(-1))  # z (h, T, d_v)
     sums = LayerSums(h, T, T, q.device, q.dtype)
-    first = 0  # the first pooling block not yet computed
-    while first < side:  # runs of whole pooling blocks of about rows_per_block query rows
-        last = first + 1
-        while last < side and edges[last][1] - edges[first][0] <= rows_per_block:
-            last += 1
+    for first, last in block_runs(edges, rows_per_block):  # runs of whole pooling blocks
         start, end = edges[first][0], edges[last - 1][1]
         # causal: these rows see keys before ``end`` only; the later keys' alpha is 0 and is not computed
         hidden = masked_keys(start, end - start, end, True, o.window, 0, q.device)  # (n, end)
@@ -490,7 +486,6 @@ def attend_summarised(x: torch.Tensor, weights: Projections, options: AttendOpti
         if shown:  # the later keys' scaled scores are -inf (masked)
             signed["scaled"][:, first:last] = reduce_row_blocks(scaled, edges[first:last], start, side, width=T)
         sums.add(row_stats(alpha, start, hidden, causal=True, width=T, scores=scaled), start)  # ω′ overwritten
-        first = last
     last_row = alpha[:, -1].clone()  # (h, T): the last block ends at T; a copy, not a view holding the block
     if z_hook is not None:
         context_vec = z_hook(context_vec)  # an intervention (ablation): Z shows what W_O reads
@@ -538,7 +533,7 @@ def _attend_in_blocks(q, k, v, stream: Stream, options: AttendOptions, slopes: t
     rows holds whole pooling blocks (``reduce.block_edges``), so pooling it at once gives
     exactly the rows of the pooled full matrix.
     """
-    from .reduce import block_edges, reduce_matrix, reduce_row_blocks
+    from .reduce import block_edges, block_runs, reduce_matrix, reduce_row_blocks
 
     h, T, d_k = q.shape  # heads, query tokens, head size
     T_k = k.size(-2)  # key tokens
@@ -547,13 +542,7 @@ def _attend_in_blocks(q, k, v, stream: Stream, options: AttendOptions, slopes: t
         q, k = F.normalize(q, dim=-1), F.normalize(k, dim=-1)
         options = options.replace(similarity="dot")
     edges = block_edges(T, side)
-    rows_per_block = max(1, stream.block_bytes // (h * T_k * q.element_size()))
-    groups, first = [], 0  # runs of pooling blocks, about rows_per_block query rows each
-    for i, (_start, end) in enumerate(edges):
-        if end - edges[first][0] > rows_per_block and i > first:
-            groups.append((first, i))
-            first = i
-    groups.append((first, len(edges)))
+    groups = block_runs(edges, max(1, stream.block_bytes // (h * T_k * q.element_size())))  # of pooling blocks
     kinds = {"scores": "signed", "scaled": "signed", "weights": "weights"}
     shown = {name: q.new_empty(h, side, cols) for name in kinds}
     context_vec = q.new_empty(h, T, v.size(-1))  # z (h, T, d_v)

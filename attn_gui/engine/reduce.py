@@ -45,6 +45,18 @@ def block_edges(n: int, out: int) -> list[tuple[int, int]]:
     return [((i * n) // out, -((-(i + 1) * n) // out)) for i in range(out)]
 
 
+def block_runs(edges: list[tuple[int, int]], rows: int) -> list[tuple[int, int]]:
+    """Runs [first, last) of consecutive blocks ``edges`` (``block_edges``), each of at most ``rows`` rows
+    (one block at least): a streamed run's blocks of query rows, each holding whole pooling blocks."""
+    runs, first = [], 0
+    for i, (_start, end) in enumerate(edges):
+        if end - edges[first][0] > rows and i > first:
+            runs.append((first, i))
+            first = i
+    runs.append((first, len(edges)))
+    return runs
+
+
 def reduce_row_blocks(rows: torch.Tensor, edges: list[tuple[int, int]], offset: int, max_cols: int,
                       kind: str = "signed", width: int | None = None) -> torch.Tensor:
     """Pool some whole row blocks of a matrix exactly as :func:`reduce_matrix` pools the full matrix.
