@@ -25,6 +25,7 @@ from .worker import TaskThread
 
 PROBE_EVERY = 10  # steps between redraws of the heads and their scores
 BATCH_OF_STEPS = 5  # steps per task on the thread (one report each)
+LEGEND_MARGIN = 6  # pixels between the scores' legend and 1
 
 
 class TrainRun:
@@ -116,8 +117,11 @@ class TrainPanel(QtWidgets.QWidget):
         self.accCurve = self.curves.plot(pen=pg.mkPen("#ff7f0e", width=2))
         self.metrics = pg.PlotWidget(title="previous (solid), induction (dashed)")
         self.metrics.setLabel("bottom", "step")
-        self.metrics.setYRange(0, 1)
-        self.metrics.addLegend(offset=(4, 4), labelTextSize="8pt")  # which colour is which layer
+        self.metrics.setYRange(0, 1, padding=0)
+        # which colour is which layer: a legend in two columns, in a band above 1 that no score reaches
+        self.metrics.addLegend(offset=(4, 1), labelTextSize="8pt", colCount=2, verSpacing=-8)
+        self.metrics.getAxis("left").setTicks([[(v / 5, f"{v / 5:g}") for v in range(6)]])  # 0 ... 1
+        self.metrics.getPlotItem().vb.sigResized.connect(self._fit_legend)
         self.heads_view = pg.PlotWidget(title="α on the probe: layer ↓ head →")
         self.heads_view.invertY(True)
         self.heads_view.setAspectLocked(True)
@@ -178,6 +182,7 @@ class TrainPanel(QtWidgets.QWidget):
         for _, _, item in self._scores.values():
             self.metrics.removeItem(item)
         self._scores = {}
+        self._fit_legend()
         self.step_count = 0
         self.tasks.start("reset", lambda: self.run_state.reset(config))
         self._fresh = True
@@ -278,10 +283,19 @@ class TrainPanel(QtWidgets.QWidget):
                     item = self.metrics.plot(pen=pg.mkPen(colours[layer], width=2, style=style),
                                              name=f"layer {layer + 1} {name}")
                     self._scores[key] = ([], [], item)
+                    self._fit_legend()
                 xs, ys, item = self._scores[key]
                 xs.append(step)
                 ys.append(float(best[layer]))
                 item.setData(xs, ys)
+
+    def _fit_legend(self) -> None:
+        """The scores' plot from 0 to just above its legend's band: the legend's height in pixels over 1, where no
+        score (a share of α) reaches, so that it never covers a curve."""
+        plot = self.metrics.getPlotItem()
+        height, band = plot.vb.height(), plot.legend.boundingRect().height() + LEGEND_MARGIN
+        top = 1.0 / (1.0 - band / height) if plot.legend.items and height > 2 * band else 1.0
+        plot.setYRange(0, top, padding=0)
 
     def shutdown(self) -> None:
         """Stop the run and its thread (the window closes)."""

@@ -80,5 +80,11 @@ def test_start_trains_up_to_steps_saying_the_time_left_with_named_axes_and_a_leg
     # the mosaic's axes name the blocks (2 layers, 2 heads of 15 tokens, 1-pixel gaps), not pixels
     left, bottom = (panel.heads_view.getAxis(name)._tickLevels[0] for name in ("left", "bottom"))
     assert left == [(7.5, "layer 1"), (23.5, "layer 2")] and bottom == [(7.5, "head 1"), (23.5, "head 2")]
-    legend = [label.text for _, label in panel.metrics.getPlotItem().legend.items]
+    plot = panel.metrics.getPlotItem()
+    legend = [label.text for _, label in plot.legend.items]
     assert legend == ["layer 1 previous", "layer 2 previous", "layer 1 induction", "layer 2 induction"]
+    # the legend sits above 1, where no score (a share of α) reaches: it never covers a curve
+    panel.resize(900, 300)
+    qtbot.waitUntil(lambda: plot.legend.sceneBoundingRect().height() > 0)
+    bottom = plot.vb.mapSceneToView(plot.legend.sceneBoundingRect().bottomLeft()).y()
+    assert bottom >= 1.0, bottom
