@@ -34,7 +34,8 @@ def test_alpha_is_in_view_with_every_label(window, qtbot, state, size):
     window.set_state(window.state.replace(config=config, focus="weights"))
     qtbot.waitUntil(lambda: window.frame.result.config == config, timeout=20000)
     canvas = window.canvas
-    qtbot.waitUntil(lambda: canvas.rect_of("weights:0") is not None)
+    # drawn, for the viewport the scroll bars left (a model's dock and the new layout change it)
+    qtbot.waitUntil(lambda: not canvas.busy and canvas._planned_for == canvas.viewport().size().toTuple())
     rect, view = canvas.rect_of("weights:0"), canvas.viewport().rect()
     assert view.contains(rect), (rect, view)
     item = canvas.item_of("weights:0")
@@ -76,7 +77,7 @@ def test_a_long_inputs_faint_alpha_says_its_scale(window, qtbot):
     assert "mean α = 1/T = 0.0014; colour scale 0 to max" in alpha.plot.titleLabel.text
 
 
-def test_a_maps_colour_scale_is_chosen_from_its_menu_and_kept_in_the_session(window, qtbot, tmp_path):
+def test_a_maps_colour_scale_is_chosen_from_its_menu_and_kept_in_the_session(window, qtbot, tmp_path, drawn):
     config = AttentionConfig(heads=2, d_model=8)
     window.set_state(window.state.replace(config=config, focus="weights"))
     qtbot.waitUntil(lambda: window.frame.result.config == config, timeout=20000)
@@ -88,7 +89,7 @@ def test_a_maps_colour_scale_is_chosen_from_its_menu_and_kept_in_the_session(win
     modes["row"].trigger()
     assert window.state.scales == (("weights", "row"),)
     per_row = alpha / alpha.max(axis=-1, keepdims=True)
-    item = window.canvas.item_of("weights:0")
+    item = window.canvas.item_of("weights:0")  # (item_of draws what is left of the frame first)
     np.testing.assert_allclose(item.image.image, per_row[0], rtol=1e-5)
     np.testing.assert_allclose(window.canvas.strip[1].image.image, per_row[1], rtol=1e-5)  # every head's map
     assert window.canvas.stripBar.axis._tickLevels[0][-1] == (1.0, "max")  # the strip's shared bar says so
@@ -102,7 +103,7 @@ def test_a_maps_colour_scale_is_chosen_from_its_menu_and_kept_in_the_session(win
     assert [a.data() for a in next(a.menu() for a in scores.actions() if a.menu()).actions()] == ["auto", "row"]
 
 
-def test_a_frame_is_laid_out_once_and_whole_before_it_is_painted(window, qtbot, monkeypatch):
+def test_a_frame_is_laid_out_once_and_whole_before_it_is_painted(window, qtbot, monkeypatch, drawn):
     """Every map (focus None) at T = 64 scrolls: the scroll bars the layout brings are foreseen, so
     their coming does not lay the maps out again; and the maps' insides (axes resized for new
     labels, top labels fitted again) are laid out when the frame is drawn, not after its paint."""
@@ -125,6 +126,7 @@ def test_a_frame_is_laid_out_once_and_whole_before_it_is_painted(window, qtbot, 
     for d_k in (16, 48):  # new shapes: every axis is sized again
         with qtbot.waitSignal(window.frameShown, timeout=20000):
             window.edit_config({"d_k": d_k})
+        drawn(window)
         pending = [item.name for item in canvas.shown.values()
                    if not (item.layout.isActivated() and item.plot.layout.isActivated())]
         assert pending == []
@@ -168,6 +170,7 @@ def first_start(qtbot, settings, size, state):
     qtbot.waitUntil(lambda: win.focusDock.height() <= size[1] // 5 + 40)  # its first size (MainWindow._restore)
     canvas = win.canvas
     qtbot.waitUntil(lambda: canvas._planned_for == canvas.viewport().size().toTuple())  # the docks took their size
+    qtbot.waitUntil(lambda: not canvas.busy)  # every map drawn (a frame is drawn in steps)
     return win
 
 
@@ -191,7 +194,7 @@ def test_every_map_fills_the_view_and_alpha_is_the_largest(qtbot, settings, size
     window.stop_workers()
 
 
-def test_four_heads_at_1366_keep_the_strip_and_its_brackets_in_view(window, qtbot):
+def test_four_heads_at_1366_keep_the_strip_and_its_brackets_in_view(window, qtbot, drawn):
     # the canvas opened scrolled to alpha, the strip and its K/V labels above the view
     config = AttentionConfig(heads=4, kv_heads=2, d_model=64)
     window.resize(1366, 768)
@@ -199,6 +202,7 @@ def test_four_heads_at_1366_keep_the_strip_and_its_brackets_in_view(window, qtbo
     qtbot.waitUntil(lambda: window.frame.result.config == config, timeout=20000)
     canvas = window.canvas
     qtbot.waitUntil(lambda: canvas._planned_for == canvas.viewport().size().toTuple())
+    drawn(window)
     assert len(canvas.brackets) == 2
     labels = [g for g in canvas._groups if isinstance(g, QtWidgets.QGraphicsSimpleTextItem)]
     assert [g.text() for g in labels] == ["K/V 1: heads 1–2", "K/V 2: heads 3–4"]
