@@ -143,8 +143,15 @@ class Canvas(ReadoutHost, pg.GraphicsView):
         start = time.perf_counter() if started is None else started
         self._data = frame_shapes(frame, head, hidden, dict(scales))
         self._strip_unfilled = set(range(frame.result.heads))
-        self._steps = [self._place]  # the layout is a step too: the window's turn may have used the time
+        self._queue_layout()  # a step too: the window's turn may have used the time
         self._run_steps(start, at_least_one=False)
+
+    def _queue_layout(self) -> None:
+        """Lay the maps out as the next step (``_place``), the steps of the old layout dropped; until then
+        the canvas is not painted: what it shows is about to move."""
+        if self._steps[:1] != [self._place]:
+            self._steps = [self._place]
+        self.viewport().setUpdatesEnabled(False)
 
     @property
     def busy(self) -> bool:
@@ -221,6 +228,7 @@ class Canvas(ReadoutHost, pg.GraphicsView):
         An item stays on screen until its step only where the new layout leaves it in place;
         elsewhere it is hidden until its step gives it the new frame.
         """
+        self.viewport().setUpdatesEnabled(True)  # paints the whole view once more, in the new layout
         if self.frame is None:
             return
         result = self.frame.result
@@ -426,8 +434,7 @@ class Canvas(ReadoutHost, pg.GraphicsView):
         if self._hold_resizes:
             self._resized_while_held = True
         elif self.frame is not None and (self.viewport().width(), self.viewport().height()) != self._planned_for:
-            if self._steps[:1] != [self._place]:  # laid out in the next turn (the turn of the resize is busy)
-                self._steps = [self._place]
+            self._queue_layout()  # in the next turn (the turn of the resize is busy)
             self._stepper.start()
 
     @contextlib.contextmanager
