@@ -6,6 +6,7 @@ import itertools
 
 import numpy as np
 import pytest
+import torch
 from PySide6 import QtWidgets
 
 from attn_gui.engine import AttentionConfig, compute
@@ -123,13 +124,15 @@ def test_a_frame_is_laid_out_once_and_whole_before_it_is_painted(window, qtbot, 
     assert places == [1]
     size = canvas.viewport().size()
     assert canvas._planned_for == (size.width(), size.height())
+    pending = []  # when the frame's last step is drawn (a frame is drawn in steps: render/canvas.py)
+    canvas.settled.connect(lambda: pending.append([item.name for item in canvas.shown.values() if not (
+        item.layout.isActivated() and item.plot.layout.isActivated())]))
     for d_k in (16, 48):  # new shapes: every axis is sized again
+        pending.clear()
         with qtbot.waitSignal(window.frameShown, timeout=20000):
             window.edit_config({"d_k": d_k})
         drawn(window)
-        pending = [item.name for item in canvas.shown.values()
-                   if not (item.layout.isActivated() and item.plot.layout.isActivated())]
-        assert pending == []
+        assert pending and all(p == [] for p in pending)
 
 
 def test_every_map_opens_with_alphas_title_and_column_labels_in_view(window, qtbot):
@@ -222,3 +225,49 @@ def test_minilm_alpha_writes_its_values_at_1366_with_the_default_dock(qtbot, set
     assert alpha.values.value_format() is not None
     assert all(in_view(canvas, item) for item in canvas.strip[:12])
     window.stop_workers()
+
+
+def test_a_nine_head_frame_drawn_in_steps_ends_with_every_heads_alpha(window, qtbot, monkeypatch):
+    """Issue 32: the first 9-head frame held the GUI thread 150-190 ms in one turn. With no time left
+    in a turn (STEP_S = 0) each turn of the event loop draws one map or thumbnail; when ``settled``
+    comes, every map shows the frame: each head's alpha is softmax(Q K^T / sqrt(d_k)) (torch)."""
+    from attn_gui.render import canvas as canvas_module
+
+    monkeypatch.setattr(canvas_module, "STEP_S", 0.0)
+    config = AttentionConfig(heads=9, d_model=36, d_k=4, d_v=4)
+    canvas = window.canvas
+    busy_when_shown, turns = [], []
+    window.frameShown.connect(lambda _frame: busy_when_shown.append(canvas.busy))
+    canvas._stepper.timeout.connect(lambda: turns.append(1))
+    with qtbot.waitSignal(canvas.settled, timeout=20000):
+        window.set_state(window.state.replace(config=config, focus="weights"))
+    assert busy_when_shown == [True] and not canvas.busy
+    assert len(turns) >= 1 + len(canvas.shown) + 9  # the layout, each map, each head: a turn each
+    result = window.frame.result
+    q, k = (torch.tensor(result.numpy(name)) for name in ("q", "k"))  # (heads, T, d_k)
+    alpha = torch.softmax(q @ k.transpose(-2, -1) / np.sqrt(config.d_k), dim=-1).numpy()
+    assert len([item for item in canvas.strip if item.isVisible()]) == 9
+    for h in range(9):
+        np.testing.assert_allclose(canvas.strip[h].image.image, alpha[h], atol=1e-5)
+    np.testing.assert_allclose(canvas.item_of("weights:0").image.image, alpha[0], atol=1e-5)
+    # a thumbnail has no colour bar of its own: its image takes alpha's colour map, as the full map's bar gives it
+    full = canvas.item_of("weights:0")
+    assert canvas.strip[0].colorbar is None and full.colorbar is not None
+    assert np.array_equal(canvas.strip[0].image.getColorMap().getLookupTable(nPts=16),
+                          full.colorbar.colorMap().getLookupTable(nPts=16))
+
+
+def test_readers_draw_what_is_left_of_the_frame_first(window, qtbot, monkeypatch):
+    """``item_of`` (and every reader for tests and tools) runs the steps left at once."""
+    from attn_gui.render import canvas as canvas_module
+
+    monkeypatch.setattr(canvas_module, "STEP_S", 0.0)
+    config = AttentionConfig(heads=6, d_model=36, d_k=6, d_v=6)
+    with qtbot.waitSignal(window.frameShown, timeout=20000):
+        window.set_state(window.state.replace(config=config, focus=None))
+    canvas = window.canvas
+    assert canvas.busy
+    with qtbot.waitSignal(canvas.settled, timeout=1000):
+        item = canvas.item_of("weights:0")
+    assert not canvas.busy and item is not None
+    np.testing.assert_allclose(item.image.image, compute(config).numpy("weights")[0], atol=1e-6)
