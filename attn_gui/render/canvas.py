@@ -107,6 +107,7 @@ class Canvas(ReadoutHost, pg.GraphicsView):
         self._warmer.setInterval(0)
         self._warmer.timeout.connect(self._make_spare)
         self._steps: list[Callable[[], None]] = []  # what is left to draw of the frame, in order
+        self._beside: list[Callable[[], None]] = []  # the window's steps, after the layout (``draw_beside``)
         self._strip_unfilled: set[int] = set()  # heads whose thumbnail still shows an older frame
         self._stepper = QtCore.QTimer(self)
         self._stepper.setInterval(0)
@@ -137,11 +138,12 @@ class Canvas(ReadoutHost, pg.GraphicsView):
             self._resized_while_held, unchanged = False, False
         if unchanged:
             self._outline(token)
-            if not self._steps:
+            if not self.busy:
                 self.settled.emit()
             return
         start = time.perf_counter() if started is None else started
         self._data = frame_shapes(frame, head, hidden, dict(scales))
+        self._beside = []
         self._strip_unfilled = set(range(frame.result.heads))
         self._queue_layout()  # a step too: the window's turn may have used the time
         self._run_steps(start, at_least_one=False)
@@ -153,25 +155,35 @@ class Canvas(ReadoutHost, pg.GraphicsView):
             self._steps = [self._place]
         self.viewport().setUpdatesEnabled(False)
 
+    def draw_beside(self, step: Callable[[], None]) -> None:
+        """Run ``step``, the window's drawing beside the canvas that can wait a turn (the model view's
+        grid), as one of the frame's steps, right after its layout; at once when the frame is drawn
+        already. A new frame drops the ones not run yet."""
+        if self.busy:
+            self._beside.append(step)
+        else:
+            step()
+
     @property
     def busy(self) -> bool:
         """Whether some maps of the frame shown are still to be drawn (``settled`` comes after)."""
-        return bool(self._steps)
+        return bool(self._steps or self._beside)
 
     def settle(self) -> None:
         """Draw what is left of the frame shown now (see the module's docstring)."""
-        if self._steps:
+        if self.busy:
             self._run_steps(time.perf_counter(), budget=float("inf"))
 
     def _run_steps(self, start: float, budget: float | None = None, at_least_one: bool = True) -> None:
         """Run the steps left, until ``budget`` seconds (``STEP_S``; a picture: all) have passed
         since ``start``; the rest in the next turns of the event loop (each runs one at least)."""
         budget = budget if budget is not None else float("inf") if self.picture else STEP_S
-        while self._steps:
+        while self.busy:
             if not at_least_one and time.perf_counter() - start > budget:
                 self._stepper.start()
                 return
-            self._steps.pop(0)()
+            beside = self._beside and self._steps[:1] != [self._place]
+            (self._beside if beside else self._steps).pop(0)()
             at_least_one = False
         self._stepper.stop()
         # a map drawn in an earlier turn may have been laid out again since (a paint measured its labels)

@@ -492,8 +492,15 @@ class MainWindow(FileActions, QtWidgets.QMainWindow):
         self._asked_dock = None  # the first frame is drawn: the docks are the person's from here on
         self.pipeline.show_frame(self.frame, state.head, state.token, hidden, state.focus, state.scales, started)
         self.focus.show_walk(result, state.token, state.head)
-        if not model_mode:
+        if model_mode:  # in a turn of its own where the canvas draws in steps (a first frame of many heads)
+            self.canvas.draw_beside(self._draw_model_view)
+
+    def _draw_model_view(self) -> None:
+        """The model view's grid: every layer's and head's alpha of the shown frame (model mode)."""
+        state, result = self._state, self.frame.result
+        if "layer_weights" not in self.frame.arrays:
             return
+        hidden = self.hidden_tokens()
         # the options (causal, window, ...) apply to the shown layer only; the model's other
         # layers are as it computed them: causal in a decoder, unmasked in an encoder
         scaled = self.frame.arrays.get("scaled")
