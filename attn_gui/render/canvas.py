@@ -285,6 +285,8 @@ class Canvas(ReadoutHost, pg.GraphicsView):
             self.shown[mid] = item
             self._settle([item])
             item.set_highlight(None if self.picture or not data.query_rows else self.token)
+            if mid == self._revealed:  # its box, in view since the layout, may be smaller than the item
+                self.reveal(mid)
         return step
 
     @staticmethod
