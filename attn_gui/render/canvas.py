@@ -211,16 +211,22 @@ class Canvas(ReadoutHost, pg.GraphicsView):
     def _make_spare(self) -> None:
         """Make one item ahead (see ``prepare``); the timer stops when there are enough."""
         compact = len(self._spares[True]) < self._wanted[True]
-        self._spares[compact].append(MapItem("spare", compact=compact))
+        item = MapItem("spare", compact=compact)
+        item.hide()
+        self.scene().addItem(item)  # the scene owns it: a spare left when the window closes goes with it
+        self._spares[compact].append(item)
         if not self._needs_spares():
             self._warmer.stop()
 
     def _new_item(self, name: str, compact: bool) -> MapItem:
         """A MapItem for ``name``: one made ahead if there is one, else a new one, in the scene."""
         spares = self._spares[compact]
-        item = spares.pop() if spares else MapItem(name, compact=compact)
+        if spares:
+            item = spares.pop()
+        else:
+            item = MapItem(name, compact=compact)
+            self.scene().addItem(item)
         item.name = name
-        self.scene().addItem(item)
         return item
 
     def _refresh_readout(self) -> None:
