@@ -288,7 +288,7 @@ def test_the_figure_is_the_live_heads_under_a_title_without_ui_chrome(qapp, qtbo
     live.resize(*offscreen.FIGURE_SIZE)
     live.show()
     live.show_frame(frame, head=1, token=2)
-    qtbot.waitUntil(lambda: live.width() == offscreen.FIGURE_SIZE[0])
+    qtbot.waitUntil(lambda: live.width() == offscreen.FIGURE_SIZE[0] and not live.busy)  # drawn in steps
     assert orange(live.grab().toImage()) > 100  # on screen: the followed row and the chosen head
     bundle.export_all(frame, tmp_path, formats="png", figure=live)
     saved = QtGui.QImage(str(tmp_path / "figure.png"))

@@ -66,6 +66,12 @@ class _Harness:
         self.win.frameShown.disconnect(loop.quit)
         if len(self.shown) == n:
             raise TimeoutError("no frame was drawn")
+        canvas = self.win.canvas
+        if canvas.busy:  # a large frame is drawn in steps, one turn of the event loop each (render/canvas.py)
+            canvas.settled.connect(loop.quit)
+            while canvas.busy:
+                loop.exec()
+            canvas.settled.disconnect(loop.quit)
         # The frame's repaints are queued as update requests; one pass of the event loop runs
         # them, as the app's own loop would (a forced repaint() would paint them twice).
         self.app.processEvents()

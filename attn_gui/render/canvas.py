@@ -4,11 +4,20 @@
 its box. Items are made once per field (and once as a thumbnail) and kept: an update
 sets new images and labels on them and the view repaints once. The heads strip (alpha
 of each head, K/V brackets, one shared colour bar) lives in the same scene.
+
+A frame is drawn in steps, one map (or head thumbnail) a step, and the steps of one turn of
+the event loop stop after ``STEP_S`` seconds: the rest run in the next turns, so a large
+first frame (SmolLM2's 9 heads: 17 maps and 9 thumbnails, 11 items made) never holds the
+window for long. A small frame's steps all fit in the first turn. ``settled`` says when
+every map of the frame is drawn; the readers for tests and tools (``item_of``, ``rect_of``,
+``labels_of``, ``render_scene``) and ``settle()`` run what is left at once.
 """
 
 from __future__ import annotations
 
 import contextlib
+import time
+from collections.abc import Callable
 
 import pyqtgraph as pg
 from PySide6 import QtCore, QtGui, QtWidgets
@@ -17,11 +26,18 @@ from ..engine import FIELDS
 from ..present.frame import Frame
 from ..present.heads import kv_groups
 from ..present.layout import PAD, Box, Layout, frame_shapes, lay_out
-from ..present.maps import display_cells, full_row, map_data, map_id
+from ..present.maps import MapData, display_cells, full_row, map_data, map_id
 from .heatmap import MapItem, Readout, ReadoutHost
 from .style import WEIGHTS_CMAP
 
 ZOOM_STEP = 1.15  # Ctrl + wheel, per notch
+# the canvas's own work per turn of the event loop while a frame is drawn (``Canvas.show_frame``);
+# with the turn's other work and the paint of what it drew, a turn stays under the 50 ms a person notices
+STEP_S = 0.010
+
+
+def _rect(box: Box) -> QtCore.QRectF:
+    return QtCore.QRectF(box.x, box.y, box.w, box.h)
 
 
 class Canvas(ReadoutHost, pg.GraphicsView):
@@ -43,6 +59,9 @@ class Canvas(ReadoutHost, pg.GraphicsView):
         double-clicked asks for every map (None).
     mapMenuRequested(object, QPoint)
         Right-click on a map: its MapData and the global position (the window adds its menu).
+    settled()
+        Every map of the frame shown is drawn (at once, or after the steps of a large frame,
+        see the module's docstring); also after a resize's new layout.
     """
 
     tokenSelected = QtCore.Signal(int)
@@ -50,11 +69,13 @@ class Canvas(ReadoutHost, pg.GraphicsView):
     headSelected = QtCore.Signal(int)
     focusRequested = QtCore.Signal(object)
     mapMenuRequested = QtCore.Signal(object, object)
+    settled = QtCore.Signal()
 
     def __init__(self, parent: QtWidgets.QWidget | None = None, picture: bool = False):
         self.plan: Layout | None = None
         self._zoom = 1.0
         self.frame: Frame | None = None  # set before Qt can send the first resize
+        self._data: dict[str, tuple] = {}  # map id -> (shape, MapData) of the frame shown
         self._planned_for: tuple[int, int] | None = None  # the viewport size the plan was made for
         self._revealed: str | None = None  # the map kept in view (``reveal``)
         self._hold_resizes = False  # the window is resizing the canvas for the frame it will show next
@@ -85,6 +106,12 @@ class Canvas(ReadoutHost, pg.GraphicsView):
         self._warmer = QtCore.QTimer(self)
         self._warmer.setInterval(0)
         self._warmer.timeout.connect(self._make_spare)
+        self._steps: list[Callable[[], None]] = []  # what is left to draw of the frame, in order
+        self._beside: list[Callable[[], None]] = []  # the window's steps, after the layout (``draw_beside``)
+        self._strip_unfilled: set[int] = set()  # heads whose thumbnail still shows an older frame
+        self._stepper = QtCore.QTimer(self)
+        self._stepper.setInterval(0)
+        self._stepper.timeout.connect(lambda: self._run_steps(time.perf_counter()))
         self._hover: tuple[MapItem, tuple[int, int]] | None = None
         self._readout: Readout | None = None
         self.scene().sigMouseMoved.connect(self._on_mouse_moved)
@@ -96,11 +123,12 @@ class Canvas(ReadoutHost, pg.GraphicsView):
 
     def show_frame(self, frame: Frame, head: int = 0, token: int | None = None,
                    hidden: tuple[int, ...] = (), focus: str | None = None,
-                   scales: tuple[tuple[str, str], ...] = ()) -> None:
+                   scales: tuple[tuple[str, str], ...] = (), started: float | None = None) -> None:
         """Draw ``frame``: per-head maps for ``head``, row ``token`` outlined, ``hidden`` tokens
         left out, ``focus`` (a field; None: every map) laid out first, each field on its colour
         scale in ``scales`` ((field, mode) pairs, see ``present.scales``). Only the outline moves
-        when nothing else changed."""
+        when nothing else changed. ``started`` (``time.perf_counter()``) is when this turn of the
+        event loop began drawing the frame: the window's own work counts against ``STEP_S``."""
         focus = focus if focus in frame.result.fields() else None
         view = (head, hidden, focus, scales)
         unchanged = frame is self.frame and view == (self.head, self.hidden, self.focus, self.scales)
@@ -108,12 +136,61 @@ class Canvas(ReadoutHost, pg.GraphicsView):
         self.head, self.hidden, self.focus, self.scales = view
         if self._resized_while_held:  # the viewport changed size for this frame: lay out for it once
             self._resized_while_held, unchanged = False, False
-        if not unchanged:
-            self._data = frame_shapes(frame, head, hidden, dict(scales))
-            self._place()
-            self._fill()
-            self._refresh_readout()
-        self._outline(token)
+        if unchanged:
+            self._outline(token)
+            if not self.busy:
+                self.settled.emit()
+            return
+        start = time.perf_counter() if started is None else started
+        self._data = frame_shapes(frame, head, hidden, dict(scales))
+        self._beside = []
+        self._strip_unfilled = set(range(frame.result.heads))
+        self._queue_layout()  # a step too: the window's turn may have used the time
+        self._run_steps(start, at_least_one=False)
+
+    def _queue_layout(self) -> None:
+        """Lay the maps out as the next step (``_place``), the steps of the old layout dropped; until then
+        the canvas is not painted: what it shows is about to move."""
+        if self._steps[:1] != [self._place]:
+            self._steps = [self._place]
+        self.viewport().setUpdatesEnabled(False)
+
+    def draw_beside(self, step: Callable[[], None]) -> None:
+        """Run ``step``, the window's drawing beside the canvas that can wait a turn (the model view's
+        grid), as one of the frame's steps, right after its layout; at once when the frame is drawn
+        already. A new frame drops the ones not run yet."""
+        if self.busy:
+            self._beside.append(step)
+        else:
+            step()
+
+    @property
+    def busy(self) -> bool:
+        """Whether some maps of the frame shown are still to be drawn (``settled`` comes after)."""
+        return bool(self._steps or self._beside)
+
+    def settle(self) -> None:
+        """Draw what is left of the frame shown now (see the module's docstring)."""
+        if self.busy:
+            self._run_steps(time.perf_counter(), budget=float("inf"))
+
+    def _run_steps(self, start: float, budget: float | None = None, at_least_one: bool = True) -> None:
+        """Run the steps left, until ``budget`` seconds (``STEP_S``; a picture: all) have passed
+        since ``start``; the rest in the next turns of the event loop (each runs one at least)."""
+        budget = budget if budget is not None else float("inf") if self.picture else STEP_S
+        while self.busy:
+            if not at_least_one and time.perf_counter() - start > budget:
+                self._stepper.start()
+                return
+            beside = self._beside and self._steps[:1] != [self._place]
+            (self._beside if beside else self._steps).pop(0)()
+            at_least_one = False
+        self._stepper.stop()
+        # a map drawn in an earlier turn may have been laid out again since (a paint measured its labels)
+        self._settle([*self.shown.values(), *self.strip])
+        self._refresh_readout()
+        self._outline(self.token)
+        self.settled.emit()
 
     def prepare(self, heads: int) -> None:
         """Make the items a coming frame of ``heads`` heads needs, ahead, one per idle turn of the
@@ -134,16 +211,22 @@ class Canvas(ReadoutHost, pg.GraphicsView):
     def _make_spare(self) -> None:
         """Make one item ahead (see ``prepare``); the timer stops when there are enough."""
         compact = len(self._spares[True]) < self._wanted[True]
-        self._spares[compact].append(MapItem("spare", compact=compact))
+        item = MapItem("spare", compact=compact)
+        item.hide()
+        self.scene().addItem(item)  # the scene owns it: a spare left when the window closes goes with it
+        self._spares[compact].append(item)
         if not self._needs_spares():
             self._warmer.stop()
 
     def _new_item(self, name: str, compact: bool) -> MapItem:
         """A MapItem for ``name``: one made ahead if there is one, else a new one, in the scene."""
         spares = self._spares[compact]
-        item = spares.pop() if spares else MapItem(name, compact=compact)
+        if spares:
+            item = spares.pop()
+        else:
+            item = MapItem(name, compact=compact)
+            self.scene().addItem(item)
         item.name = name
-        self.scene().addItem(item)
         return item
 
     def _refresh_readout(self) -> None:
@@ -157,19 +240,45 @@ class Canvas(ReadoutHost, pg.GraphicsView):
             self._readout.hide()
 
     def _place(self) -> None:
-        """Lay the maps out for the viewport's size and move the items to their boxes."""
+        """Lay the maps out for the viewport's size, and queue one step per map and head thumbnail
+        (``_run_steps`` runs them): the map in view first, then down the canvas.
+
+        An item stays on screen until its step only where the new layout leaves it in place;
+        elsewhere it is hidden until its step gives it the new frame.
+        """
+        self.viewport().setUpdatesEnabled(True)  # paints the whole view once more, in the new layout
         if self.frame is None:
             return
         result = self.frame.result
         groups = kv_groups(result) if result.heads > 1 else None
         self.plan, self._planned_for = self._plan([s for s, _ in self._data.values()], result.heads, groups)
         boxes = self.plan.boxes
-        shown: dict[str, MapItem] = {}
-        for mid, (_, data) in self._data.items():
-            box = boxes[mid]
+        rects = {(data.field, boxes[mid].thumb): _rect(boxes[mid]) for mid, (_, data) in self._data.items()}
+        for key, item in self.items.items():  # shown with its old picture only where it stays
+            if item.geometry() != rects.get(key):
+                item.hide()
+        self.shown = {}
+        self._place_strip(result.heads, groups, boxes)
+        self.updateMatrix()
+        if self._revealed:  # the map kept in view, in the new layout (before the order below reads the view)
+            self.reveal(self._revealed)
+        target = map_id(self.focus or "weights", self.head if FIELDS[self.focus or "weights"].per_head else None)
+        view = self.mapToScene(self.viewport().rect()).boundingRect()
+        order = []
+        for mid in [*self._data, *(f"strip:{i}" for i in range(result.heads if result.heads > 1 else 0))]:
+            box = boxes.get(mid)
+            if box is None:
+                continue
+            order.append(((mid != target, not view.intersects(_rect(box)), box.y, box.x), mid))
+        self._steps = [self._map_step(mid) if not mid.startswith("strip:") else self._strip_step(int(mid[6:]))
+                       for _, mid in sorted(order)]
+
+    def _map_step(self, mid: str) -> Callable[[], None]:
+        def step() -> None:
+            box, data = self.plan.boxes[mid], self._data[mid][1]
             item = self._item(data.field, box.thumb)
-            shown[mid] = item
-            item.setGeometry(QtCore.QRectF(box.x, box.y, box.w, box.h))
+            item.show()  # before it is laid out: showing an item asks for its layout again
+            item.setGeometry(_rect(box))
             if not box.thumb:
                 item.set_label_px(box.label_px)
             brief = box.thumb or data.field != (self.focus or "weights")  # beside the large map (alpha in "All maps")
@@ -179,12 +288,12 @@ class Canvas(ReadoutHost, pg.GraphicsView):
                 if not item.compact:
                     item.marks.set_cells(display_cells(data, self.marks.get(data.field, [])))
                 item.set_data(data)
-        for item in self.items.values():
-            item.setVisible(any(item is s for s in shown.values()))
-        self.shown = shown
-        self._place_strip(result.heads, groups, boxes)
-        self._settle([*shown.values(), *self.strip])
-        self.updateMatrix()
+            self.shown[mid] = item
+            self._settle([item])
+            item.set_highlight(None if self.picture or not data.query_rows else self.token)
+            if mid == self._revealed:  # its box, in view since the layout, may be smaller than the item
+                self.reveal(mid)
+        return step
 
     @staticmethod
     def _settle(items: list[MapItem]) -> None:
@@ -232,19 +341,17 @@ class Canvas(ReadoutHost, pg.GraphicsView):
         return item
 
     def _place_strip(self, heads: int, groups, boxes: dict[str, Box]) -> None:
+        """The strip's colour bar and K/V brackets; the thumbnails that move are hidden until
+        their steps (``_strip_step``)."""
         for g in self._groups:
             self.scene().removeItem(g)
         self._groups, self.brackets = [], []
-        while len(self.strip) < heads:
-            item = self._new_item(f"strip:{len(self.strip)}", compact=True)
-            item.values.show_values = False
-            item.brief = True  # "head 2": the large map names the rest
-            self.strip.append(item)
         for i, item in enumerate(self.strip):
-            item.setVisible(i < heads and heads > 1)
-            if f"strip:{i}" in boxes and i < heads:
-                b = boxes[f"strip:{i}"]
-                item.setGeometry(QtCore.QRectF(b.x, b.y, b.w, b.h))
+            box = boxes.get(f"strip:{i}")
+            if heads <= 1 or i >= heads or box is None or item.geometry() != _rect(box):
+                item.hide()
+        relative = dict(self.scales).get("weights", "auto") in ("max", "row")  # each thumbnail its own max
+        self.stripBar.axis.setTicks([[(0.0, "0"), (0.5, "0.5"), (1.0, "max" if relative else "1")]])
         bar = boxes.get("strip:bar")
         self.stripBar.setVisible(bar is not None)
         if bar is not None:
@@ -272,19 +379,32 @@ class Canvas(ReadoutHost, pg.GraphicsView):
             self._groups += [line, label]
             self.brackets.append((text, list(members)))
 
-    def _fill(self) -> None:
-        """Set the strip's data: alpha of each head (only what changed repaints)."""
-        heads = self.frame.result.heads
-        relative = dict(self.scales).get("weights", "auto") in ("max", "row")  # each thumbnail its own max
-        self.stripBar.axis.setTicks([[(0.0, "0"), (0.5, "0.5"), (1.0, "max" if relative else "1")]])
-        if heads > 1:
-            for i in range(heads):
-                data = self._data["weights:0"][1] if i == 0 and self.head == 0 else None
-                if data is None or self.hidden != ():
-                    data = map_data(self.frame, "weights", i, self.hidden, dict(self.scales).get("weights", "auto"))
-                data.brief_title = (("<b>head {}</b>" if self.picture else "<b>head {} ▾</b>") if i == self.head
-                                    else "head {}").format(i + 1)
-                self.strip[i].set_data(data)
+    def _strip_step(self, i: int) -> Callable[[], None]:
+        """Head ``i``'s thumbnail in the strip: alpha of that head, where the layout puts it."""
+        def step() -> None:
+            while len(self.strip) <= i:
+                item = self._new_item(f"strip:{len(self.strip)}", compact=True)
+                item.values.show_values = False
+                item.brief = True  # "head 2": the large map names the rest
+                self.strip.append(item)
+            item = self.strip[i]
+            item.show()
+            item.setGeometry(_rect(self.plan.boxes[f"strip:{i}"]))
+            if i in self._strip_unfilled:  # a new frame or view (a resize keeps the data)
+                self._strip_unfilled.discard(i)
+                item.set_data(self._strip_data(i))
+            self._settle([item])
+            item.set_highlight(None if self.picture else self.token)
+        return step
+
+    def _strip_data(self, i: int) -> MapData:
+        """Alpha of head ``i`` for the strip, titled "head 3" (the selected head in bold)."""
+        data = self._data["weights:0"][1] if i == 0 and self.head == 0 else None
+        if data is None or self.hidden != ():
+            data = map_data(self.frame, "weights", i, self.hidden, dict(self.scales).get("weights", "auto"))
+        data.brief_title = (("<b>head {}</b>" if self.picture else "<b>head {} ▾</b>") if i == self.head
+                            else "head {}").format(i + 1)
+        return data
 
     def _outline(self, token: int | None) -> None:
         """Outline query row ``token`` in every map whose rows are the queries (never in a picture)."""
@@ -311,10 +431,13 @@ class Canvas(ReadoutHost, pg.GraphicsView):
         lies above and left of it (the heads strip, its K/V brackets) stays in view with it where
         both fit."""
         self._revealed = mid
-        item = self.item_of(mid)
-        if item is None:
+        item = self.shown.get(mid)
+        if item is not None and item.isVisible():
+            rect = item.sceneBoundingRect()
+        elif self.plan is not None and mid in self.plan.boxes and mid in self._data:  # its step is to come
+            rect = _rect(self.plan.boxes[mid])
+        else:
             return
-        rect = item.sceneBoundingRect()
         # the viewport the layout was made for: a scroll bar it will not need may still be shown
         view = self._planned_for or (self.viewport().width(), self.viewport().height())
         width, height = view[0] / self._zoom - 2, view[1] / self._zoom - 2
@@ -331,10 +454,8 @@ class Canvas(ReadoutHost, pg.GraphicsView):
         if self._hold_resizes:
             self._resized_while_held = True
         elif self.frame is not None and (self.viewport().width(), self.viewport().height()) != self._planned_for:
-            self._place()
-            self._outline(self.token)  # items that were thumbnails until now
-            if self._revealed:
-                self.reveal(self._revealed)
+            self._queue_layout()  # in the next turn (the turn of the resize is busy)
+            self._stepper.start()
 
     @contextlib.contextmanager
     def resizes_held(self):
@@ -362,7 +483,9 @@ class Canvas(ReadoutHost, pg.GraphicsView):
     # for tests and tools ---------------------------------------------------------------------
 
     def item_of(self, mid: str) -> MapItem | None:
-        """The item showing map ``mid`` ("weights:0"), or None when it is not laid out."""
+        """The item showing map ``mid`` ("weights:0"), or None when it is not laid out (the frame's
+        steps left are drawn first, as in every reader below)."""
+        self.settle()
         item = self.shown.get(mid)
         return item if item is not None and item.isVisible() else None
 
@@ -441,6 +564,7 @@ class Canvas(ReadoutHost, pg.GraphicsView):
     def render_scene(self) -> QtGui.QImage:
         """Every map of the canvas (beyond the viewport too) as an image cropped to them, for the
         exported figure: the layout's boxes give its size, with a margin of ``PAD``."""
+        self.settle()
         boxes = self.plan.boxes.values()
         w = int(max(b.right for b in boxes) + PAD) + 1
         h = int(max(b.bottom for b in boxes) + PAD) + 1
@@ -487,9 +611,9 @@ class Pipeline(QtWidgets.QWidget):
 
     def show_frame(self, frame: Frame, head: int = 0, token: int | None = None,
                    hidden: tuple[int, ...] = (), focus: str | None = None,
-                   scales: tuple[tuple[str, str], ...] = ()) -> None:
+                   scales: tuple[tuple[str, str], ...] = (), started: float | None = None) -> None:
         """Draw ``frame`` on the canvas (see ``Canvas.show_frame``) and say what is in focus."""
-        self.canvas.show_frame(frame, head, token, hidden, focus, scales)
+        self.canvas.show_frame(frame, head, token, hidden, focus, scales, started)
         focus = self.canvas.focus
         self.backButton.setVisible(focus is not None)
         self.noProjection.setVisible(frame.result.w_q is None and not frame.result.not_captured)  # not: unseen

@@ -7,6 +7,7 @@ computes when its config changed.
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import numpy as np
@@ -439,6 +440,7 @@ class MainWindow(FileActions, QtWidgets.QMainWindow):
 
     def show_frame(self, frame: Frame) -> None:
         """Draw ``frame`` in every map, the token walk and the status bar."""
+        started = time.perf_counter()  # the canvas draws what this turn leaves time for (render/canvas.py)
         result = frame.result
         self.last_good_device = result.config.device
         self.frame = frame
@@ -454,7 +456,7 @@ class MainWindow(FileActions, QtWidgets.QMainWindow):
         if fitted != self._state:
             self._state = fitted
             self.stateChanged.emit(fitted)
-        self._draw()
+        self._draw(started)
         dims = result.config.dims
         T = result.seq_len
         note = ("  ·  note: " + "; ".join(result.notes)) if result.notes else ""
@@ -473,8 +475,9 @@ class MainWindow(FileActions, QtWidgets.QMainWindow):
         self.frameShown.emit(frame)
         self._continue_generation(result.config)
 
-    def _draw(self) -> None:
-        """Draw the shown frame as the state says: head, followed token, hidden tokens."""
+    def _draw(self, started: float | None = None) -> None:
+        """Draw the shown frame as the state says: head, followed token, hidden tokens (``started``:
+        see ``Canvas.show_frame``)."""
         state, result = self._state, self.frame.result
         hidden = self.hidden_tokens()
         model_mode = "layer_weights" in self.frame.arrays
@@ -487,10 +490,17 @@ class MainWindow(FileActions, QtWidgets.QMainWindow):
                 self._show_model_dock(model_mode, result)
                 self.layout().activate()
         self._asked_dock = None  # the first frame is drawn: the docks are the person's from here on
-        self.pipeline.show_frame(self.frame, state.head, state.token, hidden, state.focus, state.scales)
+        self.pipeline.show_frame(self.frame, state.head, state.token, hidden, state.focus, state.scales, started)
         self.focus.show_walk(result, state.token, state.head)
-        if not model_mode:
+        if model_mode:  # in a turn of its own where the canvas draws in steps (a first frame of many heads)
+            self.canvas.draw_beside(self._draw_model_view)
+
+    def _draw_model_view(self) -> None:
+        """The model view's grid: every layer's and head's alpha of the shown frame (model mode)."""
+        state, result = self._state, self.frame.result
+        if "layer_weights" not in self.frame.arrays:
             return
+        hidden = self.hidden_tokens()
         # the options (causal, window, ...) apply to the shown layer only; the model's other
         # layers are as it computed them: causal in a decoder, unmasked in an encoder
         scaled = self.frame.arrays.get("scaled")

@@ -24,3 +24,10 @@ def window(qtbot, settings):
     win.service.shutdown()
     win.close()
     gc.collect()  # this window's Qt wrappers die here, on the main thread, never in a worker (render/collector.py)
+
+
+@pytest.fixture
+def drawn(qtbot):
+    """``drawn(window)`` waits until the canvas has drawn every map of the frame shown: a frame is laid
+    out and drawn in steps, a few per turn of the event loop (render/canvas.py: ``settled`` ends them)."""
+    return lambda window: qtbot.waitUntil(lambda: not window.canvas.busy, timeout=20000)

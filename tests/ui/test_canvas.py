@@ -6,6 +6,7 @@ import itertools
 
 import numpy as np
 import pytest
+import torch
 from PySide6 import QtWidgets
 
 from attn_gui.engine import AttentionConfig, compute
@@ -34,7 +35,8 @@ def test_alpha_is_in_view_with_every_label(window, qtbot, state, size):
     window.set_state(window.state.replace(config=config, focus="weights"))
     qtbot.waitUntil(lambda: window.frame.result.config == config, timeout=20000)
     canvas = window.canvas
-    qtbot.waitUntil(lambda: canvas.rect_of("weights:0") is not None)
+    # drawn, for the viewport the scroll bars left (a model's dock and the new layout change it)
+    qtbot.waitUntil(lambda: not canvas.busy and canvas._planned_for == canvas.viewport().size().toTuple())
     rect, view = canvas.rect_of("weights:0"), canvas.viewport().rect()
     assert view.contains(rect), (rect, view)
     item = canvas.item_of("weights:0")
@@ -76,7 +78,7 @@ def test_a_long_inputs_faint_alpha_says_its_scale(window, qtbot):
     assert "mean α = 1/T = 0.0014; colour scale 0 to max" in alpha.plot.titleLabel.text
 
 
-def test_a_maps_colour_scale_is_chosen_from_its_menu_and_kept_in_the_session(window, qtbot, tmp_path):
+def test_a_maps_colour_scale_is_chosen_from_its_menu_and_kept_in_the_session(window, qtbot, tmp_path, drawn):
     config = AttentionConfig(heads=2, d_model=8)
     window.set_state(window.state.replace(config=config, focus="weights"))
     qtbot.waitUntil(lambda: window.frame.result.config == config, timeout=20000)
@@ -88,7 +90,7 @@ def test_a_maps_colour_scale_is_chosen_from_its_menu_and_kept_in_the_session(win
     modes["row"].trigger()
     assert window.state.scales == (("weights", "row"),)
     per_row = alpha / alpha.max(axis=-1, keepdims=True)
-    item = window.canvas.item_of("weights:0")
+    item = window.canvas.item_of("weights:0")  # (item_of draws what is left of the frame first)
     np.testing.assert_allclose(item.image.image, per_row[0], rtol=1e-5)
     np.testing.assert_allclose(window.canvas.strip[1].image.image, per_row[1], rtol=1e-5)  # every head's map
     assert window.canvas.stripBar.axis._tickLevels[0][-1] == (1.0, "max")  # the strip's shared bar says so
@@ -102,7 +104,7 @@ def test_a_maps_colour_scale_is_chosen_from_its_menu_and_kept_in_the_session(win
     assert [a.data() for a in next(a.menu() for a in scores.actions() if a.menu()).actions()] == ["auto", "row"]
 
 
-def test_a_frame_is_laid_out_once_and_whole_before_it_is_painted(window, qtbot, monkeypatch):
+def test_a_frame_is_laid_out_once_and_whole_before_it_is_painted(window, qtbot, monkeypatch, drawn):
     """Every map (focus None) at T = 64 scrolls: the scroll bars the layout brings are foreseen, so
     their coming does not lay the maps out again; and the maps' insides (axes resized for new
     labels, top labels fitted again) are laid out when the frame is drawn, not after its paint."""
@@ -122,12 +124,15 @@ def test_a_frame_is_laid_out_once_and_whole_before_it_is_painted(window, qtbot, 
     assert places == [1]
     size = canvas.viewport().size()
     assert canvas._planned_for == (size.width(), size.height())
+    pending = []  # when the frame's last step is drawn (a frame is drawn in steps: render/canvas.py)
+    canvas.settled.connect(lambda: pending.append([item.name for item in canvas.shown.values() if not (
+        item.layout.isActivated() and item.plot.layout.isActivated())]))
     for d_k in (16, 48):  # new shapes: every axis is sized again
+        pending.clear()
         with qtbot.waitSignal(window.frameShown, timeout=20000):
             window.edit_config({"d_k": d_k})
-        pending = [item.name for item in canvas.shown.values()
-                   if not (item.layout.isActivated() and item.plot.layout.isActivated())]
-        assert pending == []
+        drawn(window)
+        assert pending and all(p == [] for p in pending)
 
 
 def test_every_map_opens_with_alphas_title_and_column_labels_in_view(window, qtbot):
@@ -168,6 +173,7 @@ def first_start(qtbot, settings, size, state):
     qtbot.waitUntil(lambda: win.focusDock.height() <= size[1] // 5 + 40)  # its first size (MainWindow._restore)
     canvas = win.canvas
     qtbot.waitUntil(lambda: canvas._planned_for == canvas.viewport().size().toTuple())  # the docks took their size
+    qtbot.waitUntil(lambda: not canvas.busy)  # every map drawn (a frame is drawn in steps)
     return win
 
 
@@ -191,7 +197,7 @@ def test_every_map_fills_the_view_and_alpha_is_the_largest(qtbot, settings, size
     window.stop_workers()
 
 
-def test_four_heads_at_1366_keep_the_strip_and_its_brackets_in_view(window, qtbot):
+def test_four_heads_at_1366_keep_the_strip_and_its_brackets_in_view(window, qtbot, drawn):
     # the canvas opened scrolled to alpha, the strip and its K/V labels above the view
     config = AttentionConfig(heads=4, kv_heads=2, d_model=64)
     window.resize(1366, 768)
@@ -199,6 +205,7 @@ def test_four_heads_at_1366_keep_the_strip_and_its_brackets_in_view(window, qtbo
     qtbot.waitUntil(lambda: window.frame.result.config == config, timeout=20000)
     canvas = window.canvas
     qtbot.waitUntil(lambda: canvas._planned_for == canvas.viewport().size().toTuple())
+    drawn(window)
     assert len(canvas.brackets) == 2
     labels = [g for g in canvas._groups if isinstance(g, QtWidgets.QGraphicsSimpleTextItem)]
     assert [g.text() for g in labels] == ["K/V 1: heads 1–2", "K/V 2: heads 3–4"]
@@ -218,3 +225,49 @@ def test_minilm_alpha_writes_its_values_at_1366_with_the_default_dock(qtbot, set
     assert alpha.values.value_format() is not None
     assert all(in_view(canvas, item) for item in canvas.strip[:12])
     window.stop_workers()
+
+
+def test_a_nine_head_frame_drawn_in_steps_ends_with_every_heads_alpha(window, qtbot, monkeypatch):
+    """Issue 32: the first 9-head frame held the GUI thread 150-190 ms in one turn. With no time left
+    in a turn (STEP_S = 0) each turn of the event loop draws one map or thumbnail; when ``settled``
+    comes, every map shows the frame: each head's alpha is softmax(Q K^T / sqrt(d_k)) (torch)."""
+    from attn_gui.render import canvas as canvas_module
+
+    monkeypatch.setattr(canvas_module, "STEP_S", 0.0)
+    config = AttentionConfig(heads=9, d_model=36, d_k=4, d_v=4)
+    canvas = window.canvas
+    busy_when_shown, turns = [], []
+    window.frameShown.connect(lambda _frame: busy_when_shown.append(canvas.busy))
+    canvas._stepper.timeout.connect(lambda: turns.append(1))
+    with qtbot.waitSignal(canvas.settled, timeout=20000):
+        window.set_state(window.state.replace(config=config, focus="weights"))
+    assert busy_when_shown == [True] and not canvas.busy
+    assert len(turns) >= 1 + len(canvas.shown) + 9  # the layout, each map, each head: a turn each
+    result = window.frame.result
+    q, k = (torch.tensor(result.numpy(name)) for name in ("q", "k"))  # (heads, T, d_k)
+    alpha = torch.softmax(q @ k.transpose(-2, -1) / np.sqrt(config.d_k), dim=-1).numpy()
+    assert len([item for item in canvas.strip if item.isVisible()]) == 9
+    for h in range(9):
+        np.testing.assert_allclose(canvas.strip[h].image.image, alpha[h], atol=1e-5)
+    np.testing.assert_allclose(canvas.item_of("weights:0").image.image, alpha[0], atol=1e-5)
+    # a thumbnail has no colour bar of its own: its image takes alpha's colour map, as the full map's bar gives it
+    full = canvas.item_of("weights:0")
+    assert canvas.strip[0].colorbar is None and full.colorbar is not None
+    assert np.array_equal(canvas.strip[0].image.getColorMap().getLookupTable(nPts=16),
+                          full.colorbar.colorMap().getLookupTable(nPts=16))
+
+
+def test_readers_draw_what_is_left_of_the_frame_first(window, qtbot, monkeypatch):
+    """``item_of`` (and every reader for tests and tools) runs the steps left at once."""
+    from attn_gui.render import canvas as canvas_module
+
+    monkeypatch.setattr(canvas_module, "STEP_S", 0.0)
+    config = AttentionConfig(heads=6, d_model=36, d_k=6, d_v=6)
+    with qtbot.waitSignal(window.frameShown, timeout=20000):
+        window.set_state(window.state.replace(config=config, focus=None))
+    canvas = window.canvas
+    assert canvas.busy
+    with qtbot.waitSignal(canvas.settled, timeout=1000):
+        item = canvas.item_of("weights:0")
+    assert not canvas.busy and item is not None
+    np.testing.assert_allclose(item.image.image, compute(config).numpy("weights")[0], atol=1e-6)

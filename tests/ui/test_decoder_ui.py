@@ -15,7 +15,8 @@ PROMPT = "The capital of France is"
 def choose_smollm2(window, qtbot, sentence=PROMPT, layer=4, timeout=60000):
     assert window.edit_config({"sentence": sentence, "model": "smollm2-135m", "layer": layer})
     qtbot.waitUntil(lambda: window.frame.result.config == window.state.config
-                    and window.frame.result.config.model == "smollm2-135m", timeout=timeout)
+                    and window.frame.result.config.model == "smollm2-135m"
+                    and not window.canvas.busy, timeout=timeout)  # the maps and the model view drawn
 
 
 def test_first_load_converts_in_the_worker_while_the_window_keeps_working(window, qtbot, tmp_path, monkeypatch):

@@ -79,6 +79,7 @@ def test_no_colour_bar_label_is_drawn_over_another_with_any_dock_at_1366(window,
             continue
         dock = window.show_dock(name)
         qtbot.waitUntil(lambda d=dock: not d.visibleRegion().isEmpty())
+        qtbot.waitUntil(lambda: not window.canvas.busy)  # laid out again for the room the dock left
         for (field, thumb), item in window.canvas.items.items():
             if thumb or not item.isVisible() or item.data is None or not item.colorbar.isVisible():
                 continue

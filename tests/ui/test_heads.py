@@ -24,9 +24,10 @@ def test_kv_groups_are_the_heads_that_read_one_key_value_head(heads, kv):
             np.testing.assert_allclose(result.numpy("weights")[h], alpha, atol=1e-5)
 
 
-def test_the_strip_brackets_heads_sharing_a_key_value_head(window, qtbot):
+def test_the_strip_brackets_heads_sharing_a_key_value_head(window, qtbot, drawn):
     window.edit_config({"heads": 4, "kv_heads": 2})
     qtbot.waitUntil(lambda: window.frame.result.config.kv_heads == 2 and window.frame.result.heads == 4)
+    drawn(window)
     canvas = window.canvas
     assert canvas.brackets == [("K/V 1: heads 1–2", [0, 1]), ("K/V 2: heads 3–4", [2, 3])]
     assert [members for _, members in canvas.brackets] == kv_groups(window.frame.result)
@@ -37,13 +38,15 @@ def test_the_strip_brackets_heads_sharing_a_key_value_head(window, qtbot):
             assert bracket.x <= thumb.x and thumb.right <= bracket.right
     window.edit_config({"kv_heads": 4})  # no grouping: no brackets
     qtbot.waitUntil(lambda: window.frame.result.config.kv_heads == 4)
+    drawn(window)
     assert canvas.brackets == []
 
 
-def test_strip_cells_are_square_masked_cells_hatched_and_the_bar_is_alphas(window, qtbot):
+def test_strip_cells_are_square_masked_cells_hatched_and_the_bar_is_alphas(window, qtbot, drawn):
     window.panel.headsSpin.setValue(3)
     window.panel.causalCheck.setChecked(True)
     qtbot.waitUntil(lambda: window.frame.result.heads == 3 and window.frame.result.config.causal)
+    drawn(window)
     thumb = window.canvas.strip[2]
     px, py = thumb.plot.getViewBox().viewPixelSize()
     assert px == pytest.approx(py, rel=0.02)

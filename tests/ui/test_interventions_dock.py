@@ -25,8 +25,8 @@ def test_strike_grid_and_open_a_head(window, qtbot: QtBot):
     panel.strikeButton.click()
     assert window.state.config.ablate == ((0, 4),)  # the struck head IS the config: controls and sessions follow
     assert window.panel.editors["ablate"].widget.text() == "1.5"
-    qtbot.waitUntil(lambda: window.frame.result.config.ablate == ((0, 4),) and "%" in panel.after.text(),
-                    timeout=30000)
+    qtbot.waitUntil(lambda: window.frame.result.config.ablate == ((0, 4),) and "%" in panel.after.text()
+                    and not window.canvas.busy, timeout=30000)  # the model view is drawn in the frame's steps
     shown = window.frame.result.next_tokens[0]
     assert panel.after.text().splitlines()[0].startswith(f"{shown[0]:<12} {shown[1] * 100:5.1f} %")
     assert float(window.frame.result.head_outputs[4].abs().max()) == 0.0  # the shown layer's Z of head 5

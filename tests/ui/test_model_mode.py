@@ -18,7 +18,8 @@ def choose_model(window, qtbot, layer):
     p.sourceCombo.setCurrentIndex(p.sourceCombo.findData("minilm-l6"))
     p.layerSpin.setValue(layer + 1)
     qtbot.waitUntil(lambda: window.frame.result.config.model == "minilm-l6"
-                    and window.frame.result.config.layer == layer, timeout=20000)
+                    and window.frame.result.config.layer == layer
+                    and not window.canvas.busy, timeout=20000)  # the maps and the model view drawn
 
 
 def test_choosing_minilm_layer_4_shows_real_heads(window, qtbot):

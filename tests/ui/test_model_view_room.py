@@ -100,7 +100,8 @@ def test_the_model_view_gets_its_room_back_after_the_why_dock(window, qtbot, dee
     window.resize(*size)
     window.show_dock("why", keep=True)
     assert window.edit_config({"sentence": SENTENCE, "model": deep_llama})
-    qtbot.waitUntil(lambda: window.frame.result.config == window.state.config, timeout=30000)
+    qtbot.waitUntil(lambda: window.frame.result.config == window.state.config and not window.canvas.busy,
+                    timeout=30000)  # the model view is drawn in the frame's steps (render/canvas.py)
     qtbot.waitUntil(lambda: not window.why.busy, timeout=30000)
     view = window.modelView
     assert view.across and view.shape == (6, 4)

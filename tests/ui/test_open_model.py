@@ -111,27 +111,28 @@ def test_opening_a_model_in_memory_over_a_sentence_without_tokens_says_so(window
     assert "has no tokens" in warnings[-1] and window.state == before
 
 
-def test_entering_and_leaving_model_mode_lays_the_maps_out_once(window, qtbot, monkeypatch, tmp_path):
+def test_entering_and_leaving_model_mode_lays_the_maps_out_once(window, qtbot, monkeypatch, tmp_path, drawn):
     # the model view's dock is shown (and made taller: more layers than heads) before the maps are
     # laid out, so drawing the frame lays them out once, for the canvas beside the dock, not for
     # the old size and again after the dock took its room
     from attn_gui.render.canvas import Canvas
-    from attn_gui.ui.main_window import MainWindow
 
     folder = _word_level_llama(tmp_path / "m", layers=3)
     window.edit_config({"sentence": "the cat sat"})
     qtbot.waitUntil(lambda: window.frame.result.seq_len == 3, timeout=20000)
-    drawing, places = [], []
-    place, draw = Canvas._place, MainWindow._draw
-    monkeypatch.setattr(Canvas, "_place", lambda self: (drawing and places.append(self.viewport().size()), place(self)))
-    monkeypatch.setattr(MainWindow, "_draw", lambda self: (drawing.append(1), draw(self), drawing.clear()))
+    drawn(window)
+    places = []
+    place = Canvas._place
+    monkeypatch.setattr(Canvas, "_place", lambda self: (places.append(self.viewport().size()), place(self)))
     height = window.canvas.viewport().height()
     with qtbot.waitSignal(window.frameShown, timeout=20000):
         assert window.open_model(folder)
+    drawn(window)  # the layout is the frame's first step (render/canvas.py)
     assert window.modelDock.isVisible() and len(places) == 1 and places[0].height() < height  # after the dock
     places.clear()
     with qtbot.waitSignal(window.frameShown, timeout=20000):
         window.edit_config({"model": None})
+    drawn(window)
     assert not window.modelDock.isVisible() and len(places) == 1 and places[0].height() >= height - 20
 
 

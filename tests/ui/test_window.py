@@ -24,7 +24,9 @@ def shown(win, name):
 
 
 def wait_for(qtbot, win, predicate):
-    qtbot.waitUntil(lambda: win.frame is not None and predicate(win.frame.result.config), timeout=10000)
+    """Wait for a frame whose config meets ``predicate``, drawn whole (the canvas draws in steps)."""
+    qtbot.waitUntil(lambda: win.frame is not None and predicate(win.frame.result.config) and not win.canvas.busy,
+                    timeout=10000)
 
 
 def test_opens_on_the_tutorial_default(window):
