@@ -34,6 +34,7 @@ ZOOM_STEP = 1.15  # Ctrl + wheel, per notch
 # the canvas's own work per turn of the event loop while a frame is drawn (``Canvas.show_frame``);
 # with the turn's other work and the paint of what it drew, a turn stays under the 50 ms a person notices
 STEP_S = 0.010
+WHOLE_STEPS = 16  # a frame of at most these steps, its items made, is drawn in one turn (``_place``)
 
 
 def _rect(box: Box) -> QtCore.QRectF:
@@ -101,12 +102,8 @@ class Canvas(ReadoutHost, pg.GraphicsView):
                                         width=10, colorMapMenu=False)
         self.stripBar.hide()
         self.scene().addItem(self.stripBar)
-        self._spares: dict[bool, list[MapItem]] = {True: [], False: []}  # compact -> items made ahead
-        self._wanted = {True: 0, False: 0}
-        self._warmer = QtCore.QTimer(self)
-        self._warmer.setInterval(0)
-        self._warmer.timeout.connect(self._make_spare)
         self._steps: list[Callable[[], None]] = []  # what is left to draw of the frame, in order
+        self._whole = False  # the frame laid out is drawn in the turn of its layout (``_place``)
         self._beside: list[Callable[[], None]] = []  # the window's steps, after the layout (``draw_beside``)
         self._strip_unfilled: set[int] = set()  # heads whose thumbnail still shows an older frame
         self._stepper = QtCore.QTimer(self)
@@ -183,8 +180,11 @@ class Canvas(ReadoutHost, pg.GraphicsView):
                 self._stepper.start()
                 return
             beside = self._beside and self._steps[:1] != [self._place]
-            (self._beside if beside else self._steps).pop(0)()
+            step = (self._beside if beside else self._steps).pop(0)
+            step()
             at_least_one = False
+            if step == self._place and self._whole:
+                budget = float("inf")
         self._stepper.stop()
         # a map drawn in an earlier turn may have been laid out again since (a paint measured its labels)
         self._settle([*self.shown.values(), *self.strip])
@@ -192,41 +192,12 @@ class Canvas(ReadoutHost, pg.GraphicsView):
         self._outline(self.token)
         self.settled.emit()
 
-    def prepare(self, heads: int) -> None:
-        """Make the items a coming frame of ``heads`` heads needs, ahead, one per idle turn of the
-        event loop (call it while a model loads).
-
-        Making a MapItem costs about 25 ms (a PlotItem, its menus, a colour bar): the first
-        frame of a 9-head model made its 9 strip thumbnails and two maps in one 404 ms stall.
-        """
-        if self.picture or heads <= 1:
-            return
-        self._wanted = {True: heads - len(self.strip) + 2, False: 2}  # the strip, and maps the model adds
-        if self._needs_spares():
-            self._warmer.start()
-
-    def _needs_spares(self) -> bool:
-        return any(len(self._spares[compact]) < n for compact, n in self._wanted.items())
-
-    def _make_spare(self) -> None:
-        """Make one item ahead (see ``prepare``); the timer stops when there are enough."""
-        compact = len(self._spares[True]) < self._wanted[True]
-        item = MapItem("spare", compact=compact)
-        item.hide()
-        self.scene().addItem(item)  # the scene owns it: a spare left when the window closes goes with it
-        self._spares[compact].append(item)
-        if not self._needs_spares():
-            self._warmer.stop()
-
     def _new_item(self, name: str, compact: bool) -> MapItem:
-        """A MapItem for ``name``: one made ahead if there is one, else a new one, in the scene."""
-        spares = self._spares[compact]
-        if spares:
-            item = spares.pop()
-        else:
-            item = MapItem(name, compact=compact)
-            self.scene().addItem(item)
-        item.name = name
+        """A new MapItem for ``name``, in the scene (made by a frame's step: 12.7 ms a thumbnail, 24.2 ms a map;
+        items made ahead while a model loaded measured no better, and a hidden one left in the scene at exit
+        crashed the interpreter's teardown)."""
+        item = MapItem(name, compact=compact)
+        self.scene().addItem(item)
         return item
 
     def _refresh_readout(self) -> None:
@@ -272,6 +243,10 @@ class Canvas(ReadoutHost, pg.GraphicsView):
             order.append(((mid != target, not view.intersects(_rect(box)), box.y, box.x), mid))
         self._steps = [self._map_step(mid) if not mid.startswith("strip:") else self._strip_step(int(mid[6:]))
                        for _, mid in sorted(order)]
+        # a small frame whose items all exist (the default's 14 maps, a seed or d_k changed) is drawn in this
+        # turn: in steps it would take more turns, a paint each, and show half-new frames meanwhile
+        self._whole = len(self._steps) <= WHOLE_STEPS and all(
+            (data.field, boxes[mid].thumb) in self.items for mid, (_, data) in self._data.items() if mid in boxes)
 
     def _map_step(self, mid: str) -> Callable[[], None]:
         def step() -> None:

@@ -258,7 +258,6 @@ class MainWindow(FileActions, QtWidgets.QMainWindow):
             self.panel.show_message("")
             if tokens is None:
                 self._show_loading(state.config.model)
-                self.canvas.prepare(model_spec(state.config.model).heads)  # while the worker loads
             self.service.submit(state.config)
             self._busy_timer.start()
         self.panel.show_hide_special(state.hide_special)
