@@ -146,7 +146,7 @@ def test_the_model_folder_rows(report):
         assert app["ratio_to"] == PEER_NAME and app["ratio"] == pytest.approx(app["median"] / peer["median"])
         assert app["target"] == 1.0 and app["met"] is (app["ratio"] <= 1.0)
         sdpa = rows[(SDPA_NAME, app["size"])]  # transformers' default, for reference: no attentions returned
-        assert app["extra"]["over_sdpa"] == pytest.approx(app["median"] / sdpa["median"], rel=1e-3)
+        assert app["extra"]["over_sdpa"] == pytest.approx(app["median"] / sdpa["median"], abs=5e-4)  # 3 decimals
         assert len(app["extra"]["wall_ms"]) == app["runs"]  # each forward's wall time beside its CPU time
 
 

@@ -129,6 +129,11 @@ PICTURES: tuple[Picture, ...] = (
     Picture("export-weights.png", make="export_weights"),
     Picture("page-hover.png", make="page_hover", needs=(ENCODER,)),
     Picture("why-dla-smollm2.png", make="attribute", needs=(DECODER,)),
+    # the first 9-head frame drawn in steps (benchmarks.md): SmolLM2 on the default sentence
+    Picture("firstframe-smollm2-focus-1366x768.png", config=dict(model=DECODER), dock="model-view",
+            needs=(DECODER,)),
+    Picture("firstframe-smollm2-all-1920x1080.png", size=(1920, 1080), config=dict(model=DECODER), focus=None,
+            dock="model-view", needs=(DECODER,)),
     # a decoder over a long input (benchmarks.md): about 7 minutes of one loaded core
     Picture("long-model-view-1366x768.png", config=dict(model=DECODER, sentence=LONGER), dock="model-view",
             needs=(DECODER,), heavy=True),
