@@ -13,6 +13,7 @@ import importlib
 import pytest
 import torch
 
+from attn_gui.engine.plan import plan
 from attn_gui.engine import AttentionConfig, compute, model_spec, source
 
 import transformers
@@ -137,16 +138,16 @@ def test_the_formulas_name_each_familys_steps(folder):
     spec, result = model_spec(path), compute(cfg)
     dims = spec.rope_dims
     if dims:  # partial rotary: how many dimensions turn, and one angle per turned pair
-        assert formula("q", cfg).endswith(f", its first {dims} dimensions rotated (RoPE)")
-        assert formula("rope_angles", cfg) == f"θ = t · 10000^(−2i/{dims}), r = {dims} of d_k turned"
+        assert formula("q", plan(cfg)).endswith(f", its first {dims} dimensions rotated (RoPE)")
+        assert formula("rope_angles", plan(cfg)) == f"θ = t · 10000^(−2i/{dims}), r = {dims} of d_k turned"
         assert result.rope_angles.shape == (len(SENTENCE.split()), dims // 2)
     else:
-        assert formula("q", cfg).endswith(", rotated (RoPE)") and result.rope_angles.shape[1] == spec.d_k // 2
+        assert formula("q", plan(cfg)).endswith(", rotated (RoPE)") and result.rope_angles.shape[1] == spec.d_k // 2
     if spec.qk_norm_across:  # OLMo 2: X is the residual itself; q and k normed over all heads
-        assert formula("q", cfg).endswith(", RMS-normed over all heads, rotated (RoPE)")
-        assert formula("k_normed", cfg) == "K = RMSNorm(X W_k) ⊙ g_k, over all heads of a token (h·d_k), before " \
+        assert formula("q", plan(cfg)).endswith(", RMS-normed over all heads, rotated (RoPE)")
+        assert formula("k_normed", plan(cfg)) == "K = RMSNorm(X W_k) ⊙ g_k, over all heads of a token (h·d_k), before " \
                                            "the rotation"
-        assert formula("x", cfg) == "X: the residual stream entering the layer (no norm before attention)"
+        assert formula("x", plan(cfg)) == "X: the residual stream entering the layer (no norm before attention)"
 
 
 

@@ -17,6 +17,7 @@ import torch
 import transformers
 from transformers.models.modernbert.modeling_modernbert import apply_rotary_pos_emb
 
+from attn_gui.engine.plan import plan
 from attn_gui.engine import AttentionConfig, ConfigError, compute, model_spec, source
 from attn_gui.engine.fields import formula
 from transformers_peer import alphas_equal_transformers  # (tests/)
@@ -114,9 +115,9 @@ def test_deberta_score_terms_are_maps_with_their_formulas(deberta):
     names = r.fields()
     assert names.index("scores") < names.index("c2p") < names.index("p2c") < names.index("scaled")
     assert r.c2p.shape == r.p2c.shape == (4, T, T)
-    assert formula("scores", cfg) == "ω = Q Kᵀ: content → content"
+    assert formula("scores", plan(cfg)) == "ω = Q Kᵀ: content → content"
     assert formula("c2p", cfg).startswith("c2p = Q K_rᵀ at δ(i, j): content → position")
-    assert formula("scaled", cfg) == "ω′ = (ω + c2p + p2c) / √(3·d_k)"
+    assert formula("scaled", plan(cfg)) == "ω′ = (ω + c2p + p2c) / √(3·d_k)"
     assert r.position_terms == ("c2p", "p2c")
 
 
@@ -165,7 +166,7 @@ def test_every_modernbert_layer_equals_transformers(modernbert):
                           (r.v, v[0]), (r.output, block[0])):
             assert torch.allclose(got, want, atol=1e-4, rtol=1e-4), layer
         assert (r.weights[:, 0, 3:] == 0).all() == (layer == 1)  # the local layer's window hides far keys
-        assert f"{spec.layer_rope_bases[layer]:g}^" in formula("rope_angles", r.config)
+        assert f"{spec.layer_rope_bases[layer]:g}^" in formula("rope_angles", r.resolved)
     assert torch.allclose(source(path).layer_inputs(results[0].token_ids, "cpu", torch.float32)[0][-1],
                           out.last_hidden_state[0], atol=1e-4, rtol=1e-4)
 

@@ -17,6 +17,7 @@ import transformers
 from gguf_writing import sentencepiece_vocab, tiny, write_gguf  # tests/
 from transformers_peer import alphas_equal_transformers  # tests/
 
+from attn_gui.engine.plan import plan
 from attn_gui.engine import AttentionConfig, ConfigError, compute, formula, source
 from attn_gui.engine.sources.families import DECODER_READS, FAMILIES, INERT
 
@@ -226,7 +227,7 @@ def test_a_scaled_rope_equals_transformers(tmp_path, kind):
             k = attn.k_proj(x).view(1, T, -1, 8).transpose(1, 2)
             q, k = transformers.models.llama.modeling_llama.apply_rotary_pos_emb(q, k, cos, sin)
         assert torch.allclose(r.q, q[0], atol=1e-4, rtol=1e-4) and torch.allclose(r.k, k[0], atol=1e-4, rtol=1e-4)
-    assert f"{kind} scaling" in formula("q", cfg) and f"with {kind} scaling" in formula("rope_angles", cfg)
+    assert f"{kind} scaling" in formula("q", plan(cfg)) and f"with {kind} scaling" in formula("rope_angles", plan(cfg))
     plain = rotary.compute_default_rope_parameters(hf.config)[0]  # transformers' unscaled inv_freq
     assert torch.allclose(results[0].rope_angles_plain, torch.arange(T, dtype=torch.float32)[:, None] * plain,
                           atol=1e-5, rtol=1e-6)
@@ -235,7 +236,7 @@ def test_a_scaled_rope_equals_transformers(tmp_path, kind):
     names = [name for name, _ in map_keys(results[0])]
     assert names.index("rope_angles") + 1 == names.index("rope_angles_plain")  # side by side
     if kind in ("yarn", "longrope"):
-        assert "cos and sin ×" in formula("q", cfg) and rotary.attention_scaling != 1.0
+        assert "cos and sin ×" in formula("q", plan(cfg)) and rotary.attention_scaling != 1.0
     _next_tokens_equal(cfg, out)
     from attn_gui.engine.decoding import Decoder
 

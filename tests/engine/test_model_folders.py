@@ -9,6 +9,7 @@ import json
 import pytest
 import torch
 
+from attn_gui.engine.plan import plan
 from attn_gui.engine import model_spec, AttentionConfig, ConfigError, compute, source
 from attn_gui.engine.decoding import Decoder
 
@@ -121,11 +122,11 @@ def test_the_window_shows_the_norms_and_the_sliding_window(folder):
         assert names.index("q_unrotated") < names.index("q_normed") < names.index("q")
         assert names.index("k_unrotated") < names.index("k_normed") < names.index("k")
         assert map_data(frame, "k_normed", 1).matrix.shape == (len(SENTENCE.split()), model_spec(path).d_k)
-        assert formula("q", cfg).endswith(", RMS-normed per head, rotated (RoPE)")
-        assert formula("q_unrotated", cfg) == "Q = X W_q, before the norm and the rotation"
+        assert formula("q", plan(cfg)).endswith(", RMS-normed per head, rotated (RoPE)")
+        assert formula("q_unrotated", plan(cfg)) == "Q = X W_q, before the norm and the rotation"
     else:
         assert "q_normed" not in names and "k_normed" not in names
-        assert formula("q", cfg).endswith(", rotated (RoPE)") and "RMS" not in formula("q", cfg)
+        assert formula("q", plan(cfg)).endswith(", rotated (RoPE)") and "RMS" not in formula("q", plan(cfg))
     reason = map_data(frame, "weights", 0).masked_reason
     if hf.config.model_type == "mistral":
         assert reason == "masked: this key is after the query or outside the window of 3"
@@ -214,8 +215,8 @@ def _config(tmp_path, name, **changes):
 def test_sliding_window_as_transformers_reads_it(tmp_path, changes, window):
     path = _config(tmp_path, "m", **changes)
     assert model_spec(path).window == window
-    assert AttentionConfig(model=path).sliding_window == window
-    assert AttentionConfig(model=path, window=2).sliding_window == 2  # the narrower of the option and the model's
+    assert plan(AttentionConfig(model=path)).shown.window == window
+    assert plan(AttentionConfig(model=path, window=2)).shown.window == 2  # the narrower of the option and the model's
 
 
 @pytest.mark.parametrize("changes", [

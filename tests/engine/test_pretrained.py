@@ -4,6 +4,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from attn_gui.engine.plan import plan
 from attn_gui.engine import (AttentionConfig, ConfigError, Projections, check_tokens, compute, formula, model_spec,
                              source)
 from attn_gui.engine.sources.base import ModelSource
@@ -110,8 +111,8 @@ def test_model_results_carry_their_biases(hf_model, layout, layer):
         assert torch.allclose(r.b_o[0], dense.bias)
     assert {"b_q", "b_k", "b_v", "b_o"} <= set(r.fields())
     assert set(r.to_numpy()) >= {"b_q", "b_o"}
-    assert formula("q", cfg) == ("Q = X W_q + b_q" if layout == "row" else "Q = X W_qᵀ + b_q  (q_i = W_q x_i + b_q)")
-    assert formula("output", cfg).endswith("+ b_O")
+    assert formula("q", plan(cfg)) == ("Q = X W_q + b_q" if layout == "row" else "Q = X W_qᵀ + b_q  (q_i = W_q x_i + b_q)")
+    assert formula("output", plan(cfg)).endswith("+ b_O")
 
 
 def test_minilm_is_a_model_source():

@@ -97,6 +97,6 @@ def test_a_decoder_folder_tokenizes_in_a_child_that_ends_with_the_model(tmp_path
     proc = child._proc
     del model, child
     LOADED.forget(path)
-    decoder.model_tokenize.cache_clear()
+    decoder.tokenize_with.cache_clear()
     gc.collect()
     assert proc.wait(timeout=30) is not None  # the child read end of file and ended

@@ -313,8 +313,6 @@ def test_old_sessions_and_the_old_flag_still_give_sinusoidal():
     (dict(window=0), "window must be between 1"),
     (dict(sink_tokens=-1), "sink_tokens must be between 0"),
     (dict(d_k=3, positional="rope"), "d_k must be even"),
-    (dict(positional="rope", model="minilm-l6"), "rope positions are for random weights"),
-    (dict(positional="alibi", model="minilm-l6"), "alibi positions are for random weights"),
     (dict(bias=True, projections=False), "biases need projections"),
 ])
 def test_bad_variants_are_refused(changes, message):

@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from tokenizers import Tokenizer
 
 DEFAULT_NAME = "in-memory"
-_MODELS: dict[str, tuple[dict, dict, object]] = {}  # name: (config dict, weights, tokenizers.Tokenizer)
+_MODELS: dict[str, tuple[dict, dict, object, object]] = {}  # name: (config dict, weights, tokenizer, the model)
 
 
 def _class_names(obj: object) -> set[str]:
@@ -119,18 +119,35 @@ def register(model, tokenizer, name: str | None = None) -> str:
                           f"it is not this model's tokenizer")
     _forget(name)
     REGISTERED[name] = spec
-    _MODELS[name] = (cfg, weights, backend)
+    _MODELS[name] = (cfg, weights, backend, model)
     return name
+
+
+def version(spec: ModelSpec) -> tuple:
+    """What changes when the registered model's weights change: each tensor's version counter (an in-place edit,
+    ``q_proj.weight.mul_(3)``, bumps it) and storage (a parameter replaced). Results kept for the model are keyed
+    on it (``decoder.version``), so a changed model is run again; a replaced tensor is read anew."""
+    entry = _MODELS.get(spec.name)
+    if entry is None:
+        return ()
+    cfg, weights, tokenizer, model = entry
+    current = _weights(model, spec.name)
+    if current.keys() != weights.keys() or any(t.data_ptr() != weights[k].data_ptr() for k, t in current.items()):
+        from .loaded import LOADED
+
+        _MODELS[spec.name] = (cfg, current, tokenizer, model)  # a parameter replaced: read the new tensors
+        LOADED.forget(spec.name)
+    return tuple((t._version, t.data_ptr()) for t in current.values())
 
 
 def _forget(name: str) -> None:
     """Drop what the engine keeps of an earlier model of this name (its source, its loaded copy, its tokens)."""
-    from .decoder import model_tokenize
+    from .decoder import tokenize_with
     from .loaded import LOADED
 
     if name in REGISTERED:
         LOADED.forget(name)
-        model_tokenize.cache_clear()
+        tokenize_with.cache_clear()
         source.cache_clear()
 
 
@@ -141,7 +158,7 @@ def read(spec: ModelSpec, progress=None):
     if spec.name not in _MODELS:
         raise ConfigError(f"no model is registered as {spec.name!r}: call attn_gui.register(model, tokenizer, "
                           f"name={spec.name!r}) in this session first")
-    cfg, weights, tokenizer = _MODELS[spec.name]
+    cfg, weights, tokenizer, _ = _MODELS[spec.name]
     return decoder_model(spec, cfg, weights, tokenizer, Path(spec.name))
 
 
