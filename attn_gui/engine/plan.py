@@ -224,19 +224,21 @@ def plan(config: AttentionConfig) -> Plan:
     _check_model(config, spec)
     own = model_layers(spec)
     layers = tuple(what_if(o, config) for o in own)
-    changed = tuple(name for name in WHAT_IF if _changes(name, config, own))
+    changed = tuple(name for name in WHAT_IF if _changes(name, config, own, layers))
     norm, block = _residual(spec)
     dims = Dims(spec.d_model, spec.heads, spec.d_k, spec.d_v, True, spec.kv_heads)
     return Plan(config, spec, dims, layers if changed else own, own, changed, norm, block)
 
 
-def _changes(name: str, config: AttentionConfig, own: tuple[AttendOptions, ...]) -> bool:
-    """Whether what-if option ``name`` at the config's value changes any layer of the model's ``own`` options."""
+def _changes(name: str, config: AttentionConfig, own: tuple[AttendOptions, ...],
+             layers: tuple[AttendOptions, ...]) -> bool:
+    """Whether what-if option ``name`` changes the plan's ``layers``: set back to its neutral value, with the other
+    options as they are, the layers differ (sink tokens change nothing without a window, yet do with one)."""
     neutral = OPTIONS[name].neutral
     if getattr(config, name) == neutral:
         return False
-    alone = config.replace(**{n: OPTIONS[n].neutral for n in WHAT_IF if n != name})
-    return any(what_if(o, alone) != o for o in own)
+    without = config.replace(**{name: neutral})
+    return tuple(what_if(o, without) for o in own) != layers
 
 
 def _check_model(config: AttentionConfig, spec: ModelSpec) -> None:
