@@ -1,7 +1,9 @@
 """A model object in memory (``attn_gui.register``): a transformers decoder, never saved, read like a folder.
 
 ``register(model, tokenizer, name)`` takes a transformers ``PreTrainedModel`` of a decoder
-family of ``families.FAMILIES`` (Llama, Mistral, Qwen2, Qwen3, GPT-2): its spec comes from
+family of ``families.FAMILIES`` (Llama, Mistral, Qwen2, Qwen3, GPT-2), or a TransformerLens 4
+``TransformerBridge`` around one (``bridge.py``: its tokenizer by default, the tensors it runs,
+compatibility mode's processed weights honoured, hooks refused): its spec comes from
 ``model.config.to_dict()`` through the folder reader's own ``hf.config_spec``, its weights
 from ``model.state_dict()`` (the tensors themselves, detached: no copy; the CPU forward
 converts each as a layer reads it, ``stored.Upcast``), and the rest runs as for a folder
@@ -21,6 +23,8 @@ from typing import TYPE_CHECKING
 
 from ..errors import ConfigError
 from . import MODELS, REGISTERED, source
+from . import bridge as bridge_io
+from .bridge import class_names
 from .families import FAMILIES
 from .spec import ModelSpec
 
@@ -31,13 +35,9 @@ DEFAULT_NAME = "in-memory"
 _MODELS: dict[str, tuple[dict, dict, object]] = {}  # name: (config dict, weights, tokenizers.Tokenizer)
 
 
-def _class_names(obj: object) -> set[str]:
-    return {cls.__name__ for cls in type(obj).__mro__}
-
-
 def _tokenizer(tokenizer) -> Tokenizer:
     """``tokenizer`` as a ``tokenizers.Tokenizer``."""
-    names = _class_names(tokenizer)
+    names = class_names(tokenizer)
     if "Tokenizer" in names and type(tokenizer).__module__.startswith("tokenizers"):
         return tokenizer
     backend = getattr(tokenizer, "backend_tokenizer", None)
@@ -50,9 +50,8 @@ def _tokenizer(tokenizer) -> Tokenizer:
                       f"got {type(tokenizer).__name__}")
 
 
-def _weights(model, name: str) -> dict:
-    """The model's tensors under transformers' causal-LM names, detached (sharing their memory)."""
-    state = model.state_dict()
+def _one_device(state: dict, name: str) -> None:
+    """Refuse weights on the meta device or split across devices, in one line."""
     devices = sorted({str(t.device) for t in state.values()})
     if "meta" in devices:
         raise ConfigError(f"{name}: the model's weights are on the meta device (not loaded); load it with "
@@ -60,23 +59,36 @@ def _weights(model, name: str) -> dict:
     if len(devices) > 1:
         raise ConfigError(f"{name}: the model is split across devices ({', '.join(devices)}); move it to one "
                           f"(model.to('cpu')) before registering it")
+
+
+def _weights(state: dict, name: str) -> dict:
+    """The model's tensors ``state`` under transformers' causal-LM names, detached (sharing their memory)."""
+    _one_device(state, name)
     weights = {key: t.detach() for key, t in state.items()}
-    if not any(key.startswith(("model.", "transformer.")) for key in weights):  # a bare Qwen2Model, LlamaModel
+    if not any(key.startswith(("model.", "transformer.", "gpt_neox.")) for key in weights):  # a bare LlamaModel
         prefix = "transformer." if "wte.weight" in weights else "model."
+        if "embed_in.weight" in weights:  # a bare GPTNeoXModel
+            prefix = "gpt_neox."
         weights = {prefix + key: t for key, t in weights.items()}
+    if "gpt_neox.embed_in.weight" in weights and "lm_head.weight" in weights:  # transformers 5's name; saved: embed_out
+        weights["embed_out.weight"] = weights.pop("lm_head.weight")
     return weights
 
 
-def register(model, tokenizer, name: str | None = None) -> str:
-    """Make the transformers model object ``model`` a model of the engine, named ``name``; returns the name.
+def register(model, tokenizer=None, name: str | None = None) -> str:
+    """Make the transformers model object, or TransformerLens bridge, ``model`` a model of the engine, named
+    ``name``; returns the name.
 
     Parameters
     ----------
-    model : transformers.PreTrainedModel
-        A decoder of a family the engine reads (Llama, Mistral, Qwen2, Qwen3, GPT-2), with or
-        without its LM head, on one device, in any floating dtype.
-    tokenizer : transformers tokenizer (fast) or tokenizers.Tokenizer
-        Its ids must index the model's embedding.
+    model : transformers.PreTrainedModel or transformer_lens.model_bridge.TransformerBridge
+        A decoder of a family the engine reads (Llama, Mistral, Qwen2, Qwen3, GPT-2, ...), with or
+        without its LM head, on one device, in any floating dtype; or a TransformerLens 4 bridge
+        around one, plain or in compatibility mode (``bridge.py``: its folded and centred weights
+        are read as they are; hooks on it are refused).
+    tokenizer : transformers tokenizer (fast) or tokenizers.Tokenizer, optional
+        Its ids must index the model's embedding. Needed with a transformers model; a bridge's
+        own (``bridge.tokenizer``) by default.
     name : str, optional
         What ``AttentionConfig(model=...)`` calls it (default "in-memory"); registering a name
         again replaces the model it names.
@@ -85,17 +97,26 @@ def register(model, tokenizer, name: str | None = None) -> str:
     ------
     ConfigError
         In one line: an unsupported object or family, weights on the meta device or split
-        across devices, a tokenizer that does not fit the model, or a name taken by a bundled model.
+        across devices, a tokenizer that does not fit the model, or a name taken by a bundled
+        model; for a bridge, hooks on it or a step the engine does not compute (its logits
+        differ from the engine's).
     """
     name = DEFAULT_NAME if name is None else name
     if not isinstance(name, str) or not name.strip() or "/" in name or "\\" in name or name.endswith(".gguf"):
         raise ConfigError(f"a registered model's name is a word, no path; got {name!r:.40}")
     if name in MODELS or name in ("none",):
         raise ConfigError(f"{name!r} is a bundled model's name; choose another")
-    classes = _class_names(model)
+    classes = class_names(model)
     if "HookedTransformer" in classes:
-        raise ConfigError("a TransformerLens HookedTransformer is not read yet; register the transformers model "
-                          "it was made from (from_pretrained's hf_model)")
+        raise ConfigError("a TransformerLens 3 HookedTransformer is not read: register a TransformerLens 4 "
+                          "TransformerBridge, or the transformers model it was made from")
+    bridge = model if bridge_io.is_bridge(model) else None
+    if bridge is not None:
+        model, tokenizer = bridge_io.unwrap(bridge, tokenizer, name)
+        classes = class_names(model)
+    elif tokenizer is None:
+        raise ConfigError("register() needs the model's tokenizer with a transformers model: "
+                          "register(model, tokenizer, name=...)")
     config = getattr(model, "config", None)
     if "PreTrainedModel" not in classes or config is None or not hasattr(config, "to_dict"):
         raise ConfigError(f"register() takes a transformers PreTrainedModel; got {type(model).__name__}")
@@ -108,8 +129,15 @@ def register(model, tokenizer, name: str | None = None) -> str:
     where = Path(name)  # messages name it as they name a folder
     from .hf import config_spec, decoder_model
 
-    spec = config_spec(cfg, name, where, f"{name}, {type(model).__name__} in memory", reader="memory")
-    weights = _weights(model, name)
+    about = bridge_io.label(bridge, model) if bridge is not None else type(model).__name__
+    spec = config_spec(cfg, name, where, f"{name}, {about} in memory", reader="memory")
+    if bridge is None:
+        weights = _weights(model.state_dict(), name)
+    else:  # the tensors that run: transformers' own, GPT-2's Q/K/V and TransformerLens' b_U settled
+        tensors = bridge_io.hf_tensors(model)
+        _one_device(tensors, name)
+        tensors = bridge_io.fused_qkv(bridge, tensors, str(kind), name)
+        weights = _weights(bridge_io.carry_unembedding_bias(bridge, tensors, family.norm, name), name)
     backend = _tokenizer(tokenizer)
     built = decoder_model(spec, cfg, weights, backend, where)  # checks the weights against the config
     rows = built.weights["model.embed_tokens.weight"].shape[0]
@@ -117,10 +145,21 @@ def register(model, tokenizer, name: str | None = None) -> str:
     if top >= rows:
         raise ConfigError(f"{name}: the tokenizer's ids go up to {top:,}, past the model's {rows:,} embedding rows: "
                           f"it is not this model's tokenizer")
+    if bridge is not None:
+        bridge_io.same_logits(bridge, built, name)
     _forget(name)
     REGISTERED[name] = spec
     _MODELS[name] = (cfg, weights, backend)
     return name
+
+
+def registered(name: str) -> tuple[dict, dict, object]:
+    """What ``register`` keeps of the model ``name``: its config dict, its weights (transformers' names) and
+    its ``tokenizers.Tokenizer``."""
+    if name not in _MODELS:
+        raise ConfigError(f"no model is registered as {name!r}: call attn_gui.register(model, tokenizer, "
+                          f"name={name!r}) in this session first")
+    return _MODELS[name]
 
 
 def _forget(name: str) -> None:
@@ -138,10 +177,7 @@ def read(spec: ModelSpec, progress=None):
     """The registered model as a ``decoder.DecoderModel`` (nothing is converted: ``progress`` is never called)."""
     from .hf import decoder_model
 
-    if spec.name not in _MODELS:
-        raise ConfigError(f"no model is registered as {spec.name!r}: call attn_gui.register(model, tokenizer, "
-                          f"name={spec.name!r}) in this session first")
-    cfg, weights, tokenizer = _MODELS[spec.name]
+    cfg, weights, tokenizer = registered(spec.name)
     return decoder_model(spec, cfg, weights, tokenizer, Path(spec.name))
 
 
