@@ -124,8 +124,9 @@ class AttendOptions:
         How ``Projections`` are read: q = x W (row) or q = W x (column).
     scale, scale_factor, scale_dim, layer_scale, temperature
         Divide the scores by √d_k (``scale``; √(d_k · scale_factor) for DeBERTa's position terms, √scale_dim
-        where a model declares its own, Gemma's ``query_pre_attn_scalar``), then by ``layer_scale`` (GPT-2's ``scale_attn_by_inverse_layer_idx``:
-        the layer's number counted from 1) and by ``temperature``: ``divisor`` is their product.
+        where a model declares its own, Gemma's ``query_pre_attn_scalar``), then by ``layer_scale`` (GPT-2's
+        ``scale_attn_by_inverse_layer_idx``: the layer's number counted from 1) and by ``temperature``:
+        ``divisor`` is their product.
     causal : bool
         Mask the keys after each query.
     similarity : "dot" or "cosine"

@@ -12,7 +12,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-import torch
 
 from ..engine import METRICS, AttentionResult, head_metrics, rollout
 from ..engine.attention import alibi_slopes, score_weights, scaled_scores

@@ -169,7 +169,8 @@ def map_data(frame: Frame, name: str, head: int | None = None, hidden: tuple[int
         layer_txt = f"what-if ({', '.join(result.resolved.what_if)}), {layer_txt}"
     # a title may wrap between its words and after a comma, never inside "5 × 3"
     shape_txt = ", ".join(part.replace(" ", NBSP) for part in shape)
-    text = re.sub(r"\(\w \w\)", lambda m: m.group(0).replace(" ", NBSP), formula(name, result.resolved))  # "(x W)" whole
+    # "(x W)" whole
+    text = re.sub(r"\(\w \w\)", lambda m: m.group(0).replace(" ", NBSP), formula(name, result.resolved))
     spec = result.resolved.spec
     if spec is not None and spec.through:  # transformers computed it: say where it was read
         text = f"{info.symbol} = {HOOKED.get(name, name)}"

@@ -67,7 +67,8 @@ class ScalingPanel(QtWidgets.QWidget):
         else:
             self.note.setText("The softmax is soft here: fewer than half the rows put 0.99 or more on one key. "
                               "Turn scaling off or raise d_k, d_model to watch it turn one-hot.")
-        mask = causal_visible(result.seq_len, result.q.device) if result.resolved.causal and not result.streamed else None
+        causal = result.resolved.causal and not result.streamed
+        mask = causal_visible(result.seq_len, result.q.device) if causal else None
         # a long input keeps its weights pooled only: its point is left off the plot
         cross = result.source_tokens is not None
         entropy = None if result.streamed else head_metrics(result.weights, mask, cross=cross)["entropy_norm"]

@@ -45,7 +45,8 @@ def test_spec_and_config():
     cfg = AttentionConfig(model=NAME, layer=29)
     assert (cfg.dims.heads, cfg.dims.kv_heads, cfg.dims.d_k, cfg.dims.d_model) == (9, 3, 64, 576)
     assert plan(cfg).causal and not cfg.causal and plan(cfg).shown.rope_base == 100000.0 == spec.rope_base
-    assert AttentionConfig(model="minilm-l6").dims.kv_heads == 12 and not plan(AttentionConfig(model="minilm-l6")).causal
+    minilm = AttentionConfig(model="minilm-l6")
+    assert minilm.dims.kv_heads == 12 and not plan(minilm).causal
     with pytest.raises(ConfigError, match=r"has layers 1 to 30 \(layer = 0 to 29 counted from 0\); got layer = 30"):
         plan(AttentionConfig(model=NAME, layer=30))  # the plan resolves the model: the config reads no file
     assert formula("weights", plan(cfg)) == "α = softmax(ω / √d_k + mask)"

@@ -145,8 +145,8 @@ def test_the_formulas_name_each_familys_steps(folder):
         assert formula("q", plan(cfg)).endswith(", rotated (RoPE)") and result.rope_angles.shape[1] == spec.d_k // 2
     if spec.qk_norm_across:  # OLMo 2: X is the residual itself; q and k normed over all heads
         assert formula("q", plan(cfg)).endswith(", RMS-normed over all heads, rotated (RoPE)")
-        assert formula("k_normed", plan(cfg)) == "K = RMSNorm(X W_k) ⊙ g_k, over all heads of a token (h·d_k), before " \
-                                           "the rotation"
+        assert formula("k_normed", plan(cfg)) == \
+            "K = RMSNorm(X W_k) ⊙ g_k, over all heads of a token (h·d_k), before the rotation"
         assert formula("x", plan(cfg)) == "X: the residual stream entering the layer (no norm before attention)"
 
 

@@ -9,7 +9,6 @@ output and the residual stream, the next-token top 5, and cached decoding. Gemma
 (gain 1 + g) and a RoPE per layer type (a local base, a linearly scaled global one).
 """
 
-import math
 
 import pytest
 import torch
@@ -100,7 +99,8 @@ def test_every_step_equals_transformers(gemma2):
         assert (r.weights[:, hidden] == 0).all() and (r.weights[:, ~hidden] > 0).all()
     assert attn.scaling == SCALAR ** -0.5
     assert formula("scaled", plan(cfg)) == f"ω′ = ω / √{SCALAR:g} + mask"  # query_pre_attn_scalar's root
-    assert formula("capped", plan(cfg)) == "ω″ = 2 · tanh(ω′ / 2)" and formula("weights", plan(cfg)) == "α = softmax(ω″)"
+    assert formula("capped", plan(cfg)) == "ω″ = 2 · tanh(ω′ / 2)"
+    assert formula("weights", plan(cfg)) == "α = softmax(ω″)"
     probs = torch.softmax(out.logits[0, -1].double(), -1).topk(5)  # after the final soft-cap
     got = compute(cfg).next_tokens
     assert [t for t, _ in got] == [WORDS[i] for i in probs.indices.tolist()]

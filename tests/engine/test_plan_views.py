@@ -156,7 +156,7 @@ def test_circuits_equal_a_hand_computation_with_the_family_gain(model):
         w_q, w_k, w_v = (w_qkv[:, i * d:(i + 1) * d].T for i in range(3))
         w_o = sd["transformer.h.1.attn.c_proj.weight"].T
         gamma, final = sd["transformer.h.1.ln_1.weight"], sd["transformer.ln_f.weight"]
-        unembed = sd["lm_head.weight"] if "lm_head.weight" in sd else emb
+        unembed = sd.get("lm_head.weight", emb)
     elif kind == "gpt_neox":
         emb = sd["gpt_neox.embed_in.weight"]
         fused = sd["gpt_neox.layers.1.attention.query_key_value.weight"].view(4, 3, -1, 32)
@@ -177,7 +177,7 @@ def test_circuits_equal_a_hand_computation_with_the_family_gain(model):
             sd["model.layers.1.input_layernorm.weight"] + shift
         final = sd["model.norm.weight"] + shift
         unembed = sd["lm_head.weight"]
-    heads, d_k = 4, w_q.shape[0] // 4
+    d_k = w_q.shape[0] // 4  # 4 heads
     g = 3 // (4 // (w_k.shape[0] // d_k))
     e = emb[distinct]
     q = (e * gamma) @ w_q[3 * d_k:4 * d_k].T

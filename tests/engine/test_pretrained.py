@@ -111,7 +111,8 @@ def test_model_results_carry_their_biases(hf_model, layout, layer):
         assert torch.allclose(r.b_o[0], dense.bias)
     assert {"b_q", "b_k", "b_v", "b_o"} <= set(r.fields())
     assert set(r.to_numpy()) >= {"b_q", "b_o"}
-    assert formula("q", plan(cfg)) == ("Q = X W_q + b_q" if layout == "row" else "Q = X W_qᵀ + b_q  (q_i = W_q x_i + b_q)")
+    want = "Q = X W_q + b_q" if layout == "row" else "Q = X W_qᵀ + b_q  (q_i = W_q x_i + b_q)"
+    assert formula("q", plan(cfg)) == want
     assert formula("output", plan(cfg)).endswith("+ b_O")
 
 

@@ -124,7 +124,7 @@ def test_the_spec_says_transformers_runs_it(outside):
 
 def test_options_transformers_cannot_apply_are_refused_in_one_line(outside):
     _, path, _ = outside
-    for change in (dict(temperature=2.0), dict(scale=False), dict(similarity="cosine")):  # what-ifs: transformers runs it
+    for change in (dict(temperature=2.0), dict(scale=False), dict(similarity="cosine")):  # what-ifs: refused
         with pytest.raises(ConfigError, match=f"^{next(iter(change))}: .* is read through transformers, which runs it "
                                               "as it is"):
             compute(AttentionConfig(sentence="the cat", model=path, **change))

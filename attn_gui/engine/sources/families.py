@@ -156,7 +156,8 @@ FAMILIES = {  # by config.json's model_type
                       reads=(*ENCODER_READS, "pad_token_id"), fixed=ENCODER_FIXED),
     "distilbert": Family("DistilBERT", path="encoder", names=(("heads", "n_heads"), ("d_model", "dim"),
                                                              ("layers", "n_layers"), ("act", "activation")),
-                         norm="layer", block="post_ln", mlp="plain", act="gelu", reads=("dim", "n_heads", "n_layers", "max_position_embeddings",
+                         norm="layer", block="post_ln", mlp="plain", act="gelu",
+                         reads=("dim", "n_heads", "n_layers", "max_position_embeddings",
                                                          "activation", "eos_token_id")),
     # their fields: encoder_config.FIELDS (honoured, refused, unused), checked there
     "deberta-v2": Family("DeBERTa-v2", path="encoder", norm="layer", block="post_ln", relative=True, mlp="plain",

@@ -29,7 +29,7 @@ from pathlib import Path
 
 from ..errors import ConfigError
 from . import checks, tokenizer_child
-from .families import FAMILIES, INERT, MAX_TOKENS, Family, decoder_spec, regular
+from .families import FAMILIES, MAX_TOKENS, Family, decoder_spec, regular
 from .spec import ModelSpec
 from .tokenizer_json import added_tokens, special_tokens
 
