@@ -155,8 +155,8 @@ def test_gemma3_equals_transformers(gemma3):
             assert torch.allclose(r.q_normed, q[0], atol=1e-4, rtol=1e-4)
             q, k = transformers.models.gemma3.modeling_gemma3.apply_rotary_pos_emb(q, k, cos, sin)
         assert torch.allclose(r.q, q[0], atol=1e-4, rtol=1e-4) and torch.allclose(r.k, k[0], atol=1e-4, rtol=1e-4)
-        theta = cfg.replace(layer=layer)
-        assert theta.rope == (5000.0 if kind == "full_attention" else 100.0)
+        theta = plan(cfg.replace(layer=layer))
+        assert theta.shown.rope_base == (5000.0 if kind == "full_attention" else 100.0)
         assert ("linear scaling" in formula("rope_angles", theta)) == (kind == "full_attention")
         assert r.capped is None  # no attention soft-cap in this Gemma 3
     probs = torch.softmax(out.logits[0, -1].double(), -1).topk(5)

@@ -264,7 +264,7 @@ def _llama(tmp_path, name="bad.gguf", arch="llama", vocab="byte", **extra):
 
 def _refused(path, pattern):
     with pytest.raises(ConfigError, match=pattern) as info:
-        AttentionConfig(model=path)
+        plan(AttentionConfig(model=path))
     assert "\n" not in str(info.value)
     return str(info.value)
 

@@ -189,7 +189,7 @@ def _bad(tmp_path, kind):
 ])
 def test_bad_folders_say_what_is_wrong(tmp_path, kind, message):
     with pytest.raises(ConfigError, match=message):
-        AttentionConfig(model=_bad(tmp_path, kind))
+        plan(AttentionConfig(model=_bad(tmp_path, kind)))
 
 
 def _config(tmp_path, name, **changes):
@@ -227,7 +227,7 @@ def test_a_window_in_some_layers_only_is_refused(tmp_path, changes):
     path = _config(tmp_path, "half", sliding_window=4, use_sliding_window=True, **changes)
     with pytest.raises(ConfigError, match=r"^half slides a window of 4 keys in 1 of its 2 layers \(from layer 2\); "
                                           r"attn-gui applies one window to every layer, per-layer windows not yet$"):
-        AttentionConfig(model=path)
+        plan(AttentionConfig(model=path))
 
 
 @pytest.mark.parametrize("changes, base", [
@@ -267,7 +267,7 @@ def test_missing_weights_and_truncated_file(tmp_path):
 
 def test_not_a_folder(tmp_path):
     with pytest.raises(ConfigError, match="neither a bundled model, a model folder nor a .gguf file"):
-        AttentionConfig(model=str(tmp_path / "nowhere"))
+        plan(AttentionConfig(model=str(tmp_path / "nowhere")))
 
 
 def test_cli_takes_a_folder(folder, tmp_path, capsys):
@@ -293,7 +293,7 @@ def test_fifo_and_shape_mismatch_in_one_line(tmp_path, folder):
     os.mkfifo(fifo / "config.json")  # never opened: reading a FIFO would wait for a writer forever
     _tokenizer(fifo)
     with pytest.raises(ConfigError, match="has no config.json"):
-        AttentionConfig(model=str(fifo))
+        plan(AttentionConfig(model=str(fifo)))
     path, _ = folder
     wrong = tmp_path / "wrong"
     shutil.copytree(path, wrong)

@@ -74,11 +74,11 @@ def test_compute_shows_a_real_layer():
 def test_model_config_validation():
     with pytest.raises(ConfigError,
                        match=r"MiniLM-L6 .* has layers 1 to 6 \(layer = 0 to 5 counted from 0\); got layer = 6"):
-        AttentionConfig(model="minilm-l6", layer=6)
+        plan(AttentionConfig(model="minilm-l6", layer=6))
     with pytest.raises(ConfigError,
                        match=r"^model 'gpt-9' is neither a bundled model \(minilm-l6, smollm2-135m\) nor an existing "
                              r"folder or .gguf file \(or none\)$"):
-        AttentionConfig(model="gpt-9")
+        plan(AttentionConfig(model="gpt-9"))
     too_long = AttentionConfig(model="minilm-l6", sentence="word " * 600)  # the config reads no tokens
     with pytest.raises(ConfigError, match="at most 512 tokens; this text has 602"):
         check_tokens(too_long)

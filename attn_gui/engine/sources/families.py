@@ -46,6 +46,9 @@ INERT = frozenset({
     # how attn-gui's trainer made the folder (engine/training.py): a record
     "attn_gui_train", "attn_gui_step", "attn_gui_task",
 })
+# fields transformers' loading reads (from_pretrained: the quantizer rewrites the stored weights), not its modeling
+# code: every family refuses them where set (a quantized checkpoint's tensors are not the model's weights)
+LOADING_REFUSES = ("quantization_config",)
 # the fields the Llama-family decoder reads (every rms/gated family): biases and the MLP's biases are read
 # where the weights hold them (attention_bias, mlp_bias); the window's fields as transformers reads them for
 # the family (``Family.window``: Llama's sliding_window is ignored by transformers, and so here)

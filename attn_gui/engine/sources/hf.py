@@ -29,7 +29,7 @@ from pathlib import Path
 
 from ..errors import ConfigError
 from . import checks, tokenizer_child
-from .families import FAMILIES, MAX_TOKENS, Family, decoder_spec, regular
+from .families import FAMILIES, LOADING_REFUSES, MAX_TOKENS, Family, decoder_spec, regular
 from .spec import ModelSpec
 from .tokenizer_json import added_tokens, special_tokens
 
@@ -78,16 +78,18 @@ def check_fields(cfg: dict, family: Family, folder: Path) -> None:
     from .encoder_config import FIELDS as DECLARED
 
     fixed, refused = dict(family.fixed), set(family.refuses)
-    if cfg.get("model_type") in DECLARED:  # DeBERTa-v2, ModernBERT: their refusals are in encoder_config
-        refused = set(DECLARED[cfg["model_type"]]["refused"])
+    if cfg.get("model_type") in DECLARED:  # DeBERTa-v2, ModernBERT: encoder_config refuses theirs by value
+        refused = set()
+    refused |= set(LOADING_REFUSES)
     for key, value in cfg.items():
         if key in fixed:
             if value != fixed[key] and not (fixed[key] is False and value is None):  # null: off
                 raise ConfigError(f"{folder.name}: config.json has {key} = {json.dumps(value):.40}; attn-gui runs "
                                   f"{family.label} only with {key} = {json.dumps(fixed[key])}")
         elif key in refused and value not in (None, False):
+            reader = "loading" if key in LOADING_REFUSES else family.label
             raise ConfigError(f"{folder.name}: config.json field {key} = {json.dumps(value):.40} is read by "
-                              f"transformers' {family.label} and not computed by attn-gui (it changes the numbers)")
+                              f"transformers' {reader} and not computed by attn-gui (it changes the numbers)")
 
 
 def sliding_window(cfg: dict, family: Family, folder: Path) -> int | None:
