@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING
 
 from .config import AttentionConfig
 from .errors import ConfigError
+from .plan import check_model
 from .sources import model_spec, source
 from .tokens import Tokens, tokenize
 
@@ -84,6 +85,7 @@ def check_tokens_now(config: AttentionConfig) -> Tokens | None:
     A model that is not installed still raises ``ModelUnavailable`` at once.
     """
     if config.model is not None:
+        check_model(config)  # a layer or a struck head the model lacks: refused before any loading
         model = source(config.model)
         if model.available() and not model.loaded():
             return None

@@ -241,6 +241,15 @@ def _changes(name: str, config: AttentionConfig, own: tuple[AttendOptions, ...],
     return tuple(what_if(o, without) for o in own) != layers
 
 
+def check_model(config: AttentionConfig) -> None:
+    """Refuse, in one line, a layer or a struck head ``config``'s model lacks (nothing without a model).
+
+    Reads the model's spec only, not its weights: a window calls it on each edit, a session file as it loads.
+    """
+    if config.model is not None:
+        _check_model(config, model_spec(config.model))
+
+
 def _check_model(config: AttentionConfig, spec: ModelSpec) -> None:
     """What the config asks of the model and the model does not have: a layer, a head to strike."""
     if config.layer >= spec.layers:  # people count layers from 1; the field, as torch, from 0
@@ -259,4 +268,4 @@ def _check_model(config: AttentionConfig, spec: ModelSpec) -> None:
                                   f"{spec.layers} and heads 1 to {spec.heads}")
 
 
-__all__ = ["MODEL_FULL", "Plan", "Planned", "model_layers", "plan", "random_options", "what_if"]
+__all__ = ["MODEL_FULL", "Plan", "Planned", "check_model", "model_layers", "plan", "random_options", "what_if"]
