@@ -19,6 +19,7 @@ import transformers
 pytest.importorskip("transformer_lens", reason="the lens extra (pip install attn-gui[lens]) is not installed")
 
 import attn_gui  # noqa: E402
+from attn_gui.engine.plan import plan
 from attn_gui.engine import AttentionConfig, ConfigError, ModelUnavailable, compute, source  # noqa: E402
 from attn_gui.engine.sources import is_available  # noqa: E402
 from lens_bridges import KINDS, boot, tiny_folder  # noqa: E402  tests/
@@ -136,7 +137,7 @@ def test_a_step_the_engine_does_not_compute_is_refused(llama):
         attn_gui.register(bridge, name="edited")
     handle.remove()
     with pytest.raises(ConfigError, match="never-registered|is neither a bundled model"):
-        AttentionConfig(model="edited")
+        plan(AttentionConfig(model="edited"))
 
 
 def test_an_unembedding_bias_an_rmsnorm_cannot_carry_is_refused(llama):

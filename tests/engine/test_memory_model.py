@@ -8,6 +8,7 @@ import torch
 import transformers
 
 import attn_gui
+from attn_gui.engine.plan import plan
 from attn_gui.engine import AttentionConfig, ConfigError, compute, source
 from transformers_peer import WORDS, alphas_equal_transformers, tiny_qwen2, word_tokenizer  # tests/
 
@@ -93,4 +94,4 @@ def test_bad_input_is_one_clear_error(qwen2):
     with pytest.raises(ConfigError, match="register\\(\\) reads the decoders"):
         attn_gui.register(bert, _tokenizer())
     with pytest.raises(ConfigError, match="is neither a bundled model .* nor an existing folder"):
-        AttentionConfig(model="never-registered")
+        plan(AttentionConfig(model="never-registered"))

@@ -127,8 +127,8 @@ def _gguf_config(spec, model) -> dict:
     """A transformers config dict of the GGUF decoder ``model``, from what the engine read of its header."""
     kind = _gguf_family(spec)
     shape, w = model.shape, model.weights
-    if kind not in GGUF_FAMILIES or shape.windows or shape.window is not None or spec.rope_dims is not None or \
-            shape.act != "silu":
+    windows = any(o.window is not None for o in shape.attention)  # each layer's own, as the model runs it
+    if kind not in GGUF_FAMILIES or windows or spec.rope_dims is not None or shape.act != "silu":
         raise ConfigError(f"{spec.label}: to_lens writes the config of a GGUF of {', '.join(GGUF_FAMILIES)} "
                           "without sliding windows only")
     cfg: dict[str, Any] = dict(

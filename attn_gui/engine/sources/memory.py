@@ -18,6 +18,7 @@ past the model's embedding rows.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -32,7 +33,8 @@ if TYPE_CHECKING:
     from tokenizers import Tokenizer
 
 DEFAULT_NAME = "in-memory"
-_MODELS: dict[str, tuple[dict, dict, object]] = {}  # name: (config dict, weights, tokenizers.Tokenizer)
+# name: (config dict, weights, tokenizer, a function reading the weights that run now)
+_MODELS: dict[str, tuple[dict, dict, object, Callable[[], dict]]] = {}
 
 
 def _tokenizer(tokenizer) -> Tokenizer:
@@ -131,13 +133,15 @@ def register(model, tokenizer=None, name: str | None = None) -> str:
 
     about = bridge_io.label(bridge, model) if bridge is not None else type(model).__name__
     spec = config_spec(cfg, name, where, f"{name}, {about} in memory", reader="memory")
-    if bridge is None:
-        weights = _weights(model.state_dict(), name)
-    else:  # the tensors that run: transformers' own, GPT-2's Q/K/V and TransformerLens' b_U settled
-        tensors = bridge_io.hf_tensors(model)
+    def reread() -> dict:  # the tensors that run now (``version`` reads them again to see a change)
+        if bridge is None:
+            return _weights(model.state_dict(), name)
+        tensors = bridge_io.hf_tensors(model)  # transformers' own, GPT-2's Q/K/V and TransformerLens' b_U settled
         _one_device(tensors, name)
         tensors = bridge_io.fused_qkv(bridge, tensors, str(kind), name)
-        weights = _weights(bridge_io.carry_unembedding_bias(bridge, tensors, family.norm, name), name)
+        return _weights(bridge_io.carry_unembedding_bias(bridge, tensors, family.norm, name), name)
+
+    weights = reread()
     backend = _tokenizer(tokenizer)
     built = decoder_model(spec, cfg, weights, backend, where)  # checks the weights against the config
     rows = built.weights["model.embed_tokens.weight"].shape[0]
@@ -149,8 +153,26 @@ def register(model, tokenizer=None, name: str | None = None) -> str:
         bridge_io.same_logits(bridge, built, name)
     _forget(name)
     REGISTERED[name] = spec
-    _MODELS[name] = (cfg, weights, backend)
+    _MODELS[name] = (cfg, weights, backend, reread)
     return name
+
+
+def version(spec: ModelSpec) -> tuple:
+    """What changes when the registered model's weights change: each tensor's version counter (an in-place edit,
+    ``q_proj.weight.mul_(3)``, bumps it) and storage (a parameter replaced, or a bridge's
+    ``enable_compatibility_mode()``, which writes new tensors). Results kept for the model are keyed on it
+    (``decoder.version``), so a changed model is run again; replaced tensors are read anew."""
+    entry = _MODELS.get(spec.name)
+    if entry is None:
+        return ()
+    cfg, weights, tokenizer, reread = entry
+    current = reread()
+    if current.keys() != weights.keys() or any(t.data_ptr() != weights[k].data_ptr() for k, t in current.items()):
+        from .loaded import LOADED
+
+        _MODELS[spec.name] = (cfg, current, tokenizer, reread)  # a tensor replaced: read the new ones
+        LOADED.forget(spec.name)
+    return tuple((t._version, t.data_ptr()) for t in current.values())
 
 
 def registered(name: str) -> tuple[dict, dict, object]:
@@ -159,17 +181,17 @@ def registered(name: str) -> tuple[dict, dict, object]:
     if name not in _MODELS:
         raise ConfigError(f"no model is registered as {name!r}: call attn_gui.register(model, tokenizer, "
                           f"name={name!r}) in this session first")
-    return _MODELS[name]
+    return _MODELS[name][:3]
 
 
 def _forget(name: str) -> None:
     """Drop what the engine keeps of an earlier model of this name (its source, its loaded copy, its tokens)."""
-    from .decoder import model_tokenize
+    from .decoder import tokenize_with
     from .loaded import LOADED
 
     if name in REGISTERED:
         LOADED.forget(name)
-        model_tokenize.cache_clear()
+        tokenize_with.cache_clear()
         source.cache_clear()
 
 
