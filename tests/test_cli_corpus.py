@@ -52,7 +52,7 @@ def _agree(out: Path, plain: dict) -> None:
 
 
 def _our_actors() -> list[int]:
-    """The process ids of the ShardWorker actors started under this process (its local Ray's)."""
+    """The process ids of the RayWorker actors started under this process (its local Ray's)."""
     rows = subprocess.run(["ps", "-eo", "pid=,ppid=,args="], capture_output=True, text=True).stdout.splitlines()
     parent = {int(r.split()[0]): int(r.split()[1]) for r in rows}
 
@@ -63,7 +63,7 @@ def _our_actors() -> list[int]:
             pid = parent.get(pid, 0)
         return False
 
-    return [int(r.split()[0]) for r in rows if "ray::ShardWorker" in r and ours(int(r.split()[0]))]
+    return [int(r.split()[0]) for r in rows if "ray::RayWorker" in r and ours(int(r.split()[0]))]
 
 
 def test_ray_local_with_a_worker_killed_mid_run_gives_the_same_numbers(inputs, plain, tmp_path, monkeypatch):

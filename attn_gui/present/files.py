@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from ..engine import UserError
+from ..engine.disk import kind_of
 
 Writer = Callable[[BinaryIO], None]
 CHUNK = 1 << 16
@@ -28,18 +29,6 @@ class WriteError(UserError, OSError):
 
 class ReadError(UserError, OSError):
     """A file could not be read, or is not a regular file, or is too large; the message says which."""
-
-
-def _kind(mode: int) -> str:
-    if stat.S_ISDIR(mode):
-        return "a folder"
-    if stat.S_ISFIFO(mode):
-        return "a pipe (FIFO)"
-    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
-        return "a device"
-    if stat.S_ISSOCK(mode):
-        return "a socket"
-    return "not a regular file"
 
 
 def read_regular(path: str | os.PathLike, limit: int, what: str = "file") -> bytes:
@@ -63,7 +52,7 @@ def read_regular(path: str | os.PathLike, limit: int, what: str = "file") -> byt
     try:
         mode = os.fstat(fd).st_mode
         if not stat.S_ISREG(mode):
-            raise ReadError(f"cannot read {path.name}: it is {_kind(mode)}, not a {what}")
+            raise ReadError(f"cannot read {path.name}: it is {kind_of(mode)}, not a {what}")
         chunks, size = [], 0
         while True:
             chunk = os.read(fd, min(CHUNK, limit + 1 - size))
