@@ -103,3 +103,53 @@ def test_a_seed_out_of_the_generators_range_is_one_line(tmp_path, capsys, seed):
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "seed must be 0 to 9223372036854775806" in err, err
     assert not (tmp_path / "ck").exists()
+
+
+def _tree(folder):
+    return {str(p.relative_to(folder)): p.read_bytes() if p.is_file() else None for p in sorted(folder.rglob("*"))}
+
+
+def test_out_replaces_only_a_checkpoint_train_wrote(tmp_path, capsys):
+    from corpus_data import llama_folder  # tests/
+
+    downloaded = tmp_path / "downloaded"  # a model folder with a model.safetensors, and the user's own files
+    llama_folder(downloaded)
+    (downloaded / "NOTES.md").write_text("my notes")
+    (downloaded / "eval").mkdir()
+    (downloaded / "eval" / "scores.csv").write_text("1,2\n")
+    trained = tmp_path / "trained"  # a checkpoint train wrote, and a note put beside it since
+    assert main([*TINY, "--out", str(trained)]) == 0
+    (trained / "NOTES.md").write_text("why this run")
+    for folder, said in ((downloaded, "holds files that are not a checkpoint attn-gui train wrote"),
+                         (trained, "holds 'NOTES.md', which attn-gui train did not write")):
+        before = _tree(folder)
+        capsys.readouterr()
+        assert main([*TINY, "--seed", "2", "--out", str(folder)]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and said in err and "Traceback" not in err, err
+        assert _tree(folder) == before
+    (trained / "NOTES.md").unlink()
+    assert main([*TINY, "--seed", "2", "--out", str(trained)]) == 0  # its own checkpoint: replaced
+
+
+def test_safetensors_full_disk_error_is_one_line_and_keeps_the_previous_checkpoint(tmp_path, capsys, monkeypatch):
+    """safetensors raises its own SafetensorError, not an OSError, when the disk fills; the message is the one
+    it gave on a full 64 KiB tmpfs here (os error 28, ENOSPC)."""
+    import safetensors.torch
+    from safetensors import SafetensorError
+
+    out = tmp_path / "ck"
+    assert main([*TINY, "--out", str(out)]) == 0
+    before = _tree(out)
+
+    def full(*args, **kwargs):
+        raise SafetensorError("Error while serializing: I/O error: No space left on device (os error 28)")
+
+    monkeypatch.setattr(safetensors.torch, "save_file", full)
+    capsys.readouterr()
+    assert main([*TINY, "--seed", "3", "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    assert err.strip().splitlines()[-1] == (f"attn-gui: cannot write the checkpoint to {out}: No space left on device; "
+                                            "a previous checkpoint there is kept")
+    assert _tree(out) == before and sorted(p.name for p in tmp_path.iterdir()) == ["ck"]

@@ -87,13 +87,35 @@ def _start(ray, address: str, workers: int | None) -> int:
             os.environ.pop(MARK, None)  # processes this one starts later (a tokenizer) are not Ray's
         return count
     check_address(address)
+    _probe(address)
     _join(ray, address, quiet)
     return workers or max(1, int(ray.cluster_resources().get("CPU", 1)))
 
 
+PROBE = """
+import logging, sys, ray
+ray.init(address=sys.argv[1], include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR)
+ray.shutdown()
+"""
+
+
+def _probe(address: str) -> None:
+    """Join the cluster from a child process first, given ``JOIN_SECONDS`` and then killed: a server that
+    answers gRPC but is not Ray's keeps ``ray.init`` waiting (and printing Ray's retries) for minutes."""
+    try:
+        done = subprocess.run([sys.executable, "-c", PROBE, address], stdin=subprocess.DEVNULL,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=JOIN_SECONDS)
+    except subprocess.TimeoutExpired:
+        raise CorpusError(f"the Ray cluster at {address:.80} did not let a driver join within {JOIN_SECONDS} s; "
+                          f"check it with `ray status`") from None
+    if done.returncode != 0:
+        said = [line for line in done.stderr.decode(errors="replace").splitlines() if line.strip()]
+        raise CorpusError(f"cannot join the Ray cluster at {address:.80}: {said[-1] if said else 'no answer'}"[:300])
+
+
 def _join(ray, address: str, quiet: dict) -> None:
     """``ray.init(address)``, given at most ``JOIN_SECONDS``: it runs in a thread of its own, left behind
-    where it does not return (a server that speaks gRPC but is not Ray's would keep it forever)."""
+    where it does not return (the cluster gone since ``_probe``)."""
     outcome: list[BaseException | None] = []
 
     def join() -> None:
@@ -107,7 +129,7 @@ def _join(ray, address: str, quiet: dict) -> None:
     thread.start()
     thread.join(JOIN_SECONDS)
     if not outcome:
-        raise CorpusError(f"the Ray cluster at {address:.80} did not let this driver join within {JOIN_SECONDS} s; "
+        raise CorpusError(f"the Ray cluster at {address:.80} did not let a driver join within {JOIN_SECONDS} s; "
                           f"check it with `ray status`")
     exc = outcome[0]
     if isinstance(exc, (ConnectionError, RuntimeError, ValueError)):
