@@ -43,7 +43,8 @@ def parse_address(address: str) -> tuple[str, int]:
     host, _, port = address.removeprefix("ray://").rpartition(":")
     if host.startswith("[") and host.endswith("]"):
         host = host[1:-1]
-    if (not host or not (port.isascii() and port.isdigit() and len(port) <= 5) or not 0 < int(port) < 65536 or len(host) > 253
+    number = port.isascii() and port.isdigit() and len(port) <= 5  # "²" is a digit, and no int
+    if (not host or not number or not 0 < int(port) < 65536 or len(host) > 253
             or any(len(label) > 63 for label in host.split("."))):  # a DNS name's limits (RFC 1035, 2.3.4)
         raise CorpusError(f"--ray takes local or a cluster's HOST:PORT (e.g. 127.0.0.1:6379, a port 1 to 65535); "
                           f"got {address!r:.80}")
@@ -192,7 +193,7 @@ class RayWorker(ShardWorker):
 def _end_with_parent() -> None:
     """Exit this process as soon as its parent does (Linux's pidfd; elsewhere nothing is watched)."""
     try:
-        parent = os.pidfd_open(os.getppid())  # type: ignore[attr-defined]  # Linux only
+        parent = os.pidfd_open(os.getppid())  # Linux only
     except (AttributeError, OSError):
         return
 

@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import errno
+import io
 import os
 import re
 import stat
@@ -39,7 +40,7 @@ class NotRegular(OSError):
     """A path that is not a regular file (a FIFO, a device, a folder, a socket); ``strerror`` says which."""
 
 
-def open_regular(path: str | os.PathLike) -> BinaryIO:
+def open_regular(path: str | os.PathLike) -> io.BufferedReader:
     """``path`` opened for binary reading, if it is a regular file.
 
     Opened with ``O_NONBLOCK`` (a FIFO with no writer answers at once) and checked with ``fstat`` on
@@ -59,7 +60,7 @@ def open_regular(path: str | os.PathLike) -> BinaryIO:
             raise NotRegular(errno.EINVAL, f"it is {kind_of(mode)}, not a regular file")
         if hasattr(os, "set_blocking"):
             os.set_blocking(fd, True)
-        return os.fdopen(fd, "rb")
+        return open(fd, "rb")
     except BaseException:
         os.close(fd)
         raise

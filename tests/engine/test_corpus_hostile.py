@@ -61,7 +61,8 @@ def _arrow_file(path: Path, text: str) -> None:
         writer.write_table(table)
 
 
-@pytest.mark.parametrize("name", ["../private/secret.arrow", "ABSOLUTE", "link.arrow", "sub/../../private/secret.arrow"])
+@pytest.mark.parametrize("name", ["../private/secret.arrow", "ABSOLUTE", "link.arrow",
+                                  "sub/../../private/secret.arrow"])
 def test_a_datasets_folder_never_reads_a_file_outside_itself(tmp_path, name):
     (tmp_path / "private").mkdir()
     _arrow_file(tmp_path / "private" / "secret.arrow", "my secret text")
@@ -161,7 +162,7 @@ def test_a_long_passage_is_cut_before_it_is_tokenized_and_stored_cut(model, tmp_
     assert max(len(e["text"]) for e in examples) <= C.CHARS_MOST * limit
     ids = [WORDS.index(w) for w in words[:limit]]
     total, rows = 0, 0
-    for ids_ in (ids, [WORDS.index(w) for w in "the cat sat on the mat".split()], [0]):
+    for ids_ in (ids, [WORDS.index(w) for w in ("the", "cat", "sat", "on", "the", "mat")], [0]):
         with torch.no_grad():  # transformers on the first ``limit`` tokens of each passage
             alpha = torch.stack(hf(torch.tensor([ids_]), output_attentions=True).attentions)[:, 0].double()
         total, rows = total + alpha.diagonal(-1, -2, -1).sum(-1), rows + len(ids_) - 1

@@ -204,7 +204,8 @@ def test_the_conversion_is_cached_and_redone_when_the_file_changes(tmp_path):
     assert seen and seen[-1] == (3, 3)
 
 
-@pytest.mark.parametrize("edit", [dict(eps=0.5), dict(add_bos=True, bos_id=0), dict(eps="1e-6"), dict(special_ids=None)])
+@pytest.mark.parametrize("edit", [dict(eps=0.5), dict(add_bos=True, bos_id=0), dict(eps="1e-6"),
+                                  dict(special_ids=None)])
 def test_an_edited_cache_manifest_is_rebuilt_from_the_file(tmp_path, edit):
     """A fact edited in the cache's manifest (an epsilon, add_bos, a value of another type) is neither used
     (another result, a token added) nor a traceback: the cache is rebuilt from the file."""

@@ -112,7 +112,8 @@ def load(folder: Path, source: dict, version: int, check: Callable[[Converted], 
             return None
         files, meta = manifest["files"], manifest["meta"]
         if not isinstance(files, dict) or not isinstance(meta, dict) or not all(
-                _plain(name) and type(e.get("size")) is int and type(e.get("crc32")) is int for name, e in files.items()):
+                _plain(name) and type(e.get("size")) is int and type(e.get("crc32")) is int
+                for name, e in files.items()):
             return None
         data: dict[str, np.ndarray] = {}
         for name, entry in files.items():

@@ -29,7 +29,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import torch
 
@@ -217,8 +217,9 @@ def _read(spec: ModelSpec) -> Held:
     verbosity = transformers.utils.logging.get_verbosity()
     transformers.utils.logging.set_verbosity_error()  # its load report (dozens of lines) is said in one here
     try:
-        model, info = auto.from_pretrained(str(folder), attn_implementation="eager", local_files_only=True,
-                                           trust_remote_code=False, dtype=torch.float32, output_loading_info=True)
+        model, info = cast(Any, auto.from_pretrained(str(folder), attn_implementation="eager", local_files_only=True,
+                                                     trust_remote_code=False, dtype=torch.float32,
+                                                     output_loading_info=True))  # (model, its loading report)
     except Exception as exc:  # noqa: BLE001  one line, whatever transformers raises
         raise ConfigError(f"{folder.name}: transformers cannot load it: {str(exc).splitlines()[0]:.100}") from None
     finally:
