@@ -73,18 +73,24 @@ def test_a_bad_out_is_refused_before_the_first_step(tmp_path, capsys, monkeypatc
     assert (tmp_path / "full" / "notes.txt").read_text() == "mine"
 
 
-def test_a_full_disk_at_the_save_is_one_line_and_keeps_the_previous_checkpoint(tmp_path, capsys, monkeypatch):
+@pytest.mark.parametrize("error", ["OSError", "SafetensorError"])
+def test_a_full_disk_at_the_save_is_one_line_and_keeps_the_previous_checkpoint(tmp_path, capsys, monkeypatch, error):
+    """safetensors raises its own SafetensorError, not an OSError, when the disk fills: the message is the one
+    it gave on a full 64 KiB tmpfs here (os error 28, ENOSPC)."""
     import errno
     import os
 
     import safetensors.torch
+    from safetensors import SafetensorError
 
     out = tmp_path / "ck"
     assert main([*TINY, "--out", str(out)]) == 0
-    before = (out / "model.safetensors").read_bytes()
+    before = _tree(out)
 
     def full(*args, **kwargs):
-        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        if error == "OSError":
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        raise SafetensorError("Error while serializing: I/O error: No space left on device (os error 28)")
 
     monkeypatch.setattr(safetensors.torch, "save_file", full)
     capsys.readouterr()
@@ -93,8 +99,13 @@ def test_a_full_disk_at_the_save_is_one_line_and_keeps_the_previous_checkpoint(t
     assert "Traceback" not in err
     assert err.strip().splitlines()[-1] == (f"attn-gui: cannot write the checkpoint to {out}: No space left on device; "
                                             "a previous checkpoint there is kept")
-    assert (out / "model.safetensors").read_bytes() == before
+    assert _tree(out) == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ck"]  # no hidden stage left
+
+
+def _tree(folder):
+    """Every file and folder under ``folder``: its bytes (None for a folder)."""
+    return {str(p.relative_to(folder)): p.read_bytes() if p.is_file() else None for p in sorted(folder.rglob("*"))}
 
 
 @pytest.mark.parametrize("seed", [str(2**70), "-1"])
@@ -103,10 +114,6 @@ def test_a_seed_out_of_the_generators_range_is_one_line(tmp_path, capsys, seed):
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "seed must be 0 to 9223372036854775806" in err, err
     assert not (tmp_path / "ck").exists()
-
-
-def _tree(folder):
-    return {str(p.relative_to(folder)): p.read_bytes() if p.is_file() else None for p in sorted(folder.rglob("*"))}
 
 
 def test_out_replaces_only_a_checkpoint_train_wrote(tmp_path, capsys):
@@ -131,25 +138,3 @@ def test_out_replaces_only_a_checkpoint_train_wrote(tmp_path, capsys):
     (trained / "NOTES.md").unlink()
     assert main([*TINY, "--seed", "2", "--out", str(trained)]) == 0  # its own checkpoint: replaced
 
-
-def test_safetensors_full_disk_error_is_one_line_and_keeps_the_previous_checkpoint(tmp_path, capsys, monkeypatch):
-    """safetensors raises its own SafetensorError, not an OSError, when the disk fills; the message is the one
-    it gave on a full 64 KiB tmpfs here (os error 28, ENOSPC)."""
-    import safetensors.torch
-    from safetensors import SafetensorError
-
-    out = tmp_path / "ck"
-    assert main([*TINY, "--out", str(out)]) == 0
-    before = _tree(out)
-
-    def full(*args, **kwargs):
-        raise SafetensorError("Error while serializing: I/O error: No space left on device (os error 28)")
-
-    monkeypatch.setattr(safetensors.torch, "save_file", full)
-    capsys.readouterr()
-    assert main([*TINY, "--seed", "3", "--out", str(out)]) == 2
-    err = capsys.readouterr().err
-    assert "Traceback" not in err
-    assert err.strip().splitlines()[-1] == (f"attn-gui: cannot write the checkpoint to {out}: No space left on device; "
-                                            "a previous checkpoint there is kept")
-    assert _tree(out) == before and sorted(p.name for p in tmp_path.iterdir()) == ["ck"]

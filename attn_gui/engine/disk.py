@@ -5,19 +5,21 @@
   forever, ``/dev/zero`` never ends).
 - ``write_atomic`` writes to a temporary file of a name no other writer uses (two runs writing the
   same file never share one), then renames it into place; on any failure the temporary file is
-  removed and the old file, or none, stays.
+  removed and the old file, or none, stays (``present.files.atomic_write`` is it, said as a
+  ``WriteError``).
 - ``save_safetensors`` is safetensors' ``save_file`` whose write errors (a ``SafetensorError``,
   not an ``OSError``) are raised as ``OSError``, so a full disk is said as one.
 """
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import io
 import os
 import re
 import stat
-import tempfile
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import BinaryIO
@@ -77,15 +79,17 @@ def read_regular(path: str | os.PathLike, limit: int) -> bytes:
     return data
 
 
-def write_atomic(path: str | os.PathLike, data: bytes | Callable[[BinaryIO], object]) -> None:
+def write_atomic(path: str | os.PathLike, data: bytes | Callable[[BinaryIO], object], suffix: str = ".part") -> None:
     """Write ``data`` (bytes, or a callable writing into the open binary file) to ``path`` whole or not at all.
 
-    The temporary file beside ``path`` has a name of its own (``.NAME.XXXXXXXX.part``), is flushed
-    to the disk and renamed over ``path``; on any error, or an interrupt, it is removed. Raises the
-    ``OSError`` of the write (a full disk, a folder gone).
+    The temporary file beside ``path`` has a name of its own (``.NAME.<8 hex>SUFFIX``, created
+    exclusively), is flushed to the disk and renamed over ``path``; on any error, or an interrupt,
+    it is removed. Raises the ``OSError`` of the write (a full disk, a folder gone); one raised
+    creating the temporary file names it alone (``filename``, no ``filename2``).
     """
     path = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".part", dir=path.parent)
+    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}{suffix}")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666)
     try:
         with os.fdopen(fd, "wb") as f:
             if callable(data):
@@ -96,7 +100,8 @@ def write_atomic(path: str | os.PathLike, data: bytes | Callable[[BinaryIO], obj
             os.fsync(f.fileno())
         os.replace(tmp, path)
     except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        with contextlib.suppress(OSError):  # already gone
+            os.unlink(tmp)
         raise
 
 
