@@ -527,7 +527,8 @@ def add_train_parser(sub) -> None:
     t.add_argument("--threads", type=int, default=1, metavar="N",
                    help="CPU threads for the model's products (default 1: at these sizes more threads mostly wait "
                         "on each other, 20 times slower on a busy CPU)")
-    t.add_argument("--out", required=True, metavar="DIR", help="the checkpoint folder (replaced whole)")
+    t.add_argument("--out", required=True, metavar="DIR",
+                   help="the checkpoint folder: new, empty, or one train wrote (replaced whole)")
 
 
 def run_train(args: argparse.Namespace) -> int:
@@ -591,7 +592,8 @@ def add_corpus_parser(sub) -> None:
     c.add_argument("--corpus", required=True, metavar="FILE",
                    help="a text file (one passage per line), .jsonl, .parquet or a datasets save_to_disk folder")
     c.add_argument("--out", required=True, metavar="DIR",
-                   help="folder for heads.parquet, examples.parquet and manifest.json; a run stopped there resumes")
+                   help="folder for heads.parquet, examples.parquet and manifest.json: new, empty, or a census of the "
+                        "same inputs (a run stopped there resumes)")
     c.add_argument("--field", metavar="F", help="the text field of JSONL, Parquet or a datasets folder (default text)")
     c.add_argument("--ray", metavar="local|HOST:PORT", help="run on a local Ray, or join a running cluster")
     c.add_argument("--workers", type=int, metavar="N",
