@@ -105,7 +105,7 @@ def read_passage(model, text: str, limit: int) -> Read:
         toks = model.tokenize(part)
         if len(part) == len(text) or len(toks.token_ids) > limit or size >= CHARS_MOST * limit:
             break
-        size *= 4
+        size = min(4 * size, CHARS_MOST * limit)
     cut = len(toks.token_ids) > limit or len(part) < len(text)
     return Read(tuple(toks.token_ids[:limit]), tuple(toks.tokens[:limit]), cut, part)
 
