@@ -681,7 +681,7 @@ class RunFolder:
         stored = self.shards / "run.json"
         if self.out.is_dir():
             old = _json(stored) if os.path.lexists(stored) else _json(self.out / "manifest.json", "run")
-            if old is None and self._holds_files():
+            if old is None and not os.path.lexists(stored) and self._holds_files():
                 names = sorted(p.name for p in self.out.iterdir())
                 raise CorpusError(f"--out {out} holds files that are not a census ({', '.join(names[:3])}"
                                   f"{', ...' if len(names) > 3 else ''}); give an empty or new folder")

@@ -9,6 +9,7 @@ was never written), so nothing is counted twice.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import select
@@ -272,11 +273,29 @@ def _restore(handlers: dict | None) -> None:
 
 
 def _quietly(stop, handlers: dict | None) -> None:
-    """``stop()`` with SIGINT and SIGTERM ignored (a second Ctrl-C never cuts Ray's shutdown short), then the
+    """``stop()`` with SIGINT and SIGTERM ignored (a second Ctrl-C never cuts Ray's shutdown short) and the
+    standard error muted (Ray's C++ threads write there of the tasks an interrupt cut short), then the
     ``handlers`` back."""
     for sig in (handlers or {}):
         signal.signal(sig, signal.SIG_IGN)
     try:
-        stop()
+        with _stderr_muted():
+            stop()
     finally:
         _restore(handlers)
+
+
+@contextlib.contextmanager
+def _stderr_muted():
+    """File descriptor 2 on the null device for the block (what Python has buffered is written first)."""
+    with contextlib.suppress(Exception):
+        sys.stderr.flush()
+    saved = os.dup(2)
+    null = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(null, 2)
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(null)
