@@ -211,16 +211,25 @@ def test_a_server_that_is_not_ray_is_refused_within_the_bound(inputs, tmp_path):
             server.server_close()
 
 
-def _marked(mark: str) -> list[int]:
-    """The processes whose environment holds ATTN_GUI_TEST_RUN=mark (a run's and every process it started)."""
-    found = []
+def _ours(root: int, mark: str) -> list[int]:
+    """The processes of a run: ``root``'s descendants (Ray's agents set their titles over their environment),
+    and those whose environment holds ATTN_GUI_TEST_RUN=mark (orphans of a run already ended)."""
+    children: dict[int, list[int]] = {}
+    found = set()
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
+            children.setdefault(int(Path(f"/proc/{pid}/stat").read_bytes().rsplit(b")", 1)[1].split()[1]), []
+                                ).append(int(pid))
             if f"\0ATTN_GUI_TEST_RUN={mark}\0".encode() in b"\0" + Path(f"/proc/{pid}/environ").read_bytes():
-                found.append(int(pid))
-        except OSError:
+                found.add(int(pid))
+        except (OSError, IndexError, ValueError):
             pass
-    return found
+    stack = [root]
+    while stack:
+        for pid in children.get(stack.pop(), ()):
+            found.add(pid)
+            stack.append(pid)
+    return sorted(found)
 
 
 def _ended(pids: list[int], seconds: float) -> list[int]:
@@ -261,12 +270,13 @@ def test_a_signal_during_ray_local_is_one_line_and_leaves_no_ray_process(inputs,
                 if any((tmp_path / "out" / "shards").glob("shard-*.npz")):
                     break
         assert proc.poll() is None, proc.stderr.read()
-        before = _marked(mark)
+        run = _ours(proc.pid, mark)
         proc.send_signal(sig)
         _, err = proc.communicate(timeout=60)
     finally:
         proc.kill()
-    assert len(before) >= 4  # the driver, Ray's processes and its two workers
+    assert len(run) >= 6  # Ray's processes (its GCS, raylet, agents) and its two workers
     if sig != signal.SIGKILL:
         assert (proc.returncode, err) == (130, "attn-gui: interrupted\n")
-    assert _ended(_marked(mark), 10) == []
+    left = _ended(sorted(set(run) | set(_ours(proc.pid, mark))), 10)
+    assert left == [], [Path(f"/proc/{pid}/cmdline").read_bytes()[:40] for pid in left]

@@ -141,19 +141,68 @@ def _join(ray, address: str, quiet: dict) -> None:
 
 
 MARK = "ATTN_GUI_RAY_RUN"  # in the environment of every process of a local Ray this program started
-# Waits for the end of its standard input (the driver ended: closed, or killed), then ends every process whose
-# environment carries MARK=argv[1] (the local Ray's, which otherwise outlive a killed driver for a minute).
+# Ends what is left of a local Ray once its driver (this process, the reaper's parent) has ended: closed its
+# standard input, or was killed. Every 2 s until then it notes the driver's descendants started after itself
+# (Ray's: the driver's earlier children, a tokenizer, are not), with their start times; then it kills those
+# still running and every process whose environment holds argv[1]=argv[2], again until a look half a second
+# after the last finds none. Ray's agents, their titles set over their environment, are found by the first
+# way; a worker the driver's end caught starting, by the second.
 REAPER = """
-import os, signal, sys
-sys.stdin.buffer.read()
+import os, select, signal, sys, time
+
+def stat(pid):
+    with open("/proc/%s/stat" % pid, "rb") as f:
+        fields = f.read().rsplit(b")", 1)[1].split()
+    return int(fields[1]), fields[19], fields[0]  # the parent, the start time, the state (Z: ended)
+
+driver, me = os.getppid(), os.getpid()
+born = stat(me)[1]
 mark = ("\\0%s=%s\\0" % tuple(sys.argv[1:3])).encode()
-for pid in filter(str.isdigit, os.listdir("/proc")):
-    try:
-        with open("/proc/%s/environ" % pid, "rb") as f:
-            if mark in b"\\0" + f.read():
+noted = {}
+
+def note():
+    children = {}
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            parent, start, _ = stat(pid)
+        except (OSError, IndexError, ValueError):
+            continue
+        children.setdefault(parent, []).append((int(pid), start))
+    stack = [driver]
+    while stack:
+        for pid, start in children.get(stack.pop(), ()):
+            if pid != me and int(start) >= int(born):
+                noted[pid] = start
+                stack.append(pid)
+
+def reap():
+    found = 0
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            _, start, state = stat(pid)
+            if state == b"Z":
+                continue
+            if noted.get(int(pid)) == start:
+                hit = True
+            else:
+                with open("/proc/%s/environ" % pid, "rb") as f:
+                    hit = mark in b"\\0" + f.read()
+            if hit and int(pid) != me:
                 os.kill(int(pid), signal.SIGKILL)
-    except OSError:
-        pass
+                found += 1
+        except (OSError, IndexError, ValueError):
+            pass
+    return found
+
+while not select.select([0], [], [], 2.0)[0] or os.read(0, 4096):
+    note()
+for _ in range(20):
+    for _ in range(100):  # again while any is found: a process killed is seen until it has ended
+        if not reap():
+            break
+    time.sleep(0.5)
+    if not reap():
+        break
 """
 _reapers: list = []  # the reaper of each local Ray started here, its standard input held open
 
