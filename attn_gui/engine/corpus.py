@@ -341,6 +341,8 @@ def dla_refusal(model: str) -> str | None:
     spec = model_spec(model)
     if not spec.causal:
         return f"{spec.label} is an encoder: it predicts no next token"
+    if spec.through:
+        return f"{spec.label} runs in transformers, where attn-gui's hooks read no head's write to the residual stream"
     src = decoder_of(model)
     return next_token_refusal(src.decoder("cpu", torch.float32)[1], src.predicts())
 

@@ -17,6 +17,7 @@ import pytest
 import torch
 import transformers
 
+from attn_gui.engine.plan import plan
 from attn_gui.engine import AttentionConfig, ConfigError, compute, model_spec, source
 from gguf_writing import byte_level_vocab, sentencepiece_vocab, write_converted, write_vocab  # (tests/)
 from transformers_peer import (alphas_equal_transformers, cached_steps_equal_recomputing,  # (tests/)
@@ -224,7 +225,7 @@ def test_what_is_not_run_is_refused_in_one_line(tmp_path, arch, changes, message
         assert model_spec(path).layers == CASES[arch][3]
         return
     with pytest.raises(ConfigError, match=message) as info:
-        AttentionConfig(model=path)
+        plan(AttentionConfig(model=path))
     assert "\n" not in str(info.value)
 
 

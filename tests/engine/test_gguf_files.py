@@ -15,6 +15,7 @@ import pytest
 import torch
 import transformers
 
+from attn_gui.engine.plan import plan
 from attn_gui.engine import model_spec, AttentionConfig, ConfigError, compute, source
 from attn_gui.engine.decoding import Decoder
 from attn_gui.engine.sources import decoder, gguf_file
@@ -55,7 +56,7 @@ def test_the_spec_comes_from_the_header(model_file):
     assert spec.special_tokens == (("<unk>", "<s>", "</s>") if case == "mistral" else
                                    ("<|endoftext|>", "<|im_start|>", "<|im_end|>"))
     cfg = AttentionConfig(model=path, layer=1)
-    assert cfg.is_causal and cfg.dims.kv_heads == 2 and cfg.rope == 500.0
+    assert plan(cfg).causal and cfg.dims.kv_heads == 2 and plan(cfg).shown.rope_base == 500.0
 
 
 def test_every_layer_equals_transformers(model_file):
@@ -288,7 +289,7 @@ def _llama(tmp_path, name="bad.gguf", arch="llama", vocab="byte", **extra):
 
 def _refused(path, pattern):
     with pytest.raises(ConfigError, match=pattern) as info:
-        AttentionConfig(model=path)
+        plan(AttentionConfig(model=path))
     assert "\n" not in str(info.value)
     return str(info.value)
 

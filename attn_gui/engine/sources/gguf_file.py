@@ -333,8 +333,9 @@ def _spec_of(header: Header, name: str) -> ModelSpec:
     weights = (f"the weights stay quantized ({', '.join(stored_kinds)}) in the mapped file and are dequantized to "
                "float32 layer by layer as the forward reads them, as llama.cpp's own dequantization gives "
                "them") if stored_kinds else ""
-    softcap = header.arch_key("attn_logit_softcapping")
+    softcap = header.arch_key("attn_logit_softcapping") if family.softcap else None  # Gemma 3's is never applied
     return decoder_spec(name, f"{header.path.name} ({family.label} decoder, GGUF)", "gguf_file", family,
+                        parallel=bool(header.arch_key("use_parallel_residual", True)),
                         weights=weights, notes=notes, layers=layers, heads=heads, kv_heads=kv_heads, d_model=d,
                         d_k=d_k, d_v=d_k,
                         max_tokens=positions if softcap is None else min(MAX_TOKENS, positions),  # streamed
@@ -478,7 +479,7 @@ def layer_attention(header: Header, family: Family, layers: int, base: float, sc
     alike."""
     window = header.arch_key("attention.sliding_window")
     window = int(window) if window else None  # absent or 0: no window
-    if family.post_norm and window:
+    if family.block == "post" and window:
         raise ConfigError(f"{header.path.name} slides a window of {window} keys (OLMo 3), which attn-gui does not "
                           "run for an olmo2 GGUF yet")
     if family.window != "types":
@@ -539,7 +540,7 @@ def leaves(family: Family) -> dict[str, str]:
         drop |= {"attn_q", "attn_k", "attn_v"}
     if "mlp.gate_up_proj" in own.values() or family.mlp == "plain":
         drop.add("ffn_gate")
-    if family.post_norm:
+    if family.block == "post":
         drop |= {"attn_norm", "ffn_norm"}
     if not family.qk_norm:
         drop |= {"attn_q_norm", "attn_k_norm"}
@@ -838,24 +839,16 @@ def load(spec: ModelSpec, path: Path, progress=None, cache_folder: str | None = 
 
 
 def shape_of(spec: ModelSpec, header: Header, eps: float):
-    """The ``llama.LlamaShape`` of the GGUF's decoder: its spec, its family's declared differences, and the
-    final soft-cap and GPT-NeoX's use_parallel_residual (llama.cpp's default: true) from the header."""
+    """The ``llama.LlamaShape`` of the GGUF's decoder (``llama.decoder_shape``, as a folder's): its spec, its
+    family's declared differences, and the final soft-cap from the header."""
     from .hf import ACTIVATIONS
-    from .llama import LlamaShape
+    from .llama import decoder_shape
 
     family = header.family
     assert family is not None  # spec_for has refused a family not read here
     final = header.arch_key("final_logit_softcapping")
-    return LlamaShape(spec.layers, spec.heads, spec.kv_head_count, spec.d_k, eps, spec.rope_base, norm=family.norm,
-                      mlp=family.mlp, act=ACTIVATIONS[family.act], window=spec.window, rope_scaling=spec.rope_scaling,
-                      rope_dims=spec.rope_dims, windows=spec.layer_windows,
-                      ropes=tuple(zip(spec.layer_rope_bases, spec.layer_rope_scalings, strict=True)),
-                      score_scalar=spec.score_scalar, softcap=spec.softcap,
-                      final_softcap=None if final is None else checks.positive(header.path.name,
-                                                                               "final_logit_softcapping", final),
-                      sandwich=family.sandwich, embed_scale=family.embed_scale,
-                      parallel=family.parallel and bool(header.arch_key("use_parallel_residual", True)),
-                      post_norm=family.post_norm)
+    return decoder_shape(spec, family, eps, ACTIVATIONS[family.act],
+                         None if final is None else checks.positive(header.path.name, "final_logit_softcapping", final))
 
 
 NEEDS = ("gguf", "safetensors", "tokenizers", "platformdirs")
