@@ -197,3 +197,30 @@ def test_a_decoder_through_transformers_is_a_decoder_whose_steps_are_named(outsi
         with pytest.raises(ConfigError, match=r"^interventions change a head's output Z before W_O inside attn-gui's "
                                               "own forward; .* runs in transformers, whose hooks here only read it$"):
             run()
+
+
+
+def test_missing_weights_are_refused_in_one_line_without_transformers_report(tmp_path):
+    """A folder whose weights lack a tensor (one renamed): transformers fills it with random values and logs a
+    load report of dozens of lines; attn-gui refuses it in its one line, and nothing else is printed."""
+    from safetensors.torch import load_file, save_file
+
+    folder = tmp_path / "renamed"
+    outside_folder("stablelm", folder)
+    tensors = load_file(folder / "model.safetensors")
+    save_file({k.replace("layers.0.self_attn.q_proj", "layers.0.self_attn.query"): v for k, v in tensors.items()},
+              folder / "model.safetensors", metadata={"format": "pt"})
+    done = subprocess.run([sys.executable, "-m", "attn_gui", "export", "--model", str(folder), "--format", "npy",
+                           "--sentence", "the cat", "--out", str(tmp_path / "out")], capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 2 and done.stdout == "", done.stderr[-3000:]
+    assert done.stderr == ("attn-gui: renamed: its weights lack 2 of the model's tensors "
+                           "(model.layers.0.self_attn.q_proj.bias, ...), which transformers would fill with random "
+                           "values\n")
+    assert not (tmp_path / "out").exists()
+    save_file({**tensors, "model.extra.weight": torch.ones(2)}, folder / "model.safetensors",
+              metadata={"format": "pt"})  # every tensor, and one the model has no use for: read, in silence
+    done = subprocess.run([sys.executable, "-m", "attn_gui", "export", "--model", str(folder), "--format", "npy",
+                           "--sentence", "the cat", "--out", str(tmp_path / "out")], capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0 and done.stderr == "", done.stderr[-3000:]

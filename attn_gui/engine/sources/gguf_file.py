@@ -306,10 +306,7 @@ def _spec_of(header: Header, name: str) -> ModelSpec:
         raise ConfigError(f"{file} has the tokenizer {tokenizer!r}; supported: {kinds}")
     if not header.get("tokenizer.ggml.tokens"):
         raise ConfigError(f"{file} has no vocabulary (tokenizer.ggml.tokens)")
-    eos, count = header.get("tokenizer.ggml.eos_token_id"), len(header.get("tokenizer.ggml.tokens"))
-    if header.get("tokenizer.ggml.add_eos_token") and not (isinstance(eos, int) and 0 <= eos < count):
-        raise ConfigError(f"{file} has tokenizer.ggml.add_eos_token = true and no end token to add "
-                          f"(tokenizer.ggml.eos_token_id = {eos}, of {count} tokens)")
+    check_token_ids(file, header)
     check_tensors(header, layers, heads * d_k, kv_heads * d_k, d)
     for key, default in (("rope.freq_base", 1e4), (eps_key(family), 1e-6)):
         checks.positive(file, key, header.arch_key(key, default))
@@ -620,6 +617,45 @@ def quantized_types(header: Header) -> list[str]:
         return [f"type {k}" for k in kinds]
 
 
+def check_token_ids(file: str, header: Header) -> None:
+    """``ConfigError`` in one line for a begin or end token id that is not one whole number (an array, a
+    string), or one the tokenizer adds (``add_bos_token``, ``add_eos_token``) that is not a token of the
+    vocabulary (no begin token at all is read as none added, as before); an id past the vocabulary that is
+    never added is read as none, as llama.cpp reads it."""
+    count = len(header.get("tokenizer.ggml.tokens"))
+    adds = {"bos": header.get("tokenizer.ggml.add_bos_token"), "eos": header.get("tokenizer.ggml.add_eos_token")}
+    if adds["bos"] is None:  # as ``vocabulary`` reads it: SentencePiece vocabularies add one by default
+        adds["bos"] = header.get("tokenizer.ggml.model") == "llama"
+    for kind in ("bos", "eos"):
+        key = f"tokenizer.ggml.{kind}_token_id"
+        value = header.get(key)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+            said = f"an array of {len(value)}" if hasattr(value, "__len__") else f"a {type(value).__name__}"
+            raise ConfigError(f"{file}: {key} is {said}, not one token id")
+        if adds[kind] and not (0 <= value < count if value is not None else kind == "bos"):
+            said = "true" if header.get(f"tokenizer.ggml.add_{kind}_token") else "absent, so true"
+            raise ConfigError(f"{file} has tokenizer.ggml.add_{kind}_token = {said} and no "
+                              f"{'begin' if kind == 'bos' else 'end'} token to add ({key} = {value}, of {count} "
+                              f"tokens)")
+
+
+def token_id(header: Header, kind: str) -> int:
+    """``tokenizer.ggml.{kind}_token_id``, or -1 where it is absent or not a token of the vocabulary."""
+    value = header.get(f"tokenizer.ggml.{kind}_token_id")
+    count = len(header.get("tokenizer.ggml.tokens") or ())
+    return value if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < count else -1
+
+
+def cached_facts(converted) -> bool:
+    """Whether a cache's facts are those ``vocabulary`` writes, each of its type (``cache.load``'s check)."""
+    meta = converted.meta
+    return ("tokenizer.json" in converted.texts and type(meta.get("eps")) is float and math.isfinite(meta["eps"])
+            and all(type(meta.get(k)) is int and meta[k] >= -1 for k in ("eos_id", "bos_id"))
+            and all(type(meta.get(k)) is bool for k in ("add_bos", "add_eos"))
+            and isinstance(meta.get("special_ids"), list) and all(type(i) is int for i in meta["special_ids"])
+            and isinstance(meta.get("tokenizer"), str))
+
+
 def special_ids(header: Header) -> list[int]:
     """The special tokens' ids: control tokens, and the bos, eos, unknown and padding ids."""
     types = header.get("tokenizer.ggml.token_type")
@@ -698,8 +734,7 @@ def vocabulary(header: Header, progress) -> tuple[dict[str, str], dict]:
     field = full.get
     add_bos = field("tokenizer.ggml.add_bos_token")
     meta = {"eps": float(full.arch_key(eps_key(family), 1e-6)),
-            "eos_id": int(field("tokenizer.ggml.eos_token_id", -1)),
-            "bos_id": int(field("tokenizer.ggml.bos_token_id", -1)),
+            "eos_id": token_id(full, "eos"), "bos_id": token_id(full, "bos"),
             "add_bos": bool(kind == "llama" if add_bos is None else add_bos),  # as transformers and llama.cpp
             "add_eos": bool(field("tokenizer.ggml.add_eos_token")),  # llama.cpp: an end token after the text
             "special_ids": special_ids(full), "tokenizer": kind}
@@ -779,7 +814,7 @@ def load(spec: ModelSpec, path: Path, progress=None, cache_folder: str | None = 
             raise ConfigError(f"{path.name}: its vocabulary cannot be read ({exc!s:.100})") from None
 
     folder = cache.cache_root() / (cache_folder or cache_name(path))
-    converted = cache.load_or_build(folder, cache.fingerprint(path), CACHE_VERSION, build, progress)
+    converted = cache.load_or_build(folder, cache.fingerprint(path), CACHE_VERSION, build, progress, cached_facts)
     meta = converted.meta
     with checks.tokenizer_errors(f"{path.name}'s cached vocabulary"):  # built in a child: the lock stays free
         tokenizer = tokenizer_child.Child(text=converted.texts["tokenizer.json"]).wait()

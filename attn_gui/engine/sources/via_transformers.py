@@ -29,7 +29,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import torch
 
@@ -205,11 +205,21 @@ def _read(spec: ModelSpec) -> Held:
     transformers.utils.logging.disable_progress_bar()  # its loading bar would break the CLI's one-line output
     heads = any("ForCausalLM" in a for a in cfg.get("architectures") or [])
     auto = transformers.AutoModelForCausalLM if heads else transformers.AutoModel
+    verbosity = transformers.utils.logging.get_verbosity()
+    transformers.utils.logging.set_verbosity_error()  # its load report (dozens of lines) is said in one here
     try:
-        model = auto.from_pretrained(str(folder), attn_implementation="eager", local_files_only=True,
-                                     trust_remote_code=False, dtype=torch.float32).eval()
+        model, info = cast(Any, auto.from_pretrained(str(folder), attn_implementation="eager", local_files_only=True,
+                                                     trust_remote_code=False, dtype=torch.float32,
+                                                     output_loading_info=True))  # (model, its loading report)
     except Exception as exc:  # noqa: BLE001  one line, whatever transformers raises
         raise ConfigError(f"{folder.name}: transformers cannot load it: {str(exc).splitlines()[0]:.100}") from None
+    finally:
+        transformers.utils.logging.set_verbosity(verbosity)
+    missing = sorted(info.get("missing_keys") or ())
+    if missing:  # transformers would fill them with random values
+        raise ConfigError(f"{folder.name}: its weights lack {len(missing)} of the model's tensors ({missing[0]:.60}"
+                          f"{', ...' if len(missing) > 1 else ''}), which transformers would fill with random values")
+    model.eval()
     tokenizer = checks.tokenizer(folder / "tokenizer.json")
     special = frozenset(i for i, t in tokenizer.get_added_tokens_decoder().items() if t.special)
     ids = tokenizer.get_vocab(with_added_tokens=True)
