@@ -20,12 +20,14 @@ from ..engine import (AttentionConfig, UserError, check_tokens_now, model_spec, 
 from ..present.frame import Frame, held_text
 from ..present.generation import GenerationStep, generate_step
 from ..present.maps import special_tokens
+from ..present.frame import DISPLAY_MAX
 from ..present.runner import Failure
 from ..present.state import ViewState, carry_layer, check_window_text
 from ..render.canvas import Pipeline
 from ..render.collector import collect_on_gui_thread
 from ..render.model_view import ModelView
 from . import map_menu
+from .busy import StaleCover
 from .controls import ControlPanel
 from .file_actions import FileActions
 from .insight import InsightDocks
@@ -109,6 +111,8 @@ class MainWindow(FileActions, QtWidgets.QMainWindow):
                                    + scroll.verticalScrollBar().sizeHint().width() + 4))
         self.pipeline = Pipeline()
         self.canvas = self.pipeline.canvas  # every map, one scene
+        self.cover = StaleCover(self.canvas)  # the maps greyed while a newer input is computed
+        self.cover.stopRequested.connect(self.stop_compute)
         self.splitter = QtWidgets.QSplitter(QtCore.Qt.Orientation.Horizontal)
         self.splitter.addWidget(scroll)
         self.splitter.addWidget(self.pipeline)
@@ -173,6 +177,9 @@ class MainWindow(FileActions, QtWidgets.QMainWindow):
         self.service.resultReady.connect(self.show_frame)
         self.service.failed.connect(self._on_failed)
         self.service.loadProgress.connect(self._on_load_progress)
+        self.service.layerProgress.connect(self._on_layer_progress)
+        self._progress = (0, 0)  # the newest request's model run: layers done, layers
+        self._asked_tokens = None  # the newest request's tokens (None: its model loads first)
         self.generator = TaskThread("attn-gui generate", self)
         self.generator.done.connect(self._on_generated)
         # an application that quits without closing this window still stops every thread first
@@ -192,7 +199,7 @@ class MainWindow(FileActions, QtWidgets.QMainWindow):
         self.canvas.focusRequested.connect(self.focus_on)
         self.canvas.mapMenuRequested.connect(lambda data, pos: self.map_menu(data).exec(pos))
         escape = QtGui.QShortcut(QtGui.QKeySequence(QtCore.Qt.Key.Key_Escape), self)
-        escape.activated.connect(lambda: self.focus_on(None))
+        escape.activated.connect(self._on_escape)
         self.modelView.headPicked.connect(self._on_head_picked)
         self.modelView.headStruck.connect(
             lambda layer, head: self.edit_config({"ablate": toggle_head(self._state.config.ablate, (layer, head))}))
@@ -274,7 +281,10 @@ class MainWindow(FileActions, QtWidgets.QMainWindow):
             self.panel.show_message("")
             if tokens is None:
                 self._show_loading(state.config.model)
+            self._progress, self._asked_tokens = (0, 0), tokens
             self.service.submit(state.config)
+            if self.service.latest_id != self._shown_id and self._long(state.config, tokens):
+                self._show_busy()  # a long input: the old maps are marked at once, not after the timer
             self._busy_timer.start()
         self.panel.show_hide_special(state.hide_special)
         if not config_changed and self.frame is not None:
@@ -309,9 +319,33 @@ class MainWindow(FileActions, QtWidgets.QMainWindow):
         return True
 
     def recompute(self) -> None:
-        """Compute the shown config again (after a failure, or to time it)."""
+        """Compute the shown config again (after a failure or a stop, or to time it)."""
+        self._progress, self._asked_tokens = (0, 0), check_tokens_now(self._state.config)
         self.service.submit(self._state.config)
+        if self.service.latest_id != self._shown_id and self._long(self._state.config, self._asked_tokens):
+            self._show_busy()
         self._busy_timer.start()
+
+    def stop_compute(self) -> bool:
+        """Stop the computation in progress (Esc): the maps keep the last result; whether one was running."""
+        if self.service.latest_id == self._shown_id or not self.service.cancel():
+            return False
+        self.cover.label.setText(f"<b>stopping…</b><br>{self.cover.what}")
+        return True
+
+    def _on_escape(self) -> None:
+        """Esc stops a computation in progress; else it shows every map."""
+        if not (self.cover.covering and self.stop_compute()):
+            self.focus_on(None)
+
+    @staticmethod
+    def _long(config: AttentionConfig, tokens) -> bool:
+        """Whether computing ``config`` takes long enough to mark the old maps at once: a model still to load,
+        a model over a few hundred tokens, or a streamed input (``tokens`` None: the model loads first)."""
+        if tokens is None:
+            return True
+        T = len(tokens.tokens)
+        return T > DISPLAY_MAX or (config.model is not None and T > 128)
 
     def apply_preset(self, name: str) -> None:
         """The named preset, on the device in use."""
@@ -415,13 +449,36 @@ class MainWindow(FileActions, QtWidgets.QMainWindow):
         self.set_state(state)
 
     def _show_busy(self) -> None:
-        # only a compute slower than a few frames says so; fast ones would just flicker
-        if self.service.latest_id != self._shown_id:
-            if self.frame is None:
-                self.statusLabel.setText("computing the first result…")
-                return
+        """Grey the maps and say what is computed (a long input at once; any other after the busy timer: fast
+        computes would just flicker)."""
+        if self.service.latest_id == self._shown_id:
+            return
+        config = self._state.config
+        if self.frame is None:
+            self.statusLabel.setText("computing the first result…")
+        else:
             base = self.statusLabel.text().split("  ·  computing…")[0]
             self.statusLabel.setText(base + "  ·  computing… (the maps show the previous result)")
+        tokens = self._asked_tokens if self._loading is None else None
+        name = model_spec(config.model).label.split(" (")[0] if config.model is not None else "random weights"
+        what = (f"loading {name}, then computing" if tokens is None
+                else f"computing T = {len(tokens.tokens):,} tokens with {name}")
+        if not self.cover.covering or self.cover.what != what:
+            self.cover.cover(what, previous=self.frame is not None)
+            if self._progress[1]:
+                self.cover.set_progress(*self._progress)
+        self.panel.decoderPanel.set_stale(True)
+        self.focus.setEnabled(False)  # the walk too shows the previous result
+
+    def _uncover(self) -> None:
+        self.cover.uncover()
+        self.panel.decoderPanel.set_stale(False)
+        self.focus.setEnabled(True)
+
+    def _on_layer_progress(self, done: int, total: int) -> None:
+        self._progress = (done, total)
+        if self.cover.covering:
+            self.cover.set_progress(done, total)
 
     def _show_loading(self, model: str | None, done: int = 0, total: int = 0) -> None:
         """Say under the sentence and in the status bar that ``model`` loads (None: it is done)."""
@@ -461,6 +518,7 @@ class MainWindow(FileActions, QtWidgets.QMainWindow):
         self.frame = frame
         self._shown_id = frame.request_id
         self.failed_config = None
+        self._uncover()
         if self._loading is not None:  # the model is in memory now: the chips come at once
             tokens = check_tokens_now(self._state.config)
             if tokens is not None:
@@ -574,8 +632,18 @@ class MainWindow(FileActions, QtWidgets.QMainWindow):
         self._shown_id = failure.request_id
         self.failed_config = config
         self._show_loading(None)
+        self._uncover()
         self.stop_generation()
         first_line = failure.message.splitlines()[0]
+        if failure.cancelled:
+            done, total = self._progress
+            where = f" after {done} of {total} layers" if total else ""
+            first_line = (f"Stopped{where}: the maps show the previous result; edit the text, "
+                          f"or press F5 to compute it again")
+            self.panel.show_message(first_line)
+            self.statusLabel.setText(first_line)
+            self.computeFailed.emit(first_line)
+            return
         if failure.device_error and config.device != self.last_good_device:
             first_line += f" — back on {self.last_good_device}"
             self.set_state(self._state.with_config(device=self.last_good_device))

@@ -86,14 +86,6 @@ def test_no_axis_name_or_head_label_is_drawn_over_another(qtbot, size):
         assert left.labelText in ("query head", "head")
 
 
-@pytest.fixture(scope="module")
-def deep_llama(tmp_path_factory):
-    """A tiny Llama with more layers than heads (6 x 4, 2 K/V heads): its grid runs the layers across."""
-    path = tmp_path_factory.mktemp("deep-llama")
-    tiny_decoder("llama", path, layers=6)
-    return str(path)
-
-
 @pytest.mark.parametrize("size", [(1366, 768), (1920, 1080)])
 def test_the_model_view_gets_its_room_back_after_the_why_dock(window, qtbot, deep_llama, size):
     """``--dock why`` on a model, then the model view brought in front and the Why dock closed."""

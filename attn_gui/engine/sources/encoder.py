@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING
 import torch
 import torch.nn.functional as F
 
+from .. import progress
 from ..errors import ConfigError
 from ..attention import AttendOptions, Projections, Relative, attend, relative_index
 from ..tokens import Tokens
@@ -310,10 +311,12 @@ def run(w: dict, ids: torch.Tensor, shape: EncoderShape):
     """
     x = embed(w, ids, shape)
     hidden, all_weights = [], []
+    progress.at(0, shape.layers)
     for layer in range(shape.layers):
         x, steps, read = encoder_layer(x, w, layer, shape)
         hidden.append(read)
         all_weights.append(steps.alpha)
+        progress.at(layer + 1, shape.layers)
     hidden.append(_layer_norm(x, w, "encoder.final_norm", shape.eps) if shape.pre_norm else x)
     return hidden, torch.stack(all_weights)
 
