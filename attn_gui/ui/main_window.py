@@ -45,6 +45,11 @@ from .worker import ComputeService, TaskThread
 
 
 MODEL_READERS = ("gguf.quants", "safetensors.torch")  # what a model's first open imports (the models extra)
+DOCK_OPEN_H = 250  # a dock brought in front is at least this tall: its main control in view at 1366 x 768
+DOCK_MOST = 0.45  # ... and at most this share of the window's height, so that the maps keep theirs
+# the handle between the maps and the docks: 1 px was missed, and the drag caught the dock's title bar instead
+SEPARATOR_STYLE = ("QMainWindow::separator { background: #dcdce4; width: 7px; height: 7px; }"
+                   "QMainWindow::separator:hover { background: #a8b4d0; }")
 
 
 def preload_model_readers() -> None:
@@ -93,6 +98,8 @@ class MainWindow(FileActions, QtWidgets.QMainWindow):
         preload_model_readers()
         self.setWindowTitle("Attention Explorer")
         self.setObjectName("mainWindow")
+        self.setStyleSheet(SEPARATOR_STYLE)
+        self._docks_settled = False  # the first frame is drawn: a dock brought in front from then on gets its room
         self.settings = settings or Settings()
         self.frame: Frame | None = None
         self.failed_config: AttentionConfig | None = None
@@ -125,9 +132,6 @@ class MainWindow(FileActions, QtWidgets.QMainWindow):
         self.focusDock.visibilityChanged.connect(self.focus.came_into_sight)
         self.modelView = ModelView()
         self.modelDock = self.add_dock("Model view", "modelViewDock", self.modelView)
-        # a tab shown behind another says it is visible for a moment: the room waits until it is in sight
-        self.modelDock.visibilityChanged.connect(
-            lambda visible: visible and QtCore.QTimer.singleShot(0, self, self._model_view_in_sight))
         self._model_room = False  # whether the model view had its room since the window entered model mode
         self.kvCache = KVCachePanel()
         self.kvCacheDock = self.add_dock("KV cache (decoding)", "kvCacheDock", self.kvCache)
@@ -226,6 +230,12 @@ class MainWindow(FileActions, QtWidgets.QMainWindow):
         """
         dock = QtWidgets.QDockWidget(title, self)
         dock.setObjectName(name)
+        # closable and movable, never floated: a drag that missed the separator undocked it into a window
+        dock.setFeatures(QtWidgets.QDockWidget.DockWidgetFeature.DockWidgetClosable
+                         | QtWidgets.QDockWidget.DockWidgetFeature.DockWidgetMovable)
+        # a tab shown behind another says it is visible for a moment: the room waits until it is in sight
+        dock.visibilityChanged.connect(
+            lambda visible: visible and QtCore.QTimer.singleShot(0, self, lambda: self._give_room(dock)))
         scroll = QtWidgets.QScrollArea()
         scroll.setWidget(widget)
         scroll.setWidgetResizable(True)
@@ -503,6 +513,10 @@ class MainWindow(FileActions, QtWidgets.QMainWindow):
     def _on_load_progress(self, done: int, total: int) -> None:
         if self._loading is not None:
             self._show_loading(self._loading, done, total)
+            if self.cover.covering and total:  # a first start's cover says how far the tokenizer is
+                self.cover.bar.setRange(0, total)
+                self.cover.bar.setValue(done)
+                self.cover.bar.setFormat("building the tokenizer (only the first time): %p %")
 
     def _show_invalid(self, message: str) -> None:
         self._invalid = message
@@ -563,6 +577,7 @@ class MainWindow(FileActions, QtWidgets.QMainWindow):
                 self._show_model_dock(model_mode, result)
                 self.layout().activate()
         self._asked_dock = None  # the first frame is drawn: the docks are the person's from here on
+        self._docks_settled = True
         self.pipeline.show_frame(self.frame, state.head, state.token, hidden, state.focus, state.scales, started)
         self.focus.show_walk(result, state.token, state.head)
         if model_mode:  # in a turn of its own where the canvas draws in steps (a first frame of many heads)
@@ -605,23 +620,41 @@ class MainWindow(FileActions, QtWidgets.QMainWindow):
         self.modelDock.raise_()
         self._give_model_view_room(result)
 
-    def _model_view_in_sight(self) -> None:
-        if in_sight(self.modelDock):
+    def _give_room(self, dock: QtWidgets.QDockWidget) -> None:
+        """A dock came in front: at least ``DOCK_OPEN_H`` tall (at most ``DOCK_MOST`` of the window), so that its
+        main control is in view (at 1366 x 768 every dock opened about 120 px tall, Train's Start hidden). The
+        walk at a first start keeps its fifth until the first frame is drawn. Never shrunk: the person's own
+        height stays."""
+        if not in_sight(dock) or (dock is self.focusDock and not self._docks_settled):
+            return
+        if dock is self.modelDock:
             self._give_model_view_room()
+            return
+        self._raise_height(dock, DOCK_OPEN_H)
+
+    def _raise_height(self, dock: QtWidgets.QDockWidget, wanted: int) -> None:
+        wanted = min(wanted, round(self.height() * DOCK_MOST))
+        if dock.height() < wanted:
+            self.resizeDocks([dock], [wanted], QtCore.Qt.Orientation.Vertical)
+            self.layout().activate()
+            short = wanted - dock.height()  # the size asked is the tab group's, its tab bar included
+            if short > 0:
+                self.resizeDocks([dock], [wanted + short], QtCore.Qt.Orientation.Vertical)
 
     def _give_model_view_room(self, result=None) -> None:
-        """The model view came in front: once a model, its thumbnails of 30 layers x 9 heads get a taller dock
-        (two fifths), where the screen leaves the maps their room. It is given when the view first comes in
-        sight, not only when the model's first frame does: behind a dock asked for (``--dock why``) the grid
-        kept a fifth of the height when brought in front. Never shrunk: the person's own height stays."""
+        """The model view came in front: ``DOCK_OPEN_H`` at least; once a model, its thumbnails of 30 layers x
+        9 heads get two fifths of a tall window, where the screen leaves the maps their room. It is given when
+        the view first comes in sight, not only when the model's first frame does: behind a dock asked for
+        (``--dock why``) the grid kept a fifth of the height when brought in front."""
         result = result or self.result
-        if self._model_room or result is None or result.config.model is None:
+        if not in_sight(self.modelDock):
             return
-        self._model_room = True
-        wanted = max(150, self.height() * 2 // 5)
-        if (model_spec(result.config.model).layers > result.heads and self.height() >= 1000
-                and self.modelDock.height() < wanted):
-            self.resizeDocks([self.modelDock], [wanted], QtCore.Qt.Orientation.Vertical)
+        wanted = DOCK_OPEN_H
+        if not self._model_room and result is not None and result.config.model is not None:
+            self._model_room = True
+            if model_spec(result.config.model).layers > result.heads and self.height() >= 1000:
+                wanted = max(wanted, self.height() * 2 // 5)
+        self._raise_height(self.modelDock, wanted)
 
     def hidden_tokens(self) -> tuple[int, ...]:
         """Token indices left out of the maps: the model's special tokens, when asked."""

@@ -7,7 +7,7 @@ import pytest
 from PySide6 import QtCore, QtGui
 
 from attn_gui.render.model_view import ModelView
-from tiny_decoders import SENTENCE, tiny_decoder  # tests/
+from tiny_decoders import SENTENCE  # tests/
 
 L, H, KV, T = 30, 9, 3, 5  # SmolLM2-135M's layers, query heads and K/V heads; "The capital of France is"
 DOCK_768 = (1366, 111)  # the model view in a fifth of a 1366 x 768 window
