@@ -39,12 +39,12 @@ LINE = 1.3  # a text line's height per pixel of font size
 LABELLED_T = 64  # up to this many rows, every row of the focused map carries its label
 VALUES_T = 16  # up to this many rows and columns, values are written in its cells
 VALUE_CELL = 24  # a cell that holds a printed value ("0.64") at 8.5 pt
-VALUE_CELL_H = 17  # the least cell height for a value: a line at 8.5 pt
+VALUE_CELL_H = 15  # the least cell height for a value: a line at 8.5 pt is 12.8 px, and 1 (render.cells)
 MAX_CELL = 48
 READABLE_CELL = 12  # neighbours and "All maps": at least this, for T <= READABLE_T
 READABLE_T = 32
 THUMB_W, THUMB_H = 104, 92  # a thumbnail: title line and miniature
-STRIP_H = 64  # the heads strip (alpha of each head): a title line and a 44 px miniature
+STRIP_H = 80  # the heads strip (alpha of each head)
 BRACKET_H = 16  # "K/V g: heads a-b" above grouped heads
 STRIP_BAR_W = 48  # the strip's shared 0-1 colour bar
 ALL_MAPS_SIDE = 420  # "All maps": a long axis is about this many pixels at scale 1
