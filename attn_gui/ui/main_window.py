@@ -28,6 +28,7 @@ from ..render.collector import collect_on_gui_thread
 from ..render.model_view import ModelView
 from . import map_menu
 from .busy import StaleCover
+from .dock_scroll import DockScroll
 from .controls import ControlPanel
 from .file_actions import FileActions
 from .insight import InsightDocks
@@ -236,11 +237,7 @@ class MainWindow(FileActions, QtWidgets.QMainWindow):
         # a tab shown behind another says it is visible for a moment: the room waits until it is in sight
         dock.visibilityChanged.connect(
             lambda visible: visible and QtCore.QTimer.singleShot(0, self, lambda: self._give_room(dock)))
-        scroll = QtWidgets.QScrollArea()
-        scroll.setWidget(widget)
-        scroll.setWidgetResizable(True)
-        scroll.setFrameShape(QtWidgets.QFrame.Shape.NoFrame)
-        dock.setWidget(scroll)
+        dock.setWidget(DockScroll(widget))
         self.addDockWidget(QtCore.Qt.DockWidgetArea.BottomDockWidgetArea, dock)
         if name != "tokenFocusDock":
             self.tabifyDockWidget(self.focusDock, dock)

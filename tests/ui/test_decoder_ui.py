@@ -150,6 +150,9 @@ def test_kv_cache_view_grows_a_row_per_step_and_equals_transformers(window, qtbo
         panel.stepButton.click()
         qtbot.waitUntil(lambda n=n: len(panel.steps) == n and not panel.busy, timeout=60000)
     assert [s.kind for s in panel.steps] == ["prefill", "decode", "decode"]
+    scroll = window.kvCacheDock.widget()  # issue 47: the dock scrolled to its bottom, the buttons out of sight
+    assert scroll.verticalScrollBar().value() == 0
+    assert scroll.viewport().rect().contains(panel.prefillButton.mapTo(scroll.viewport(), QtCore.QPoint(0, 0)))
     assert [len(s.tokens) for s in panel.steps] == [5, 6, 7]
     # p(" Paris") = 0.7725: transformers' softmax on the same file (tests/engine/test_decoder.py checks it)
     assert panel.steps[1].tokens[-1] == "␣Paris" and panel.steps[1].probability == pytest.approx(0.7725, abs=1e-3)
