@@ -11,6 +11,15 @@ from __future__ import annotations
 from PySide6 import QtCore, QtWidgets
 
 
+GRID_ROW = 17  # a layer x head grid's row height in a dock: every layer labelled, a value in every cell
+GRID_MARGIN = 110  # its title, head labels and margins
+
+
+def grid_height(layers: int) -> int:
+    """The least height of a dock's layer x head grid of ``layers`` rows, each labelled (the dock scrolls)."""
+    return layers * GRID_ROW + GRID_MARGIN
+
+
 class DockScroll(QtWidgets.QScrollArea):
     """Scrolls ``panel`` only where the dock is smaller than the panel's least size."""
 
