@@ -157,6 +157,7 @@ class MainWindow(FileActions, QtWidgets.QMainWindow):
         self.corpus.exampleOpened.connect(self.open_example)
         self.lessons: LessonsPanel | None = None  # made on first use (Help → Lessons): open_lessons
         self.lessonsDock: QtWidgets.QDockWidget | None = None
+        self._before_lesson: ViewState | None = None  # the person's own state, saved instead of a lesson's
         self.focusDock.raise_()
         self.modelDock.hide()
 
@@ -404,8 +405,11 @@ class MainWindow(FileActions, QtWidgets.QMainWindow):
         if self.lessons is None or self.lessonsDock is None:
             self.lessons = lessons = LessonsPanel(self.settings)
             self.lessonsDock = self.add_dock("Lessons", "lessonsDock", lessons)
-            lessons.stateRequested.connect(self.set_state)
+            lessons.stateRequested.connect(self._lesson_state)
             lessons.marksChanged.connect(self.canvas.set_marks)
+            # closed, the lesson leaves no outline behind on the maps
+            self.lessonsDock.visibilityChanged.connect(
+                lambda visible: visible or not self.lessonsDock.isHidden() or self.canvas.set_marks({}))
             self.canvas.cellClicked.connect(lessons.cell_clicked)  # a click on the question's row answers it
             self.stateChanged.connect(lessons.follow)
             self.frameShown.connect(lessons.show_frame)
@@ -414,10 +418,19 @@ class MainWindow(FileActions, QtWidgets.QMainWindow):
                 lessons.show_frame(self.frame)
         self.lessonsDock.show()
         self.lessonsDock.raise_()
+        if not self._docks_settled:  # asked for at the start (attn-gui lesson): no first frame puts another in front
+            self._asked_dock = self.lessonsDock
         note = self.lessons.resume(name, step)
         if note:
             self.statusBar().showMessage(f"⚠ {note}", 20000)
         return self.lessons
+
+    def _lesson_state(self, state: ViewState) -> None:
+        """A lesson's state: shown; the person's own, from before the lesson, is what closing the window saves
+        while the lesson's input is shown (a later start opened on the lesson's sentence and sizes)."""
+        if self._before_lesson is None:
+            self._before_lesson = self._state
+        self.set_state(state)
 
     def _on_cell_clicked(self, field: str, head: int, row: int, column: int) -> None:
         """A cell of alpha: the Why dock, if in sight, splits that score into its components' terms."""
@@ -736,7 +749,8 @@ class MainWindow(FileActions, QtWidgets.QMainWindow):
         self.settings.set("geometry", self.saveGeometry())
         self.settings.set("window_state", self.saveState())
         self.settings.set("splitter", self.splitter.saveState())
-        self.settings.set_state(self._state)
+        lesson = self.lessons is not None and self._before_lesson is not None and self.lessons.on_lesson_input()
+        self.settings.set_state(self._before_lesson if lesson else self._state)
         self.settings.sync()
         self.stop_workers()
         super().closeEvent(event)
