@@ -113,6 +113,11 @@ def config_from_args(args: argparse.Namespace, load: bool = True):
         from .engine.training import probe_sentence
 
         changes["sentence"] = probe_sentence(changes["model"]) or base.sentence
+    if changes.get("positional") == "rope" and "d_k" not in changes and base.model is None \
+            and "model" not in changes and base.dims.d_k % 2:
+        # RoPE turns pairs of dimensions: the default d_k of 3 becomes 4 (the documented
+        # ``--focus rope_angles --positional rope`` exited 2); a d_k given on the command line is refused instead
+        changes["d_k"] = base.dims.d_k + 1
     config = base.replace(**changes)
     inert = [OPTIONS[name].flag for name in changes if config.mode not in OPTIONS[name].modes]
     if inert:
@@ -815,8 +820,7 @@ def _main(argv: list[str]) -> int:
                     "geometry": args.geometry, "scales": dict(args.colour_scale or ())} if args.command == "gui" else {}
             if view.get("focus") and view.get("all_maps"):
                 raise UsageError("attn-gui: --focus and --all-maps ask for different views; give one")
-            signal.signal(signal.SIGTERM, signal.SIG_DFL)  # the window is Qt's: no exception inside its loop
-            return run_gui(config, head=head, **view)
+            return run_gui(config, head=head, **view)  # its own handlers close the window on Ctrl-C and SIGTERM
         if args.command == "lessons":
             from .present.lessons import lesson_names, load_lesson
 
