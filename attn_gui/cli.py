@@ -265,7 +265,31 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--only", metavar="SECTION[,SECTION...]",
                    help="run only these sections: engine, display, memory, model, folder, decoder, quantized, "
                         "long, interventions, training, window, startup")
+    p.epilog = _window_epilog(gui)
+    p.formatter_class = argparse.RawDescriptionHelpFormatter
     return p
+
+
+WINDOW_FLAGS = ("--model", "--layer", "--sentence", "--preset", "--heads", "--head", "--focus", "--all-maps",
+                "--dock", "--geometry")  # the window's options shown by ``attn-gui --help`` (all: gui --help)
+
+
+def _window_epilog(gui: argparse.ArgumentParser) -> str:
+    """The window's most used options, their help as ``attn-gui gui --help`` gives it: ``attn-gui --help`` listed
+    the commands only, and a newcomer did not find --model, --layer, --focus or --dock."""
+    import textwrap
+
+    lines = ["the window (the default command: attn-gui [options] is attn-gui gui [options]):"]
+    actions = {flag: a for a in gui._actions for flag in a.option_strings}
+    for flag in WINDOW_FLAGS:
+        action = actions[flag]
+        metavar = "" if action.nargs == 0 else f" {action.metavar or action.dest.upper()}"
+        head = f"  {flag}{metavar}"
+        text = (action.help or "").replace("%(default)s", str(action.default))
+        lines += textwrap.wrap(text, width=78, initial_indent=f"{head:<24}" if len(head) < 24 else head + "  ",
+                               subsequent_indent=" " * 24)
+    lines.append("every option of the window: attn-gui gui --help")
+    return "\n".join(lines)
 
 
 @contextlib.contextmanager

@@ -328,3 +328,14 @@ def test_the_documented_rope_angles_command_opens_with_an_even_d_k(monkeypatch, 
     assert run(["--positional", "rope", "--d-k", "3"]) == 2
     err = capsys.readouterr().err
     assert "d_k must be even; got 3" in err and err.count("\n") == 1
+
+
+def test_the_top_help_lists_the_windows_options(capsys):
+    """Issue 47: ``attn-gui --help`` listed the commands only; --model, --layer, --focus and --dock appeared under
+    ``attn-gui gui --help`` alone."""
+    assert run(["--help"]) == 0
+    text = capsys.readouterr().out
+    window = text.split("the window (the default command")[1]
+    for flag in ("--model", "--layer", "--focus", "--dock", "--geometry", "--sentence"):
+        assert f"\n  {flag} " in window, flag
+    assert "attn-gui gui --help" in window
