@@ -16,7 +16,7 @@ def main_control(window, name: str):
     if name == "lessons":
         return window.lessons.nextButton
     panels = {"walk": window.focus, "model-view": window.modelView, "kv-cache": window.kvCache.note,
-              "interventions": window.interventions.struckLabel, "why": window.why.explainButton,
+              "interventions": window.interventions.struckLabel, "why": window.why.message,
               "corpus": window.corpus.openButton, "train": window.train.start,
               "metrics": window.insight.docks["metrics"].widget().widget().table,
               "difference": window.insight.docks["difference"].widget().widget().pinButton,
@@ -60,6 +60,10 @@ def test_random_weights_docks_say_they_need_a_decoder_and_draw_nothing(window):
     panel = window.interventions
     assert "need a decoder model" in panel.struckLabel.text() and panel.struckLabel.isVisible()
     assert not panel.grid.isVisible() and not panel.tools.isVisible()  # no empty axes, no stray colour bar
+    window.show_dock("why")  # issue 47: a blank panel with a greyed Explain button
+    why = window.why
+    assert "Why needs a decoder model" in why.message.text() and "SmolLM2-135M" in why.message.text()
+    assert why.message.isVisible() and not any(w.isVisible() for w in (why.tabs, why.tools, why.detector))
 
 
 def test_the_effect_grid_names_every_layer_and_writes_its_values(qtbot):
