@@ -40,6 +40,9 @@ def _quiet_offscreen_plugin() -> None:
     previous = QtCore.qInstallMessageHandler(handler)
 
 
+MADE_HERE = "attn_gui_made"  # a QApplication property: made to draw offscreen, not by the caller's program
+
+
 def ensure_app(offscreen: bool = False) -> QtWidgets.QApplication:
     """The running QApplication, created (by pyqtgraph's ``mkQApp``) if there is none.
 
@@ -67,6 +70,7 @@ def ensure_app(offscreen: bool = False) -> QtWidgets.QApplication:
     # (a folder name such as b"bad\xfe2" among the command's arguments)
     app = QtWidgets.QApplication(["attn-gui"])
     app.setApplicationName("attn-gui")
+    app.setProperty(MADE_HERE, True)  # no event loop of the caller's runs it: ``attn_gui.show`` runs one
     pg.mkQApp()  # adopts the application made above (pyqtgraph's own settings)
     collect_on_gui_thread()
     return app
