@@ -495,8 +495,20 @@ class MainWindow(FileActions, QtWidgets.QMainWindow):
         self.panel.decoderPanel.set_stale(False)
         self.focus.setEnabled(True)
 
+    def _loaded(self) -> None:
+        """The model the state's config names is in memory: its tokens under the sentence at once."""
+        tokens = check_tokens_now(self._state.config)
+        if tokens is not None:
+            self.panel.show_tokens(self._state.config, tokens)
+            self._asked_tokens = tokens
+            self._show_loading(None)
+
     def _on_layer_progress(self, done: int, total: int) -> None:
         self._progress = (done, total)
+        if self._loading is not None:  # the model is in memory now: its tokens and the cover say what is computed
+            self._loaded()
+            if self.cover.covering and self._asked_tokens is not None:
+                self._show_busy()
         if self.cover.covering:
             self.cover.set_progress(done, total)
 
@@ -544,9 +556,7 @@ class MainWindow(FileActions, QtWidgets.QMainWindow):
         self.failed_config = None
         self._uncover()
         if self._loading is not None:  # the model is in memory now: the chips come at once
-            tokens = check_tokens_now(self._state.config)
-            if tokens is not None:
-                self.panel.show_tokens(self._state.config, tokens)
+            self._loaded()
             self._show_loading(None)
         self.panel.decoderPanel.show_next_tokens(result.next_tokens)
         fitted = self._state.fitted(result)

@@ -91,3 +91,21 @@ def test_a_watch_reports_each_layer_and_stops_a_model_run(deep_llama):
     with pytest.raises(Cancelled), watching(watch):
         compute(other)
     compute(other)  # outside ``watching``: the same run goes to its end
+
+
+def test_a_first_start_on_a_model_is_covered_not_blank(qtbot, settings, tmp_path):
+    """Issue 47: a cold start with a long text showed a blank canvas for 90-160 s. From the first turn the canvas
+    is covered with what comes (the model loads, then T tokens are computed, counted in layers) until the first
+    frame is drawn."""
+    from tiny_decoders import SENTENCE, tiny_decoder  # tests/
+
+    tiny_decoder("llama", tmp_path / "model", layers=6)  # a folder never opened in this process: it loads first
+    config = AttentionConfig(model=str(tmp_path / "model"), sentence=SENTENCE)
+    window = MainWindow(ViewState(config, focus="weights"), settings=settings)
+    qtbot.addWidget(window)
+    window.show()
+    assert window.frame is None and window.cover.isVisible()
+    assert window.cover.label.text().startswith("<b>loading ")
+    qtbot.waitUntil(lambda: window.frame is not None or window.failed_config is not None, timeout=60000)
+    assert window.frame is not None and not window.cover.isVisible()
+    window.stop_workers()
