@@ -60,3 +60,17 @@ def test_cell_formats_print_the_digits_the_scale_needs(top, values, full, compac
     wide, narrow = cell_formats(top)
     assert [wide(v) for v in values] == full and [narrow(v) for v in values] == compact
     assert wide(float("-inf")) == "-∞"
+
+
+def test_the_walk_prints_small_scaled_scores_with_their_digits():
+    """ω / √d_k / 100 of the default sentence is about ±0.006: the walk's column read 0.00 and -0.00."""
+    import re
+
+    from attn_gui.engine import AttentionConfig, compute
+    from attn_gui.present.walk import walk_html
+
+    result = compute(AttentionConfig(temperature=100.0))
+    shown = re.findall(r"<td align=right>(-?[0-9.]+)</td><td align=right>([^<]*)</td>", walk_html(result, 1, 0))
+    scaled = result.scaled[0, 1].tolist()
+    assert [float(text) for _, text in shown] == pytest.approx(scaled, abs=5e-5)
+    assert all(float(text) != 0 for _, text in shown)
