@@ -96,7 +96,7 @@ def _closed_by_signals(app, window):
     read, write = socket.socketpair()
     for end in (read, write):
         end.setblocking(False)
-    notifier = QtCore.QSocketNotifier(read.fileno(), QtCore.QSocketNotifier.Type.Read)
+    notifier = QtCore.QSocketNotifier(read.fileno(), QtCore.QSocketNotifier.Type.Read, app)
     notifier.activated.connect(lambda *_: read.recv(512))
 
     def close(signum, _frame) -> None:
@@ -112,6 +112,7 @@ def _closed_by_signals(app, window):
         for sig, handler in before.items():
             signal.signal(sig, handler)
         notifier.setEnabled(False)
+        notifier.deleteLater()  # before its socket closes: Qt never polls a closed descriptor
         read.close()
         write.close()
 

@@ -100,7 +100,8 @@ class MainWindow(FileActions, QtWidgets.QMainWindow):
         self.setWindowTitle("Attention Explorer")
         self.setObjectName("mainWindow")
         self.setStyleSheet(SEPARATOR_STYLE)
-        self._docks_settled = False  # the first frame is drawn: a dock brought in front from then on gets its room
+        self._docks_settled = False  # the first frame is drawn (a lesson asked for before it stays in front)
+        self._front: QtWidgets.QDockWidget | None = None  # the dock that came in front last
         self.settings = settings or Settings()
         self.frame: Frame | None = None
         self.failed_config: AttentionConfig | None = None
@@ -407,9 +408,7 @@ class MainWindow(FileActions, QtWidgets.QMainWindow):
             self.lessonsDock = self.add_dock("Lessons", "lessonsDock", lessons)
             lessons.stateRequested.connect(self._lesson_state)
             lessons.marksChanged.connect(self.canvas.set_marks)
-            # closed, the lesson leaves no outline behind on the maps
-            self.lessonsDock.visibilityChanged.connect(
-                lambda visible: visible or not self.lessonsDock.isHidden() or self.canvas.set_marks({}))
+            self.lessonsDock.visibilityChanged.connect(self._lessons_closed)
             self.canvas.cellClicked.connect(lessons.cell_clicked)  # a click on the question's row answers it
             self.stateChanged.connect(lessons.follow)
             self.frameShown.connect(lessons.show_frame)
@@ -424,6 +423,11 @@ class MainWindow(FileActions, QtWidgets.QMainWindow):
         if note:
             self.statusBar().showMessage(f"⚠ {note}", 20000)
         return self.lessons
+
+    def _lessons_closed(self, visible: bool) -> None:
+        """Closed (not behind another tab, nor the window closing), the lesson leaves no outline on the maps."""
+        if not visible and self.isVisible() and self.lessonsDock is not None and self.lessonsDock.isHidden():
+            self.canvas.set_marks({})
 
     def _lesson_state(self, state: ViewState) -> None:
         """A lesson's state: shown; the person's own, from before the lesson, is what closing the window saves
@@ -643,9 +647,12 @@ class MainWindow(FileActions, QtWidgets.QMainWindow):
     def _give_room(self, dock: QtWidgets.QDockWidget) -> None:
         """A dock came in front: at least ``DOCK_OPEN_H`` tall (at most ``DOCK_MOST`` of the window), so that its
         main control is in view (at 1366 x 768 every dock opened about 120 px tall, Train's Start hidden). The
-        walk at a first start keeps its fifth until the first frame is drawn. Never shrunk: the person's own
-        height stays."""
-        if not in_sight(dock) or (dock is self.focusDock and not self._docks_settled):
+        walk in front as the window opens keeps its fifth; brought back from another tab it gets the room too.
+        Never shrunk: the person's own height stays."""
+        if not in_sight(dock):
+            return
+        before, self._front = self._front, dock
+        if dock is self.focusDock and before in (None, self.focusDock):  # the window opening: a fifth
             return
         if dock is self.modelDock:
             self._give_model_view_room()
