@@ -115,7 +115,11 @@ class ModelView(pg.GraphicsLayoutWidget):
         mass, shown beside the grid when the layers run across; ``distance`` (layers, heads) its mean attention
         distance in tokens, read out on hover.
         """
+        self.plot.titleLabel.setText("")
         self.plot.setTitle(None)
+        # the empty view's message (show_empty) left its width as the title's minimum: the grid's column kept it,
+        # wider than its half, and the grid ran under the sink map, its numbers over the sink map's
+        self.plot.titleLabel.setMinimumWidth(0)
         L, H, t, _ = weights.shape
         masked, other_layers = (m if m is not None and m.shape == (t, t) else None for m in (masked, other_layers))
         if hidden and t == seq_len:

@@ -135,6 +135,9 @@ def test_the_grid_keeps_readable_thumbnails_at_every_dock_height_and_never_overl
     scroll.show()
     rng = np.random.default_rng(0)
     weights = rng.dirichlet(np.ones(t), size=(layers, heads, t))
+    # random weights first, as the window starts: the empty view's message was the grid column's least width
+    view.show_empty("every layer's and head's α of a pretrained model shows here: choose one under Model "
+                    "(random weights have one layer)")
     view.set_weights(weights, layer=3, head=1, kv_heads=kv, sink=weights[:, :, 1:, 0].mean(-1))
     for height in (110, 230, 450, 700):
         scroll.resize(width, height)
