@@ -633,6 +633,7 @@ class MainWindow(FileActions, QtWidgets.QMainWindow):
             if asked is self.modelDock or self.modelDock.isHidden():
                 return
             self.modelDock.hide()
+            self._front = None  # the walk comes back as at the opening: its fifth, not a dock's room
             (asked or self.focusDock).raise_()
             self.resizeDocks([self.focusDock], [max(150, self.height() // 5)], QtCore.Qt.Orientation.Vertical)
             return
