@@ -76,10 +76,10 @@ def show(model: Any = None, tokenizer: Any = None, sentence: str | None = None, 
 
     Parameters
     ----------
-    model : str, a transformers PreTrainedModel, or None
+    model : str, a transformers PreTrainedModel, a TransformerLens TransformerBridge, or None
         A bundled model's name, a Hugging Face folder or a GGUF file, or a model object in
-        memory (registered with ``register``, its tokenizer from ``tokenizer``); None: random
-        weights.
+        memory (registered with ``register``, its tokenizer from ``tokenizer``; a bridge's
+        own by default); None: random weights.
     tokenizer : transformers tokenizer or tokenizers.Tokenizer, optional
         With a model object only.
     sentence : str, optional

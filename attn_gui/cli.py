@@ -556,7 +556,8 @@ def add_train_parser(sub) -> None:
     t.add_argument("--threads", type=int, default=1, metavar="N",
                    help="CPU threads for the model's products (default 1: at these sizes more threads mostly wait "
                         "on each other, 20 times slower on a busy CPU)")
-    t.add_argument("--out", required=True, metavar="DIR", help="the checkpoint folder (replaced whole)")
+    t.add_argument("--out", required=True, metavar="DIR",
+                   help="the checkpoint folder: new, empty, or one train wrote (replaced whole)")
 
 
 def run_train(args: argparse.Namespace) -> int:
@@ -620,7 +621,8 @@ def add_corpus_parser(sub) -> None:
     c.add_argument("--corpus", required=True, metavar="FILE",
                    help="a text file (one passage per line), .jsonl, .parquet or a datasets save_to_disk folder")
     c.add_argument("--out", required=True, metavar="DIR",
-                   help="folder for heads.parquet, examples.parquet and manifest.json; a run stopped there resumes")
+                   help="folder for heads.parquet, examples.parquet and manifest.json: new, empty, or a census of the "
+                        "same inputs (a run stopped there resumes)")
     c.add_argument("--field", metavar="F", help="the text field of JSONL, Parquet or a datasets folder (default text)")
     c.add_argument("--ray", metavar="local|HOST:PORT", help="run on a local Ray, or join a running cluster")
     c.add_argument("--workers", type=int, metavar="N",
@@ -659,8 +661,13 @@ def run_corpus(args: argparse.Namespace) -> int:
     for name in filter(None, (args.model, args.compare)):
         load_model(name)  # converted once here, not by every worker at once
     progress = _census_progress if sys.stderr.isatty() else None
-    result = corpus.census(passages, args.out, settings, runner=runner, progress=progress,
-                           about={"ray": args.ray, "workers": args.workers})
+
+    def notice(line: str) -> None:
+        print(f"attn-gui corpus: {one_line(line)}", file=sys.stderr)
+
+    with _raising_interrupts() if args.ray is not None else contextlib.nullcontext():
+        result = corpus.census(passages, args.out, settings, runner=runner, progress=progress, notice=notice,
+                               about={"ray": args.ray, "workers": args.workers})
     m = result.manifest
     rate = f", {m['passages_per_second']:.1f} passages/s" if m["passages_per_second"] else ""
     print(f"wrote heads.parquet, examples.parquet and manifest.json to {one_line(args.out)} ({m['passages']:,} "
@@ -669,6 +676,21 @@ def run_corpus(args: argparse.Namespace) -> int:
     if m["dla_not_computed"]:
         print(f"no dla column: {m['dla_not_computed']}")
     return 0
+
+
+@contextlib.contextmanager
+def _raising_interrupts():
+    """Ctrl-C and SIGTERM raise KeyboardInterrupt (in the main thread), so work that holds other processes
+    (a local Ray and its workers) stops them before the program's one line and exit 130; set back after."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    old = {sig: signal.signal(sig, _stop_now) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, previous in old.items():
+            signal.signal(sig, previous)
 
 
 def _census_progress(p) -> None:

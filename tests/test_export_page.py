@@ -198,3 +198,45 @@ def test_each_picture_is_drawn_as_wide_as_the_page_shows_it_and_every_heads_alph
     for i, head in enumerate(data["heads"]):
         assert head["cells"]["head"] == i
         assert head["cells"]["values"][3][1] == f"{float(result.weights[i, 3, 1]):.6g}"
+
+
+HOSTILE = "a <!--<script> b </script> c"  # word tokens: a, <!--<script>, b, </script>, c
+
+
+def _script_text(page: str) -> str:
+    """The text of the page's <script type="application/json"> element, up to the first "</script" (where an
+    HTML parser ends it)."""
+    start = page.index('<script type="application/json" id="attn-data">') + len(
+        '<script type="application/json" id="attn-data">')
+    return page[start:page.lower().index("</script", start)]
+
+
+def test_tokens_that_are_markup_stay_text_inside_the_pages_json():
+    """``<!--<script>`` inside a script element puts the HTML parser in its double-escaped state (the element,
+    and the page's own script after it, never end); no ``<``, ``>`` or ``&`` is left there."""
+    import attn_gui
+
+    result = compute(AttentionConfig(sentence=HOSTILE, heads=2, d_k=3, d_v=3))
+    assert "<!--<script>" in result.tokens
+    text = _script_text(attn_gui.to_html(result, head=0, token=1))
+    assert not set("<>&") & set(text)
+    data = json.loads(text)
+    assert data["maps"][0]["cells"]["rows"] == list(result.tokens)  # the same strings, once parsed
+
+
+@pytest.mark.skipif(shutil.which("chromium") is None, reason="headless Chromium is not installed")
+def test_the_pages_script_runs_with_such_tokens(tmp_path):
+    import attn_gui
+
+    result = compute(AttentionConfig(sentence=HOSTILE, heads=2, d_k=3, d_v=3))
+    page = attn_gui.to_html(result, head=0, token=1)
+    probe = ("<script>window.addEventListener('load', function () { const pre = document.createElement('pre');"
+             " pre.id = 'ran'; pre.textContent = typeof DATA + ' ' + document.querySelector('#walk h3').textContent;"
+             " document.body.appendChild(pre); });</script>")
+    path = tmp_path / "page.html"
+    path.write_text(page.replace("</body>", probe + "</body>"), encoding="utf-8")
+    run = subprocess.run(["chromium", "--headless", "--no-sandbox", "--disable-gpu", "--virtual-time-budget=5000",
+                          "--dump-dom", path.as_uri()], capture_output=True, text=True, timeout=120)
+    found = re.search(r'<pre id="ran">(.*?)</pre>', run.stdout, re.S)
+    assert found, run.stderr[-2000:]
+    assert found.group(1).startswith("object Following x2 “&lt;!--&lt;script&gt;”")

