@@ -113,6 +113,11 @@ def config_from_args(args: argparse.Namespace, load: bool = True):
         from .engine.training import probe_sentence
 
         changes["sentence"] = probe_sentence(changes["model"]) or base.sentence
+    if changes.get("positional") == "rope" and "d_k" not in changes and base.model is None \
+            and "model" not in changes and base.dims.d_k % 2:
+        # RoPE turns pairs of dimensions: the default d_k of 3 becomes 4 (the documented
+        # ``--focus rope_angles --positional rope`` exited 2); a d_k given on the command line is refused instead
+        changes["d_k"] = base.dims.d_k + 1
     config = base.replace(**changes)
     inert = [OPTIONS[name].flag for name in changes if config.mode not in OPTIONS[name].modes]
     if inert:
@@ -260,7 +265,31 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--only", metavar="SECTION[,SECTION...]",
                    help="run only these sections: engine, display, memory, model, folder, decoder, quantized, "
                         "long, interventions, training, window, startup")
+    p.epilog = _window_epilog(gui)
+    p.formatter_class = argparse.RawDescriptionHelpFormatter
     return p
+
+
+WINDOW_FLAGS = ("--model", "--layer", "--sentence", "--preset", "--heads", "--head", "--focus", "--all-maps",
+                "--dock", "--geometry")  # the window's options shown by ``attn-gui --help`` (all: gui --help)
+
+
+def _window_epilog(gui: argparse.ArgumentParser) -> str:
+    """The window's most used options, their help as ``attn-gui gui --help`` gives it: ``attn-gui --help`` listed
+    the commands only, and a newcomer did not find --model, --layer, --focus or --dock."""
+    import textwrap
+
+    lines = ["the window (the default command: attn-gui [options] is attn-gui gui [options]):"]
+    actions = {flag: a for a in gui._actions for flag in a.option_strings}
+    for flag in WINDOW_FLAGS:
+        action = actions[flag]
+        metavar = "" if action.nargs == 0 else f" {action.metavar or action.dest.upper()}"
+        head = f"  {flag}{metavar}"
+        text = (action.help or "").replace("%(default)s", str(action.default))
+        lines += textwrap.wrap(text, width=78, initial_indent=f"{head:<24}" if len(head) < 24 else head + "  ",
+                               subsequent_indent=" " * 24)
+    lines.append("every option of the window: attn-gui gui --help")
+    return "\n".join(lines)
 
 
 @contextlib.contextmanager
@@ -837,8 +866,7 @@ def _main(argv: list[str]) -> int:
                     "geometry": args.geometry, "scales": dict(args.colour_scale or ())} if args.command == "gui" else {}
             if view.get("focus") and view.get("all_maps"):
                 raise UsageError("attn-gui: --focus and --all-maps ask for different views; give one")
-            signal.signal(signal.SIGTERM, signal.SIG_DFL)  # the window is Qt's: no exception inside its loop
-            return run_gui(config, head=head, **view)
+            return run_gui(config, head=head, **view)  # its own handlers close the window on Ctrl-C and SIGTERM
         if args.command == "lessons":
             from .present.lessons import lesson_names, load_lesson
 

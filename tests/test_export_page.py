@@ -171,6 +171,35 @@ def test_notebook_view_without_a_window(tmp_path):
     assert page.save(tmp_path / "p.html").read_text(encoding="utf-8") == page.html
 
 
+def test_each_picture_is_drawn_as_wide_as_the_page_shows_it_and_every_heads_alpha_is_there(page, result):
+    """Issue 47: SmolLM2's maps were drawn up to 1800 px wide and shown 420 px wide (titles of 4-5 px), and the page
+    held head 1's per-head maps only. Each picture is now drawn at the width the page shows it, and α of every
+    head is on the page with its values."""
+    from PySide6 import QtGui
+
+    from attn_gui.export.page import PAGE_HEAD_W, PAGE_LARGE_W, PAGE_SMALL_W
+
+    links = parse(page)
+    widths = []
+    for _, _, value in links.links:
+        image = QtGui.QImage.fromData(base64.b64decode(value.split(",", 1)[1]), "PNG")
+        widths.append(image.width())
+    # in the page's order: alpha at the top, alpha of each head, then every map (alpha's picture the top one's)
+    shown = [PAGE_LARGE_W] + [PAGE_HEAD_W] * result.heads + [
+        PAGE_LARGE_W if f == "weights" else PAGE_SMALL_W for f in re.findall(r"data-list='maps' data-index='\d+' "
+                                                                             r"data-field='(\w+)'", page)[1:]]
+    assert len(widths) == len(shown)
+    for width, css in zip(widths, shown, strict=True):  # its own size (a small map cropped to itself), padding
+        assert 0.4 * css <= width <= css + 40, (width, css)
+    assert re.search(rf"figure.small {{ width: {PAGE_SMALL_W}px", page)
+    assert "figure.map img { display: block; width: auto; max-width: 100%;" in page  # never scaled up
+    data = json.loads(links.json)
+    assert len(data["heads"]) == result.heads
+    for i, head in enumerate(data["heads"]):
+        assert head["cells"]["head"] == i
+        assert head["cells"]["values"][3][1] == f"{float(result.weights[i, 3, 1]):.6g}"
+
+
 HOSTILE = "a <!--<script> b </script> c"  # word tokens: a, <!--<script>, b, </script>, c
 
 

@@ -19,7 +19,7 @@ from functools import lru_cache
 import torch
 import torch.nn.functional as F
 
-from . import rope_scaling
+from . import progress, rope_scaling
 
 
 @dataclass(frozen=True)
@@ -503,6 +503,7 @@ def attend_summarised(x: torch.Tensor, weights: Projections, options: AttendOpti
     context_vec = q.new_empty(h, T, v.size(-1))  # z (h, T, d_v)
     sums = LayerSums(h, T, T, q.device, q.dtype)
     for first, last in block_runs(edges, rows_per_block):  # runs of whole pooling blocks
+        progress.check()  # a window's Esc stops a long sentence within a block of rows
         start, end = edges[first][0], edges[last - 1][1]
         # causal: these rows see keys before ``end`` only; the later keys' alpha is 0 and is not computed
         hidden = masked_keys(start, end - start, end, True, o.window, o.sink_tokens, q.device)  # (n, end)
@@ -582,6 +583,7 @@ def _attend_in_blocks(q, k, v, stream: Stream, options: AttendOptions, slopes: t
     context_vec = q.new_empty(h, T, v.size(-1))  # z (h, T, d_v)
     row_max = q.new_empty(h, T)  # each row's largest alpha: how one-hot the softmax is, per row
     for b0, b1 in groups:
+        progress.check()
         start, end = edges[b0][0], edges[b1 - 1][1]  # query rows of these pooling blocks
         rows = query_rows(q[:, start:end], k, start, options, slopes)  # each (h, n, T_k)
         context_vec[:, start:end] = context_vectors(rows["weights"], v)  # (h, n, d_v)

@@ -17,6 +17,7 @@ from collections.abc import Callable
 import torch
 
 from ..engine import AttentionConfig, DeviceError, UserError, compute, tokens_for
+from ..engine.progress import Cancelled, Watch, watching
 from ..engine.sources import source
 from .frame import DISPLAY_MAX, Frame, make_frame
 
@@ -49,12 +50,15 @@ class Failure:
         First line for the user; an unexpected error appends its traceback after it.
     device_error : bool
         The device was at fault (absent, gone, out of memory): the window falls back.
+    cancelled : bool
+        The person stopped it (``engine.progress``): nothing is wrong with the input.
     """
 
     request_id: int
     config: AttentionConfig
     message: str
     device_error: bool = False
+    cancelled: bool = False
 
 
 @contextlib.contextmanager
@@ -75,17 +79,22 @@ def torch_threads(n: int):
 
 
 def run_request(request_id: int, config: AttentionConfig,
-                progress: Callable[[int, int], None] | None = None) -> Frame | Failure:
+                progress: Callable[[int, int], None] | None = None, watch: Watch | None = None) -> Frame | Failure:
     """Compute one request: its Frame, or a Failure saying why.
 
     Only the displayed maps are computed: past DISPLAY_MAX tokens the T x T fields are
     streamed (``compute(config, display_max=DISPLAY_MAX)``). In model mode the model is
-    loaded first, reporting ``progress(done, total)`` while a first load converts it.
+    loaded first, reporting ``progress(done, total)`` while a first load converts it. The model's
+    run reports its layers to ``watch`` and stops when it is cancelled (a Failure with ``cancelled``).
     """
     try:
         if config.model is not None:
             source(config.model).load(progress)
-        return make_frame(request_id, compute(config, display_max=DISPLAY_MAX))
+        with watching(watch or Watch()):
+            return make_frame(request_id, compute(config, display_max=DISPLAY_MAX))
+    except Cancelled:
+        return Failure(request_id, config, "stopped before the end: the maps show the previous result",
+                       cancelled=True)
     except DeviceError as exc:
         return Failure(request_id, config, str(exc), device_error=True)
     except UserError as exc:
@@ -95,6 +104,13 @@ def run_request(request_id: int, config: AttentionConfig,
     except Exception as exc:  # noqa: BLE001 - a compute must never take the window down
         detail = "".join(traceback.format_exception(exc))
         return Failure(request_id, config, f"unexpected error: {exc}\n{detail}")
+
+
+def shares_run(running: AttentionConfig, newer: AttentionConfig) -> bool:
+    """Whether ``newer`` reads the model run ``running`` is making (another layer, head or option of the shown
+    layer, on the same text): then the run goes on, else a newer request makes it useless and it is cancelled."""
+    keep = ("model", "sentence", "ablate", "device", "dtype")
+    return running.model is not None and all(getattr(running, f) == getattr(newer, f) for f in keep)
 
 
 class LatestWins:

@@ -10,7 +10,7 @@ import html
 import numpy as np
 
 from ..engine import AttentionResult
-from .formats import format_value
+from .formats import cell_formats, format_value
 
 MAX_KEYS = 16  # keys listed in full; longer inputs list the strongest
 MAX_TERMS = 4  # terms of a dot product written out
@@ -103,6 +103,8 @@ def walk_html(result: AttentionResult, token: int, head: int) -> str:
             + f"<th>{html.escape(head_sum)} / " + html.escape(div) + "</th>"
             + ("<th>ω″</th>" if cap is not None else "") + "<th>α</th></tr>"]
     soft = host(result.row("capped", head, token)) if cap is not None else None
+    finite = np.abs(scaled[np.isfinite(scaled)])
+    scaled_text = cell_formats(float(finite.max()) if finite.size else 1.0)[0]  # ω/√d_k/100 read "0.00" each
     for j in order:
         masked = np.isneginf(scaled[j])
         why = "key after the query" if j > token else "outside the window"  # a causal mask, or the window's
@@ -113,7 +115,7 @@ def walk_html(result: AttentionResult, token: int, head: int) -> str:
             f"<tr><td>{j + 1}</td><td>{html.escape(result.key_tokens[j])}</td><td>{terms}</td>"
             f"<td align=right>{format_value(float(omega[j]))}</td>"
             + "".join(f"<td align=right>{format_value(float(rel[t][j]))}</td>" for t in extra) +
-            f"<td align=right>{format_value(float(scaled[j]))}</td>"
+            f"<td align=right>{scaled_text(float(scaled[j]))}</td>"
             + (f"<td align=right>{format_value(float(soft[j]))}</td>" if soft is not None else "") +
             f"<td align=right>{float(alpha[j]):.4f} {bar}</td></tr>")
     out.append("<table cellspacing=0 cellpadding=3 border=0>" + "".join(rows) + "</table>")

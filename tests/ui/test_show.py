@@ -133,6 +133,31 @@ def test_show_in_a_plain_script_runs_until_the_window_closes(tmp_path):
     assert "returned" in run.stdout and "QThread" not in run.stderr
 
 
+def test_show_after_to_html_in_a_plain_script_still_runs_until_the_window_closes(tmp_path):
+    """Issue 47: ``to_html`` made a QApplication to draw its page, and ``show`` then took the script for a Qt
+    program with its own loop: it returned after 0.7 s, the script ended, no window."""
+    run = _run("""
+        from PySide6 import QtCore
+        import attn_gui
+        from attn_gui.engine import AttentionConfig, compute
+        from attn_gui.ui.main_window import MainWindow
+
+        assert "<html" in attn_gui.to_html(compute(AttentionConfig())).lower()
+        closed = []
+
+        def show_then_close(self, show=MainWindow.show):  # closed by the person, inside show()'s event loop
+            show(self)
+            QtCore.QTimer.singleShot(0, lambda: (closed.append(True), self.close()))
+
+        MainWindow.show = show_then_close
+        window = attn_gui.show(heads=2)
+        assert closed and not window.isVisible(), "show() returned before the window closed"
+        print("returned after the window closed")
+    """, tmp_path)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert "returned after the window closed" in run.stdout
+
+
 def test_import_stays_light_and_the_api_comes_on_first_use(tmp_path):
     run = _run("""
         import sys

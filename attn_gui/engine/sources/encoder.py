@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING
 import torch
 import torch.nn.functional as F
 
+from .. import progress
 from ..errors import ConfigError
 from ..attention import AttendOptions, Projections, Relative, attend, relative_index
 from ..tokens import Tokens
@@ -315,10 +316,12 @@ def run(w: dict, ids: torch.Tensor, shape: EncoderShape, layers: tuple[AttendOpt
     """
     x = embed(w, ids, shape)
     hidden, all_weights = [], []
+    progress.at(0, shape.layers)
     for layer in range(shape.layers):
         x, steps, read = encoder_layer(x, w, layer, shape, layer_options(layers[layer], w, layer, shape, ids.shape[0]))
         hidden.append(read)
         all_weights.append(steps.alpha)
+        progress.at(layer + 1, shape.layers)
     hidden.append(_layer_norm(x, w, "encoder.final_norm", shape.eps) if shape.block == "pre_ln" else x)
     return hidden, torch.stack(all_weights)
 

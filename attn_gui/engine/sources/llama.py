@@ -31,6 +31,7 @@ import torch.nn.functional as F
 from .. import attention
 from ..attention import (AttendOptions, Projections, Steps, Stream, attend, attend_summarised, concat_heads,
                          masked_keys, output_projection, queries_keys_values, repeat_kv, rms_norm)
+from .. import progress
 from ..summaries import Summaries
 from . import stored
 from .stored import rows
@@ -297,6 +298,7 @@ def kept_attention(x: torch.Tensor, p: Projections, alpha: torch.Tensor, scratch
         if summaries is not None else None
     rows = max(1, min(n, scratch.numel() // (2 * heads * T_k)))  # ω and α of a block fit in ``scratch``
     for start in range(0, n, rows):
+        progress.check()  # a window's Esc stops a long sentence within a block of rows
         end = min(n, start + rows)
         # causal: these rows see keys before ``seen`` at most (k top keys: k at least); else every key
         seen = min(T_k, max(P + end, TOP_K)) if o.causal else T_k
@@ -404,6 +406,7 @@ def forward(w: dict, ids: torch.Tensor, shape: LlamaShape, cache: KVCache | None
         # a whole sentence: its summaries (a decode step's one row has none)
         into = [(alpha, scratch, sums if cache is None else None) for alpha in alphas]
     kept: tuple[int, Steps] | None = None  # the shown layer and its steps, streamed
+    progress.at(0, shape.layers)  # a window's compute thread: its bar, its Esc (engine.progress)
     for layer in range(shape.layers):
         past = None if cache is None else (cache.keys[layer], cache.values[layer])
         h, x, steps = decoder_layer(h, w, layer, shape, past, z_hook=(z_hooks or {}).get(layer),
@@ -424,6 +427,7 @@ def forward(w: dict, ids: torch.Tensor, shape: LlamaShape, cache: KVCache | None
             last.append(pooled.last_row)
         keys.append(steps.k)  # (g, P + n, d_k): the cache and the new keys
         values.append(steps.v)
+        progress.at(layer + 1, shape.layers)
     final = norm(h, w, "model.norm", shape)  # (n, d)
     residual = [final] if reduce_to is not None else [*residual[:-1], final]  # the last: after the final norm
     T_k = keys[0].size(-2)
