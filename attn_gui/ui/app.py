@@ -72,10 +72,22 @@ def run_gui(config: AttentionConfig | None = None, head: int | None = None, focu
         window.open_lessons(*lesson)
     with _closed_by_signals(app, window) as interrupted:
         status = app.exec()
+    _delete_now(window)
     if interrupted():
         print("attn-gui: interrupted", file=sys.stderr)
         return 130
     return status
+
+
+def _delete_now(window) -> None:
+    """Delete the closed window, its docks and its maps' scenes while Python and Qt are whole. Left to the
+    interpreter's exit, PySide deletes what remains in no set order, and a pyqtgraph item's Python event handler
+    could run on a half-deleted parent: a segmentation fault after the window had closed (about one run in three
+    of tests/ui/test_open_trained.py, gdb: ``QGraphicsWidget::~QGraphicsWidget`` → ``QGraphicsWidget::event``)."""
+    import shiboken6
+
+    if shiboken6.isValid(window):
+        shiboken6.delete(window)
 
 
 @contextlib.contextmanager
