@@ -11,10 +11,11 @@ this model is left out, so the clean and the corrupted prompt always have as man
   1701. Metric: p(a year after 1732) - p(a year up to it): over the two-digit tokens "33".."99" and "00".."32"
   where the tokenizer has them (GPT-2), else over the tens digit: "4".."9" against "0".."2" (a tokenizer that
   splits digits, SmolLM2, Llama 3: the tens digit equal to the start's says neither, and is left out).
-- induction: a filler token, m random tokens, the same m tokens again; the metric is the mean log p of each next
-  token of the second copy (from its second token on, each is predictable from the first copy). The corrupted
-  prompt shuffles the first copy (no token where it was), so the same tokens are there but induction points at the
-  wrong one.
+- induction: a filler token, m random tokens, the same m tokens again. The corrupted prompt rotates the first copy
+  by one (x1 ... x(m-1) x0: no token where it was), so the same tokens are there but induction points at the wrong
+  one. Metric, at each token of the second copy from its second on: the logit of the next token (which the first
+  copy says) minus the logit of the token the rotated copy puts after the current one (log p saturates near 0 on a
+  model that has learnt the task, and with it the gradient EAP reads).
 - a JSONL file: one pair a line, {"clean": ..., "corrupt": ..., "answer": " Mary", "wrong": " John"}; "wrong" on
   every line gives the logit difference, on none the log p of the answer.
 
@@ -318,10 +319,12 @@ def induction(words: Words, n: int, seed: int, half: int = INDUCTION_HALF) -> Pa
         corrupt = (*prefix, filler, *shuffled, *x)
         second = len(prefix) + 1 + half  # where the second copy starts
         positions = tuple(range(second, len(clean) - 1))  # each predicts clean[p + 1], known from the first copy
+        follows = (*shuffled, x[0])  # the rotated copy, then the second copy's first token
+        after = {follows[i]: follows[i + 1] for i in range(half)}  # what follows a token in the corrupted prompt
         pairs.append(Pair(clean, corrupt, positions, tuple((clean[p + 1],) for p in positions),
-                          tuple(() for _ in positions), words.src.decode_text(clean),
-                          words.src.decode_text(corrupt)))
-    return PairTask("induction", "logprob", tuple(pairs))
+                          tuple((after[clean[p]],) for p in positions),
+                          words.src.decode_text(clean), words.src.decode_text(corrupt)))
+    return PairTask("induction", "logit-diff", tuple(pairs))
 
 
 def read_pairs(path: str | os.PathLike, words: Words) -> PairTask:
