@@ -11,11 +11,12 @@ this model is left out, so the clean and the corrupted prompt always have as man
   1701. Metric: p(a year after 1732) - p(a year up to it): over the two-digit tokens "33".."99" and "00".."32"
   where the tokenizer has them (GPT-2), else over the tens digit: "4".."9" against "0".."2" (a tokenizer that
   splits digits, SmolLM2, Llama 3: the tens digit equal to the start's says neither, and is left out).
-- induction: a filler token, m random tokens, the same m tokens again. The corrupted prompt rotates the first copy
-  by one (x1 ... x(m-1) x0: no token where it was), so the same tokens are there but induction points at the wrong
-  one. Metric, at each token of the second copy from its second on: the logit of the next token (which the first
-  copy says) minus the logit of the token the rotated copy puts after the current one (log p saturates near 0 on a
-  model that has learnt the task, and with it the gradient EAP reads).
+- induction: a filler token, m random tokens, the same m tokens again. The corrupted prompt shuffles the first
+  copy so that no token stays where it was and no token is followed by the one that followed it (a rotation would
+  keep every pair but one, and with them what induction predicts), so the same tokens are there but induction
+  points at the wrong one. Metric, at each token of the second copy from its second on: the logit of the next
+  token (which the first copy says) minus the logit of the token the shuffled copy puts after the current one
+  (log p saturates near 0 on a model that has learnt the task, and with it the gradient EAP reads).
 - a JSONL file: one pair a line, {"clean": ..., "corrupt": ..., "answer": " Mary", "wrong": " John"}; "wrong" on
   every line gives the logit difference, on none the log p of the answer.
 
@@ -302,9 +303,20 @@ def _plain_tokens(src, limit: int = 4000) -> list[int]:
     return out
 
 
+def _scrambled(x: list[int], rng: random.Random) -> list[int]:
+    """``x`` shuffled (``rng``) so that no token stays where it was and no neighbour pair of ``x`` survives."""
+    pairs = set(zip(x, x[1:], strict=False))
+    while True:
+        y = rng.sample(x, len(x))
+        if all(a != b for a, b in zip(x, y, strict=True)) and not pairs & set(zip(y, y[1:], strict=False)):
+            return y
+
+
 def induction(words: Words, n: int, seed: int, half: int = INDUCTION_HALF) -> PairTask:
     """``n`` induction pairs (module docstring): filler, x (``half`` tokens), x again; corrupted: the first copy
-    shuffled so that no token stays where it was."""
+    shuffled so that no token stays where it was and no token keeps its successor."""
+    if half < 4:
+        raise ConfigError(f"induction needs copies of at least 4 tokens, not {half}")  # 3: no such shuffle
     rng = random.Random(seed)
     pool = _plain_tokens(words.src)
     if len(pool) < half + 1:
@@ -314,12 +326,12 @@ def induction(words: Words, n: int, seed: int, half: int = INDUCTION_HALF) -> Pa
     for _ in range(n):
         chosen = rng.sample(pool, half + 1)
         filler, x = chosen[0], chosen[1:]
-        shuffled = x[1:] + x[:1]  # a rotation: every token moves (a derangement)
+        shuffled = _scrambled(x, rng)
         clean = (*prefix, filler, *x, *x)
         corrupt = (*prefix, filler, *shuffled, *x)
         second = len(prefix) + 1 + half  # where the second copy starts
         positions = tuple(range(second, len(clean) - 1))  # each predicts clean[p + 1], known from the first copy
-        follows = (*shuffled, x[0])  # the rotated copy, then the second copy's first token
+        follows = (*shuffled, x[0])  # the shuffled copy, then the second copy's first token
         after = {follows[i]: follows[i + 1] for i in range(half)}  # what follows a token in the corrupted prompt
         pairs.append(Pair(clean, corrupt, positions, tuple((clean[p + 1],) for p in positions),
                           tuple((after[clean[p]],) for p in positions),
