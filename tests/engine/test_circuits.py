@@ -270,3 +270,31 @@ def test_a_sandwich_norm_is_refused(tmp_path):
 def test_pairs_batch_by_length():
     batches = TASK.batches(8)
     assert sorted(b.clean.shape[1] for b in batches) == [6, 9]
+
+
+def test_routes_are_ferrando_and_voitas_importance_of_transformers_residual(llama):
+    """Information-flow routes: Ferrando and Voita 2024's eq. 2, max(||y||_1 - ||y - z||_1, 0) normalised over the
+    parts z, with y transformers' residual (its hidden states; the MLP's: the layer's input plus its heads' writes)
+    and z the decomposed forward's parts; mean over every position (the logits: the scored ones) and the pairs."""
+    folder, hf = llama
+    found = circuit(folder, TASK, "routes", dtype="float64", faithful=False)
+    g = found.graph
+    want = torch.zeros(g.n_writers, g.n_readers, dtype=torch.float64)
+    for pair in PAIRS:
+        with torch.no_grad():
+            _, parts, _ = _decomposed_llama(hf, pair.clean)
+            hidden = hf(torch.tensor([pair.clean]), output_hidden_states=True).hidden_states
+        for r in range(g.n_readers):
+            layer, kind = g.reader_layer(r), g.reader_kind(r)[0]
+            writers = g.allowed[:, r].nonzero()[:, 0].tolist()
+            if kind == "logits":
+                y = sum(parts)
+            else:
+                y = hidden[layer] + (sum(parts[g.head(layer, i)] for i in range(g.heads)) if kind == "mlp" else 0)
+            near = torch.stack([(y.abs().sum(-1) - (y - parts[u]).abs().sum(-1)).clamp(min=0) for u in writers])
+            share = (near / near.sum(0))[:, 0]  # (writers, n)
+            if kind == "logits":
+                share = share[:, list(pair.positions)]
+            want[writers, r] += share.mean(1) / len(PAIRS)
+    assert torch.allclose(found.scores, want, atol=1e-6, rtol=0)
+    assert torch.allclose(found.scores.sum(0), torch.ones(g.n_readers, dtype=torch.float64))
