@@ -9,6 +9,7 @@ ends below the head, left, middle or right, so that K- and Q-composition are tol
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from html import escape
 
@@ -98,16 +99,44 @@ def _frame(width: int, height: int, body: list[str], title: str) -> str:
             + "\n".join(body) + "\n</svg>\n")
 
 
-def graph_svg(found: Circuit, k: int = 20, width: int = 900, height: int = 700) -> str:
-    """The top ``k`` edges on the layered graph: width |score| (the largest 6 px), colour the sign."""
-    g = found.graph
-    at = layout(g)
-    left, right, top, bottom = 60, 20, 40, 30
+MARGINS = (60, 20, 40, 30)  # left, right, top, bottom of the graph picture, in pixels
+
+
+def to_pixels(at: Layout, width: int, height: int) -> tuple[Callable[[float, float], tuple[float, float]], float]:
+    """The map from layout units to the picture's pixels (y upwards to downwards), and the pixels of one unit in x."""
+    left, right, top, bottom = MARGINS
     sx = (width - left - right) / at.width
     sy = (height - top - bottom) / at.height
 
     def point(x: float, y: float) -> tuple[float, float]:
         return left + x * sx, height - bottom - y * sy
+    return point, sx
+
+
+def node_radius(unit: float) -> float:
+    return max(6.0, min(16.0, unit * 0.3))
+
+
+def pick_writer(g: Graph, x: float, y: float, width: int, height: int) -> int | None:
+    """The writer whose node holds the pixel (``x``, ``y``) of a ``width`` x ``height`` graph picture, or None."""
+    at = layout(g)
+    point, unit = to_pixels(at, width, height)
+    reach = node_radius(unit) + 3  # a few pixels of slack round the circle
+    best, where = None, reach * reach
+    for u, (wx, wy) in enumerate(at.writers):
+        px, py = point(wx, wy)
+        d = (px - x) ** 2 + (py - y) ** 2
+        if d <= where:
+            best, where = u, d
+    return best
+
+
+def graph_svg(found: Circuit, k: int = 20, width: int = 900, height: int = 700, short: bool = False) -> str:
+    """The top ``k`` edges on the layered graph: width |score| (the largest 6 px), colour the sign; ``short``: a
+    title without the method, task and model (a dock that says them beside it)."""
+    g = found.graph
+    at = layout(g)
+    point, sx = to_pixels(at, width, height)
 
     edges = top_edges(found, k)
     largest = max((abs(e.score) for e in edges), default=1.0) or 1.0
@@ -123,7 +152,7 @@ def graph_svg(found: Circuit, k: int = 20, width: int = 900, height: int = 700) 
         body.append(f'<line x1="{x0:.1f}" y1="{y0:.1f}" x2="{x1:.1f}" y2="{y1:.1f}" stroke="{stroke}" '
                     f'stroke-width="{0.5 + 5.5 * abs(e.score) / largest:.2f}" stroke-opacity="0.8">'
                     f'<title>{escape(e.writer)} -> {escape(e.reader)}: {e.score:+.4g}</title></line>')
-    r = max(6.0, min(16.0, sx * 0.3))
+    r = node_radius(sx)
     for reader in sorted({e.reader_index for e in edges}):  # the inputs the drawn edges reach, named
         kind, _ = g.reader_kind(reader)
         if kind in PORT:
@@ -139,8 +168,8 @@ def graph_svg(found: Circuit, k: int = 20, width: int = 900, height: int = 700) 
     lx, ly = point(at.width / 2, at.height)
     body.append(f'<rect x="{lx - 30:.1f}" y="{ly - 12:.1f}" width="60" height="20" fill="#dbeafe" stroke="#444"/>'
                 f'<text x="{lx:.1f}" y="{ly + 3:.1f}" text-anchor="middle">logits</text>')
-    title = (f"{found.method.upper()} on {found.task} ({found.model}): the {len(edges)} largest of "
-             f"{g.n_edges} edges; blue raises {found.metric}, red lowers it")
+    title = (f"{found.method.upper()} on {found.task} ({found.model}): " if not short else "") + (
+        f"the {len(edges)} largest of {g.n_edges} edges; blue raises {found.metric}, red lowers it")
     return _frame(width, height, body, title)
 
 
