@@ -261,7 +261,7 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--engine-only", action="store_true", help="skip the parts that need Qt")
     b.add_argument("--only", metavar="SECTION[,SECTION...]",
                    help="run only these sections: engine, display, memory, model, folder, decoder, quantized, "
-                        "long, interventions, training, window, startup")
+                        "long, interventions, circuits, training, window, startup")
     return p
 
 
