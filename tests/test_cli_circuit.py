@@ -8,21 +8,14 @@ import json
 import pytest
 
 from attn_gui.cli import main
-from tiny_decoders import tiny_decoder  # tests/
-
-PAIRS = [{"clean": "the cat sat on a mat and the dog", "corrupt": "the dog sat on a mat and the cat",
-          "answer": "ran", "wrong": "sat"},
-         {"clean": "a dog ran on the mat and a cat", "corrupt": "a cat ran on the mat and a dog",
-          "answer": "sat", "wrong": "ran"}]
+from tiny_decoders import circuit_pairs, tiny_decoder  # tests/
 
 
 @pytest.fixture(scope="module")
 def llama(tmp_path_factory):
     path = tmp_path_factory.mktemp("llama")
     tiny_decoder("llama", path)
-    pairs = path / "pairs.jsonl"
-    pairs.write_text("".join(json.dumps(p) + "\n" for p in PAIRS), encoding="utf-8")
-    return str(path), str(pairs)
+    return str(path), circuit_pairs(path)
 
 
 def _rows(path):

@@ -39,3 +39,20 @@ def tiny_decoder(kind: str, folder, layers: int = 2, **changes) -> transformers.
     tok.pre_tokenizer = pre_tokenizers.Whitespace()
     tok.save(str(folder / "tokenizer.json"))
     return hf
+
+
+CIRCUIT_PAIRS = [  # circuit pairs in WORDS (attn-gui circuit's JSONL): answers against wrong tokens
+    {"clean": "the cat sat on a mat and the dog", "corrupt": "the dog sat on a mat and the cat",
+     "answer": "ran", "wrong": "sat"},
+    {"clean": "a dog ran on the mat and a cat", "corrupt": "a cat ran on the mat and a dog",
+     "answer": "sat", "wrong": "ran"}]
+
+
+def circuit_pairs(folder) -> str:
+    """Write ``CIRCUIT_PAIRS`` as folder/pairs.jsonl; its path."""
+    import json
+    from pathlib import Path
+
+    path = Path(folder) / "pairs.jsonl"
+    path.write_text("".join(json.dumps(p) + "\n" for p in CIRCUIT_PAIRS), encoding="utf-8")
+    return str(path)

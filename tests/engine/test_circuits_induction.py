@@ -8,8 +8,8 @@ The project's own detector labels the two heads first; then EAP-IG must put that
 largest, a circuit of at most 5 edges must recover at least 80 % of the metric, and exact patching of that one edge
 (``exact_edges``, m(clean) - m(clean with the edge read from the corrupted prompt)) must remove at least a third of
 the clean - corrupted gap and rank among the five largest exact effects. Measured figures are in
-/work/notes/49-circuits.md and docs (EAP without IG ranks the key edge lower: the induction head's softmax
-saturates on the clean prompt, and with it the gradient EAP reads).
+docs/benchmarks.md, "Circuits" (EAP without IG ranks the key edge lower: the induction head's softmax saturates on
+the clean prompt, and with it the gradient EAP reads).
 """
 
 from __future__ import annotations

@@ -2,7 +2,6 @@
 transformers in tests/engine/test_circuits.py), drawn with its k slider and curve, a head clicked opens it, bad
 input is one line where the user looks and the last circuit stays, a model that is not a decoder says why."""
 
-import json
 
 import pytest
 from PySide6 import QtCore
@@ -12,19 +11,14 @@ from attn_gui.engine import AttentionConfig
 from attn_gui.engine.circuits import circuit
 from attn_gui.present.circuits import layout, to_pixels
 from attn_gui.ui.circuit_panel import CircuitPanel
-from tiny_decoders import SENTENCE, tiny_decoder  # tests/
-
-PAIRS = [{"clean": "the cat sat on a mat and the dog", "corrupt": "the dog sat on a mat and the cat",
-          "answer": "ran", "wrong": "sat"}]
+from tiny_decoders import SENTENCE, circuit_pairs, tiny_decoder  # tests/
 
 
 @pytest.fixture(scope="module")
 def llama(tmp_path_factory):
     path = tmp_path_factory.mktemp("llama")
     tiny_decoder("llama", path)
-    pairs = path / "pairs.jsonl"
-    pairs.write_text("".join(json.dumps(p) + "\n" for p in PAIRS), encoding="utf-8")
-    return str(path), str(pairs)
+    return str(path), circuit_pairs(path)
 
 
 def test_find_draw_and_open_a_head(qtbot: QtBot, llama):
