@@ -151,6 +151,7 @@ class CircuitPanel(QtWidgets.QWidget):
             return
         model, task, method, pairs = (self.config.model, self.taskBox.currentText().strip(),
                                       self.methodBox.currentText(), self.pairsBox.value())
+        assert model is not None  # follow keeps a config only with a decoder model
         self._running, self._cancel = True, False
         self.runButton.setEnabled(False)
         self.cancelButton.setEnabled(True)
