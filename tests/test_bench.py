@@ -122,6 +122,14 @@ def test_interventions_rows(report):
     assert "patch every head: 30 x 9 recovered fractions" in rows  # the tiny mode leaves the naive run out
 
 
+def test_circuits_are_left_out_of_the_tiny_mode_with_a_reason(report):
+    from attn_gui.engine.sources import is_available
+
+    reasons = {s["name"]: s["reason"] for s in report["skipped"]}
+    assert "circuits" in reasons
+    assert ("tiny mode" in reasons["circuits"]) is is_available("smollm2-135m")
+
+
 def test_training_rows(report):
     rows = {r["name"]: r for r in report["rows"] if r["section"] == "training"}
     plain, app = rows["plain PyTorch loop, one step"], rows["the app's loop (through attend), one step"]

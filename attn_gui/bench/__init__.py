@@ -20,6 +20,7 @@ Each part is one module, repeated after a warm-up and summarised by median and p
   cache's size, the peak RSS, the first open and a forward (each layer dequantized as it runs).
 - :mod:`.interventions`: SmolLM2-135M's 30 x 9 grid of head effects at T = 8, batched, against
   270 forwards with one head ablated each, and the patching grid.
+- :mod:`.circuits`: SmolLM2-135M on 50 IOI pairs: EAP (target 60 s) and EAP-IG with 10 steps (10 x EAP).
 - :mod:`.window`: the real window's update latency and GUI-thread stalls.
 - :mod:`.startup`: wall time of fresh ``python`` subprocesses, up to the window's first frame.
 
@@ -44,6 +45,7 @@ from .display import bench_display, display_notes
 from .engine import ENGINE_TARGET, bench_engine, profile_missed
 from .folder import bench_folder
 from .interventions import bench_interventions
+from .circuits import bench_circuits
 from .training import bench_training
 from .memory import bench_memory
 from .long import bench_long
@@ -72,7 +74,7 @@ def _bench_window(settings: BenchSettings, log: Log) -> tuple[list[Row], list[di
 # The sections after the engine, display and memory ones, in the order they run (``--only`` names them).
 SECTIONS = {
     "model": bench_model, "folder": bench_folder, "decoder": bench_decoder, "quantized": bench_quantized,
-    "long": bench_long, "interventions": bench_interventions, "training": bench_training,
+    "long": bench_long, "interventions": bench_interventions, "circuits": bench_circuits, "training": bench_training,
     "window": _bench_window, "startup": bench_startup,
 }
 SECTION_NAMES = ("engine", "display", "memory", *SECTIONS)
