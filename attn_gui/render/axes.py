@@ -22,7 +22,38 @@ GAP = 3  # pixels between the labels and the image
 SHORT_LEVEL = 2  # among upright column labels, one this short stays level (it fits its cell)
 
 
-class LabelAxis(pg.AxisItem):
+class _KeptBounds:
+    """An axis whose bounding rectangle is worked out once per geometry: pyqtgraph's ``AxisItem.boundingRect``
+    computes it in Python on each of Qt's calls (about 600 for the 14 maps of a frame laid out again). It
+    depends on the geometry and the style alone (no grid is drawn)."""
+
+    _bounds: tuple[QtCore.QRectF, QtCore.QRectF] | None = None
+
+    def boundingRect(self) -> QtCore.QRectF:
+        geometry = self.geometry()
+        if self._bounds is None or self._bounds[0] != geometry:
+            self._bounds = (geometry, super().boundingRect())
+        return QtCore.QRectF(self._bounds[1])
+
+    def setStyle(self, **kwargs) -> None:
+        self._bounds = None  # the tick length and text margins widen it
+        super().setStyle(**kwargs)
+
+
+class FrameAxis(_KeptBounds, pg.AxisItem):
+    """A side of a colour bar's frame: the line alone (``pg.ColorBarItem`` shows its three other axes, with no
+    ticks, as a frame), placed as pyqtgraph places an axis's line, without working out ticks for none."""
+
+    def generateDrawSpecs(self, p):
+        b = self.mapRectFromParent(self.geometry())
+        ends = {"left": (b.topRight() + QtCore.QPointF(-1, -1), b.bottomRight() + QtCore.QPointF(-1, 1)),
+                "right": (b.topLeft() + QtCore.QPointF(1, -1), b.bottomLeft() + QtCore.QPointF(1, 1)),
+                "top": (b.bottomLeft() + QtCore.QPointF(-1, -1), b.bottomRight() + QtCore.QPointF(1, -1)),
+                "bottom": (b.topLeft() + QtCore.QPointF(-1, 1), b.topRight() + QtCore.QPointF(1, 1))}
+        return (self.pen(), *ends[self.orientation]), [], []
+
+
+class LabelAxis(_KeptBounds, pg.AxisItem):
     """A left or top axis with one label per displayed row or column (see module docstring)."""
 
     def __init__(self, orientation: str, font: QtGui.QFont):
@@ -169,7 +200,7 @@ class LabelAxis(pg.AxisItem):
         self.picture.play(p)
 
 
-class BarAxis(pg.AxisItem):
+class BarAxis(_KeptBounds, pg.AxisItem):
     """A colour bar's value axis: given ticks painted straight into the cached picture.
 
     pyqtgraph's ``AxisItem`` measures every tick text with a painter and lays them out

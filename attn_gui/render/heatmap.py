@@ -16,7 +16,7 @@ from PySide6 import QtCore, QtGui, QtWidgets
 from ..present.explain import axis_titles
 from ..present.maps import MapData, describe_cell, display_row, full_row, tick_label
 from ..present.scales import colour_scale
-from .axes import BarAxis, LabelAxis
+from .axes import BarAxis, FrameAxis, LabelAxis
 from .cells import MAX_VALUE_CELLS, CellRects, CellValues
 from .image import LutImage
 from .style import SIGNED_CMAP, WEIGHTS_CMAP, Marks, highlight_rect, mask_items, mask_rects, set_mask
@@ -96,8 +96,15 @@ class _NoMenuPlot(pg.PlotItem):
         super().__init__(*args, enableMenu=False, **kwargs)
 
 
-class ColourBar(pg.ColorBarItem, _NoMenuPlot):
-    """``pg.ColorBarItem`` without the view box menu it switches off anyway (``_NoMenuPlot`` comes
+class _FramedBar(_NoMenuPlot):
+    """The colour bar's plot, its frame drawn by ``FrameAxis`` lines (pyqtgraph's axes work out ticks for none)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, axisItems={side: FrameAxis(side) for side in ("left", "top", "bottom")}, **kwargs)
+
+
+class ColourBar(pg.ColorBarItem, _FramedBar):
+    """``pg.ColorBarItem`` without the view box menu it switches off anyway (``_FramedBar`` comes
     between it and PlotItem, so its ``super().__init__()`` makes the view box without one)."""
 
 
@@ -153,6 +160,13 @@ class MapItem(pg.GraphicsLayout):
                                       interactive=False, width=12, colorMapMenu=False)
             self._use_bar_axis(QtWidgets.QApplication.font())  # the default size, as pyqtgraph's own bar axis
             self.colorbar.setImageItem(self.image, insert_in=self.plot)
+        for plot in (self.plot, self.colorbar):
+            for axis in (plot.axes.values() if plot is not None else ()):
+                # no axis shows pyqtgraph's label: its SI prefix, worked out on every resize, would only write
+                # the hidden label's HTML again (2 of 3 ms of a map's new size); before the bar hides, which
+                # would size its axis 0 px wide
+                axis["item"].enableAutoSIPrefix(False)
+        if self.colorbar is not None:
             self.colorbar.setVisible(False)  # no map, no scale (an empty dock drew a stray bar): set_data shows it
         self._highlight_row: int | None = None
         self.plot.getViewBox().sigResized.connect(lambda _vb: self._fit_columns())
@@ -310,10 +324,9 @@ class MapItem(pg.GraphicsLayout):
         """Replaces LabelItem.updateMin: the title wraps, so it never sets the map's minimum width."""
         title = self.plot.titleLabel
         h = title.item.boundingRect().height()
-        title.setMinimumWidth(0)
+        title.setMinimumWidth(0)  # each setter lays the map out again only where its value changed
         title.setMinimumHeight(h)
         title.setMaximumHeight(h)
-        title.updateGeometry()
 
     def set_highlight(self, row: int | None) -> None:
         """Outline the displayed row holding full-axis row ``row`` (None hides it)."""
