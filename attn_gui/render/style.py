@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pyqtgraph as pg
 from PySide6 import QtCore, QtGui, QtWidgets
 
 pg.setConfigOptions(imageAxisOrder="row-major", background="w", foreground="k", antialias=False)
+# Qt's raster engine hands each fill of 96 scanlines and more to a pool of threads and waits for them: a map's
+# scaled image, its colour bar. On 2 shared cores the GUI thread waited 1.0-1.5 ms a map for 0.06-0.1 ms of work
+# (issue 48). Read when the pool is first made, at the first such paint: set unless the person set it.
+os.environ.setdefault("QT_NO_GUI_THREADPOOL", "1")
 
 WEIGHTS_CMAP = "viridis"
 SIGNED_CMAP = "CET-D1A"  # blue - white - red, centred on zero
