@@ -97,6 +97,9 @@ class Canvas(ReadoutHost, pg.GraphicsView):
             policy(QtCore.Qt.ScrollBarPolicy.ScrollBarAlwaysOff if picture else  # a picture holds the whole scene
                    QtCore.Qt.ScrollBarPolicy.ScrollBarAsNeeded)
         self.setTransformationAnchor(QtWidgets.QGraphicsView.ViewportAnchor.AnchorUnderMouse)
+        # what changed is painted again, not 2 pixels around it too: those reach the labels and titles beside
+        # every image, which a new seed repainted (every item paints inside its bounding rectangle)
+        self.setOptimizationFlag(QtWidgets.QGraphicsView.OptimizationFlag.DontAdjustForAntialiasing, True)
         self.head, self.token, self.hidden, self.focus, self.scales = 0, None, (), None, ()
         self.items: dict[tuple[str, bool], MapItem] = {}  # (field, thumbnail) -> item, kept between frames
         self.shown: dict[str, MapItem] = {}  # map id -> the item showing it now
@@ -301,7 +304,6 @@ class Canvas(ReadoutHost, pg.GraphicsView):
             box, data = self.plan.boxes[mid], self._data[mid][1]
             item = self._item(data.field, box.thumb)
             item.show()  # before it is laid out: showing an item asks for its layout again
-            item.setGeometry(_rect(box))
             if not box.thumb:
                 item.set_label_px(box.label_px)
             brief = box.thumb or data.field != (self.focus or "weights")  # beside the large map (alpha in "All maps")
@@ -310,7 +312,9 @@ class Canvas(ReadoutHost, pg.GraphicsView):
             if item.data is not data:  # a new frame, or an item that was a thumbnail until this resize
                 if not item.compact:
                     item.marks.set_cells(display_cells(data, self.marks.get(data.field, [])))
-                item.set_data(data)
+                item.set_data(data, lay_out=False)
+            # its new labels and title first, then its size: laid out once (``_settle``), not at the old size too
+            item.setGeometry(_rect(box))
             self.shown[mid] = item
             self._settle([item])
             item.set_highlight(None if self.picture or not data.query_rows else self.token)

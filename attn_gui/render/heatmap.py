@@ -15,7 +15,7 @@ from PySide6 import QtCore, QtGui, QtWidgets
 
 from ..present.explain import axis_titles
 from ..present.maps import MapData, describe_cell, display_row, full_row, tick_label
-from ..present.scales import colour_scale
+from ..present.scales import ColourScale, colour_scale
 from .axes import BarAxis, FrameAxis, LabelAxis
 from .cells import MAX_VALUE_CELLS, CellRects, CellValues
 from .image import LutImage
@@ -123,6 +123,7 @@ class MapItem(pg.GraphicsLayout):
         super().__init__()
         self.name = name
         self.data: MapData | None = None
+        self._scale: ColourScale | None = None  # the colour scale of ``data`` (its bar's levels and ticks)
         self._last: dict = {}
         self.compact = compact
         self.axis_titles = False  # name the axes ("query", "key"): pictures do, the window has no room
@@ -188,8 +189,9 @@ class MapItem(pg.GraphicsLayout):
 
     # rendering -------------------------------------------------------------------------------
 
-    def set_data(self, data: MapData) -> None:
-        """Show ``data``: image, levels, colour map, labels, values and masked cells."""
+    def set_data(self, data: MapData, lay_out: bool = True) -> None:
+        """Show ``data``: image, levels, colour map, labels, values and masked cells; laid out now unless
+        ``lay_out`` is False (the canvas gives the item its size next, and lays it out once at that size)."""
         m = np.asarray(data.matrix, dtype=np.float64 if data.matrix.dtype == np.float64 else np.float32)
         self.data = data
         R, C = m.shape
@@ -209,10 +211,8 @@ class MapItem(pg.GraphicsLayout):
                 self.image.setColorMap(cmap)
             else:
                 bar.setColorMap(cmap)
-        ticks = scale.ticks(5 if self.size().height() >= SHORT_BAR_PX else 3)  # a short bar: fewer, never overprinted
-        if bar is not None and (last.get("levels") != levels or last.get("ticks") != ticks):
-            bar.setLevels(levels)
-            bar.axis.setTicks([ticks])  # given, so the bar's axis never searches for its own spacing
+        self._scale = scale
+        self._bar_ticks()
         scaled = bool(finite.any())  # a map with no number (not captured) has no scale
         if bar is not None and scaled != bar.isVisible():
             bar.setVisible(scaled)
@@ -240,11 +240,23 @@ class MapItem(pg.GraphicsLayout):
             self.plot.getViewBox().setRange(xRange=(-0.5, C - 0.5), yRange=(-0.5, R - 0.5), padding=0)
         elif last.get("title") != title:
             self._fit()
-        self._last = {"kind": data.kind, "levels": levels, "ticks": ticks, "title": title, "layout": layout_key,
-                      "about": data.about}
+        last.update(kind=data.kind, title=title, layout=layout_key, about=data.about)
         self.set_highlight(self._highlight_row)
         self.marks.set_shape(R, C)
-        self.layout.activate()  # lay out now, so a picture taken right away has every label
+        if lay_out:
+            self.layout.activate()  # lay out now, so a picture taken right away has every label
+
+    def _bar_ticks(self) -> None:
+        """The colour bar's levels and ticks for the map's height now (a short map gets three, never
+        overprinted); set only where they changed."""
+        bar, scale = self.colorbar, self._scale
+        if bar is None or scale is None:
+            return
+        ticks = scale.ticks(5 if self.size().height() >= SHORT_BAR_PX else 3)
+        if self._last.get("levels") != scale.levels or self._last.get("ticks") != ticks:
+            bar.setLevels(scale.levels)
+            bar.axis.setTicks([ticks])  # given, so the bar's axis never searches for its own spacing
+            self._last.update(levels=scale.levels, ticks=ticks)
 
     def _use_bar_axis(self, font: QtGui.QFont) -> None:
         """Give the colour bar a ``BarAxis``: its ticks change with most updates of a signed map."""
@@ -291,6 +303,7 @@ class MapItem(pg.GraphicsLayout):
         super().resizeEvent(ev)
         if getattr(self, "data", None) is not None and self.scene() is not None:
             self._fit()
+            self._bar_ticks()  # the map may have grown past SHORT_BAR_PX, or shrunk below it
 
     def _fit(self) -> None:
         """Label every displayed row and column, stand column labels upright if they must, wrap the title."""
@@ -304,7 +317,9 @@ class MapItem(pg.GraphicsLayout):
             self._fit_columns()
         title = self.plot.titleLabel
         bar = 0 if self.compact else 75  # the title sits above the image only, not the colour bar
-        axis = 0 if self.compact else self.rowAxis.width()
+        # the width its labels give the row axis (``LabelAxis.set_labels``), not its geometry, which is the old
+        # labels' until the map is laid out: a first frame's titles wrapped otherwise than the same frame's later
+        axis = 0 if self.compact else self.rowAxis.fixedWidth or self.rowAxis.width()
         width = max(50, self.size().width() - axis - bar)
         title.item.setTextWidth(-1)
         if title.item.boundingRect().width() > width:  # wrap only when it does not fit on one line

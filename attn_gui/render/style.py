@@ -22,6 +22,26 @@ HIGHLIGHT = QtGui.QColor(255, 140, 0)
 MARK = QtGui.QColor(220, 0, 120)  # a lesson's cells: magenta, apart from the followed row's orange
 
 
+_STATIC_TEXTS: dict[tuple[str, str], QtGui.QStaticText] = {}  # (font, text) -> the text laid out in it
+STATIC_TEXTS_KEPT = 4096  # cell values and labels repeat from frame to frame; past this many, start again
+
+
+def static_text(text: str, font: QtGui.QFont) -> QtGui.QStaticText:
+    """``text`` laid out once in ``font``, for ``QPainter.drawStaticText``: ``drawText`` lays its text out on
+    every call, which was most of a map's paint (a cell's value, an axis label). Draw it with the painter's
+    font set to ``font``; its top left is where ``drawText`` in a rectangle would put it, ``size()`` its size."""
+    key = (font.key(), text)
+    laid_out = _STATIC_TEXTS.get(key)
+    if laid_out is None:
+        if len(_STATIC_TEXTS) >= STATIC_TEXTS_KEPT:
+            _STATIC_TEXTS.clear()
+        laid_out = QtGui.QStaticText(text)
+        laid_out.setTextFormat(QtCore.Qt.TextFormat.PlainText)
+        laid_out.prepare(QtGui.QTransform(), font)
+        _STATIC_TEXTS[key] = laid_out
+    return laid_out
+
+
 def highlight_rect(colour: QtGui.QColor = HIGHLIGHT) -> QtWidgets.QGraphicsRectItem:
     """The orange outline that marks the followed token's row (or the chosen head); ``colour`` for others."""
     rect = QtWidgets.QGraphicsRectItem()
