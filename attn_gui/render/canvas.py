@@ -225,6 +225,8 @@ class Canvas(ReadoutHost, pg.GraphicsView):
         items made ahead while a model loaded measured no better, and a hidden one left in the scene at exit
         crashed the interpreter's teardown)."""
         item = MapItem(name, compact=compact)
+        if not self.picture:
+            item.keep_text_drawn()
         self.scene().addItem(item)
         return item
 

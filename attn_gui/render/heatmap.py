@@ -178,6 +178,16 @@ class MapItem(pg.GraphicsLayout):
             self.rowAxis.set_pixel_size(px)
             self.colAxis.set_pixel_size(px)
 
+    def keep_text_drawn(self) -> None:
+        """Keep the axes' labels, the title and the colour bar's ticks and frame as pixels between paints,
+        drawn again only when they change: Qt paints every item that touches an area repainted, and a new
+        frame's images reached the labels beside them (a quarter of a seed change's paint, issue 48). For a
+        view on screen only: a picture (SVG, PDF) would get its text as pixels."""
+        cache = QtWidgets.QGraphicsItem.CacheMode.DeviceCoordinateCache
+        bar = [axis["item"] for axis in self.colorbar.axes.values()] if self.colorbar is not None else []
+        for item in (self.rowAxis, self.colAxis, self.plot.titleLabel.item, *bar):
+            item.setCacheMode(cache)
+
     def set_compact(self) -> None:
         """Draw as a thumbnail from now on: title and picture, no axes, no zoom."""
         self.compact = True
