@@ -267,6 +267,9 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--only", metavar="SECTION[,SECTION...]",
                    help="run only these sections: engine, display, memory, model, folder, decoder, quantized, "
                         "long, interventions, circuits, training, window, startup")
+    b.add_argument("--compare", metavar="REV",
+                   help="time the window part against REV (a commit of this checkout, or a folder holding "
+                        "attn_gui) in the same run, in turns; each row gets the ratio of its median to REV's")
     p.epilog = _window_epilog(gui)
     p.formatter_class = argparse.RawDescriptionHelpFormatter
     return p
@@ -780,6 +783,7 @@ def _census_progress(p) -> None:
 def _run_bench(args: argparse.Namespace) -> int:
     """``attn-gui bench``: progress to stderr, the tables to stdout, the JSON to ``--json``; 0 on success."""
     from . import bench
+    from .bench.compare import CompareError, check_rev
 
     if args.json:
         try:
@@ -793,11 +797,25 @@ def _run_bench(args: argparse.Namespace) -> int:
         print(f"attn-gui bench: --only takes sections of {', '.join(bench.SECTION_NAMES)}; got "
               f"{', '.join(unknown) or repr(args.only)}", file=sys.stderr)
         return 2
+    if args.compare is not None:
+        if args.engine_only or only and "window" not in only:
+            print("attn-gui bench: --compare times the window part; run it with the window section "
+                  "(no --engine-only; --only window)", file=sys.stderr)
+            return 2
+        try:
+            check_rev(args.compare)
+        except CompareError as exc:
+            print(f"attn-gui bench: {one_line(str(exc))}", file=sys.stderr)
+            return 2
     tiny = os.environ.get(bench.TINY_ENV, "") not in ("", "0")
     settings = dataclasses.replace(
         bench.BenchSettings.for_mode(quick=args.quick, device=args.device, engine_only=args.engine_only, tiny=tiny),
-        only=only)
-    report = bench.run_bench(settings, log=lambda message: print(message, file=sys.stderr, flush=True))
+        only=only, compare=args.compare or "")
+    try:
+        report = bench.run_bench(settings, log=lambda message: print(message, file=sys.stderr, flush=True))
+    except CompareError as exc:  # the tree compared with failed to run the window
+        print(f"attn-gui bench: {one_line(str(exc))}", file=sys.stderr)
+        return 2
     print(bench.format_report(report))
     if args.json:
         bench.write_json(report, args.json)

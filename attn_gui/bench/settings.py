@@ -46,6 +46,9 @@ class BenchSettings:
         "full", "quick" or "tiny", recorded in the report.
     only : tuple of str
         The sections to run (``attn-gui bench --only``); empty: every section.
+    compare : str
+        ``--compare REV``: the window part is timed against REV (a commit, or a folder holding
+        ``attn_gui``) in the same run, in turns; "" for none.
     """
 
     device: str = "cpu"
@@ -61,6 +64,7 @@ class BenchSettings:
     engine_only: bool = False
     mode: str = "full"
     only: tuple[str, ...] = ()
+    compare: str = ""
 
     def wants(self, section: str) -> bool:
         """Whether ``section`` runs: every one unless ``--only`` named some."""
