@@ -1,7 +1,7 @@
-"""The Circuit dock on a tiny random Llama: found off the GUI thread (the engine's scores, checked against
-transformers in tests/engine/test_circuits.py), drawn with its k slider and curve, a head clicked opens it, an edge
-clicked shows its heads' α and composition score (checked against transformers in
-tests/engine/test_circuits_composition.py), bad input is one line where the user looks and the last circuit stays, a model that is not a decoder says why."""
+"""The Circuit dock on a tiny random Llama: found off the GUI thread (the engine's scores, checked against transformers
+in tests/engine/test_circuits.py), drawn with its k slider and curve, a head clicked opens it, an edge clicked shows
+its heads' α and composition score (checked against transformers in tests/engine/test_circuits_composition.py), bad
+input is one line where the user looks and the last circuit stays, a model that is not a decoder says why."""
 
 
 import pytest
