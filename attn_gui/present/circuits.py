@@ -131,9 +131,17 @@ def pick_writer(g: Graph, x: float, y: float, width: int, height: int) -> int | 
     return best
 
 
-def graph_svg(found: Circuit, k: int = 20, width: int = 900, height: int = 700, short: bool = False) -> str:
+def graph_size(g: Graph) -> tuple[int, int]:
+    """The picture size that keeps every node apart: 900 x 700 at least, 90 pixels a column and 24 a half-row
+    (a 30-layer model: 1534 pixels high)."""
+    return max(900, 90 * (g.heads + 1) + 80), max(700, 24 * (2 * g.layers + 1) + 70)
+
+
+def graph_svg(found: Circuit, k: int = 20, width: int = 900, height: int = 700, short: bool = False,
+              chosen: tuple[int, int] | None = None) -> str:
     """The top ``k`` edges on the layered graph: width |score| (the largest 6 px), colour the sign; ``short``: a
-    title without the method, task and model (a dock that says them beside it)."""
+    title without the method, task and model (a dock that says them beside it); ``chosen``: an edge (writer, reader)
+    drawn over a wide yellow band, the one looked at."""
     g = found.graph
     at = layout(g)
     point, sx = to_pixels(at, width, height)
@@ -145,6 +153,10 @@ def graph_svg(found: Circuit, k: int = 20, width: int = 900, height: int = 700, 
     for layer in range(g.layers):
         _, y = point(0, 2.0 * layer + 1)
         body.append(f'<text x="8" y="{y + 4:.1f}" fill="#555">L{layer + 1}</text>')
+    if chosen is not None:
+        (x0, y0), (x1, y1) = point(*at.writers[chosen[0]]), point(*at.readers[chosen[1]])
+        body.append(f'<line x1="{x0:.1f}" y1="{y0:.1f}" x2="{x1:.1f}" y2="{y1:.1f}" stroke="#facc15" '
+                    'stroke-width="12" stroke-opacity="0.7" stroke-linecap="round"/>')
     for e in sorted(edges, key=lambda e: abs(e.score)):  # the largest drawn last, on top
         x0, y0 = point(*at.writers[e.writer_index])
         x1, y1 = point(*at.readers[e.reader_index])

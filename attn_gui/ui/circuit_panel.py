@@ -22,6 +22,7 @@ from ..present.circuits import alpha_svg, faithfulness_svg, graph_svg, pick_edge
 from .worker import TaskThread
 
 DEFAULT_K = 20
+ASK = "Click an edge of the graph to see its two heads' α and how their weights compose."
 DEFAULT_PAIRS = 20  # a run of a few seconds on SmolLM2; the CLI's default is 50
 
 
@@ -111,8 +112,7 @@ class CircuitPanel(QtWidgets.QWidget):
         self.curve = _Picture(self._curve_svg)
         self.curve.setObjectName("circuitCurve")
         self.curve.setMinimumSize(260, 150)
-        self.edgeInfo = QtWidgets.QLabel("Click an edge of the graph to see its two heads' α and how their weights "
-                                         "compose.")
+        self.edgeInfo = QtWidgets.QLabel(ASK)
         self.edgeInfo.setObjectName("circuitEdgeInfo")
         self.edgeInfo.setWordWrap(True)
         self.edgeInfo.setTextInteractionFlags(QtCore.Qt.TextInteractionFlag.TextSelectableByMouse)
@@ -234,7 +234,7 @@ class CircuitPanel(QtWidgets.QWidget):
 
     def show_circuit(self, found: Circuit) -> None:
         """Draw ``found``: the slider runs over its edges (at most 200), the curve beside."""
-        self.found = found
+        self.found, self.seen = found, None
         f = found.faithfulness
         small = "" if f is None else (f"; {f.smallest} edges recover {f.target:.0%}" if f.smallest is not None
                                       else f"; no circuit recovers {f.target:.0%}")
@@ -247,6 +247,9 @@ class CircuitPanel(QtWidgets.QWidget):
         self.kSlider.blockSignals(False)
         self._show_k()
         self.curve.redraw()
+        self.edgeInfo.setText(ASK)
+        self.writerAlpha.redraw()
+        self.readerAlpha.redraw()
 
     def _show_k(self) -> None:
         k = self.kSlider.value()
@@ -257,7 +260,11 @@ class CircuitPanel(QtWidgets.QWidget):
         self.graph.redraw()
 
     def _graph_svg(self, width: int, height: int) -> str | None:
-        return None if self.found is None else graph_svg(self.found, self.kSlider.value(), width, height, short=True)
+        if self.found is None:
+            return None
+        seen, g = self.seen, self.found.graph
+        chosen = None if seen is None else (g.find_writer(seen.writer), g.find_reader(seen.reader))
+        return graph_svg(self.found, self.kSlider.value(), width, height, short=True, chosen=chosen)
 
     def _curve_svg(self, width: int, height: int) -> str | None:
         f = None if self.found is None else self.found.faithfulness
@@ -310,6 +317,7 @@ class CircuitPanel(QtWidgets.QWidget):
         self.edgeInfo.setText("<br>".join(lines))
         self.writerAlpha.redraw()
         self.readerAlpha.redraw()
+        self.graph.redraw()
         self.edgeShown.emit(seen.writer, seen.reader)
 
     def _alpha_svg(self, width: int, height: int, writer: bool) -> str | None:

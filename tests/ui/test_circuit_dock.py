@@ -96,4 +96,5 @@ def test_an_edge_clicked_shows_both_heads_and_its_composition(qtbot: QtBot, llam
     assert seen.writer_alpha is not None and seen.reader_alpha is not None
     assert seen.writer_alpha.shape == (len(panel._prompt[1]),) * 2
     assert panel.writerAlpha.renderer().isValid() and panel.readerAlpha.renderer().isValid()
+    assert panel._graph_svg(*size).count('stroke="#facc15"') == 1  # the edge looked at, banded in the graph
     panel.shutdown()
