@@ -23,12 +23,17 @@ def llama(tmp_path_factory):
     return str(path), circuit_pairs(path)
 
 
-def test_find_draw_and_open_a_head(qtbot: QtBot, llama):
-    folder, pairs = llama
+def _panel(qtbot: QtBot) -> CircuitPanel:
     panel = CircuitPanel()
     qtbot.addWidget(panel)
     panel.resize(1100, 500)
     panel.show()
+    return panel
+
+
+def test_find_draw_and_open_a_head(qtbot: QtBot, llama):
+    folder, pairs = llama
+    panel = _panel(qtbot)
     panel.follow(AttentionConfig())  # random weights: no decoder
     assert not panel.runButton.isEnabled() and "need a decoder" in panel.message.text()
     panel.follow(AttentionConfig(sentence=SENTENCE, model=folder))
@@ -62,10 +67,7 @@ def test_find_draw_and_open_a_head(qtbot: QtBot, llama):
 
 def test_an_edge_clicked_shows_both_heads_and_its_composition(qtbot: QtBot, llama):
     folder, pairs = llama
-    panel = CircuitPanel()
-    qtbot.addWidget(panel)
-    panel.resize(1100, 500)
-    panel.show()
+    panel = _panel(qtbot)
     panel.follow(AttentionConfig(sentence=SENTENCE, model=folder))
     panel.taskBox.setEditText(pairs)
     with qtbot.waitSignal(panel.circuitDone, timeout=60000):
