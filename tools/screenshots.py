@@ -129,6 +129,8 @@ PICTURES: tuple[Picture, ...] = (
     Picture("export-weights.png", make="export_weights"),
     Picture("page-hover.png", make="page_hover", needs=(ENCODER,)),
     Picture("why-dla-smollm2.png", make="attribute", needs=(DECODER,)),
+    Picture("circuit-edge-1366x768.png", make="circuit_edge", heavy=True),
+    Picture("circuit-ioi-smollm2.png", make="circuit_ioi", needs=(DECODER,), heavy=True),
     # the first 9-head frame drawn in steps (benchmarks.md): SmolLM2 on the default sentence
     Picture("firstframe-smollm2-focus-1366x768.png", config=dict(model=DECODER), dock="model-view",
             needs=(DECODER,)),
@@ -590,8 +592,57 @@ def _page_hover(path: Path, work: Path) -> None:
                    check=True, capture_output=True, timeout=300)
 
 
+INDUCTION = ["--task", "induction", "--symbols", "8", "--length", "16", "--layers", "2", "--heads", "1",
+             "--d-model", "32", "--batch", "64", "--lr", "0.01", "--steps", "300", "--seed", "0"]  # lesson 7's
+
+
+def _circuit_edge(path: Path, work: Path) -> None:
+    """Lesson 7's model (``attn-gui train``, seconds) in the window, the Circuit dock's EAP-IG on induction, the
+    L1H1 -> L2H1 k edge looked at."""
+    from PySide6 import QtWidgets
+
+    from attn_gui.cli import main as cli
+    from attn_gui.engine import AttentionConfig
+    from attn_gui.engine.training import probe_sentence
+    from attn_gui.present.state import ViewState
+
+    folder = work / "induction"
+    if not folder.exists() and cli(["train", *INDUCTION, "--out", str(folder)]) != 0:
+        raise RuntimeError("screenshots: attn-gui train failed")
+
+    def act(window, app, work):
+        panel = window.circuit
+        panel.taskBox.setEditText("induction")
+        panel.methodBox.setCurrentText("eap-ig")
+        panel.run()
+        _settle(app, lambda: panel.found is not None, timeout=600)
+        panel.kSlider.setValue(6)
+        g = panel.found.graph
+        panel.show_edge(g.find_writer("L1H1"), g.find_reader("L2H1 k"))
+        _settle(app, lambda: panel.seen is not None, timeout=120)
+        _steady(app, window)
+
+    state = ViewState(AttentionConfig(sentence=probe_sentence(folder), model=str(folder)), focus="weights")
+    if not _window_picture(QtWidgets.QApplication.instance(), state, "circuit", (1366, 768), act, path, work,
+                           dock_share=0.6):
+        raise RuntimeError(f"screenshots: {path} was not made")
+
+
+def _circuit_ioi(path: Path, work: Path) -> None:
+    """``attn-gui circuit --model smollm2-135m --task ioi --method eap --pairs 10 --top 30 --no-faithfulness``:
+    graph.png (docs/guide/circuits.md)."""
+    from attn_gui.cli import main as cli
+
+    out = work / "circuit-ioi"
+    if cli(["circuit", "--model", DECODER, "--task", "ioi", "--method", "eap", "--pairs", "10", "--top", "30",
+            "--no-faithfulness", "--out", str(out), "--overwrite"]) != 0:
+        raise RuntimeError("screenshots: attn-gui circuit failed")
+    shutil.copyfile(out / "graph.png", path)
+
+
 MAKERS: dict[str, Callable[[Path, Path], None]] = {
     "export_weights": _export_weights, "attribute": _attribute, "page_hover": _page_hover,
+    "circuit_edge": _circuit_edge, "circuit_ioi": _circuit_ioi,
 }
 
 

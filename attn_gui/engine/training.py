@@ -470,6 +470,18 @@ def probe_sentence(path: str | os.PathLike) -> str | None:
     return task.sentence(task.probe().inputs[0])
 
 
+def trained_with(path: str | os.PathLike | None) -> dict | None:
+    """How the checkpoint ``save_checkpoint`` wrote at ``path`` was trained (its config.json's "attn_gui_train":
+    task, symbols, length, layers, heads, d_model, ...); None for any other model, file or folder."""
+    if path is None:
+        return None
+    try:
+        found = json.loads((Path(path) / "config.json").read_text()).get("attn_gui_train")
+    except (OSError, ValueError, TypeError, AttributeError):
+        return None
+    return found if isinstance(found, dict) else None
+
+
 def check_checkpoint_folder(folder: str | os.PathLike) -> None:
     """Refuse, before any training step, a folder ``save_checkpoint`` could not write (``ConfigError``).
 

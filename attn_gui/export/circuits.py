@@ -10,7 +10,7 @@ import os
 from pathlib import Path
 
 from ..engine.circuits import Circuit
-from ..present.circuits import edge_rows, faithfulness_svg, graph_svg, node_rows
+from ..present.circuits import edge_rows, faithfulness_svg, graph_size, graph_svg, node_rows
 from .files import ExportError
 from .folder import MANIFEST, Target
 
@@ -102,7 +102,7 @@ def write_circuit(found: Circuit, folder: str | os.PathLike, fmt: str = "csv", k
     try:
         _edges(found, stage / files[0], fmt)
         (stage / "nodes.csv").write_bytes(_csv(["writer", "score"], [(n, f"{v:.9g}") for n, v in node_rows(found)]))
-        svg = graph_svg(found, k)
+        svg = graph_svg(found, k, *graph_size(found.graph))
         (stage / "graph.svg").write_text(svg, encoding="utf-8")
         svg_png(svg, stage / "graph.png")
         curve = found.faithfulness

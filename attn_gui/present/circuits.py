@@ -131,9 +131,17 @@ def pick_writer(g: Graph, x: float, y: float, width: int, height: int) -> int | 
     return best
 
 
-def graph_svg(found: Circuit, k: int = 20, width: int = 900, height: int = 700, short: bool = False) -> str:
+def graph_size(g: Graph) -> tuple[int, int]:
+    """The picture size that keeps every node apart: 900 x 700 at least, 90 pixels a column and 24 a half-row
+    (a 30-layer model: 1534 pixels high)."""
+    return max(900, 90 * (g.heads + 1) + 80), max(700, 24 * (2 * g.layers + 1) + 70)
+
+
+def graph_svg(found: Circuit, k: int = 20, width: int = 900, height: int = 700, short: bool = False,
+              chosen: tuple[int, int] | None = None) -> str:
     """The top ``k`` edges on the layered graph: width |score| (the largest 6 px), colour the sign; ``short``: a
-    title without the method, task and model (a dock that says them beside it)."""
+    title without the method, task and model (a dock that says them beside it); ``chosen``: an edge (writer, reader)
+    drawn over a wide yellow band, the one looked at."""
     g = found.graph
     at = layout(g)
     point, sx = to_pixels(at, width, height)
@@ -145,6 +153,10 @@ def graph_svg(found: Circuit, k: int = 20, width: int = 900, height: int = 700, 
     for layer in range(g.layers):
         _, y = point(0, 2.0 * layer + 1)
         body.append(f'<text x="8" y="{y + 4:.1f}" fill="#555">L{layer + 1}</text>')
+    if chosen is not None:
+        (x0, y0), (x1, y1) = point(*at.writers[chosen[0]]), point(*at.readers[chosen[1]])
+        body.append(f'<line x1="{x0:.1f}" y1="{y0:.1f}" x2="{x1:.1f}" y2="{y1:.1f}" stroke="#facc15" '
+                    'stroke-width="12" stroke-opacity="0.7" stroke-linecap="round"/>')
     for e in sorted(edges, key=lambda e: abs(e.score)):  # the largest drawn last, on top
         x0, y0 = point(*at.writers[e.writer_index])
         x1, y1 = point(*at.readers[e.reader_index])
@@ -202,3 +214,59 @@ def faithfulness_svg(curve: Faithfulness, width: int = 640, height: int = 400, t
     smallest = (f"smallest circuit recovering {curve.target:.0%}: {curve.smallest} edges" if curve.smallest
                 is not None else f"no circuit recovers {curve.target:.0%}")
     return _frame(width, height, body, title or f"Fraction of the metric recovered; {smallest}")
+
+
+def _to_segment(px: float, py: float, a: tuple[float, float], b: tuple[float, float]) -> float:
+    """The squared distance from (px, py) to the segment a-b."""
+    dx, dy = b[0] - a[0], b[1] - a[1]
+    t = 0.0 if dx == dy == 0 else max(0.0, min(1.0, ((px - a[0]) * dx + (py - a[1]) * dy) / (dx * dx + dy * dy)))
+    return (px - a[0] - t * dx) ** 2 + (py - a[1] - t * dy) ** 2
+
+
+def pick_edge(found: Circuit, k: int, x: float, y: float, width: int, height: int,
+              reach: float = 5.0) -> tuple[int, int] | None:
+    """The drawn edge (one of the top ``k``; ``graph_svg``'s lines) passing within ``reach`` pixels of (``x``, ``y``)
+    on a ``width`` x ``height`` picture, the nearest, as (writer, reader) indices; or None."""
+    at = layout(found.graph)
+    point, _ = to_pixels(at, width, height)
+    best, where = None, reach * reach
+    for e in top_edges(found, k):
+        d = _to_segment(x, y, point(*at.writers[e.writer_index]), point(*at.readers[e.reader_index]))
+        if d <= where:
+            best, where = (e.writer_index, e.reader_index), d
+    return best
+
+
+def edge_middle(found: Circuit, writer: int, reader: int, width: int, height: int) -> tuple[float, float]:
+    """The pixel halfway along the line ``graph_svg`` draws for edge ``writer`` -> ``reader``."""
+    at = layout(found.graph)
+    point, _ = to_pixels(at, width, height)
+    (x0, y0), (x1, y1) = point(*at.writers[writer]), point(*at.readers[reader])
+    return (x0 + x1) / 2, (y0 + y1) / 2
+
+
+def alpha_svg(alpha: list[list[float]], tokens: list[str], title: str, width: int = 320, height: int = 320) -> str:
+    """α (n x n: query rows, key columns) as a white-to-blue grid, 0 to 1 as the maps' α; tokens along both sides
+    while there is room to read them (a cell of 7 pixels or more)."""
+    n = len(alpha)
+    left, top = 70, 28
+    cell = max(1.0, min((width - left - 6) / max(1, n), (height - top - 46) / max(1, n)))
+    body = []
+    for i, row in enumerate(alpha):
+        for j, a in enumerate(row):
+            if a > 0.005:  # white is the background: a cell of almost nothing need not be drawn
+                shade = round(255 * (1 - min(1.0, max(0.0, a))))
+                body.append(f'<rect x="{left + j * cell:.1f}" y="{top + i * cell:.1f}" width="{cell + 0.2:.1f}" '
+                            f'height="{cell + 0.2:.1f}" fill="rgb({shade},{shade},255)"/>')
+    body.append(f'<rect x="{left}" y="{top}" width="{n * cell:.1f}" height="{n * cell:.1f}" fill="none" '
+                'stroke="#888"/>')
+    if cell >= 7:
+        size = min(10.0, cell * 0.9)
+        for i, t in enumerate(tokens[:n]):
+            label = escape(t if len(t) <= 10 else t[:9] + "…")
+            body.append(f'<text x="{left - 3}" y="{top + (i + 0.75) * cell:.1f}" text-anchor="end" '
+                        f'font-size="{size:.1f}">{label}</text>')
+            cx, cy = left + (i + 0.5) * cell, top + n * cell + 4
+            body.append(f'<text x="{cx:.1f}" y="{cy:.1f}" font-size="{size:.1f}" text-anchor="end" '
+                        f'transform="rotate(-90 {cx:.1f} {cy:.1f})">{label}</text>')
+    return _frame(width, height, body, title)

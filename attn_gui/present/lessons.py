@@ -25,6 +25,7 @@ import torch
 
 from ..engine import AttentionConfig, UserError, preset
 from ..engine.fields import FIELDS
+from ..engine.training import trained_with
 from .resources import read_text
 
 
@@ -240,10 +241,16 @@ def judge(question: Question, result, column: int) -> tuple[bool, str]:
 
 
 def action_done(action: Action, config: AttentionConfig) -> bool:
-    """True when ``config`` shows the asked change: each ``when`` entry is a value, or {"min"/"max": n}."""
+    """True when ``config`` shows the asked change: each ``when`` entry is a value, or {"min"/"max": n}, or for
+    the model {"trained": {"task": "induction", "heads": 1, ...}}: a checkpoint of ``attn-gui train`` (or the Train
+    dock) trained with those settings (``engine.training.trained_with``)."""
     for name, want in action.when.items():
         have = getattr(config, name)
-        if isinstance(want, dict):
+        if isinstance(want, dict) and "trained" in want:
+            settings = trained_with(have) if isinstance(have, str) else None
+            if settings is None or any(settings.get(k) != v for k, v in want["trained"].items()):
+                return False
+        elif isinstance(want, dict):
             if "min" in want and not (have is not None and have >= want["min"]):
                 return False
             if "max" in want and not (have is not None and have <= want["max"]):

@@ -2,8 +2,10 @@
 layered graph of its top k edges (``present.circuits``) beside the faithfulness curve.
 
 The dock reads the view state's model only; it asks the window to open a head (``headPicked``) when one is clicked,
-so the maps and the Why dock follow the one truth. A run can be cancelled between its forwards; a failed run says
-why in one line and leaves the last circuit shown.
+so the maps and the Why dock follow the one truth. An edge clicked is looked at closely in the Edge tab
+(``engine.circuits.composition``): the writer head's and the reader head's α on the task's first clean prompt side
+by side, the edge's score and its composition score (Elhage et al. 2021). A run can be cancelled between its
+forwards; a failed run says why in one line and leaves the last circuit shown.
 """
 
 from __future__ import annotations
@@ -12,12 +14,15 @@ from PySide6 import QtCore, QtGui, QtWidgets
 from PySide6.QtSvgWidgets import QSvgWidget
 
 from ..engine import AttentionConfig
-from ..engine.circuits import BUILT_IN, METHODS, Cancelled, Circuit, circuit
+from ..engine.circuits import BUILT_IN, METHODS, Cancelled, Circuit, circuit, prepare
+from ..engine.circuits.composition import EdgeLook, look
+from ..engine.circuits.split import Split
 from ..engine.sources import source
-from ..present.circuits import faithfulness_svg, graph_svg, pick_writer, top_edges
+from ..present.circuits import alpha_svg, faithfulness_svg, graph_svg, pick_edge, pick_writer, top_edges
 from .worker import TaskThread
 
 DEFAULT_K = 20
+ASK = "Click an edge of the graph to see its two heads' α and how their weights compose."
 DEFAULT_PAIRS = 20  # a run of a few seconds on SmolLM2; the CLI's default is 50
 
 
@@ -49,11 +54,14 @@ class CircuitPanel(QtWidgets.QWidget):
     -------
     headPicked(int, int)
         A head of the graph was clicked: open that layer and head (0-based) in the main view.
+    edgeShown(str, str)
+        An edge clicked is shown in the Edge tab (its writer's and reader's names), or why it cannot be.
     circuitDone()
         A run ended: shown, failed (the message says why) or cancelled.
     """
 
     headPicked = QtCore.Signal(int, int)
+    edgeShown = QtCore.Signal(str, str)
     circuitDone = QtCore.Signal()
     _progress = QtCore.Signal(int, int, str)
 
@@ -61,6 +69,8 @@ class CircuitPanel(QtWidgets.QWidget):
         super().__init__(parent)
         self.config: AttentionConfig | None = None
         self.found: Circuit | None = None
+        self.seen: EdgeLook | None = None  # the edge shown in the Edge tab
+        self._prompt: tuple[Split, tuple[int, ...], list[str]] | None = None  # the found circuit's first clean prompt
         self._running = False
         self._cancel = False
         self.taskBox = QtWidgets.QComboBox()
@@ -102,6 +112,16 @@ class CircuitPanel(QtWidgets.QWidget):
         self.curve = _Picture(self._curve_svg)
         self.curve.setObjectName("circuitCurve")
         self.curve.setMinimumSize(260, 150)
+        self.edgeInfo = QtWidgets.QLabel(ASK)
+        self.edgeInfo.setObjectName("circuitEdgeInfo")
+        self.edgeInfo.setWordWrap(True)
+        self.edgeInfo.setTextInteractionFlags(QtCore.Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.writerAlpha = _Picture(lambda w, h: self._alpha_svg(w, h, writer=True))
+        self.writerAlpha.setObjectName("circuitWriterAlpha")
+        self.readerAlpha = _Picture(lambda w, h: self._alpha_svg(w, h, writer=False))
+        self.readerAlpha.setObjectName("circuitReaderAlpha")
+        for picture in (self.writerAlpha, self.readerAlpha):
+            picture.setMinimumSize(140, 140)
 
         run = QtWidgets.QHBoxLayout()
         for w in (self.taskBox, self.methodBox, self.pairsBox, self.runButton):
@@ -111,9 +131,21 @@ class CircuitPanel(QtWidgets.QWidget):
         k = QtWidgets.QHBoxLayout()
         k.addWidget(self.kLabel)
         k.addWidget(self.kSlider, 1)
+        edge = QtWidgets.QWidget()
+        maps = QtWidgets.QHBoxLayout()
+        maps.addWidget(self.writerAlpha)
+        maps.addWidget(self.readerAlpha)
+        edge_layout = QtWidgets.QVBoxLayout(edge)
+        edge_layout.setContentsMargins(0, 0, 0, 0)
+        edge_layout.addWidget(self.edgeInfo)
+        edge_layout.addLayout(maps, 1)
+        self.tabs = QtWidgets.QTabWidget()
+        self.tabs.setObjectName("circuitTabs")
+        self.tabs.addTab(self.curve, "Faithfulness")
+        self.tabs.addTab(edge, "Edge")
         side = QtWidgets.QVBoxLayout()
         side.addLayout(k)
-        side.addWidget(self.curve, 1)
+        side.addWidget(self.tabs, 1)
         side.addWidget(self.edgesLabel)
         body = QtWidgets.QHBoxLayout()
         body.addWidget(self.graph, 3)
@@ -160,10 +192,14 @@ class CircuitPanel(QtWidgets.QWidget):
 
         def work():
             try:
-                return circuit(model, task, method, pairs=pairs, progress=self._progress.emit,
-                               cancelled=lambda: self._cancel)
+                prepared = prepare(model, task, pairs=pairs)
+                found = circuit(model, task, method, pairs=pairs, progress=self._progress.emit,
+                                cancelled=lambda: self._cancel, prepared=prepared)
             except Cancelled:
                 return None
+            ids = prepared.task.pairs[0].clean
+            vocab = source(model).tokenize("").vocab
+            return found, (prepared.split, ids, [vocab[i] if i < len(vocab) else str(i) for i in ids])
         self.tasks.start("circuit", work)
 
     def cancel(self) -> None:
@@ -178,6 +214,9 @@ class CircuitPanel(QtWidgets.QWidget):
 
     @QtCore.Slot(object, object)
     def _on_done(self, token, outcome) -> None:
+        if token != "circuit":
+            self._on_edge(token, outcome)
+            return
         self._running = False
         self.runButton.setEnabled(self.config is not None)
         self.cancelButton.setEnabled(False)
@@ -189,12 +228,13 @@ class CircuitPanel(QtWidgets.QWidget):
         elif isinstance(outcome, Exception):  # a UserError names what is wrong; the last good circuit stays
             self.message.setText(str(outcome).splitlines()[0])
         else:
-            self.show_circuit(outcome)
+            found, self._prompt = outcome
+            self.show_circuit(found)
         self.circuitDone.emit()
 
     def show_circuit(self, found: Circuit) -> None:
         """Draw ``found``: the slider runs over its edges (at most 200), the curve beside."""
-        self.found = found
+        self.found, self.seen = found, None
         f = found.faithfulness
         small = "" if f is None else (f"; {f.smallest} edges recover {f.target:.0%}" if f.smallest is not None
                                       else f"; no circuit recovers {f.target:.0%}")
@@ -207,6 +247,9 @@ class CircuitPanel(QtWidgets.QWidget):
         self.kSlider.blockSignals(False)
         self._show_k()
         self.curve.redraw()
+        self.edgeInfo.setText(ASK)
+        self.writerAlpha.redraw()
+        self.readerAlpha.redraw()
 
     def _show_k(self) -> None:
         k = self.kSlider.value()
@@ -217,7 +260,11 @@ class CircuitPanel(QtWidgets.QWidget):
         self.graph.redraw()
 
     def _graph_svg(self, width: int, height: int) -> str | None:
-        return None if self.found is None else graph_svg(self.found, self.kSlider.value(), width, height, short=True)
+        if self.found is None:
+            return None
+        seen, g = self.seen, self.found.graph
+        chosen = None if seen is None else (g.find_writer(seen.writer), g.find_reader(seen.reader))
+        return graph_svg(self.found, self.kSlider.value(), width, height, short=True, chosen=chosen)
 
     def _curve_svg(self, width: int, height: int) -> str | None:
         f = None if self.found is None else self.found.faithfulness
@@ -231,6 +278,57 @@ class CircuitPanel(QtWidgets.QWidget):
         head = None if u is None else g.writer_head(u)
         if u is not None and head is not None:
             self.headPicked.emit(g.writer_layer(u), head)
+            return
+        edge = pick_edge(self.found, self.kSlider.value(), x, y, self.graph.width(), self.graph.height())
+        if edge is not None:
+            self.show_edge(*edge)
+
+    def show_edge(self, writer: int, reader: int) -> None:
+        """Look at edge ``writer`` -> ``reader`` (graph indices) of the circuit shown, off the GUI thread: the Edge
+        tab comes to the front and ``edgeShown`` follows."""
+        if self.found is None or self._prompt is None:
+            return
+        found, (split, ids, _) = self.found, self._prompt
+        g = found.graph
+        self.tabs.setCurrentIndex(1)
+        self.edgeInfo.setText(f"Looking at {g.writer_names[writer]} → {g.reader_names[reader]} …")
+        self.tasks.start(("edge", found), lambda: look(split, found.scores, writer, reader, ids))
+
+    def _on_edge(self, token, outcome) -> None:
+        if token[1] is not self.found:  # a look at the circuit shown before this one
+            return
+        if isinstance(outcome, Exception):
+            self.edgeInfo.setText(str(outcome).splitlines()[0])
+            self.edgeShown.emit("", "")
+            return
+        seen: EdgeLook = outcome
+        self.seen = seen
+        found = self.found
+        assert found is not None
+        lines = [f"<b>{seen.writer} → {seen.reader}</b>: {found.method.upper()} score {seen.score:+.4g} "
+                 f"({found.metric}; rank {found.rank(seen.writer, seen.reader)} of {found.graph.n_edges})."]
+        if seen.composition:
+            heads = ", ".join(f"H{h + 1} {c:.3f}" for h, c in zip(seen.heads, seen.composition, strict=True))
+            lines.append(f"{seen.kind}-composition (Elhage et al. 2021, from the weights): "
+                         f"{heads if len(seen.heads) > 1 else f'{seen.composition[0]:.3f}'} "
+                         "(0: the reader's input ignores what the writer writes; 1 at most).")
+        else:
+            lines.append("A composition score needs a head at both ends (into a query, key or value).")
+        self.edgeInfo.setText("<br>".join(lines))
+        self.writerAlpha.redraw()
+        self.readerAlpha.redraw()
+        self.graph.redraw()
+        self.edgeShown.emit(seen.writer, seen.reader)
+
+    def _alpha_svg(self, width: int, height: int, writer: bool) -> str | None:
+        seen = self.seen
+        if seen is None or self._prompt is None:
+            return None
+        alpha, head = (seen.writer_alpha, seen.writer_head) if writer else (seen.reader_alpha, seen.reader_head)
+        if alpha is None or head is None:
+            return None
+        role = "writer" if writer else "reader"
+        return alpha_svg(alpha.tolist(), self._prompt[2], f"{role} L{head[0] + 1}H{head[1] + 1}: α", width, height)
 
     def shutdown(self) -> None:
         """Stop the thread (the window closes)."""

@@ -18,10 +18,11 @@ VARIANTS = [
 ]
 
 
-def test_six_lessons_in_order():
-    assert len(lesson_names()) >= 6
+def test_the_lessons_in_order():
+    assert len(lesson_names()) >= 7
     assert lesson_names()[:6] == ["1-without-weights", "2-qkv", "3-why-scaling", "4-multi-head",
                                   "5-causal-mask", "6-today"]
+    assert lesson_names()[6] == "7-induction"
 
 
 def _independent_answer(result, question):
@@ -117,6 +118,24 @@ def test_actions_wait_for_the_state():
     assert not action_done(action, config)
     assert action_done(action, config.replace(d_k=64))
     assert not action_done(action, config.replace(d_k=64, scale=True))
+
+
+def test_the_induction_lesson_waits_for_a_model_trained_as_it_asks(tmp_path):
+    """The action is done on a checkpoint the Train dock's settings write (task, layers, heads as asked), not on
+    another one, a folder that is no checkpoint or random weights. Those settings are the ones
+    tests/engine/test_circuits_induction.py trains for 300 steps and finds the L1H1 -> L2H1 k edge in."""
+    from attn_gui.engine.training import Trainer, TrainConfig
+
+    step = load_lesson("7-induction").steps[1]
+    assert step.action is not None
+    settings = dict(task="induction", symbols=8, length=16, layers=2, d_model=32, lr=0.01, batch=64)
+    asked = Trainer(TrainConfig(**settings, heads=1)).save(tmp_path / "asked")  # step 0: the settings are what count
+    other = Trainer(TrainConfig(**settings, heads=2)).save(tmp_path / "other")
+    config = load_lesson("7-induction").config()
+    assert action_done(step.action, config.replace(model=str(asked)))
+    assert not action_done(step.action, config.replace(model=str(other)))
+    assert not action_done(step.action, config.replace(model=str(tmp_path)))
+    assert not action_done(step.action, config)
 
 
 def test_unknown_names_and_positions_are_user_errors():

@@ -164,3 +164,22 @@ def test_a_lesson_without_scaling_switched_to_a_model_is_a_labelled_what_if(wind
     assert result.next_tokens != own.next_tokens  # the next tokens changed with the maps
     title = window.canvas.item_of("weights:0").data.title if window.canvas.item_of("weights:0") else ""
     assert title.startswith("what-if (scale)")
+
+
+def test_the_induction_lesson_is_done_by_the_train_dock_as_it_says(window, qtbot):
+    """Step 2 of "How two heads make induction" asks for a model trained in the Train dock with 1 head (the rest as
+    the dock opens) and opened in the explorer: doing that in the window, the step says Done."""
+    window.menus.lessons.trigger()
+    panel = window.lessons
+    panel.open("7-induction", 2)
+    _wait_for(qtbot, window, load_lesson("7-induction").config())
+    assert panel.task.text().startswith("Your turn")
+    train = window.train
+    assert (train.task.currentText(), train.layers.value(), train.d_model.value(), train.symbols.value(),
+            train.length.value(), train.lr.value(), train.seed.value()) == ("induction", 2, 32, 8, 16, 0.01, 0)
+    train.heads.setValue(1)
+    train.target.setValue(3)  # the step checks the settings, not how long it trained
+    with qtbot.waitSignal(train.stopped, timeout=60000):
+        train.start.click()
+    train.openButton.click()
+    qtbot.waitUntil(lambda: panel.task.text().startswith("Done"), timeout=30000)
