@@ -25,7 +25,8 @@ from .sources import decoder_of, model_spec, source
 from .summaries import TOP_K, Summaries, decay_edges
 from .tokens import Tokens
 
-DTYPES = {"float32": torch.float32, "float64": torch.float64}
+# bfloat16: a decoder's weight matmuls in bfloat16, the rest in float32 (sources.decoder.compute_dtypes)
+DTYPES = {"float32": torch.float32, "float64": torch.float64, "bfloat16": torch.bfloat16}
 
 
 # Attention computes h T x T scores. With the maps streamed (``display_max``) memory follows

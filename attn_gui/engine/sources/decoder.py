@@ -72,11 +72,19 @@ def model_tokenize(name: str, sentence: str) -> Tokens:
     return Tokens(tuple(model.vocab[i] for i in ids), tuple(ids), model.vocab)
 
 
+def compute_dtypes(dtype: torch.dtype) -> tuple[torch.dtype, torch.dtype | None]:
+    """(the dtype a forward computes in, the dtype its weight matmuls run in, None: the same) of a config's dtype:
+    bfloat16 is float32 throughout with the weight matmuls in bfloat16 on the stored weights (``stored.Upcast``)."""
+    return (torch.float32, torch.bfloat16) if dtype == torch.bfloat16 else (dtype, None)
+
+
 # on the CPU each weight is converted as a layer reads it (stored.Upcast); on a GPU the copy
 # is kept, one at a time
 @functools.lru_cache(maxsize=1)
 def _weights_on(name: str, device: str, dtype: torch.dtype):
-    return stored.weights_on(load_model(name).weights, device, dtype)
+    return stored.weights_on(load_model(name).weights, device, *compute_dtypes(dtype))
+
+
 
 
 @functools.lru_cache(maxsize=2)
@@ -84,6 +92,13 @@ def _prefill(name: str, ids: tuple[int, ...], device: str, dtype: torch.dtype) -
     """The last runs over whole sentences, kept: another layer or head is shown without running the model."""
     with torch.no_grad():
         return forward(_weights_on(name, device, dtype), torch.tensor(ids, device=device), load_model(name).shape)
+
+
+@functools.lru_cache(maxsize=1)
+def _layer_weights(name: str, layer: int, device: str, dtype: torch.dtype) -> Projections:
+    """The shown layer's projections, kept: another head or token of it reads no weight again (a quantized model's
+    are dequantized as they are read, a layer of an 8 B model in about a second)."""
+    return head_weights(_weights_on(name, device, dtype), layer, load_model(name).shape)
 
 
 _STREAMED: OrderedDict[tuple, Forward] = OrderedDict()  # the last streamed run (each holds L T d of inputs)
@@ -121,6 +136,7 @@ def _drop_streamed() -> None:
 
 LOADED.on_drop(_weights_on.cache_clear)  # a model leaving memory takes its kept runs along
 LOADED.on_drop(_prefill.cache_clear)
+LOADED.on_drop(_layer_weights.cache_clear)
 LOADED.on_drop(_drop_streamed)
 
 
@@ -173,8 +189,7 @@ class Source(ModelSource):
         return options if dims is None else options.replace(rope_dims=dims)
 
     def layer_weights(self, layer, device, dtype) -> Projections:
-        model = load_model(self.spec.name)
-        return head_weights(_weights_on(self.spec.name, str(device), dtype), layer, model.shape)
+        return _layer_weights(self.spec.name, layer, str(device), dtype)
 
     def predicts(self) -> bool:
         """Whether the model has its language-model head: next tokens, generation (loads the model)."""

@@ -27,8 +27,8 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from ..attention import (AttendOptions, Projections, Steps, Stream, attend, attend_summarised, concat_heads,
-                         masked_keys, output_projection, queries_keys_values, repeat_kv, rms_norm, soft_cap)
+from ..attention import (AttendOptions, Projections, Steps, Stream, attend, attend_summarised, masked_keys,
+                         project_outputs, queries_keys_values, repeat_kv, rms_norm, soft_cap)
 from ..summaries import Summaries
 from . import stored
 from .stored import rows
@@ -130,31 +130,39 @@ def norm(x: torch.Tensor, w: dict, prefix: str, shape: LlamaShape) -> torch.Tens
     return rms_norm(x, w[prefix + ".weight"], shape.eps)
 
 
-def head_weights(w: dict, layer: int, shape: LlamaShape) -> Projections:
+def head_weights(w: dict, layer: int, shape: LlamaShape, multiply: bool = False) -> Projections:
     """Layer ``layer``'s projections per head, in column layout (q_i = W x_i + b).
 
     nn.Linear stores W_q as (h * d_k, d); head i owns rows i*d_k:(i+1)*d_k (K and V: g heads).
     Q, K and V have biases where the weights hold them (Qwen2, GPT-2), else none (Llama); W_O too (GPT-2);
     q and k are RMS-normed per head where the weights hold q_norm and k_norm (Qwen3).
+    ``multiply`` (the forward's own): where ``w`` multiplies its stored matrices in bfloat16
+    (``stored.matrix``), W_Q … W_O come as those matrices (``Projections.matmuls``), the W fields as shapes.
     """
     p = f"model.layers.{layer}.self_attn"
-    w_q = w[f"{p}.q_proj.weight"]  # read once: an upcasting ``w`` converts on every read
+    names = [f"{p}.{n}_proj.weight" for n in "qkvo"]
+    matmuls = [stored.matrix(w, name) for name in names] if multiply else []
+    if matmuls and all(m is not None for m in matmuls):
+        w_q, w_k, w_v, w_o = (torch.empty(m.shape, device="meta") for m in matmuls)  # type: ignore[union-attr]
+    else:
+        matmuls = []
+        w_q, w_k, w_v, w_o = (w[name] for name in names)  # read once: an upcasting ``w`` converts on every read
     d = w_q.shape[1]
-    extras = {}
+    extras: dict = {"matmuls": tuple(matmuls)} if matmuls else {}
     if f"{p}.q_norm.weight" in w:
         q_norm, k_norm = w[f"{p}.q_norm.weight"], w[f"{p}.k_norm.weight"]  # (d_k,)
         if shape.norm == "gemma":  # Gemma 3: the gain 1 + g
             q_norm, k_norm = 1.0 + q_norm, 1.0 + k_norm
-        extras = dict(q_norm=q_norm, k_norm=k_norm, norm_eps=shape.eps)
+        extras |= dict(q_norm=q_norm, k_norm=k_norm, norm_eps=shape.eps)
     if f"{p}.q_proj.bias" in w:
         extras |= dict(b_q=w[f"{p}.q_proj.bias"].view(shape.heads, 1, -1),  # (h, 1, d_k)
                        b_k=w[f"{p}.k_proj.bias"].view(shape.kv_heads, 1, -1),  # (g, 1, d_k)
                        b_v=w[f"{p}.v_proj.bias"].view(shape.kv_heads, 1, -1))  # (g, 1, d_v)
     return Projections(
         w_q=w_q.view(shape.heads, -1, d),  # (h, d_k, d)
-        w_k=w[f"{p}.k_proj.weight"].view(shape.kv_heads, -1, d),  # (g, d_k, d)
-        w_v=w[f"{p}.v_proj.weight"].view(shape.kv_heads, -1, d),  # (g, d_v, d)
-        w_o=w[f"{p}.o_proj.weight"],  # (d, h * d_v)
+        w_k=w_k.view(shape.kv_heads, -1, d),  # (g, d_k, d)
+        w_v=w_v.view(shape.kv_heads, -1, d),  # (g, d_v, d)
+        w_o=w_o,  # (d, h * d_v)
         b_o=w[f"{p}.o_proj.bias"].view(1, -1) if f"{p}.o_proj.bias" in w else None,  # (1, d)
         **extras,
     )
@@ -171,7 +179,7 @@ def act(x: torch.Tensor, name: str) -> torch.Tensor:
 def _linear(x: torch.Tensor, w: dict, prefix: str) -> torch.Tensor:
     """nn.Linear at ``prefix``, with its bias where the weights hold one (Llama's mlp_bias, GPT-2)."""
     bias = prefix + ".bias"
-    return F.linear(x, w[prefix + ".weight"], w.get(bias))
+    return stored.linear(x, w, prefix + ".weight", w.get(bias))  # in bfloat16 where w multiplies so
 
 
 def feed_forward(x: torch.Tensor, w: dict, layer: int, shape: LlamaShape) -> torch.Tensor:
@@ -252,12 +260,10 @@ def kept_attention(x: torch.Tensor, p: Projections, alpha: torch.Tensor, scratch
             sums.add(row_stats(block, start, hidden, causal=True, width=T_k, scores=scaled), start)  # ω′ overwritten
     if z_hook is not None:
         context_vec = z_hook(context_vec)  # an intervention (ablation, patching)
-    concat = concat_heads(context_vec)
-    output = output_projection(concat, p.w_o, "column")  # (n, d)
+    concat, output = project_outputs(context_vec, p, "column")  # (n, h d_v), (n, d) with b_O
     if summaries is not None and sums is not None:
         summaries.append(sums.finish())
-    return Steps(q, k, v, context_vec, concat, output if p.b_o is None else output + p.b_o, weights=alpha,
-                 rope=rope, qk_norm=qk_norm)
+    return Steps(q, k, v, context_vec, concat, output, weights=alpha, rope=rope, qk_norm=qk_norm)
 
 
 def kept_scratch(heads: int, n: int, T_k: int, element_size: int = 4, block_bytes: int = KEPT_BLOCK_BYTES) -> int:
@@ -282,14 +288,14 @@ def decoder_layer(h: torch.Tensor, w: dict, layer: int, shape: LlamaShape,
     x = h if shape.post_norm else norm(h, w, f"{p}.input_layernorm", shape)  # X: what attention reads
     options = layer_options(shape, layer)
     if reduce_to is not None:  # streamed: no T x T map kept (softcap refused where streaming is: engine.compute)
-        steps = attend_summarised(x, head_weights(w, layer, shape), options, Stream(reduce_to, block_bytes),
+        steps = attend_summarised(x, head_weights(w, layer, shape, True), options, Stream(reduce_to, block_bytes),
                                   shown=shown, z_hook=z_hook)
     elif into is not None:
         alpha, scratch, summaries = into
-        steps = kept_attention(x, head_weights(w, layer, shape), alpha, scratch, options, past=past, z_hook=z_hook,
-                               summaries=summaries)
+        steps = kept_attention(x, head_weights(w, layer, shape, True), alpha, scratch, options, past=past,
+                               z_hook=z_hook, summaries=summaries)
     else:
-        steps = attend(x, head_weights(w, layer, shape), options, past=past, z_hook=z_hook)
+        steps = attend(x, head_weights(w, layer, shape, True), options, past=past, z_hook=z_hook)
     if shape.post_norm:  # OLMo 2: h + norm(attn(h)), then h + norm(mlp(h))
         h = h + norm(steps.output, w, f"{p}.post_attention_layernorm", shape)
         return h + norm(feed_forward(h, w, layer, shape), w, f"{p}.post_feedforward_layernorm", shape), x, steps

@@ -2,7 +2,7 @@
 
 A quantized file is never converted whole. ``Quantized`` maps transformers' names to the
 file's tensors and dequantizes one when it is read (``stored.Upcast`` reads each layer's
-weights as the layer runs), so the memory a model needs is the mapped file plus one layer in
+weights as the layer runs), so the memory a model needs is the mapped file plus one matrix in
 float32. Where more is free, the tensors dequantized are kept, up to half of the memory free
 beyond that (``keep_budget``): a repeated forward (a decode step, the interventions' grids)
 then dequantizes nothing again, and a model too large to keep whole holds the rest a layer at
@@ -12,23 +12,30 @@ in slices of rows (``stored.logits``): ggml's blocks never cross a row, so a row
 dequantize on their own. Each step of llama.cpp's converter is undone after dequantizing
 (``undo``: W_q and W_k un-permuted, fused Q/K/V split ...).
 
-Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, the K-quants Q2_K to Q6_K and the IQ types are dequantized by the
-``gguf`` package's ``dequantize`` (numpy, ggml's ``dequantize_row_*`` written out): torch
-kernels written here for the 32-value types were 10 to 20 times slower on the CPU (many
-small ops per block; docs/benchmarks.md). F32, F16 and BF16 tensors are handed out as views
-of the file in their stored dtype. Any other type is refused in one line naming it.
+With bfloat16 matmuls (the config's dtype "bfloat16") the forward asks for ``matrix(key)``
+instead: a matrix that multiplies rows itself (``packed``), the 4-bit types packed once for
+PyTorch's int4 kernel and Q8_0 and Q6_K kept as int8 values with their scales; each matrix's
+pages of the file are then given back, so the process holds the packed model, about the
+file's size, and nothing in float32.
+
+Q4_0, Q4_1, Q4_K, Q6_K and Q8_0 (the types llama.cpp's files use most) are dequantized in torch with
+the ``gguf`` package's arithmetic, equal to its ``dequantize`` bit for bit (``TORCH``; written over
+whole tensors, not block by block); Q5_0, Q5_1, the other K-quants and the IQ types by ``gguf``'s
+``dequantize`` itself (numpy, ggml's ``dequantize_row_*`` written out). F32, F16 and BF16 tensors are
+handed out as views of the file in their stored dtype. Any other type is refused in one line naming it.
 """
 
 from __future__ import annotations
 
 import math
+import mmap
 import threading
 from collections.abc import Callable, Mapping
 
 import numpy as np
 import torch
 
-from . import heap
+from . import heap, packed
 
 FLOATS = {0: torch.float32, 1: torch.float16, 30: torch.bfloat16}  # ggml types F32, F16, BF16
 QUANTS = {2: "Q4_0", 3: "Q4_1", 6: "Q5_0", 7: "Q5_1", 8: "Q8_0", 10: "Q2_K", 11: "Q3_K", 12: "Q4_K", 13: "Q5_K",
@@ -52,14 +59,56 @@ def unread(kinds) -> str | None:
 
 
 def dequantize(raw: np.ndarray, kind: int, width: int) -> torch.Tensor:
-    """Rows of ggml type ``kind`` (``raw``: (n, bytes per row) uint8) as float32 (n, ``width``)."""
+    """Rows of ggml type ``kind`` (``raw``: (n, bytes per row) uint8) as float32 (n, ``width``): the ``gguf``
+    package's ``dequantize``, or for the types llama.cpp's files use most (``TORCH``) the same arithmetic in torch,
+    several times faster and equal to it bit for bit (``tests/engine/test_quantized.py``)."""
     if kind not in QUANTS:
         raise ValueError(f"the ggml type {unread([kind])} is not read")
+    if kind in TORCH:
+        return TORCH[kind](torch.from_numpy(raw), width)
     from gguf.constants import GGMLQuantizationType
     from gguf.quants import dequantize as gguf_dequantize
 
     rows = gguf_dequantize(raw, GGMLQuantizationType(kind))  # (n, width) float32
     return torch.from_numpy(np.asarray(rows, dtype=np.float32)).reshape(raw.shape[0], width)
+
+
+def _q4_0(raw: torch.Tensor, width: int) -> torch.Tensor:
+    n = raw.shape[0]
+    blocks = raw.view(n, width // 32, 18)
+    d = blocks[..., :2].contiguous().view(torch.float16).float()  # (n, G, 1)
+    q = packed.values(raw, packed.Q4_0, width).view(n, width // 32, 32)
+    return (d * (q.float() - 8)).view(n, width)
+
+
+def _q4_1(raw: torch.Tensor, width: int) -> torch.Tensor:
+    n = raw.shape[0]
+    blocks = raw.view(n, width // 32, 20)
+    d, m = blocks[..., :4].contiguous().view(torch.float16).float().split(1, -1)  # (n, G, 1) each
+    q = packed.values(raw, packed.Q4_1, width).view(n, width // 32, 32)
+    return (d * q.float() + m).view(n, width)
+
+
+def _q4_k(raw: torch.Tensor, width: int) -> torch.Tensor:
+    n = raw.shape[0]
+    blocks = raw.view(n, width // 256, 144)
+    d, dmin = blocks[..., 0:4].contiguous().view(torch.float16).float().split(1, -1)  # (n, S, 1) each
+    sc, m = packed.k_scales(blocks[..., 4:16].to(torch.int32))  # (n, S, 8)
+    q = packed.values(raw, packed.Q4_K, width).view(n, width // 256, 8, 32)
+    return ((d * sc)[..., None] * q.float() - (dmin * m)[..., None]).view(n, width)
+
+
+def _q8_0(raw: torch.Tensor, width: int) -> torch.Tensor:
+    q, d = packed.int8_parts(raw, packed.Q8_0, width)
+    return (q.float().view(*d.shape, 32) * d[..., None]).view(-1, width)
+
+
+def _q6_k(raw: torch.Tensor, width: int) -> torch.Tensor:
+    q, scales = packed.int8_parts(raw, packed.Q6_K, width)
+    return (scales[..., None] * q.float().view(*scales.shape, 16)).view(-1, width)
+
+
+TORCH = {2: _q4_0, 3: _q4_1, 8: _q8_0, 12: _q4_k, 14: _q6_k}  # gguf's arithmetic in torch, bit for bit
 
 
 class Quantized(Mapping):
@@ -83,11 +132,18 @@ class Quantized(Mapping):
 
     The mapping is read-only (``w[key] = ...`` raises TypeError): the interventions change
     what a forward computes (``z_hooks``), never the weights.
+
+    ``matrix(key)`` gives a matrix that multiplies itself in bfloat16 (``packed``): a 4-bit one is
+    packed for PyTorch's int4 kernel once and kept (``packed_bytes``), and its pages of the file
+    are given back (``MADV_DONTNEED``: the page cache keeps them, the process no longer holds
+    them); any other is dequantized when it multiplies.
     """
 
     def __init__(self, path, sources: dict, undo: Callable, keep_bytes: int = 0):
         heap.tune()  # temporaries reused from the heap, large dequantized weights mapped
-        self.data = np.memmap(path, dtype=np.uint8, mode="c")
+        with open(path, "rb") as f:  # copy-on-write (MAP_PRIVATE): writable views, the file never changed
+            self._map = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_COPY)
+        self.data = np.frombuffer(self._map, dtype=np.uint8)
         self.sources, self.undo, self.keep_bytes = sources, undo, keep_bytes
         self._shapes = {}
         for t in dict.fromkeys(t for t, _ in sources.values()):  # each file tensor once, without its data
@@ -95,15 +151,20 @@ class Quantized(Mapping):
                 self._shapes[name] = tuple(w.shape)
         self.kept: dict[str, torch.Tensor] = {}
         self.kept_bytes = 0
+        self.packed: dict[str, packed.Int4Matrix | packed.Int8Matrix] = {}  # matrices packed (``matrix``), kept
         self._lock = threading.Lock()
 
     def __getitem__(self, key: str) -> torch.Tensor:
+        return self.read(key)
+
+    def read(self, key: str, keep: bool = True) -> torch.Tensor:
+        """Weight ``key`` (float32 where dequantized); ``keep``: kept dequantized while the budget allows."""
         kept = self.kept.get(key)
         if kept is not None:
             return kept
         t, part = self.sources[key]
         w = self.undo(t.name, self._rows(t, slice(None)).reshape(t.shape))[part][1].contiguous()
-        if t.kind not in FLOATS:  # stored floats are views of the file already
+        if keep and t.kind not in FLOATS:  # stored floats are views of the file already
             with self._lock:
                 if key not in self.kept and self.kept_bytes + w.nbytes <= self.keep_bytes:
                     self.kept[key] = w
@@ -132,24 +193,65 @@ class Quantized(Mapping):
         """Every weight as a tensor of its shape holding no data (``checks.decoder_weights`` reads shapes only)."""
         return {key: torch.empty(shape, device="meta") for key, shape in self._shapes.items()}
 
-    def rows(self, key: str, index) -> torch.Tensor:
+    def rows(self, key: str, index, keep: bool = True) -> torch.Tensor:
         """Rows ``index`` (a tensor of ids, or a slice) of the 2-D weight ``key``, dequantizing only those
-        where the file's rows are its rows (the embedding, the output matrix), else read whole."""
+        where the file's rows are its rows (the embedding, the output matrix), else read whole (and kept where
+        ``keep`` and the budget allow)."""
         t, _ = self.sources[key]
-        if key not in ROW_READ or self._shapes[key] != tuple(t.shape) or self._fits(key):
-            return self[key][index]
+        if key not in ROW_READ or self._shapes[key] != tuple(t.shape) or keep and self._fits(key):
+            return self.read(key, keep)[index]
         if isinstance(index, torch.Tensor):
             index = index.cpu().numpy()
         return self._rows(t, index)
+
+    def matrix(self, key: str) -> packed.Int4Matrix | packed.Int8Matrix | packed.Stored:
+        """Weight ``key`` as a matrix that multiplies rows in bfloat16: 4-bit blocks packed for the int4 kernel, Q8_0
+        and Q6_K as int8 values and scales (the first call packs them, later ones find them kept), any other type
+        dequantized when it multiplies."""
+        t, part = self.sources[key]
+        if not self.packs(key):
+            return packed.Stored(lambda: self.read(key, keep=False), self._shapes[key])
+        with self._lock:  # one thread packs a matrix; another waits for it
+            made = self.packed.get(key)
+            if made is None:
+                raw = torch.from_numpy(self._raw(t).reshape(t.shape[0], -1))  # (rows, bytes) of the file, no copy
+                rows = self.undo(t.name, raw)[part][1]  # W_q's and W_k's rows un-permuted, a fused matrix's part
+                kept = packed.Int4Matrix if packed.fits_int4(t.kind, self._shapes[key]) else packed.Int8Matrix
+                made = self.packed[key] = kept.of_blocks(rows.contiguous(), t.kind, t.shape[1])
+                if all(k in self.packed for k, (u, _) in self.sources.items() if u is t):
+                    self._drop(t)
+                heap.trim()
+        return made
+
+    def packs(self, key: str) -> bool:
+        """Whether weight ``key`` multiplies packed (``packed.fits``): for the int4 kernel, or as int8 values."""
+        t, _ = self.sources[key]
+        return len(t.shape) == 2 and packed.fits(t.kind, self._shapes[key])
+
+    @property
+    def packed_bytes(self) -> int:
+        """The bytes of the 4-bit matrices packed so far."""
+        return sum(m.nbytes for m in self.packed.values())
+
+    def _drop(self, t) -> None:
+        """Give back the process's pages of tensor ``t``'s bytes (whole pages only: a neighbour keeps its own)."""
+        page = mmap.PAGESIZE
+        start, end = -(-t.start // page) * page, (t.start + t.nbytes) // page * page
+        if end > start and hasattr(mmap, "MADV_DONTNEED"):
+            self._map.madvise(mmap.MADV_DONTNEED, start, end - start)
+
+    def _raw(self, t) -> np.ndarray:
+        """Tensor ``t``'s bytes in the mapped file; ValueError where the file ends before them."""
+        raw = self.data[t.start:t.start + t.nbytes]
+        if len(raw) != t.nbytes:
+            raise ValueError(f"the file is truncated within {t.name}")
+        return raw
 
     def _rows(self, t, index) -> torch.Tensor:
         """Rows ``index`` of tensor ``t`` (a 1-D tensor is one row): stored floats as views, else float32."""
         width = t.shape[-1] if t.shape else 1
         n = int(np.prod(t.shape[:-1], dtype=np.int64))
-        raw = self.data[t.start:t.start + t.nbytes]
-        if len(raw) != t.nbytes:
-            raise ValueError(f"the file is truncated within {t.name}")
-        raw = raw.reshape(n, -1)[index]
+        raw = self._raw(t).reshape(n, -1)[index]
         if t.kind in FLOATS:
             return torch.from_numpy(np.asarray(raw)).view(FLOATS[t.kind]).reshape(-1, width)
         return dequantize(np.ascontiguousarray(raw), t.kind, width)
