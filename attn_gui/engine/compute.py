@@ -62,12 +62,16 @@ class ModelRun:
         probability), highest first; None for an encoder
     summaries : every layer's sink mass, distance, decay, top keys (a decoder's), else None
     not_captured : a model read through transformers: the steps its hooks cannot see (None in the result)
+    pending : a decoder's first maps (``compute(..., first=True)``): the layers its run has run so far, the rest
+        (the other layers' α, the next tokens, the summaries: None here) still to come from ``compute(config)``;
+        None for a whole run
     """
 
     layer_weights: torch.Tensor | None = None
     next_tokens: tuple[tuple[str, float], ...] | None = None
     summaries: Summaries | None = None
     not_captured: tuple[str, ...] = ()
+    pending: int | None = None
 
 
 class _Kept:
@@ -382,7 +386,7 @@ def _block_bytes(device: torch.device) -> int:
     return BLOCK_BYTES[device.type] if free is None else max(MIN_GPU_BLOCK, min(BLOCK_BYTES[device.type], free // 16))
 
 
-def compute(config: AttentionConfig, display_max: int | None = None) -> AttentionResult:
+def compute(config: AttentionConfig, display_max: int | None = None, *, first: bool = False) -> AttentionResult:
     """Run self-attention for ``config`` and return every intermediate.
 
     Parameters
@@ -394,6 +398,11 @@ def compute(config: AttentionConfig, display_max: int | None = None) -> Attentio
         display_max x display_max (``reduce_matrix``'s values); the result's ``scores``,
         ``scaled`` and ``weights`` are then None and ``shown`` holds them. Memory then
         follows T instead of T^2. Without it (or at T <= display_max) every field is kept in full.
+    first : bool
+        A decoder model (not streamed, no ablation): the shown layer's maps as soon as the layers before it
+        have run, nothing more (``ModelRun.pending``: no next tokens, no other layer's α, no summaries). The
+        run is kept: ``compute(config)`` then runs the rest from the kept residual, and another layer inside
+        what has run costs no layer at all.
 
     Raises
     ------
@@ -428,7 +437,8 @@ def compute(config: AttentionConfig, display_max: int | None = None) -> Attentio
             f"{config.device} has {_human(free)} free"
         )
     try:
-        return _compute(config, toks, source, device, display_max if _streams(config, T, display_max) else None)
+        return _compute(config, toks, source, device, display_max if _streams(config, T, display_max) else None,
+                        first)
     except torch.cuda.OutOfMemoryError as exc:
         raise DeviceError(f"{config.device} ran out of memory ({_human(need)} needed)") from exc
     except MemoryError as exc:
@@ -443,7 +453,7 @@ def compute(config: AttentionConfig, display_max: int | None = None) -> Attentio
 
 
 def _compute(config: AttentionConfig, toks: Tokens, source: Tokens | None, device: torch.device,
-             reduce_to: int | None) -> AttentionResult:
+             reduce_to: int | None, first: bool = False) -> AttentionResult:
     dtype = DTYPES[config.dtype]
     start = time.perf_counter()
     if config.model is not None and model_spec(config.model).module == "via_transformers":
@@ -458,7 +468,7 @@ def _compute(config: AttentionConfig, toks: Tokens, source: Tokens | None, devic
         options = config.attend_options
         notes = []
     else:
-        x, weights, run, options, ready = _model_inputs(config, toks, device, dtype, reduce_to)
+        x, weights, run, options, ready = _model_inputs(config, toks, device, dtype, reduce_to, first)
         unknown = unknown_note(config, toks)
         notes = [*([unknown] if unknown else []), *model_spec(config.model).about]
     stream = None if reduce_to is None else Stream(reduce_to, _block_bytes(device))
@@ -556,18 +566,25 @@ def _random_inputs(config: AttentionConfig, toks: Tokens, source: Tokens | None,
 
 
 def _model_inputs(config: AttentionConfig, toks: Tokens, device: torch.device, dtype: torch.dtype,
-                  reduce_to: int | None
+                  reduce_to: int | None, first: bool = False
                   ) -> tuple[torch.Tensor, Projections, ModelRun, AttendOptions, Steps | None]:
     """What ``config.layer`` reads, its projections, the run's every layer's weights (None when streamed:
     ``reduce_to``), next tokens (or None) and summaries (a decoder's; None for an encoder), the options
     its attention runs with: the config's and the layer's own (``ModelSource.layer_options``: DeBERTa's
     position terms, partial rotary), and the shown layer's steps where a streamed run made them as the
-    config computes them (else None)."""
+    config computes them (else None). ``first``: a decoder's X of the shown layer only (``compute``)."""
     assert config.model is not None  # model mode only
     model = source(config.model)
     ids = toks.id_tensor()
     summaries = None
     made: tuple[int, Steps] | None = None  # streamed: the shown layer and its steps, as the run made them
+    if first and reduce_to is None and not config.ablate and model_spec(config.model).module == "decoder":
+        x, done = decoder_of(config.model).first_input(ids, device, dtype, config.layer)  # the layers before it
+        if done < model_spec(config.model).layers:  # else the whole run is there: given whole, below
+            options = model.layer_options(config.attend_options, config.layer, len(toks.tokens), device, dtype)
+            weights = model.layer_weights(config.layer, device, dtype)  # column layout
+            shown = weights.transposed() if config.layout == "row" else weights
+            return x, shown, ModelRun(pending=done), options, None
     if config.ablate:  # every layer above a struck head reads a changed residual stream, and so does the next token
         decoder = decoder_of(config.model)  # the config refuses ablation on an encoder
         run = decoder.forward(ids, device, dtype, z_hooks=ablation_hooks(config.ablate), reduce_to=reduce_to,

@@ -25,7 +25,7 @@ from ..attention import AttendOptions, Projections
 from ..tokens import Tokens
 from . import cache, model_spec, stored
 from .base import ModelSource, unknown_of
-from .llama import Forward, KVCache, LlamaShape, forward, head_weights
+from .llama import Forward, KVCache, LlamaShape, Run, forward, head_weights
 from .loaded import LOADED
 from .spec import ModelSpec
 from .tokenizer_json import wrapped
@@ -85,13 +85,12 @@ def _weights_on(name: str, device: str, dtype: torch.dtype):
     return stored.weights_on(load_model(name).weights, device, *compute_dtypes(dtype))
 
 
-
-
 @functools.lru_cache(maxsize=2)
-def _prefill(name: str, ids: tuple[int, ...], device: str, dtype: torch.dtype) -> Forward:
-    """The last runs over whole sentences, kept: another layer or head is shown without running the model."""
+def _run(name: str, ids: tuple[int, ...], device: str, dtype: torch.dtype) -> Run:
+    """The last runs over whole sentences, kept as far as they went (``llama.Run``): another layer or head inside
+    what was run is shown without running the model, one beyond goes on from the kept residual."""
     with torch.no_grad():
-        return forward(_weights_on(name, device, dtype), torch.tensor(ids, device=device), load_model(name).shape)
+        return Run(_weights_on(name, device, dtype), torch.tensor(ids, device=device), load_model(name).shape)
 
 
 @functools.lru_cache(maxsize=1)
@@ -99,6 +98,24 @@ def _layer_weights(name: str, layer: int, device: str, dtype: torch.dtype) -> Pr
     """The shown layer's projections, kept: another head or token of it reads no weight again (a quantized model's
     are dequantized as they are read, a layer of an 8 B model in about a second)."""
     return head_weights(_weights_on(name, device, dtype), layer, load_model(name).shape)
+
+
+_RUN_LOCK = threading.RLock()  # one thread advances the kept runs at a time (``llama.Run`` is not thread-safe)
+
+
+def _prefill(name: str, ids: tuple[int, ...], device: str, dtype: torch.dtype) -> Forward:
+    """The whole run over a sentence (the kept one, finished where it stopped)."""
+    run = _run(name, ids, device, dtype)
+    with _RUN_LOCK, torch.no_grad():
+        return run.finish()
+
+
+def _first_input(name: str, ids: tuple[int, ...], device: str, dtype: torch.dtype,
+                 layer: int) -> tuple[torch.Tensor, int]:
+    """What ``layer`` reads, having run only the layers before it, and how many layers the kept run has run."""
+    run = _run(name, ids, device, dtype)
+    with _RUN_LOCK, torch.no_grad():
+        return run.input_of(layer), run.done
 
 
 _STREAMED: OrderedDict[tuple, Forward] = OrderedDict()  # the last streamed run (each holds L T d of inputs)
@@ -135,7 +152,7 @@ def _drop_streamed() -> None:
 
 
 LOADED.on_drop(_weights_on.cache_clear)  # a model leaving memory takes its kept runs along
-LOADED.on_drop(_prefill.cache_clear)
+LOADED.on_drop(_run.cache_clear)
 LOADED.on_drop(_layer_weights.cache_clear)
 LOADED.on_drop(_drop_streamed)
 
@@ -171,6 +188,12 @@ class Source(ModelSource):
     def layer_inputs(self, token_ids, device, dtype):
         run = _prefill(self.spec.name, tuple(token_ids.tolist()), str(device), dtype)
         return [*run.inputs, run.residual[-1]], run.weights
+
+    def first_input(self, token_ids, device, dtype, layer: int) -> tuple[torch.Tensor, int]:
+        """What layer ``layer`` reads (X (T, d)), having run only the layers before it: the first maps of a layer need
+        no more. The run is kept: a later ``layer_inputs`` (or ``next_tokens``, ``summaries``) of the same tokens goes
+        on from where it stopped, and another layer inside it costs nothing. Returns X and the layers run so far."""
+        return _first_input(self.spec.name, tuple(token_ids.tolist()), str(device), dtype, layer)
 
     def streamed_inputs(self, token_ids, device, dtype, reduce_to: int, block_bytes: int,
                         layer: int | None = None) -> Forward:

@@ -323,55 +323,113 @@ def forward(w: dict, ids: torch.Tensor, shape: LlamaShape, cache: KVCache | None
     Learned positions (GPT-2's ``model.embed_positions.weight``) are added to the token
     embedding, counted from the cache's length. Only the last row's logits are computed
     (``logits``), as the next token needs no others. ``z_hooks`` maps a layer (0-based) to a function of its per-head
-    outputs Z (h, n, d_v) returning what W_O reads instead (``engine.interventions``).
+    outputs Z (h, n, d_v) returning what W_O reads instead (``engine.interventions``). ``Run`` is the same pass
+    run a layer at a time.
     """
-    h = rows(w, "model.embed_tokens.weight", ids)  # (n, d)
-    if shape.embed_scale:  # Gemma: the embedding times √d
-        h = h * h.new_tensor(h.shape[-1] ** 0.5)
-    if "model.embed_positions.weight" in w:  # learned absolute positions (GPT-2)
-        start = 0 if cache is None else cache.length
-        h = h + rows(w, "model.embed_positions.weight", torch.arange(start, start + ids.shape[0]))
-    if reduce_to is not None and cache is not None:
-        raise ValueError("a run after a key/value cache is not streamed")
-    residual, inputs, keys, values, maps, last = [h], [], [], [], [], []
-    sums: list[dict[str, torch.Tensor]] = []  # every layer's summaries
-    alphas: torch.Tensor | None = None  # every layer's α, filled layer by layer (``kept_attention``)
-    into: list[tuple[torch.Tensor, torch.Tensor, list | None] | None] = [None] * shape.layers
-    if reduce_to is None:
-        n = ids.shape[0]
-        T_k = n + (0 if cache is None else cache.length)
-        alphas = h.new_empty(shape.layers, shape.heads, n, T_k)
-        scratch = h.new_empty(kept_scratch(shape.heads, n, T_k, h.element_size()))  # one block's ω and α
-        # a whole sentence: its summaries (a decode step's one row has none)
-        into = [(alpha, scratch, sums if cache is None else None) for alpha in alphas]
-    kept: tuple[int, Steps] | None = None  # the shown layer and its steps, streamed
-    for layer in range(shape.layers):
-        past = None if cache is None else (cache.keys[layer], cache.values[layer])
-        h, x, steps = decoder_layer(h, w, layer, shape, past, z_hook=(z_hooks or {}).get(layer),
-                                    reduce_to=reduce_to, block_bytes=block_bytes,
-                                    shown=reduce_to is not None and layer == shown_layer, into=into[layer])
-        if reduce_to is not None and layer == shown_layer:
-            kept = (layer, steps)
-        if reduce_to is None:  # streamed, only the last residual is kept (memory follows T d, not L T d)
-            residual.append(h)
-        inputs.append(x)
+    return Run(w, ids, shape, cache, z_hooks=z_hooks, reduce_to=reduce_to, block_bytes=block_bytes,
+               shown_layer=shown_layer).finish()
+
+
+class Run:
+    """``forward``'s pass, a layer at a time: ``advance(to)`` runs the layers before ``to`` from the kept residual,
+    ``input_of(layer)`` gives what a layer's attention reads having run only the layers before it, ``finish()``
+    runs the rest, the final norm and the logits and gives the ``Forward``.
+
+    ``done`` counts the layers run. A layer's results are kept only once it has run whole: a layer stopped
+    midway (an exception, Ctrl+C, a cancel raised by ``on_layer``) leaves the run as it was before it, and
+    ``advance`` goes on from there. ``on_layer(done, total)`` is called after each layer (a progress bar's
+    count; it may raise to stop the pass). Not thread-safe: one thread advances a run at a time.
+    """
+
+    def __init__(self, w: dict, ids: torch.Tensor, shape: LlamaShape, cache: KVCache | None = None, *,
+                 z_hooks: dict | None = None, reduce_to: int | None = None, block_bytes: int = 8 * 2**20,
+                 shown_layer: int | None = None):
+        if reduce_to is not None and cache is not None:
+            raise ValueError("a run after a key/value cache is not streamed")
+        h = rows(w, "model.embed_tokens.weight", ids)  # (n, d)
+        if shape.embed_scale:  # Gemma: the embedding times √d
+            h = h * h.new_tensor(h.shape[-1] ** 0.5)
+        if "model.embed_positions.weight" in w:  # learned absolute positions (GPT-2)
+            start = 0 if cache is None else cache.length
+            h = h + rows(w, "model.embed_positions.weight", torch.arange(start, start + ids.shape[0]))
+        self.w, self.shape, self.cache, self.z_hooks = w, shape, cache, z_hooks or {}
+        self.reduce_to, self.block_bytes, self.shown_layer = reduce_to, block_bytes, shown_layer
+        self.h = h  # the residual entering layer ``done``
+        self.done = 0
+        self.residual: list[torch.Tensor] = [h]  # the residual entering each layer run (not kept streamed)
+        self.inputs: list[torch.Tensor] = []  # each layer's X
+        self.keys: list[torch.Tensor] = []
+        self.values: list[torch.Tensor] = []
+        self.maps: list[torch.Tensor] = []  # streamed: each layer's pooled α
+        self.last: list[torch.Tensor] = []  # each layer's α of the last query row
+        self.sums: list[dict[str, torch.Tensor]] = []  # every layer's summaries
+        self.alphas: torch.Tensor | None = None  # every layer's α, filled layer by layer (``kept_attention``)
+        self.into: list[tuple[torch.Tensor, torch.Tensor, list | None] | None] = [None] * shape.layers
         if reduce_to is None:
-            last.append(steps.alpha[:, -1])  # the summaries went into ``sums`` (``kept_attention``)
-        else:
-            pooled = steps.pooled
-            assert pooled is not None and pooled.summaries is not None and pooled.last_row is not None
-            sums.append({name: pooled.summaries[name] for name in SUMMARY_PARTS})
-            maps.append(pooled.maps["weights"])  # (h, r, r)
-            last.append(pooled.last_row)
-        keys.append(steps.k)  # (g, P + n, d_k): the cache and the new keys
-        values.append(steps.v)
-    final = norm(h, w, "model.norm", shape)  # (n, d)
-    residual = [final] if reduce_to is not None else [*residual[:-1], final]  # the last: after the final norm
-    T_k = keys[0].size(-2)
-    summaries = Summaries.stack(sums, T_k, maps if reduce_to is not None else None) if sums else None
-    return Forward(residual, inputs, alphas, KVCache(tuple(keys), tuple(values)),
-                   logits(final[-1], w, shape.final_softcap), summaries, torch.stack(last),
-                   kept)
+            n = ids.shape[0]
+            T_k = n + (0 if cache is None else cache.length)
+            self.alphas = h.new_empty(shape.layers, shape.heads, n, T_k)
+            scratch = h.new_empty(kept_scratch(shape.heads, n, T_k, h.element_size()))  # one block's ω and α
+            # a whole sentence: its summaries (a decode step's one row has none)
+            self.into = [(alpha, scratch, self.sums if cache is None else None) for alpha in self.alphas]
+        self.kept: tuple[int, Steps] | None = None  # the shown layer and its steps, streamed
+        self.result: Forward | None = None  # ``finish``'s, once made
+
+    def advance(self, to: int, on_layer=None) -> None:
+        """Run the layers ``done`` … ``to`` - 1 (none if ``to`` <= ``done``)."""
+        shape, reduce_to = self.shape, self.reduce_to
+        for layer in range(self.done, min(to, shape.layers)):
+            summed = len(self.sums)
+            past = None if self.cache is None else (self.cache.keys[layer], self.cache.values[layer])
+            try:
+                h, x, steps = decoder_layer(self.h, self.w, layer, shape, past, z_hook=self.z_hooks.get(layer),
+                                            reduce_to=reduce_to, block_bytes=self.block_bytes,
+                                            shown=reduce_to is not None and layer == self.shown_layer,
+                                            into=self.into[layer])
+            except BaseException:
+                del self.sums[summed:]  # this layer's summaries, appended before it stopped
+                raise
+            if reduce_to is not None and layer == self.shown_layer:
+                self.kept = (layer, steps)
+            if reduce_to is None:  # streamed, only the last residual is kept (memory follows T d, not L T d)
+                self.residual.append(h)
+                self.last.append(steps.alpha[:, -1])  # the summaries went into ``sums`` (``kept_attention``)
+            else:
+                pooled = steps.pooled
+                assert pooled is not None and pooled.summaries is not None and pooled.last_row is not None
+                self.sums.append({name: pooled.summaries[name] for name in SUMMARY_PARTS})
+                self.maps.append(pooled.maps["weights"])  # (h, r, r)
+                self.last.append(pooled.last_row)
+            self.inputs.append(x)
+            self.keys.append(steps.k)  # (g, P + n, d_k): the cache and the new keys
+            self.values.append(steps.v)
+            self.h, self.done = h, layer + 1
+            if on_layer is not None:
+                on_layer(self.done, shape.layers)
+
+    def input_of(self, layer: int, on_layer=None) -> torch.Tensor:
+        """What layer ``layer``'s attention reads (X (n, d)): kept where that layer has run, else made after running
+        the layers before it only (the norm of the kept residual; OLMo 2's is the residual itself)."""
+        if layer < self.done:
+            return self.inputs[layer]
+        self.advance(layer, on_layer)
+        s = self.shape
+        return self.h if s.post_norm else norm(self.h, self.w, f"model.layers.{layer}.input_layernorm", s)
+
+    def finish(self, on_layer=None) -> Forward:
+        """Run the layers left, the final norm and the logits: the whole pass's ``Forward`` (made once)."""
+        if self.result is not None:
+            return self.result
+        self.advance(self.shape.layers, on_layer)
+        w, shape, reduce_to = self.w, self.shape, self.reduce_to
+        final = norm(self.h, w, "model.norm", shape)  # (n, d)
+        residual = [final] if reduce_to is not None else [*self.residual[:-1], final]  # the last: after the norm
+        T_k = self.keys[0].size(-2)
+        summaries = Summaries.stack(self.sums, T_k, self.maps if reduce_to is not None else None) \
+            if self.sums else None
+        self.result = Forward(residual, self.inputs, self.alphas, KVCache(tuple(self.keys), tuple(self.values)),
+                              logits(final[-1], w, shape.final_softcap), summaries, torch.stack(self.last), self.kept)
+        return self.result
 
 
 SUMMARY_PARTS = ("sink", "distance", "decay", "top_weights", "top_keys",
