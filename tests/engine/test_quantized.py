@@ -103,7 +103,7 @@ def test_a_type_not_dequantized_here_is_refused_in_one_line(tmp_path):
     path = write_gguf(tmp_path / "q81.gguf", hf, "llama", "byte", "Q8_1", raw=raw)
     with pytest.raises(ConfigError) as info:
         model_spec(path)
-    assert str(info.value) == ("q81.gguf stores tensors as Q8_1, which attn-gui does not dequantize yet (it reads "
+    assert str(info.value) == ("q81.gguf stores blk.1.ffn_up.weight as Q8_1, which attn-gui does not compute (it reads "
                                "F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ2_XXS, "
                                "IQ2_XS, IQ3_XXS, IQ1_S, IQ4_NL, IQ3_S, IQ2_S, IQ4_XS, IQ1_M)")
 
