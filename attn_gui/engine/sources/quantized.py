@@ -4,9 +4,9 @@ A quantized file is never converted whole. ``Quantized`` maps transformers' name
 file's tensors and dequantizes one when it is read (``stored.Upcast`` reads each layer's
 weights as the layer runs), so the memory a model needs is the mapped file plus one matrix in
 float32. Where more is free, the tensors dequantized are kept, up to half of the memory free
-beyond that (``keep_budget``): a repeated forward (a decode step, the interventions' grids)
-then dequantizes nothing again, and a model too large to keep whole holds the rest a layer at
-a time.
+beyond that and 512 MiB (``keep_budget``): a small model's repeated forward (a decode step, the
+interventions' grids) then dequantizes nothing again, and a model too large to keep whole holds
+the rest a matrix at a time.
 An embedding lookup dequantizes only the rows read (``rows``), and the output matrix is read
 in slices of rows (``stored.logits``): ggml's blocks never cross a row, so a row's bytes
 dequantize on their own. Each step of llama.cpp's converter is undone after dequantizing
@@ -18,11 +18,12 @@ PyTorch's int4 kernel and Q8_0 and Q6_K kept as int8 values with their scales; e
 pages of the file are then given back, so the process holds the packed model, about the
 file's size, and nothing in float32.
 
-Q4_0, Q4_1, Q4_K, Q6_K and Q8_0 (the types llama.cpp's files use most) are dequantized in torch with
-the ``gguf`` package's arithmetic, equal to its ``dequantize`` bit for bit (``TORCH``; written over
-whole tensors, not block by block); Q5_0, Q5_1, the other K-quants and the IQ types by ``gguf``'s
-``dequantize`` itself (numpy, ggml's ``dequantize_row_*`` written out). F32, F16 and BF16 tensors are
-handed out as views of the file in their stored dtype. Any other type is refused in one line naming it.
+Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, the K-quants Q2_K to Q6_K and the IQ types are dequantized by the
+``gguf`` package's ``dequantize`` (numpy, ggml's ``dequantize_row_*`` written out): torch written
+over whole tensors with the same arithmetic (equal bit for bit) was no faster on an 8 B model's
+matrices and 30 to 100 times slower on SmolLM2's small ones on this loaded 2-core machine (each
+operation waits for its second thread; docs/benchmarks.md). F32, F16 and BF16 tensors are handed
+out as views of the file in their stored dtype. Any other type is refused in one line naming it.
 """
 
 from __future__ import annotations
@@ -59,56 +60,14 @@ def unread(kinds) -> str | None:
 
 
 def dequantize(raw: np.ndarray, kind: int, width: int) -> torch.Tensor:
-    """Rows of ggml type ``kind`` (``raw``: (n, bytes per row) uint8) as float32 (n, ``width``): the ``gguf``
-    package's ``dequantize``, or for the types llama.cpp's files use most (``TORCH``) the same arithmetic in torch,
-    several times faster and equal to it bit for bit (``tests/engine/test_quantized.py``)."""
+    """Rows of ggml type ``kind`` (``raw``: (n, bytes per row) uint8) as float32 (n, ``width``)."""
     if kind not in QUANTS:
         raise ValueError(f"the ggml type {unread([kind])} is not read")
-    if kind in TORCH:
-        return TORCH[kind](torch.from_numpy(raw), width)
     from gguf.constants import GGMLQuantizationType
     from gguf.quants import dequantize as gguf_dequantize
 
     rows = gguf_dequantize(raw, GGMLQuantizationType(kind))  # (n, width) float32
     return torch.from_numpy(np.asarray(rows, dtype=np.float32)).reshape(raw.shape[0], width)
-
-
-def _q4_0(raw: torch.Tensor, width: int) -> torch.Tensor:
-    n = raw.shape[0]
-    blocks = raw.view(n, width // 32, 18)
-    d = blocks[..., :2].contiguous().view(torch.float16).float()  # (n, G, 1)
-    q = packed.values(raw, packed.Q4_0, width).view(n, width // 32, 32)
-    return (d * (q.float() - 8)).view(n, width)
-
-
-def _q4_1(raw: torch.Tensor, width: int) -> torch.Tensor:
-    n = raw.shape[0]
-    blocks = raw.view(n, width // 32, 20)
-    d, m = blocks[..., :4].contiguous().view(torch.float16).float().split(1, -1)  # (n, G, 1) each
-    q = packed.values(raw, packed.Q4_1, width).view(n, width // 32, 32)
-    return (d * q.float() + m).view(n, width)
-
-
-def _q4_k(raw: torch.Tensor, width: int) -> torch.Tensor:
-    n = raw.shape[0]
-    blocks = raw.view(n, width // 256, 144)
-    d, dmin = blocks[..., 0:4].contiguous().view(torch.float16).float().split(1, -1)  # (n, S, 1) each
-    sc, m = packed.k_scales(blocks[..., 4:16].to(torch.int32))  # (n, S, 8)
-    q = packed.values(raw, packed.Q4_K, width).view(n, width // 256, 8, 32)
-    return ((d * sc)[..., None] * q.float() - (dmin * m)[..., None]).view(n, width)
-
-
-def _q8_0(raw: torch.Tensor, width: int) -> torch.Tensor:
-    q, d = packed.int8_parts(raw, packed.Q8_0, width)
-    return (q.float().view(*d.shape, 32) * d[..., None]).view(-1, width)
-
-
-def _q6_k(raw: torch.Tensor, width: int) -> torch.Tensor:
-    q, scales = packed.int8_parts(raw, packed.Q6_K, width)
-    return (scales[..., None] * q.float().view(*scales.shape, 16)).view(-1, width)
-
-
-TORCH = {2: _q4_0, 3: _q4_1, 8: _q8_0, 12: _q4_k, 14: _q6_k}  # gguf's arithmetic in torch, bit for bit
 
 
 class Quantized(Mapping):
@@ -258,9 +217,12 @@ class Quantized(Mapping):
 
 
 KEEP_SHARE = 0.5  # of the memory free once the file is mapped and a layer dequantized: kept dequantized at most
+# and never more than this: a model's peak RSS stays within its file + 1.5 GiB in float32 too (an 8 B file's grew by
+# 12.8 GiB, and by 8.5 GiB with 17 GB free); SmolLM2's 0.4 GiB of float32 matrices are all kept
+KEEP_MAX = 512 * 2**20
 
 
 def keep_budget(free: int | None, mapped: int, layer: int) -> int:
     """The bytes of dequantized tensors to keep: ``KEEP_SHARE`` of what is free beyond the mapped file and one
-    float32 layer (``free`` None, unknown: none kept)."""
-    return 0 if free is None else max(0, int(KEEP_SHARE * (free - mapped - layer)))
+    float32 layer, at most ``KEEP_MAX`` (``free`` None, unknown: none kept)."""
+    return 0 if free is None else min(KEEP_MAX, max(0, int(KEEP_SHARE * (free - mapped - layer))))
