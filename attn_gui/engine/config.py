@@ -134,8 +134,7 @@ class AttentionConfig:
     device: str = option("cpu", kind="device", label="device",
                          help="Where the compute runs: cpu, cuda, cuda:N or mps.")
     dtype: str = option("float32", kind="choice", label="dtype",
-                        choices=(("float32", "float32"), ("float64", "float64"),
-                                 ("bfloat16", "bfloat16 matmuls")),
+                        choices=(("bfloat16", "bfloat16 matmuls"), ("float32", "float32"), ("float64", "float64")),
                         help="Floating-point precision of the compute. bfloat16: a decoder model's weight matmuls "
                              "in bfloat16 on its stored weights, on the CPU (PyTorch's int4 kernels for a 4-bit "
                              "GGUF), several times faster; the rest in float32, α within about 1e-3.")
