@@ -259,7 +259,9 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--engine-only", action="store_true", help="skip the parts that need Qt")
     b.add_argument("--only", metavar="SECTION[,SECTION...]",
                    help="run only these sections: engine, display, memory, model, folder, decoder, quantized, "
-                        "long, interventions, training, window, startup")
+                        "long, interventions, training, window, startup, heavy")
+    b.add_argument("--heavy", action="store_true",
+                   help="also measure Llama-3-8B-shaped files (minutes; 26 GB of disk; kept in $ATTN_GUI_HEAVY_DIR)")
     return p
 
 
@@ -670,7 +672,7 @@ def _run_bench(args: argparse.Namespace) -> int:
     tiny = os.environ.get(bench.TINY_ENV, "") not in ("", "0")
     settings = dataclasses.replace(
         bench.BenchSettings.for_mode(quick=args.quick, device=args.device, engine_only=args.engine_only, tiny=tiny),
-        only=only)
+        only=only, heavy=args.heavy)
     report = bench.run_bench(settings, log=lambda message: print(message, file=sys.stderr, flush=True))
     print(bench.format_report(report))
     if args.json:
