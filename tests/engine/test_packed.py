@@ -13,13 +13,13 @@ import gguf
 import numpy as np
 import pytest
 import torch
-import transformers
 from gguf.constants import GGML_QUANT_SIZES
 from gguf.quants import dequantize, quantize
 
-from attn_gui.engine import AttentionConfig, ConfigError, compute, source
+from attn_gui.engine import AttentionConfig, ConfigError, source
 from attn_gui.engine.sources import packed
-from gguf_writing import byte_level_vocab, write_gguf  # (tests/)
+from gguf_writing import quantized_llama  # (tests/)
+from transformers_peer import alphas_equal_transformers  # (tests/)
 
 Q = gguf.GGMLQuantizationType
 SENTENCE = "the cat sat on a mat and the dog ran"
@@ -92,25 +92,12 @@ def test_q8_0_and_q6_k_values_and_scales_are_the_blocks():
 
 
 def _model(folder, kinds, seed=0):
-    """A tiny Llama (d 256: whole blocks of 256) whose matrices are written in ``kinds`` (name part -> ggml type,
-    else Q4_0), weights of a trained model's spread (0.02); transformers' eager Llama on the dequantized matrices."""
-    torch.manual_seed(seed)
-    rng = np.random.default_rng(seed)
-    config = transformers.LlamaConfig(hidden_size=256, intermediate_size=512, num_hidden_layers=2,
-                                      num_attention_heads=4, num_key_value_heads=2,
-                                      vocab_size=len(byte_level_vocab()[0]), tie_word_embeddings=False,
-                                      max_position_embeddings=128, rope_theta=500.0, rms_norm_eps=1e-5)
-    hf = transformers.AutoModelForCausalLM.from_config(config, attn_implementation="eager").eval()
-    raw = {}
-    with torch.no_grad():
-        for key, w in hf.state_dict().items():
-            if w.ndim == 1:
-                w.normal_(1.0, 0.1)  # random gains around 1: they must be read
-                continue
-            kind = next((k for part, k in kinds.items() if part in key), Q.Q4_0)
-            raw[key] = _raw(kind, *w.shape, rng), kind
-            w.copy_(torch.from_numpy(dequantize(raw[key][0], kind)))
-    return write_gguf(folder / "mixed.gguf", hf, "llama", "byte", "Tiny mixed", raw=raw), hf
+    """A tiny Llama (``gguf_writing.quantized_llama``) whose matrices are written in ``kinds`` (name part -> ggml type,
+    the first that matches, else Q4_0), weights of a trained model's spread (0.02), its own output matrix and norm
+    gains around 1; transformers' eager Llama on the dequantized matrices."""
+    kind_of = lambda key: next((k for part, k in kinds.items() if part in key), Q.Q4_0)  # noqa: E731
+    return quantized_llama(folder / "mixed.gguf", kind_of, lambda w, kind, rng: _raw(kind, *w.shape, rng), ffn=512,
+                           tied=False, gains=(1.0, 0.1), seed=seed)
 
 
 # name part -> type, the first that matches (else Q4_0): Q4_K_M as llama-quantize lays it out; Q5_K has no kernel
@@ -129,13 +116,8 @@ def test_bfloat16_matmuls_give_alpha_and_logits_within_bfloat16s_rounding(mixed)
     8 bits give through 2 layers (measured: α 2e-4 to 6e-4 with Q4_0, Q4_1 and Q8_0, up to 8.5e-3 with the
     K-quants' random scales, which make sharper scores; the logits 6e-3 to 7e-3)."""
     path, hf = mixed
+    out, _, _ = alphas_equal_transformers(path, hf, SENTENCE, atol=1e-2, dtype="bfloat16")
     ids = torch.tensor(source(path).tokenize(SENTENCE).token_ids)
-    with torch.no_grad():
-        out = hf(ids[None], output_attentions=True)
-    for layer in range(2):
-        r = compute(AttentionConfig(sentence=SENTENCE, model=path, layer=layer, dtype="bfloat16"))
-        assert torch.allclose(r.weights, out.attentions[layer][0], atol=1e-2, rtol=0), layer
-        assert torch.allclose(r.layer_weights[layer], out.attentions[layer][0], atol=1e-2, rtol=0), layer
     run = source(path).forward(ids, "cpu", torch.bfloat16)
     theirs = out.logits[0, -1]
     assert (run.logits - theirs).abs().max() <= 0.02 * theirs.abs().max()

@@ -193,13 +193,8 @@ def test_a_bf16_folder_multiplies_as_stored_in_bfloat16_within_1e_3_of_transform
     from attn_gui.engine.sources import decoder
 
     path, hf = bf16
+    out, _, _ = alphas_equal_transformers(path, hf, SENTENCE, atol=1e-3, dtype="bfloat16")
     ids = torch.tensor(source(path).tokenize(SENTENCE).token_ids)
-    with torch.no_grad():
-        out = hf(ids[None], output_attentions=True)
-    for layer in range(2):
-        r = compute(AttentionConfig(sentence=SENTENCE, model=path, layer=layer, dtype="bfloat16"))
-        assert torch.allclose(r.layer_weights[layer], out.attentions[layer][0], atol=1e-3, rtol=0)
-        assert torch.allclose(r.weights, out.attentions[layer][0], atol=1e-3, rtol=0)
     run = source(path).forward(ids, "cpu", torch.bfloat16)
     assert (run.logits - out.logits[0, -1]).abs().max() <= 0.01 * out.logits[0, -1].abs().max()
     w = decoder._weights_on(path, "cpu", torch.bfloat16)
