@@ -10,6 +10,8 @@ The forward pass is ``llama.py``.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import functools
 import importlib
 import threading
@@ -101,13 +103,26 @@ def _layer_weights(name: str, layer: int, device: str, dtype: torch.dtype) -> Pr
 
 
 _RUN_LOCK = threading.RLock()  # one thread advances the kept runs at a time (``llama.Run`` is not thread-safe)
+_ON_LAYER: contextvars.ContextVar = contextvars.ContextVar("attn_gui_on_layer", default=None)
+
+
+@contextlib.contextmanager
+def each_layer(on_layer):
+    """Within the block, a kept run calls ``on_layer(done, total)`` after each layer it runs (``llama.Run``): a
+    progress count, or a cancel (raise: the run stays as it was after its last whole layer, and a later compute
+    goes on from there). The window's worker stops a run a newer request has made stale this way."""
+    token = _ON_LAYER.set(on_layer)
+    try:
+        yield
+    finally:
+        _ON_LAYER.reset(token)
 
 
 def _prefill(name: str, ids: tuple[int, ...], device: str, dtype: torch.dtype) -> Forward:
     """The whole run over a sentence (the kept one, finished where it stopped)."""
     run = _run(name, ids, device, dtype)
     with _RUN_LOCK, torch.no_grad():
-        return run.finish()
+        return run.finish(_ON_LAYER.get())
 
 
 def _first_input(name: str, ids: tuple[int, ...], device: str, dtype: torch.dtype,
@@ -115,7 +130,7 @@ def _first_input(name: str, ids: tuple[int, ...], device: str, dtype: torch.dtyp
     """What ``layer`` reads, having run only the layers before it, and how many layers the kept run has run."""
     run = _run(name, ids, device, dtype)
     with _RUN_LOCK, torch.no_grad():
-        return run.input_of(layer), run.done
+        return run.input_of(layer, _ON_LAYER.get()), run.done
 
 
 _STREAMED: OrderedDict[tuple, Forward] = OrderedDict()  # the last streamed run (each holds L T d of inputs)
