@@ -28,7 +28,7 @@ from PySide6 import QtCore
 
 from ..engine import AttentionConfig, UserError
 from ..present.frame import Frame
-from ..present.runner import Failure, LatestWins, is_small, run_request, torch_threads
+from ..present.runner import Failure, LatestWins, is_partial, is_small, run_request, torch_threads
 
 
 _RUNNING: weakref.WeakSet = weakref.WeakSet()  # every ComputeService and TaskThread whose thread may run
@@ -71,7 +71,11 @@ class _Worker(QtCore.QObject):
         if job is not None:  # None: a newer request already took this wake-up's work
             request_id, config = job
             report = lambda done, total: self.progress.emit(request_id, done, total)  # noqa: E731
-            self.finished.emit(run_request(request_id, config, report))
+            stale = lambda: not self._queue.is_latest(request_id)  # noqa: E731
+            outcome = run_request(request_id, config, report, first=True, stale=stale)
+            self.finished.emit(outcome)  # a large decoder's first maps: shown while the rest of its run goes on
+            if is_partial(outcome) and not stale():
+                self.finished.emit(run_request(request_id, config, report, stale=stale))
 
 
 class ComputeService(QtCore.QObject):
@@ -80,7 +84,9 @@ class ComputeService(QtCore.QObject):
     Signals
     -------
     resultReady(Frame)
-        The newest request's frame (stale ones are never emitted).
+        The newest request's frame (stale ones are never emitted). A large decoder's request gives
+        two: its first maps (``present.runner.is_partial``), then the whole run's frame; a newer
+        request stops the run after its layer in progress.
     failed(Failure)
         The newest request failed.
     loadProgress(int, int)
