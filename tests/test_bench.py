@@ -340,3 +340,18 @@ def test_the_8b_writer_lays_out_q4_k_m_as_llama_quantize_and_the_engine_reads_it
     fast = compute(AttentionConfig(sentence=sentence(12), model=str(path), layer=5, dtype="bfloat16"), first=True)
     assert len(fast.tokens) == 12 and fast.model_run.pending == 5  # the 5 layers before layer 6 have run
     assert torch.allclose(fast.weights, exact.weights, atol=1e-2, rtol=0)  # test_packed's bound
+
+
+def test_the_8b_folder_writer_writes_a_llama_folder_transformers_reads(tmp_path):
+    """``bench.models8b.write_folder`` at a tiny size: transformers loads it, and the engine's α equals its."""
+    import torch
+    import transformers
+
+    from attn_gui.bench.models8b import WORDS, write_folder
+    from transformers_peer import alphas_equal_transformers  # (tests/)
+
+    sizes = dict(d=64, ffn=128, layers=2, heads=4, kv_heads=2, vocab=64, context=64, rope=10000.0)
+    assert write_folder(tmp_path / "llama", sizes) == (tmp_path / "llama" / "model.safetensors").stat().st_size
+    hf = transformers.AutoModelForCausalLM.from_pretrained(tmp_path / "llama", dtype=torch.float32,
+                                                           attn_implementation="eager").eval()
+    alphas_equal_transformers(str(tmp_path / "llama"), hf, " ".join(WORDS[:12]))

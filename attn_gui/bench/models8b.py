@@ -173,10 +173,13 @@ def write_gguf(path: Path, mix: str, sizes: dict = LLAMA3_8B, seed: int = 0, log
 
 
 def write_folder(folder: Path, sizes: dict = LLAMA3_8B, seed: int = 0, log=lambda message: None) -> int:
-    """Write a Llama folder of ``sizes`` in bfloat16 (model.safetensors by hand, tensor by tensor; config.json; a
-    small word-level tokenizer), weights N(0, 0.02), norm gains near 1; returns the weights' bytes on disk."""
+    """Write a Llama folder of ``sizes`` in bfloat16 (model.safetensors tensor by tensor, ``folder.write_bf16``;
+    config.json; a small word-level tokenizer), weights N(0, 0.02), norm gains near 1; returns the weights'
+    bytes on disk."""
     import torch
     from tokenizers import Tokenizer, models, pre_tokenizers
+
+    from .folder import write_bf16
 
     folder.mkdir(parents=True, exist_ok=True)
     d, f, v = sizes["d"], sizes["ffn"], sizes["vocab"]
@@ -190,22 +193,10 @@ def write_folder(folder: Path, sizes: dict = LLAMA3_8B, seed: int = 0, log=lambd
                   (p + "mlp.gate_proj.weight", (f, d)), (p + "mlp.up_proj.weight", (f, d)),
                   (p + "mlp.down_proj.weight", (d, f))]
     names += [("model.norm.weight", (d,)), ("lm_head.weight", (v, d))]
-    header, offset = {}, 0
-    for name, shape in names:
-        n = 2 * int(np.prod(shape))
-        header[name] = {"dtype": "BF16", "shape": list(shape), "data_offsets": [offset, offset + n]}
-        offset += n
-    raw = json.dumps(header).encode()
-    raw += b" " * (-len(raw) % 8)
     gen = torch.Generator().manual_seed(seed)
-    with open(folder / "model.safetensors", "wb") as out:
-        out.write(len(raw).to_bytes(8, "little") + raw)
-        for i, (_, shape) in enumerate(names):
-            w = 1.0 + 0.1 * torch.randn(shape, generator=gen) if len(shape) == 1 else \
-                torch.randn(shape, generator=gen) * SPREAD
-            out.write(w.to(torch.bfloat16).view(torch.int16).numpy().tobytes())
-            if i % 36 == 0:
-                log(f"{folder.name}: {i + 1} of {len(names)} tensors written")
+    write_bf16(folder / "model.safetensors", names,
+               lambda _, shape: 1.0 + 0.1 * torch.randn(shape, generator=gen) if len(shape) == 1
+               else torch.randn(shape, generator=gen) * SPREAD, log)
     config = dict(model_type="llama", architectures=["LlamaForCausalLM"], hidden_size=d, intermediate_size=f,
                   num_hidden_layers=sizes["layers"], num_attention_heads=sizes["heads"],
                   num_key_value_heads=sizes["kv_heads"], vocab_size=v, max_position_embeddings=sizes["context"],
