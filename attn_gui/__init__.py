@@ -1,11 +1,12 @@
 """Attention Explorer: watch self-attention being computed, one heatmap per step."""
 
 
-PUBLIC = {"show": "api", "to_html": "api", "register": "engine.sources.memory"}  # name: its module
+PUBLIC = {"show": "api", "to_html": "api", "register": "engine.sources.memory",  # name: its module
+          "to_lens": "engine.sources.lens"}
 
 
 def __getattr__(name: str):
-    """``__version__`` and the Python API (``show``, ``to_html``, ``register``), looked up on first use:
+    """``__version__`` and the Python API (``show``, ``to_html``, ``register``, ``to_lens``), looked up on first use:
     importing the package stays instant (``launch``)."""
     if name == "notebook":  # attn_gui.notebook.view(...) after a bare ``import attn_gui``
         from importlib import import_module

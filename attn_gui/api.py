@@ -11,8 +11,8 @@ and each imports torch, Qt or a model only when called.
 from __future__ import annotations
 
 import atexit
-
 import dataclasses
+import os
 from typing import Any
 
 VIEW_OPTIONS = ("head", "token", "hide_special", "focus", "scales")  # ViewState's fields besides the config
@@ -76,17 +76,18 @@ def show(model: Any = None, tokenizer: Any = None, sentence: str | None = None, 
 
     Parameters
     ----------
-    model : str, a transformers PreTrainedModel, or None
+    model : str, a transformers PreTrainedModel, a TransformerLens TransformerBridge, or None
         A bundled model's name, a Hugging Face folder or a GGUF file, or a model object in
-        memory (registered with ``register``, its tokenizer from ``tokenizer``); None: random
-        weights.
+        memory (registered with ``register``, its tokenizer from ``tokenizer``; a bridge's
+        own by default); None: random weights.
     tokenizer : transformers tokenizer or tokenizers.Tokenizer, optional
         With a model object only.
     sentence : str, optional
     block : bool, optional
-        Run Qt's event loop until the window closes. Default: only when there was no
-        QApplication yet (a plain script); under a running one (IPython's ``%gui qt``,
-        a Qt program) ``show`` returns at once with a live window.
+        Run Qt's event loop until the window closes. Default: in a plain script (no
+        QApplication yet, or only the one ``to_html`` made to draw its page); under a
+        running one (IPython's ``%gui qt``, a Qt program) ``show`` returns at once with a
+        live window.
     **options
         ``AttentionConfig`` fields (``heads=2``, ``layer=3``, ``causal=True``, ...) and the
         view's ``head``, ``token``, ``hide_special``, ``focus``, ``scales`` (0-based head and token).
@@ -105,9 +106,17 @@ def show(model: Any = None, tokenizer: Any = None, sentence: str | None = None, 
     state = _state(model, tokenizer, sentence, dict(options))
     from PySide6 import QtWidgets
 
+    from .engine import UserError
+    from .render.offscreen import MADE_HERE
     from .ui.app import open_window, prepare_app
 
-    existed = QtWidgets.QApplication.instance() is not None
+    running = QtWidgets.QApplication.instance()
+    # an application attn-gui made to draw pages (``to_html`` before): a plain script still, no loop runs it
+    existed = running is not None and not running.property(MADE_HERE)
+    if running is not None and running.platformName() == "offscreen" and running.property(MADE_HERE) \
+            and (os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")):
+        raise UserError("show() cannot open a window in this process: notebook.view() or the command line drew "
+                        "offscreen first; call show() before them, or in another Python")
     app = prepare_app()
     window = open_window(state)
     window.show()

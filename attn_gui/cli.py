@@ -113,6 +113,11 @@ def config_from_args(args: argparse.Namespace, load: bool = True):
         from .engine.training import probe_sentence
 
         changes["sentence"] = probe_sentence(changes["model"]) or base.sentence
+    if changes.get("positional") == "rope" and "d_k" not in changes and base.model is None \
+            and "model" not in changes and base.dims.d_k % 2:
+        # RoPE turns pairs of dimensions: the default d_k of 3 becomes 4 (the documented
+        # ``--focus rope_angles --positional rope`` exited 2); a d_k given on the command line is refused instead
+        changes["d_k"] = base.dims.d_k + 1
     config = base.replace(**changes)
     inert = [OPTIONS[name].flag for name in changes if config.mode not in OPTIONS[name].modes]
     if inert:
@@ -262,7 +267,31 @@ def build_parser() -> argparse.ArgumentParser:
                         "long, interventions, training, window, startup, heavy")
     b.add_argument("--heavy", action="store_true",
                    help="also measure Llama-3-8B-shaped files (minutes; 26 GB of disk; kept in $ATTN_GUI_HEAVY_DIR)")
+    p.epilog = _window_epilog(gui)
+    p.formatter_class = argparse.RawDescriptionHelpFormatter
     return p
+
+
+WINDOW_FLAGS = ("--model", "--layer", "--sentence", "--preset", "--heads", "--head", "--focus", "--all-maps",
+                "--dock", "--geometry")  # the window's options shown by ``attn-gui --help`` (all: gui --help)
+
+
+def _window_epilog(gui: argparse.ArgumentParser) -> str:
+    """The window's most used options, their help as ``attn-gui gui --help`` gives it: ``attn-gui --help`` listed
+    the commands only, and a newcomer did not find --model, --layer, --focus or --dock."""
+    import textwrap
+
+    lines = ["the window (the default command: attn-gui [options] is attn-gui gui [options]):"]
+    actions = {flag: a for a in gui._actions for flag in a.option_strings}
+    for flag in WINDOW_FLAGS:
+        action = actions[flag]
+        metavar = "" if action.nargs == 0 else f" {action.metavar or action.dest.upper()}"
+        head = f"  {flag}{metavar}"
+        text = (action.help or "").replace("%(default)s", str(action.default))
+        lines += textwrap.wrap(text, width=78, initial_indent=f"{head:<24}" if len(head) < 24 else head + "  ",
+                               subsequent_indent=" " * 24)
+    lines.append("every option of the window: attn-gui gui --help")
+    return "\n".join(lines)
 
 
 @contextlib.contextmanager
@@ -529,7 +558,8 @@ def add_train_parser(sub) -> None:
     t.add_argument("--threads", type=int, default=1, metavar="N",
                    help="CPU threads for the model's products (default 1: at these sizes more threads mostly wait "
                         "on each other, 20 times slower on a busy CPU)")
-    t.add_argument("--out", required=True, metavar="DIR", help="the checkpoint folder (replaced whole)")
+    t.add_argument("--out", required=True, metavar="DIR",
+                   help="the checkpoint folder: new, empty, or one train wrote (replaced whole)")
 
 
 def run_train(args: argparse.Namespace) -> int:
@@ -593,7 +623,8 @@ def add_corpus_parser(sub) -> None:
     c.add_argument("--corpus", required=True, metavar="FILE",
                    help="a text file (one passage per line), .jsonl, .parquet or a datasets save_to_disk folder")
     c.add_argument("--out", required=True, metavar="DIR",
-                   help="folder for heads.parquet, examples.parquet and manifest.json; a run stopped there resumes")
+                   help="folder for heads.parquet, examples.parquet and manifest.json: new, empty, or a census of the "
+                        "same inputs (a run stopped there resumes)")
     c.add_argument("--field", metavar="F", help="the text field of JSONL, Parquet or a datasets folder (default text)")
     c.add_argument("--ray", metavar="local|HOST:PORT", help="run on a local Ray, or join a running cluster")
     c.add_argument("--workers", type=int, metavar="N",
@@ -632,8 +663,13 @@ def run_corpus(args: argparse.Namespace) -> int:
     for name in filter(None, (args.model, args.compare)):
         load_model(name)  # converted once here, not by every worker at once
     progress = _census_progress if sys.stderr.isatty() else None
-    result = corpus.census(passages, args.out, settings, runner=runner, progress=progress,
-                           about={"ray": args.ray, "workers": args.workers})
+
+    def notice(line: str) -> None:
+        print(f"attn-gui corpus: {one_line(line)}", file=sys.stderr)
+
+    with _raising_interrupts() if args.ray is not None else contextlib.nullcontext():
+        result = corpus.census(passages, args.out, settings, runner=runner, progress=progress, notice=notice,
+                               about={"ray": args.ray, "workers": args.workers})
     m = result.manifest
     rate = f", {m['passages_per_second']:.1f} passages/s" if m["passages_per_second"] else ""
     print(f"wrote heads.parquet, examples.parquet and manifest.json to {one_line(args.out)} ({m['passages']:,} "
@@ -642,6 +678,21 @@ def run_corpus(args: argparse.Namespace) -> int:
     if m["dla_not_computed"]:
         print(f"no dla column: {m['dla_not_computed']}")
     return 0
+
+
+@contextlib.contextmanager
+def _raising_interrupts():
+    """Ctrl-C and SIGTERM raise KeyboardInterrupt (in the main thread), so work that holds other processes
+    (a local Ray and its workers) stops them before the program's one line and exit 130; set back after."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    old = {sig: signal.signal(sig, _stop_now) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, previous in old.items():
+            signal.signal(sig, previous)
 
 
 def _census_progress(p) -> None:
@@ -817,8 +868,7 @@ def _main(argv: list[str]) -> int:
                     "geometry": args.geometry, "scales": dict(args.colour_scale or ())} if args.command == "gui" else {}
             if view.get("focus") and view.get("all_maps"):
                 raise UsageError("attn-gui: --focus and --all-maps ask for different views; give one")
-            signal.signal(signal.SIGTERM, signal.SIG_DFL)  # the window is Qt's: no exception inside its loop
-            return run_gui(config, head=head, **view)
+            return run_gui(config, head=head, **view)  # its own handlers close the window on Ctrl-C and SIGTERM
         if args.command == "lessons":
             from .present.lessons import lesson_names, load_lesson
 

@@ -1,13 +1,20 @@
-"""MkDocs hooks: the command-line reference is generated from the argparse parsers at build time, so it
-never goes stale (the page holds the marker ``<!-- cli-reference -->``)."""
+"""MkDocs hooks and the command-line reference: docs/cli.md holds the reference generated from the argparse
+parsers between ``<!-- cli-reference -->`` and ``<!-- /cli-reference -->``, so that the page reads as the real
+reference in the repository too. ``python docs/hooks.py`` writes it again after a change of the parsers
+(tests/test_cli_reference.py says when it is due); the site's build puts the current one in."""
 
 import argparse
 import os
+import re
+import sys
+from pathlib import Path
 
-MARKER = "<!-- cli-reference -->"
+MARKER, END = "<!-- cli-reference -->", "<!-- /cli-reference -->"
+PAGE = Path(__file__).with_name("cli.md")
 
 
-def _reference() -> str:
+def reference() -> str:
+    """Every command's ``--help``, as markdown sections."""
     os.environ["COLUMNS"] = "100"  # argparse wraps help to the terminal's width; a fixed one for the page
     from attn_gui.cli import build_parser
 
@@ -20,5 +27,17 @@ def _reference() -> str:
     return "\n".join(out)
 
 
+def with_reference(markdown: str) -> str:
+    """``markdown`` with the block between the markers replaced by the current reference."""
+    block = f"{MARKER}\n{reference()}\n{END}"
+    return re.sub(re.escape(MARKER) + r".*?" + re.escape(END), lambda _: block, markdown, flags=re.S)
+
+
 def on_page_markdown(markdown: str, page, config, files) -> str:
-    return markdown.replace(MARKER, _reference()) if MARKER in markdown else markdown
+    return with_reference(markdown) if MARKER in markdown else markdown
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    PAGE.write_text(with_reference(PAGE.read_text(encoding="utf-8")), encoding="utf-8")
+    print(f"wrote {PAGE}")

@@ -311,3 +311,31 @@ def test_bench_json_into_proc_is_refused_first(capsys):
     assert run(["bench", "--quick", "--json", "/proc/x.json"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("attn-gui bench: ") and err.count("\n") == 1
+
+
+def test_the_documented_rope_angles_command_opens_with_an_even_d_k(monkeypatch, capsys):
+    """docs/guide/window.md's ``attn-gui --focus rope_angles --positional rope`` exited 2 on fresh settings ("d_k
+    must be even; got 3"): RoPE turns pairs of dimensions, so the default d_k of 3 becomes 4; a d_k given on the
+    command line is honoured or refused, never changed."""
+    import attn_gui.ui.app as app
+
+    opened = []
+    monkeypatch.setattr(app, "run_gui", lambda config=None, head=None, **view: opened.append(config) or 0)
+    assert run(["--focus", "rope_angles", "--positional", "rope", "--geometry", "1366x768"]) == 0
+    assert (opened[-1].positional, opened[-1].d_k) == ("rope", 4)
+    assert compute(opened[-1]).rope_angles.shape == (len(opened[-1].sentence.split()), 2)  # two pairs
+    assert run(["--positional", "rope", "--d-k", "6"]) == 0 and opened[-1].d_k == 6
+    assert run(["--positional", "rope", "--d-k", "3"]) == 2
+    err = capsys.readouterr().err
+    assert "d_k must be even; got 3" in err and err.count("\n") == 1
+
+
+def test_the_top_help_lists_the_windows_options(capsys):
+    """Issue 47: ``attn-gui --help`` listed the commands only; --model, --layer, --focus and --dock appeared under
+    ``attn-gui gui --help`` alone."""
+    assert run(["--help"]) == 0
+    text = capsys.readouterr().out
+    window = text.split("the window (the default command")[1]
+    for flag in ("--model", "--layer", "--focus", "--dock", "--geometry", "--sentence"):
+        assert f"\n  {flag} " in window, flag
+    assert "attn-gui gui --help" in window

@@ -73,18 +73,24 @@ def test_a_bad_out_is_refused_before_the_first_step(tmp_path, capsys, monkeypatc
     assert (tmp_path / "full" / "notes.txt").read_text() == "mine"
 
 
-def test_a_full_disk_at_the_save_is_one_line_and_keeps_the_previous_checkpoint(tmp_path, capsys, monkeypatch):
+@pytest.mark.parametrize("error", ["OSError", "SafetensorError"])
+def test_a_full_disk_at_the_save_is_one_line_and_keeps_the_previous_checkpoint(tmp_path, capsys, monkeypatch, error):
+    """safetensors raises its own SafetensorError, not an OSError, when the disk fills: the message is the one
+    it gave on a full 64 KiB tmpfs here (os error 28, ENOSPC)."""
     import errno
     import os
 
     import safetensors.torch
+    from safetensors import SafetensorError
 
     out = tmp_path / "ck"
     assert main([*TINY, "--out", str(out)]) == 0
-    before = (out / "model.safetensors").read_bytes()
+    before = _tree(out)
 
     def full(*args, **kwargs):
-        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        if error == "OSError":
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        raise SafetensorError("Error while serializing: I/O error: No space left on device (os error 28)")
 
     monkeypatch.setattr(safetensors.torch, "save_file", full)
     capsys.readouterr()
@@ -93,8 +99,13 @@ def test_a_full_disk_at_the_save_is_one_line_and_keeps_the_previous_checkpoint(t
     assert "Traceback" not in err
     assert err.strip().splitlines()[-1] == (f"attn-gui: cannot write the checkpoint to {out}: No space left on device; "
                                             "a previous checkpoint there is kept")
-    assert (out / "model.safetensors").read_bytes() == before
+    assert _tree(out) == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ck"]  # no hidden stage left
+
+
+def _tree(folder):
+    """Every file and folder under ``folder``: its bytes (None for a folder)."""
+    return {str(p.relative_to(folder)): p.read_bytes() if p.is_file() else None for p in sorted(folder.rglob("*"))}
 
 
 @pytest.mark.parametrize("seed", [str(2**70), "-1"])
@@ -103,3 +114,27 @@ def test_a_seed_out_of_the_generators_range_is_one_line(tmp_path, capsys, seed):
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "seed must be 0 to 9223372036854775806" in err, err
     assert not (tmp_path / "ck").exists()
+
+
+def test_out_replaces_only_a_checkpoint_train_wrote(tmp_path, capsys):
+    from corpus_data import llama_folder  # tests/
+
+    downloaded = tmp_path / "downloaded"  # a model folder with a model.safetensors, and the user's own files
+    llama_folder(downloaded)
+    (downloaded / "NOTES.md").write_text("my notes")
+    (downloaded / "eval").mkdir()
+    (downloaded / "eval" / "scores.csv").write_text("1,2\n")
+    trained = tmp_path / "trained"  # a checkpoint train wrote, and a note put beside it since
+    assert main([*TINY, "--out", str(trained)]) == 0
+    (trained / "NOTES.md").write_text("why this run")
+    for folder, said in ((downloaded, "holds files that are not a checkpoint attn-gui train wrote"),
+                         (trained, "holds 'NOTES.md', which attn-gui train did not write")):
+        before = _tree(folder)
+        capsys.readouterr()
+        assert main([*TINY, "--seed", "2", "--out", str(folder)]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and said in err and "Traceback" not in err, err
+        assert _tree(folder) == before
+    (trained / "NOTES.md").unlink()
+    assert main([*TINY, "--seed", "2", "--out", str(trained)]) == 0  # its own checkpoint: replaced
+

@@ -407,3 +407,19 @@ def test_grouped_query_csv_files_name_their_key_value_head(tmp_path):
             back = np.loadtxt(tmp_path / f"{field}_kv{i + 1}.csv", delimiter=",", ndmin=2)
             np.testing.assert_array_equal(back.astype(np.float32), getattr(result, field)[i].numpy())
     assert {f"q_head{h}.csv" for h in range(1, cfg.heads + 1)} <= names  # query heads keep their names
+
+
+def test_a_long_subtitle_wraps_instead_of_widening_the_figure(qtbot):
+    """Issue 47: SmolLM2's subtitle (nine heads, five next tokens) made figure.png as wide as itself, half of it
+    blank beside the maps. The picture stays as wide as its maps; the subtitle wraps in a taller band."""
+    body = QtGui.QImage(700, 300, QtGui.QImage.Format.Format_ARGB32)
+    body.fill(QtGui.QColor("navy"))  # the maps: ink over the whole body
+    subtitle = " · ".join(["SmolLM2-135M (decoder), layer 1 of 30", "T = 5 tokens", "9 heads sharing 3 key/value heads",
+                           "next token: “␣Paris” 77.3%, “␣the” 6.5%, “␣London” 1.2%, “␣Le” 1.0%, “␣New” 0.9%"] * 2)
+    image = offscreen._with_title(body, "“The capital of France is”", subtitle)
+    assert image.width() == 700
+    band = image.height() - body.height()
+    assert band > offscreen.TITLE_H  # two lines of subtitle, or more
+    text = pixels(image.copy(0, 0, image.width(), band))
+    ink = (text < 200).any(axis=2)
+    assert ink[band // 2:].any(axis=1).sum() > 20 and ink.any(axis=0)[600:].any()  # wrapped lines reach the right

@@ -169,3 +169,74 @@ def test_notebook_view_without_a_window(tmp_path):
     assert weights["values"][2][0] == f"{float(reference[2, 0]):.6g}"
     assert page._repr_html_().startswith("<iframe srcdoc=")
     assert page.save(tmp_path / "p.html").read_text(encoding="utf-8") == page.html
+
+
+def test_each_picture_is_drawn_as_wide_as_the_page_shows_it_and_every_heads_alpha_is_there(page, result):
+    """Issue 47: SmolLM2's maps were drawn up to 1800 px wide and shown 420 px wide (titles of 4-5 px), and the page
+    held head 1's per-head maps only. Each picture is now drawn at the width the page shows it, and α of every
+    head is on the page with its values."""
+    from PySide6 import QtGui
+
+    from attn_gui.export.page import PAGE_HEAD_W, PAGE_LARGE_W, PAGE_SMALL_W
+
+    links = parse(page)
+    widths = []
+    for _, _, value in links.links:
+        image = QtGui.QImage.fromData(base64.b64decode(value.split(",", 1)[1]), "PNG")
+        widths.append(image.width())
+    # in the page's order: alpha at the top, alpha of each head, then every map (alpha's picture the top one's)
+    shown = [PAGE_LARGE_W] + [PAGE_HEAD_W] * result.heads + [
+        PAGE_LARGE_W if f == "weights" else PAGE_SMALL_W for f in re.findall(r"data-list='maps' data-index='\d+' "
+                                                                             r"data-field='(\w+)'", page)[1:]]
+    assert len(widths) == len(shown)
+    for width, css in zip(widths, shown, strict=True):  # its own size (a small map cropped to itself), padding
+        assert 0.4 * css <= width <= css + 40, (width, css)
+    assert re.search(rf"figure.small {{ width: {PAGE_SMALL_W}px", page)
+    assert "figure.map img { display: block; width: auto; max-width: 100%;" in page  # never scaled up
+    data = json.loads(links.json)
+    assert len(data["heads"]) == result.heads
+    for i, head in enumerate(data["heads"]):
+        assert head["cells"]["head"] == i
+        assert head["cells"]["values"][3][1] == f"{float(result.weights[i, 3, 1]):.6g}"
+
+
+HOSTILE = "a <!--<script> b </script> c"  # word tokens: a, <!--<script>, b, </script>, c
+
+
+def _script_text(page: str) -> str:
+    """The text of the page's <script type="application/json"> element, up to the first "</script" (where an
+    HTML parser ends it)."""
+    start = page.index('<script type="application/json" id="attn-data">') + len(
+        '<script type="application/json" id="attn-data">')
+    return page[start:page.lower().index("</script", start)]
+
+
+def test_tokens_that_are_markup_stay_text_inside_the_pages_json():
+    """``<!--<script>`` inside a script element puts the HTML parser in its double-escaped state (the element,
+    and the page's own script after it, never end); no ``<``, ``>`` or ``&`` is left there."""
+    import attn_gui
+
+    result = compute(AttentionConfig(sentence=HOSTILE, heads=2, d_k=3, d_v=3))
+    assert "<!--<script>" in result.tokens
+    text = _script_text(attn_gui.to_html(result, head=0, token=1))
+    assert not set("<>&") & set(text)
+    data = json.loads(text)
+    assert data["maps"][0]["cells"]["rows"] == list(result.tokens)  # the same strings, once parsed
+
+
+@pytest.mark.skipif(shutil.which("chromium") is None, reason="headless Chromium is not installed")
+def test_the_pages_script_runs_with_such_tokens(tmp_path):
+    import attn_gui
+
+    result = compute(AttentionConfig(sentence=HOSTILE, heads=2, d_k=3, d_v=3))
+    page = attn_gui.to_html(result, head=0, token=1)
+    probe = ("<script>window.addEventListener('load', function () { const pre = document.createElement('pre');"
+             " pre.id = 'ran'; pre.textContent = typeof DATA + ' ' + document.querySelector('#walk h3').textContent;"
+             " document.body.appendChild(pre); });</script>")
+    path = tmp_path / "page.html"
+    path.write_text(page.replace("</body>", probe + "</body>"), encoding="utf-8")
+    run = subprocess.run(["chromium", "--headless", "--no-sandbox", "--disable-gpu", "--virtual-time-budget=5000",
+                          "--dump-dom", path.as_uri()], capture_output=True, text=True, timeout=120)
+    found = re.search(r'<pre id="ran">(.*?)</pre>', run.stdout, re.S)
+    assert found, run.stderr[-2000:]
+    assert found.group(1).startswith("object Following x2 “&lt;!--&lt;script&gt;”")

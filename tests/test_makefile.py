@@ -61,3 +61,12 @@ def test_the_setup_echoes_no_comment_lines_and_names_the_fallbacks_size(tmp_path
     assert not [line for line in out.splitlines() if line.lstrip().startswith("#") or "  # " in line]
     fallback = next(line for line in out.splitlines() if "cannot be reached" in line)
     assert "about 6 GB" in fallback  # the .venv measured with the CUDA build (issue 33), against 1.6 GB
+
+
+def test_lens_1_installs_the_lens_extra_before_the_tests(tmp_path):
+    """CI's ``make test LENS=1`` installs the [lens] extra, so TransformerLens' reference tests run there."""
+    env = {"PATH": os.path.dirname(shutil.which("sh")), "HOME": str(tmp_path)}
+    runs = {lens: subprocess.run([MAKE, "-n", "-B", "-C", str(REPO), "test", *lens], capture_output=True, text=True,
+                                 env=env, timeout=60).stdout for lens in ((), ("LENS=1",))}
+    assert 'pip install -q -e ".[lens]"' in runs[("LENS=1",)] and "[lens]" not in runs[()]
+    assert "--no-deps" in runs[()]  # the dry runs are whole setups: the comparison means something

@@ -19,7 +19,7 @@ from functools import lru_cache
 import torch
 import torch.nn.functional as F
 
-from . import rope_scaling
+from . import progress, rope_scaling
 
 
 @dataclass(frozen=True)
@@ -66,18 +66,17 @@ class Relative:
     a row of the 2s relative embeddings P (s the attention span). Projected by a layer's
     position weights they give K_r = P W_k,r and Q_r = P W_q,r, per head. Then
     c2p_ij = q_i · K_r[δ(i, j)] (content → position) and p2c_ij = k_j · Q_r[δ(i, j)]
-    (position → content); the scaled score is (q_i · k_j + c2p_ij + p2c_ij) / √(d_k · scale_factor).
+    (position → content); the scaled score is (q_i · k_j + c2p_ij + p2c_ij) / √(d_k · scale_factor), the
+    factor (1 + the number of position terms the model declares, ``pos_att_type``) in ``AttendOptions``.
 
     index : (T, T_k) long, δ(i, j); None: no position terms (``relative_attention`` off)
     pos_k : (h, 2s, d_k) K_r, or None without the c2p term
     pos_q : (h, 2s, d_k) Q_r, or None without the p2c term
-    scale_factor : 1 + the number of position terms the model declares (``pos_att_type``)
     """
 
     index: torch.Tensor | None
     pos_k: torch.Tensor | None
     pos_q: torch.Tensor | None
-    scale_factor: int = 1
 
 
 def disentangled_terms(q: torch.Tensor, k: torch.Tensor, relative: Relative) -> dict[str, torch.Tensor]:
@@ -127,8 +126,11 @@ class AttendOptions:
     ----------
     layout : "row" or "column"
         How ``Projections`` are read: q = x W (row) or q = W x (column).
-    scale, temperature
-        Divide the scores by √d_k (``scale``), then further by ``temperature``.
+    scale, scale_factor, scale_dim, layer_scale, temperature
+        Divide the scores by √d_k (``scale``; √(d_k · scale_factor) for DeBERTa's position terms, √scale_dim
+        where a model declares its own, Gemma's ``query_pre_attn_scalar``), then by ``layer_scale`` (GPT-2's
+        ``scale_attn_by_inverse_layer_idx``: the layer's number counted from 1) and by ``temperature``:
+        ``divisor`` is their product.
     causal : bool
         Mask the keys after each query.
     similarity : "dot" or "cosine"
@@ -162,6 +164,9 @@ class AttendOptions:
     layout: str = "row"
     scale: bool = True
     temperature: float = 1.0
+    scale_factor: int = 1
+    scale_dim: float | None = None
+    layer_scale: float = 1.0
     causal: bool = False
     similarity: str = "dot"
     rope_base: float | None = None
@@ -177,6 +182,40 @@ class AttendOptions:
     def replace(self, **changes: Any) -> AttendOptions:
         """A copy with ``changes`` applied."""
         return dataclasses.replace(self, **changes)
+
+    def root(self, d_k: int) -> float:
+        """What the scores are divided by first: √d_k (DeBERTa: √(d_k · scale_factor), Gemma: √scale_dim), 1
+        without ``scale``."""
+        if not self.scale:
+            return 1.0
+        if self.scale_dim is not None:
+            return math.sqrt(self.scale_dim)
+        return math.sqrt(d_k * self.scale_factor)
+
+    def divisor(self, d_k: int) -> float:
+        """Everything ω (with DeBERTa's terms) is divided by: ``root(d_k)``, ``layer_scale``, ``temperature``."""
+        return self.root(d_k) * self.layer_scale * self.temperature
+
+    def root_text(self, d_k: int) -> str:
+        """``root`` as the formulas write it: "√64", "√(3·64)" (DeBERTa), "√256" (Gemma), "" without scale."""
+        if not self.scale:
+            return ""
+        if self.scale_dim is not None:
+            return f"√{self.scale_dim:g}"
+        return f"√({self.scale_factor}·{d_k})" if self.scale_factor != 1 else f"√{d_k}"
+
+    def divisor_text(self, d_k: int, d_k_name: str | None = None) -> list[str]:
+        """The divisors in the order they apply, as text: ["√64", "3" (GPT-2's layer), "0.5" (temperature)].
+
+        ``d_k_name``: write the root with this symbol instead of the number ("d_k")."""
+        parts = [self.root_text(d_k)] if self.scale else []
+        if parts and d_k_name is not None and self.scale_dim is None:
+            parts = [parts[0].replace(str(d_k), d_k_name)]
+        if self.layer_scale != 1.0:
+            parts.append(f"{self.layer_scale:g}")
+        if self.temperature != 1.0:
+            parts.append(f"{self.temperature:g}")
+        return parts
 
 
 @dataclass(frozen=True)
@@ -343,24 +382,19 @@ def attend(x: torch.Tensor, weights: Projections, options: AttendOptions = PLAIN
     pooled: Pooled | None = None
     if stream is None:
         attn_scores = attention_scores(q, k_per_head, o.similarity)  # omega (h, T, P + T_k)
-        summed, divide = attn_scores, d_k
+        summed = attn_scores
         terms: dict[str, torch.Tensor] = {}
         if o.relative is not None:  # DeBERTa: omega + c2p + p2c, over sqrt(d_k * scale_factor)
             terms = disentangled_terms(q, k_per_head, o.relative) if o.relative.index is not None else {}
-            summed, divide = sum(terms.values(), attn_scores), d_k * o.relative.scale_factor
-        scaled = scale_and_mask(summed, divide, o.scale, o.temperature, o.causal, row_start=P, slopes=slopes,
-                                window=o.window, sink_tokens=o.sink_tokens, offset=o.position_offset)  # -inf: masked
-        if o.softcap is not None:  # Gemma 2: omega'' = c tanh(omega' / c), a masked key stays -inf
-            capped = soft_cap(scaled, o.softcap)  # (h, T, P + T_k)
-        attn_weights = attention_weights(scaled if capped is None else capped)  # alpha, rows sum to 1
+            summed = sum(terms.values(), attn_scores)
+        scaled = scaled_scores(summed, o, d_k, row_start=P, slopes=slopes)  # omega', -inf: masked
+        capped, attn_weights = score_weights(scaled, o)  # Gemma 2's omega'' (else None); alpha, rows sum to 1
         context_vec = context_vectors(attn_weights, v_per_head)  # z (h, T, d_v)
         bias = None if slopes is None else position_bias(slopes, P, T, P + T_k, o.causal,
                                                           o.position_offset)  # (h, T, P + T_k)
         if terms or bias is not None:
             positions = PositionTerms(bias, terms.get("c2p"), terms.get("p2c"))
     else:
-        if o.softcap is not None:
-            raise ValueError("soft-capped scores are not streamed")
         context_vec, pooled = _attend_in_blocks(q, k_per_head, v_per_head, stream, o, slopes)
     if z_hook is not None:
         context_vec = z_hook(context_vec)  # an intervention (ablation, patching): Z shows what W_O reads
@@ -443,8 +477,8 @@ def attend_summarised(x: torch.Tensor, weights: Projections, options: AttendOpti
     at most ``stream.reduce_to`` per side as ``reduce_matrix`` pools it, with the last query's row and the
     summaries (``engine.summaries``: sink mass, distance, decay, top keys) of every head.
 
-    ``options`` must be causal dot-product attention without ALiBi, soft-cap, sinks, offset or position terms
-    (a decoder's: its scale, temperature, RoPE and window are read).
+    ``options`` must be causal attention without ALiBi, soft-cap, offset or position terms (a decoder's: its
+    scale, temperature, RoPE, window and sinks are read, and a cosine similarity).
 
     ``shown``: the layer on screen. Its ω and scaled scores are pooled too, from the same blocks (ω of
     every key, the later ones' too, as ``attend(..., stream=)`` pools them), so that the layer is
@@ -462,35 +496,36 @@ def attend_summarised(x: torch.Tensor, weights: Projections, options: AttendOpti
     from .summaries import LayerSums, row_stats
 
     o = options
-    if not o.causal or o.similarity != "dot" or o.alibi or o.softcap is not None or o.sink_tokens \
-            or o.position_offset or o.relative is not None:
-        raise ValueError("attend_summarised runs causal dot-product attention only (no ALiBi, soft-cap, sinks, "
-                         "offset or position terms)")
+    if not o.causal or o.alibi or o.softcap is not None or o.position_offset or o.relative is not None:
+        raise ValueError("attend_summarised runs causal attention only (no ALiBi, soft-cap, offset or position "
+                         "terms)")
     reduce_to, block_bytes = stream.reduce_to, stream.block_bytes
     q, k, v, rope, qk_norm = queries_keys_values(x, weights, o)
     h, T, d_k = q.shape  # heads, tokens, head size
     k_per_head, v_per_head = repeat_kv(k, h), repeat_kv(v, h)  # (h, T, d_k): head i uses K/V i // (h/g)
+    q_dot, k_dot = (F.normalize(q, dim=-1), F.normalize(k_per_head, dim=-1)) if o.similarity == "cosine" \
+        else (q, k_per_head)  # a cosine is the dot product of unit vectors: normalised once, not per block
     side = min(T, reduce_to)
     edges = block_edges(T, side)
     rows_per_block = max(1, block_bytes // (h * T * q.element_size()))
-    divisor = (math.sqrt(d_k) if o.scale else 1.0) * o.temperature
     pooled = q.new_empty(h, side, side)
     signed = {name: q.new_empty(h, side, side) for name in ("scores", "scaled")} if shown else {}
     context_vec = q.new_empty(h, T, v.size(-1))  # z (h, T, d_v)
     sums = LayerSums(h, T, T, q.device, q.dtype)
     for first, last in block_runs(edges, rows_per_block):  # runs of whole pooling blocks
+        progress.check()  # a window's Esc stops a long sentence within a block of rows
         start, end = edges[first][0], edges[last - 1][1]
         # causal: these rows see keys before ``end`` only; the later keys' alpha is 0 and is not computed
-        hidden = masked_keys(start, end - start, end, True, o.window, 0, q.device)  # (n, end)
+        hidden = masked_keys(start, end - start, end, True, o.window, o.sink_tokens, q.device)  # (n, end)
         assert hidden is not None  # causal: never every key
         if shown:  # ω of every key (h, n, T): the map of ω shows the later keys' too
-            omega = q[:, start:end] @ k_per_head.transpose(-2, -1)
+            omega = q_dot[:, start:end] @ k_dot.transpose(-2, -1)
             signed["scores"][:, first:last] = reduce_row_blocks(omega, edges[first:last], start, side)
-            scaled = omega[..., :end] / divisor  # (h, n, end)
+            scaled = scaled_scores(omega[..., :end], o, d_k, row_start=start)  # ω′ (h, n, end), masked
         else:
-            scaled = (q[:, start:end] @ k_per_head[:, :end].transpose(-2, -1)) / divisor  # (h, n, end)
-        scaled = scaled.masked_fill_(hidden, float("-inf"))  # ω′, the softmax's input
-        alpha = attention_weights(scaled)  # (h, n, end)
+            scaled = scaled_scores(q_dot[:, start:end] @ k_dot[:, :end].transpose(-2, -1), o, d_k, row_start=start,
+                                   in_place=True)  # ω′ (h, n, end), the softmax's input
+        _, alpha = score_weights(scaled, o)  # (h, n, end)
         context_vec[:, start:end] = context_vectors(alpha, v_per_head[:, :end])  # (h, n, d_v)
         pooled[:, first:last] = pool_row_blocks(alpha, edges[first:last], start, side, width=T)  # later keys: 0
         if shown:  # the later keys' scaled scores are -inf (masked)
@@ -526,13 +561,13 @@ def query_rows(q: torch.Tensor, k: torch.Tensor, start: int, options: AttendOpti
 
     Returns
     -------
-    dict with scores, scaled and weights, each (..., n, T_k)
+    dict with scores, scaled and weights, each (..., n, T_k), and capped where the options soft-cap
     """
-    o = options
-    attn_scores = attention_scores(q, k, o.similarity)  # (..., n, T_k)
-    scaled = scale_and_mask(attn_scores, k.size(-1), o.scale, o.temperature, o.causal, row_start=start,
-                            slopes=slopes, window=o.window, sink_tokens=o.sink_tokens, offset=o.position_offset)
-    return dict(scores=attn_scores, scaled=scaled, weights=attention_weights(scaled))
+    attn_scores = attention_scores(q, k, options.similarity)  # (..., n, T_k)
+    scaled = scaled_scores(attn_scores, options, k.size(-1), row_start=start, slopes=slopes)
+    capped, alpha = score_weights(scaled, options)
+    rows = dict(scores=attn_scores, scaled=scaled, weights=alpha)
+    return rows if capped is None else {**rows, "capped": capped}
 
 
 def _attend_in_blocks(q, k, v, stream: Stream, options: AttendOptions, slopes: torch.Tensor | None):
@@ -558,6 +593,7 @@ def _attend_in_blocks(q, k, v, stream: Stream, options: AttendOptions, slopes: t
     context_vec = q.new_empty(h, T, v.size(-1))  # z (h, T, d_v)
     row_max = q.new_empty(h, T)  # each row's largest alpha: how one-hot the softmax is, per row
     for b0, b1 in groups:
+        progress.check()
         start, end = edges[b0][0], edges[b1 - 1][1]  # query rows of these pooling blocks
         rows = query_rows(q[:, start:end], k, start, options, slopes)  # each (h, n, T_k)
         context_vec[:, start:end] = context_vectors(rows["weights"], v)  # (h, n, d_v)
@@ -649,27 +685,42 @@ def attention_scores(q: torch.Tensor, k: torch.Tensor, similarity: str = "dot") 
     return q @ k.transpose(-2, -1)
 
 
-def scale_and_mask(
-    scores: torch.Tensor, d_k: int, scale: bool = True, temperature: float = 1.0, causal: bool = False,
-    row_start: int = 0, slopes: torch.Tensor | None = None, window: int | None = None, sink_tokens: int = 0,
-    offset: int = 0,
-) -> torch.Tensor:
-    """(omega / sqrt(d_k) + ALiBi's bias) / temperature, with the keys a query cannot see at -inf.
+def scaled_scores(scores: torch.Tensor, options: AttendOptions, d_k: int, row_start: int = 0,
+                  slopes: torch.Tensor | None = None, *, in_place: bool = False) -> torch.Tensor:
+    """ω′: the scores (ω, with DeBERTa's terms where it has them) over ``options.root(d_k)``, ALiBi's bias added,
+    over ``layer_scale`` and ``temperature``, the keys a query cannot see at -inf.
 
-    ``scores`` (..., n, T) are the rows of queries ``row_start`` ... ``row_start + n - 1``;
-    with ``slopes`` (h,) the head axis is the third from last.
+    The one place the scores are scaled and masked (``score_weights`` adds the soft-cap and the softmax): every
+    path (``attend``, one query's rows, the streamed and the kept blocks, attribution and the views) calls it.
+    ``scores`` (..., n, T) are the rows of queries ``row_start`` ... ``row_start + n - 1``; with ``slopes`` (h,)
+    the head axis is the third from last. ``in_place``: ``scores`` is overwritten (a block's scratch).
     """
-    divisor = math.sqrt(d_k) if scale else 1.0
-    scaled = scores / divisor if divisor != 1.0 else scores.clone()
+    o = options
+    root = o.root(d_k)
+    if in_place:
+        scaled = scores.div_(root) if root != 1.0 else scores
+    else:
+        scaled = scores / root if root != 1.0 else scores.clone()
     n, T = scores.shape[-2:]  # query rows, keys
     if slopes is not None:
-        scaled += position_bias(slopes, row_start, n, T, causal, offset)  # (h, n, T)
-    if temperature != 1.0:
-        scaled /= temperature
-    hidden = masked_keys(row_start, n, T, causal, window, sink_tokens, scores.device)  # (n, T) or None
+        scaled += position_bias(slopes, row_start, n, T, o.causal, o.position_offset)  # (h, n, T)
+    if o.layer_scale != 1.0:
+        scaled /= o.layer_scale
+    if o.temperature != 1.0:
+        scaled /= o.temperature
+    hidden = masked_keys(row_start, n, T, o.causal, o.window, o.sink_tokens, scores.device)  # (n, T) or None
     if hidden is not None:
         scaled.masked_fill_(hidden, float("-inf"))
     return scaled
+
+
+def score_weights(scaled: torch.Tensor, options: AttendOptions, *,
+                  out: torch.Tensor | None = None) -> tuple[torch.Tensor | None, torch.Tensor]:
+    """ω″ and α of the scaled scores ω′ (``scaled_scores``): Gemma 2's soft-cap c · tanh(ω′ / c) where the options
+    have one (else None), then the softmax over the keys (into ``out`` where given)."""
+    capped = None if options.softcap is None else soft_cap(scaled, options.softcap)
+    logits = scaled if capped is None else capped
+    return capped, (torch.softmax(logits, dim=-1, out=out) if out is not None else attention_weights(logits))
 
 
 def masked_keys(row_start: int, n: int, T: int, causal: bool, window: int | None, sink_tokens: int,

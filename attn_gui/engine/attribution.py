@@ -39,7 +39,7 @@ from .attention import rope_tables, rotate
 from .config import AttentionConfig
 from .errors import ConfigError
 from .interventions import _decoder, _device, _ids, target_id
-from .sources.llama import decoder_layer, feed_forward, head_weights, logits, norm
+from .sources.llama import BLOCKS, decoder_layer, gain, head_weights, layer_pieces, logits, norm
 from .sources.stored import rows
 
 FINAL = "model.norm"
@@ -54,7 +54,9 @@ class Trace:
     names : list of C str
         The components, in the order they are written: "embed", "positions" (GPT-2), then per
         layer l (counted from 1) "L{l}H{i}" for each head, "L{l} attn bias" (W_O's bias, where
-        the weights hold one) and "L{l} mlp".
+        the weights hold one) and "L{l} mlp". Where a norm stands between attention and the residual
+        (Gemma's sandwich, OLMo 2: ``llama.Block.attn_post``), each head's part is its share of that norm's
+        output with the norm's scale frozen on the real attention output, as the rest of the split freezes them.
     parts : (C, n, d)
         What each component adds to the residual stream at every position.
     entering : list of L + 1 ints
@@ -106,8 +108,11 @@ def trace(config: AttentionConfig) -> Trace:
     ids = _ids(src, config)
     token_ids = torch.tensor(ids, device=device)
     hooks = ablation_hooks(tuple(config.ablate))  # {} without ablated heads
+    block = BLOCKS[shape.block]
     with torch.no_grad():
         h = rows(w, "model.embed_tokens.weight", token_ids)  # (n, d)
+        if shape.embed_scale:  # Gemma: the embedding times √d, as llama.forward
+            h = h * h.new_tensor(h.shape[-1] ** 0.5)
         names, parts = ["embed"], [h]
         if "model.embed_positions.weight" in w:  # GPT-2's learned positions
             pos = rows(w, "model.embed_positions.weight", torch.arange(len(ids), device=device))
@@ -117,31 +122,35 @@ def trace(config: AttentionConfig) -> Trace:
         residual, entering, weights, scaled = [h], [len(names)], [], []
         total = h  # the running sum of the components
         for layer in range(shape.layers):
-            after, _, steps = decoder_layer(h, w, layer, shape, z_hook=hooks.get(layer))
+            pieces = layer_pieces(h, w, layer, shape, z_hook=hooks.get(layer))
+            steps = pieces.steps
             w_o = head_weights(w, layer, shape).w_o
             assert w_o is not None  # a decoder layer has every projection
-            writes = head_writes(steps.head_outputs, w_o)  # (h, n, d)
+            writes = head_writes(steps.head_outputs, w_o)  # (h, n, d): what each head adds to attention's output
+            b_o = f"model.layers.{layer}.self_attn.o_proj.bias"
+            bias = w[b_o].expand_as(h)[None] if b_o in w else None
+            if block.attn_post is not None:  # a norm after attention: each head's share of its output
+                both = writes if bias is None else torch.cat([writes, bias])
+                shares, beta = frozen_norm(both, steps.output, w, f"model.layers.{layer}.{block.attn_post}", shape)
+                assert beta is None  # the post-norms are RMSNorms
+                writes, bias = (shares, None) if bias is None else (shares[:-1], shares[-1:])
             names += [f"L{layer + 1}H{i + 1}" for i in range(shape.heads)]
             parts += list(writes)
-            b_o = f"model.layers.{layer}.self_attn.o_proj.bias"
-            if b_o in w:
+            if bias is not None:
                 names.append(f"L{layer + 1} attn bias")
-                parts.append(w[b_o].expand_as(h))
-            mid = h + steps.output
+                parts.append(bias[0])
             names.append(f"L{layer + 1} mlp")
-            mlp_reads = h if shape.parallel else mid  # GPT-NeoX's parallel MLP reads the layer's input
-            parts.append(feed_forward(norm(mlp_reads, w, f"model.layers.{layer}.post_attention_layernorm", shape),
-                                      w, layer, shape))
+            parts.append(pieces.mlp_write)
             total = total + sum(parts[entering[-1]:])
-            _check_sum(total, after, f"layer {layer + 1}'s output")
-            h = after
+            _check_sum(total, pieces.resid_post, f"layer {layer + 1}'s output")
+            h = pieces.resid_post
             residual.append(h)
             entering.append(len(names))
             weights.append(steps.alpha)
             assert steps.scaled is not None  # never streamed here
             scaled.append(steps.scaled)
         model = src.forward(token_ids, device, dtype, z_hooks=hooks).logits  # (V,)
-        _check_sum(logits(norm(h[-1:], w, FINAL, shape), w)[0], model, "the model's logits")
+        _check_sum(logits(norm(h[-1:], w, FINAL, shape), w, shape.final_softcap)[0], model, "the model's logits")
     return Trace(names, torch.stack(parts), entering, residual, torch.stack(weights), torch.stack(scaled), ids,
                  model)
 
@@ -153,21 +162,24 @@ def _check_sum(total: torch.Tensor, real: torch.Tensor, what: str) -> None:
                           "from the sum of the components); attribution is not available for it")
 
 
-def frozen_norm(parts: torch.Tensor, x: torch.Tensor, w: dict, prefix: str,
+def frozen_norm(parts: torch.Tensor, x: torch.Tensor, w: dict, prefix: str | None,
                 shape) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Each component's share of norm(x), the norm's scale frozen at its value on the actual residual ``x``.
 
-    parts (C, n, d) sum to x (n, d). RMSNorm: c * s * gamma, s = 1 / sqrt(mean(x^2) + eps);
-    LayerNorm: (c - mean(c)) * s * gamma, s = 1 / sqrt(var(x) + eps), and its bias beta (d,) once
-    (returned second; None for RMSNorm). The shares sum to norm(x).
+    parts (C, n, d) sum to x (n, d). RMSNorm: c * s * gamma, s = 1 / sqrt(mean(x^2) + eps), gamma the gain the
+    family applies (``llama.gain``: Gemma's 1 + γ); LayerNorm: (c - mean(c)) * s * gamma, s = 1 / sqrt(var(x) +
+    eps), and its bias beta (d,) once (returned second; None for RMSNorm). The shares sum to norm(x).
+    ``prefix`` None: no norm there (OLMo 2 reads the residual itself): the parts as they are.
     """
-    gamma = w[prefix + ".weight"]
+    if prefix is None:
+        return parts, None
+    gamma = gain(w, prefix, shape)
     if shape.norm == "layer":
         s = torch.rsqrt(x.var(-1, unbiased=False, keepdim=True) + shape.eps)  # (n, 1)
         centred = parts - parts.mean(-1, keepdim=True)
         return centred * s * gamma, w[prefix + ".bias"]
-    s = torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + shape.eps)  # (n, 1)
-    return parts * s * gamma, None
+    s = torch.rsqrt(x.float().pow(2).mean(-1, keepdim=True) + shape.eps)  # (n, 1), in float32 as Gemma's norm
+    return (parts * s * gamma).to(parts.dtype), None
 
 
 def _unembedding(w: dict, ids: list[int], device) -> torch.Tensor:
@@ -207,6 +219,9 @@ def direct_logit_attribution(config: AttentionConfig, token: str | int | None = 
     ``token`` None: the model's top next token. ``traced``: ``trace(config)`` if already run.
     """
     _, w, shape, device, _ = _model(config)
+    if shape.final_softcap is not None:
+        raise ConfigError("its logits are soft-capped (final_logit_softcapping), which no sum of the components' "
+                          "terms gives: direct logit attribution is not available for it")
     t = traced or trace(config)
     last = t.residual[-1][-1:]  # (1, d)
     with torch.no_grad():
@@ -236,11 +251,16 @@ class ScoreAttribution:
     Attributes
     ----------
     matrix : (C_q, C_k) tensor
-        matrix[a, b] = (R_query q_a) . (R_key k_b) / sqrt(d_k): the query that component a gives
-        against the key that component b gives, each rotated by its position (RoPE).
+        matrix[a, b] = (R_query q_a) . (R_key k_b) / divisor: the query that component a gives against the key
+        that component b gives, each rotated by its position as the layer's RoPE turns it (its scaling, its
+        rotated dimensions), over what the layer divides its scores by (the plan's: √d_k, Gemma's
+        √query_pre_attn_scalar, GPT-2's layer number, none where the model does not scale).
     query_names, key_names : the components of each side: those of the residual entering the layer,
         then "bias" (the norm's bias and the projection's bias) where the model has one
-    score : float, the model's own scaled score, which the matrix sums to
+    score : float, the model's own scaled score ω′, which the matrix sums to
+    capped : float or None, the soft-capped score ω″ = c tanh(ω′ / c) the softmax reads (Gemma 2), which no sum
+        of terms gives; None without a soft-cap
+    divisor : str, what the scores are divided by ("√64", "√256", "√64 / 3")
     """
 
     matrix: torch.Tensor
@@ -251,23 +271,37 @@ class ScoreAttribution:
     head: int
     query: int
     key: int
+    capped: float | None = None
+    divisor: str = ""
 
 
-def _side(t: Trace, w: dict, shape, layer: int, pos: int, w_x: torch.Tensor, b_x, x_norm) -> tuple:
-    """One side's per-component vectors (C [+ 1], d_k) before RoPE, and its names."""
+def _side(t: Trace, w: dict, shape, layer: int, pos: int, w_all: torch.Tensor, b_all, x_norm,
+          index: int) -> tuple:
+    """One side's per-component vectors (C [+ 1], d_k) before RoPE, and its names.
+
+    ``w_all``, ``b_all``: every head's projection (H, d_k, d) and bias (H, 1, d_k) or None, of which head ``index``
+    is this side's; ``x_norm``: the q/k norm's gain (per head, d_k; or over all heads, H d_k), or None."""
     count = t.entering[layer]
-    shares, beta = frozen_norm(t.parts[:count, pos:pos + 1], t.residual[layer][pos:pos + 1], w,
-                               f"model.layers.{layer}.input_layernorm", shape)  # (C, 1, d)
+    block = BLOCKS[shape.block]
+    prefix = None if block.attn_norm is None else f"model.layers.{layer}.{block.attn_norm}"
+    shares, beta = frozen_norm(t.parts[:count, pos:pos + 1], t.residual[layer][pos:pos + 1], w, prefix,
+                               shape)  # (C, 1, d)
+    w_x = w_all[index]  # (d_k, d)
     vectors = shares[:, 0] @ w_x.T  # (C, d_k)
     names = list(t.names[:count])
     bias = None if beta is None else beta @ w_x.T
-    if b_x is not None:
-        bias = b_x.reshape(-1) if bias is None else bias + b_x.reshape(-1)
+    if b_all is not None:
+        bias = b_all[index].reshape(-1) if bias is None else bias + b_all[index].reshape(-1)
     if bias is not None:
         vectors = torch.cat([vectors, bias[None]])
         names.append("bias")
-    if x_norm is not None:  # Qwen3: the head's RMSNorm over d_k, its scale frozen on the whole vector
+    if x_norm is not None:  # the q/k RMSNorm, its scale frozen on the whole vector this token gives
+        d_k = vectors.size(-1)
         full = vectors.sum(0)
+        if x_norm.numel() != d_k:  # OLMo 2: over every head of the token (H d_k); this head's slice of the gain
+            x = shares[:, 0].sum(0) + (0 if beta is None else beta)  # what attention reads at ``pos`` (d,)
+            full = torch.einsum("hkd,d->hk", w_all, x) + (0 if b_all is None else b_all.reshape(w_all.size(0), -1))
+            x_norm = x_norm.view(w_all.size(0), d_k)[index]
         vectors = vectors * torch.rsqrt(full.pow(2).mean() + shape.eps) * x_norm
     return vectors, names
 
@@ -277,7 +311,9 @@ def score_attribution(config: AttentionConfig, head: int, query: int, key: int,
     """Split the scaled score omega'[query, key] of head ``head`` (0-based) of the shown layer (``config.layer``)
     into the terms of each pair (query-side component, key-side component); the terms sum to the score.
 
-    Positions are 0-based token indices; a key the query cannot see (after it, or out of the window) is refused.
+    The layer's arithmetic is its plan's (``engine.plan``): RoPE with its scaling and rotated dimensions, its
+    divisor. Positions are 0-based token indices; a key the query cannot see (after it, or out of the window) is
+    refused.
     """
     _, w, shape, _, _ = _model(config)
     layer = config.layer
@@ -294,17 +330,23 @@ def score_attribution(config: AttentionConfig, head: int, query: int, key: int,
         raise ConfigError(f"token {query + 1} cannot see token {key + 1} (masked): its score is -inf")
     p = head_weights(w, layer, shape)
     assert p.w_q is not None and p.w_k is not None  # a decoder layer has every projection
+    options = shape.options(layer)  # the plan's: as this compute ran the layer
     group = head // (shape.heads // shape.kv_heads)  # the K head this query head reads
     with torch.no_grad():
-        qs, q_names = _side(t, w, shape, layer, query, p.w_q[head], None if p.b_q is None else p.b_q[head], p.q_norm)
-        ks, k_names = _side(t, w, shape, layer, key, p.w_k[group], None if p.b_k is None else p.b_k[group],
-                            p.k_norm)
+        qs, q_names = _side(t, w, shape, layer, query, p.w_q, p.b_q, p.q_norm, head)
+        ks, k_names = _side(t, w, shape, layer, key, p.w_k, p.b_k, p.k_norm, group)
         d_k = qs.size(-1)
-        if shape.rope_base is not None:  # rotate each term by its position: the rotation is linear
-            _, cos, sin = rope_tables(n, d_k, shape.rope_base, qs.dtype, qs.device, 0)
+        if options.rope_base is not None:  # rotate each term by its position: the rotation is linear
+            r = options.rope_dims or d_k  # partial rotary: the first r dimensions turn
+            _, cos, sin = rope_tables(n, r, options.rope_base, qs.dtype, qs.device, 0, options.rope_scaling)
             qs, ks = rotate(qs, cos[query], sin[query]), rotate(ks, cos[key], sin[key])
-        matrix = qs @ ks.T / math.sqrt(d_k)  # (C_q, C_k)
-    return ScoreAttribution(matrix.double().cpu(), q_names, k_names, float(score), layer, head, query, key)
+        if options.similarity == "cosine":
+            raise ConfigError("a cosine similarity divides each score by |q| |k|, which no sum of terms gives: "
+                              "score attribution splits dot-product scores")
+        matrix = qs @ ks.T / options.divisor(d_k)  # (C_q, C_k)
+    capped = None if options.softcap is None else options.softcap * math.tanh(float(score) / options.softcap)
+    return ScoreAttribution(matrix.double().cpu(), q_names, k_names, float(score), layer, head, query, key,
+                            capped, " / ".join(options.divisor_text(d_k)) or "1")
 
 
 @dataclass(frozen=True)
@@ -347,7 +389,8 @@ def logit_lens(config: AttentionConfig, k: int = 5, traced: Trace | None = None)
 class Circuits:
     """A head's QK and OV circuits restricted to the sentence's distinct tokens (in order of appearance).
 
-    qk[a, b]: the scaled score query token a gives key token b, position-free (no RoPE, no biases);
+    qk[a, b]: the scaled score query token a gives key token b, position-free (no RoPE, no biases, no q/k norms),
+    over the layer's own divisor;
     ov[a, b]: the logit of token b that attending to token a writes directly. Norms enter as their gains
     (gamma), folded into the weights as TransformerLens' ``fold_ln`` does; their scale is left out.
     """
@@ -360,14 +403,18 @@ class Circuits:
 
 
 def _ov_parts(w: dict, shape, layer: int, head: int):
-    """W_V,g diag(gamma_layer) (d_v, d) and diag(gamma_final) W_O,i (d, d_v) of head ``head``."""
+    """W_V,g diag(gamma_layer) (d_v, d) and diag(gamma_final) W_O,i (d, d_v) of head ``head``, each gamma the gain
+    its family applies (``llama.gain``: Gemma's 1 + γ; ones where attention reads the residual without a norm,
+    OLMo 2)."""
     p = head_weights(w, layer, shape)
     assert p.w_v is not None and p.w_o is not None  # a decoder layer has every projection
     group = head // (shape.heads // shape.kv_heads)
     d_v = p.w_v.size(1)
-    gamma = w[f"model.layers.{layer}.input_layernorm.weight"]
+    block = BLOCKS[shape.block]
+    gamma = torch.ones(p.w_v.size(-1), dtype=p.w_v.dtype, device=p.w_v.device) if block.attn_norm is None else \
+        gain(w, f"model.layers.{layer}.{block.attn_norm}", shape).to(p.w_v.dtype)
     w_o = p.w_o.view(-1, shape.heads, d_v)[:, head]  # (d, d_v)
-    return p.w_v[group] * gamma, w[FINAL + ".weight"][:, None] * w_o, p, group, gamma
+    return p.w_v[group] * gamma, gain(w, FINAL, shape).to(w_o.dtype)[:, None] * w_o, p, group, gamma
 
 
 def circuits(config: AttentionConfig, head: int) -> Circuits:
@@ -383,7 +430,7 @@ def circuits(config: AttentionConfig, head: int) -> Circuits:
         w_v, w_o, p, group, gamma = _ov_parts(w, shape, layer, head)
         x = e * gamma
         q, k = x @ p.w_q[head].T, x @ p.w_k[group].T  # (u, d_k)
-        qk = q @ k.T / math.sqrt(q.size(-1))
+        qk = q @ k.T / shape.options(layer).divisor(q.size(-1))  # the layer's own divisor (the plan's)
         written = e @ w_v.T @ w_o.T  # (u, d)
         ov = written @ _unembedding(w, distinct, device).T  # (u, u)
     return Circuits([src.token_text(i) for i in distinct], qk.double().cpu(), ov.double().cpu(), layer, head)
@@ -471,7 +518,7 @@ def next_token_refusal(shape, predicts: bool = True) -> str | None:
     """Why ``next_token_attribution`` cannot split a decoder of ``shape`` (one line), or None where it can."""
     if not predicts:
         return "the model has no language-model head (lm_head), so no next-token logit"
-    if shape.sandwich or shape.post_norm:
+    if BLOCKS[shape.block].attn_post is not None:
         return "a norm after each attention block (Gemma 2's sandwich, OLMo 2's) stands between a head and the logit"
     if shape.final_softcap is not None:
         return "its logits are soft-capped (final_logit_softcapping), which no sum of head terms gives"
@@ -506,11 +553,8 @@ def next_token_attribution(w: dict, shape, ids: torch.Tensor) -> tuple[torch.Ten
             h = h * h.new_tensor(h.shape[-1] ** 0.5)
         if "model.embed_positions.weight" in w:
             h = h + rows(w, "model.embed_positions.weight", torch.arange(n, device=ids.device))
-        gain = w[FINAL + ".weight"]
-        if shape.norm == "gemma":  # Gemma's RMSNorm gain 1 + g
-            gain = 1.0 + gain.float()
         unembed = "lm_head.weight" if "lm_head.weight" in w else "model.embed_tokens.weight"
-        read = rows(w, unembed, ids[1:]) * gain  # (n - 1, d): gamma * u_t at each position
+        read = rows(w, unembed, ids[1:]) * gain(w, FINAL, shape)  # (n - 1, d): gamma * u_t at each position
         if shape.norm == "layer":
             read = read - read.mean(-1, keepdim=True)
         weights, direct, keys = [], [], []

@@ -14,6 +14,7 @@ import torch
 from . import attention as A
 from .attention import AttendOptions, PositionTerms, Pooled, Projections, QKNorm, Rotary, Steps, Stream
 from .config import AttentionConfig
+from .plan import Plan, plan
 from .devices import free_bytes, resolve_device, synchronize
 from .errors import DeviceError, TooLargeError
 from .fields import FIELDS, TENSOR_FIELDS
@@ -21,7 +22,6 @@ from .draws import draw_parameters, weights_on
 from .inputs import check_tokens, source_tokens_for, tokens_for, unknown_note
 from .ablation import ablation_hooks
 from .reduce import reduce_matrix
-from .sources import decoder_of, model_spec, source
 from .summaries import TOP_K, Summaries, decay_edges
 from .tokens import Tokens
 
@@ -37,7 +37,6 @@ MAX_TOKENS = {"cpu": 32768, "cuda": 32768, "mps": 8192}
 
 # A model run that is not streamed keeps every layer's T x T alpha: past this length it streams instead.
 FULL_MODEL_MAX = 4096
-MODEL_FULL = 512  # a model's input up to this many tokens is never streamed (every layer's alpha is kept)
 
 # Below this estimate the free memory is not read: a compute this small always fits.
 CHECK_FREE_ABOVE = 256 * 2**20
@@ -153,6 +152,7 @@ class AttentionResult:
     pooled: Pooled | None = None
     cross: CrossInputs | None = None
     model_run: ModelRun | None = None
+    plan: Plan | None = None  # the model as this compute resolved it (``engine.plan``); set by ``compute``
 
     w_q = _Kept()  # (h, d, d_k) row / (h, d_k, d) column
     w_k = _Kept()  # (g, d, d_k) row / (g, d_k, d) column; g = kv_heads
@@ -237,6 +237,11 @@ class AttentionResult:
         """True when the T x T fields are kept only as displayed (see ``shown``)."""
         return self.pooled is not None
 
+    @property
+    def resolved(self) -> Plan:
+        """The plan this result was computed with (``engine.plan``): every view reads the model's arithmetic here."""
+        return self.plan if self.plan is not None else plan(self.config)
+
     def head_index(self, name: str, head: int) -> int:
         """Where query head ``head`` reads per-head field ``name``: ``head``, or its key/value
         head for the fields that have kv_heads g < h heads (w_k, w_v, b_k, b_v, k, v, k_unrotated, k_normed)."""
@@ -287,7 +292,7 @@ class AttentionResult:
         t = getattr(self, name)
         if t is not None:
             return t[head, token]
-        options, q, k = self.config.attend_options, self.q, self.k
+        options, q, k = self.resolved.shown, self.q, self.k
         if q is None or k is None:  # a model read through transformers: no q, k to recompute it from
             raise ValueError(f"{name} is not captured for this model, and q and k are not held to recompute it")
         kv_head = self.head_index("k", head)  # the K/V head this query head reads
@@ -306,39 +311,40 @@ class AttentionResult:
         return reduce_matrix(t, max_rows, max_cols, FIELDS[name].kind).detach().cpu().numpy()
 
 
-def estimate_bytes(config: AttentionConfig, display_max: int | None = None) -> int:
+def estimate_bytes(config: AttentionConfig, display_max: int | None = None, resolved: Plan | None = None) -> int:
     """Peak bytes the compute allocates on its device, counted before anything is allocated.
 
-    ``display_max``: as ``compute`` streams the T x T fields when T exceeds it.
+    ``display_max``: as ``compute`` streams the T x T fields when T exceeds it; ``resolved``: the config's plan
+    where the caller has it (else it is made here).
     """
-    toks = tokens_for(config)
+    p = plan(config) if resolved is None else resolved
+    toks = tokens_for(config, p)
     source = source_tokens_for(config)
     T, V = len(toks.tokens), len(toks.vocab)
     T_k = T if source is None else len(source.tokens)  # keys
-    dims = config.dims
-    h, d, d_k, d_v = dims.heads, dims.d_model, dims.d_k, dims.d_v
+    h, d, d_k, d_v = p.dims.heads, p.dims.d_model, p.dims.d_k, p.dims.d_v
     elem = 8 if config.dtype == "float64" else 4
-    streams = _streams(config, T, display_max)
-    if streams:
-        assert display_max is not None  # streaming needs it
+    reduce_to = p.reduce_to(T, display_max)
+    if reduce_to is not None:
         # a GPU's block shrinks to what is free (see _block_bytes): count its smallest
         block = BLOCK_BYTES["cpu"] if config.device == "cpu" else MIN_GPU_BLOCK
-        n = 3 * h * display_max**2 + 10 * block // elem  # the pooled maps; one block's fields and temporaries
+        n = 3 * h * reduce_to**2 + 10 * block // elem  # the pooled maps; one block's fields and temporaries
     else:
         n = 4 * h * T * T_k  # scores, scaled, weights, and one softmax temporary
-    if config.model is not None:
-        n += _model_bytes(config.model, T, display_max if streams else None, elem) // elem
+    if p.spec is not None:
+        n += _model_bytes(p, T, reduce_to, elem) // elem
     n += (T + T_k) * d * 3 + h * (T + T_k) * (d_k + d_v) + T * h * d_v
     n += h * d * (2 * d_k + d_v) + h * d_v * d + (V + T_k) * d
-    if config.attend_options.alibi and not streams:
+    if p.shown.alibi and reduce_to is None:
         n += h * T * T_k  # the position bias
     return n * elem
 
 
-def _model_bytes(model: str, T: int, reduce_to: int | None, elem: int) -> int:
+def _model_bytes(p: Plan, T: int, reduce_to: int | None, elem: int) -> int:
     """What a model run keeps beyond the shown layer's fields: every layer's X, keys and values, its
     summaries, and either every layer's T x T alpha or (streamed) its maps pooled to ``reduce_to``."""
-    spec = model_spec(model)
+    spec = p.spec
+    assert spec is not None  # model mode
     L, h, g, d, d_k = spec.layers, spec.heads, spec.kv_heads or spec.heads, spec.d_model, spec.d_k
     n = L * T * d + 2 * L * g * T * d_k + 16 * T * d  # X per layer, the cache, one layer's activations
     n += L * h * (2 * T + 2 * T * TOP_K + len(decay_edges(T)))  # the summaries
@@ -354,21 +360,6 @@ def _human(n: float) -> str:
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
         n /= 1024
     return f"{n} B"
-
-
-def _streams(config: AttentionConfig, T: int, display_max: int | None) -> bool:
-    # Encoders (T <= 512) and soft-capped decoders (Gemma 2, T <= 512) keep every layer's weights. A model
-    # up to MODEL_FULL tokens runs in full as before long inputs were read, so rollout and the layer
-    # differences (which need every layer's alpha) stay there.
-    if display_max is None or config.model is None:
-        return display_max is not None and T > display_max
-    return T > max(display_max, MODEL_FULL) and streamable(config.model)
-
-
-def streamable(model: str) -> bool:
-    """Whether the model's run streams past ``display_max`` tokens: a decoder without soft-capped scores."""
-    spec = model_spec(model)
-    return spec.module == "decoder" and spec.softcap is None
 
 
 # Scores of every head for one block of query rows, when streamed: small blocks stay in a
@@ -389,6 +380,8 @@ def _block_bytes(device: torch.device) -> int:
 def compute(config: AttentionConfig, display_max: int | None = None, *, first: bool = False) -> AttentionResult:
     """Run self-attention for ``config`` and return every intermediate.
 
+    The model is resolved once (``engine.plan.plan``); the result carries the plan (``AttentionResult.plan``).
+
     Parameters
     ----------
     config : AttentionConfig
@@ -407,7 +400,8 @@ def compute(config: AttentionConfig, display_max: int | None = None, *, first: b
     Raises
     ------
     ConfigError
-        The sentence has no tokens, or more than the model reads.
+        The sentence has no tokens, or more than the model reads; a layer or head the model lacks; a what-if
+        option this path cannot run (``Plan.check``).
     ModelUnavailable
         Model mode, and the model is not installed.
     DeviceError
@@ -415,21 +409,24 @@ def compute(config: AttentionConfig, display_max: int | None = None, *, first: b
     TooLargeError
         The estimate exceeds the memory free on the device (checked before allocating).
     """
+    p = plan(config)
     device = resolve_device(config.device)
-    toks = check_tokens(config)
+    toks = check_tokens(config, p)
     source = source_tokens_for(config)
-    heads = config.dims.heads
+    heads = p.dims.heads
     T, limit = len(toks.tokens), MAX_TOKENS[device.type]
     if T > limit:
         raise TooLargeError(f"T = {T:,} tokens is over the limit of {limit:,} on {device.type} "
                             f"(attention computes {heads} × T × T scores; past it one compute takes minutes)")
-    if config.model is not None and not _streams(config, T, display_max) and T > FULL_MODEL_MAX:
-        raise TooLargeError(f"T = {T:,} tokens: {model_spec(config.model).label} keeps every layer's T × T alpha "
+    reduce_to = p.reduce_to(T, display_max)
+    if p.spec is not None and reduce_to is None and T > FULL_MODEL_MAX:
+        raise TooLargeError(f"T = {T:,} tokens: {p.spec.label} keeps every layer's T × T alpha "
                             f"up to {FULL_MODEL_MAX} tokens; longer inputs are streamed (display_max)")
+    p.check(streamed=p.spec is not None and reduce_to is not None)
     if source is not None and len(source.tokens) > limit:
         raise TooLargeError(f"the second sentence has T_k = {len(source.tokens):,} tokens, over the limit of "
                             f"{limit:,} on {device.type}")
-    need = estimate_bytes(config, display_max)
+    need = estimate_bytes(config, display_max, p)
     free = free_bytes(device) if need > CHECK_FREE_ABOVE else None
     if free is not None and need > 0.8 * free:
         raise TooLargeError(
@@ -437,8 +434,7 @@ def compute(config: AttentionConfig, display_max: int | None = None, *, first: b
             f"{config.device} has {_human(free)} free"
         )
     try:
-        return _compute(config, toks, source, device, display_max if _streams(config, T, display_max) else None,
-                        first)
+        return _compute(p, toks, source, device, reduce_to, first)
     except torch.cuda.OutOfMemoryError as exc:
         raise DeviceError(f"{config.device} ran out of memory ({_human(need)} needed)") from exc
     except MemoryError as exc:
@@ -452,38 +448,34 @@ def compute(config: AttentionConfig, display_max: int | None = None, *, first: b
         raise
 
 
-def _compute(config: AttentionConfig, toks: Tokens, source: Tokens | None, device: torch.device,
+def _compute(p: Plan, toks: Tokens, source: Tokens | None, device: torch.device,
              reduce_to: int | None, first: bool = False) -> AttentionResult:
+    config = p.config
     dtype = DTYPES[config.dtype]
     start = time.perf_counter()
-    if config.model is not None and model_spec(config.model).module == "via_transformers":
-        return _captured(config, config.model, toks, device, dtype, start)
+    if p.spec is not None and p.spec.module == "via_transformers":
+        return _captured(p, toks, device, dtype, start)
     x_source, ids = None, toks.id_tensor()
     run: ModelRun | None = None
     ready: Steps | None = None  # the shown layer's steps, made by a streamed model run
     vocab = toks.vocab
-    if config.model is None:
+    if p.spec is None:
         x, x_source, weights, both = _random_inputs(config, toks, source, device, dtype)
         ids, vocab = both.id_tensor(), both.vocab  # cross-attention: ids in one vocabulary for both sentences
-        options = config.attend_options
+        options = p.shown
         notes = []
     else:
-        x, weights, run, options, ready = _model_inputs(config, toks, device, dtype, reduce_to, first)
-        unknown = unknown_note(config, toks)
-        notes = [*([unknown] if unknown else []), *model_spec(config.model).about]
+        x, weights, run, options, ready = _model_inputs(p, toks, device, dtype, reduce_to, first)
+        unknown = unknown_note(config, toks, p)
+        notes = [*([unknown] if unknown else []), *([p.what_if_text()] if p.what_if else []), *p.spec.about]
     stream = None if reduce_to is None else Stream(reduce_to, _block_bytes(device))
     steps = ready if ready is not None else A.attend(
         x, weights, options, x_kv=x_source, stream=stream,
         z_hook=ablation_hooks(config.ablate).get(config.layer) if config.model else None)
-    own = model_spec(config.model) if config.model is not None else None
-    if own is not None and run is not None and run.layer_weights is not None and not _as_the_model(config):
-        layer_weights = run.layer_weights.clone()  # the model view shows this layer as computed here
-        layer_weights[config.layer] = steps.alpha
-        run = dataclasses.replace(run, layer_weights=layer_weights)
     synchronize(device)
     elapsed_ms = (time.perf_counter() - start) * 1e3
 
-    if config.model is None and not _scores_finite(steps, config):
+    if p.spec is None and not _scores_finite(steps, config):
         notes.append("some scores are not finite (overflow in this dtype); their weights are not defined")
     T = len(toks.tokens)
     cross = None if source is None or x_source is None else CrossInputs(source.tokens, ids[T:].to(device), x_source)
@@ -499,32 +491,33 @@ def _compute(config: AttentionConfig, toks: Tokens, source: Tokens | None, devic
         notes=tuple(notes),
         cross=cross,
         model_run=run,
+        plan=p,
         **{f.name: getattr(steps, f.name) for f in dataclasses.fields(Steps)},  # attend's steps, by the same names
     )
 
 
-def _captured(config: AttentionConfig, name: str, toks: Tokens, device: torch.device, dtype: torch.dtype,
-              start: float) -> AttentionResult:
+def _captured(p: Plan, toks: Tokens, device: torch.device, dtype: torch.dtype, start: float) -> AttentionResult:
     """Model ``name`` read through transformers (``sources.via_transformers``): the steps its hooks captured,
     None for the others (named in ``not_captured``); attn-gui computes none of them."""
-    from .sources.via_transformers import captured, check_config
+    from .sources.via_transformers import captured
 
-    check_config(config)
+    config, spec, name = p.config, p.spec, p.config.model
+    assert spec is not None and name is not None  # model mode
     ids = toks.id_tensor()
     steps, layer_weights, missing = captured(name, ids, config.layer, device, dtype)
-    next_tokens = source(name).next_tokens(ids, device, dtype)
+    next_tokens = p.source.next_tokens(ids, device, dtype)
     synchronize(device)
-    unknown = unknown_note(config, toks)
+    unknown = unknown_note(config, toks, p)
     q_unrotated, k_unrotated = steps.get("q_unrotated"), steps.get("k_unrotated")  # RoPE's, where captured
     rope = None if q_unrotated is None and k_unrotated is None else Rotary(q_unrotated, k_unrotated)
     return AttentionResult(
         config=config, tokens=toks.tokens, token_ids=ids.to(device), vocab=toks.vocab, projections=Projections(),
         elapsed_ms=(time.perf_counter() - start) * 1e3, device=str(device),
-        notes=(*([unknown] if unknown else []), *model_spec(name).about),
+        notes=(*([unknown] if unknown else []), *spec.about),
         model_run=ModelRun(layer_weights, next_tokens, not_captured=missing), x=steps.get("x"),
         rope=rope, q=steps.get("q"), k=steps.get("k"), v=steps.get("v"), scores=steps.get("scores"),
         scaled=steps.get("scaled"), weights=steps.get("weights"),
-        head_outputs=steps.get("head_outputs"), concat=steps.get("concat"), output=steps.get("output"))
+        head_outputs=steps.get("head_outputs"), concat=steps.get("concat"), output=steps.get("output"), plan=p)
 
 
 def _scores_finite(steps: Steps, config: AttentionConfig) -> bool:
@@ -565,60 +558,63 @@ def _random_inputs(config: AttentionConfig, toks: Tokens, source: Tokens | None,
     return parts[0], x_source, Projections(*weights_on(tuple(params), device, dtype)), both
 
 
-def _model_inputs(config: AttentionConfig, toks: Tokens, device: torch.device, dtype: torch.dtype,
-                  reduce_to: int | None, first: bool = False
+def _model_inputs(p: Plan, toks: Tokens, device: torch.device, dtype: torch.dtype, reduce_to: int | None,
+                  first: bool = False
                   ) -> tuple[torch.Tensor, Projections, ModelRun, AttendOptions, Steps | None]:
-    """What ``config.layer`` reads, its projections, the run's every layer's weights (None when streamed:
+    """What the shown layer reads, its projections, the run's every layer's weights (None when streamed:
     ``reduce_to``), next tokens (or None) and summaries (a decoder's; None for an encoder), the options
-    its attention runs with: the config's and the layer's own (``ModelSource.layer_options``: DeBERTa's
-    position terms, partial rotary), and the shown layer's steps where a streamed run made them as the
-    config computes them (else None). ``first``: a decoder's X of the shown layer only (``compute``)."""
-    assert config.model is not None  # model mode only
-    model = source(config.model)
+    its attention runs with (the plan's, with what only the loaded model holds: DeBERTa's position terms,
+    ``ModelSource.layer_options``), and the shown layer's steps where a streamed run made them (else None).
+
+    Every layer runs with the plan's options (``Plan.layers``: the model's own, or a what-if in every layer),
+    so the shown layer, the model view and the next tokens all come from one forward. ``first``: a decoder's X of
+    the shown layer only, having run the layers before it (``compute``); the run is kept for a later compute."""
+    config, model, layers = p.config, p.source, p.layers
     ids = toks.id_tensor()
     summaries = None
     made: tuple[int, Steps] | None = None  # streamed: the shown layer and its steps, as the run made them
-    if first and reduce_to is None and not config.ablate and model_spec(config.model).module == "decoder":
-        x, done = decoder_of(config.model).first_input(ids, device, dtype, config.layer)  # the layers before it
-        if done < model_spec(config.model).layers:  # else the whole run is there: given whole, below
-            options = model.layer_options(config.attend_options, config.layer, len(toks.tokens), device, dtype)
+    if first and reduce_to is None and not config.ablate and p.spec is not None and p.spec.module == "decoder":
+        x, done = _decoder(p).first_input(ids, device, dtype, config.layer, layers)  # the layers before it
+        if done < p.spec.layers:  # else the whole run is there: given whole, below
+            options = model.layer_options(p.shown, config.layer, len(toks.tokens), device, dtype)
             weights = model.layer_weights(config.layer, device, dtype)  # column layout
             shown = weights.transposed() if config.layout == "row" else weights
             return x, shown, ModelRun(pending=done), options, None
     if config.ablate:  # every layer above a struck head reads a changed residual stream, and so does the next token
-        decoder = decoder_of(config.model)  # the config refuses ablation on an encoder
+        decoder = _decoder(p)
         run = decoder.forward(ids, device, dtype, z_hooks=ablation_hooks(config.ablate), reduce_to=reduce_to,
-                              shown_layer=config.layer)
+                              shown_layer=config.layer, layers=layers)
         hidden, layer_weights, next_tokens = run.inputs, run.weights, decoder.top_tokens(run.logits)
         summaries = run.summaries
         made = run.shown
-    elif reduce_to is not None:  # streamed (a decoder, ``streamable``): no layer keeps its T x T maps
-        decoder = decoder_of(config.model)
-        run = decoder.streamed_inputs(ids, device, dtype, reduce_to, _block_bytes(device), config.layer)
+    elif reduce_to is not None:  # streamed (a decoder, ``Plan.streamable``): no layer keeps its T x T maps
+        decoder = _decoder(p)
+        run = decoder.streamed_inputs(ids, device, dtype, reduce_to, _block_bytes(device), config.layer, layers)
         hidden, layer_weights, summaries = [*run.inputs, run.residual[-1]], None, run.summaries
         next_tokens = decoder.top_tokens(run.logits)
         made = run.shown
     else:
-        hidden, layer_weights = model.layer_inputs(ids, device, dtype)
-        next_tokens = model.next_tokens(ids, device, dtype)
-        if model_spec(config.model).module == "decoder":  # a decoder's, from its kept run
-            summaries = decoder_of(config.model).summaries(ids, device, dtype)
+        hidden, layer_weights = model.layer_inputs(ids, device, dtype, layers)
+        next_tokens = model.next_tokens(ids, device, dtype, layers=layers)
+        if p.spec is not None and p.spec.module == "decoder":  # a decoder's, from its kept run
+            summaries = _decoder(p).summaries(ids, device, dtype, layers)
     weights = model.layer_weights(config.layer, device, dtype)  # column layout
     if config.layout == "row":  # show W as d x d_k (q = x W): the same numbers, transposed
         weights = weights.transposed()
-    options = model.layer_options(config.attend_options, config.layer, len(toks.tokens), device, dtype)
-    ready = None  # the shown layer's steps as the run made them, where the config computes it alike
-    if made is not None and made[0] == config.layer and _as_the_model(config):
+    options = model.layer_options(p.shown, config.layer, len(toks.tokens), device, dtype)
+    ready = None  # the shown layer's steps as the run made them (streamed: the same plan)
+    if made is not None and made[0] == config.layer and made[1].pooled is not None:
         ready = _streamed_steps(made[1])
     return hidden[config.layer], weights, ModelRun(layer_weights, next_tokens, summaries), options, ready
 
 
-def _as_the_model(config: AttentionConfig) -> bool:
-    """Whether the shown layer is computed as the model computes it: no option of the window changes it."""
-    assert config.model is not None  # model mode only
-    own = model_spec(config.model)
-    return ((config.scale, config.temperature, config.is_causal, config.similarity, config.sliding_window,
-             config.sink_tokens) == (True, 1.0, own.causal, "dot", own.window_at(config.layer), 0))
+def _decoder(p: Plan):
+    """The plan's source as a decoder (``sources.decoder.Source``)."""
+    from .sources.decoder import Source as DecoderSource
+
+    model = p.source
+    assert isinstance(model, DecoderSource)  # the plan streams and ablates decoders only
+    return model
 
 
 def _streamed_steps(made: Steps) -> Steps:

@@ -1,22 +1,21 @@
 """The frozen, validated description of one attention computation.
 
-Every field is declared once (``option(...)``): its kind, range, labels and the mode
-where it has an effect. Construction only checks plain values; it reads no files,
-tokenizes nothing and never changes a field. What needs the tokens (their count,
-the model's token limit) is checked by ``tokens.check_tokens`` and by ``compute``.
+Every field is declared once (``option(...)``): its kind, range, labels, the mode where it has an
+effect and what a model's forward makes of it. Construction only checks plain values; it reads no
+files, tokenizes nothing and never changes a field. What needs the model (its layers, heads, each
+layer's attention as it runs it, the what-ifs) is resolved once per compute by ``engine.plan``; what
+needs the tokens (their count, the model's token limit) by ``inputs.check_tokens`` and ``compute``.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import math
 from dataclasses import dataclass
 from typing import Any
 
-from .attention import AttendOptions
 from .errors import ConfigError
 from .options import BOTH, MODEL, RANDOM, Option, _short, declared_options, option
-from .sources import MODELS, model_spec
+from .sources import MODELS
 
 DEFAULT_SENTENCE = "When in doubt look intelligent"
 MAX_CHARS = 1_000_000
@@ -58,7 +57,7 @@ class AttentionConfig:
     fields keep their values and have no effect; ``dims`` gives the sizes in use.
     """
 
-    sentence: str = option(DEFAULT_SENTENCE, kind="text", hi=MAX_CHARS, label="sentence",
+    sentence: str = option(DEFAULT_SENTENCE, kind="text", hi=MAX_CHARS, label="sentence", model="input",
                            help="The text to attend over.")
     source_sentence: str | None = option(None, kind="text", hi=MAX_CHARS, nullable=True, label="second sentence",
                                          modes=RANDOM_ONLY,
@@ -114,39 +113,41 @@ class AttentionConfig:
                                   modes=RANDOM_ONLY,
                                   help="Key/value heads, each shared by heads / kv_heads query heads "
                                        "(grouped-query; 1 is multi-query); none means one per head.")
-    layout: str = option("row", kind="choice", label="layout",
+    layout: str = option("row", kind="choice", label="layout", model="run",
                          choices=(("row", "q = x·W   (W is d × d_k)"), ("column", "q = W·x   (W is d_k × d)")),
                          help="Whether W multiplies x from the right (q = x W) or the left (q = W x).")
-    scale: bool = option(True, kind="bool", label="scale by √d_k",
+    scale: bool = option(True, kind="bool", label="scale by √d_k", model="what-if",
                          help="Divide the scores by the square root of d_k.")
     temperature: float = option(1.0, kind="float", lo=0.01, hi=100, decimals=4, label="temperature",
+                                model="what-if",
                                 help="Further divide the scores by this number.")
-    causal: bool = option(False, kind="bool", label="causal mask",
+    causal: bool = option(False, kind="bool", label="causal mask", model="what-if",
                           help="Mask the keys after each query.")
-    window: int | None = option(None, kind="int", lo=1, hi=2**20, nullable=True, label="window",
+    window: int | None = option(None, kind="int", lo=1, hi=2**20, nullable=True, label="window", model="what-if",
                                 help="Sliding window: each query sees the keys less than this many positions "
                                      "away (causal: itself and the window - 1 before it); none sees all.")
-    sink_tokens: int = option(0, kind="int", lo=0, hi=2**20, label="sink tokens",
+    sink_tokens: int = option(0, kind="int", lo=0, hi=2**20, label="sink tokens", model="what-if",
                               help="The first keys that stay visible whatever the window (attention sinks).")
-    similarity: str = option("dot", kind="choice", label="similarity",
+    similarity: str = option("dot", kind="choice", label="similarity", model="what-if",
                              choices=(("dot", "dot product"), ("cosine", "cosine")),
                              help="How a query is compared with a key.")
-    device: str = option("cpu", kind="device", label="device",
+    device: str = option("cpu", kind="device", label="device", model="run",
                          help="Where the compute runs: cpu, cuda, cuda:N or mps.")
-    dtype: str = option("float32", kind="choice", label="dtype",
+    dtype: str = option("float32", kind="choice", label="dtype", model="run",
                         choices=(("bfloat16", "bfloat16 matmuls"), ("float32", "float32"), ("float64", "float64")),
                         help="Floating-point precision of the compute. bfloat16: a decoder model's weight matmuls "
                              "in bfloat16 on its stored weights, on the CPU (PyTorch's int4 kernels for a 4-bit "
                              "GGUF), several times faster; the rest in float32, α within about 1e-3.")
-    model: str | None = option(None, kind="model", nullable=True, label="weights",
+    model: str | None = option(None, kind="model", nullable=True, label="weights", model="model",
                                choices=((None, "random weights (seeded)"),
                                         *((name, spec.label) for name, spec in MODELS.items())),
                                help="A pretrained model instead of random weights.")
     # any model's layer count bounds it (__post_init__); a folder's is known only from its config.json
     layer: int = option(0, kind="int", lo=0, hi=MAX_LAYERS - 1, label="layer",
-                        modes=MODEL_ONLY, ordinal=True,
+                        modes=MODEL_ONLY, ordinal=True, model="model",
                         help="The model's layer to show; X is the hidden state entering it.")
     ablate: tuple[tuple[int, int], ...] = option((), kind="heads", label="ablated heads", modes=MODEL_ONLY,
+                                                 model="model",
                                                  help="Heads knocked out (their Z zeroed before W_O), as "
                                                       "layer.head counted from 1: 5.3,12.1; decoder models only.")
 
@@ -172,21 +173,13 @@ class AttentionConfig:
                 _check_cross(self)
             if self.ablate:
                 raise ConfigError("ablating heads needs a decoder model (choose smollm2-135m)")
-        else:
-            spec = model_spec(self.model)
-            if self.positional in ("rope", "alibi"):
-                raise ConfigError(f"{self.positional} positions are for random weights; "
-                                  f"{spec.label} has its own (choose positions none)")
-            if self.layer >= spec.layers:  # people count layers from 1; the field, as torch, from 0
-                raise ConfigError(f"{spec.label} has layers 1 to {spec.layers} (layer = 0 to {spec.layers - 1} "
-                                  f"counted from 0); got layer = {self.layer}")
-            if self.ablate:
-                _check_ablate(self.ablate, spec)
 
     @property
     def dims(self) -> Dims:
-        """The sizes in use: the model's fixed sizes in model mode, else this config's."""
+        """The sizes in use: the model's fixed sizes in model mode (its spec, ``engine.plan``), else this config's."""
         if self.model is not None:
+            from .sources import model_spec
+
             s = model_spec(self.model)
             return Dims(s.d_model, s.heads, s.d_k, s.d_v, True, s.kv_heads)
         if not self.projections:
@@ -204,62 +197,6 @@ class AttentionConfig:
     def cross(self) -> bool:
         """True for cross-attention: random weights and a second sentence that is not blank."""
         return self.model is None and self.source_sentence is not None and bool(self.source_sentence.strip())
-
-    @property
-    def is_causal(self) -> bool:
-        """Whether the causal mask is on: the option, or a decoder model (causal by construction)."""
-        return self.causal or (self.model is not None and model_spec(self.model).causal)
-
-    @property
-    def sliding_window(self) -> int | None:
-        """The sliding window in use: the narrower of the ``window`` option and the model's own
-        (Mistral's, or this layer's in a model whose layers differ, by construction like its causal
-        mask); None: no window."""
-        own = model_spec(self.model).window_at(self.layer) if self.model is not None else None
-        windows = [w for w in (self.window, own) if w is not None]
-        return min(windows) if windows else None
-
-    @property
-    def rope(self) -> float | None:
-        """The RoPE base in use: the model's (this layer's), or (random weights) ``rope_base`` with RoPE
-        positions; else None."""
-        if self.model is not None:
-            return model_spec(self.model).rope_at(self.layer)
-        return self.rope_base if self.positional == "rope" else None
-
-    @property
-    def rope_scaling(self) -> tuple:
-        """The model's scaled RoPE (``engine.rope_scaling``), or () for the plain one and random weights."""
-        return model_spec(self.model).rope_scaling_at(self.layer) if self.model is not None else ()
-
-    @property
-    def score_scaling(self) -> tuple[bool, float]:
-        """(whether ω is divided by √d_k, the further divisor): the ``scale`` and ``temperature`` options,
-        with a model's own scaling (GPT-2's scale_attn_weights and scale_attn_by_inverse_layer_idx)."""
-        if self.model is None:
-            return self.scale, self.temperature
-        own = model_spec(self.model)
-        if own.score_scalar is not None:  # Gemma 2: ω / √query_pre_attn_scalar, shown as ω / its root
-            return False, self.temperature * (math.sqrt(own.score_scalar) if self.scale else 1.0)
-        return self.scale and own.scale, self.temperature * (self.layer + 1.0 if own.layer_scale else 1.0)
-
-    @property
-    def softcap(self) -> float | None:
-        """The model's attention-logit soft-cap c (Gemma 2), or None."""
-        return model_spec(self.model).softcap if self.model is not None else None
-
-    @property
-    def attend_options(self) -> AttendOptions:
-        """The options ``attention.attend`` runs with: scale, temperature, mask, similarity, RoPE, soft-cap,
-        ALiBi, position offset, window and sinks, as this config (and in model mode its model) decides them.
-        A model's layer may add its own (``ModelSource.layer_options``: DeBERTa's position terms ...)."""
-        scale, temperature = self.score_scaling
-        random = self.model is None
-        return AttendOptions(layout=self.layout, scale=scale, temperature=temperature, causal=self.is_causal,
-                             similarity=self.similarity, rope_base=self.rope, rope_scaling=self.rope_scaling,
-                             softcap=self.softcap, alibi=random and self.positional == "alibi",
-                             position_offset=self.position_offset if random else 0,  # a model reads from 0
-                             window=self.sliding_window, sink_tokens=self.sink_tokens)
 
     @property
     def mode(self) -> str:
@@ -300,30 +237,14 @@ class AttentionConfig:
         return tuple(OPTIONS)
 
 
-def _check_ablate(heads: tuple[tuple[int, int], ...], spec) -> None:
-    """Refuse ablation on an encoder (saying what works instead) and heads the model lacks (counted from 1)."""
-    if spec.through:  # transformers runs it: no head of it can be struck here
-        raise ConfigError(f"ablate = {heads!r:.40} cannot apply to a model read through transformers: it is shown as "
-                          f"transformers runs it (ablate = ())")
-    if not spec.causal:
-        raise ConfigError(f"ablating heads changes the next token, which {spec.label} (an encoder) does not "
-                          f"predict: choose a decoder model (smollm2-135m)")
-    for layer, head in heads:
-        if layer >= spec.layers or head >= spec.heads:
-            raise ConfigError(f"head {layer + 1}.{head + 1} does not exist: {spec.label} has layers 1 to "
-                              f"{spec.layers} and heads 1 to {spec.heads}")
-
-
 def _check_bfloat16(config: AttentionConfig) -> None:
-    """Refuse, in one line, bfloat16 where it is not run: random weights, an encoder, another device than the CPU."""
+    """Refuse, in one line, bfloat16 where it is not run: random weights, another device than the CPU (an encoder
+    is refused by the plan, which reads the model's spec: ``plan.check_model``)."""
     if config.model is None:
         raise ConfigError("bfloat16 is for a decoder model's weight matmuls; random weights compute in float32 or "
                           "float64")
     if not config.device.startswith("cpu"):
         raise ConfigError(f"bfloat16 matmuls run on the CPU; on {config.device} choose float32")
-    spec = model_spec(config.model)
-    if spec.module != "decoder":
-        raise ConfigError(f"bfloat16 matmuls run a decoder's weights; {spec.label} computes in float32 or float64")
 
 
 def _check_cross(config: AttentionConfig) -> None:
@@ -352,6 +273,8 @@ def _check_cross(config: AttentionConfig) -> None:
 OPTIONS: dict[str, Option] = declared_options(AttentionConfig)
 
 # Views of the declarations, for callers that want one aspect.
+# The options a model's forward does not have, run as a labelled what-if in model mode (``engine.plan``).
+WHAT_IF: tuple[str, ...] = tuple(n for n, o in OPTIONS.items() if o.model == "what-if")
 CHOICES: dict[str, tuple[str, ...]] = {n: o.values for n, o in OPTIONS.items() if o.kind == "choice"}
 LIMITS: dict[str, tuple[int, int]] = {n: (o.lo, o.hi) for n, o in OPTIONS.items()
                                       if o.kind == "int" and isinstance(o.lo, int) and isinstance(o.hi, int)}
@@ -417,4 +340,4 @@ def preset(name: str) -> AttentionConfig:
 
 
 __all__ = ["AttentionConfig", "BOTH", "CHOICES", "DEFAULT_SENTENCE", "Dims", "LIMITS", "MAX_CHARS", "OPTIONS",
-           "Option", "PRESETS", "preset"]
+           "Option", "PRESETS", "WHAT_IF", "preset"]

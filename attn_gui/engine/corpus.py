@@ -28,13 +28,16 @@ the first row is never counted: in a decoder it has one key and says nothing):
 
 from __future__ import annotations
 
+import errno
 import functools
 import hashlib
 import json
 import math
 import os
 import re
+import shutil
 import time
+import zipfile
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -42,6 +45,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from . import disk
 from .attribution import next_token_attribution, next_token_refusal
 from .errors import UserError
 from .sources import MODELS, decoder_of, model_spec, source
@@ -68,6 +72,51 @@ def passage_limit(max_tokens: int) -> int:
     """The tokens of a passage the census reads: the model's own limit, at most 512 (``families.MAX_TOKENS``):
     it keeps every layer's T x T alpha of a passage, which a decoder's own length (8,192 and more) would not fit."""
     return min(max_tokens, MAX_TOKENS)
+
+
+CHARS_FIRST = 8  # characters read first per token of the limit: past it, English gives more tokens than the limit
+CHARS_MOST = 64  # characters read at most per token of the limit: no vocabulary's tokens are longer on average
+
+
+@dataclass(frozen=True)
+class Read:
+    """What the census reads of one passage: its first tokens (at most the model's limit), whether it was
+    cut (more tokens, or more characters, than were read) and the text tokenized, which gives those tokens."""
+
+    ids: tuple[int, ...]
+    tokens: tuple[str, ...]
+    cut: bool
+    text: str
+
+
+def read_passage(model, text: str, limit: int) -> Read:
+    """The first ``limit`` tokens of ``text`` (``model.tokenize``), never tokenizing the whole of a long passage.
+
+    A passage of more than ``CHARS_FIRST`` x ``limit`` characters is cut at a space before it is
+    tokenized, and read again four times as long while it gives fewer than ``limit`` + 1 tokens, up to
+    ``CHARS_MOST`` x ``limit`` characters: a 30 MB line is never handed to a tokenizer whole. Cut at a
+    space, the tokens read are those of the whole passage (every tokenizer here splits words at spaces
+    first); a passage cut at ``CHARS_MOST`` x ``limit`` characters with no space in its second half is cut
+    inside a word, and counted as cut.
+    """
+    size = CHARS_FIRST * limit
+    while True:
+        part = text if len(text) <= size else text[:_space_before(text, size)]
+        toks = model.tokenize(part)
+        if len(part) == len(text) or len(toks.token_ids) > limit or size >= CHARS_MOST * limit:
+            break
+        size = min(4 * size, CHARS_MOST * limit)
+    cut = len(toks.token_ids) > limit or len(part) < len(text)
+    return Read(tuple(toks.token_ids[:limit]), tuple(toks.tokens[:limit]), cut, part)
+
+
+def _space_before(text: str, end: int) -> int:
+    """Where to cut ``text`` at most ``end`` characters in: at its last white space in ``[end / 2, end)``, else at
+    ``end``."""
+    for i in range(end - 1, end // 2, -1):
+        if text[i].isspace():
+            return i
+    return end
 
 
 class CorpusError(UserError):
@@ -102,11 +151,17 @@ def corpus_format(path: str | os.PathLike) -> str:
     return {".jsonl": "jsonl", ".ndjson": "jsonl", ".parquet": "parquet"}.get(suffix, "text")
 
 
+MAX_CORPUS_BYTES = 2**30  # the census holds a corpus's passages in memory: a larger file is refused, never half read
+MAX_STATE_BYTES = 16 * 2**20  # a datasets folder's state.json (a list of file names)
+
+
 def read_corpus(path: str | os.PathLike, field: str | None = None) -> Corpus:
     """Read the passages of ``path``: a text file (one passage per line), JSONL (``field``, default
     ``text``), Parquet (column ``field``) or a ``datasets`` save_to_disk folder (read with pyarrow).
 
-    Raises ``CorpusError`` for a file that cannot be read, a missing field, or no passage at all.
+    Only regular files are read (a FIFO or a device never), at most ``MAX_CORPUS_BYTES`` of them, and
+    a datasets folder's only from inside itself. Raises ``CorpusError`` for a file that cannot be read,
+    a missing field, or no passage at all.
     """
     kind = corpus_format(path)
     if kind == "text" and field is not None:
@@ -115,7 +170,7 @@ def read_corpus(path: str | os.PathLike, field: str | None = None) -> Corpus:
     name = field or "text"
     try:
         if kind == "text":
-            texts = Path(path).read_bytes().decode("utf-8").splitlines()
+            texts = _bounded(Path(path)).decode("utf-8").splitlines()
         elif kind == "jsonl":
             texts = _read_jsonl(Path(path), name)
         else:
@@ -124,25 +179,38 @@ def read_corpus(path: str | os.PathLike, field: str | None = None) -> Corpus:
         raise CorpusError(f"cannot read {path}: not UTF-8 text (byte {exc.start})") from None
     except OSError as exc:
         raise CorpusError(f"cannot read {path}: {exc.strerror or exc}") from None
+    except MemoryError:
+        raise CorpusError(f"cannot read {path}: its passages do not fit in the memory free") from None
     passages = tuple(t for t in texts if t.strip())
     if not passages:
         raise CorpusError(f"the corpus {path} has no passages (no line with text)")
     return Corpus(str(path), kind, None if kind == "text" else name, passages, len(texts) - len(passages))
 
 
+def _bounded(path: Path, limit: int = MAX_CORPUS_BYTES) -> bytes:
+    """The bytes of the regular file ``path``; ``CorpusError`` past ``limit``."""
+    try:
+        return disk.read_regular(path, limit)
+    except OSError as exc:
+        if exc.errno == errno.EFBIG:
+            raise CorpusError(f"{path} is over {limit:,} bytes, more than a census reads; split it") from None
+        raise
+
+
 def _read_jsonl(path: Path, name: str) -> list[str]:
     texts = []
-    with open(path, encoding="utf-8") as f:
-        for number, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise CorpusError(f"{path}, line {number}: not JSON ({exc.msg})") from None
-            if not isinstance(record, dict) or not isinstance(record.get(name), str):
-                raise CorpusError(f"{path}, line {number}: no text field {name!r} (give it with --field)")
-            texts.append(record[name])
+    for number, line in enumerate(_bounded(path).decode("utf-8").splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise CorpusError(f"{path}, line {number}: not JSON ({exc.msg})") from None
+        except RecursionError:
+            raise CorpusError(f"{path}, line {number}: nested too deeply to read") from None
+        if not isinstance(record, dict) or not isinstance(record.get(name), str):
+            raise CorpusError(f"{path}, line {number}: no text field {name!r} (give it with --field)")
+        texts.append(record[name])
     return texts
 
 
@@ -159,26 +227,26 @@ def _arrow():
 def _read_arrow(path: Path, name: str, kind: str) -> list[str]:
     pa = _arrow()
     if kind == "parquet":
+        data = pa.BufferReader(_bounded(path))
         try:
-            columns = pa.parquet.read_schema(path).names
-        except pa.ArrowException as exc:
-            raise CorpusError(f"cannot read {path}: {exc}") from None
+            columns = pa.parquet.read_schema(data).names
+        except pa.ArrowException:
+            raise CorpusError(f"cannot read {path}: not a Parquet file") from None
         if name not in columns:
             raise CorpusError(f"{path} has no column {name!r} (it has {', '.join(columns)}); give one with --field")
-        table = pa.parquet.read_table(path, columns=[name])
+        table = pa.parquet.read_table(data, columns=[name])
     else:  # datasets' save_to_disk: state.json lists its Arrow stream files
         if (path / "dataset_dict.json").exists():
             raise CorpusError(f"{path} holds several splits; give one split's folder, e.g. {path / 'train'}")
-        try:
-            state = json.loads((path / "state.json").read_text(encoding="utf-8"))
-            files = [path / f["filename"] for f in state["_data_files"]]
-        except (OSError, ValueError, KeyError, TypeError):
-            raise CorpusError(f"{path} is not a folder written by datasets' save_to_disk (no readable "
-                              f"state.json)") from None
-        try:
-            tables = [pa.ipc.open_stream(pa.memory_map(str(f))).read_all() for f in files]
-        except pa.ArrowException as exc:
-            raise CorpusError(f"cannot read {path}: {exc}") from None
+        tables = []
+        left = MAX_CORPUS_BYTES
+        for file in _data_files(path):
+            raw = _bounded(file, left)
+            left -= len(raw)
+            try:
+                tables.append(pa.ipc.open_stream(pa.BufferReader(raw)).read_all())
+            except pa.ArrowException:  # its message may quote the file's bytes: not repeated
+                raise CorpusError(f"cannot read {path}: {file.name} is not an Arrow stream file") from None
         table = pa.concat_tables(tables) if tables else None
         if table is None or name not in table.column_names:
             have = ", ".join(table.column_names) if table is not None else "no data files"
@@ -187,6 +255,26 @@ def _read_arrow(path: Path, name: str, kind: str) -> list[str]:
     if not pa.types.is_string(column.type) and not pa.types.is_large_string(column.type):
         raise CorpusError(f"{path}: column {name!r} holds {column.type}, not text")
     return [t for t in column.to_pylist() if t is not None]
+
+
+def _data_files(folder: Path) -> list[Path]:
+    """The Arrow files a datasets folder's state.json names, each a file inside the folder: an absolute
+    name, a ``..`` or a symbolic link leading out of it is refused by name before anything is opened."""
+    try:
+        state = json.loads(_bounded(folder / "state.json", MAX_STATE_BYTES))
+        names = [f["filename"] for f in state["_data_files"]]
+    except (OSError, ValueError, KeyError, TypeError, RecursionError, CorpusError):
+        raise CorpusError(f"{folder} is not a folder written by datasets' save_to_disk (no readable "
+                          f"state.json)") from None
+    root = Path(os.path.realpath(folder))
+    files = []
+    for name in names:
+        real = Path(os.path.realpath(folder / name)) if isinstance(name, str) and name else None
+        if real is None or os.path.isabs(name) or real == root or not real.is_relative_to(root):
+            raise CorpusError(f"{folder}/state.json names {str(name)!r:.80}, which is outside the folder; a "
+                              f"datasets folder is read only from inside itself")
+        files.append(folder / name)
+    return files
 
 
 # Settings
@@ -253,6 +341,8 @@ def dla_refusal(model: str) -> str | None:
     spec = model_spec(model)
     if not spec.causal:
         return f"{spec.label} is an encoder: it predicts no next token"
+    if spec.through:
+        return f"{spec.label} runs in transformers, where attn-gui's hooks read no head's write to the residual stream"
     src = decoder_of(model)
     return next_token_refusal(src.decoder("cpu", torch.float32)[1], src.predicts())
 
@@ -397,22 +487,19 @@ class ShardSums:
                 np.full_like(self.sums[name], np.nan) for name in self.sums}
 
     def save(self, path: Path) -> None:
-        """Write to ``path`` (a .npz) atomically."""
+        """Write to ``path`` (a .npz) whole or not at all (``disk.write_atomic``)."""
         arrays = {"meta": np.array(json.dumps({"passages": self.passages, "tokens": self.tokens, "cut": self.cut,
                                                "empty": self.empty, "counts": self.counts}))}
         for name in self.sums:
             arrays[f"sum.{name}"] = self.sums[name]
             arrays.update({f"heap.{name}.{part}": value for part, value in self.heaps[name].items()})
-        tmp = path.with_name(path.name + ".part")
-        with open(tmp, "wb") as f:
-            np.savez(f, **arrays)  # type: ignore[arg-type]  # numpy's stub matches **arrays to allow_pickle too
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
+        # numpy's stub matches **arrays to allow_pickle too
+        disk.write_atomic(path, lambda f: np.savez(f, **arrays))  # type: ignore[arg-type]
 
     @classmethod
     def load(cls, path: Path) -> ShardSums:
-        with np.load(path, allow_pickle=False) as z:
+        """A shard ``save`` wrote; ``OSError``, ``ValueError``, ``KeyError`` or ``TypeError`` for any other file."""
+        with disk.open_regular(path) as f, np.load(f, allow_pickle=False) as z:
             meta = json.loads(str(z["meta"]))
             sums = {key[4:]: z[key] for key in z.files if key.startswith("sum.")}
             heaps: dict[str, dict[str, np.ndarray]] = {name: {} for name in sums}
@@ -421,6 +508,29 @@ class ShardSums:
                     _, name, part = key.split(".")
                     heaps[name][part] = z[key]
         return cls(meta["passages"], meta["tokens"], meta["cut"], meta["empty"], meta["counts"], sums, heaps)
+
+    def check(self, stats: Sequence[str], shape: tuple[int, int], k: int, first: int, passages: int) -> None:
+        """``ValueError`` saying why, unless these are the sums of ``passages`` passages from ``first`` (from 0)
+        for ``stats`` of a model of ``shape`` (layers, heads), ``k`` examples kept."""
+        counts = (self.passages, self.tokens, self.cut, self.empty, *self.counts.values())
+        if not all(type(n) is int and n >= 0 for n in counts) or self.cut > self.passages:
+            raise ValueError("its counts are not counts")
+        if self.passages != passages:
+            raise ValueError(f"it holds {self.passages} passages, not {passages}")
+        if set(self.counts) != set(stats) or set(self.sums) != set(stats) or set(self.heaps) != set(stats):
+            raise ValueError("its statistics differ from this run's")
+        for name in stats:
+            heap = self.heaps[name]
+            if self.sums[name].shape != shape or self.sums[name].dtype != np.float64 or set(heap) != set(HEAP):
+                raise ValueError(f"its {name} is not {shape[0]} x {shape[1]} sums")
+            if any(heap[part].shape != (*shape, k) or heap[part].dtype != dtype for part, dtype in HEAP.items()):
+                raise ValueError(f"its {name} examples are not {k} per head")
+            found = heap["passage"][heap["passage"] >= 0]
+            if ((found < first) | (found >= first + passages)).any():
+                raise ValueError(f"its {name} examples name passages of another shard")
+
+
+HEAP = {"score": np.float64, "passage": np.int64, "query": np.int32, "key": np.int32}  # a heap's parts' types
 
 
 def check_models(settings: Settings) -> None:
@@ -471,12 +581,12 @@ class ShardWorker:
         shape = (self.spec.layers, self.spec.heads)
         total = ShardSums(counts={name: 0 for name in s.stats}, sums={name: np.zeros(shape) for name in s.stats},
                           heaps={name: _empty_heap(shape, s.top_k) for name in s.stats})
+        limit = passage_limit(self.spec.max_tokens)
         for offset, text in enumerate(passages):
             total.passages += 1
-            toks = self.model.tokenize(text)
-            limit = passage_limit(self.spec.max_tokens)
-            total.cut += len(toks.token_ids) > limit
-            ids, tokens = list(toks.token_ids[:limit]), list(toks.tokens[:limit])
+            read = read_passage(self.model, text, limit)
+            total.cut += read.cut
+            ids, tokens = list(read.ids), list(read.tokens)
             if not ids:
                 total.empty += 1
                 continue
@@ -491,7 +601,7 @@ class ShardWorker:
                     _, weights = self.model.layer_inputs(torch.tensor(ids), "cpu", torch.float32)
                 other = None
                 if self.other is not None:
-                    other_ids = list(self.other.tokenize(text).token_ids[:limit])
+                    other_ids = list(read_passage(self.other, text, limit).ids)
                     if other_ids != ids:
                         raise CorpusError(f"--compare needs models with the same tokens: passage {start + offset + 1} "
                                           f"is {len(ids)} tokens for one and {len(other_ids)} for the other, or "
@@ -554,41 +664,68 @@ class Census:
     manifest: dict
 
 
+OUTPUTS = ("heads.parquet", "examples.parquet")  # the manifest, written last, holds their sizes and SHA-256
+
+
 class RunFolder:
-    """DIR: the outputs, and DIR/shards/ with one .npz per finished shard and the run's key."""
+    """DIR: the outputs, and DIR/shards/ with one .npz per finished shard and the run's key.
+
+    Written only where nothing else is: a new or empty folder, or one holding an earlier census of
+    the same corpus, models and settings (its ``shards/run.json``, or its manifest's ``run``), so no
+    file a person wrote, and no other census, is ever replaced.
+    """
 
     def __init__(self, out: str | os.PathLike, key: dict):
         self.out = Path(out)
         self.shards = self.out / "shards"
         if self.out.exists() and not self.out.is_dir():
             raise CorpusError(f"--out {out} is a file; give a folder")
+        stored = self.shards / "run.json"
+        if self.out.is_dir():
+            old = _json(stored) if os.path.lexists(stored) else _json(self.out / "manifest.json", "run")
+            if old is None and not os.path.lexists(stored) and self._holds_files():
+                names = sorted(p.name for p in self.out.iterdir())
+                raise CorpusError(f"--out {out} holds files that are not a census ({', '.join(names[:3])}"
+                                  f"{', ...' if len(names) > 3 else ''}); give an empty or new folder")
+            if old is not None and old != key:
+                raise CorpusError(f"{out} holds a census of another corpus, model or settings; give another --out, "
+                                  f"or delete the folder to start again")
         try:
             self.shards.mkdir(parents=True, exist_ok=True)
+            if not os.path.lexists(stored):
+                disk.write_atomic(stored, json.dumps(key, indent=1).encode())
         except OSError as exc:
-            raise CorpusError(f"cannot create {self.shards}: {exc.strerror or exc}") from None
-        stored = self.shards / "run.json"
-        if stored.exists():
-            try:
-                old = json.loads(stored.read_text(encoding="utf-8"))
-            except (OSError, ValueError):
-                old = None
-            if old != key:
-                raise CorpusError(f"{out} holds a census of another corpus, model or settings; give another --out, "
-                                  f"or delete {self.shards} to start again")
-        else:
-            write_atomic(stored, json.dumps(key, indent=1).encode())
+            raise CorpusError(f"cannot write to {self.shards}: {exc.strerror or exc}") from None
+
+    def _holds_files(self) -> bool:
+        """Anything in the folder but an empty shards/ (a run stopped before its first file)."""
+        entries = list(self.out.iterdir())
+        return not (entries == [] or entries == [self.shards] and self.shards.is_dir()
+                    and not self.shards.is_symlink() and not any(self.shards.iterdir()))
 
     def path(self, index: int) -> Path:
         return self.shards / f"shard-{index:06d}.npz"
 
-    def done(self, index: int) -> bool:
-        return self.path(index).exists()
+    def discard(self, index: int) -> None:
+        """Remove what stands where shard ``index`` goes (a damaged file, a folder), so it is computed again."""
+        path = self.path(index)
+        try:
+            if path.is_dir() and not path.is_symlink():
+                shutil.rmtree(path)
+            else:
+                path.unlink(missing_ok=True)
+        except OSError as exc:
+            raise CorpusError(f"cannot remove the damaged {path}: {exc.strerror or exc}") from None
 
 
-def write_atomic(path: Path, data: bytes) -> None:
-    tmp = path.with_name(path.name + ".part")
-    tmp.write_bytes(data)
-    os.replace(tmp, path)
+def _json(path: Path, key: str | None = None):
+    """The JSON in the regular file ``path`` (its ``key``, where given); None where there is none, it is not
+    JSON or not an object."""
+    try:
+        data = json.loads(disk.read_regular(path, MAX_STATE_BYTES))
+    except (OSError, ValueError, RecursionError):
+        return None
+    return data if key is None else data.get(key) if isinstance(data, dict) else None
 
 
 Runner = Callable[[Settings, list[tuple[int, int, tuple[str, ...]]], Callable[[int, ShardSums], None]], None]
@@ -607,27 +744,62 @@ def run_in_process(settings: Settings, shards, on_shard, threads: int | None = N
 
 
 def census(corpus: Corpus, out: str | os.PathLike, settings: Settings, *, runner: Runner = run_in_process,
-           progress: Callable[[Progress], None] | None = None, about: dict | None = None) -> Census:
+           progress: Callable[[Progress], None] | None = None, about: dict | None = None,
+           notice: Callable[[str], None] | None = None) -> Census:
     """Compute (or resume) the census of ``corpus`` into folder ``out``.
 
     Shards already in ``out/shards`` from an interrupted run with the same corpus and settings
-    are read back, not computed again; each new shard is written there as it arrives. The
-    outputs (heads.parquet, examples.parquet, manifest.json) are written atomically at the end.
-    ``runner`` computes the missing shards (``run_in_process`` or ``corpus_ray.runner``).
+    are read back, not computed again; a damaged one (truncated, garbled, of another run, a folder
+    in its place) is computed again, said once through ``notice``. Each new shard is written there
+    as it arrives. The outputs (heads.parquet, examples.parquet, then manifest.json with their
+    checksums) are written at the end, each whole. ``runner`` computes the missing shards
+    (``run_in_process`` or ``corpus_ray.runner``). A write that fails (a full disk) is a
+    ``CorpusError``; the shards written are kept.
     """
     _arrow()  # before any compute: the outputs need it
     check_models(settings)
-    folder = RunFolder(out, settings.key(corpus))
+    key = settings.key(corpus)
+    folder = RunFolder(out, key)
     size = settings.shard_size
     n = len(corpus.passages)
     starts = range(0, n, size)
-    todo = [(i, start, corpus.passages[start:start + size]) for i, start in enumerate(starts) if not folder.done(i)]
+    spec = model_spec(settings.model)
+    shape, stats = (spec.layers, spec.heads), settings.stats
+
+    def check(index: int) -> str | None:
+        """Why the stored shard ``index`` cannot be used; None where it can."""
+        start = starts[index]
+        try:
+            ShardSums.load(folder.path(index)).check(stats, shape, settings.top_k, start, len(corpus.passages[
+                start:start + size]))
+        except (OSError, ValueError, KeyError, TypeError, AttributeError, EOFError, RecursionError,
+                zipfile.BadZipFile) as exc:
+            return (exc.strerror if isinstance(exc, OSError) and exc.strerror else None) or _said(exc)
+        return None
+
+    todo, damaged = [], []
+    for i, start in enumerate(starts):
+        if os.path.lexists(folder.path(i)):
+            why = check(i)
+            if why is None:
+                continue
+            damaged.append(f"{folder.path(i).name} ({why})")
+            folder.discard(i)
+        todo.append((i, start, corpus.passages[start:start + size]))
+    if damaged and notice is not None:
+        notice(f"{len(damaged)} stored shard{'s' if len(damaged) > 1 else ''} could not be read and "
+               f"{'are' if len(damaged) > 1 else 'is'} computed again: {', '.join(damaged[:3])}"
+               f"{', ...' if len(damaged) > 3 else ''}")
     done = n - sum(len(p) for _, _, p in todo)
     began = time.perf_counter()
     state = {"done": done, "now": 0}
 
     def on_shard(index: int, sums: ShardSums) -> None:
-        sums.save(folder.path(index))
+        try:
+            sums.save(folder.path(index))
+        except OSError as exc:
+            raise CorpusError(f"cannot write {folder.path(index)}: {exc.strerror or exc}; the shards written are "
+                              f"kept: run the same command again to resume") from None
         state["done"] += sums.passages
         state["now"] += sums.passages
         if progress is not None:
@@ -637,10 +809,11 @@ def census(corpus: Corpus, out: str | os.PathLike, settings: Settings, *, runner
         runner(settings, todo, on_shard)
     totals = ShardSums()
     for i in range(len(starts)):
+        why = check(i)
+        if why is not None:  # changed since it was written or checked
+            raise CorpusError(f"{folder.path(i)} cannot be read ({why}); run the same command again to compute it "
+                              f"again")
         totals.add(ShardSums.load(folder.path(i)), settings.top_k)
-    if totals.passages != n:  # a shard file from elsewhere: never report a count that is not the corpus's
-        raise CorpusError(f"{folder.shards} holds {totals.passages} passages for a corpus of {n}; delete it to "
-                          f"start again")
     means = totals.means()
     if settings.compare is not None:
         means.update(weight_differences(settings.model, settings.compare))
@@ -648,17 +821,28 @@ def census(corpus: Corpus, out: str | os.PathLike, settings: Settings, *, runner
     manifest = {
         "model": settings.model, "compare": settings.compare, "corpus": corpus.path, "format": corpus.format,
         "field": corpus.field, "passages": n, "blank_lines_skipped": corpus.blank, "tokens": totals.tokens,
-        "cut": totals.cut, "max_tokens": passage_limit(model_spec(settings.model).max_tokens),
+        "cut": totals.cut, "max_tokens": passage_limit(spec.max_tokens),
         "empty_passages": totals.empty,
-        "rows": totals.counts, "statistics": {name: STAT_HELP[name] for name in settings.stats},
+        "rows": totals.counts, "statistics": {name: STAT_HELP[name] for name in stats},
         "dla_not_computed": dla_refusal(settings.model),
         "pattern": None if settings.pattern is None else asdict(settings.pattern), "top_k": settings.top_k,
         "shards": len(starts), "shard_size": size, "shards_resumed": len(starts) - len(todo),
+        "shards_damaged": len(damaged),
         "seconds": round(elapsed, 3), "passages_per_second": round(state["now"] / elapsed, 3) if state["now"] else None,
-        **(about or {}),
+        **(about or {}), "run": key,
     }
-    write_outputs(folder.out, corpus, settings, totals, means, manifest)
+    try:
+        write_outputs(folder.out, corpus, settings, totals, means, manifest)
+    except OSError as exc:
+        raise CorpusError(f"cannot write the census to {folder.out}: {exc.strerror or exc}; the shards are kept: "
+                          f"run the same command again to write it") from None
     return Census(folder.out, totals, means, len(starts), len(starts) - len(todo), manifest)
+
+
+def _said(exc: BaseException) -> str:
+    """An error's first line, cut short, or its type's name where it says nothing."""
+    said = (str(exc).splitlines() or [""])[0].strip()
+    return f"{said:.60}" if said else type(exc).__name__
 
 
 def weight_differences(model: str, other: str) -> dict[str, np.ndarray]:
@@ -701,7 +885,8 @@ def write_outputs(out: Path, corpus: Corpus, settings: Settings, totals: ShardSu
     if settings.pattern is not None:
         columns["pattern_matches"] = totals.sums["pattern"].ravel().astype(np.int64)
     model = source(settings.model)
-    tokens = functools.lru_cache(maxsize=None)(lambda i: model.tokenize(corpus.passages[i]).tokens)  # examples only
+    limit = passage_limit(model_spec(settings.model).max_tokens)
+    read = functools.lru_cache(maxsize=None)(lambda i: read_passage(model, corpus.passages[i], limit))  # examples only
     rows: dict[str, list] = {n: [] for n in ("statistic", "layer", "head", "rank", "score", "passage", "query",
                                              "key", "query_token", "key_token", "text")}
     for name in settings.stats:
@@ -713,19 +898,25 @@ def write_outputs(out: Path, corpus: Corpus, settings: Settings, totals: ShardSu
                                   ("score", float(heap["score"][li, hi, rank])), ("passage", int(passage) + 1),
                                   ("query", int(heap["query"][li, hi, rank]) + 1),
                                   ("key", int(heap["key"][li, hi, rank]) + 1),
-                                  ("query_token", tokens(passage)[heap["query"][li, hi, rank]]),
-                                  ("key_token", tokens(passage)[heap["key"][li, hi, rank]]),
-                                  ("text", corpus.passages[passage])):
+                                  ("query_token", read(passage).tokens[heap["query"][li, hi, rank]]),
+                                  ("key_token", read(passage).tokens[heap["key"][li, hi, rank]]),
+                                  ("text", read(passage).text)):
                 rows[column].append(value)
     types = {"statistic": pa.string(), "layer": pa.int32(), "head": pa.int32(), "rank": pa.int32(),
              "score": pa.float64(), "passage": pa.int64(), "query": pa.int32(), "key": pa.int32(),
              "query_token": pa.string(), "key_token": pa.string(), "text": pa.string()}
     examples = pa.table({name: pa.array(values, type=types[name]) for name, values in rows.items()})
-    for name, table in (("heads.parquet", pa.table(columns)), ("examples.parquet", examples)):
-        tmp = out / (name + ".part")
-        pa.parquet.write_table(table, tmp)
-        os.replace(tmp, out / name)
-    write_atomic(out / "manifest.json", (json.dumps(manifest, indent=1, ensure_ascii=False) + "\n").encode())
+    # no manifest while the outputs change: a run stopped in between leaves no census that reads as finished
+    (out / "manifest.json").unlink(missing_ok=True)
+    files = {}
+    for name, table in zip(OUTPUTS, (pa.table(columns), examples), strict=True):
+        sink = pa.BufferOutputStream()
+        pa.parquet.write_table(table, sink)
+        data = sink.getvalue().to_pybytes()
+        disk.write_atomic(out / name, data)
+        files[name] = {"size": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+    text = json.dumps({**manifest, "files": files}, indent=1, ensure_ascii=False) + "\n"
+    disk.write_atomic(out / "manifest.json", text.encode())
 
 
 def read_heads(out: str | os.PathLike) -> dict[str, np.ndarray]:
@@ -742,9 +933,21 @@ def read_examples(out: str | os.PathLike) -> list[dict]:
 
 
 def read_manifest(out: str | os.PathLike) -> dict:
-    """manifest.json of a census folder; ``CorpusError`` for a folder that holds no finished census."""
-    try:
-        return json.loads((Path(out) / "manifest.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        raise CorpusError(f"{out} holds no finished census (no readable manifest.json); write one with "
-                          f"attn-gui corpus") from None
+    """manifest.json of a finished census, whose outputs are those it names (their sizes and SHA-256);
+    ``CorpusError`` for a folder that holds no finished census, or one whose outputs changed since."""
+    manifest = _json(Path(out) / "manifest.json")
+    files = manifest.get("files") if isinstance(manifest, dict) else None
+    if not isinstance(files, dict):
+        raise CorpusError(f"{out} holds no finished census (no manifest.json of one); write one with attn-gui "
+                          f"corpus") from None
+    for name in OUTPUTS:
+        entry = files.get(name)
+        try:
+            same = isinstance(entry, dict) and type(entry.get("size")) is int and \
+                hashlib.sha256(disk.read_regular(Path(out) / name, entry["size"])).hexdigest() == entry.get("sha256")
+        except OSError:
+            same = False
+        if not same:
+            raise CorpusError(f"{out} holds no finished census: {name} is not the file its manifest names (a run "
+                              f"stopped while writing, or a file changed since); run attn-gui corpus again")
+    return manifest

@@ -6,6 +6,10 @@ Shared by the window, the exporter and the CLI, so a title reads the same everyw
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .plan import Plan
 
 
 @dataclass(frozen=True)
@@ -95,20 +99,15 @@ FIELDS: dict[str, FieldInfo] = {
 TENSOR_FIELDS: tuple[str, ...] = tuple(FIELDS)
 
 
-def _has_bias(config) -> bool:
-    from .sources import model_spec
-
-    if config.model is None:
-        return config.bias
-    return model_spec(config.model).has_bias
-
-
-def formula(name: str, config) -> str:
-    """The formula of ``name`` as ``config`` computes it (layout, biases, scale, mask, similarity)."""
+def formula(name: str, plan: Plan) -> str:
+    """The formula of ``name`` as the compute of ``plan`` (``engine.plan``) runs the shown layer: layout, biases, q/k
+    norms, RoPE with its scaling and rotated dimensions, the scale the model divides by, mask and soft-cap."""
     info = FIELDS[name]
+    config, spec, o = plan.config, plan.spec, plan.shown
     col = config.layout == "column"
-    projections = config.dims.projections
-    bias = _has_bias(config)
+    projections = plan.dims.projections
+    bias = config.bias if spec is None else spec.has_bias
+    d_k = plan.dims.d_k
     if name in ("q", "k", "v"):
         if not projections:
             return f"{info.symbol} = X (no projection)"
@@ -118,50 +117,49 @@ def formula(name: str, config) -> str:
             text = f"{info.symbol} = {x} {w}ᵀ{b}  ({name}_i = {w} {x.lower()}_i{b})"
         else:
             text = f"{info.symbol} = {x} {w}{b}"
-        if _qk_norm(config) and name in ("q", "k"):
-            text += ", RMS-normed over all heads" if _across(config) else ", RMS-normed per head"
-        if _rope(config) and name in ("q", "k"):
-            dims = _rope_dims(config)
-            turned = f"its first {dims} dimensions rotated" if dims else "rotated"
-            return text + f", {turned} (RoPE{_rope_scaled(config)})"
+        if spec is not None and spec.qk_norm and name in ("q", "k"):
+            text += ", RMS-normed over all heads" if spec.qk_norm_across else ", RMS-normed per head"
+        if o.rope_base is not None and name in ("q", "k"):
+            turned = f"its first {o.rope_dims} dimensions rotated" if o.rope_dims else "rotated"
+            return text + f", {turned} (RoPE{_rope_scaled(o, d_k)})"
         return text
-    if name in ("q_normed", "k_normed") and _across(config):
+    if name in ("q_normed", "k_normed") and spec is not None and spec.qk_norm_across:
         return info.formula.replace("per head", "over all heads of a token (h·d_k)")
-    if name in ("q_unrotated", "k_unrotated") and _qk_norm(config):
+    if name in ("q_unrotated", "k_unrotated") and spec is not None and spec.qk_norm:
         return info.formula.replace("before the rotation", "before the norm and the rotation")
-    terms, factor = _score_terms(config)
+    terms = spec.score_terms if spec is not None else ()
     if name == "scores":
-        text = "ω = cos(Q, K)" if config.similarity == "cosine" else "ω = Q Kᵀ"
+        text = "ω = cos(Q, K)" if o.similarity == "cosine" else "ω = Q Kᵀ"
         return text + ": content → content" if terms else text
     if name in ("c2p", "p2c"):
         return f"{info.formula}, δ(i, j) = bucket(i − j) + s"
     if name in ("scaled", "weights"):
-        scale, temperature = config.score_scaling
         summed = f"({' + '.join(('ω', *terms))})" if terms else "ω"
-        d_k = f"({factor}·d_k)" if factor != 1 else "d_k"
-        inner = f"{summed} / √{d_k}" if scale else summed
-        if config.model is None and config.positional == "alibi":
+        root = o.root_text(d_k).replace(str(d_k), "d_k") if o.scale_dim is None else o.root_text(d_k)
+        inner = f"{summed} / {root}" if o.scale else summed
+        if o.alibi:
             inner += " + m"
-        if temperature != 1.0:
-            inner = f"({inner}) / {temperature:g}" if " + " in inner else f"{inner} / {temperature:g}"
-        if config.is_causal or config.sliding_window is not None:
+        rest = [f"{x:g}" for x in (o.layer_scale, o.temperature) if x != 1.0]
+        if rest:
+            inner = f"({inner}) / {' / '.join(rest)}" if " + " in inner else f"{inner} / {' / '.join(rest)}"
+        if o.causal or o.window is not None:
             inner += " + mask"
-        if name == "weights" and config.softcap is not None:
+        if name == "weights" and o.softcap is not None:
             return "α = softmax(ω″)"
         return f"ω′ = {inner}" if name == "scaled" else f"α = softmax({inner})"
     if name == "capped":
-        return f"ω″ = {config.softcap:g} · tanh(ω′ / {config.softcap:g})"
+        return f"ω″ = {o.softcap:g} · tanh(ω′ / {o.softcap:g})"
     if name == "position_bias":
-        return info.formula if config.is_causal else "m = -slope_h |i - j|: ALiBi's bias"
+        return info.formula if o.causal else "m = -slope_h |i - j|: ALiBi's bias"
     if name == "rope_angles":
-        offset = config.position_offset if config.model is None else 0  # a model reads from position 0
+        offset = o.position_offset  # a model reads from position 0
         p = f"(t + {offset})" if offset else "t"  # t: the token's index
-        scaling = dict(config.rope_scaling)
+        scaling = dict(o.rope_scaling)
+        base = o.rope_base if o.rope_base is not None else config.rope_base
         if scaling:  # the model's scaled frequencies f_i (engine.rope_scaling)
-            return f"θ = {p} · f_i, f_i = {config.rope:g}^(−2i/d_k) with {scaling['rope_type']} scaling"
-        dims = _rope_dims(config)  # partial rotary: pairs within the first r dimensions
-        return f"θ = {p} · {config.rope or config.rope_base:g}^(−2i/{dims or 'd_k'})" + (
-            f", r = {dims} of d_k turned" if dims else "")
+            return f"θ = {p} · f_i, f_i = {base:g}^(−2i/d_k) with {scaling['rope_type']} scaling"
+        dims = o.rope_dims  # partial rotary: pairs within the first r dimensions
+        return f"θ = {p} · {base:g}^(−2i/{dims or 'd_k'})" + (f", r = {dims} of d_k turned" if dims else "")
     if name == "output":
         if not projections:
             return "output = Concat(Z), no W_O"
@@ -169,52 +167,17 @@ def formula(name: str, config) -> str:
         return f"output = Concat(Z) W_Oᵀ{b}" if col else f"output = Concat(Z) W_O{b}"
     if name in ("w_q", "w_k", "w_v", "w_o"):
         return f"{info.symbol}  ({'W x' if col else 'x W'})"
-    if name == "x" and config.model is not None:
-        from .sources import model_spec
-
-        return f"X: {model_spec(config.model).x_is}"
+    if name == "x" and spec is not None:
+        return f"X: {spec.x_is}"
     return info.formula
 
 
-def _score_terms(config) -> tuple[tuple[str, ...], int]:
-    """The model's position terms added to ω (DeBERTa's c2p, p2c) and its scale factor; (), 1 for others."""
-    from .sources import model_spec
-
-    if config.model is None:
-        return (), 1
-    spec = model_spec(config.model)
-    return spec.score_terms, spec.scale_factor
-
-
-def _rope(config) -> bool:
-    return config.rope is not None
-
-
-def _rope_dims(config) -> int | None:
-    """The dimensions of each head RoPE turns where a model turns only some (GPT-NeoX), else None."""
-    from .sources import model_spec
-
-    return model_spec(config.model).rope_dims if config.model is not None else None
-
-
-def _across(config) -> bool:
-    from .sources import model_spec
-
-    return config.model is not None and model_spec(config.model).qk_norm_across
-
-
-def _rope_scaled(config) -> str:
+def _rope_scaled(options, d_k: int) -> str:
     """", llama3 scaling" (and YaRN's and LongRoPE's factor on cos and sin) for a scaled RoPE; else ""."""
-    if not config.rope_scaling:
+    if not options.rope_scaling:
         return ""
     from .rope_scaling import inv_freq
 
-    scaling = dict(config.rope_scaling)
-    factor = inv_freq(config.dims.d_k, config.rope, config.rope_scaling)[1]
+    scaling = dict(options.rope_scaling)
+    factor = inv_freq(options.rope_dims or d_k, options.rope_base, options.rope_scaling)[1]
     return f", {scaling['rope_type']} scaling" + (f", cos and sin × {factor:.4g}" if factor != 1.0 else "")
-
-
-def _qk_norm(config) -> bool:
-    from .sources import model_spec
-
-    return config.model is not None and model_spec(config.model).qk_norm

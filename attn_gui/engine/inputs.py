@@ -2,14 +2,27 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from .config import AttentionConfig
 from .errors import ConfigError
+from .plan import check_model
 from .sources import model_spec, source
 from .tokens import Tokens, tokenize
 
+if TYPE_CHECKING:
+    from .plan import Plan
 
-def tokens_for(config: AttentionConfig) -> Tokens:
+
+def _model(config: AttentionConfig, resolved: Plan | None):
+    """The config's model source: the plan's where given (resolved once), else looked up."""
+    assert config.model is not None
+    return resolved.source if resolved is not None else source(config.model)
+
+
+def tokens_for(config: AttentionConfig, resolved: Plan | None = None) -> Tokens:
     """The Tokens of ``config.sentence``: the model's tokens in model mode, else ours (both cached).
+    ``resolved``: the config's plan, where the caller has made it.
 
     Raises
     ------
@@ -17,7 +30,7 @@ def tokens_for(config: AttentionConfig) -> Tokens:
         In model mode, when the model's packages are not installed.
     """
     if config.model is not None:
-        return source(config.model).tokenize(config.sentence)
+        return _model(config, resolved).tokenize(config.sentence)
     return tokenize(config.sentence, config.tokenizer)
 
 
@@ -26,13 +39,13 @@ def source_tokens_for(config: AttentionConfig) -> Tokens | None:
     return tokenize(config.source_sentence, config.tokenizer) if config.cross else None
 
 
-def check_tokens(config: AttentionConfig) -> Tokens:
+def check_tokens(config: AttentionConfig, resolved: Plan | None = None) -> Tokens:
     """The Tokens of ``config``, or ``ConfigError`` when there are none (in the sentence or a second
     sentence), more than the model reads, or fewer than the sink tokens.
 
-    Cheap after the first call for a sentence (tokenizing is cached); ``compute`` calls it too.
+    Cheap after the first call for a sentence (tokenizing is cached); ``compute`` calls it too, with its plan.
     """
-    toks = tokens_for(config)
+    toks = tokens_for(config, resolved)
     if not toks.tokens:
         raise ConfigError("the sentence has no tokens: type at least one word")
     source = source_tokens_for(config)
@@ -43,20 +56,20 @@ def check_tokens(config: AttentionConfig) -> Tokens:
         raise ConfigError(f"sink_tokens is {config.sink_tokens:,}, more than the {len(toks.tokens):,} tokens "
                           f"of the sentence")
     if config.model is not None:
-        spec = model_spec(config.model)
+        spec = resolved.spec if resolved is not None and resolved.spec is not None else model_spec(config.model)
         if len(toks.tokens) > spec.max_tokens:
             raise ConfigError(f"{spec.label} reads at most {spec.max_tokens} tokens; "
                               f"this text has {len(toks.tokens):,}")
     return toks
 
 
-def unknown_note(config: AttentionConfig, toks: Tokens) -> str | None:
+def unknown_note(config: AttentionConfig, toks: Tokens, resolved: Plan | None = None) -> str | None:
     """A warning when most of ``toks`` (the tokens of ``config``'s sentence) are the model's unknown
     token: the maps then show one token repeated, not the sentence. None otherwise (and without a model).
     """
     if config.model is None:
         return None
-    unknown = source(config.model).unknown_token()
+    unknown = _model(config, resolved).unknown_token()
     count = toks.tokens.count(unknown) if unknown is not None else 0
     if 2 * count <= len(toks.tokens):
         return None
@@ -72,6 +85,7 @@ def check_tokens_now(config: AttentionConfig) -> Tokens | None:
     A model that is not installed still raises ``ModelUnavailable`` at once.
     """
     if config.model is not None:
+        check_model(config)  # a layer or a struck head the model lacks: refused before any loading
         model = source(config.model)
         if model.available() and not model.loaded():
             return None

@@ -24,7 +24,8 @@ from .ablation import Head, by_layer, knock_out, ablation_hooks
 from .config import AttentionConfig
 from .devices import resolve_device
 from .errors import ConfigError
-from .sources import decoder_of, model_spec, source
+from .plan import Planned, plan
+from .sources import source
 from .sources.families import MAX_TOKENS
 from .sources.llama import decoder_layer, logits, norm
 
@@ -38,12 +39,17 @@ class Run:
     token_ids: tuple[int, ...]
 
 
-def _decoder(config: AttentionConfig):
-    """The model source of ``config``, refusing encoders and random weights with what works instead."""
-    if config.model is None or not model_spec(config.model).causal:
+def _decoder(config: AttentionConfig) -> Planned:
+    """The model source of ``config`` as its plan runs it (``engine.plan.Planned``: the plan's layers in every
+    forward), refusing encoders, random weights and models another library runs, with what works instead."""
+    p = plan(config)
+    if p.spec is None or not p.spec.causal:
         raise ConfigError("interventions need a decoder model (smollm2-135m); "
                           f"{config.model or 'random weights'} has no next token to change")
-    src = decoder_of(config.model)
+    if p.spec.through:
+        raise ConfigError(f"interventions change a head's output Z before W_O inside attn-gui's own forward; "
+                          f"{p.spec.label} runs in transformers, whose hooks here only read it")
+    src = Planned(p)
     if not src.predicts():
         raise ConfigError(f"interventions need a model's next token; {src.spec.label} has no language-model "
                           f"head (lm_head: its folder was saved from AutoModel)")

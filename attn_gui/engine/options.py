@@ -17,6 +17,13 @@ from .errors import ConfigError
 
 RANDOM, MODEL = "random", "model"
 BOTH = frozenset({RANDOM, MODEL})
+# What a model's forward makes of an option (``Option.model``): "inert" (random weights only: kept, no effect),
+# "input" (what the model reads: the sentence), "model" (it names the model or a part of it: the model, the
+# layer, struck heads), "run" (how the compute runs
+# or is shown, not what it computes: device, dtype, layout) or "what-if" (a model's forward has no such option:
+# it runs changed in every layer as a labelled what-if, ``engine.plan``)
+IN_MODEL = ("inert", "input", "model", "run", "what-if")
+WHAT_IF_KIND = "what-if"
 KINDS = ("text", "int", "float", "bool", "choice", "device", "model", "heads")
 
 _DEVICE_RE = re.compile(r"cpu|mps|cuda(?::[0-9]+)?")  # [0-9], not \d: "cuda:٣" is no device
@@ -74,6 +81,11 @@ class Option:
     ordinal : bool
         "int": an index, counted from 0 in the config (as torch counts) and from 1 where a
         person reads or types it (the window's spin box, the CLI flag): ``layer`` 0 is layer 1.
+    model : str
+        What a model's forward makes of it (``IN_MODEL``): "inert" for the random-weights-only options, else
+        "model", "run" or "what-if" as declared.
+    neutral : Any
+        The value at which the option changes nothing of a model's computation (a what-if's off): its default.
     """
 
     name: str
@@ -89,6 +101,8 @@ class Option:
     modes: frozenset[str] = BOTH
     bare: Any = None
     ordinal: bool = False
+    model: str = "inert"
+    neutral: Any = None
 
     @property
     def flag(self) -> str:
@@ -205,15 +219,19 @@ def toggle_head(heads: tuple[tuple[int, int], ...], head: tuple[int, int]) -> tu
 def option(default: Any, *, kind: str, label: str, help: str, lo: int | float | None = None,
            hi: int | float | None = None, choices: tuple[tuple[Any, str], ...] = (),
            decimals: int | None = None, nullable: bool = False, modes: frozenset[str] = BOTH,
-           bare: Any = None, ordinal: bool = False) -> Any:
+           bare: Any = None, ordinal: bool = False, model: str | None = None) -> Any:
     """A dataclass field carrying its ``Option`` declaration in its metadata.
 
-    The name is filled in from the field by ``declared_options``.
+    The name is filled in from the field by ``declared_options``. ``model`` (``IN_MODEL``) must be declared for
+    an option that acts in model mode (``modes`` holding MODEL); a random-weights-only option is "inert" there.
     """
     if kind not in KINDS:
         raise TypeError(f"unknown option kind {kind!r}")
+    if (MODEL in modes) != (model is not None) or (model is not None and model not in IN_MODEL[1:]):
+        raise TypeError(f"option model= must be one of {IN_MODEL[1:]} where it acts in model mode, else left out")
     spec = dict(kind=kind, label=label, help=help, lo=lo, hi=hi, choices=tuple(choices),
-                decimals=decimals, nullable=nullable, modes=frozenset(modes), bare=bare, ordinal=ordinal)
+                decimals=decimals, nullable=nullable, modes=frozenset(modes), bare=bare, ordinal=ordinal,
+                model=model or "inert", neutral=default)
     return dataclasses.field(default=default, metadata={"option": spec})
 
 

@@ -123,9 +123,11 @@ def entropy_vs_dk(config: AttentionConfig, d_ks: tuple[int, ...] | None = None) 
         result = compute(config.replace(d_k=d_k, scale=True))
         assert result.scores is not None and result.weights is not None  # not streamed: no display_max
         T = result.seq_len
-        mask = causal_visible(T, result.scores.device) if config.is_causal else None
-        unscaled_scores = A.scale_and_mask(result.scores, d_k, False, config.temperature, config.is_causal)
-        unscaled = A.attention_weights(unscaled_scores)
+        options = result.resolved.shown  # every option as the compute ran it but the scale
+        mask = causal_visible(T, result.scores.device) if options.causal else None
+        slopes = A.alibi_slopes(result.heads, result.scores.dtype, result.scores.device) if options.alibi else None
+        unscaled_scores = A.scaled_scores(result.scores, options.replace(scale=False), d_k, slopes=slopes)
+        unscaled = A.score_weights(unscaled_scores, options)[1]
         for curve, weights in ((scaled_curve, result.weights), (unscaled_curve, unscaled)):
             curve.append(float(head_metrics(weights, mask, cross=config.cross)["entropy_norm"].mean()))
     return EntropySweep(d_ks, tuple(scaled_curve), tuple(unscaled_curve))

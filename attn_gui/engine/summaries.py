@@ -147,8 +147,11 @@ class LayerSums:
     def add(self, stats: dict[str, torch.Tensor], start: int) -> None:
         """Take ``row_stats`` of the rows from ``start`` on."""
         n = stats["sink"].size(-1)
-        for name in ("sink", "distance", "top_weights", "top_keys"):
+        for name in ("sink", "distance"):
             getattr(self, name)[:, start:start + n] = stats[name]
+        for name in ("top_weights", "top_keys"):  # rows that see fewer than k keys keep weight 0, key -1 past them
+            k = stats[name].size(-1)
+            getattr(self, name)[:, start:start + n, :k] = stats[name]
         for name in ROW_METRICS:
             self.rows[name][:, start:start + n] = stats[name]
         self.decay_mass += stats["decay_mass"]

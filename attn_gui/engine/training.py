@@ -34,6 +34,7 @@ from torch import nn
 
 from . import attention
 from .attention import AttendOptions, Projections, attend
+from .disk import read_regular, save_safetensors
 from .errors import ConfigError
 from .tasks import Task
 
@@ -439,8 +440,6 @@ def save_checkpoint(model: TinyDecoder, folder: str | os.PathLike, step: int = 0
                     extra: dict[str, str] | None = None) -> Path:
     """Write config.json, model.safetensors, tokenizer.json (and ``extra``: name -> text) into
     ``folder``, whole or not at all."""
-    from safetensors.torch import save_file
-
     target = Path(folder)
     target.parent.mkdir(parents=True, exist_ok=True)
     stage = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
@@ -449,7 +448,7 @@ def save_checkpoint(model: TinyDecoder, folder: str | os.PathLike, step: int = 0
         config = {**hf_config(model.config), "attn_gui_step": step,
                   "attn_gui_task": {"name": task.name, "symbols": task.symbols, "length": task.length}}
         (stage / "config.json").write_text(json.dumps(config, indent=2) + "\n")
-        save_file(checkpoint_tensors(model), str(stage / "model.safetensors"), metadata={"format": "pt"})
+        save_safetensors(checkpoint_tensors(model), stage / "model.safetensors", metadata={"format": "pt"})
         (stage / "tokenizer.json").write_text(tokenizer_json(model.config.task_obj))
         for name, text in (extra or {}).items():
             (stage / name).write_text(text)
@@ -492,8 +491,7 @@ def check_checkpoint_folder(folder: str | os.PathLike) -> None:
     if target.exists() or target.is_symlink():
         if not target.is_dir():
             raise ConfigError(f"cannot write a checkpoint to {text}: it is a file, not a folder")
-        if any(target.iterdir()) and not (target / "model.safetensors").exists():
-            raise ConfigError(f"{text} holds files that are not a checkpoint; choose another folder")
+        _check_ours(target, text)
     existing = target.parent
     while not existing.exists() and existing.parent != existing:
         existing = existing.parent
@@ -505,13 +503,35 @@ def check_checkpoint_folder(folder: str | os.PathLike) -> None:
         raise ConfigError(f"cannot write a checkpoint to {text}: {exc.strerror or exc}") from None
 
 
+CHECKPOINT_FILES = frozenset({"config.json", "model.safetensors", "tokenizer.json", "log.csv"})
+
+
+def _check_ours(target: Path, text: str) -> None:
+    """``ConfigError`` unless the folder ``target`` is empty or a checkpoint ``save_checkpoint`` wrote (its
+    config.json has ``attn_gui_train``) holding only the files it writes: a model folder downloaded or
+    written by anything else, or a person's file beside a checkpoint, is never replaced."""
+    names = sorted(p.name for p in target.iterdir())
+    if not names:
+        return
+    try:
+        config = json.loads(read_regular(target / "config.json", 2**20))
+        ours = isinstance(config, dict) and isinstance(config.get("attn_gui_train"), dict)
+    except (OSError, ValueError, RecursionError):
+        ours = False
+    if not ours:
+        raise ConfigError(f"{text} holds files that are not a checkpoint attn-gui train wrote; choose another folder")
+    other = [name for name in names if name not in CHECKPOINT_FILES]
+    if other:
+        raise ConfigError(f"{text} holds {other[0]!r:.60}, which attn-gui train did not write; choose another "
+                          f"folder, or move it out")
+
+
 def _replace_folder(stage: Path, target: Path) -> None:
     """Put ``stage`` where ``target`` is; an old checkpoint is moved aside first and removed after."""
     if not target.exists():
         os.rename(stage, target)
         return
-    if any(target.iterdir()) and not (target / "model.safetensors").exists():
-        raise ConfigError(f"{target} holds files that are not a checkpoint; choose another folder")
+    _check_ours(target, str(target))
     old = Path(tempfile.mkdtemp(prefix=f".{target.name}.old.", dir=target.parent))
     os.rename(target, old / "x")  # the old checkpoint, out of the way in one step
     os.rename(stage, target)

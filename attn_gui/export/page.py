@@ -80,14 +80,29 @@ def readouts(data: MapData) -> dict:
     }
 
 
-def _picture(data: MapData) -> tuple[bytes, list[float]]:
-    """The map's PNG and where its cells lie in it: [left, top, right, bottom] as fractions of the picture."""
+PAGE_LARGE_W, PAGE_SMALL_W, PAGE_HEAD_W = 600, 440, 260  # the pictures' widths as the page shows them
+PAGE_MIN_H, PAGE_MAX_H = 240, 720
+
+
+def picture_size(data: MapData, width: int) -> tuple[int, int]:
+    """The size at which the page draws a map of ``data`` ``width`` px wide, as it shows it: ``map_size``'s shape at
+    that width, between ``PAGE_MIN_H`` and ``PAGE_MAX_H`` tall. Drawn at ``map_size`` (up to 1800 x 1400) and shown
+    420 px wide, SmolLM2's maps had titles and axes of 4 to 5 px."""
+    from ..render.offscreen import map_size
+
+    w, h = map_size(data)
+    return width, round(min(PAGE_MAX_H, max(PAGE_MIN_H, h * width / w)))
+
+
+def _picture(data: MapData, width: int = PAGE_SMALL_W) -> tuple[bytes, list[float]]:
+    """The map's PNG, ``width`` px wide (``picture_size``), and where its cells lie in it: [left, top, right,
+    bottom] as fractions of the picture."""
     from pyqtgraph.exporters import ImageExporter
 
     from ..render.offscreen import dispose, render_map
     from .images import PADDING, png_bytes, render_image
 
-    view = render_map(data)
+    view = render_map(data, *picture_size(data, width))
     try:
         image = render_image(view)
         source = ImageExporter(view.ci).getSourceRect()
@@ -134,33 +149,60 @@ def page_html(frame: Frame, head: int = 0, token: int | None = 0, hide_special: 
     token = 0 if token is None or not 0 <= token < result.seq_len else token
     scales = dict(scales)
     hidden = special_tokens(result) if hide_special else ()
+    fields = [field for field, _ in page_maps(frame, head)]
+    top_field = focus if focus in fields else "weights"
     maps = []
-    for field, h in page_maps(frame, head):
-        data = map_data(frame, field, h, hidden, scales.get(field, "auto"))
-        png, grid = _picture(data)
-        maps.append({"field": field, "title": data.title, "png": base64.b64encode(png).decode("ascii"),
-                     "grid": grid, "cells": readouts(data)})
+    for field, h in page_maps(frame, head):  # the map at the top is drawn as large as it is shown there
+        maps.append(_entry(map_data(frame, field, h, hidden, scales.get(field, "auto")),
+                           PAGE_LARGE_W if field == top_field else PAGE_SMALL_W))
+    # alpha of every head, as the window's strip shows it (the other per-head maps are ``head``'s)
+    heads = [_entry(_head_alpha(frame, i, hidden, scales.get("weights", "auto")), PAGE_HEAD_W)
+             for i in range(result.heads)] if result.heads > 1 else []
     walk_tokens = range(result.seq_len) if result.seq_len <= MAX_WALKS else [token]
     walks = {str(t): walk_html(result, t, head) for t in walk_tokens}
     title, subtitle = figure_caption(result, head)
-    fields = [m["field"] for m in maps]
-    top = fields.index(focus) if focus in fields else fields.index("weights")
-    return _document(title, subtitle, maps, walks, token, top)
+    return _document(title, subtitle, maps, walks, token, fields.index(top_field), heads)
 
 
-def _figure(maps: list[dict], i: int, css: str) -> str:
+def _head_alpha(frame: Frame, head: int, hidden: tuple[int, ...], scale: str) -> MapData:
+    """Alpha of ``head``, titled short as the window's strip titles it ("α, head 2")."""
+    data = map_data(frame, "weights", head, hidden, scale)
+    data.title = f"α, head {head + 1}"
+    return data
+
+
+def _entry(data: MapData, width: int) -> dict:
+    png, grid = _picture(data, width)
+    return {"field": data.field, "title": data.title, "png": base64.b64encode(png).decode("ascii"), "grid": grid,
+            "cells": readouts(data)}
+
+
+def _figure(maps: list[dict], i: int, css: str, group: str = "maps") -> str:
     m = maps[i]
     field = html.escape(m["field"])
-    return (f"<figure class='map {css}' data-index='{i}' data-field='{field}'>"
+    return (f"<figure class='map {css}' data-list='{group}' data-index='{i}' data-field='{field}'>"
             f"<img alt='{html.escape(m['title'])}' src='data:image/png;base64,{m['png']}'></figure>")
 
 
-def _document(title: str, subtitle: str, maps: list[dict], walks: dict[str, str], token: int, top: int) -> str:
+def script_json(data) -> str:
+    """``data`` as JSON to put inside a ``<script>`` element: every ``<``, ``>`` and ``&`` written as its
+    ``\\u`` escape (the same string to ``JSON.parse``), so no token (``</script>``, ``<!--<script>``, which
+    would end the element or put the HTML parser in its double-escaped state and stop the page's own
+    script) is ever markup there."""
+    text = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+    return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+
+
+def _document(title: str, subtitle: str, maps: list[dict], walks: dict[str, str], token: int, top: int,
+              heads: list[dict] | None = None) -> str:
     figures = [_figure(maps, i, "small") for i in range(len(maps))]
-    data = {"maps": [{k: m[k] for k in ("field", "grid", "cells")} for m in maps], "walks": walks,
-            "token": token}
-    # "</" may not appear inside a script element: JSON escapes it harmlessly
-    payload = json.dumps(data, ensure_ascii=False, separators=(",", ":")).replace("</", "<\\/")
+    heads = heads or []
+    strip = ("<h2>α of every head</h2><div class=\"maps\">"
+             + "".join(_figure(heads, i, "head", "heads") for i in range(len(heads))) + "</div>") if heads else ""
+    keep = ("field", "grid", "cells")
+    data = {"maps": [{k: m[k] for k in keep} for m in maps], "heads": [{k: m[k] for k in keep} for m in heads],
+            "walks": walks, "token": token}
+    payload = script_json(data)
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8">
 <meta name="generator" content="Attention Explorer (attn-gui)">
@@ -172,9 +214,10 @@ h1 {{ font-size: 18px; margin: 0 0 2px 0; }}
 .top {{ display: flex; gap: 16px; align-items: flex-start; }}
 .maps {{ display: flex; flex-wrap: wrap; gap: 8px; align-items: flex-start; }}
 figure.map {{ margin: 0; }}
-figure.large {{ flex: 0 0 auto; width: 600px; max-width: 60%; }}
-figure.small {{ width: 420px; max-width: 100%; }}
-figure.map img {{ display: block; width: 100%; cursor: crosshair; }}
+figure.large {{ flex: 0 0 auto; width: {PAGE_LARGE_W}px; max-width: 60%; }}
+figure.small {{ width: {PAGE_SMALL_W}px; max-width: 100%; }}
+figure.head {{ width: {PAGE_HEAD_W}px; max-width: 100%; }}
+figure.map img {{ display: block; width: auto; max-width: 100%; cursor: crosshair; }}
 h2 {{ font-size: 15px; margin: 16px 0 6px 0; }}
 #readout {{ position: fixed; display: none; background: #ffffe8; border: 1px solid #888; padding: 2px 6px;
   font-size: 13px; pointer-events: none; white-space: nowrap; z-index: 10; }}
@@ -185,6 +228,7 @@ h2 {{ font-size: 15px; margin: 16px 0 6px 0; }}
 <p class="subtitle">{html.escape(subtitle)}. Hover a cell for its value; click a row of a query map to follow
 that token.</p>
 <div class="top">{_figure(maps, top, "large")}<div id="walk"></div></div>
+{strip}
 <h2>Every step, as the data flows</h2>
 <div class="maps">{''.join(figures)}</div>
 <div id="readout"></div>
@@ -223,7 +267,7 @@ function follow(token) {
   if (walk !== undefined) document.getElementById('walk').innerHTML = walk;
 }
 document.querySelectorAll('figure.map').forEach(function (figure) {
-  const map = DATA.maps[Number(figure.dataset.index)], img = figure.querySelector('img');
+  const map = DATA[figure.dataset.list][Number(figure.dataset.index)], img = figure.querySelector('img');
   img.addEventListener('mousemove', function (e) {
     const cell = cellAt(map, img, e.clientX, e.clientY);
     if (cell === null) { readout.style.display = 'none'; return; }

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import html
 
-from ..engine import FIELDS, model_spec, AttentionResult, formula
+from ..engine import FIELDS, AttentionResult, formula
 
 CAPTION_CHARS = 140  # a longer sentence is cut with "…" in a figure's title
 
@@ -112,7 +112,7 @@ def explain(name: str, result: AttentionResult) -> str:
             parts.append(f"one per head ({heads} head{'s' if heads > 1 else ''})")
         else:
             parts.append(f"one per key/value head ({n}), shared by {heads // n} query heads each")
-    return (f"<b>{html.escape(formula(name, result.config))}</b><br>{html.escape(', '.join(parts))}"
+    return (f"<b>{html.escape(formula(name, result.resolved))}</b><br>{html.escape(', '.join(parts))}"
             f"<br>{html.escape(MEANING[name])}")
 
 
@@ -121,7 +121,7 @@ def figure_caption(result: AttentionResult, head: int) -> tuple[str, str]:
 
     Positions are counted from 1, as a reader counts them.
     """
-    cfg, dims = result.config, result.config.dims
+    cfg, dims, spec = result.config, result.resolved.dims, result.resolved.spec
     sentence = " ".join(cfg.sentence.split())
     if len(sentence) > CAPTION_CHARS:
         sentence = sentence[:CAPTION_CHARS - 1].rstrip() + "…"
@@ -129,8 +129,8 @@ def figure_caption(result: AttentionResult, head: int) -> tuple[str, str]:
     kv = result.shape("k")[0] if "k" in result.fields() else result.heads
     heads = f"{result.heads} head{'s' if result.heads > 1 else ''}"
     parts.append(heads + (f" sharing {kv} key/value heads" if kv != result.heads else ""))
-    if cfg.model is not None:
-        parts.insert(0, f"{model_spec(cfg.model).label}, layer {cfg.layer + 1} of {model_spec(cfg.model).layers}")
+    if spec is not None:
+        parts.insert(0, f"{spec.label}, layer {cfg.layer + 1} of {spec.layers}")
     if result.heads > 1:
         parts.append(f"per-head maps: head {head + 1}")
     if result.next_tokens is not None:  # a decoder: the top 5 the window's next-token panel shows

@@ -7,16 +7,15 @@ is still refused. Writes go to a temporary file beside the target, then a rename
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import os
 import stat
-import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import BinaryIO
 
-from ..engine import UserError
+from ..engine import UserError, disk
+from ..engine.disk import kind_of
 
 Writer = Callable[[BinaryIO], None]
 CHUNK = 1 << 16
@@ -28,18 +27,6 @@ class WriteError(UserError, OSError):
 
 class ReadError(UserError, OSError):
     """A file could not be read, or is not a regular file, or is too large; the message says which."""
-
-
-def _kind(mode: int) -> str:
-    if stat.S_ISDIR(mode):
-        return "a folder"
-    if stat.S_ISFIFO(mode):
-        return "a pipe (FIFO)"
-    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
-        return "a device"
-    if stat.S_ISSOCK(mode):
-        return "a socket"
-    return "not a regular file"
 
 
 def read_regular(path: str | os.PathLike, limit: int, what: str = "file") -> bytes:
@@ -63,7 +50,7 @@ def read_regular(path: str | os.PathLike, limit: int, what: str = "file") -> byt
     try:
         mode = os.fstat(fd).st_mode
         if not stat.S_ISREG(mode):
-            raise ReadError(f"cannot read {path.name}: it is {_kind(mode)}, not a {what}")
+            raise ReadError(f"cannot read {path.name}: it is {kind_of(mode)}, not a {what}")
         chunks, size = [], 0
         while True:
             chunk = os.read(fd, min(CHUNK, limit + 1 - size))
@@ -98,23 +85,11 @@ def atomic_write(path: str | os.PathLike, data: bytes | Writer) -> None:
     and the reason.
     """
     path = Path(path)
-    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}.tmp")
     try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666)
+        disk.write_atomic(path, data, suffix=".tmp")
     except OSError as exc:
-        raise WriteError(f"cannot write to {path.parent}: {exc.strerror or exc}") from exc
-    try:
-        with os.fdopen(fd, "wb") as f:
-            if callable(data):
-                data(f)
-            else:
-                f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException as exc:
-        with contextlib.suppress(OSError):  # the temporary name was never created, or is already gone
-            os.unlink(tmp)
-        if isinstance(exc, OSError) and not isinstance(exc, UserError):
-            raise WriteError(f"cannot write {path}: {exc.strerror or exc}") from exc
-        raise
+        if isinstance(exc, UserError):
+            raise
+        created = exc.filename is not None and exc.filename2 is None and is_temp_name(Path(exc.filename).name)
+        where = f"to {path.parent}" if created else str(path)  # the temporary file could not be created
+        raise WriteError(f"cannot write {where}: {exc.strerror or exc}") from exc

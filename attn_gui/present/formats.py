@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -38,6 +39,33 @@ def format_compact(v: float) -> str:
 
 
 CELL_FORMATS = (format_value, format_compact)  # tried in order until the widest value fits a cell
+
+
+def cell_formats(top: float) -> tuple:
+    """The cell formats for a map whose largest magnitude is ``top``, tried in order until the widest fits.
+
+    Past 1 they are ``CELL_FORMATS``. Below, each prints the digits the scale needs: the full one two significant
+    digits of ``top`` (at least two decimals: 0.041, 0.0043), the compact one one (.04, -.004); a map of
+    values about ±0.04 (ω′ of ModernBERT and Phi-3) read "0" in every cell.
+    """
+    if not math.isfinite(top) or top >= 1 or top <= 0:
+        return CELL_FORMATS
+    magnitude = math.floor(math.log10(top))  # 0.04: -2
+    return _decimals(max(2, 1 - magnitude), compact=False), _decimals(max(1, -magnitude), compact=True)
+
+
+@functools.lru_cache(maxsize=32)  # one function per precision: cells cache their texts by format
+def _decimals(places: int, compact: bool):
+    def fmt(v: float) -> str:
+        if not math.isfinite(v):
+            return format_value(v)
+        text = f"{v:.{places}f}"
+        if not compact:
+            return text
+        if float(text) == 0:
+            return "0"
+        return text.replace("0.", ".", 1) if text.startswith(("0.", "-0.")) else text
+    return fmt
 
 
 def nice_ceil(x: float) -> float:

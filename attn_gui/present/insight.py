@@ -12,10 +12,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-import torch
 
-from ..engine import METRICS, model_spec, AttentionResult, head_metrics, rollout
-from ..engine.attention import alibi_slopes, attention_weights, scale_and_mask
+from ..engine import METRICS, AttentionResult, head_metrics, rollout
+from ..engine.attention import alibi_slopes, score_weights, scaled_scores
 from ..engine.metrics import METRIC_HELP, METRIC_LABELS
 from ..engine.reduce import reduce_matrix
 from .formats import nice_ceil
@@ -86,11 +85,7 @@ def metrics_table(result: AttentionResult) -> MetricsTable | None:
         layers = None
     else:
         L = result.layer_weights.size(0)
-        model = result.config.model
-        if mask is not None and model is not None and not model_spec(model).causal:  # only the shown layer is masked
-            full = torch.ones_like(mask)
-            mask = torch.stack([mask if i == result.config.layer else full for i in range(L)])[:, None]
-        values = head_metrics(result.layer_weights, mask)
+        values = head_metrics(result.layer_weights, mask)  # every layer ran with the shown layer's mask (the plan)
         layers = tuple(range(L))
     return MetricsTable({m: v.detach().cpu().numpy() for m, v in values.items()}, layers)
 
@@ -165,35 +160,36 @@ def metric_levels(table: MetricsTable, metric: str) -> tuple[float, float]:
 
 @dataclass(frozen=True)
 class QuerySoftmax:
-    """One query's weights with and without 1/sqrt(d_k), as seed 004 prints them."""
+    """One query's weights with and without 1/sqrt(d_k), as seed 004 prints them.
+
+    ``divisor``: what the scaled scores are divided by as the shown layer runs them ("√64", "√256" for Gemma's
+    query_pre_attn_scalar, "√64 / 3" for GPT-2's layer 3); ``softcap``: its soft-cap, applied to both, or None."""
 
     keys: list[str]
     scaled: np.ndarray
     unscaled: np.ndarray
     d_k: int
     query: str
+    divisor: str = ""
+    softcap: float | None = None
 
 
 def query_softmax(result: AttentionResult, head: int, token: int) -> QuerySoftmax:
-    """alpha of query ``token`` in ``head`` with and without scaling (temperature and mask as configured)."""
-    cfg = result.config
+    """alpha of query ``token`` in ``head`` with and without scaling, everything else as the shown layer ran it
+    (the plan's options: the model's own divisor, soft-cap, mask, window, sinks, ALiBi, temperature): the scaled
+    row equals the maps' alpha wherever the layer scales."""
     if result.q is None:  # a model read through transformers whose q is not captured
         raise ValueError("the softmax of one query needs its q and scores, which this result does not hold")
+    options = result.resolved.shown
     d_k = result.q.size(-1)
     row = result.row("scores", head, token)
-    terms = result.position_terms
-    for term in terms:  # DeBERTa: the position terms join the content scores before the scale
+    for term in result.position_terms:  # DeBERTa: the position terms join the content scores before the scale
         row = row + getattr(result, term)[head, token]
-    if terms and cfg.model is not None:
-        d_k *= model_spec(cfg.model).scale_factor  # its scale is 1/sqrt(d_k * scale_factor)
     row = row[None, None]  # (1, 1, T_k): only this query's scores
-    random = cfg.model is None
-    slopes = alibi_slopes(result.heads, row.dtype, row.device)[head:head + 1] if (
-        random and cfg.positional == "alibi") else None
+    slopes = alibi_slopes(result.heads, row.dtype, row.device)[head:head + 1] if options.alibi else None
     out = []
-    for scale in (True, False):  # every mask and bias as configured: causal, window, sinks, ALiBi
-        scaled = scale_and_mask(row, d_k, scale, cfg.temperature, cfg.is_causal, row_start=token, slopes=slopes,
-                                window=cfg.sliding_window, sink_tokens=cfg.sink_tokens,
-                                offset=cfg.position_offset if random else 0)
-        out.append(attention_weights(scaled)[0, 0].detach().cpu().numpy())
-    return QuerySoftmax(list(result.key_tokens), out[0], out[1], d_k, result.tokens[token])
+    for scale in (True, False):
+        scaled = scaled_scores(row, options.replace(scale=scale), d_k, row_start=token, slopes=slopes)
+        out.append(score_weights(scaled, options)[1][0, 0].detach().cpu().numpy())
+    divisor = " / ".join(options.replace(scale=True).divisor_text(d_k))
+    return QuerySoftmax(list(result.key_tokens), out[0], out[1], d_k, result.tokens[token], divisor, options.softcap)

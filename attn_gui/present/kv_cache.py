@@ -63,8 +63,13 @@ class CacheStep:
         T = len(self.tokens)
         if self.index == 0:
             return f"prefill: {T} tokens at once, {self.elapsed_ms:.0f} ms; cache of {T}"
-        return (f"step {self.index}: {self.tokens[-1]}  p = {self.probability:.2f}; {self.elapsed_ms:.0f} ms "
+        line = (f"step {self.index}: {self.tokens[-1]}  p = {self.probability:.2f}; {self.elapsed_ms:.0f} ms "
                 f"(a full recompute of {T}: {self.recompute_ms:.0f} ms); cache of {T}")
+        if self.recompute_ms is not None and self.elapsed_ms >= self.recompute_ms:  # read as "the cache is slower"
+            line += (f". Slower than the recompute this time: at {T} tokens the cache saves little arithmetic, "
+                     f"less than what the computer's other work adds to either time; its saving grows with the "
+                     f"text (one new row against the cache, instead of all {T} rows again)")
+        return line
 
 
 def _host(cache_part: tuple[torch.Tensor, ...]) -> np.ndarray:

@@ -14,6 +14,7 @@ Sizes are in pixels; (x, y) is the top-left corner in canvas coordinates.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from dataclasses import dataclass, replace
@@ -24,6 +25,7 @@ from .maps import STAGES, MapData, map_data, map_id, neighbours, not_captured_da
 
 TITLE_H = 34  # a title of up to two lines at 9 pt
 TITLE_LINE = 16  # a title line's height at 9 pt
+TITLE_ONE = 24  # a title of one line, with the text item's margins
 TITLE_CHAR_W = 7.0  # a title character's width at 9 pt (with some slack)
 TITLE_BAR_W = 75  # the colour bar's width that the title leaves (render.heatmap)
 BAR_W = 62  # the colour bar and its tick labels
@@ -31,11 +33,13 @@ PAD = 6  # between boxes
 CHAR_W = 0.62  # a label character's width, per pixel of font size
 LABEL_PX = 11  # the label font's pixel size when there is room
 MIN_LABEL_PX = 7  # smaller labels are thinned (every k-th) instead
+LABEL_CELL = 10.2  # the least cell of a map that names every token: a 7 px label's line (8.1 px) and 1 px, and
+# the 2 to 10 px by which a map's margins drawn (title, column labels) exceed those laid out here, shared by its rows
 LINE = 1.3  # a text line's height per pixel of font size
 LABELLED_T = 64  # up to this many rows, every row of the focused map carries its label
 VALUES_T = 16  # up to this many rows and columns, values are written in its cells
 VALUE_CELL = 24  # a cell that holds a printed value ("0.64") at 8.5 pt
-VALUE_CELL_H = 17  # the least cell height for a value: a line at 8.5 pt
+VALUE_CELL_H = 15  # the least cell height for a value: a line at 8.5 pt is 12.8 px, and 1 (render.cells)
 MAX_CELL = 48
 READABLE_CELL = 12  # neighbours and "All maps": at least this, for T <= READABLE_T
 READABLE_T = 32
@@ -47,8 +51,13 @@ ALL_MAPS_SIDE = 420  # "All maps": a long axis is about this many pixels at scal
 ALL_MAPS_MIN_SCALE, ALL_MAPS_MAX_SCALE = 0.3, 6.0  # "All maps" scales its cells within these to fill the view
 ALL_MAPS_MIN_CELL = 10  # "All maps": the least cell of a token axis up to READABLE_T (labels at 7 px)
 TOKEN_AXES = ("token", "key", "source")  # FieldInfo.rows / cols that run over tokens
-ALPHA_SHARE = 1.7  # "All maps": alpha's cells are this much larger than the others'
+ALPHA_SHARE = 1.7  # "All maps": alpha's cells are this much larger than the others' at one scale
+SMALLER = 0.95  # "All maps": every other map's area is at most this share of alpha's
+ALPHA_WIDTH_SHARE = 0.5  # "All maps": alpha grows as tall as the view, up to this share of its width
 SIDE_MIN = 190  # a column of neighbours beside the focused map
+EVERY_LABEL_T = 48  # up to this many tokens, the focused map keeps every label however short the view (it scrolls)
+SMUDGE_SIDE = 200  # longer: its cells span at least this, labels thinned
+FOCUS_TITLE_W = 120  # the focused map's cells span at least this: its title wraps in a few lines, not a word each
 MAX_CHARS = 14  # longer labels end in an ellipsis (render.axes cuts them there)
 
 
@@ -158,7 +167,7 @@ def _margins(m: MapShape, cell_w: float, px: int) -> tuple[float, float]:
     side_by_side = m.col_chars * CHAR_W * px + 6 <= cell_w
     top = (LINE * px if side_by_side else m.col_chars * CHAR_W * px) + 8
     lines = _title_lines(m.title_words, max(50.0, m.cols * cell_w - (TITLE_BAR_W - BAR_W)))
-    return left + BAR_W, max(TITLE_H, lines * TITLE_LINE + 4) + top
+    return left + BAR_W, (TITLE_ONE if lines == 1 else max(TITLE_H, lines * TITLE_LINE + 4)) + top
 
 
 def _fit(m: MapShape, width: float, height: float, largest: float, square: bool) -> tuple[float, float, int]:
@@ -263,6 +272,7 @@ def lay_out(maps: list[MapShape], focus: str | None, width: float, height: float
         wide = _fit(main, width - side_w - 2 * PAD, room_h, _largest(main), False)  # with values:
         if wide[0] >= VALUE_CELL and wide[1] >= VALUE_CELL_H:  # cells as wide as a value, as tall as fits
             cw, ch, px = max(VALUE_CELL, wide[1]), wide[1], wide[2]
+    cw, ch, px = _readable(main, cw, ch, px)  # a short view scrolls rather than make the main map a smudge
     focus_box = _box(main, 0.0, top, cw, ch, px)
     # the neighbours share what is left beside it; the focused map stays in the middle
     left_w = (width - focus_box.w - 2 * PAD) / 2 if before and after else 0.0
@@ -277,7 +287,7 @@ def lay_out(maps: list[MapShape], focus: str | None, width: float, height: float
         share = room_h / max(1, len(names))
         for name in names:
             m = by_field[name]
-            box = _neighbour(m, x, y, w, share - PAD)
+            box = _neighbour(m, x, y, w, share - PAD, SMALLER * focus_box.w * focus_box.h)
             if side == "left":  # next to the focused map, not at the canvas's edge
                 box = Box(x0 - PAD - box.w, box.y, box.w, box.h, box.cell_w, box.cell_h, box.label_px, box.thumb)
             boxes[m.id] = box
@@ -293,9 +303,37 @@ def lay_out(maps: list[MapShape], focus: str | None, width: float, height: float
     return Layout(boxes, width, max(height, bottom + PAD))
 
 
-def _neighbour(m: MapShape, x: float, y: float, w: float, h: float) -> Box:
-    """A neighbour of the focused map: readable in ``w`` x ``h``, else a thumbnail."""
+def _readable(m: MapShape, cw: float, ch: float, px: int) -> tuple[float, float, int]:
+    """The focused map's cells (``cw``, ``ch``) and label size ``px`` raised where a short or narrow view made them
+    smaller than its labels need (a token axis up to ``LABELLED_T``), and its cells at least as wide in all as
+    ``FOCUS_TITLE_W``, so that its title does not wrap a word a line."""
+    info = FIELDS.get(m.field)
+    for n, axis in ((m.rows, "rows"), (m.cols, "cols")):
+        if info is None or getattr(info, axis) not in TOKEN_AXES:
+            continue
+        least = LABEL_CELL if n <= EVERY_LABEL_T else SMUDGE_SIDE / n  # past it every k-th label
+        if axis == "rows" and ch < least:
+            ch, px = least, min(px, label_px_for(least))
+        if axis == "cols" and cw < least:
+            cw, px = least, min(px, label_px_for(least))
+    return max(cw, min(MAX_CELL, FOCUS_TITLE_W / m.cols)), ch, px
+
+
+def _neighbour(m: MapShape, x: float, y: float, w: float, h: float, most: float = math.inf) -> Box:
+    """A neighbour of the focused map: readable in ``w`` x ``h`` and no larger than ``most`` (the focused map's
+    area), else a thumbnail."""
     cw, ch, px = _fit(m, w, h, 28.0, _square(m))
+    area = _box(m, x, y, cw, ch, px).w * _box(m, x, y, cw, ch, px).h
+    if area > most:  # smaller, by the ratio of the areas (twice: the margins do not shrink with the cells)
+        for _ in range(2):
+            shrink = math.sqrt(most / area) * 0.97
+            cw, ch, px = _fit(m, w * shrink, h * shrink, 28.0, _square(m))
+            box = _box(m, x, y, cw, ch, px)
+            area = box.w * box.h
+            if area <= most:
+                break
+        if area > most:
+            return Box(x, y, min(w, THUMB_W), THUMB_H, thumb=True)
     token_cell = ch if m.cols > LABELLED_T else min(cw, ch)  # a long d axis may be narrow; token rows may not
     if token_cell < READABLE_CELL and min(m.rows, m.cols) <= READABLE_T or min(cw, ch) < 2:
         return Box(x, y, min(w, THUMB_W), THUMB_H, thumb=True)
@@ -303,39 +341,87 @@ def _neighbour(m: MapShape, x: float, y: float, w: float, h: float) -> Box:
 
 
 def _all_maps(maps: list[MapShape], top: float, width: float, height: float, boxes: dict[str, Box]) -> Layout:
-    """Every map, a column per stage of the data flow, scaled to fill the viewport.
+    """Every map, a column per stage of the data flow, alpha in a column of its own, scaled to fill the viewport.
 
-    Each column's cells grow by the largest factor with which it fits the height, and every
-    column by one more factor until together they fill the width; alpha's cells are
-    ``ALPHA_SHARE`` times larger (the largest map). Alpha goes below the scores, or in a column
-    of its own where that scrolls less or makes it larger. A column that does not fit even at the
-    least scale scrolls. The factors are found by bisection on pure arithmetic: no map is drawn
+    Alpha is sized first: as tall as the viewport allows (within ``ALPHA_WIDTH_SHARE`` of its width), smaller
+    only where the other columns would not fit beside it even at the least scale. Each other column's cells
+    grow by the largest factor with which it fits the height, and every column by one more factor until together
+    they fill the width beside alpha; no map grows larger than alpha (its box's area). A column that does not fit
+    even at the least scale scrolls. The factors are found by bisection on pure arithmetic: no map is drawn
     until the last.
     """
     stages = [[m for m in maps if m.field in names] for _, names, _ in STAGES]
-    five = [c for c in stages if c]
-    rest = [[m for m in c if m.field != "weights"] for c in stages]
-    six = [c for c in [*rest[:3], [m for m in maps if m.field == "weights"], *rest[3:]] if c]
-    best = None
-    for columns in (five, six) if len(six) > len(five) else (five,):
+    alpha = next((m for m in maps if m.field == "weights"), None)
+    if alpha is None:  # nothing to make the largest: every column at one scale
+        columns = [c for c in stages if c]
         tall = [_bisect(lambda s, c=c: _column(c, 0.0, top, s, {})[1] <= height) for c in columns]
-        scale = _bisect(lambda s, c=columns, t=tall: _columns(c, top, [min(s, x) for x in t], {})[0] <= width)
+        scale = _bisect(lambda s: _columns(columns, top, [min(s, t) for t in tall], {})[0] <= width)
+        right, bottom = _columns(columns, top, [min(scale, t) for t in tall], boxes)
+        return Layout(boxes, max(width, right), max(height, bottom))
+    rest = [[m for m in c if m.field != "weights"] for c in stages]
+    columns = [c for c in [*rest[:3], [alpha], *rest[3:]] if c]
+    at = columns.index([alpha])
+    others = [c for i, c in enumerate(columns) if i != at]
+    tall = [_bisect(lambda s, c=c: _column(c, 0.0, top, s, {})[1] <= height) for c in others]
+
+    def alpha_box(scale: float) -> Box:
         placed: dict[str, Box] = {}
-        right, bottom = _columns(columns, top, [min(scale, t) for t in tall], placed)
-        alpha = placed.get("weights:0", Box(0, 0, 0, 0))
-        rank = (-max(0.0, right - width) - max(0.0, bottom - height), alpha.w * alpha.h)  # the least scrolling
-        if best is None or rank > best[0]:
-            best = (rank, placed, right, bottom)
-    assert best is not None  # the loop runs at least once
-    _, placed, right, bottom = best
-    boxes.update(placed)
+        _column([alpha], 0.0, top, scale, placed)
+        return placed[alpha.id]
+
+    def scales(a: float) -> list[float]:
+        """Each column's scale beside alpha at ``a``: the others fill the width left, none larger than alpha."""
+        box = alpha_box(a)
+        room = width - box.w - PAD
+        s = _bisect(lambda s: _columns(others, top, [min(s, t) for t in tall], {})[0] <= room)
+        out = []
+        for c, t in zip(others, tall, strict=True):
+            smaller = lambda x, c=c: all(b.w * b.h <= SMALLER * box.w * box.h  # noqa: E731
+                                         for b in _placed(c, top, x).values())
+            out.append(min(s, t) if smaller(min(s, t)) else _bisect(smaller, hi=min(s, t)))
+        out.insert(at, a)
+        return out
+
+    def fits(a: float) -> bool:  # a pixel or two to spare: the view rounds each box to whole pixels
+        box = alpha_box(a)
+        return box.bottom <= height - 2 and box.w <= ALPHA_WIDTH_SHARE * width
+
+    def comfortable(x: float) -> bool:  # alpha's cells hold its values (up to VALUES_T tokens), else its labels
+        box = alpha_box(x)
+        return min(box.cell_w, box.cell_h) < _alpha_floor(alpha)
+
+    least = min(ALL_MAPS_MAX_SCALE, _bisect(comfortable) * 1.02)
+    a = max(_bisect(fits), least)
+    wide = lambda x: _columns(columns, top, scales(x), {})[0] > width - 2  # noqa: E731
+    if wide(a):  # alpha gives way to spare the others a scroll, down to a comfortable size
+        a = least if wide(least) else max(least, _bisect(lambda x: fits(x) and not wide(x), hi=a))
+    right, bottom = _columns(columns, top, scales(a), boxes)
     return Layout(boxes, max(width, right), max(height, bottom))
 
 
-def _bisect(fits) -> float:
-    """The largest scale in [``ALL_MAPS_MIN_SCALE``, ``ALL_MAPS_MAX_SCALE``] that ``fits`` (the least if none)."""
-    lo, hi = ALL_MAPS_MIN_SCALE, ALL_MAPS_MAX_SCALE
-    for _ in range(12):
+def _alpha_floor(m: MapShape) -> float:
+    """The least cell of alpha before the other maps scroll: wide enough for a value (up to ``VALUES_T`` tokens),
+    else tall enough for its labels at ``MIN_LABEL_PX`` (up to ``LABELLED_T``)."""
+    n = max(m.rows, m.cols)
+    if n <= VALUES_T:
+        return VALUE_CELL_H
+    if n <= READABLE_T:  # larger than the others' least (ALL_MAPS_MIN_CELL): alpha stays the largest map
+        return ALL_MAPS_MIN_CELL * 1.25
+    return LABEL_CELL if n <= LABELLED_T else 1.0
+
+
+def _placed(column: list[MapShape], top: float, scale: float) -> dict[str, Box]:
+    placed: dict[str, Box] = {}
+    _column(column, 0.0, top, scale, placed)
+    return placed
+
+
+def _bisect(fits, hi: float = ALL_MAPS_MAX_SCALE) -> float:
+    """The largest scale in [``ALL_MAPS_MIN_SCALE``, ``hi``] that ``fits`` (the least if none)."""
+    lo = ALL_MAPS_MIN_SCALE
+    if fits(hi):
+        return hi
+    for _ in range(10):
         mid = (lo + hi) / 2
         lo, hi = (mid, hi) if fits(mid) else (lo, mid)
     return lo
@@ -355,7 +441,15 @@ def _columns(columns: list[list[MapShape]], top: float, scales: list[float],
 def _column(column: list[MapShape], x: float, top: float, scale: float, boxes: dict[str, Box]) -> tuple[float, float]:
     """Stack ``column``'s maps from (``x``, ``top``), every cell ``scale`` times its size at scale 1
     (``_cell``); returns the column's width and bottom."""
-    y, col_w = top, 0.0
+    col_w, bottom, placed = _stack(tuple(column), top, scale)
+    for m, box in zip(column, placed, strict=True):
+        boxes[m.id] = replace(box, x=x) if x else box
+    return col_w, bottom
+
+
+@functools.lru_cache(maxsize=4096)  # the bisections of "All maps" lay the same column out at the same scale again
+def _stack(column: tuple[MapShape, ...], top: float, scale: float) -> tuple[float, float, tuple[Box, ...]]:
+    y, col_w, placed = top, 0.0, []
     for m in column:
         share = ALPHA_SHARE if m.field == "weights" else 1.0
         largest = _largest(m) * share
@@ -364,19 +458,20 @@ def _column(column: list[MapShape], x: float, top: float, scale: float, boxes: d
         floor_r = _floor(m.rows, info is not None and info.rows in TOKEN_AXES)
         cw = _cell(m.cols, scale * share, largest, floor_c)
         ch = _cell(m.rows, scale * share, largest, floor_r)
-        if max(m.rows, m.cols) <= 4 * min(m.rows, m.cols):  # square cells unless one axis is long
-            cw = ch = max(min(cw, ch), floor_r, floor_c)
-        box = _box(m, x, y, cw, ch, label_px_for(min(cw, ch) if m.cols <= LABELLED_T else ch))
-        boxes[m.id] = box
+        if max(m.rows, m.cols) <= 4 * min(m.rows, m.cols):  # square cells unless one axis is long; a token
+            cw, ch = max(min(cw, ch), floor_c), max(min(cw, ch), floor_r)  # axis keeps its labels' least cell
+        box = _box(m, 0.0, y, cw, ch, label_px_for(min(cw, ch) if m.cols <= LABELLED_T else ch))
+        placed.append(box)
         y = box.bottom + PAD
         col_w = max(col_w, box.w)
-    return col_w, y
+    return col_w, y, tuple(placed)
 
 
 def _floor(n: int, tokens: bool) -> float:
     """The least cell along an axis of ``n`` in "All maps": ``ALL_MAPS_MIN_CELL`` for tokens up
-    to ``READABLE_T`` (each labelled), else 1 px (a d axis's numbers are thinned)."""
-    return ALL_MAPS_MIN_CELL if tokens and n <= READABLE_T else 1.0
+    to ``READABLE_T`` (each labelled), else a quarter pixel (a d axis of 384 in 96 px: its numbers are
+    thinned, as a map larger than alpha would not be)."""
+    return ALL_MAPS_MIN_CELL if tokens and n <= READABLE_T else 0.25
 
 
 def _cell(n: int, scale: float, largest: float, floor: float) -> float:

@@ -154,11 +154,11 @@ def _head_zero(result, name: str, head: int = 0) -> torch.Tensor:
 
 def _derived(result, name: str) -> Any:
     """Values that are not a field of the result, but that the lessons talk about."""
-    config = result.config
+    options = result.resolved.shown  # the shown layer as it ran: a model's own divisor, not a config field
     scalars = {
         "T": result.seq_len, "d_k": result.q.shape[-1], "d_v": result.v.shape[-1], "d_model": result.x.shape[-1],
-        "h": result.heads, "g": result.k.shape[0], "sqrt_d_k": math.sqrt(result.q.shape[-1]),
-        "temperature": config.temperature,
+        "h": result.heads, "g": result.k.shape[0], "sqrt_d_k": options.replace(scale=True).root(result.q.shape[-1]),
+        "temperature": options.temperature,
     }
     if name in scalars:
         return scalars[name]

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..engine import FIELDS, model_spec, AttentionResult, formula
+from ..engine import FIELDS, AttentionResult, formula
 from ..engine.reduce import block_edges
 from .explain import explain
 from .formats import format_value
@@ -109,9 +109,10 @@ def file_stem(name: str, head: int | None) -> str:
 
 def special_tokens(result: AttentionResult) -> tuple[int, ...]:
     """Indices of the model's special tokens ([CLS], [SEP], ...) in a model-mode result."""
-    if result.config.model is None:
+    spec = result.resolved.spec
+    if spec is None:
         return ()
-    special = model_spec(result.config.model).special_tokens  # [UNK] is a real word, not among them
+    special = spec.special_tokens  # [UNK] is a real word, not among them
     return tuple(i for i, t in enumerate(result.tokens) if t in special)
 
 
@@ -164,10 +165,14 @@ def map_data(frame: Frame, name: str, head: int | None = None, hidden: tuple[int
     if (r_shown, c_shown) != (R, C):
         shape.append(f"shown {r_shown} × {c_shown}")
     layer_txt = f"layer {cfg.layer + 1}: " if cfg.model is not None else ""  # counted from 1
+    if result.resolved.what_if:  # a model's forward changed by an option it lacks: every map of it says so
+        layer_txt = f"what-if ({', '.join(result.resolved.what_if)}), {layer_txt}"
     # a title may wrap between its words and after a comma, never inside "5 × 3"
     shape_txt = ", ".join(part.replace(" ", NBSP) for part in shape)
-    text = re.sub(r"\(\w \w\)", lambda m: m.group(0).replace(" ", NBSP), formula(name, cfg))  # "(x W)" whole
-    if cfg.model is not None and model_spec(cfg.model).through:  # transformers computed it: say where it was read
+    # "(x W)" whole
+    text = re.sub(r"\(\w \w\)", lambda m: m.group(0).replace(" ", NBSP), formula(name, result.resolved))
+    spec = result.resolved.spec
+    if spec is not None and spec.through:  # transformers computed it: say where it was read
         text = f"{info.symbol} = {HOOKED.get(name, name)}"
     return MapData(
         matrix=matrix,
@@ -181,7 +186,7 @@ def map_data(frame: Frame, name: str, head: int | None = None, hidden: tuple[int
         col_blocks=col_blocks,
         symbol=info.symbol,
         head=head if info.per_head else None,
-        masked_reason=_masked_reason(cfg),
+        masked_reason=_masked_reason(result.resolved.shown),
         pair_arrow=info.rows == "token" and info.cols == "key",
         field=name,
         masked=masked if masked is not None and masked.any() else None,
@@ -197,8 +202,8 @@ def not_captured_data(frame: Frame, name: str, head: int | None = None) -> MapDa
     """The map of a step the hooks of a model read through transformers cannot see (``result.not_captured``):
     no number, one empty cell, and a title that says so."""
     result, info = frame.result, FIELDS[name]
-    cfg = result.config
-    text = f"{info.symbol}: not captured for {model_spec(cfg.model).through if cfg.model else 'this model'}"
+    cfg, spec = result.config, result.resolved.spec
+    text = f"{info.symbol}: not captured for {spec.through if spec is not None else 'this model'}"
     return MapData(matrix=np.full((1, 1), np.nan), title=f"layer {cfg.layer + 1}: {text}",
                    brief_title=f"{info.symbol}: not captured",
                    kind=info.kind, symbol=info.symbol, head=head if info.per_head else None, field=name,
@@ -215,14 +220,14 @@ def _brief(text: str, symbol: str) -> str:
     return text if len(text) <= BRIEF_CHARS else symbol
 
 
-def _masked_reason(cfg) -> str:
-    """What a -inf score means under ``cfg``'s masks."""
-    if cfg.sliding_window is not None:
-        n = cfg.sink_tokens
+def _masked_reason(options) -> str:
+    """What a -inf score means under the shown layer's masks (its ``AttendOptions``, the plan's)."""
+    if options.window is not None:
+        n = options.sink_tokens
         sinks = (" (the first key stays visible)" if n == 1 else f" (the first {n} keys stay visible)") if n else ""
-        after = "after the query or " if cfg.is_causal else ""
-        return f"masked: this key is {after}outside the window of {cfg.sliding_window}{sinks}"
-    if cfg.is_causal:
+        after = "after the query or " if options.causal else ""
+        return f"masked: this key is {after}outside the window of {options.window}{sinks}"
+    if options.causal:
         return "masked: this key comes after the query (causal)"
     return "not finite: overflow in this dtype"
 

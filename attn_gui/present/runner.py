@@ -17,6 +17,7 @@ from collections.abc import Callable
 import torch
 
 from ..engine import AttentionConfig, DeviceError, UserError, compute, tokens_for
+from ..engine.progress import Cancelled, Watch, watching
 from ..engine.sources import model_spec, source
 from .frame import DISPLAY_MAX, Frame, make_frame
 
@@ -49,12 +50,15 @@ class Failure:
         First line for the user; an unexpected error appends its traceback after it.
     device_error : bool
         The device was at fault (absent, gone, out of memory): the window falls back.
+    cancelled : bool
+        The person stopped it (``engine.progress``): nothing is wrong with the input.
     """
 
     request_id: int
     config: AttentionConfig
     message: str
     device_error: bool = False
+    cancelled: bool = False
 
 
 @contextlib.contextmanager
@@ -79,10 +83,6 @@ FIRST_MAPS_FROM = 50_000_000  # layers x d_model^2 from which a decoder's first 
 # whole run takes about a second on a CPU, and two frames in a row would only flicker.
 
 
-class Superseded(Exception):
-    """A newer request came while this one's model ran: its run stops after the layer in progress."""
-
-
 def first_maps_first(config: AttentionConfig) -> bool:
     """Whether ``config`` is computed in two frames: the shown layer's maps once the layers before it have run,
     then the rest of the run (``compute(..., first=True)``); a large decoder's, read by attn-gui itself."""
@@ -99,25 +99,27 @@ def is_partial(outcome: Frame | Failure) -> bool:
 
 
 def run_request(request_id: int, config: AttentionConfig,
-                progress: Callable[[int, int], None] | None = None, *, first: bool = False,
-                stale: Callable[[], bool] | None = None) -> Frame | Failure:
+                progress: Callable[[int, int], None] | None = None, watch: Watch | None = None, *,
+                first: bool = False) -> Frame | Failure:
     """Compute one request: its Frame, or a Failure saying why.
 
     Only the displayed maps are computed: past DISPLAY_MAX tokens the T x T fields are
     streamed (``compute(config, display_max=DISPLAY_MAX)``). In model mode the model is
-    loaded first, reporting ``progress(done, total)`` while a first load converts it.
+    loaded first, reporting ``progress(done, total)`` while a first load converts it. The model's
+    run reports its layers to ``watch`` and stops when it is cancelled (a Failure with ``cancelled``; a decoder's
+    run stays kept after its last whole layer, and a later request goes on from there).
     ``first``: a large decoder's first maps only (``first_maps_first``, ``compute(..., first=True)``;
-    ``is_partial`` says whether more is to come). ``stale()`` is asked after each layer a decoder runs: once true,
-    the run stops there (kept, resumable) and the outcome is a Failure no one will show.
+    ``is_partial`` says whether more is to come).
     """
     try:
         if config.model is not None:
             source(config.model).load(progress)
-        with _stopped_when(stale):
+        with watching(watch or Watch()):
             return make_frame(request_id, compute(config, display_max=DISPLAY_MAX,
                                                   first=first and first_maps_first(config)))
-    except Superseded:
-        return Failure(request_id, config, "a newer request came first")
+    except Cancelled:
+        return Failure(request_id, config, "stopped before the end: the maps show the previous result",
+                       cancelled=True)
     except DeviceError as exc:
         return Failure(request_id, config, str(exc), device_error=True)
     except UserError as exc:
@@ -129,17 +131,11 @@ def run_request(request_id: int, config: AttentionConfig,
         return Failure(request_id, config, f"unexpected error: {exc}\n{detail}")
 
 
-def _stopped_when(stale: Callable[[], bool] | None):
-    """A block in which a decoder's run raises ``Superseded`` after the first layer at which ``stale()`` holds."""
-    if stale is None:
-        return contextlib.nullcontext()
-    from ..engine.sources.decoder import each_layer
-
-    def check(done: int, total: int) -> None:
-        if stale():
-            raise Superseded
-
-    return each_layer(check)
+def shares_run(running: AttentionConfig, newer: AttentionConfig) -> bool:
+    """Whether ``newer`` reads the model run ``running`` is making (another layer, head or option of the shown
+    layer, on the same text): then the run goes on, else a newer request makes it useless and it is cancelled."""
+    keep = ("model", "sentence", "ablate", "device", "dtype")
+    return running.model is not None and all(getattr(running, f) == getattr(newer, f) for f in keep)
 
 
 class LatestWins:

@@ -18,7 +18,7 @@ from .formats import nice_ceil
 
 def visible_keys(result: AttentionResult) -> torch.Tensor | None:
     """The visible keys of the shown layer's alpha: the causal mask, or None (every key)."""
-    if not result.config.is_causal:
+    if not result.resolved.causal:
         return None
     return causal_visible(result.seq_len, result.device)
 
@@ -29,7 +29,7 @@ def streamed_saturation(result: AttentionResult) -> Saturation:
     assert pooled is not None and pooled.row_max is not None  # streamed by attend
     row_max = pooled.row_max  # (h, T)
     counted = torch.ones_like(row_max, dtype=torch.bool)
-    if result.config.is_causal or result.key_len == 1:
+    if result.resolved.causal or result.key_len == 1:
         counted[:, 0 if result.key_len > 1 else slice(None)] = False  # rows that see one key: one-hot anyway
     one_hot = (row_max >= ONE_HOT) & counted
     rows = int(counted.sum())

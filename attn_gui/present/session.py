@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ..engine import AttentionConfig
+from ..engine.plan import check_model
 from .files import atomic_write, read_regular
 from .state import MAX_WINDOW_CHARS, ViewState, check_window_text
 
@@ -94,6 +95,7 @@ def parse_session(text: str | bytes) -> tuple[ViewState, dict[str, str]]:
             state = ViewState.from_dict(data["state"] if version == SESSION_VERSION else old_state(data["state"]))
     except (TypeError, RecursionError) as exc:
         raise ValueError(f"the session's {body} is not valid: {exc}") from None
+    check_model(state.config)  # a layer or a struck head its model lacks: refused as the file loads
     layout = data.get("layout", {})
     if not isinstance(layout, dict) or not all(
             k in LAYOUT_KEYS and isinstance(v, str) and len(v) < 64_000 and _is_base64(v)

@@ -9,8 +9,8 @@ import html
 
 import numpy as np
 
-from ..engine import AttentionResult, model_spec
-from .formats import format_value
+from ..engine import AttentionResult
+from .formats import cell_formats, format_value
 
 MAX_KEYS = 16  # keys listed in full; longer inputs list the strongest
 MAX_TERMS = 4  # terms of a dot product written out
@@ -42,7 +42,8 @@ def walk_html(result: AttentionResult, token: int, head: int) -> str:
     missing = [n for n in ("x", "q", "k", "v", "scores", "scaled", "head_outputs") if n in result.not_captured]
     X, Q, K, V, Z = result.x, result.q, result.k, result.v, result.head_outputs
     if missing or X is None or Q is None or K is None or V is None or Z is None:  # read through transformers
-        through = model_spec(cfg.model).through if cfg.model else "this model"
+        spec = result.resolved.spec
+        through = spec.through if spec is not None else "this model"
         return (f"<p>The walk of <b>{tok}</b> needs {', '.join(missing)}, which are not captured for "
                 f"{html.escape(through)}: its maps say so.</p>")
     n = token + 1  # the tutorials count tokens from 1
@@ -57,17 +58,13 @@ def walk_html(result: AttentionResult, token: int, head: int) -> str:
     z = host(Z[head, token])
     d_k = q.shape[0]
     col = cfg.layout == "column"
+    options = result.resolved.shown  # the shown layer as the compute ran it: the model's scale and soft-cap
     head_txt = f", head {head + 1} of {result.heads}" if result.heads > 1 else ""
-    sim = "cos(q, k)" if cfg.similarity == "cosine" else "q · k"
+    sim = "cos(q, k)" if options.similarity == "cosine" else "q · k"
     extra = result.position_terms  # DeBERTa's c2p and p2c, added to ω before the scale
     rel = {t: host(getattr(result, t)[head, token]) for t in extra}
-    divisor = []
-    if cfg.scale:
-        factor = model_spec(cfg.model).scale_factor if extra and cfg.model is not None else 1
-        divisor.append(f"√({factor}·{d_k})" if factor != 1 else f"√{d_k}")
-    if cfg.temperature != 1.0:
-        divisor.append(f"{cfg.temperature:g}")
-    div = " / ".join(divisor) if divisor else "1"
+    div = " / ".join(options.divisor_text(d_k)) or "1"
+    cap = options.softcap
 
     out = [f"<h3 style='margin:2px'>Following x<sub>{n}</sub> “{tok}”{head_txt}</h3>"]
     step1 = f"Hidden state entering layer {cfg.layer + 1}" if cfg.model else "Embedding"
@@ -95,23 +92,31 @@ def walk_html(result: AttentionResult, token: int, head: int) -> str:
         else f"ω<sub>{n}j</sub>"
     position = (f"; DeBERTa adds its position terms {' and '.join(extra)} (content → position, position → "
                 "content) before the scale") if extra else ""
+    logit = f"{summed} / {div}" if cap is None else f"{cap:g} · tanh({summed} / {div} / {cap:g})"
+    capped = "" if cap is None else (f"; the model soft-caps the scaled scores at ±{cap:g} before the softmax "
+                                     "(ω″ = c · tanh(ω′ / c))")
     out.append(f"<p><b>3. Scores</b> ω<sub>{n}j</sub> = {sim}<sub>j</sub>{position}, "
-               f"<b>4. weights</b> α<sub>{n}j</sub> = softmax<sub>j</sub>({summed} / {div}){note}</p>")
+               f"<b>4. weights</b> α<sub>{n}j</sub> = softmax<sub>j</sub>({logit}){note}{capped}</p>")
     head_sum = f"(ω + {' + '.join(extra)})" if extra else "ω"
     rows = ["<tr style='background:#eef1f6'><th>j</th><th>key</th><th>q · k<sub>j</sub> term by term</th>"
             "<th>ω</th>" + "".join(f"<th>{t}</th>" for t in extra)
-            + f"<th>{html.escape(head_sum)} / " + html.escape(div) + "</th><th>α</th></tr>"]
+            + f"<th>{html.escape(head_sum)} / " + html.escape(div) + "</th>"
+            + ("<th>ω″</th>" if cap is not None else "") + "<th>α</th></tr>"]
+    soft = host(result.row("capped", head, token)) if cap is not None else None
+    finite = np.abs(scaled[np.isfinite(scaled)])
+    scaled_text = cell_formats(float(finite.max()) if finite.size else 1.0)[0]  # ω/√d_k/100 read "0.00" each
     for j in order:
         masked = np.isneginf(scaled[j])
         why = "key after the query" if j > token else "outside the window"  # a causal mask, or the window's
         terms = f"masked ({why})" if masked else (
-            "cosine of the angle" if cfg.similarity == "cosine" else _terms(q, k[j]))
+            "cosine of the angle" if options.similarity == "cosine" else _terms(q, k[j]))
         bar = f"<span style='background:#440154;color:white'>{'&nbsp;' * max(0, int(round(alpha[j] * 20)))}</span>"
         rows.append(
             f"<tr><td>{j + 1}</td><td>{html.escape(result.key_tokens[j])}</td><td>{terms}</td>"
             f"<td align=right>{format_value(float(omega[j]))}</td>"
             + "".join(f"<td align=right>{format_value(float(rel[t][j]))}</td>" for t in extra) +
-            f"<td align=right>{format_value(float(scaled[j]))}</td>"
+            f"<td align=right>{scaled_text(float(scaled[j]))}</td>"
+            + (f"<td align=right>{format_value(float(soft[j]))}</td>" if soft is not None else "") +
             f"<td align=right>{float(alpha[j]):.4f} {bar}</td></tr>")
     out.append("<table cellspacing=0 cellpadding=3 border=0>" + "".join(rows) + "</table>")
     out.append(f"<p>The weights sum to {float(alpha.sum()):.4f}.</p>")

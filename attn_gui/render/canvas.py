@@ -418,8 +418,9 @@ class Canvas(ReadoutHost, pg.GraphicsView):
         width, height = view[0] / self._zoom - 2, view[1] / self._zoom - 2
         left = 0.0 if rect.right() <= width else rect.x()
         top = 0.0 if rect.bottom() <= height else rect.y()
-        self.ensureVisible(QtCore.QRectF(left, top, min(rect.right() - left, width),
-                                         min(rect.bottom() - top, height)), 0, 0)
+        # two pixels past its edges: the view rounds the item's rectangle out to whole pixels
+        self.ensureVisible(QtCore.QRectF(left, top, min(rect.right() - left + 2, width),
+                                         min(rect.bottom() - top + 2, height)), 0, 0)
         for bar, start in ((self.horizontalScrollBar(), left), (self.verticalScrollBar(), top)):
             if start == 0.0:  # it fits with what lies above and left of it: from the canvas's edge
                 bar.setValue(0)

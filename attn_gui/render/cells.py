@@ -6,7 +6,7 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6 import QtCore, QtGui
 
-from ..present.formats import CELL_FORMATS
+from ..present.formats import CELL_FORMATS, cell_formats
 
 MAX_VALUE_CELLS = 900  # beyond this many cells values are never written
 
@@ -23,6 +23,7 @@ class CellValues(pg.GraphicsObject):
         self._matrix = np.zeros((0, 0))
         self._colors: np.ndarray | None = None
         self._texts: dict = {}  # format -> (cell strings, widest in pixels), made once per matrix
+        self._formats = CELL_FORMATS
         self.show_values = True
         self.setZValue(10)
         self._font = QtGui.QFont()
@@ -38,6 +39,8 @@ class CellValues(pg.GraphicsObject):
         self._matrix = matrix
         self._colors = colors  # (R, C) bool: True where the text should be white
         self._texts = {}
+        finite = np.abs(matrix[np.isfinite(matrix)]) if matrix.size else matrix
+        self._formats = cell_formats(float(finite.max())) if finite.size else CELL_FORMATS  # its scale's digits
         self.update()
 
     def boundingRect(self) -> QtCore.QRectF:
@@ -67,7 +70,7 @@ class CellValues(pg.GraphicsObject):
         cell_h = abs(t.m22()) + abs(t.m12())
         if cell_h < self._metrics.height() + 1:
             return None
-        return next((fmt for fmt in CELL_FORMATS if cell_w >= self._strings(fmt)[1] + 4), None)
+        return next((fmt for fmt in self._formats if cell_w >= self._strings(fmt)[1] + 4), None)
 
     def paint(self, painter: QtGui.QPainter, *args) -> None:
         R, C = self._matrix.shape if self._matrix.ndim == 2 else (0, 0)

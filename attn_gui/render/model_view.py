@@ -16,6 +16,9 @@ from PySide6 import QtCore, QtGui, QtWidgets
 from .style import SIGNED_CMAP, WEIGHTS_CMAP, highlight_rect, mask_items, mask_rects, set_mask
 
 GAP = 2  # white pixels between thumbnails
+MIN_THUMB = 12  # the least thumbnail on screen: below it the view asks for more room and its dock scrolls
+AXIS_ROOM = (92, 78)  # beside and above a grid: the left axis (numbers, name), the top axis and the margins
+BAR_ROOM = 90  # the colour bar and its numbers
 MAX_HATCHED = 400  # masked runs hatched at most (30 x 9 causal thumbnails have over a thousand)
 
 
@@ -86,6 +89,7 @@ class ModelView(pg.GraphicsLayoutWidget):
                 axis.setTextPen(pg.mkPen("k"))
         self.names: dict[pg.AxisItem, tuple[str, ...]] = {}  # each axis's names, the longest first (see _name)
         self.cell = 1
+        self.grid_size = (0, 0)  # the grid's (width, height) in image pixels
         self.shape = (0, 0)
         self.across = False  # layers run across (columns) instead of down
         self.sink: np.ndarray | None = None  # (L, H)
@@ -111,7 +115,11 @@ class ModelView(pg.GraphicsLayoutWidget):
         mass, shown beside the grid when the layers run across; ``distance`` (layers, heads) its mean attention
         distance in tokens, read out on hover.
         """
+        self.plot.titleLabel.setText("")
         self.plot.setTitle(None)
+        # the empty view's message (show_empty) left its width as the title's minimum: the grid's column kept it,
+        # wider than its half, and the grid ran under the sink map, its numbers over the sink map's
+        self.plot.titleLabel.setMinimumWidth(0)
         L, H, t, _ = weights.shape
         masked, other_layers = (m if m is not None and m.shape == (t, t) else None for m in (masked, other_layers))
         if hidden and t == seq_len:
@@ -141,20 +149,36 @@ class ModelView(pg.GraphicsLayoutWidget):
         if len(rects) > MAX_HATCHED:  # the grey fill alone marks them; hatching each costs a stall to paint
             self.mask_hatch.setPath(self.mask_hatch.path(), [])
         self.cell, self.shape = t + GAP, (L, H)
+        self.grid_size = (rgba.shape[1], rgba.shape[0])
         self.sink = None if sink is None else np.asarray(sink)
         self.distance = None if distance is None else np.asarray(distance)
         self._label_axes(t)
         self._show_sink(t)
+        self._ask_room(t)
         # a little room at the sides: the first and last layer numbers are drawn whole
         self.plot.getViewBox().setRange(xRange=(0, rgba.shape[1]), yRange=(0, rgba.shape[0]), padding=0.015)
         self._fit_width()
         y0, x0 = self._origin(layer, head)
         self.selected.setRect(QtCore.QRectF(x0 - 1, y0 - 1, t + 2, t + 2))
 
+    def _ask_room(self, t: int) -> None:
+        """The least size at which every thumbnail is ``MIN_THUMB`` px: smaller, the dock scrolls (its scroll area)
+        rather than shrink them to a smudge; with the layers across, the sink map beside takes as much."""
+        w, h = self.grid_size
+        scale = MIN_THUMB / t  # screen pixels per image pixel
+        grids = 2 if self.across and self.sinkPlot.isVisible() else 1
+        self.setMinimumSize(round(grids * (w * scale + AXIS_ROOM[0]) + BAR_ROOM), round(h * scale + AXIS_ROOM[1]))
+
+    def thumb_px(self) -> float:
+        """A thumbnail's side on screen now, in pixels."""
+        t = self.cell - GAP
+        return t / self.plot.getViewBox().viewPixelSize()[0] if self.shape != (0, 0) else 0.0
+
     def show_empty(self, text: str) -> None:
         """No grid (random weights have no layers): ``text`` says what the view needs instead."""
         self.image.clear()
         self.shape = (0, 0)  # nothing to click
+        self.setMinimumSize(0, 0)
         set_mask((self.mask_fill, self.mask_hatch), [])
         self.selected.setRect(QtCore.QRectF())
         self.struck.setData([], [])
@@ -192,21 +216,34 @@ class ModelView(pg.GraphicsLayoutWidget):
         def head_label(j: int) -> str:  # the first head of a group names its K/V head
             return f"K/V {j // self.groups + 1} · {j + 1}" if grouped and j % self.groups == 0 else str(j + 1)
 
-        # layers 1, 5, 10, ... always; the others where there is room (pyqtgraph drops a crowded level)
+        # layers 1, 5, 10, ... always; the others where each has room beside its neighbours (pyqtgraph draws its
+        # first level whole, however crowded: MiniLM's 12 heads read "123456789101112" at 5 px thumbnails)
+        left, top = self.plot.getAxis("left"), self.plot.getAxis("top")
         layers = [(s + t / 2, str(i + 1)) for i, s in enumerate(self.layer_starts())]
-        major = [tick for i, tick in enumerate(layers) if L <= 12 or i == 0 or (i + 1) % 5 == 0]
-        minor = [tick for tick in layers if tick not in major]
+        always = [tick for i, tick in enumerate(layers) if i == 0 or (i + 1) % 5 == 0]
+        layer_levels = [layers] if self._room(layers, top if self.across else left) else [always]
         # the first head of each K/V group (or heads 1, 5, 10, ...) always; the others where there is room
         heads = [(s + t / 2, head_label(j)) for j, s in enumerate(self.head_starts())]
         first = [tick for j, tick in enumerate(heads)
-                 if (j % self.groups == 0 if grouped else H <= 12 or j == 0 or (j + 1) % 5 == 0)]
-        head_levels = [first, [tick for tick in heads if tick not in first]]
+                 if (j % self.groups == 0 if grouped else j == 0 or (j + 1) % 5 == 0)]
+        head_levels = [heads] if self._room(heads, left if self.across else top) else [first]
         head_names = ("query head, by K/V head", "query head", "head") if grouped else ("head",)
-        left, top = self.plot.getAxis("left"), self.plot.getAxis("top")
-        left.setTicks(head_levels if self.across else [major, minor])
-        top.setTicks([major, minor] if self.across else head_levels)
+        left.setTicks(head_levels if self.across else layer_levels)
+        top.setTicks(layer_levels if self.across else head_levels)
         self._name(left, *(head_names if self.across else ("layer",)))
         self._name(top, *(("layer",) if self.across else head_names))
+
+    def _room(self, ticks: list[tuple[float, str]], axis: pg.AxisItem) -> bool:
+        """Whether every label of ``ticks`` fits beside its neighbours along ``axis`` at the grid's scale now
+        (before a first layout: at ``MIN_THUMB``, the least the view allows)."""
+        if len(ticks) < 2:
+            return True
+        metrics = QtGui.QFontMetricsF(axis.style.get("tickFont") or axis.font())
+        t = self.cell - GAP
+        scale = 1 / self.plot.getViewBox().viewPixelSize()[0] if self.plot.getViewBox().width() > 1 else MIN_THUMB / t
+        pitch = (ticks[1][0] - ticks[0][0]) * scale
+        need = metrics.height() if axis.orientation == "left" else max(metrics.horizontalAdvance(s) for _, s in ticks)
+        return pitch >= need + 4
 
     def _name(self, axis: pg.AxisItem, *names: str) -> None:
         """Name ``axis`` with the longest of ``names`` (the longest first) that fits along it, the last where none
@@ -225,6 +262,7 @@ class ModelView(pg.GraphicsLayoutWidget):
         name = next((name for name in names if metrics.horizontalAdvance(name) + margins <= length), names[-1])
         if axis.labelText != name:
             axis.setLabel(name)
+            axis.resizeEvent()  # pyqtgraph centres the name only on a resize: a new one is centred now
 
     def layer_starts(self) -> np.ndarray:
         return self._cols if self.across else self._rows
@@ -264,8 +302,7 @@ class ModelView(pg.GraphicsLayoutWidget):
                 block[y0:y0 + t, x0:x0 + t] = colors[i, j]
         self.sinkImage.setImage(block, autoLevels=False)
         self.sinkPlot.getViewBox().setRange(xRange=(0, block.shape[1]), yRange=(0, block.shape[0]), padding=0.015)
-        top = self.sinkPlot.getAxis("top")
-        top.setTicks(self.plot.getAxis("top")._tickLevels)
+        top = self._show_sink_ticks()
         if side is not None:
             self._name(top, f"{side[1]}, per layer", side[1])
             self.sinkPlot.setToolTip(f"{side[1]}: each head's value in the grid's rows and columns, blue below 0, "
@@ -274,6 +311,12 @@ class ModelView(pg.GraphicsLayoutWidget):
         self._name(top, "sink mass: mean α on token 1, per layer", "sink mass, per layer", "sink mass")
         self.sinkPlot.setToolTip("sink mass: each head's mean α on the first token (over the queries after it), "
                                  "in the grid's rows and columns; hover for the number")
+
+    def _show_sink_ticks(self) -> pg.AxisItem:
+        """The sink map's top axis numbers the layers as the grid's does."""
+        top = self.sinkPlot.getAxis("top")
+        top.setTicks(self.plot.getAxis("top")._tickLevels)
+        return top
 
     def resizeEvent(self, ev) -> None:
         super().resizeEvent(ev)
@@ -305,6 +348,9 @@ class ModelView(pg.GraphicsLayoutWidget):
         self.ci.setGeometry(self.range)
         for axis in self.names:
             self._fit_name(axis)
+        if self.shape != (0, 0):  # the labels that have room at this scale
+            self._label_axes(self.cell - GAP)
+            self._show_sink_ticks()
 
     def _repaint_all(self) -> None:
         self.viewport().update()

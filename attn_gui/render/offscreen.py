@@ -40,6 +40,9 @@ def _quiet_offscreen_plugin() -> None:
     previous = QtCore.qInstallMessageHandler(handler)
 
 
+MADE_HERE = "attn_gui_made"  # a QApplication property: made to draw offscreen, not by the caller's program
+
+
 def ensure_app(offscreen: bool = False) -> QtWidgets.QApplication:
     """The running QApplication, created (by pyqtgraph's ``mkQApp``) if there is none.
 
@@ -67,6 +70,7 @@ def ensure_app(offscreen: bool = False) -> QtWidgets.QApplication:
     # (a folder name such as b"bad\xfe2" among the command's arguments)
     app = QtWidgets.QApplication(["attn-gui"])
     app.setApplicationName("attn-gui")
+    app.setProperty(MADE_HERE, True)  # no event loop of the caller's runs it: ``attn_gui.show`` runs one
     pg.mkQApp()  # adopts the application made above (pyqtgraph's own settings)
     collect_on_gui_thread()
     return app
@@ -105,15 +109,15 @@ def dispose(widget: QtWidgets.QWidget) -> None:
     collect_now()  # between pictures: no Qt call is under way (see render.collector)
 
 
-def render_map(data: MapData, width: int | None = None) -> HeatmapView:
+def render_map(data: MapData, width: int | None = None, height: int | None = None) -> HeatmapView:
     """An offscreen HeatmapView showing ``data``, sized for a readable picture.
 
     Parameters
     ----------
     data : MapData
         The map, e.g. from ``present.maps.map_data``.
-    width : int, optional
-        Width of the layout in pixels; default from the matrix shape (see ``map_size``).
+    width, height : int, optional
+        The layout's size in pixels; default from the matrix shape (see ``map_size``).
 
     Returns
     -------
@@ -125,7 +129,7 @@ def render_map(data: MapData, width: int | None = None) -> HeatmapView:
     view = HeatmapView("export")
     view.axis_titles = True  # a picture stands alone: it names its axes
     w, h = map_size(data)
-    lay_out(view, w if width is None else width, h)
+    lay_out(view, w if width is None else width, h if height is None else height)
     view.set_data(data)
     QtWidgets.QApplication.processEvents()  # let the layout take the new label widths
     return view
@@ -167,32 +171,35 @@ def render_figure(frame: Frame, figure: Canvas | None = None, head: int = 0) -> 
 
 
 def _with_title(body: QtGui.QImage, title: str, subtitle: str) -> QtGui.QImage:
-    """``body`` below a white band of ``TITLE_H`` pixels holding ``title`` and ``subtitle``, as
-    wide as the body or, for a small body, as the title (up to ``FIGURE_SIZE``'s width)."""
+    """``body`` below a white band holding ``title`` and ``subtitle``: as wide as the body (a small body: as the
+    title, up to ``FIGURE_SIZE``'s width), the subtitle wrapped within it, the band ``TITLE_H`` pixels or the
+    taller its lines need. (SmolLM2's subtitle, nine heads and five next tokens, made the picture as wide as
+    itself: half of it blank beside the maps.)"""
     font = QtGui.QFont()
     font.setPointSizeF(13)
     font.setBold(True)
     small = QtGui.QFont(font)
     small.setPointSizeF(10)
     small.setBold(False)
-    text_w = max(QtGui.QFontMetrics(font).horizontalAdvance(title),
-                 QtGui.QFontMetrics(small).horizontalAdvance(subtitle))
-    width = max(body.width(), min(FIGURE_SIZE[0], text_w + 24))
-    image = QtGui.QImage(width, body.height() + TITLE_H, QtGui.QImage.Format.Format_ARGB32)
+    width = max(body.width(), min(FIGURE_SIZE[0], QtGui.QFontMetrics(font).horizontalAdvance(title) + 24))
+    wrap = QtCore.Qt.TextFlag.TextWordWrap | QtCore.Qt.AlignmentFlag.AlignLeft | QtCore.Qt.AlignmentFlag.AlignTop
+    title_h = QtGui.QFontMetrics(font).height()
+    sub = QtGui.QFontMetrics(small).boundingRect(QtCore.QRect(0, 0, width - 24, 10_000), int(wrap), subtitle)
+    band_h = max(TITLE_H, 6 + title_h + 4 + sub.height() + 6)
+    image = QtGui.QImage(width, body.height() + band_h, QtGui.QImage.Format.Format_ARGB32)
     image.fill(QtGui.QColor("white"))
     painter = QtGui.QPainter(image)
     try:
         painter.setRenderHint(QtGui.QPainter.RenderHint.TextAntialiasing, True)
         painter.setPen(QtGui.QColor(20, 20, 20))
-        band = QtCore.QRectF(12, 6, width - 24, TITLE_H - 10)
         painter.setFont(font)
         top = QtCore.Qt.AlignmentFlag.AlignLeft | QtCore.Qt.AlignmentFlag.AlignTop
-        painter.drawText(band, top, QtGui.QFontMetrics(font).elidedText(
-            title, QtCore.Qt.TextElideMode.ElideRight, int(band.width())))
+        painter.drawText(QtCore.QRectF(12, 6, width - 24, title_h), top, QtGui.QFontMetrics(font).elidedText(
+            title, QtCore.Qt.TextElideMode.ElideRight, width - 24))
         painter.setFont(small)
         painter.setPen(QtGui.QColor(60, 60, 70))
-        painter.drawText(band, QtCore.Qt.AlignmentFlag.AlignLeft | QtCore.Qt.AlignmentFlag.AlignBottom, subtitle)
-        painter.drawImage(0, TITLE_H, body)
+        painter.drawText(QtCore.QRectF(12, band_h - 6 - sub.height(), width - 24, sub.height()), wrap, subtitle)
+        painter.drawImage(0, band_h, body)
     finally:
         painter.end()
     return image

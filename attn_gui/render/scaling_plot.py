@@ -65,8 +65,10 @@ class ScalingPlot(pg.GraphicsLayoutWidget):
         step = max(1, int(np.ceil(len(q.keys) / 24)))
         self.bars.getAxis("bottom").setTicks([[(i, visible_label(q.keys[i], 8)) for i in range(0, len(q.keys), step)]])
         self.bars.setXRange(-0.6, len(q.keys) - 0.4, padding=0)
+        divisor = q.divisor or f"√{q.d_k}"
+        cap = (lambda x: f"{q.softcap:g}·tanh({x} / {q.softcap:g})") if q.softcap is not None else (lambda x: x)
         self.bars.setTitle(f"α of “{visible_label(q.query)}”, head {head + 1}: "
-                           f"softmax(ω / √{q.d_k}) vs softmax(ω)", size="9pt")
+                           f"softmax({cap(f'ω / {divisor}')}) vs softmax({cap('ω')})", size="9pt")
 
     def set_sweep(self, sweep: EntropySweep | None, d_k: int, scale: bool, current: float | None,
                   message: str = "", reference: EntropySweep | None = None) -> None:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import sys
+import threading
 import traceback
 from pathlib import Path
 
@@ -68,7 +70,63 @@ def run_gui(config: AttentionConfig | None = None, head: int | None = None, focu
         window.show_dock(dock, keep=True)
     if lesson is not None:
         window.open_lessons(*lesson)
-    return app.exec()
+    with _closed_by_signals(app, window) as interrupted:
+        status = app.exec()
+    _delete_now(window)
+    if interrupted():
+        print("attn-gui: interrupted", file=sys.stderr)
+        return 130
+    return status
+
+
+def _delete_now(window) -> None:
+    """Delete the closed window, its docks and its maps' scenes while Python and Qt are whole. Left to the
+    interpreter's exit, PySide deletes what remains in no set order, and a pyqtgraph item's Python event handler
+    could run on a half-deleted parent: a segmentation fault after the window had closed (about one run in three
+    of tests/ui/test_open_trained.py, gdb: ``QGraphicsWidget::~QGraphicsWidget`` → ``QGraphicsWidget::event``)."""
+    import shiboken6
+
+    if shiboken6.isValid(window):
+        shiboken6.delete(window)
+
+
+@contextlib.contextmanager
+def _closed_by_signals(app, window):
+    """Within it, Ctrl-C and SIGTERM close ``window`` as File → Quit does (its settings saved, its compute
+    stopped within a second) and end the event loop; yields whether one came. Python runs a signal's handler
+    only between its own steps, and Qt's loop is C++: the signal's byte on a socket (``signal.set_wakeup_fd``)
+    wakes the loop, whose Python slot lets the handler run at once. The handlers before are put back after."""
+    import signal
+    import socket
+
+    from PySide6 import QtCore
+
+    came: list[int] = []
+    if threading.current_thread() is not threading.main_thread():  # signals reach the main thread only
+        yield lambda: False
+        return
+    read, write = socket.socketpair()
+    for end in (read, write):
+        end.setblocking(False)
+    notifier = QtCore.QSocketNotifier(read.fileno(), QtCore.QSocketNotifier.Type.Read, app)
+    notifier.activated.connect(lambda *_: read.recv(512))
+
+    def close(signum, _frame) -> None:
+        came.append(signum)
+        QtCore.QTimer.singleShot(0, lambda: (window.close(), app.quit()))
+
+    before = {sig: signal.signal(sig, close) for sig in (signal.SIGINT, signal.SIGTERM)}
+    wakeup = signal.set_wakeup_fd(write.fileno())
+    try:
+        yield lambda: bool(came)
+    finally:
+        signal.set_wakeup_fd(wakeup)
+        for sig, handler in before.items():
+            signal.signal(sig, handler)
+        notifier.setEnabled(False)
+        notifier.deleteLater()  # before its socket closes: Qt never polls a closed descriptor
+        read.close()
+        write.close()
 
 
 def prepare_app():

@@ -14,6 +14,7 @@ from ..engine import UserError
 from ..engine import corpus as C
 from ..present.maps import MapData
 from ..render.heatmap import HeatmapView
+from .dock_scroll import grid_height
 
 COLUMNS = ("rank", "score", "query → key", "passage")
 NO_CENSUS = ("<b>No census open.</b> A census is each head's statistics over many passages, with its top examples. "
@@ -66,8 +67,7 @@ class CorpusPanel(QtWidgets.QWidget):
         self.table.setEditTriggers(QtWidgets.QAbstractItemView.EditTrigger.NoEditTriggers)
         self.table.setSelectionBehavior(QtWidgets.QAbstractItemView.SelectionBehavior.SelectRows)
         self.table.setToolTip("Double-click an example to open it in the explorer at this head and query")
-        # the grid and the table take the dock's height, whatever it is: the wrapped labels make the dock's
-        # scroll area size the panel by its preferred height, which would push the grid's lower layers out of view
+        # the grid and the table take the dock's height, at least a labelled row per layer for the grid
         for tall in (self.grid, self.table):
             tall.setSizePolicy(QtWidgets.QSizePolicy.Policy.Expanding, QtWidgets.QSizePolicy.Policy.Ignored)
 
@@ -131,6 +131,9 @@ class CorpusPanel(QtWidgets.QWidget):
             return
         values = self.heads[name]
         m = self.manifest
+        # a row per layer tall enough for its label: 30 layers in a short dock were rows of 4.7 px, a label
+        # every third layer, the brightest cell read against the wrong one (the dock scrolls instead)
+        self.grid.setMinimumHeight(grid_height(values.shape[0]))
         signed = name in SIGNED
         self.grid.set_data(MapData(values, f"{name} over {m.get('passages', 0):,} passages",
                                    "signed" if signed else "weights",

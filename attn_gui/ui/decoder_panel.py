@@ -95,6 +95,11 @@ class DecoderPanel(QtWidgets.QWidget):
             bar.setValue(round(p * 1000))
             bar.setFormat("computing the rest of the run…" if pending and i == 0 else "" if pending else f"{p:.1%}")
 
+    def set_stale(self, stale: bool) -> None:
+        """Grey the next tokens while a newer text is computed: they are the previous text's."""
+        for widget in (*self.tokenLabels, *self.bars):
+            widget.setEnabled(not stale)
+
     def set_running(self, running: bool, done: int = 0, total: int = 0) -> None:
         """Show whether a generation runs (the button stops it then) and how far it is."""
         self.running = running

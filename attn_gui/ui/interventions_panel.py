@@ -17,11 +17,9 @@ from ..engine import interventions as I
 from ..engine.sources import source
 from ..present.maps import MapData
 from ..render.heatmap import HeatmapView
+from .dock_scroll import grid_height
 from .worker import TaskThread
 
-
-GRID_ROW = 17  # the effect grid's row height: every layer labelled, a value in every cell
-GRID_MARGIN = 110  # its title, head labels and margins
 
 
 def _bars(tokens: tuple[tuple[str, float], ...]) -> str:
@@ -254,7 +252,7 @@ class InterventionsPanel(QtWidgets.QWidget):
         values = grid.values.numpy()
         self.progress.setValue(grid.done)
         # a row per layer tall enough for its label and its values: the dock scrolls (30 layers: 620 px)
-        self.grid.setMinimumHeight(values.shape[0] * GRID_ROW + GRID_MARGIN)
+        self.grid.setMinimumHeight(grid_height(values.shape[0]))
         self.grid.set_data(MapData(values, self._title(grid), "signed",
                                    [f"layer {i + 1}" for i in range(values.shape[0])],
                                    [f"head {j + 1}" for j in range(values.shape[1])], symbol=self._symbol))

@@ -10,7 +10,7 @@ import os
 
 from PySide6 import QtCore, QtWidgets
 
-from ..engine import UserError
+from ..engine import AttentionConfig, UserError
 from ..export.lessons import export_lesson
 from ..present.frame import Frame
 from ..present.lessons import Lesson, LessonError, action_done, fill, judge, lesson_names, load_lesson
@@ -132,6 +132,14 @@ class LessonsPanel(QtWidgets.QWidget):
         self.stateRequested.emit(self.state.replace(focus=self.lesson.step(number).focus))
         self.refill()
 
+    def on_lesson_input(self, config: AttentionConfig | None = None) -> bool:
+        """Whether ``config`` (the window's, by default) reads the open lesson's input: its model and sentence."""
+        if self.lesson is None:
+            return False
+        config = config or self.state.config
+        own = self.lesson.config()
+        return (config.model, config.sentence) == (own.model, own.sentence)
+
     def export(self, folder: str) -> str:
         """Write the lesson, run on the window's config, into ``folder``; a sentence saying where or why not."""
         try:
@@ -156,7 +164,9 @@ class LessonsPanel(QtWidgets.QWidget):
         self.stepLabel.setText(f"step {self.number} of {len(self.lesson.steps)}")
         self.backButton.setEnabled(self.number > 1)
         self.nextButton.setEnabled(self.number < len(self.lesson.steps))
-        self.marksChanged.emit({step.focus: [(r - 1, None if c is None else c - 1) for r, c in step.marks]})
+        # the outline is the lesson's: on another model or sentence (SmolLM2, a trained model) it names nothing
+        marks = [(r - 1, None if c is None else c - 1) for r, c in step.marks] if self.on_lesson_input() else []
+        self.marksChanged.emit({step.focus: marks} if marks else {})
         frame = self.frame
         if frame is None:
             self.text.setText("Computing…")

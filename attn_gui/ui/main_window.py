@@ -20,12 +20,15 @@ from ..engine import (AttentionConfig, UserError, check_tokens_now, model_spec, 
 from ..present.frame import Frame, held_text
 from ..present.generation import GenerationStep, generate_step
 from ..present.maps import special_tokens
+from ..present.frame import DISPLAY_MAX
 from ..present.runner import Failure, is_partial
 from ..present.state import ViewState, carry_layer, check_window_text
 from ..render.canvas import Pipeline
 from ..render.collector import collect_on_gui_thread
 from ..render.model_view import ModelView
 from . import map_menu
+from .busy import StaleCover
+from .dock_scroll import DockScroll
 from .controls import ControlPanel
 from .file_actions import FileActions
 from .insight import InsightDocks
@@ -43,6 +46,11 @@ from .worker import ComputeService, TaskThread
 
 
 MODEL_READERS = ("gguf.quants", "safetensors.torch")  # what a model's first open imports (the models extra)
+DOCK_OPEN_H = 250  # a dock brought in front is at least this tall: its main control in view at 1366 x 768
+DOCK_MOST = 0.45  # ... and at most this share of the window's height, so that the maps keep theirs
+# the handle between the maps and the docks: 1 px was missed, and the drag caught the dock's title bar instead
+SEPARATOR_STYLE = ("QMainWindow::separator { background: #dcdce4; width: 7px; height: 7px; }"
+                   "QMainWindow::separator:hover { background: #a8b4d0; }")
 
 
 def preload_model_readers() -> None:
@@ -91,6 +99,9 @@ class MainWindow(FileActions, QtWidgets.QMainWindow):
         preload_model_readers()
         self.setWindowTitle("Attention Explorer")
         self.setObjectName("mainWindow")
+        self.setStyleSheet(SEPARATOR_STYLE)
+        self._docks_settled = False  # the first frame is drawn (a lesson asked for before it stays in front)
+        self._front: QtWidgets.QDockWidget | None = None  # the dock that came in front last
         self.settings = settings or Settings()
         self.frame: Frame | None = None
         self.failed_config: AttentionConfig | None = None
@@ -109,6 +120,8 @@ class MainWindow(FileActions, QtWidgets.QMainWindow):
                                    + scroll.verticalScrollBar().sizeHint().width() + 4))
         self.pipeline = Pipeline()
         self.canvas = self.pipeline.canvas  # every map, one scene
+        self.cover = StaleCover(self.canvas)  # the maps greyed while a newer input is computed
+        self.cover.stopRequested.connect(self.stop_compute)
         self.splitter = QtWidgets.QSplitter(QtCore.Qt.Orientation.Horizontal)
         self.splitter.addWidget(scroll)
         self.splitter.addWidget(self.pipeline)
@@ -121,9 +134,6 @@ class MainWindow(FileActions, QtWidgets.QMainWindow):
         self.focusDock.visibilityChanged.connect(self.focus.came_into_sight)
         self.modelView = ModelView()
         self.modelDock = self.add_dock("Model view", "modelViewDock", self.modelView)
-        # a tab shown behind another says it is visible for a moment: the room waits until it is in sight
-        self.modelDock.visibilityChanged.connect(
-            lambda visible: visible and QtCore.QTimer.singleShot(0, self, self._model_view_in_sight))
         self._model_room = False  # whether the model view had its room since the window entered model mode
         self.kvCache = KVCachePanel()
         self.kvCacheDock = self.add_dock("KV cache (decoding)", "kvCacheDock", self.kvCache)
@@ -148,6 +158,7 @@ class MainWindow(FileActions, QtWidgets.QMainWindow):
         self.corpus.exampleOpened.connect(self.open_example)
         self.lessons: LessonsPanel | None = None  # made on first use (Help → Lessons): open_lessons
         self.lessonsDock: QtWidgets.QDockWidget | None = None
+        self._before_lesson: ViewState | None = None  # the person's own state, saved instead of a lesson's
         self.focusDock.raise_()
         self.modelDock.hide()
 
@@ -173,6 +184,9 @@ class MainWindow(FileActions, QtWidgets.QMainWindow):
         self.service.resultReady.connect(self.show_frame)
         self.service.failed.connect(self._on_failed)
         self.service.loadProgress.connect(self._on_load_progress)
+        self.service.layerProgress.connect(self._on_layer_progress)
+        self._progress = (0, 0)  # the newest request's model run: layers done, layers
+        self._asked_tokens = None  # the newest request's tokens (None: its model loads first)
         self.generator = TaskThread("attn-gui generate", self)
         self.generator.done.connect(self._on_generated)
         # an application that quits without closing this window still stops every thread first
@@ -192,7 +206,7 @@ class MainWindow(FileActions, QtWidgets.QMainWindow):
         self.canvas.focusRequested.connect(self.focus_on)
         self.canvas.mapMenuRequested.connect(lambda data, pos: self.map_menu(data).exec(pos))
         escape = QtGui.QShortcut(QtGui.QKeySequence(QtCore.Qt.Key.Key_Escape), self)
-        escape.activated.connect(lambda: self.focus_on(None))
+        escape.activated.connect(self._on_escape)
         self.modelView.headPicked.connect(self._on_head_picked)
         self.modelView.headStruck.connect(
             lambda layer, head: self.edit_config({"ablate": toggle_head(self._state.config.ablate, (layer, head))}))
@@ -219,11 +233,13 @@ class MainWindow(FileActions, QtWidgets.QMainWindow):
         """
         dock = QtWidgets.QDockWidget(title, self)
         dock.setObjectName(name)
-        scroll = QtWidgets.QScrollArea()
-        scroll.setWidget(widget)
-        scroll.setWidgetResizable(True)
-        scroll.setFrameShape(QtWidgets.QFrame.Shape.NoFrame)
-        dock.setWidget(scroll)
+        # closable and movable, never floated: a drag that missed the separator undocked it into a window
+        dock.setFeatures(QtWidgets.QDockWidget.DockWidgetFeature.DockWidgetClosable
+                         | QtWidgets.QDockWidget.DockWidgetFeature.DockWidgetMovable)
+        # a tab shown behind another says it is visible for a moment: the room waits until it is in sight
+        dock.visibilityChanged.connect(
+            lambda visible: visible and QtCore.QTimer.singleShot(0, self, lambda: self._give_room(dock)))
+        dock.setWidget(DockScroll(widget))
         self.addDockWidget(QtCore.Qt.DockWidgetArea.BottomDockWidgetArea, dock)
         if name != "tokenFocusDock":
             self.tabifyDockWidget(self.focusDock, dock)
@@ -275,7 +291,10 @@ class MainWindow(FileActions, QtWidgets.QMainWindow):
             self.panel.show_message("")
             if tokens is None:
                 self._show_loading(state.config.model)
+            self._progress, self._asked_tokens = (0, 0), tokens
             self.service.submit(state.config)
+            if self.service.latest_id != self._shown_id and self._long(state.config, tokens):
+                self._show_busy()  # a long input: the old maps are marked at once, not after the timer
             self._busy_timer.start()
         self.panel.show_hide_special(state.hide_special)
         if not config_changed and self.frame is not None:
@@ -310,9 +329,38 @@ class MainWindow(FileActions, QtWidgets.QMainWindow):
         return True
 
     def recompute(self) -> None:
-        """Compute the shown config again (after a failure, or to time it)."""
+        """Compute the shown config again (after a failure or a stop, or to time it)."""
+        self._progress, self._asked_tokens = (0, 0), check_tokens_now(self._state.config)
         self.service.submit(self._state.config)
+        if self.service.latest_id != self._shown_id and self._long(self._state.config, self._asked_tokens):
+            self._show_busy()
         self._busy_timer.start()
+
+    def stop_compute(self) -> bool:
+        """Stop the computation in progress (Esc): the maps keep the last result, or a large decoder's first maps
+        with the rest of its run stopped (kept, F5 goes on from there); whether one was running."""
+        rest = self.frame is not None and is_partial(self.frame)  # the rest of the shown request's run
+        if (self.service.latest_id == self._shown_id and not rest) or not self.service.cancel():
+            return False
+        if self.cover.covering:
+            self.cover.label.setText(f"<b>stopping…</b><br>{self.cover.what}")
+        return True
+
+    def _on_escape(self) -> None:
+        """Esc stops a computation in progress (a covered one, or the rest of a first-maps frame); else it shows
+        every map."""
+        busy = self.cover.covering or (self.frame is not None and is_partial(self.frame))
+        if not (busy and self.stop_compute()):
+            self.focus_on(None)
+
+    @staticmethod
+    def _long(config: AttentionConfig, tokens) -> bool:
+        """Whether computing ``config`` takes long enough to mark the old maps at once: a model still to load,
+        a model over a few hundred tokens, or a streamed input (``tokens`` None: the model loads first)."""
+        if tokens is None:
+            return True
+        T = len(tokens.tokens)
+        return T > DISPLAY_MAX or (config.model is not None and T > 128)
 
     def apply_preset(self, name: str) -> None:
         """The named preset, on the device in use."""
@@ -364,8 +412,9 @@ class MainWindow(FileActions, QtWidgets.QMainWindow):
         if self.lessons is None or self.lessonsDock is None:
             self.lessons = lessons = LessonsPanel(self.settings)
             self.lessonsDock = self.add_dock("Lessons", "lessonsDock", lessons)
-            lessons.stateRequested.connect(self.set_state)
+            lessons.stateRequested.connect(self._lesson_state)
             lessons.marksChanged.connect(self.canvas.set_marks)
+            self.lessonsDock.visibilityChanged.connect(self._lessons_closed)
             self.canvas.cellClicked.connect(lessons.cell_clicked)  # a click on the question's row answers it
             self.stateChanged.connect(lessons.follow)
             self.frameShown.connect(lessons.show_frame)
@@ -374,10 +423,24 @@ class MainWindow(FileActions, QtWidgets.QMainWindow):
                 lessons.show_frame(self.frame)
         self.lessonsDock.show()
         self.lessonsDock.raise_()
+        if not self._docks_settled:  # asked for at the start (attn-gui lesson): no first frame puts another in front
+            self._asked_dock = self.lessonsDock
         note = self.lessons.resume(name, step)
         if note:
             self.statusBar().showMessage(f"⚠ {note}", 20000)
         return self.lessons
+
+    def _lessons_closed(self, visible: bool) -> None:
+        """Closed (not behind another tab, nor the window closing), the lesson leaves no outline on the maps."""
+        if not visible and self.isVisible() and self.lessonsDock is not None and self.lessonsDock.isHidden():
+            self.canvas.set_marks({})
+
+    def _lesson_state(self, state: ViewState) -> None:
+        """A lesson's state: shown; the person's own, from before the lesson, is what closing the window saves
+        while the lesson's input is shown (a later start opened on the lesson's sentence and sizes)."""
+        if self._before_lesson is None:
+            self._before_lesson = self._state
+        self.set_state(state)
 
     def _on_cell_clicked(self, field: str, head: int, row: int, column: int) -> None:
         """A cell of alpha: the Why dock, if in sight, splits that score into its components' terms."""
@@ -416,13 +479,48 @@ class MainWindow(FileActions, QtWidgets.QMainWindow):
         self.set_state(state)
 
     def _show_busy(self) -> None:
-        # only a compute slower than a few frames says so; fast ones would just flicker
-        if self.service.latest_id != self._shown_id:
-            if self.frame is None:
-                self.statusLabel.setText("computing the first result…")
-                return
+        """Grey the maps and say what is computed (a long input at once; any other after the busy timer: fast
+        computes would just flicker)."""
+        if self.service.latest_id == self._shown_id:
+            return
+        config = self._state.config
+        if self.frame is None:
+            self.statusLabel.setText("computing the first result…")
+        else:
             base = self.statusLabel.text().split("  ·  computing…")[0]
             self.statusLabel.setText(base + "  ·  computing… (the maps show the previous result)")
+        tokens = self._asked_tokens if self._loading is None else None
+        name = model_spec(config.model).label.split(" (")[0] if config.model is not None else "random weights"
+        what = (f"loading {name}, then computing" if tokens is None
+                else f"computing T = {len(tokens.tokens):,} tokens with {name}")
+        if not self.cover.covering or self.cover.what != what:
+            self.cover.cover(what, previous=self.frame is not None)
+            if self._progress[1]:
+                self.cover.set_progress(*self._progress)
+        self.panel.decoderPanel.set_stale(True)
+        self.focus.setEnabled(False)  # the walk too shows the previous result
+
+    def _uncover(self) -> None:
+        self.cover.uncover()
+        self.panel.decoderPanel.set_stale(False)
+        self.focus.setEnabled(True)
+
+    def _loaded(self) -> None:
+        """The model the state's config names is in memory: its tokens under the sentence at once."""
+        tokens = check_tokens_now(self._state.config)
+        if tokens is not None:
+            self.panel.show_tokens(self._state.config, tokens)
+            self._asked_tokens = tokens
+            self._show_loading(None)
+
+    def _on_layer_progress(self, done: int, total: int) -> None:
+        self._progress = (done, total)
+        if self._loading is not None:  # the model is in memory now: its tokens and the cover say what is computed
+            self._loaded()
+            if self.cover.covering and self._asked_tokens is not None:
+                self._show_busy()
+        if self.cover.covering:
+            self.cover.set_progress(done, total)
 
     def _show_loading(self, model: str | None, done: int = 0, total: int = 0) -> None:
         """Say under the sentence and in the status bar that ``model`` loads (None: it is done)."""
@@ -447,6 +545,10 @@ class MainWindow(FileActions, QtWidgets.QMainWindow):
     def _on_load_progress(self, done: int, total: int) -> None:
         if self._loading is not None:
             self._show_loading(self._loading, done, total)
+            if self.cover.covering and total:  # a first start's cover says how far the tokenizer is
+                self.cover.bar.setRange(0, total)
+                self.cover.bar.setValue(done)
+                self.cover.bar.setFormat("building the tokenizer (only the first time): %p %")
 
     def _show_invalid(self, message: str) -> None:
         self._invalid = message
@@ -462,10 +564,9 @@ class MainWindow(FileActions, QtWidgets.QMainWindow):
         self.frame = frame
         self._shown_id = frame.request_id
         self.failed_config = None
+        self._uncover()
         if self._loading is not None:  # the model is in memory now: the chips come at once
-            tokens = check_tokens_now(self._state.config)
-            if tokens is not None:
-                self.panel.show_tokens(self._state.config, tokens)
+            self._loaded()
             self._show_loading(None)
         partial = is_partial(frame)  # a large decoder's first maps: the rest of its run is to come
         self.panel.decoderPanel.show_next_tokens(result.next_tokens, pending=partial)
@@ -490,8 +591,9 @@ class MainWindow(FileActions, QtWidgets.QMainWindow):
             self._show_invalid(self._invalid)
         elif result.config.model is not None:  # a sentence the model cannot read: said where the person types
             unknown = unknown_note(result.config, tokens_for(result.config))
-            if unknown:
-                self.panel.show_message("⚠ " + unknown)
+            what_if = result.resolved.what_if_text()  # a model run changed by an option it lacks: never unsaid
+            if unknown or what_if:
+                self.panel.show_message("⚠ " + " · ".join(t for t in (what_if, unknown) if t))
         self.frameShown.emit(frame)
         if not partial:  # a generation step goes on once its sentence's whole run is shown
             self._continue_generation(result.config)
@@ -512,6 +614,7 @@ class MainWindow(FileActions, QtWidgets.QMainWindow):
                 self._show_model_dock(model_mode, result)
                 self.layout().activate()
         self._asked_dock = None  # the first frame is drawn: the docks are the person's from here on
+        self._docks_settled = True
         self.pipeline.show_frame(self.frame, state.head, state.token, hidden, state.focus, state.scales, started)
         self.focus.show_walk(result, state.token, state.head)
         if partial:  # not the last sentence's grid: this one's comes with its whole run
@@ -526,17 +629,17 @@ class MainWindow(FileActions, QtWidgets.QMainWindow):
         if "layer_weights" not in self.frame.arrays:
             return
         hidden = self.hidden_tokens()
-        # the options (causal, window, ...) apply to the shown layer only; the model's other
-        # layers are as it computed them: causal in a decoder, unmasked in an encoder
+        # every layer ran with the plan's options (a what-if in all of them); the other layers' masks are drawn
+        # causal where the run is causal (their windows are in their weights, 0 outside)
         scaled = self.frame.arrays.get("scaled")
         masked = np.isneginf(scaled).all(axis=0) if scaled is not None else None  # the same in every head
         t = self.frame.arrays["layer_weights"].shape[-1]
-        model_mask = np.triu(np.ones((t, t), dtype=bool), 1) if model_spec(result.config.model).causal else None
+        model_mask = np.triu(np.ones((t, t), dtype=bool), 1) if result.resolved.causal else None
         self.modelView.set_weights(self.frame.arrays["layer_weights"], result.config.layer, state.head, hidden,
                                    result.seq_len, masked, other_layers=model_mask,
-                                   kv_heads=result.config.dims.kv_heads, sink=self.frame.arrays.get("sink_mass"),
+                                   kv_heads=result.resolved.dims.kv_heads, sink=self.frame.arrays.get("sink_mass"),
                                    distance=self.frame.arrays.get("mean_distance"))
-        self.modelView.set_struck(result.config.ablate, allowed=result.config.is_causal)
+        self.modelView.set_struck(result.config.ablate, allowed=result.resolved.decoder)
 
     def _show_model_dock(self, show: bool, result) -> None:
         """Entering model mode: the grid of every head, in front (behind the dock the command line
@@ -546,6 +649,7 @@ class MainWindow(FileActions, QtWidgets.QMainWindow):
             if asked is self.modelDock or self.modelDock.isHidden():
                 return
             self.modelDock.hide()
+            self._front = None  # the walk comes back as at the opening: its fifth, not a dock's room
             (asked or self.focusDock).raise_()
             self.resizeDocks([self.focusDock], [max(150, self.height() // 5)], QtCore.Qt.Orientation.Vertical)
             return
@@ -557,23 +661,45 @@ class MainWindow(FileActions, QtWidgets.QMainWindow):
         self.modelDock.raise_()
         self._give_model_view_room(result)
 
-    def _model_view_in_sight(self) -> None:
-        if in_sight(self.modelDock):
+    def _give_room(self, dock: QtWidgets.QDockWidget) -> None:
+        """A dock came in front: at least ``DOCK_OPEN_H`` tall (at most ``DOCK_MOST`` of the window), so that its
+        main control is in view (at 1366 x 768 every dock opened about 120 px tall, Train's Start hidden). The
+        walk in front as the window opens keeps its fifth; brought back from another tab it gets the room too.
+        Never shrunk: the person's own height stays."""
+        if not in_sight(dock):
+            return
+        before, self._front = self._front, dock
+        if dock is self.focusDock and before in (None, self.focusDock):  # the window opening: a fifth
+            return
+        if dock is self.modelDock:
             self._give_model_view_room()
+            return
+        self._raise_height(dock, DOCK_OPEN_H)
+
+    def _raise_height(self, dock: QtWidgets.QDockWidget, wanted: int) -> None:
+        wanted = min(wanted, round(self.height() * DOCK_MOST))
+        if dock.height() < wanted:
+            self.resizeDocks([dock], [wanted], QtCore.Qt.Orientation.Vertical)
+            self.layout().activate()
+            short = wanted - dock.height()  # the size asked is the tab group's, its tab bar included
+            if short > 0:
+                self.resizeDocks([dock], [wanted + short], QtCore.Qt.Orientation.Vertical)
 
     def _give_model_view_room(self, result=None) -> None:
-        """The model view came in front: once a model, its thumbnails of 30 layers x 9 heads get a taller dock
-        (two fifths), where the screen leaves the maps their room. It is given when the view first comes in
-        sight, not only when the model's first frame does: behind a dock asked for (``--dock why``) the grid
-        kept a fifth of the height when brought in front. Never shrunk: the person's own height stays."""
+        """The model view came in front: ``DOCK_OPEN_H`` at least; once a model, its thumbnails of 30 layers x
+        9 heads get two fifths of a tall window, where the screen leaves the maps their room. It is given when
+        the view first comes in sight, not only when the model's first frame does: behind a dock asked for
+        (``--dock why``) the grid kept a fifth of the height when brought in front."""
         result = result or self.result
-        if self._model_room or result is None or result.config.model is None:
+        if not in_sight(self.modelDock):
             return
-        self._model_room = True
-        wanted = max(150, self.height() * 2 // 5)
-        if (model_spec(result.config.model).layers > result.heads and self.height() >= 1000
-                and self.modelDock.height() < wanted):
-            self.resizeDocks([self.modelDock], [wanted], QtCore.Qt.Orientation.Vertical)
+        wanted = DOCK_OPEN_H
+        if not self._model_room and result is not None and result.config.model is not None:
+            self._model_room = True
+            spec = result.resolved.spec
+            if spec is not None and spec.layers > result.heads and self.height() >= 1000:
+                wanted = max(wanted, self.height() * 2 // 5)
+        self._raise_height(self.modelDock, wanted)
 
     def hidden_tokens(self) -> tuple[int, ...]:
         """Token indices left out of the maps: the model's special tokens, when asked."""
@@ -584,8 +710,20 @@ class MainWindow(FileActions, QtWidgets.QMainWindow):
         self._shown_id = failure.request_id
         self.failed_config = config
         self._show_loading(None)
+        self._uncover()
         self.stop_generation()
         first_line = failure.message.splitlines()[0]
+        if failure.cancelled:
+            done, total = self._progress
+            where = f" after {done} of {total} layers" if total else ""
+            shows = ("this text's first maps" if self.frame is not None and is_partial(self.frame)
+                     and self.frame.result.config == config else "the previous result")
+            first_line = (f"Stopped{where}: the maps show {shows}; edit the text, "
+                          f"or press F5 to compute it again")
+            self.panel.show_message(first_line)
+            self.statusLabel.setText(first_line)
+            self.computeFailed.emit(first_line)
+            return
         if failure.device_error and config.device != self.last_good_device:
             first_line += f" — back on {self.last_good_device}"
             self.set_state(self._state.with_config(device=self.last_good_device))
@@ -648,7 +786,8 @@ class MainWindow(FileActions, QtWidgets.QMainWindow):
         self.settings.set("geometry", self.saveGeometry())
         self.settings.set("window_state", self.saveState())
         self.settings.set("splitter", self.splitter.saveState())
-        self.settings.set_state(self._state)
+        lesson = self.lessons is not None and self._before_lesson is not None and self.lessons.on_lesson_input()
+        self.settings.set_state(self._before_lesson if lesson else self._state)
         self.settings.sync()
         self.stop_workers()
         super().closeEvent(event)

@@ -77,6 +77,8 @@ def build_menus(win: QtWidgets.QMainWindow) -> Menus:
     _action(view_menu, "All maps", lambda: win.focus_on(None), "allMapsAction")
     view_menu.addSeparator()
     view_menu.addAction("Edit the sentence", win.panel.focus_sentence).setShortcut(keys("Ctrl+L"))
+    _action(view_menu, "Compute again", win.recompute, "recomputeAction", keys("F5"),
+            "Compute the input again (after Esc stopped it, or a failure)")
 
     presets = win.menuBar().addMenu("&Presets")
     for name in PRESETS:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from PySide6 import QtCore, QtWidgets
 
-from ..engine import UserError, entropy_vs_dk, model_spec
+from ..engine import UserError, entropy_vs_dk
 from ..engine.metrics import causal_visible, head_metrics
 from ..engine.scaling import EntropySweep, sweep_cost, sweep_d_ks
 from ..present.frame import Frame
@@ -56,7 +56,7 @@ class ScalingPanel(QtWidgets.QWidget):
         if "scores" in result.not_captured:  # a model read through transformers: no ω to rescale
             self._fix = None
             self.fixButton.setVisible(False)
-            self.note.setText(f"The scores ω are not captured for {model_spec(cfg.model).through}: only α is shown.")
+            self.note.setText(f"The scores ω are not captured for {result.resolved.spec.through}: only α is shown.")
             return
         self.plot.set_query(query_softmax(result, head, token), head)
         self._fix = note.fix if note else None
@@ -67,7 +67,8 @@ class ScalingPanel(QtWidgets.QWidget):
         else:
             self.note.setText("The softmax is soft here: fewer than half the rows put 0.99 or more on one key. "
                               "Turn scaling off or raise d_k, d_model to watch it turn one-hot.")
-        mask = causal_visible(result.seq_len, result.q.device) if cfg.is_causal and not result.streamed else None
+        causal = result.resolved.causal and not result.streamed
+        mask = causal_visible(result.seq_len, result.q.device) if causal else None
         # a long input keeps its weights pooled only: its point is left off the plot
         cross = result.source_tokens is not None
         entropy = None if result.streamed else head_metrics(result.weights, mask, cross=cross)["entropy_norm"]

@@ -148,6 +148,7 @@ class TrainPanel(QtWidgets.QWidget):
         self._left = 0  # steps still to run for this Start or Step
         self._fresh = False  # the thread holds a run made from the controls
         self._pace: tuple[float, int] | None = None  # when this Start began, and at which step
+        self.folder: Path | None = None  # this run's checkpoints (its own temporary folder: made on first save)
         self.start.clicked.connect(self._start)
         self.stepButton.clicked.connect(lambda: self._run(1))
         self.pauseButton.clicked.connect(self._pause)
@@ -184,6 +185,7 @@ class TrainPanel(QtWidgets.QWidget):
         self._scores = {}
         self._fit_legend()
         self.step_count = 0
+        self.folder = None  # a new run saves into a folder of its own
         self.tasks.start("reset", lambda: self.run_state.reset(config))
         self._fresh = True
 
@@ -238,13 +240,16 @@ class TrainPanel(QtWidgets.QWidget):
                 self.stopped.emit()
 
     def open_in_explorer(self) -> None:
-        """Save the current checkpoint to a temp folder; the window opens it as its model, on the
-        probe sequence written as a sentence of the task's words (``openRequested``)."""
+        """Save the current checkpoint into this run's temporary folder (``folder``: one per run, so that two
+        windows never write into each other's); the window opens it as its model, on the probe sequence written
+        as a sentence of the task's words (``openRequested``)."""
         if not self._fresh:
             self.message.setText("Train first: there is no model yet.")
             return
         self.pause = True
-        folder = Path(tempfile.gettempdir()) / "attn-gui-train" / f"step-{self.step_count}"
+        if self.folder is None:
+            self.folder = Path(tempfile.mkdtemp(prefix="attn-gui-train-"))
+        folder = self.folder / f"step-{self.step_count}"
         run = self.run_state  # read on the worker, as every other use of the run
         self.tasks.start("save", lambda: (str(run.trainer.save(folder)), run.trainer.task.sentence(
             run.trainer.task.probe().inputs[0])))

@@ -30,6 +30,12 @@ def _map(name: str) -> HeatmapView:
     return view
 
 
+NEEDS_DECODER = ("Why needs a decoder model: it splits the next token's logit into each head's and MLP's share, "
+                 "the scores into their terms, and reads the logit lens and the circuits, all of which a decoder's "
+                 "language-model head defines. Choose SmolLM2-135M, a decoder folder, a .gguf file or a trained "
+                 "checkpoint under Source → weights.")
+
+
 class WhyPanel(QtWidgets.QWidget):
     """Direct logit attribution, score attribution, logit lens, circuits and head labels of the shown model.
 
@@ -108,17 +114,26 @@ class WhyPanel(QtWidgets.QWidget):
         self.copyingButton.setToolTip("The eigenvalues of each head's W_U W_OV W_E (a few seconds per layer "
                                       "on SmolLM2)")
 
+        self.tools = QtWidgets.QWidget()  # what needs a decoder: hidden without one, the message says so
         form = QtWidgets.QFormLayout()
         form.addRow("Token", self.tokenBox)
         form.addRow("against", self.againstBox)
+        controls = QtWidgets.QVBoxLayout(self.tools)
+        controls.setContentsMargins(0, 0, 0, 0)
+        controls.addLayout(form)
+        controls.addWidget(self.explainButton)
+        controls.addWidget(self.colourBox)
+        self.detector = QtWidgets.QWidget()
+        detector = QtWidgets.QVBoxLayout(self.detector)
+        detector.setContentsMargins(0, 0, 0, 0)
+        detector.addWidget(QtWidgets.QLabel("<b>Head detector</b>"))
+        detector.addWidget(self.labels, 1)
         left = QtWidgets.QVBoxLayout()
-        left.addLayout(form)
-        left.addWidget(self.explainButton)
-        left.addWidget(self.colourBox)
+        left.addWidget(self.tools)
         left.addWidget(self.message)
         left.addWidget(self.summary)
-        left.addWidget(QtWidgets.QLabel("<b>Head detector</b>"))
-        left.addWidget(self.labels, 1)
+        left.addWidget(self.detector, 1)
+        left.addStretch(0)
 
         score_tab = QtWidgets.QWidget()
         pick = QtWidgets.QHBoxLayout()
@@ -173,11 +188,12 @@ class WhyPanel(QtWidgets.QWidget):
         decoder = config is not None and config.model is not None and hasattr(source(config.model), "decoder")
         for w in (self.explainButton, self.scoreButton, self.copyingButton):
             w.setEnabled(decoder)
+        for w in (self.tools, self.summary, self.detector, self.tabs):  # no blank panel: the message says why
+            w.setVisible(decoder)
         if not decoder:
             self.config = self.last_dla = None
             self._emit_colours()
-            self.message.setText("Why needs a decoder model: choose smollm2-135m, a decoder folder, a .gguf file "
-                                 "or a trained checkpoint under Source.")
+            self.message.setText(NEEDS_DECODER)
             return
         changed = self.config is None or (config.model, config.sentence, config.ablate) != (
             self.config.model, self.config.sentence, self.config.ablate)

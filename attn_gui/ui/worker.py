@@ -28,7 +28,8 @@ from PySide6 import QtCore
 
 from ..engine import AttentionConfig, UserError
 from ..present.frame import Frame
-from ..present.runner import Failure, LatestWins, is_partial, is_small, run_request, torch_threads
+from ..engine.progress import Watch
+from ..present.runner import Failure, LatestWins, is_partial, is_small, run_request, shares_run, torch_threads
 
 
 _RUNNING: weakref.WeakSet = weakref.WeakSet()  # every ComputeService and TaskThread whose thread may run
@@ -47,12 +48,14 @@ atexit.register(stop_all)
 class _Worker(QtCore.QObject):
     finished = QtCore.Signal(object)  # Frame or Failure
     progress = QtCore.Signal(int, int, int)  # request id, done, total (a model's first load)
+    layers = QtCore.Signal(int, int, int)  # request id, layers done, layers (the model's run)
 
     def __init__(self, queue: LatestWins):
         super().__init__()
         self._queue = queue
         self._lock = threading.Lock()
         self._retired: list[Frame] = []
+        self.running: tuple[int, AttentionConfig, Watch] | None = None  # the request computed now
 
     def retire(self, frame: Frame) -> None:
         """Keep ``frame`` until ``release`` runs on the worker thread (called on the GUI thread)."""
@@ -71,11 +74,28 @@ class _Worker(QtCore.QObject):
         if job is not None:  # None: a newer request already took this wake-up's work
             request_id, config = job
             report = lambda done, total: self.progress.emit(request_id, done, total)  # noqa: E731
-            stale = lambda: not self._queue.is_latest(request_id)  # noqa: E731
-            outcome = run_request(request_id, config, report, first=True, stale=stale)
-            self.finished.emit(outcome)  # a large decoder's first maps: shown while the rest of its run goes on
-            if is_partial(outcome) and not stale():
-                self.finished.emit(run_request(request_id, config, report, stale=stale))
+            watch = Watch(lambda done, total: self.layers.emit(request_id, done, total))
+            with self._lock:
+                self.running = (request_id, config, watch)
+            try:  # both halves of a large decoder's request under one watch: a cancel stops either
+                outcome = run_request(request_id, config, report, watch, first=True)
+                self.finished.emit(outcome)  # a large decoder's first maps: shown while the rest of its run goes on
+                if is_partial(outcome) and self._queue.is_latest(request_id):  # else a newer request resumes it
+                    outcome = run_request(request_id, config, report, watch)
+                    self.finished.emit(outcome)
+            finally:
+                with self._lock:
+                    self.running = None
+
+    def cancel(self, unless: AttentionConfig | None = None) -> bool:
+        """Stop the request in progress (any thread), unless ``unless`` reads the same model run; whether
+        one was stopped."""
+        with self._lock:
+            running = self.running
+        if running is None or (unless is not None and shares_run(running[1], unless)):
+            return False
+        running[2].cancel()
+        return True
 
 
 class ComputeService(QtCore.QObject):
@@ -91,11 +111,14 @@ class ComputeService(QtCore.QObject):
         The newest request failed.
     loadProgress(int, int)
         The newest request's model is being converted on its first load: done, total steps.
+    layerProgress(int, int)
+        The newest request's model run: layers done, layers.
     """
 
     resultReady = QtCore.Signal(object)
     failed = QtCore.Signal(object)
     loadProgress = QtCore.Signal(int, int)
+    layerProgress = QtCore.Signal(int, int)
     _wake = QtCore.Signal()
     _release = QtCore.Signal()
 
@@ -111,6 +134,7 @@ class ComputeService(QtCore.QObject):
         self._delivered: Frame | None = None
         self._worker.finished.connect(self._deliver)
         self._worker.progress.connect(self._on_progress)
+        self._worker.layers.connect(self._on_layers)
         self._thread.start()
         _RUNNING.add(self)
 
@@ -124,6 +148,7 @@ class ComputeService(QtCore.QObject):
         A tiny config is computed right here instead (see ``present.runner.is_small``).
         """
         small = is_small(config)
+        self._worker.cancel(unless=config)  # a run this request cannot use is stopped, not waited for
         request_id = self.queue.submit(config, pending=not small)
         if small:
             with torch_threads(1):
@@ -132,9 +157,23 @@ class ComputeService(QtCore.QObject):
             self._wake.emit()
         return request_id
 
+    def cancel(self) -> bool:
+        """Stop the request in progress (within a block of rows, ``engine.progress``); whether one ran. Its
+        ``failed`` comes with ``Failure.cancelled``."""
+        return self._worker.cancel()
+
+    @property
+    def working(self) -> bool:
+        """Whether the thread is computing a request now."""
+        return self._worker.running is not None
+
     def _on_progress(self, request_id: int, done: int, total: int) -> None:
         if self.queue.is_latest(request_id):
             self.loadProgress.emit(done, total)
+
+    def _on_layers(self, request_id: int, done: int, total: int) -> None:
+        if self.queue.is_latest(request_id):
+            self.layerProgress.emit(done, total)
 
     def _deliver(self, outcome: Frame | Failure) -> None:
         if not self.queue.is_latest(outcome.request_id):
@@ -150,8 +189,9 @@ class ComputeService(QtCore.QObject):
             self.failed.emit(outcome)
 
     def shutdown(self) -> None:
-        """Stop the thread (waits for a compute in progress to finish)."""
+        """Stop the thread (a model run in progress stops within a block of rows)."""
         self.queue.clear()
+        self._worker.cancel()
         self._delivered = None
         self._thread.quit()
         self._thread.wait()

@@ -5,6 +5,7 @@ and its validation: heads out of range, an encoder, random weights, a session's 
 import pytest
 import torch
 
+from attn_gui.engine.plan import plan
 from attn_gui.engine import AttentionConfig, ConfigError, compute, format_heads, parse_heads
 from attn_gui.engine.sources import is_available
 from test_interventions import peer_logits
@@ -48,8 +49,8 @@ def test_compute_with_ablate_equals_transformers_pre_hook(smollm2_peer):
     (dict(model=None, ablate=((0, 0),)), "ablating heads needs a decoder model (choose smollm2-135m)"),
 ])
 def test_bad_ablate_is_one_line(changes, message):
-    with pytest.raises(ConfigError, match=r"^[^\n]*$") as info:
-        AttentionConfig(**{"model": NAME, "sentence": SENTENCE, **changes})
+    with pytest.raises(ConfigError, match=r"^[^\n]*$") as info:  # the value's own checks, or the plan's (the model's)
+        plan(AttentionConfig(**{"model": NAME, "sentence": SENTENCE, **changes}))
     assert message in str(info.value)
 
 

@@ -7,6 +7,7 @@ import dataclasses
 import pytest
 import torch
 
+from attn_gui.engine.plan import plan
 from attn_gui.engine import AttendOptions, AttentionConfig, Projections, Stream, compute
 from attn_gui.engine.attention import Relative, attend, attend_summarised
 from attn_gui.engine.fields import FIELDS
@@ -48,12 +49,11 @@ def test_the_options_are_one_frozen_record():
         options.causal = False
     assert options.replace(window=3) == AttendOptions(causal=True, window=3) and options.window is None
     cfg = AttentionConfig(positional="alibi", causal=True, window=4, sink_tokens=1, temperature=2.0, position_offset=3)
-    assert cfg.attend_options == AttendOptions(causal=True, window=4, sink_tokens=1, temperature=2.0, alibi=True,
-                                               position_offset=3)
+    assert plan(cfg).shown == AttendOptions(causal=True, window=4, sink_tokens=1, temperature=2.0, alibi=True,
+                                            position_offset=3)
 
 
-@pytest.mark.parametrize("change", [dict(causal=False), dict(similarity="cosine"), dict(alibi=True),
-                                    dict(softcap=30.0), dict(sink_tokens=1), dict(position_offset=2),
+@pytest.mark.parametrize("change", [dict(causal=False), dict(alibi=True), dict(softcap=30.0), dict(position_offset=2),
                                     dict(relative=Relative(None, None, None))])
 def test_attend_summarised_refuses_what_it_does_not_compute(change):
     g = torch.Generator().manual_seed(0)
@@ -63,5 +63,20 @@ def test_attend_summarised_refuses_what_it_does_not_compute(change):
     kept = attend_summarised(x, w, causal, Stream(4, 2**20))  # a decoder's own options run
     assert kept.pooled is not None and kept.weights is None
     assert torch.allclose(kept.output, attend(x, w, causal).output, atol=1e-6)
-    with pytest.raises(ValueError, match="causal dot-product attention only"):
+    with pytest.raises(ValueError, match="causal attention only"):
         attend_summarised(x, w, causal.replace(**change), Stream(4, 2**20))
+
+
+@pytest.mark.parametrize("change", [dict(similarity="cosine"), dict(window=2, sink_tokens=1), dict(scale=False),
+                                    dict(temperature=2.0, layer_scale=3.0), dict(scale_dim=64.0)])
+def test_attend_summarised_computes_the_what_ifs_as_attend_does(change):
+    """A what-if of a model's forward (``engine.plan``) streamed: every option the score function takes gives the
+    same z and output as ``attend``'s full T x T path (the reference: its own softmax over every key)."""
+    g = torch.Generator().manual_seed(1)
+    x, w = torch.randn(9, 8, generator=g), Projections(*(torch.randn(2, 4, 8, generator=g) for _ in range(3)),
+                                                      torch.randn(8, 8, generator=g))
+    options = AttendOptions(layout="column", causal=True, **change)
+    kept = attend_summarised(x, w, options, Stream(4, 64))  # blocks of a few rows: the scores go block by block
+    full = attend(x, w, options)
+    assert torch.allclose(kept.head_outputs, full.head_outputs, atol=1e-6)
+    assert torch.allclose(kept.pooled.last_row, full.weights[:, -1], atol=1e-6)

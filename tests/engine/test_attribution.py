@@ -313,12 +313,12 @@ def test_smollm2_gguf_dla_equals_transformers(smollm2_peer):
 
 
 def test_a_forward_step_the_split_does_not_know_is_refused(folder, monkeypatch):
-    """If the decoder's layer computes something the components miss (here: the split's MLP made to differ from
-    the layer's), the attribution refuses in one line instead of splitting wrongly."""
+    """If the decoder's layer computes something the components miss (here: the split's head writes made to differ
+    from what the layer's W_O wrote), the attribution refuses in one line instead of splitting wrongly."""
     from attn_gui.engine import attribution
 
     _, path, _ = folder
-    real = attribution.feed_forward
-    monkeypatch.setattr(attribution, "feed_forward", lambda *args: 1.5 * real(*args))
+    real = attribution.head_writes
+    monkeypatch.setattr(attribution, "head_writes", lambda *args: 1.5 * real(*args))
     with pytest.raises(ConfigError, match="has a step the attribution does not split"):
         direct_logit_attribution(AttentionConfig(sentence=SENTENCE, model=path))

@@ -3,6 +3,7 @@ import sys
 
 import pytest
 
+from attn_gui.engine.plan import plan
 from attn_gui.engine import (AttentionConfig, ConfigError, DeviceError, TooLargeError, UserError, check_tokens,
                              compute, estimate_bytes, tokenize)
 
@@ -46,7 +47,7 @@ def test_char_tokenizer():
 ])
 def test_bad_values_raise_a_readable_config_error(changes, message):
     with pytest.raises(ConfigError, match=message):
-        AttentionConfig(**changes)
+        plan(AttentionConfig(**changes))
 
 
 @pytest.mark.parametrize("sentence", ["", "?!", "  \t "])

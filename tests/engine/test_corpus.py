@@ -350,10 +350,10 @@ def test_the_dla_is_left_out_where_no_sum_of_head_terms_gives_the_logit():
     from attn_gui.engine.attribution import next_token_refusal
     from attn_gui.engine.sources.llama import LlamaShape
 
-    plain = LlamaShape(layers=1, heads=2, kv_heads=1, d_k=4, eps=1e-5, rope_base=None)
+    plain = LlamaShape(layers=1, heads=2, kv_heads=1, d_k=4, eps=1e-5)
     assert next_token_refusal(plain) is None
-    assert "sandwich" in next_token_refusal(replace(plain, sandwich=True))
-    assert "OLMo 2" in next_token_refusal(replace(plain, post_norm=True))
+    assert "sandwich" in next_token_refusal(replace(plain, block="sandwich"))
+    assert "OLMo 2" in next_token_refusal(replace(plain, block="post"))
     assert "final_logit_softcapping" in next_token_refusal(replace(plain, final_softcap=30.0))
     assert "lm_head" in next_token_refusal(plain, predicts=False)
     assert "is an encoder" in C.dla_refusal("minilm-l6")  # no weights read: the bundled encoder's spec

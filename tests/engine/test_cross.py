@@ -11,6 +11,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from attn_gui.engine.plan import plan
 from attn_gui.engine import AttentionConfig, ConfigError, check_tokens, compute, tokenize
 from attn_gui.engine.attention import sinusoidal_positions
 from attn_gui.engine.reduce import reduce_matrix
@@ -124,7 +125,7 @@ def test_an_empty_second_sentence_is_self_attention(blank):
 ])
 def test_what_needs_one_sentence_is_refused_with_a_second(changes, message):
     with pytest.raises(ConfigError, match=message):
-        AttentionConfig(source_sentence="another text", **changes)
+        plan(AttentionConfig(source_sentence="another text", **changes))
     AttentionConfig(**changes)  # fine without it
 
 

@@ -10,6 +10,7 @@ sums in another order; the last position's logits within 1e-3, as the issue stat
 import pytest
 import torch
 
+from attn_gui.engine.plan import plan
 from attn_gui.engine import model_spec, AttentionConfig, ConfigError, ModelUnavailable, compute, formula, source
 from attn_gui.engine.attention import rope_angles, rotate
 from attn_gui.engine.decoding import Decoder, check_steps, generate
@@ -43,13 +44,14 @@ def test_spec_and_config():
     spec = model_spec(NAME)
     cfg = AttentionConfig(model=NAME, layer=29)
     assert (cfg.dims.heads, cfg.dims.kv_heads, cfg.dims.d_k, cfg.dims.d_model) == (9, 3, 64, 576)
-    assert cfg.is_causal and not cfg.causal and cfg.rope == 100000.0 == spec.rope_base
-    assert AttentionConfig(model="minilm-l6").dims.kv_heads == 12 and not AttentionConfig(model="minilm-l6").is_causal
+    assert plan(cfg).causal and not cfg.causal and plan(cfg).shown.rope_base == 100000.0 == spec.rope_base
+    minilm = AttentionConfig(model="minilm-l6")
+    assert minilm.dims.kv_heads == 12 and not plan(minilm).causal
     with pytest.raises(ConfigError, match=r"has layers 1 to 30 \(layer = 0 to 29 counted from 0\); got layer = 30"):
-        AttentionConfig(model=NAME, layer=30)
-    assert formula("weights", cfg) == "α = softmax(ω / √d_k + mask)"
-    assert formula("q", cfg).endswith("rotated (RoPE)")
-    assert formula("x", cfg) == "X: RMSNorm of the residual stream entering the layer"
+        plan(AttentionConfig(model=NAME, layer=30))  # the plan resolves the model: the config reads no file
+    assert formula("weights", plan(cfg)) == "α = softmax(ω / √d_k + mask)"
+    assert formula("q", plan(cfg)).endswith("rotated (RoPE)")
+    assert formula("x", plan(cfg)) == "X: RMSNorm of the residual stream entering the layer"
 
 
 def test_weights_equal_transformers_state_dict(smollm2_peer):
@@ -153,7 +155,7 @@ def test_compute_shows_a_decoder_layer(smollm2_peer):
     assert r.next_tokens[0][0] == "␣Paris" and r.next_tokens[0][1] == pytest.approx(float(paris), abs=1e-5)
     assert [p for _, p in r.next_tokens] == sorted((p for _, p in r.next_tokens), reverse=True)
     assert any("4-bit" in n for n in r.notes) and any("causal by construction" in n for n in r.notes)
-    assert formula("x", cfg) == "X: RMSNorm of the residual stream entering the layer"
+    assert formula("x", plan(cfg)) == "X: RMSNorm of the residual stream entering the layer"
     again = compute(cfg.replace(layer=6))  # another layer reads the kept run, not a new one
     assert again.layer_weights.data_ptr() == r.layer_weights.data_ptr()
 

@@ -13,6 +13,7 @@ import importlib
 import pytest
 import torch
 
+from attn_gui.engine.plan import plan
 from attn_gui.engine import AttentionConfig, compute, model_spec, source
 
 import transformers
@@ -137,16 +138,16 @@ def test_the_formulas_name_each_familys_steps(folder):
     spec, result = model_spec(path), compute(cfg)
     dims = spec.rope_dims
     if dims:  # partial rotary: how many dimensions turn, and one angle per turned pair
-        assert formula("q", cfg).endswith(f", its first {dims} dimensions rotated (RoPE)")
-        assert formula("rope_angles", cfg) == f"θ = t · 10000^(−2i/{dims}), r = {dims} of d_k turned"
+        assert formula("q", plan(cfg)).endswith(f", its first {dims} dimensions rotated (RoPE)")
+        assert formula("rope_angles", plan(cfg)) == f"θ = t · 10000^(−2i/{dims}), r = {dims} of d_k turned"
         assert result.rope_angles.shape == (len(SENTENCE.split()), dims // 2)
     else:
-        assert formula("q", cfg).endswith(", rotated (RoPE)") and result.rope_angles.shape[1] == spec.d_k // 2
+        assert formula("q", plan(cfg)).endswith(", rotated (RoPE)") and result.rope_angles.shape[1] == spec.d_k // 2
     if spec.qk_norm_across:  # OLMo 2: X is the residual itself; q and k normed over all heads
-        assert formula("q", cfg).endswith(", RMS-normed over all heads, rotated (RoPE)")
-        assert formula("k_normed", cfg) == "K = RMSNorm(X W_k) ⊙ g_k, over all heads of a token (h·d_k), before " \
-                                           "the rotation"
-        assert formula("x", cfg) == "X: the residual stream entering the layer (no norm before attention)"
+        assert formula("q", plan(cfg)).endswith(", RMS-normed over all heads, rotated (RoPE)")
+        assert formula("k_normed", plan(cfg)) == \
+            "K = RMSNorm(X W_k) ⊙ g_k, over all heads of a token (h·d_k), before the rotation"
+        assert formula("x", plan(cfg)) == "X: the residual stream entering the layer (no norm before attention)"
 
 
 
@@ -209,7 +210,7 @@ def test_older_pythia_names_and_a_scaled_rope(tmp_path):
         assert spec.rope_base == theirs["rope_theta"]
     with pytest.raises(ConfigError, match="^scaled rotates 2 of each head's 8 dimensions with a scaled RoPE "
                                           r"\(linear\), which attn-gui does not apply yet$"):
-        AttentionConfig(model=changed("scaled", rope_scaling={"type": "linear", "factor": 2.0}))
+        plan(AttentionConfig(model=changed("scaled", rope_scaling={"type": "linear", "factor": 2.0})))
 
 
 @pytest.mark.parametrize("act", ["gelu", "gelu_pytorch_tanh"])
@@ -221,17 +222,22 @@ def test_a_gated_feed_forward_applies_its_hidden_act(tmp_path, act):
     top5_equals_transformers(AttentionConfig(sentence=SENTENCE, model=path), out.logits[0, -1], WORDS)
 
 
-def test_attribution_splits_pythia_and_refuses_olmo2s_post_norms(tmp_path):
+def test_attribution_splits_pythia_and_olmo2s_post_norms(tmp_path):
     """The split's own check (components summing to every layer's residual and to the model's logits) holds
-    for GPT-NeoX's parallel residual; OLMo 2 normalises each block's output, which no split into heads keeps."""
-    from attn_gui.engine import ConfigError
-    from attn_gui.engine.attribution import trace
+    for GPT-NeoX's parallel residual, and for OLMo 2, whose norm after each block splits over the heads with its
+    scale frozen on the block's real output (``llama.BLOCKS["post"]``)."""
+    from attn_gui.engine.attribution import direct_logit_attribution, trace
 
     path, hf = _folder("gpt_neox", tmp_path / "pythia")
     run = trace(AttentionConfig(sentence=SENTENCE, model=path))
     with torch.no_grad():
         want = hf(torch.tensor(run.ids)[None]).logits[0, -1]
     assert torch.allclose(run.logits, want, atol=1e-4, rtol=1e-4)
-    path, _ = _folder("olmo2", tmp_path / "olmo2")
-    with pytest.raises(ConfigError, match="has a step the attribution does not split"):
-        trace(AttentionConfig(sentence=SENTENCE, model=path))
+    path, hf = _folder("olmo2", tmp_path / "olmo2")
+    cfg = AttentionConfig(sentence=SENTENCE, model=path)
+    run = trace(cfg)
+    with torch.no_grad():
+        want = hf(torch.tensor(run.ids)[None]).logits[0, -1]
+    assert torch.allclose(run.logits, want, atol=1e-4, rtol=1e-4)
+    dla = direct_logit_attribution(cfg, traced=run)
+    assert float(dla.values.sum()) == pytest.approx(dla.logit, abs=1e-4)

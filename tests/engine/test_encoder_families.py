@@ -17,6 +17,7 @@ import torch
 import transformers
 from transformers.models.modernbert.modeling_modernbert import apply_rotary_pos_emb
 
+from attn_gui.engine.plan import plan
 from attn_gui.engine import AttentionConfig, ConfigError, compute, model_spec, source
 from attn_gui.engine.fields import formula
 from transformers_peer import alphas_equal_transformers  # (tests/)
@@ -114,9 +115,9 @@ def test_deberta_score_terms_are_maps_with_their_formulas(deberta):
     names = r.fields()
     assert names.index("scores") < names.index("c2p") < names.index("p2c") < names.index("scaled")
     assert r.c2p.shape == r.p2c.shape == (4, T, T)
-    assert formula("scores", cfg) == "ω = Q Kᵀ: content → content"
-    assert formula("c2p", cfg).startswith("c2p = Q K_rᵀ at δ(i, j): content → position")
-    assert formula("scaled", cfg) == "ω′ = (ω + c2p + p2c) / √(3·d_k)"
+    assert formula("scores", plan(cfg)) == "ω = Q Kᵀ: content → content"
+    assert formula("c2p", plan(cfg)).startswith("c2p = Q K_rᵀ at δ(i, j): content → position")
+    assert formula("scaled", plan(cfg)) == "ω′ = (ω + c2p + p2c) / √(3·d_k)"
     assert r.position_terms == ("c2p", "p2c")
 
 
@@ -126,7 +127,7 @@ def test_deberta_walk_and_why_scaling_add_the_position_terms(deberta):
 
     r = compute(AttentionConfig(sentence=SENTENCE, model=deberta[0]))
     shown = query_softmax(r, 1, 5)  # alpha as the model computes it, from the summed scores over sqrt(3 d_k)
-    assert shown.d_k == 24 and torch.allclose(torch.from_numpy(shown.scaled), r.weights[1, 5], atol=1e-6)
+    assert shown.divisor == "√(3·8)" and torch.allclose(torch.from_numpy(shown.scaled), r.weights[1, 5], atol=1e-6)
     html = walk_html(r, 5, 1)
     assert "(ω + c2p + p2c) / √(3·8)" in html and "<th>c2p</th><th>p2c</th>" in html
 
@@ -165,7 +166,7 @@ def test_every_modernbert_layer_equals_transformers(modernbert):
                           (r.v, v[0]), (r.output, block[0])):
             assert torch.allclose(got, want, atol=1e-4, rtol=1e-4), layer
         assert (r.weights[:, 0, 3:] == 0).all() == (layer == 1)  # the local layer's window hides far keys
-        assert f"{spec.layer_rope_bases[layer]:g}^" in formula("rope_angles", r.config)
+        assert f"{spec.layer_rope_bases[layer]:g}^" in formula("rope_angles", r.resolved)
     assert torch.allclose(source(path).layer_inputs(results[0].token_ids, "cpu", torch.float32)[0][-1],
                           out.last_hidden_state[0], atol=1e-4, rtol=1e-4)
 
@@ -187,13 +188,13 @@ def _changed(path, tmp_path, **fields):
 ])
 def test_deberta_fields_not_computed_are_refused_in_one_line(deberta, tmp_path, fields, message):
     with pytest.raises(ConfigError, match=message):
-        AttentionConfig(model=_changed(deberta[0], tmp_path, **fields))
+        plan(AttentionConfig(model=_changed(deberta[0], tmp_path, **fields)))
 
 
 def test_modernbert_fields_not_computed_are_refused_in_one_line(modernbert, tmp_path):
     odd = _changed(modernbert[0], tmp_path, rope_parameters={"full_attention": {"rope_type": "yarn"}})
     with pytest.raises(ConfigError, match="^odd uses RoPE scaling 'yarn', which attn-gui does not apply yet$"):
-        AttentionConfig(model=odd)
+        plan(AttentionConfig(model=odd))
 
 
 @pytest.mark.parametrize(("T", "buckets", "max_position"), [(40, 8, 64), (70, 256, 512), (30, -1, 16), (33, 6, 20)])

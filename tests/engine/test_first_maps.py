@@ -4,7 +4,7 @@ model's whole forward (``llama.forward``) and transformers' eager attentions; th
 import pytest
 import torch
 
-from attn_gui.engine import AttentionConfig, compute, source
+from attn_gui.engine import AttentionConfig, compute, progress, source
 from attn_gui.engine.sources import decoder, llama
 from tiny_decoders import SENTENCE, tiny_decoder  # (tests/)
 
@@ -72,7 +72,8 @@ def test_a_run_stopped_midway_goes_on_from_its_last_whole_layer(model, counted, 
     assert run.done == 2 and len(run.sums) == 2 and len(run.inputs) == 2
     monkeypatch.setattr(llama, "decoder_layer", layer)
     done = []
-    resumed = run.finish(on_layer=lambda n, total: done.append((n, total)))
-    assert done == [(3, 6), (4, 6), (5, 6), (6, 6)]  # a progress count per layer
+    with progress.watching(progress.Watch(lambda n, total: done.append((n, total)))):
+        resumed = run.finish()
+    assert done == [(2, 6), (3, 6), (4, 6), (5, 6), (6, 6)]  # where it starts, then a progress count per layer
     assert torch.equal(resumed.weights, whole.weights) and torch.equal(resumed.logits, whole.logits)
     assert torch.equal(resumed.summaries.sink, whole.summaries.sink)

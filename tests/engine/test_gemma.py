@@ -9,13 +9,13 @@ output and the residual stream, the next-token top 5, and cached decoding. Gemma
 (gain 1 + g) and a RoPE per layer type (a local base, a linearly scaled global one).
 """
 
-import math
 
 import pytest
 import torch
 import transformers
 from transformers_peer import alphas_equal_transformers, residuals_equal_transformers  # tests/
 
+from attn_gui.engine.plan import plan
 from attn_gui.engine import AttentionConfig, compute, formula, model_spec, source
 from attn_gui.engine.decoding import Decoder
 
@@ -92,14 +92,15 @@ def test_every_step_equals_transformers(gemma2):
         assert r.capped[visible].abs().max() <= CAP and r.scaled[visible].abs().max() > CAP  # the cap bites
         assert torch.allclose(r.output, seen[layer], atol=1e-4, rtol=1e-4)  # before the post-attention norm
         window = WINDOW if layer % 2 == 0 else None
-        assert cfg.replace(layer=layer).sliding_window == window
+        assert plan(cfg.replace(layer=layer)).shown.window == window
         hidden = torch.ones(T, T, dtype=torch.bool).triu(1)
         if window is not None:
             hidden |= torch.ones(T, T, dtype=torch.bool).tril(-window)
         assert (r.weights[:, hidden] == 0).all() and (r.weights[:, ~hidden] > 0).all()
     assert attn.scaling == SCALAR ** -0.5
-    assert formula("scaled", cfg) == f"ω′ = ω / {math.sqrt(SCALAR):g} + mask"
-    assert formula("capped", cfg) == "ω″ = 2 · tanh(ω′ / 2)" and formula("weights", cfg) == "α = softmax(ω″)"
+    assert formula("scaled", plan(cfg)) == f"ω′ = ω / √{SCALAR:g} + mask"  # query_pre_attn_scalar's root
+    assert formula("capped", plan(cfg)) == "ω″ = 2 · tanh(ω′ / 2)"
+    assert formula("weights", plan(cfg)) == "α = softmax(ω″)"
     probs = torch.softmax(out.logits[0, -1].double(), -1).topk(5)  # after the final soft-cap
     got = compute(cfg).next_tokens
     assert [t for t, _ in got] == [WORDS[i] for i in probs.indices.tolist()]
@@ -154,8 +155,8 @@ def test_gemma3_equals_transformers(gemma3):
             assert torch.allclose(r.q_normed, q[0], atol=1e-4, rtol=1e-4)
             q, k = transformers.models.gemma3.modeling_gemma3.apply_rotary_pos_emb(q, k, cos, sin)
         assert torch.allclose(r.q, q[0], atol=1e-4, rtol=1e-4) and torch.allclose(r.k, k[0], atol=1e-4, rtol=1e-4)
-        theta = cfg.replace(layer=layer)
-        assert theta.rope == (5000.0 if kind == "full_attention" else 100.0)
+        theta = plan(cfg.replace(layer=layer))
+        assert theta.shown.rope_base == (5000.0 if kind == "full_attention" else 100.0)
         assert ("linear scaling" in formula("rope_angles", theta)) == (kind == "full_attention")
         assert r.capped is None  # no attention soft-cap in this Gemma 3
     probs = torch.softmax(out.logits[0, -1].double(), -1).topk(5)

@@ -17,6 +17,7 @@ import pytest
 import torch
 import transformers
 
+from attn_gui.engine.plan import plan
 from attn_gui.engine import AttentionConfig, ConfigError, compute, model_spec, source
 from gguf_writing import byte_level_vocab, sentencepiece_vocab, write_converted, write_vocab  # (tests/)
 from transformers_peer import (alphas_equal_transformers, cached_steps_equal_recomputing,  # (tests/)
@@ -192,7 +193,9 @@ def _rewritten(tmp_path, arch, **changes):
         else:
             writer.add_key_value(field.name, field.contents(), kind)
     for key, value in changes.items():
-        if value is not None:
+        if isinstance(value, list):
+            writer.add_array(key, value)
+        elif value is not None:
             writer.add_key_value(key, value, gguf.GGUFValueType.BOOL if isinstance(value, bool) else
                                  gguf.GGUFValueType.UINT32 if isinstance(value, int) else
                                  gguf.GGUFValueType.STRING if isinstance(value, str) else gguf.GGUFValueType.FLOAT32)
@@ -214,6 +217,12 @@ def _rewritten(tmp_path, arch, **changes):
      r"\d+ tokens\)$"),
     ("phi3", {"tokenizer.ggml.add_eos_token": True, "tokenizer.ggml.eos_token_id": 100000},
      r"no end token to add \(tokenizer.ggml.eos_token_id = 100000, of \d+ tokens\)$"),
+    ("phi3", {"tokenizer.ggml.eos_token_id": [2, 32000]}, r"tokenizer.ggml.eos_token_id is an array of 2, not one "
+                                                           "token id$"),
+    ("phi3", {"tokenizer.ggml.bos_token_id": 4_000_000_000, "tokenizer.ggml.add_bos_token": True},
+     r"has tokenizer.ggml.add_bos_token = true and no begin token to add \(tokenizer.ggml.bos_token_id = "
+     r"4000000000, of \d+ tokens\)$"),
+    ("phi3", {"tokenizer.ggml.bos_token_id": 4_000_000_000, "tokenizer.ggml.add_bos_token": False}, None),  # unused
     ("olmo2", {"olmo2.expert_count": 0}, None),  # no experts: read, as some converters write it
     ("qwen2-yarn", {"qwen2.attention.sliding_window": 4}, None),  # run as llama.cpp runs it (test_gguf_files)
     ("olmo2", {"olmo2.expert_count": 8}, "its metadata olmo2.expert_count = 8 is not read"),
@@ -232,7 +241,7 @@ def test_what_is_not_run_is_refused_in_one_line(tmp_path, arch, changes, message
         assert model_spec(path).layers == CASES[arch][3]
         return
     with pytest.raises(ConfigError, match=message) as info:
-        AttentionConfig(model=path)
+        plan(AttentionConfig(model=path))
     assert "\n" not in str(info.value)
 
 

@@ -15,6 +15,7 @@ import pytest
 import torch
 import transformers
 
+from attn_gui.engine.plan import plan
 from attn_gui.engine import model_spec, AttentionConfig, ConfigError, compute, source
 from attn_gui.engine.decoding import Decoder
 from attn_gui.engine.sources import decoder, gguf_file
@@ -55,7 +56,7 @@ def test_the_spec_comes_from_the_header(model_file):
     assert spec.special_tokens == (("<unk>", "<s>", "</s>") if case == "mistral" else
                                    ("<|endoftext|>", "<|im_start|>", "<|im_end|>"))
     cfg = AttentionConfig(model=path, layer=1)
-    assert cfg.is_causal and cfg.dims.kv_heads == 2 and cfg.rope == 500.0
+    assert plan(cfg).causal and cfg.dims.kv_heads == 2 and plan(cfg).shown.rope_base == 500.0
 
 
 def test_every_layer_equals_transformers(model_file):
@@ -204,6 +205,31 @@ def test_the_conversion_is_cached_and_redone_when_the_file_changes(tmp_path):
     assert seen and seen[-1] == (3, 3)
 
 
+@pytest.mark.parametrize("edit", [dict(eps=0.5), dict(add_bos=True, bos_id=0), dict(eps="1e-6"),
+                                  dict(special_ids=None)])
+def test_an_edited_cache_manifest_is_rebuilt_from_the_file(tmp_path, edit):
+    """A fact edited in the cache's manifest (an epsilon, add_bos, a value of another type) is neither used
+    (another result, a token added) nor a traceback: the cache is rebuilt from the file."""
+    import json
+
+    from attn_gui.engine.sources import cache
+
+    hf = tiny("qwen2", len(byte_level_vocab()[0]), seed=1)
+    path = write_gguf(tmp_path / "edited.gguf", hf, "qwen2", "qwen2", "Edited")
+    spec = model_spec(path)
+    first = gguf_file.load(spec, tmp_path / "edited.gguf")
+    manifest_path = cache.cache_root() / gguf_file.cache_name(Path(path)) / "manifest.json"
+    manifest = json.loads(manifest_path.read_text())
+    assert first["shape"].eps == manifest["meta"]["eps"] and first["add_bos"] is None  # qwen2: no begin token
+    manifest["meta"].update(edit)
+    manifest_path.write_text(json.dumps(manifest))
+    seen = []
+    again = gguf_file.load(spec, tmp_path / "edited.gguf", lambda d, t: seen.append((d, t)))
+    assert seen and seen[-1] == (3, 3)  # converted again
+    assert again["shape"].eps == first["shape"].eps and again["add_bos"] is None
+    assert json.loads(manifest_path.read_text())["meta"] != manifest["meta"]
+
+
 @pytest.mark.parametrize("child", [True, False])
 def test_the_first_open_builds_the_tokenizer_in_a_child(tmp_path, monkeypatch, child):
     """A first open (empty cache) builds the tokenizer off this process's interpreter lock, in a child; where no
@@ -263,7 +289,7 @@ def _llama(tmp_path, name="bad.gguf", arch="llama", vocab="byte", **extra):
 
 def _refused(path, pattern):
     with pytest.raises(ConfigError, match=pattern) as info:
-        AttentionConfig(model=path)
+        plan(AttentionConfig(model=path))
     assert "\n" not in str(info.value)
     return str(info.value)
 

@@ -8,6 +8,7 @@ import torch
 import transformers
 
 import attn_gui
+from attn_gui.engine.plan import plan
 from attn_gui.engine import AttentionConfig, ConfigError, compute, source
 from transformers_peer import WORDS, alphas_equal_transformers, tiny_qwen2, word_tokenizer  # tests/
 
@@ -52,6 +53,24 @@ def test_a_transformers_tokenizer_and_registering_again(qwen2):
     assert not torch.allclose(first.weights, second.weights, atol=1e-3)
 
 
+def test_a_gpt_neox_in_memory_reads_its_own_lm_head():
+    """transformers 5 names GPT-NeoX's head lm_head in memory (embed_out on disk): it is read, not the embedding."""
+    torch.manual_seed(0)
+    config = transformers.GPTNeoXConfig(vocab_size=len(WORDS), hidden_size=32, num_hidden_layers=2,
+                                        num_attention_heads=4, intermediate_size=48, max_position_embeddings=64)
+    hf = transformers.GPTNeoXForCausalLM(config).eval()
+    hf.set_attn_implementation("eager")
+    with torch.no_grad():
+        for key, p in hf.named_parameters():
+            if key.endswith("bias") or "layernorm" in key or "layer_norm" in key:
+                p.normal_(0, 0.3).add_(1.0 if key.endswith("weight") else 0.0)
+    attn_gui.register(hf, _tokenizer(), name="neox")
+    out, _, _ = alphas_equal_transformers("neox", hf, SENTENCE, layers=2)
+    ids = torch.tensor(source("neox").tokenize(SENTENCE).token_ids)
+    logits = source("neox").forward(ids, "cpu", torch.float32).logits
+    assert torch.allclose(logits, out.logits[0, -1], atol=1e-4, rtol=0)
+
+
 def test_bad_input_is_one_clear_error(qwen2):
     with pytest.raises(ConfigError, match="takes a transformers PreTrainedModel; got Linear"):
         attn_gui.register(torch.nn.Linear(2, 2), _tokenizer())
@@ -75,4 +94,4 @@ def test_bad_input_is_one_clear_error(qwen2):
     with pytest.raises(ConfigError, match="register\\(\\) reads the decoders"):
         attn_gui.register(bert, _tokenizer())
     with pytest.raises(ConfigError, match="is neither a bundled model .* nor an existing folder"):
-        AttentionConfig(model="never-registered")
+        plan(AttentionConfig(model="never-registered"))

@@ -80,8 +80,23 @@ def _edit_tokenizer(folder):
     (folder / "tokenizer.json").write_text('{"x": "e"}')
 
 
-@pytest.mark.parametrize("damage", [_truncate, _flip_a_byte, _garble_manifest, _drop_manifest, _drop_tokenizer,
-                                    _edit_tokenizer])
+def _edit_manifest(change):
+    def edit(folder):
+        manifest = json.loads((folder / "manifest.json").read_text())
+        change(manifest)
+        (folder / "manifest.json").write_text(json.dumps(manifest))
+    return edit
+
+
+@pytest.mark.parametrize("damage", [
+    _truncate, _flip_a_byte, _garble_manifest, _drop_manifest, _drop_tokenizer, _edit_tokenizer,
+    _edit_manifest(lambda m: m["meta"].update(eps=0.5)),  # a fact changed: another result, silently
+    _edit_manifest(lambda m: m["meta"].pop("eps")),
+    _edit_manifest(lambda m: m.update(files=[])),  # a wrong type
+    _edit_manifest(lambda m: m["files"].update({"../elsewhere": {"size": 1, "crc32": 0}})),
+    _edit_manifest(lambda m: m.update(files={})),  # no tokenizer.json: a KeyError where it is read
+    lambda folder: (folder / "manifest.json").write_text('{"files": ' + "[" * 200_000 + "]" * 200_000 + "}"),
+])
 def test_a_damaged_cache_is_rebuilt_not_used(tmp_path, damage):
     builder = Builder()
     good, _ = _load(tmp_path, builder)
@@ -166,3 +181,29 @@ def test_the_cache_reads_safetensors_as_the_safetensors_package_does(tmp_path):
     data[:8] = (len(data) + 1).to_bytes(8, "little")  # a header longer than the file
     with pytest.raises(ValueError):
         cache.parse_safetensors(np.frombuffer(bytes(data), dtype=np.uint8).copy())
+
+
+def test_the_converters_check_of_the_facts_rebuilds_a_cache_it_refuses(tmp_path):
+    builder = Builder()
+    _load(tmp_path, builder)
+    assert cache.load(tmp_path, SOURCE, 1, check=lambda c: c.meta["eps"] == 1e-5) is not None
+    assert cache.load(tmp_path, SOURCE, 1, check=lambda c: False) is None
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="FIFOs are POSIX's")
+@pytest.mark.parametrize("name", ["manifest.json", "tokenizer.json"])
+def test_a_fifo_in_the_cache_is_rebuilt_not_read(tmp_path, name):
+    """Run in a child given 60 s: a FIFO opened for reading blocks until a writer comes."""
+    import subprocess
+    import sys
+
+    builder = Builder()
+    _load(tmp_path, builder)
+    (tmp_path / name).unlink()
+    os.mkfifo(tmp_path / name)
+    code = ("import sys\nfrom pathlib import Path\nfrom attn_gui.engine.sources import cache\n"
+            f"print(cache.load(Path(sys.argv[1]), {SOURCE!r}, 1))\n")
+    done = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, timeout=60)
+    assert (done.returncode, done.stdout, done.stderr) == (0, "None\n", "")
+    rebuilt, _ = _load(tmp_path, builder)  # the FIFO replaced by the file
+    assert builder.calls == 2 and (tmp_path / name).is_file()

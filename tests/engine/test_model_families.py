@@ -10,6 +10,7 @@ import json
 import pytest
 import torch
 
+from attn_gui.engine.plan import plan
 from attn_gui.engine import model_spec, AttentionConfig, ConfigError, compute, source
 from attn_gui.engine.decoding import Decoder
 from attn_gui.engine.sources import is_available
@@ -96,9 +97,9 @@ def test_every_encoder_layer_equals_transformers(encoder):
 def test_encoder_folders_refuse_decoder_only_options(encoder):
     _, path, _, _ = encoder
     with pytest.raises(ConfigError, match="has layers 1 to 2"):
-        AttentionConfig(model=path, layer=2)
+        plan(AttentionConfig(model=path, layer=2))
     with pytest.raises(ConfigError, match="decoder"):
-        AttentionConfig(model=path, ablate=((0, 0),))
+        plan(AttentionConfig(model=path, ablate=((0, 0),)))
 
 
 @pytest.mark.skipif(not is_available("minilm-l6"), reason="the pretrained extra is not installed")
@@ -189,11 +190,11 @@ def test_unknown_activation_and_family_are_named(tmp_path, gpt2):
     (odd / "config.json").write_text(json.dumps(cfg))
     with pytest.raises(ConfigError, match="^odd: activation_function 'quick_gelu' is not supported; supported: gelu, "
                                           "gelu_new"):
-        AttentionConfig(model=str(odd))
+        plan(AttentionConfig(model=str(odd)))
     cfg["model_type"] = "t5"
     (odd / "config.json").write_text(json.dumps(cfg))
     with pytest.raises(ConfigError, match="^odd is a 't5' model; supported model_types: llama, mistral, qwen2, "
                                           "qwen3, olmo2, phi3, gemma2, gemma3_text, gpt2, gpt_neox, bert, roberta, "
                                           "distilbert, deberta-v2, modernbert; others open through transformers, "
                                           "not encoder-decoders \\(is_encoder_decoder\\)$"):
-        AttentionConfig(model=str(odd))
+        plan(AttentionConfig(model=str(odd)))

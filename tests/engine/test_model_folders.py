@@ -9,6 +9,7 @@ import json
 import pytest
 import torch
 
+from attn_gui.engine.plan import plan
 from attn_gui.engine import model_spec, AttentionConfig, ConfigError, compute, source
 from attn_gui.engine.decoding import Decoder
 
@@ -121,11 +122,11 @@ def test_the_window_shows_the_norms_and_the_sliding_window(folder):
         assert names.index("q_unrotated") < names.index("q_normed") < names.index("q")
         assert names.index("k_unrotated") < names.index("k_normed") < names.index("k")
         assert map_data(frame, "k_normed", 1).matrix.shape == (len(SENTENCE.split()), model_spec(path).d_k)
-        assert formula("q", cfg).endswith(", RMS-normed per head, rotated (RoPE)")
-        assert formula("q_unrotated", cfg) == "Q = X W_q, before the norm and the rotation"
+        assert formula("q", plan(cfg)).endswith(", RMS-normed per head, rotated (RoPE)")
+        assert formula("q_unrotated", plan(cfg)) == "Q = X W_q, before the norm and the rotation"
     else:
         assert "q_normed" not in names and "k_normed" not in names
-        assert formula("q", cfg).endswith(", rotated (RoPE)") and "RMS" not in formula("q", cfg)
+        assert formula("q", plan(cfg)).endswith(", rotated (RoPE)") and "RMS" not in formula("q", plan(cfg))
     reason = map_data(frame, "weights", 0).masked_reason
     if hf.config.model_type == "mistral":
         assert reason == "masked: this key is after the query or outside the window of 3"
@@ -188,7 +189,7 @@ def _bad(tmp_path, kind):
 ])
 def test_bad_folders_say_what_is_wrong(tmp_path, kind, message):
     with pytest.raises(ConfigError, match=message):
-        AttentionConfig(model=_bad(tmp_path, kind))
+        plan(AttentionConfig(model=_bad(tmp_path, kind)))
 
 
 def _config(tmp_path, name, **changes):
@@ -214,8 +215,8 @@ def _config(tmp_path, name, **changes):
 def test_sliding_window_as_transformers_reads_it(tmp_path, changes, window):
     path = _config(tmp_path, "m", **changes)
     assert model_spec(path).window == window
-    assert AttentionConfig(model=path).sliding_window == window
-    assert AttentionConfig(model=path, window=2).sliding_window == 2  # the narrower of the option and the model's
+    assert plan(AttentionConfig(model=path)).shown.window == window
+    assert plan(AttentionConfig(model=path, window=2)).shown.window == 2  # the narrower of the option and the model's
 
 
 @pytest.mark.parametrize("changes", [
@@ -226,7 +227,7 @@ def test_a_window_in_some_layers_only_is_refused(tmp_path, changes):
     path = _config(tmp_path, "half", sliding_window=4, use_sliding_window=True, **changes)
     with pytest.raises(ConfigError, match=r"^half slides a window of 4 keys in 1 of its 2 layers \(from layer 2\); "
                                           r"attn-gui applies one window to every layer, per-layer windows not yet$"):
-        AttentionConfig(model=path)
+        plan(AttentionConfig(model=path))
 
 
 @pytest.mark.parametrize("changes, base", [
@@ -266,7 +267,7 @@ def test_missing_weights_and_truncated_file(tmp_path):
 
 def test_not_a_folder(tmp_path):
     with pytest.raises(ConfigError, match="neither a bundled model, a model folder nor a .gguf file"):
-        AttentionConfig(model=str(tmp_path / "nowhere"))
+        plan(AttentionConfig(model=str(tmp_path / "nowhere")))
 
 
 def test_cli_takes_a_folder(folder, tmp_path, capsys):
@@ -292,7 +293,7 @@ def test_fifo_and_shape_mismatch_in_one_line(tmp_path, folder):
     os.mkfifo(fifo / "config.json")  # never opened: reading a FIFO would wait for a writer forever
     _tokenizer(fifo)
     with pytest.raises(ConfigError, match="has no config.json"):
-        AttentionConfig(model=str(fifo))
+        plan(AttentionConfig(model=str(fifo)))
     path, _ = folder
     wrong = tmp_path / "wrong"
     shutil.copytree(path, wrong)

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import torch
 
+from attn_gui.engine.plan import plan
 from attn_gui.engine import MODELS, model_spec, OPTIONS, AttentionConfig, ConfigError, Dims, Option, UserError
 from attn_gui.engine.reduce import reduce_matrix
 
@@ -84,14 +85,14 @@ def test_the_declaration_drives_validation(name):
 
 def test_int_messages_state_the_declared_range():
     with pytest.raises(ConfigError, match=r"^d_model must be between 1 and 8192; got 0$"):
-        AttentionConfig(d_model=0)
+        plan(AttentionConfig(d_model=0))
     with pytest.raises(ConfigError, match=r"heads must be between 1 and 128; got 129"):
         AttentionConfig(heads=129)
     with pytest.raises(ConfigError, match=r"seed must be between 0 and 9223372036854775807"):
-        AttentionConfig(seed=2**63)
+        plan(AttentionConfig(seed=2**63))
     with pytest.raises(ConfigError, match=r"got 1000000000000000000000000000000000000\.\.\."):
         AttentionConfig(seed=10**100)  # a hostile value is cut, not printed in full
-    AttentionConfig(seed=2**63 - 1, weight_seed=0)
+    plan(AttentionConfig(seed=2**63 - 1, weight_seed=0))
 
 
 def test_temperature_has_at_most_four_decimals():

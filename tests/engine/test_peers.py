@@ -135,7 +135,7 @@ def test_large_uniform_scores_do_not_nan():
 def test_random_results_have_no_biases():
     r = compute(AttentionConfig(heads=2))
     assert r.b_q is None and r.b_o is None and "b_q" not in r.fields()
-    assert formula("q", r.config) == "Q = X W_q" and formula("output", r.config) == "output = Concat(Z) W_O"
+    assert formula("q", r.resolved) == "Q = X W_q" and formula("output", r.resolved) == "output = Concat(Z) W_O"
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")

@@ -4,6 +4,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from attn_gui.engine.plan import plan
 from attn_gui.engine import (AttentionConfig, ConfigError, Projections, check_tokens, compute, formula, model_spec,
                              source)
 from attn_gui.engine.sources.base import ModelSource
@@ -73,11 +74,11 @@ def test_compute_shows_a_real_layer():
 def test_model_config_validation():
     with pytest.raises(ConfigError,
                        match=r"MiniLM-L6 .* has layers 1 to 6 \(layer = 0 to 5 counted from 0\); got layer = 6"):
-        AttentionConfig(model="minilm-l6", layer=6)
+        plan(AttentionConfig(model="minilm-l6", layer=6))
     with pytest.raises(ConfigError,
                        match=r"^model 'gpt-9' is neither a bundled model \(minilm-l6, smollm2-135m\) nor an existing "
                              r"folder or .gguf file \(or none\)$"):
-        AttentionConfig(model="gpt-9")
+        plan(AttentionConfig(model="gpt-9"))
     too_long = AttentionConfig(model="minilm-l6", sentence="word " * 600)  # the config reads no tokens
     with pytest.raises(ConfigError, match="at most 512 tokens; this text has 602"):
         check_tokens(too_long)
@@ -110,8 +111,9 @@ def test_model_results_carry_their_biases(hf_model, layout, layer):
         assert torch.allclose(r.b_o[0], dense.bias)
     assert {"b_q", "b_k", "b_v", "b_o"} <= set(r.fields())
     assert set(r.to_numpy()) >= {"b_q", "b_o"}
-    assert formula("q", cfg) == ("Q = X W_q + b_q" if layout == "row" else "Q = X W_qᵀ + b_q  (q_i = W_q x_i + b_q)")
-    assert formula("output", cfg).endswith("+ b_O")
+    want = "Q = X W_q + b_q" if layout == "row" else "Q = X W_qᵀ + b_q  (q_i = W_q x_i + b_q)"
+    assert formula("q", plan(cfg)) == want
+    assert formula("output", plan(cfg)).endswith("+ b_O")
 
 
 def test_minilm_is_a_model_source():

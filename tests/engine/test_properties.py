@@ -4,6 +4,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from attn_gui.engine.plan import plan
 from attn_gui.engine import AttentionConfig, ConfigError, compute
 
 words = st.lists(st.text(alphabet=st.characters(codec="utf-8"), min_size=1, max_size=8), min_size=1, max_size=24)
@@ -62,6 +63,6 @@ anything = st.none() | st.booleans() | st.integers() | st.floats() | st.text(max
 @given(st.dictionaries(st.sampled_from(AttentionConfig.field_names()), anything, min_size=1, max_size=4))
 def test_invalid_configs_raise_config_error_only(fields):
     try:
-        AttentionConfig(**fields)
+        plan(AttentionConfig(**fields))
     except ConfigError as exc:
         assert str(exc) and len(str(exc)) < 300

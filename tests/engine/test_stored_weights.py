@@ -177,7 +177,7 @@ def test_converted_weights_are_kept_as_memory_allows_and_equal_transformers(bf16
     monkeypatch.setattr(stored, "free_bytes", lambda: figure)
     decoder._weights_on.cache_clear()
     _forward_equals_transformers(path, hf)
-    w = decoder._weights_on(path, "cpu", torch.float32)
+    w = decoder.weights_on(model.spec, "cpu", torch.float32)  # the forward's own, kept while the weights hold
     assert isinstance(w, stored.Upcast)
     kept = sum(t.nbytes for t in w.kept.values())
     assert all(t.dtype == torch.float32 for t in w.kept.values()) and kept <= figure // 2

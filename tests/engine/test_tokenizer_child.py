@@ -9,6 +9,7 @@ import sys
 import pytest
 import torch
 
+from attn_gui.engine.plan import plan
 from attn_gui.engine import AttentionConfig, ConfigError
 from attn_gui.engine.sources import checks
 from attn_gui.engine.sources.tokenizer_child import Child
@@ -88,7 +89,7 @@ def test_a_decoder_folder_tokenizes_in_a_child_that_ends_with_the_model(tmp_path
     transformers.AutoModelForCausalLM.from_config(config).save_pretrained(tmp_path)
     word_tokenizer().save(str(tmp_path / "tokenizer.json"))
     path = str(tmp_path)
-    AttentionConfig(model=path)
+    plan(AttentionConfig(model=path))
     model = decoder.load_model(path)
     child = model.tokenizer
     assert isinstance(child, Child) and child._proc.poll() is None
@@ -97,6 +98,6 @@ def test_a_decoder_folder_tokenizes_in_a_child_that_ends_with_the_model(tmp_path
     proc = child._proc
     del model, child
     LOADED.forget(path)
-    decoder.model_tokenize.cache_clear()
+    decoder.tokenize_with.cache_clear()
     gc.collect()
     assert proc.wait(timeout=30) is not None  # the child read end of file and ended

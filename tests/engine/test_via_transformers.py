@@ -13,6 +13,7 @@ import transformers
 from tokenizers import Tokenizer, models, pre_tokenizers
 
 from attn_gui.engine import AttentionConfig, ConfigError, compute, model_spec
+from attn_gui.engine.plan import plan
 from transformers_peer import top5_equals_transformers  # (tests/)
 
 WORDS = ["<unk>", "<s>", "</s>"] + [f"w{i}" for i in range(21)] + ["the", "cat", "sat", "on", "a", "mat", "and",
@@ -123,10 +124,12 @@ def test_the_spec_says_transformers_runs_it(outside):
 
 def test_options_transformers_cannot_apply_are_refused_in_one_line(outside):
     _, path, _ = outside
-    for change in (dict(temperature=2.0), dict(scale=False), dict(ablate=((0, 0),)), dict(similarity="cosine")):
-        with pytest.raises(ConfigError, match=f"^{next(iter(change))} = .* cannot apply to a model read through "
-                                              "transformers"):
+    for change in (dict(temperature=2.0), dict(scale=False), dict(similarity="cosine")):  # what-ifs: refused
+        with pytest.raises(ConfigError, match=f"^{next(iter(change))}: .* is read through transformers, which runs it "
+                                              "as it is"):
             compute(AttentionConfig(sentence="the cat", model=path, **change))
+    with pytest.raises(ConfigError, match=r"^ablate = .* cannot apply to a model read through transformers"):
+        compute(AttentionConfig(sentence="the cat", model=path, ablate=((0, 0),)))
 
 
 def test_remote_code_is_never_run(tmp_path):
@@ -136,7 +139,7 @@ def test_remote_code_is_never_run(tmp_path):
     cfg["auto_map"] = {"AutoModelForCausalLM": "modeling_evil.EvilForCausalLM"}
     (folder / "config.json").write_text(json.dumps(cfg))
     with pytest.raises(ConfigError, match="^remote: config.json has auto_map: .*trust_remote_code.*never executes"):
-        AttentionConfig(model=str(folder))
+        plan(AttentionConfig(model=str(folder)))  # the plan reads the folder; the config is plain data
 
 
 def test_an_encoder_decoder_is_refused_naming_the_field(tmp_path):
@@ -144,14 +147,14 @@ def test_an_encoder_decoder_is_refused_naming_the_field(tmp_path):
     (tmp_path / "tokenizer.json").write_text("{}")
     with pytest.raises(ConfigError, match="is a 't5' model; supported model_types: llama.*; others open through "
                                           "transformers, not encoder-decoders \\(is_encoder_decoder\\)$"):
-        AttentionConfig(model=str(tmp_path))
+        plan(AttentionConfig(model=str(tmp_path)))
 
 
 def test_without_transformers_the_one_line_says_how_to_enable_the_path(outside):
     _, path, _ = outside
     code = ("import sys; sys.modules['transformers'] = None\n"
-            "from attn_gui.engine import AttentionConfig, ConfigError\n"
-            f"try:\n    AttentionConfig(model={path!r})\nexcept ConfigError as exc:\n    print(exc)\n"
+            "from attn_gui.engine import AttentionConfig, ConfigError\nfrom attn_gui.engine.plan import plan\n"
+            f"try:\n    plan(AttentionConfig(model={path!r}))\nexcept ConfigError as exc:\n    print(exc)\n"
             "print('transformers' in sys.modules and sys.modules['transformers'] is not None)\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
     line, imported = out.stdout.splitlines()
@@ -176,10 +179,48 @@ def test_cli_exports_such_a_folder(outside, tmp_path):
     assert json.loads((out / "manifest.json").read_text())["not_captured"][-2:] == ["scores", "scaled"]
 
 
-def test_generation_is_refused_in_one_line(outside):
+def test_a_decoder_through_transformers_is_a_decoder_whose_steps_are_named(outside):
+    """A causal LM read through transformers predicts (its plan says decoder, its next tokens come from transformers'
+    logits); generation, interventions and attribution refuse in one line naming the step they cannot reach."""
+    from attn_gui.engine import attribution, interventions
     from attn_gui.engine.decoding import Decoder
+    from attn_gui.engine.plan import plan
 
     _, path, _ = outside
+    cfg = AttentionConfig(sentence="the cat", model=path)
+    assert plan(cfg).decoder and compute(cfg).next_tokens is not None
     with pytest.raises(ConfigError, match="is read through transformers: attn-gui shows its attention and next "
-                                          "tokens, and generates only with the models it runs itself"):
-        Decoder(AttentionConfig(sentence="the cat", model=path))
+                                          "tokens, and generates through the key/value cache of the models it runs "
+                                          "itself"):
+        Decoder(cfg)
+    for run in (lambda: interventions.ablate(cfg, [(0, 0)]), lambda: attribution.trace(cfg)):
+        with pytest.raises(ConfigError, match=r"^interventions change a head's output Z before W_O inside attn-gui's "
+                                              "own forward; .* runs in transformers, whose hooks here only read it$"):
+            run()
+
+
+
+def test_missing_weights_are_refused_in_one_line_without_transformers_report(tmp_path):
+    """A folder whose weights lack a tensor (one renamed): transformers fills it with random values and logs a
+    load report of dozens of lines; attn-gui refuses it in its one line, and nothing else is printed."""
+    from safetensors.torch import load_file, save_file
+
+    folder = tmp_path / "renamed"
+    outside_folder("stablelm", folder)
+    tensors = load_file(folder / "model.safetensors")
+    save_file({k.replace("layers.0.self_attn.q_proj", "layers.0.self_attn.query"): v for k, v in tensors.items()},
+              folder / "model.safetensors", metadata={"format": "pt"})
+    done = subprocess.run([sys.executable, "-m", "attn_gui", "export", "--model", str(folder), "--format", "npy",
+                           "--sentence", "the cat", "--out", str(tmp_path / "out")], capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 2 and done.stdout == "", done.stderr[-3000:]
+    assert done.stderr == ("attn-gui: renamed: its weights lack 2 of the model's tensors "
+                           "(model.layers.0.self_attn.q_proj.bias, ...), which transformers would fill with random "
+                           "values\n")
+    assert not (tmp_path / "out").exists()
+    save_file({**tensors, "model.extra.weight": torch.ones(2)}, folder / "model.safetensors",
+              metadata={"format": "pt"})  # every tensor, and one the model has no use for: read, in silence
+    done = subprocess.run([sys.executable, "-m", "attn_gui", "export", "--model", str(folder), "--format", "npy",
+                           "--sentence", "the cat", "--out", str(tmp_path / "out")], capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0 and done.stderr == "", done.stderr[-3000:]

@@ -1,13 +1,15 @@
 """The window's worker computes a large decoder in two frames (``present.runner``): the shown layer's first maps,
-then the rest of the run; a newer request stops the rest after its layer in progress, and a later request goes on
-from there. Peer: transformers' eager attentions on the dequantized weights of a tiny Q4_0 GGUF."""
+then the rest of the run; a cancel (engine.progress) stops the rest after its layer in progress, and a later request
+goes on from there. Peer: transformers' eager attentions on the dequantized weights of a tiny Q4_0 GGUF."""
 
 import gguf
 import pytest
 import torch
 
 from attn_gui.engine import AttentionConfig, source
-from attn_gui.engine.sources import decoder
+from attn_gui.engine.plan import plan
+from attn_gui.engine.progress import Watch
+from attn_gui.engine.sources import decoder, model_spec
 from attn_gui.present import runner
 from gguf_writing import quantized_llama  # (tests/)
 from tiny_decoders import SENTENCE  # (tests/)
@@ -49,16 +51,25 @@ def test_first_maps_then_the_rest_each_equal_transformers(q4, large):
         assert torch.allclose(whole.result.layer_weights[layer], out.attentions[layer][0], atol=1e-5, rtol=0)
 
 
-def test_a_newer_request_stops_the_rest_and_a_later_one_goes_on_from_there(q4, large):
+def test_a_cancel_stops_the_rest_and_a_later_request_goes_on_from_there(q4, large):
     path, out = q4
     cfg = AttentionConfig(sentence=SENTENCE, model=path, layer=0)
-    first = runner.run_request(1, cfg, first=True, stale=lambda: False)
+    watch = Watch()
+    first = runner.run_request(1, cfg, watch=watch, first=True)
     assert first.result.model_run.pending == 0  # layer 0's maps need no layer run
     asked = []
-    stopped = runner.run_request(1, cfg, stale=lambda: asked.append(1) or True)  # stops after its first layer
-    assert isinstance(stopped, runner.Failure) and "newer request" in stopped.message and asked == [1]
+
+    def report(done: int, total: int) -> None:  # the window's cancel (Esc, a newer request) once a layer has run
+        asked.append(done)
+        if done == 1:
+            watch.cancel()
+
+    watch.report = report
+    stopped = runner.run_request(1, cfg, watch=watch)  # the same watch: both halves of one request
+    assert isinstance(stopped, runner.Failure) and stopped.cancelled and asked == [0, 1]
     ids = tuple(source(path).tokenize(SENTENCE).token_ids)
-    assert decoder._run(path, ids, "cpu", torch.float32).done == 1  # kept after its last whole layer
+    kept = decoder.kept_run(model_spec(path), ids, "cpu", torch.float32, plan(cfg).layers)
+    assert kept.done == 1  # kept after its last whole layer
     whole = runner.run_request(2, cfg)
     assert whole.result.model_run.pending is None
     for layer in range(2):

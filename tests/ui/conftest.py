@@ -31,3 +31,13 @@ def drawn(qtbot):
     """``drawn(window)`` waits until the canvas has drawn every map of the frame shown: a frame is laid
     out and drawn in steps, a few per turn of the event loop (render/canvas.py: ``settled`` ends them)."""
     return lambda window: qtbot.waitUntil(lambda: not window.canvas.busy, timeout=20000)
+
+
+@pytest.fixture(scope="module")
+def deep_llama(tmp_path_factory):
+    """A tiny Llama with more layers than heads (6 x 4, 2 K/V heads): its grid runs the layers across."""
+    from tiny_decoders import tiny_decoder  # tests/
+
+    path = tmp_path_factory.mktemp("deep-llama")
+    tiny_decoder("llama", path, layers=6)
+    return str(path)

@@ -6,6 +6,7 @@ import functools
 
 import numpy as np
 import pytest
+from PySide6 import QtCore
 
 from attn_gui.engine import corpus as C
 from corpus_data import llama_folder, sentences  # tests/
@@ -71,3 +72,25 @@ def test_with_no_census_the_dock_says_what_to_do_and_draws_no_colour_bar(window,
     qtbot.waitUntil(lambda: panel.grid.isVisible() and bar.isVisible() and len(bar.axis.labels()) >= 2)
     assert panel.statistic.isVisible() and panel.table.isVisible() and "No census" not in panel.about.text()
     assert min(bar.axis.geometry().width(), bar.axis.maximumWidth()) > 0  # its labels have room
+
+
+def test_the_grid_labels_every_layer_beside_its_row_in_a_short_dock(window, qtbot, census):
+    """Issue 47: at 1366 x 768 the grid's rows were 4.7 px, a label every three layers, the brightest cell (layer
+    17) read beside "layer 16". Each row is now tall enough for its label, drawn at the row's centre; the dock
+    scrolls."""
+    window.resize(1366, 768)
+    panel = window.corpus
+    window.show_dock("corpus")
+    assert panel.load(census / "out")
+    panel.heads["induction"] = np.linspace(0, 0.83, 30 * 9).reshape(30, 9)  # SmolLM2's 30 x 9 grid
+    panel.statistic.setCurrentText("induction")
+    panel._show()
+    item = panel.grid.item
+    layers = item.data.matrix.shape[0]
+    qtbot.waitUntil(lambda: item.rowAxis.drawn == [f"layer {i + 1}" for i in range(layers)])
+    cell = item.cell_scene_rect(0, 0)
+    assert cell.height() >= item.rowAxis._metrics.height() + 1
+    for row in range(layers):  # each label's centre on its row's: read off the axis's own ticks
+        centre = item.cell_scene_rect(row, 0).center().y()
+        tick = item.rowAxis.mapToScene(QtCore.QPointF(0, item.rowAxis._along(row))).y()
+        assert abs(tick - centre) <= 1, (row, tick, centre)

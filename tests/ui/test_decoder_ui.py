@@ -111,10 +111,14 @@ def test_model_view_groups_30_layers_by_9_heads_with_transformers_sink_masses(wi
     np.testing.assert_allclose(view.sink, expected, atol=1e-4)
     assert expected[4:].mean() > 0.6  # the attention sink from layer 3 or so up
     left, top = view.plot.getAxis("left"), view.plot.getAxis("top")
-    # the first head of each K/V group is the major level; the rest a minor one, dropped where crowded
-    assert [label for _, label in left._tickLevels[0]] == ["K/V 1 · 1", "K/V 2 · 4", "K/V 3 · 7"]
-    assert [label for _, label in left._tickLevels[1]] == ["2", "3", "5", "6", "8", "9"]
-    assert sorted(int(label) for level in top._tickLevels for _, label in level) == list(range(1, 31))
+    # the first head of each K/V group names its K/V head; the others are numbered where each has room (one
+    # level: pyqtgraph draws a first level whole, however crowded)
+    labels = [label for _, label in left._tickLevels[0]]
+    assert len(left._tickLevels) == 1 and [x for x in labels if x.startswith("K/V")] == ["K/V 1 · 1", "K/V 2 · 4",
+                                                                                          "K/V 3 · 7"]
+    assert [x for x in labels if not x.startswith("K/V")] in (["2", "3", "5", "6", "8", "9"], [])
+    layers = sorted(int(label) for level in top._tickLevels for _, label in level)
+    assert layers in (list(range(1, 31)), [1, 5, 10, 15, 20, 25, 30])
     assert top.labelText == "layer" and view.sinkPlot.isVisible()
     t = 5
     rows = view.head_starts()
@@ -150,6 +154,9 @@ def test_kv_cache_view_grows_a_row_per_step_and_equals_transformers(window, qtbo
         panel.stepButton.click()
         qtbot.waitUntil(lambda n=n: len(panel.steps) == n and not panel.busy, timeout=60000)
     assert [s.kind for s in panel.steps] == ["prefill", "decode", "decode"]
+    scroll = window.kvCacheDock.widget()  # issue 47: the dock scrolled to its bottom, the buttons out of sight
+    assert scroll.verticalScrollBar().value() == 0
+    assert scroll.viewport().rect().contains(panel.prefillButton.mapTo(scroll.viewport(), QtCore.QPoint(0, 0)))
     assert [len(s.tokens) for s in panel.steps] == [5, 6, 7]
     # p(" Paris") = 0.7725: transformers' softmax on the same file (tests/engine/test_decoder.py checks it)
     assert panel.steps[1].tokens[-1] == "␣Paris" and panel.steps[1].probability == pytest.approx(0.7725, abs=1e-3)

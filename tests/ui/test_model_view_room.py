@@ -7,7 +7,7 @@ import pytest
 from PySide6 import QtCore, QtGui
 
 from attn_gui.render.model_view import ModelView
-from tiny_decoders import SENTENCE, tiny_decoder  # tests/
+from tiny_decoders import SENTENCE  # tests/
 
 L, H, KV, T = 30, 9, 3, 5  # SmolLM2-135M's layers, query heads and K/V heads; "The capital of France is"
 DOCK_768 = (1366, 111)  # the model view in a fifth of a 1366 x 768 window
@@ -82,16 +82,8 @@ def test_no_axis_name_or_head_label_is_drawn_over_another(qtbot, size):
     if size == DOCK_1080:  # room for the whole names
         assert (left.labelText, sink_top.labelText) == ("query head, by K/V head",
                                                         "sink mass: mean α on token 1, per layer")
-    else:
-        assert left.labelText in ("query head", "head")
-
-
-@pytest.fixture(scope="module")
-def deep_llama(tmp_path_factory):
-    """A tiny Llama with more layers than heads (6 x 4, 2 K/V heads): its grid runs the layers across."""
-    path = tmp_path_factory.mktemp("deep-llama")
-    tiny_decoder("llama", path, layers=6)
-    return str(path)
+    else:  # the longest name that fits (the view asks for room for 12 px thumbnails: it may be whole)
+        assert left.labelText in ("query head, by K/V head", "query head", "head")
 
 
 @pytest.mark.parametrize("size", [(1366, 768), (1920, 1080)])
@@ -118,3 +110,51 @@ def test_the_model_view_gets_its_room_back_after_the_why_dock(window, qtbot, dee
     # the grid fills the height it has (aspect locked): 6 layers across, 4 heads (2 K/V groups) down
     rows = view.image.image.shape[0]
     assert rows / py >= 0.9 * grid.height() or view.image.image.shape[1] / px >= 0.9 * grid.width()
+
+
+MINILM = (6, 12, None, 7)  # MiniLM-L6's layers and heads on "When in doubt look intelligent" ([CLS] ... [SEP])
+SMOLLM2 = (L, H, KV, T)
+
+
+@pytest.mark.parametrize("width", [1366, 1920])
+@pytest.mark.parametrize("model", [MINILM, SMOLLM2], ids=["MiniLM", "SmolLM2"])
+def test_the_grid_keeps_readable_thumbnails_at_every_dock_height_and_never_overlaps(qtbot, model, width):
+    """Issue 47: at the default height MiniLM's thumbnails were 5 px, its head labels "123456789101112"; a taller
+    dock ran SmolLM2's 30 x 9 grid under the sink-mass grid. In the dock's scroll area, from a short dock to a
+    tall one: thumbnails of 12 px at least (the dock scrolls where they would be smaller), the grid and the sink
+    map apart, no number drawn over another."""
+    from attn_gui.render.model_view import MIN_THUMB
+    from PySide6 import QtWidgets
+
+    layers, heads, kv, t = model
+    scroll = QtWidgets.QScrollArea()  # as the window's dock holds it (MainWindow.add_dock)
+    qtbot.addWidget(scroll)
+    scroll.setWidgetResizable(True)
+    view = ModelView()
+    scroll.setWidget(view)
+    scroll.show()
+    rng = np.random.default_rng(0)
+    weights = rng.dirichlet(np.ones(t), size=(layers, heads, t))
+    # random weights first, as the window starts: the empty view's message was the grid column's least width
+    view.show_empty("every layer's and head's α of a pretrained model shows here: choose one under Model "
+                    "(random weights have one layer)")
+    view.set_weights(weights, layer=3, head=1, kv_heads=kv, sink=weights[:, :, 1:, 0].mean(-1))
+    for height in (110, 230, 450, 700):
+        scroll.resize(width, height)
+        qtbot.waitUntil(lambda: abs(view.ci.size().width() - view.width()) <= 2)
+        qtbot.waitUntil(lambda: view.thumb_px() >= MIN_THUMB - 0.01, timeout=3000)
+        if view.height() > scroll.viewport().height():  # short: the dock scrolls rather than shrink them
+            qtbot.waitUntil(scroll.verticalScrollBar().isVisible)
+        grid = view.image.sceneBoundingRect()
+        assert view.plot.getViewBox().sceneBoundingRect().adjusted(-1, -1, 1, 1).contains(grid), height
+        if view.across:
+            sink = view.sinkImage.sceneBoundingRect()
+            assert not grid.intersects(sink) and grid.right() < view.sinkPlot.sceneBoundingRect().left(), height
+        for axis in (view.plot.getAxis("left"), view.plot.getAxis("top"), view.sinkPlot.getAxis("top")):
+            if not axis.isVisible():
+                continue
+            rects = _text_rects(axis)
+            assert rects, (height, axis.orientation)
+            for i, a in enumerate(rects):
+                assert not any(a.intersects(b) for b in rects[i + 1:]), (height, axis.orientation,
+                                                                           [r.x() for r in rects])

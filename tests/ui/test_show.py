@@ -65,6 +65,24 @@ def test_show_a_model_object_in_memory(qtbot, settings):
     gc.collect()
 
 
+def test_show_a_transformer_lens_bridge(qtbot, settings, tmp_path):
+    """A TransformerLens bridge in compatibility mode, shown without a tokenizer (its own): the window's α is
+    the bridge's ``hook_pattern``."""
+    pytest.importorskip("transformer_lens", reason="the lens extra (pip install attn-gui[lens]) is not installed")
+    from lens_bridges import boot, tiny_folder  # tests/
+
+    bridge = boot(tiny_folder("gpt2", tmp_path), compat=True)
+    window = attn_gui.show(model=bridge, sentence="the cat sat on a mat", name="lens", layer=1, head=2)
+    qtbot.addWidget(window)
+    qtbot.waitUntil(lambda: window.result is not None, timeout=20000)
+    with torch.no_grad():
+        _, cache = bridge.run_with_cache(window.result.token_ids.cpu()[None])
+    assert window.state.config.model == "lens"
+    assert torch.allclose(window.result.weights, cache["blocks.1.attn.hook_pattern"][0], atol=1e-5, rtol=0)
+    window.close()
+    gc.collect()
+
+
 def test_show_refuses_bad_options_before_any_window():
     with pytest.raises(UserError, match="no option 'colour'"):
         attn_gui.show(colour="red")
@@ -113,6 +131,31 @@ def test_show_in_a_plain_script_runs_until_the_window_closes(tmp_path):
     """, tmp_path)
     assert run.returncode == 0, run.stderr[-2000:]
     assert "returned" in run.stdout and "QThread" not in run.stderr
+
+
+def test_show_after_to_html_in_a_plain_script_still_runs_until_the_window_closes(tmp_path):
+    """Issue 47: ``to_html`` made a QApplication to draw its page, and ``show`` then took the script for a Qt
+    program with its own loop: it returned after 0.7 s, the script ended, no window."""
+    run = _run("""
+        from PySide6 import QtCore
+        import attn_gui
+        from attn_gui.engine import AttentionConfig, compute
+        from attn_gui.ui.main_window import MainWindow
+
+        assert "<html" in attn_gui.to_html(compute(AttentionConfig())).lower()
+        closed = []
+
+        def show_then_close(self, show=MainWindow.show):  # closed by the person, inside show()'s event loop
+            show(self)
+            QtCore.QTimer.singleShot(0, lambda: (closed.append(True), self.close()))
+
+        MainWindow.show = show_then_close
+        window = attn_gui.show(heads=2)
+        assert closed and not window.isVisible(), "show() returned before the window closed"
+        print("returned after the window closed")
+    """, tmp_path)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert "returned after the window closed" in run.stdout
 
 
 def test_import_stays_light_and_the_api_comes_on_first_use(tmp_path):

@@ -88,3 +88,27 @@ def test_start_trains_up_to_steps_saying_the_time_left_with_named_axes_and_a_leg
     qtbot.waitUntil(lambda: plot.legend.sceneBoundingRect().height() > 0)
     bottom = plot.vb.mapSceneToView(plot.legend.sceneBoundingRect().bottomLeft()).y()
     assert bottom >= 1.0, bottom
+
+
+def test_each_run_saves_into_a_folder_of_its_own(qtbot):
+    """Issue 47: every Train dock wrote into one /tmp/attn-gui-train, and two windows collided there. Two docks'
+    runs, and a run after Reset, each save into a temporary folder of their own."""
+    from attn_gui.ui.train_panel import TrainPanel
+
+    panels = [TrainPanel(), TrainPanel()]
+    folders = []
+    for panel in panels:
+        qtbot.addWidget(panel)
+        panel.layers.setValue(1)
+        panel.d_model.setValue(16)
+        for _ in range(2):  # a run, then a fresh run after Reset
+            panel.resetButton.click()
+            with qtbot.waitSignal(panel.stopped, timeout=20000):
+                panel.stepButton.click()
+            with qtbot.waitSignal(panel.openRequested, timeout=20000) as opened:
+                panel.openButton.click()
+            folders.append(Path(opened.args[0]))
+    assert len({f.parent for f in folders}) == 4  # four runs, four folders
+    assert all(f.parent.name.startswith("attn-gui-train-") and (f / "config.json").is_file() for f in folders)
+    for panel in panels:
+        panel.shutdown()

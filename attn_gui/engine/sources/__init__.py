@@ -32,7 +32,7 @@ MODELS: Mapping[str, ModelSpec] = MappingProxyType({  # the bundled models, by n
     for spec in (
         ModelSpec("minilm-l6", "MiniLM-L6 (all-MiniLM-L6-v2)", module="minilm", layers=6, heads=12,
                   d_model=384, d_k=32, d_v=32, max_tokens=MAX_TOKENS, has_bias=True,
-                  special_tokens=("[CLS]", "[SEP]")),
+                  special_tokens=("[CLS]", "[SEP]"), norm="layer", block="post_ln"),
         decoder_spec("smollm2-135m", "SmolLM2-135M (decoder)", "smollm2", FAMILIES["llama"],
                      weights="the weights are 4-bit (Q4_1) approximations of the published SmolLM2-135M-Instruct",
                      layers=30, heads=9, kv_heads=3, d_model=576, d_k=64, d_v=64, max_tokens=8192, has_bias=False,

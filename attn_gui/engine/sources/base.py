@@ -62,9 +62,10 @@ class ModelSource(abc.ABC):
         return None
 
     @abc.abstractmethod
-    def layer_inputs(self, token_ids: torch.Tensor, device: torch.device | str,
-                     dtype: torch.dtype) -> tuple[list[torch.Tensor], torch.Tensor]:
-        """Run the whole model on ``token_ids`` (T,).
+    def layer_inputs(self, token_ids: torch.Tensor, device: torch.device | str, dtype: torch.dtype,
+                     layers: tuple[AttendOptions, ...] | None = None) -> tuple[list[torch.Tensor], torch.Tensor]:
+        """Run the whole model on ``token_ids`` (T,), each layer's attention with ``layers``' options (the plan's,
+        ``engine.plan.Plan.layers``), else as the model runs it.
 
         Returns
         -------
@@ -77,8 +78,10 @@ class ModelSource(abc.ABC):
         """
 
     def next_tokens(self, token_ids: torch.Tensor, device: torch.device | str, dtype: torch.dtype,
-                    k: int = 5) -> tuple[tuple[str, float], ...] | None:
-        """The ``k`` most likely tokens after ``token_ids`` (readable text, probability), highest first.
+                    k: int = 5, layers: tuple[AttendOptions, ...] | None = None
+                    ) -> tuple[tuple[str, float], ...] | None:
+        """The ``k`` most likely tokens after ``token_ids`` (readable text, probability), highest first, from the
+        forward whose layers run with ``layers``' options (else the model's own).
 
         None for a model that predicts no next token (an encoder); a decoder overrides it.
         """
@@ -86,8 +89,8 @@ class ModelSource(abc.ABC):
 
     def layer_options(self, options: AttendOptions, layer: int, T: int, device: torch.device | str,
                       dtype: torch.dtype) -> AttendOptions:
-        """The config's ``options`` with what layer ``layer``'s attention takes beyond them, for ``T`` tokens:
-        DeBERTa's ``relative`` position terms, a decoder's partial rotary; ``options`` itself for most models."""
+        """The plan's ``options`` of layer ``layer`` with what only the loaded model holds, for ``T`` tokens:
+        DeBERTa's ``relative`` position terms (tensors); ``options`` itself for most models."""
         return options
 
     @abc.abstractmethod

@@ -5,15 +5,17 @@ or ``$ATTN_GUI_CACHE_DIR/models``) holds any text files the model needs (its tok
 ``manifest.json`` and, where a conversion made weights, ``weights.safetensors`` (a GGUF's
 are read from the file itself, ``quantized.py``, so its cache holds no weights). The manifest
 names the source file (size and modification time), the converter's version, the model's
-facts read at conversion, and the size and CRC-32 of every file. Every file is written to a
-temporary name and renamed into place, the manifest last; a load checks all of it first, so a
-partial, truncated or corrupt cache is rebuilt, never used.
+facts read at conversion, the size and CRC-32 of every file, and its own SHA-256. Every file is
+written to a temporary name and renamed into place, the manifest last; a load checks all of it
+first (and the facts, with the converter's ``check``), so a partial, truncated, corrupt or edited
+cache is rebuilt, never used; only regular files are read.
 """
 
 from __future__ import annotations
 
 import contextlib
 import functools
+import hashlib
 import json
 import math
 import os
@@ -25,6 +27,8 @@ from collections.abc import Callable
 
 import numpy as np
 import torch
+
+from ..disk import open_regular, read_regular, save_safetensors
 
 CACHE_ENV = "ATTN_GUI_CACHE_DIR"
 WEIGHTS = "weights.safetensors"
@@ -81,8 +85,9 @@ def _entry(path: Path) -> dict:
     return {"size": path.stat().st_size, "crc32": _crc32(path)}
 
 
-def load(folder: Path, source: dict, version: int) -> Converted | None:
-    """The cached conversion in ``folder``, or None when it is missing, stale, partial or corrupt.
+def load(folder: Path, source: dict, version: int, check: Callable[[Converted], bool] | None = None
+         ) -> Converted | None:
+    """The cached conversion in ``folder``, or None when it is missing, stale, partial, corrupt or changed.
 
     Parameters
     ----------
@@ -91,12 +96,25 @@ def load(folder: Path, source: dict, version: int) -> Converted | None:
         The source file's ``fingerprint``; a cache of another file is stale.
     version : int
         The converter's version; a cache written by another is stale.
+    check : callable, optional
+        Whether the cached facts are what the converter writes (each field there, of its type); a
+        cache whose facts are not is rebuilt.
+
+    Only regular files are read (a FIFO in the cache blocks nothing); the manifest must hold its own
+    SHA-256 (``_sealed``), so a fact edited in it (an epsilon, add_bos) rebuilds the cache rather
+    than changing a result; the files it names must be plain names inside ``folder``.
     """
     try:
-        manifest = json.loads((folder / MANIFEST).read_text(encoding="utf-8"))
+        manifest = json.loads(read_regular(folder / MANIFEST, MANIFEST_BYTES))
+        if not isinstance(manifest, dict) or manifest.get("sha256") != _sealed(manifest):
+            return None
         if manifest.get("version") != version or manifest.get("source") != source:
             return None
-        files = manifest["files"]
+        files, meta = manifest["files"], manifest["meta"]
+        if not isinstance(files, dict) or not isinstance(meta, dict) or not all(
+                _plain(name) and type(e.get("size")) is int and type(e.get("crc32")) is int
+                for name, e in files.items()):
+            return None
         data: dict[str, np.ndarray] = {}
         for name, entry in files.items():
             # one read per file: the bytes checked are the bytes used
@@ -106,19 +124,35 @@ def load(folder: Path, source: dict, version: int) -> Converted | None:
             data[name] = raw
         weights = parse_safetensors(data.pop(WEIGHTS)) if WEIGHTS in data else {}
         texts = {name: raw.tobytes().decode("utf-8") for name, raw in data.items()}
-        return Converted(weights, texts, manifest["meta"])
-    except (OSError, ValueError, KeyError, TypeError, AttributeError, RuntimeError, MemoryError):
+        converted = Converted(weights, texts, meta)
+        return converted if check is None or check(converted) else None
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, RuntimeError, MemoryError, RecursionError):
         return None
 
 
+MANIFEST_BYTES = 16 * 2**20  # a manifest names a few files and facts; special_ids may list thousands
+
+
+def _sealed(manifest: dict) -> str:
+    """The SHA-256 of the manifest's fields but ``sha256`` itself, as canonical JSON (sorted keys)."""
+    rest = {k: v for k, v in manifest.items() if k != "sha256"}
+    return hashlib.sha256(json.dumps(rest, sort_keys=True).encode()).hexdigest()
+
+
+def _plain(name: object) -> bool:
+    """A file name of the cache folder itself: no separator, not ``.`` or ``..``."""
+    return isinstance(name, str) and name not in ("", ".", "..") and "/" not in name and os.sep not in name \
+        and "\0" not in name
+
+
 def _read(path: Path, size: int) -> np.ndarray | None:
-    """The file's bytes (uint8), or None unless it has exactly ``size`` of them.
+    """The file's bytes (uint8), or None unless it is a regular file of exactly ``size`` of them.
 
     Read into an uninitialised array: zeroing a bytearray of 538 MB first would hold the GIL
     for a tenth of a second; the read itself and the CRC-32 let other threads run.
     """
     buffer = np.empty(size, dtype=np.uint8)
-    with open(path, "rb") as f:
+    with open_regular(path) as f:
         if f.readinto(buffer.data) != size or f.read(1):
             return None
     return buffer
@@ -175,13 +209,11 @@ def _write_atomic(folder: Path, name: str, write: Callable[[str], object]) -> No
 
 def store(folder: Path, source: dict, version: int, converted: Converted) -> None:
     """Write ``converted`` into ``folder``: every file atomically, then the manifest that vouches for them."""
-    from safetensors.torch import save_file
-
     folder.mkdir(parents=True, exist_ok=True)
     (folder / MANIFEST).unlink(missing_ok=True)  # no manifest while the files change: a crash leaves no cache
     written = list(converted.texts)
     if converted.weights:
-        _write_atomic(folder, WEIGHTS, lambda tmp: save_file(converted.weights, tmp))
+        _write_atomic(folder, WEIGHTS, lambda tmp: save_safetensors(converted.weights, tmp))
         written.insert(0, WEIGHTS)
     else:
         (folder / WEIGHTS).unlink(missing_ok=True)  # an older version's converted weights: no longer read
@@ -189,6 +221,7 @@ def store(folder: Path, source: dict, version: int, converted: Converted) -> Non
         _write_atomic(folder, name, functools.partial(_write_text, text=text))
     files = {name: _entry(folder / name) for name in written}
     manifest = {"version": version, "source": source, "meta": converted.meta, "files": files}
+    manifest["sha256"] = _sealed(manifest)
     _write_atomic(folder, MANIFEST, functools.partial(_write_text, text=json.dumps(manifest, indent=1)))
 
 
@@ -197,14 +230,14 @@ def _write_text(path: str, text: str) -> None:
 
 
 def load_or_build(folder: Path, source: dict, version: int, build: Callable[[Progress], Converted],
-                  progress: Progress | None = None) -> Converted:
+                  progress: Progress | None = None, check: Callable[[Converted], bool] | None = None) -> Converted:
     """The cached conversion, or ``build(progress)`` stored for the next time.
 
     ``progress(done, total)`` is called while building (the last step is writing the cache);
     a load from a valid cache calls it never. A cache folder that cannot be written leaves the
-    conversion in memory only.
+    conversion in memory only. ``check``: as ``load``'s.
     """
-    found = load(folder, source, version)
+    found = load(folder, source, version, check)
     if found is not None:
         return found
     report = progress or (lambda done, total: None)

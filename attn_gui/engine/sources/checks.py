@@ -199,6 +199,8 @@ def decoder_weights(where: str, weights: dict, shape, d_model: int, layers_key: 
 
     ``shape`` is the ``llama.LlamaShape``; ``weights`` are under transformers' Llama names.
     """
+    from .llama import BLOCKS
+
     d, h, g, d_k = d_model, shape.heads, shape.kv_heads, shape.d_k
 
     def need(name: str, expected: tuple) -> tuple:
@@ -221,10 +223,7 @@ def decoder_weights(where: str, weights: dict, shape, d_model: int, layers_key: 
         need(f"{p}.self_attn.k_proj.weight", (g * d_k, d))
         need(f"{p}.self_attn.v_proj.weight", (g * d_k, d))
         need(f"{p}.self_attn.o_proj.weight", (d, h * d_k))
-        # OLMo 2's post-norms (llama.LlamaShape.post_norm) replace the norm before attention
-        norms = ("post_attention_layernorm", "post_feedforward_layernorm") if getattr(shape, "post_norm", False) \
-            else ("input_layernorm", "post_attention_layernorm")
-        for norm in norms:
+        for norm in BLOCKS[shape.block].norms:  # the layer's norms as its residual wiring reads them
             need(f"{p}.{norm}.weight", (d,))
             if shape.norm == "layer":
                 need(f"{p}.{norm}.bias", (d,))

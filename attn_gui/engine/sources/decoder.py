@@ -10,8 +10,6 @@ The forward pass is ``llama.py``.
 
 from __future__ import annotations
 
-import contextlib
-import contextvars
 import functools
 import importlib
 import threading
@@ -62,14 +60,23 @@ def load_model(name: str, progress: cache.Progress | None = None) -> DecoderMode
 
     ``progress(done, total)`` is called during a conversion only.
     """
-    spec = model_spec(name)
-    return LOADED.get(name, lambda: reader(spec).read(spec, progress))
+    return loaded_model(model_spec(name), progress)
+
+
+def loaded_model(spec: ModelSpec, progress: cache.Progress | None = None) -> DecoderModel:
+    """``load_model`` of a spec already resolved."""
+    return LOADED.get(spec.name, lambda: reader(spec).read(spec, progress))
+
+
+def model_tokenize(name: str, sentence: str) -> Tokens:
+    """The model's tokens of ``sentence`` (BPE), shown readable; ids are vocabulary ids."""
+    return tokenize_with(model_spec(name), sentence)
 
 
 @functools.lru_cache(maxsize=64)
-def model_tokenize(name: str, sentence: str) -> Tokens:
-    """The model's tokens of ``sentence`` (BPE), shown readable; ids are vocabulary ids."""
-    model = load_model(name)
+def tokenize_with(spec: ModelSpec, sentence: str) -> Tokens:
+    """``model_tokenize`` of a spec already resolved (kept for the last 64 sentences)."""
+    model = loaded_model(spec)
     ids = wrapped(model.tokenizer.encode(sentence, add_special_tokens=False).ids, model.add_bos, model.add_eos)
     return Tokens(tuple(model.vocab[i] for i in ids), tuple(ids), model.vocab)
 
@@ -80,57 +87,73 @@ def compute_dtypes(dtype: torch.dtype) -> tuple[torch.dtype, torch.dtype | None]
     return (torch.float32, torch.bfloat16) if dtype == torch.bfloat16 else (dtype, None)
 
 
+Layers = tuple[AttendOptions, ...]  # each layer's attention options (``engine.plan.Plan.layers``)
+
+
+def version(spec: ModelSpec) -> tuple:
+    """What changes when the weights of the model change in place: for a model object registered in memory
+    (``memory.register``), every tensor's version counter and storage; () for a file, which is read once."""
+    module = reader(spec)
+    return module.version(spec) if hasattr(module, "version") else ()
+
+
+def shaped(spec: ModelSpec, layers: Layers | None) -> LlamaShape:
+    """The model's shape with each layer's attention as ``layers`` says (the plan's), or as the model runs it."""
+    shape = loaded_model(spec).shape
+    return shape if layers is None else shape.with_attention(layers)
+
+
 # on the CPU each weight is converted as a layer reads it (stored.Upcast); on a GPU the copy
-# is kept, one at a time
+# is kept, one at a time; ``changed`` (``version``) makes a registered model edited in place read again
 @functools.lru_cache(maxsize=1)
-def _weights_on(name: str, device: str, dtype: torch.dtype):
-    return stored.weights_on(load_model(name).weights, device, *compute_dtypes(dtype))
+def _weights_on(spec: ModelSpec, device: str, dtype: torch.dtype, changed: tuple = ()):
+    return stored.weights_on(loaded_model(spec).weights, device, *compute_dtypes(dtype))
+
+
+def weights_on(spec: ModelSpec, device: str, dtype: torch.dtype):
+    """The model's weights as a forward on ``device`` in ``dtype`` reads them (kept while the weights are unchanged)."""
+    return _weights_on(spec, device, dtype, version(spec))
 
 
 @functools.lru_cache(maxsize=2)
-def _run(name: str, ids: tuple[int, ...], device: str, dtype: torch.dtype) -> Run:
+def _run(spec: ModelSpec, ids: tuple[int, ...], device: str, dtype: torch.dtype, layers: Layers | None,
+         changed: tuple = ()) -> Run:
     """The last runs over whole sentences, kept as far as they went (``llama.Run``): another layer or head inside
-    what was run is shown without running the model, one beyond goes on from the kept residual."""
+    what was run is shown without running the model, one beyond goes on from the kept residual. Keyed on the
+    plan's attention (``layers``) and on the weights' ``version``: a registered model edited in place is run again."""
     with torch.no_grad():
-        return Run(_weights_on(name, device, dtype), torch.tensor(ids, device=device), load_model(name).shape)
+        return Run(weights_on(spec, device, dtype), torch.tensor(ids, device=device), shaped(spec, layers))
+
+
+def kept_run(spec: ModelSpec, ids: tuple[int, ...], device: str, dtype: torch.dtype, layers: Layers | None) -> Run:
+    """``_run`` keyed on the weights' current ``version``."""
+    return _run(spec, ids, device, dtype, layers, version(spec))
 
 
 @functools.lru_cache(maxsize=1)
-def _layer_weights(name: str, layer: int, device: str, dtype: torch.dtype) -> Projections:
+def _layer_weights(spec: ModelSpec, layer: int, device: str, dtype: torch.dtype, changed: tuple = ()) -> Projections:
     """The shown layer's projections, kept: another head or token of it reads no weight again (a quantized model's
     are dequantized as they are read, a layer of an 8 B model in about a second)."""
-    return head_weights(_weights_on(name, device, dtype), layer, load_model(name).shape)
+    return head_weights(weights_on(spec, device, dtype), layer, loaded_model(spec).shape)
 
 
 _RUN_LOCK = threading.RLock()  # one thread advances the kept runs at a time (``llama.Run`` is not thread-safe)
-_ON_LAYER: contextvars.ContextVar = contextvars.ContextVar("attn_gui_on_layer", default=None)
 
 
-@contextlib.contextmanager
-def each_layer(on_layer):
-    """Within the block, a kept run calls ``on_layer(done, total)`` after each layer it runs (``llama.Run``): a
-    progress count, or a cancel (raise: the run stays as it was after its last whole layer, and a later compute
-    goes on from there). The window's worker stops a run a newer request has made stale this way."""
-    token = _ON_LAYER.set(on_layer)
-    try:
-        yield
-    finally:
-        _ON_LAYER.reset(token)
-
-
-def _prefill(name: str, ids: tuple[int, ...], device: str, dtype: torch.dtype) -> Forward:
-    """The whole run over a sentence (the kept one, finished where it stopped)."""
-    run = _run(name, ids, device, dtype)
+def prefill(spec: ModelSpec, ids: tuple[int, ...], device: str, dtype: torch.dtype, layers: Layers | None) -> Forward:
+    """The whole run over a sentence (the kept one, finished where it stopped). A window's compute thread sees
+    its layers and may stop it between them (``engine.progress``): the run stays kept after its last whole layer."""
+    run = kept_run(spec, ids, device, dtype, layers)
     with _RUN_LOCK, torch.no_grad():
-        return run.finish(_ON_LAYER.get())
+        return run.finish()
 
 
-def _first_input(name: str, ids: tuple[int, ...], device: str, dtype: torch.dtype,
-                 layer: int) -> tuple[torch.Tensor, int]:
+def first_input(spec: ModelSpec, ids: tuple[int, ...], device: str, dtype: torch.dtype, layer: int,
+                layers: Layers | None) -> tuple[torch.Tensor, int]:
     """What ``layer`` reads, having run only the layers before it, and how many layers the kept run has run."""
-    run = _run(name, ids, device, dtype)
+    run = kept_run(spec, ids, device, dtype, layers)
     with _RUN_LOCK, torch.no_grad():
-        return run.input_of(layer, _ON_LAYER.get()), run.done
+        return run.input_of(layer), run.done
 
 
 _STREAMED: OrderedDict[tuple, Forward] = OrderedDict()  # the last streamed run (each holds L T d of inputs)
@@ -138,12 +161,12 @@ STREAMED_KEPT = 1
 _STREAMED_LOCK = threading.Lock()
 
 
-def _streamed(name: str, ids: tuple[int, ...], device: str, dtype: torch.dtype, reduce_to: int, block_bytes: int,
-              layer: int | None) -> Forward:
+def _streamed(spec: ModelSpec, ids: tuple[int, ...], device: str, dtype: torch.dtype, reduce_to: int,
+              block_bytes: int, layer: int | None, layers: Layers | None = None) -> Forward:
     """The last streamed run (``llama.forward(reduce_to=)``), kept as ``_prefill``'s are: every layer's maps
     pooled to ``reduce_to`` per side. A run made here keeps ``layer``'s steps (``Forward.shown``); a kept run
     is given as it is, whichever layer it kept."""
-    key = (name, ids, device, dtype, reduce_to, block_bytes)
+    key = (spec, ids, device, dtype, reduce_to, block_bytes, layers, version(spec))
     with _STREAMED_LOCK:
         run = _STREAMED.get(key)
         if run is not None:
@@ -152,7 +175,7 @@ def _streamed(name: str, ids: tuple[int, ...], device: str, dtype: torch.dtype, 
         while len(_STREAMED) >= STREAMED_KEPT:  # the older runs go before this one is made
             _STREAMED.popitem(last=False)
     with torch.no_grad():
-        run = forward(_weights_on(name, device, dtype), torch.tensor(ids, device=device), load_model(name).shape,
+        run = forward(weights_on(spec, device, dtype), torch.tensor(ids, device=device), shaped(spec, layers),
                       reduce_to=reduce_to, block_bytes=block_bytes, shown_layer=layer)
     with _STREAMED_LOCK:
         _STREAMED[key] = run
@@ -195,53 +218,51 @@ class Source(ModelSource):
         return self.spec.name in LOADED
 
     def tokenize(self, sentence: str) -> Tokens:
-        return model_tokenize(self.spec.name, sentence)
+        return tokenize_with(self.spec, sentence)
 
     def unknown_token(self) -> str | None:
-        return unknown_of(load_model(self.spec.name).tokenizer)
+        return unknown_of(loaded_model(self.spec).tokenizer)
 
-    def layer_inputs(self, token_ids, device, dtype):
-        run = _prefill(self.spec.name, tuple(token_ids.tolist()), str(device), dtype)
+    def layer_inputs(self, token_ids, device, dtype, layers: Layers | None = None):
+        run = prefill(self.spec, tuple(token_ids.tolist()), str(device), dtype, layers)
         return [*run.inputs, run.residual[-1]], run.weights
 
-    def first_input(self, token_ids, device, dtype, layer: int) -> tuple[torch.Tensor, int]:
+    def first_input(self, token_ids, device, dtype, layer: int,
+                    layers: Layers | None = None) -> tuple[torch.Tensor, int]:
         """What layer ``layer`` reads (X (T, d)), having run only the layers before it: the first maps of a layer need
-        no more. The run is kept: a later ``layer_inputs`` (or ``next_tokens``, ``summaries``) of the same tokens goes
-        on from where it stopped, and another layer inside it costs nothing. Returns X and the layers run so far."""
-        return _first_input(self.spec.name, tuple(token_ids.tolist()), str(device), dtype, layer)
+        no more. The run is kept: a later ``layer_inputs`` (or ``next_tokens``, ``summaries``) of the same tokens and
+        ``layers`` goes on from where it stopped, and another layer inside it costs nothing. Returns X and the layers
+        run so far."""
+        return first_input(self.spec, tuple(token_ids.tolist()), str(device), dtype, layer, layers)
 
     def streamed_inputs(self, token_ids, device, dtype, reduce_to: int, block_bytes: int,
-                        layer: int | None = None) -> Forward:
+                        layer: int | None = None, layers: Layers | None = None) -> Forward:
         """The run over ``token_ids`` streamed (no T x T map kept): each layer's X in ``inputs``, the final norm's
         output as ``residual[-1]``, every layer's summaries and pooled maps (``Forward.summaries``); made now,
         it keeps ``layer``'s steps (``Forward.shown``)."""
-        return _streamed(self.spec.name, tuple(token_ids.tolist()), str(device), dtype, reduce_to, block_bytes, layer)
+        return _streamed(self.spec, tuple(token_ids.tolist()), str(device), dtype, reduce_to, block_bytes, layer,
+                         layers)
 
-    def summaries(self, token_ids, device, dtype):
+    def summaries(self, token_ids, device, dtype, layers: Layers | None = None):
         """Every layer's and head's summaries of the whole-sentence run (``engine.summaries.Summaries``)."""
-        return _prefill(self.spec.name, tuple(token_ids.tolist()), str(device), dtype).summaries
-
-    def layer_options(self, options, layer, T, device, dtype) -> AttendOptions:
-        """Partial rotary (GPT-NeoX): only each head's first ``rope_dims`` dimensions turn."""
-        dims = self.spec.rope_dims
-        return options if dims is None else options.replace(rope_dims=dims)
+        return prefill(self.spec, tuple(token_ids.tolist()), str(device), dtype, layers).summaries
 
     def layer_weights(self, layer, device, dtype) -> Projections:
-        return _layer_weights(self.spec.name, layer, str(device), dtype)
+        return _layer_weights(self.spec, layer, str(device), dtype, version(self.spec))
 
     def predicts(self) -> bool:
         """Whether the model has its language-model head: next tokens, generation (loads the model)."""
-        return load_model(self.spec.name).predicts
+        return loaded_model(self.spec).predicts
 
     def ends_text(self) -> str | None:
         """The end token the tokenizer puts after every text (add_eos_token), readable, or None (loads the model)."""
-        model = load_model(self.spec.name)
+        model = loaded_model(self.spec)
         return None if model.add_eos is None else model.vocab[model.add_eos]
 
-    def next_tokens(self, token_ids, device, dtype, k: int = 5):
+    def next_tokens(self, token_ids, device, dtype, k: int = 5, layers: Layers | None = None):
         if not self.predicts():
             return None
-        run = _prefill(self.spec.name, tuple(token_ids.tolist()), str(device), dtype)
+        run = prefill(self.spec, tuple(token_ids.tolist()), str(device), dtype, layers)
         return self.top_tokens(run.logits, k)
 
     def top_tokens(self, logits: torch.Tensor, k: int = 5) -> tuple[tuple[str, float], ...] | None:
@@ -251,33 +272,35 @@ class Source(ModelSource):
             return None
         probs = torch.softmax(logits.double(), dim=-1)
         top = probs.topk(min(k, probs.numel()))
-        vocab = load_model(self.spec.name).vocab
+        vocab = loaded_model(self.spec).vocab
         return tuple((vocab[i], float(p)) for p, i in zip(top.values.tolist(), top.indices.tolist(), strict=True))
 
     def forward(self, token_ids: torch.Tensor, device, dtype, cache: KVCache | None = None, *,
-                z_hooks: dict | None = None, reduce_to: int | None = None, shown_layer: int | None = None) -> Forward:
+                z_hooks: dict | None = None, reduce_to: int | None = None, shown_layer: int | None = None,
+                layers: Layers | None = None) -> Forward:
         """Run the model on new ``token_ids`` (n,) after ``cache`` (None: from the start); nothing is kept.
 
         ``z_hooks`` (layer -> function of Z) intervene on heads; ``reduce_to`` streams, keeping ``shown_layer``'s
-        steps (``llama.forward``)."""
+        steps (``llama.forward``); ``layers``: each layer's attention options (the plan's), else the model's."""
         with torch.no_grad():
-            return forward(_weights_on(self.spec.name, str(device), dtype), token_ids.to(device),
-                           load_model(self.spec.name).shape, cache, z_hooks=z_hooks, reduce_to=reduce_to,
+            return forward(weights_on(self.spec, str(device), dtype), token_ids.to(device),
+                           shaped(self.spec, layers), cache, z_hooks=z_hooks, reduce_to=reduce_to,
                            shown_layer=shown_layer)
 
-    def decoder(self, device, dtype) -> tuple[dict[str, torch.Tensor], LlamaShape]:
-        """The weights on ``device`` and the shape: ``llama.decoder_layer`` runs a layer on them."""
-        return _weights_on(self.spec.name, str(device), dtype), load_model(self.spec.name).shape
+    def decoder(self, device, dtype, layers: Layers | None = None) -> tuple[dict[str, torch.Tensor], LlamaShape]:
+        """The weights on ``device`` and the shape (each layer's attention as ``layers`` says, else the model's):
+        ``llama.decoder_layer`` runs a layer on them."""
+        return weights_on(self.spec, str(device), dtype), shaped(self.spec, layers)
 
     def decode_text(self, token_ids) -> str:
         """The text of ``token_ids`` (special tokens included), as the model's byte-level decoder gives it."""
-        return load_model(self.spec.name).tokenizer.decode(list(token_ids), skip_special_tokens=False)
+        return loaded_model(self.spec).tokenizer.decode(list(token_ids), skip_special_tokens=False)
 
     @property
     def eos_id(self) -> int:
         """The end-of-sequence token's id, where generation stops."""
-        return load_model(self.spec.name).eos_id
+        return loaded_model(self.spec).eos_id
 
     def token_text(self, token_id: int) -> str:
         """The readable text of one token (as in the maps)."""
-        return load_model(self.spec.name).vocab[token_id]
+        return loaded_model(self.spec).vocab[token_id]

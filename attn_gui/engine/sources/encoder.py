@@ -8,7 +8,7 @@ feed-forward (GELU), residual + LayerNorm (post-LN). The families differ by decl
 RoBERTa counts positions from its padding id + 1; DistilBERT names its weights its own way
 (``RENAMES``) and has no token types; DeBERTa-v2/v3 adds the disentangled position terms c2p
 and p2c to the scores (``attention.Relative``, from its relative embeddings) and may have no
-absolute positions; ModernBERT (``Family.pre_norm``) has no positions but RoPE, local and global
+absolute positions; ModernBERT (``Family.block`` "pre_ln") has no positions but RoPE, local and global
 layers (each its window and RoPE base), one fused W_qkv (split here), LayerNorms before attention
 and the GeGLU feed-forward (``Family.mlp``), biases only where its config says, and a final norm.
 MiniLM-L6 (``minilm.py``) is a BERT folder inside its package. The tests compare every layer with
@@ -28,15 +28,17 @@ from typing import TYPE_CHECKING
 import torch
 import torch.nn.functional as F
 
+from .. import progress
 from ..errors import ConfigError
 from ..attention import AttendOptions, Projections, Relative, attend, relative_index
 from ..tokens import Tokens
 from .base import ModelSource, unknown_of
 from . import hf, stored
 from .byte_bpe import readable
-from .encoder_config import RelativeShape, local_layers, relative_shape
+from .encoder_config import RelativeShape, relative_shape
 from .families import Family
 from .hf import activation, check_shape, family_of, position_offset, read_weights, size
+from .layers import model_layers
 from .llama import act
 from .loaded import LOADED
 from .spec import ModelSpec
@@ -78,10 +80,9 @@ class EncoderShape:
     act: str  # the feed-forward's activation (llama.act): gelu, gelu_tanh, relu
     position_offset: int  # the first token's position id (RoBERTa: padding id + 1)
     positions: bool = True  # learned absolute positions added to the embeddings (DeBERTa: position_biased_input)
-    pre_norm: bool = False  # ModernBERT: LayerNorm before attention and the MLP, a final norm
+    block: str = "post_ln"  # "post_ln": LayerNorm after each residual (BERT); "pre_ln": before attention and the
+    #                         MLP, and a final norm (ModernBERT)
     mlp: str = "gelu"  # "gelu": W_2 act(W_1 x); "geglu": W_o (act(a) * g) with a, g = W_i x split in two
-    windows: tuple[int | None, ...] = ()  # each layer's window (ModernBERT's local layers); () none
-    rope_bases: tuple[float, ...] = ()  # each layer's RoPE base (ModernBERT); () no RoPE
     relative: RelativeShape | None = None  # DeBERTa's relative positions
 
 
@@ -124,12 +125,10 @@ def fused_qkv(w: dict) -> dict:
 
 def encoder_shape(spec: ModelSpec, cfg: dict, family: Family, folder: Path) -> EncoderShape:
     """The constants of an encoder of ``family`` from its config.json (``encoder_config`` reads the new ones)."""
-    windows, bases = local_layers(cfg, folder, spec.layers) if family.window == "local" else ((), ())
     return EncoderShape(spec.layers, spec.heads, float(size(cfg, family, "eps", 1e-12)),
                         activation(cfg, family, folder), position_offset(cfg),
                         positions=bool(cfg.get("position_biased_input", True)),
-                        pre_norm=family.pre_norm, mlp="geglu" if family.mlp == "geglu" else "gelu",
-                        windows=windows, rope_bases=bases,
+                        block=family.block, mlp="geglu" if family.mlp == "geglu" else "gelu",
                         relative=relative_shape(cfg, folder) if family.relative else None)
 
 
@@ -138,7 +137,7 @@ def check_weights(folder: Path, cfg: dict, weights: dict, shape: EncoderShape) -
     embeddings), naming the field."""
     needs = {"attention_bias": "encoder.layer.0.attention.self.query.bias",
              "mlp_bias": "encoder.layer.0.intermediate.dense.bias", "norm_bias": "embeddings.LayerNorm.bias"}
-    if shape.pre_norm:
+    if shape.block == "pre_ln":
         for field, key in needs.items():
             if cfg.get(field) and key not in weights:
                 raise ConfigError(f"{folder.name}: config.json says {field} is true, the weights hold no {key}")
@@ -229,7 +228,7 @@ def relative_positions(w: dict, layer: int, shape: EncoderShape, T: int) -> Rela
     if rel is None:
         return None
     if not rel.on:  # relative_attention off: content scores only, still over sqrt(d_k * scale_factor)
-        return Relative(None, None, None, rel.scale_factor)
+        return Relative(None, None, None)
     emb = w["encoder.rel_embeddings.weight"][: 2 * rel.span]  # (2s, d)
     if rel.norm:
         emb = _layer_norm(emb, w, "encoder.LayerNorm", shape.eps)
@@ -240,15 +239,12 @@ def relative_positions(w: dict, layer: int, shape: EncoderShape, T: int) -> Rela
     pos_q = per_head(_linear(emb, w, f"{p}.{'query' if rel.shared else 'pos_query_proj'}")) if "p2c" in rel.terms \
         else None
     index = relative_index(T, T, rel.span, rel.buckets, rel.max_position, device=emb.device)  # (T, T)
-    return Relative(index, pos_k, pos_q, rel.scale_factor)
+    return Relative(index, pos_k, pos_q)
 
 
-def layer_options(w: dict, layer: int, shape: EncoderShape, T: int) -> AttendOptions:
-    """Layer ``layer``'s attention options (column layout, not causal): its RoPE base and window (ModernBERT),
-    DeBERTa's position terms."""
-    options = AttendOptions(layout="column")
-    if shape.rope_bases:
-        options = options.replace(rope_base=shape.rope_bases[layer], window=shape.windows[layer])
+def layer_options(options: AttendOptions, w: dict, layer: int, shape: EncoderShape, T: int) -> AttendOptions:
+    """Layer ``layer``'s attention options (the plan's, ``sources.layers.model_layers``: column layout, its RoPE
+    base and window) with DeBERTa's position terms for ``T`` tokens, which only the loaded weights give."""
     if shape.relative is not None:
         options = options.replace(relative=relative_positions(w, layer, shape, T))
     return options
@@ -256,12 +252,20 @@ def layer_options(w: dict, layer: int, shape: EncoderShape, T: int) -> AttendOpt
 
 def embed(w: dict, ids: torch.Tensor, shape: EncoderShape) -> torch.Tensor:
     """Word + position (where the model adds them) + token type 0 (where it has token types) embeddings,
-    then LayerNorm: (T, d)."""
+    then LayerNorm: (T, d).
+
+    RoBERTa (``position_offset`` > 0) numbers positions as transformers' ``create_position_ids_from_input_ids``:
+    its padding id's token gets the padding position and is not counted, every other token padding id + 1 +
+    the count of tokens before it that are not padding."""
     T = ids.shape[0]
     x = stored.rows(w, "embeddings.word_embeddings.weight", ids)
     if shape.positions and "embeddings.position_embeddings.weight" in w:
-        x = x + stored.rows(w, "embeddings.position_embeddings.weight",
-                            torch.arange(shape.position_offset, shape.position_offset + T))
+        positions = torch.arange(shape.position_offset, shape.position_offset + T)
+        if shape.position_offset:
+            pad = shape.position_offset - 1  # RoBERTa's padding id
+            real = (ids.cpu() != pad).long()
+            positions = torch.cumsum(real, 0) * real + pad
+        x = x + stored.rows(w, "embeddings.position_embeddings.weight", positions)
     if "embeddings.token_type_embeddings.weight" in w:
         x = x + w["embeddings.token_type_embeddings.weight"][0]
     return _layer_norm(x, w, "embeddings.LayerNorm", shape.eps)
@@ -279,28 +283,30 @@ def feed_forward(x: torch.Tensor, w: dict, layer: int, shape: EncoderShape) -> t
     return _linear(hidden, w, f"{p}.output.dense")
 
 
-def encoder_layer(x: torch.Tensor, w: dict, layer: int, shape: EncoderShape):
-    """A full layer; returns (next hidden state, the layer's attention steps, what its attention read).
+def encoder_layer(x: torch.Tensor, w: dict, layer: int, shape: EncoderShape, options: AttendOptions):
+    """A full layer, its attention with ``options`` (``layer_options``); returns (next hidden state, the layer's
+    attention steps, what its attention read).
 
     Post-LN (BERT, DeBERTa): LayerNorm(x + attention(x)), then LayerNorm(h + MLP(h)). Pre-LN
     (ModernBERT): x + attention(LayerNorm(x)) (layer 0 has no norm: its embeddings are normed), then
     h + MLP(LayerNorm(h)).
     """
     p = f"encoder.layer.{layer}"
-    if shape.pre_norm:
+    if shape.block == "pre_ln":
         normed = _layer_norm(x, w, f"{p}.attention.norm", shape.eps) if f"{p}.attention.norm.weight" in w else x
-        steps = attend(normed, head_weights(w, layer, shape.heads), layer_options(w, layer, shape, x.shape[0]))
+        steps = attend(normed, head_weights(w, layer, shape.heads), options)
         h1 = x + steps.output
         return h1 + feed_forward(_layer_norm(h1, w, f"{p}.intermediate.norm", shape.eps), w, layer, shape), \
             steps, normed
-    steps = attend(x, head_weights(w, layer, shape.heads), layer_options(w, layer, shape, x.shape[0]))
+    steps = attend(x, head_weights(w, layer, shape.heads), options)
     h1 = _layer_norm(steps.output + x, w, f"{p}.attention.output.LayerNorm", shape.eps)
     h2 = _layer_norm(feed_forward(h1, w, layer, shape) + h1, w, f"{p}.output.LayerNorm", shape.eps)
     return h2, steps, x
 
 
-def run(w: dict, ids: torch.Tensor, shape: EncoderShape):
-    """Every layer's attention input and the output (L + 1 of them), and every layer's attention weights.
+def run(w: dict, ids: torch.Tensor, shape: EncoderShape, layers: tuple[AttendOptions, ...]):
+    """Every layer's attention input and the output (L + 1 of them), and every layer's attention weights; each
+    layer's attention with ``layers``' options (the plan's, ``engine.plan.Plan.layers``).
 
     Returns
     -------
@@ -310,11 +316,13 @@ def run(w: dict, ids: torch.Tensor, shape: EncoderShape):
     """
     x = embed(w, ids, shape)
     hidden, all_weights = [], []
+    progress.at(0, shape.layers)
     for layer in range(shape.layers):
-        x, steps, read = encoder_layer(x, w, layer, shape)
+        x, steps, read = encoder_layer(x, w, layer, shape, layer_options(layers[layer], w, layer, shape, ids.shape[0]))
         hidden.append(read)
         all_weights.append(steps.alpha)
-    hidden.append(_layer_norm(x, w, "encoder.final_norm", shape.eps) if shape.pre_norm else x)
+        progress.at(layer + 1, shape.layers)
+    hidden.append(_layer_norm(x, w, "encoder.final_norm", shape.eps) if shape.block == "pre_ln" else x)
     return hidden, torch.stack(all_weights)
 
 
@@ -348,16 +356,16 @@ class Source(ModelSource):
     def unknown_token(self) -> str | None:
         return unknown_of(self.model().tokenizer)
 
-    def layer_inputs(self, token_ids, device, dtype):
+    def layer_inputs(self, token_ids, device, dtype, layers=None):
         with torch.no_grad():
-            return run(self._weights(device, dtype), token_ids.to(device), self.model().shape)
+            return run(self._weights(device, dtype), token_ids.to(device), self.model().shape,
+                       model_layers(self.spec) if layers is None else layers)
 
     def layer_weights(self, layer, device, dtype) -> Projections:
         return head_weights(self._weights(device, dtype), layer, self.spec.heads)
 
     def layer_options(self, options, layer, T, device, dtype) -> AttendOptions:
-        rel = relative_positions(self._weights(device, dtype), layer, self.model().shape, T)
-        return options if rel is None else options.replace(relative=rel)
+        return layer_options(options, self._weights(device, dtype), layer, self.model().shape, T)
 
     def _weights(self, device, dtype) -> dict[str, torch.Tensor]:
         return weights_on(self, str(device), dtype)

@@ -117,7 +117,11 @@ def local_layers(cfg: dict, folder: Path, layers: int) -> tuple[tuple[int | None
     if unknown or len(kinds) != layers:
         raise ConfigError(f"{folder.name}: layer_types must name {layers} layers, each full_attention or "
                           f"sliding_attention; got {kinds!r:.80}")
-    window = int(cfg.get("local_attention", 128)) // 2 + 1  # transformers: |i - j| <= local_attention // 2
+    # transformers: |i - j| <= local_attention // 2; a config's sliding_window sets local_attention = 2 sliding_window
+    # (ModernBertConfig.sliding_window's setter), whichever of the two config.json lists first
+    local = 2 * int(cfg["sliding_window"]) if cfg.get("sliding_window") is not None else \
+        int(cfg.get("local_attention", 128))
+    window = local // 2 + 1
     return (tuple(window if kind == "sliding_attention" else None for kind in kinds),
             tuple(bases[kind] for kind in kinds))
 

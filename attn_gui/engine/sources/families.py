@@ -30,6 +30,7 @@ INERT = frozenset({
     "attention_dropout", "hidden_dropout", "attn_pdrop", "embd_pdrop", "resid_pdrop", "dropout", "hidden_dropout_prob",
     "attention_probs_dropout_prob", "classifier_dropout", "qa_dropout", "seq_classif_dropout",
     "summary_activation", "summary_first_dropout", "summary_proj_to_labels", "summary_type", "summary_use_proj",
+    "summary_last_dropout",
     "vocab_size", "intermediate_size", "n_inner", "hidden_dim", "type_vocab_size", "n_ctx", "pretraining_tp",
     "tie_word_embeddings",  # the weights say: lm_head.weight, else the embedding
     "reorder_and_upcast_attn",  # GPT-2's softmax in float32: the same numbers
@@ -45,6 +46,9 @@ INERT = frozenset({
     # how attn-gui's trainer made the folder (engine/training.py): a record
     "attn_gui_train", "attn_gui_step", "attn_gui_task",
 })
+# fields transformers' loading reads (from_pretrained: the quantizer rewrites the stored weights), not its modeling
+# code: every family refuses them where set (a quantized checkpoint's tensors are not the model's weights)
+LOADING_REFUSES = ("quantization_config",)
 # the fields the Llama-family decoder reads (every rms/gated family): biases and the MLP's biases are read
 # where the weights hold them (attention_bias, mlp_bias); the window's fields as transformers reads them for
 # the family (``Family.window``: Llama's sliding_window is ignored by transformers, and so here)
@@ -69,21 +73,22 @@ class Family:
     #                   and layer_types say which layers slide; "local": ModernBERT's local and global layers,
     #                   each with its window and RoPE base (encoder_config.local_layers); "types": layer_types
     #                   alone, each layer its own (Gemma 2: local and global layers alternating); "": none
-    norm: str = "rms"  # the decoder's norm and feed-forward (llama.LlamaShape)
+    norm: str = "rms"  # the norm and its gain: "rms" (x̂ γ), "gemma" (x̂ (1 + γ), in float32), "layer" (LayerNorm)
+    block: str = "pre"  # the residual wiring, a row of ``llama.BLOCKS`` (decoders) or ``encoder.BLOCKS``:
+    #                   "pre" (Llama: a norm before attention and before the MLP); "parallel" (GPT-NeoX, where
+    #                   use_parallel_residual: attention and the MLP read one residual, their sum added);
+    #                   "sandwich" (Gemma 2: a norm after attention and around the MLP too); "post" (OLMo 2: no norm
+    #                   before attention or the MLP, each output normed before its residual; q/k norms over all
+    #                   heads); encoders: "post_ln" (BERT: LayerNorm after each residual), "pre_ln" (ModernBERT)
     mlp: str = "gated"  # "gated": W_down (act(W_gate x) * W_up x) (SwiGLU with silu); "plain": W_down act(W_up x);
     #                   "geglu": ModernBERT's W_o (act(a) * g), a, g = W_i x split in two
     act: str = "silu"  # the activation when config.json names none (transformers' config default)
-    pre_norm: bool = False  # an encoder whose LayerNorms come before attention and the MLP (ModernBERT)
     relative: bool = False  # DeBERTa's disentangled attention: c2p and p2c terms (attention.Relative)
     qk_norm: bool = False  # Qwen3: q_norm and k_norm, each head's q and k RMS-normed before RoPE
-    post_norm: bool = False  # OLMo 2: no norm before attention or the MLP; each output normed before its residual
-    #                          (post_attention_layernorm, post_feedforward_layernorm); q/k norms over all heads
     positions: str = "rope"  # "rope"; "learned": absolute positions added to the embedding (GPT-2's wpe)
     rotary: float | None = None  # reads a partial rotary share (rope_parameters' partial_rotary_factor,
     #                              rotary_pct), this one where config.json names none; None: every dimension
-    parallel: bool = False  # reads use_parallel_residual (default true): attention and MLP from one residual
     rename: str = ""  # the reader that renames and splits its weights into llama.py's names (hf.RENAMES)
-    sandwich: bool = False  # Gemma 2: a norm after attention and after the MLP too (pre_feedforward_layernorm …)
     embed_scale: bool = False  # Gemma: the embedding multiplied by √d
     window_pattern: int = 2  # window "types" without layer_types: every pattern-th layer global, the others local
     layer_rope: bool = False  # Gemma 3: local and global layers each with their own RoPE (rope_parameters by type)
@@ -97,6 +102,12 @@ class Family:
     also: tuple[str, ...] = ()  # other models of the family, named where a GGUF is refused
     reads: tuple[str, ...] = DECODER_READS  # the config.json fields it honours (INERT ones aside)
     fixed: tuple[tuple[str, object], ...] = ()  # fields it runs at one value only; another is refused
+    refuses: tuple[str, ...] = ()  # fields transformers' modeling code for the family reads and attn-gui does not
+    #                                compute: refused in one line. Any other field is inert: transformers never
+    #                                reads it (tie_weights_, reference_compile, ...), so it changes no number
+    #                                (tests/engine/test_family_fields.py derives both from transformers' source)
+    softcap: bool = True  # applies attn_logit_softcapping where config.json has it (Gemma 3's is read by its config
+    #                       but its attention never caps: transformers' Gemma3Attention passes no softcap)
 
 
 # llama.cpp's names of Gemma's sandwich norms (gguf-py's tensor_mapping: ATTN_POST_NORM, FFN_NORM, FFN_POST_NORM)
@@ -108,19 +119,20 @@ FAMILIES = {  # by config.json's model_type
     "mistral": Family("Mistral", window="every", gguf="llama", permuted=True),  # llama.cpp writes Mistral as llama
     "qwen2": Family("Qwen2", window="layers", gguf="qwen2"),
     "qwen3": Family("Qwen3", window="layers", qk_norm=True, gguf="qwen3"),  # Qwen3Model(Qwen2Model): no permute
-    "olmo2": Family("OLMo 2", qk_norm=True, post_norm=True, gguf="olmo2",  # Olmo2Config: Llama's fields
+    "olmo2": Family("OLMo 2", qk_norm=True, block="post", gguf="olmo2",  # Olmo2Config: Llama's fields
                     gguf_names=(("post_attention_norm", "post_attention_layernorm"),
                                 ("post_ffw_norm", "post_feedforward_layernorm"))),
     "phi3": Family("Phi-3", window="every", rotary=1.0, rename="phi3", also=("Phi-4",),  # fused qkv, gate_up
                    gguf="phi3", gguf_names=(("attn_qkv", "self_attn.qkv_proj"), ("ffn_up", "mlp.gate_up_proj"))),
     "gemma2": Family("Gemma 2", names=(("act", "hidden_activation"),), window="types", norm="gemma",
-                     act="gelu_pytorch_tanh", sandwich=True, embed_scale=True, gguf="gemma2",
+                     act="gelu_pytorch_tanh", block="sandwich", embed_scale=True, gguf="gemma2",
                      gguf_names=GEMMA_NAMES, gguf_27b=46,
                      reads=(*DECODER_READS, "hidden_activation", "query_pre_attn_scalar", "attn_logit_softcapping",
                             "final_logit_softcapping"), fixed=(("use_bidirectional_attention", False),)),
     "gemma3_text": Family("Gemma 3", names=(("act", "hidden_activation"),), window="types", norm="gemma",
-                          act="gelu_pytorch_tanh", sandwich=True, embed_scale=True, qk_norm=True, window_pattern=6,
-                          layer_rope=True, gguf="gemma3", gguf_names=GEMMA_NAMES, gguf_27b=62,
+                          act="gelu_pytorch_tanh", block="sandwich", embed_scale=True, qk_norm=True,
+                          window_pattern=6,
+                          layer_rope=True, gguf="gemma3", gguf_names=GEMMA_NAMES, gguf_27b=62, softcap=False,
                           reads=(*DECODER_READS, "hidden_activation", "query_pre_attn_scalar",
                                  "attn_logit_softcapping", "final_logit_softcapping", "rope_local_base_freq",
                                  "sliding_window_pattern", "_sliding_window_pattern"),
@@ -132,25 +144,29 @@ FAMILIES = {  # by config.json's model_type
                    reads=("n_embd", "n_head", "n_layer", "n_positions", "layer_norm_epsilon", "activation_function",
                           "scale_attn_weights", "scale_attn_by_inverse_layer_idx", "eos_token_id"),
                    fixed=(("add_cross_attention", False),)),
-    "gpt_neox": Family("GPT-NeoX", norm="layer", mlp="plain", act="gelu", rotary=0.25, parallel=True,
+    "gpt_neox": Family("GPT-NeoX", norm="layer", mlp="plain", act="gelu", rotary=0.25, block="parallel",
                        rename="gpt_neox", also=("Pythia",),  # GPTNeoXConfig: rotary_pct 0.25, use_parallel_residual
                        gguf="gptneox", gguf_names=(("attn_qkv", "self_attn.qkv_proj"),),
                        reads=("hidden_size", "num_attention_heads", "num_hidden_layers", "max_position_embeddings",
                               "layer_norm_eps", "hidden_act", "attention_bias", "rope_theta", "rotary_emb_base",
                               "rope_parameters", "rope_scaling", "rotary_pct", "partial_rotary_factor",
                               "use_parallel_residual", "eos_token_id",
-                              "is_decoder")),  # causal either way: modeling_gpt_neox never reads is_decoder
-    "bert": Family("BERT", path="encoder", mlp="plain", act="gelu", reads=ENCODER_READS, fixed=ENCODER_FIXED),
-    "roberta": Family("RoBERTa", path="encoder", mlp="plain", act="gelu", reads=(*ENCODER_READS, "pad_token_id"),
-                      fixed=ENCODER_FIXED),
+                              "is_decoder"),  # causal either way: modeling_gpt_neox never reads is_decoder
+                       refuses=("head_dim",)),  # transformers takes it for the rotary width only, not the heads
+    "bert": Family("BERT", path="encoder", norm="layer", block="post_ln", mlp="plain", act="gelu",
+                   reads=ENCODER_READS, fixed=ENCODER_FIXED),
+    "roberta": Family("RoBERTa", path="encoder", norm="layer", block="post_ln", mlp="plain", act="gelu",
+                      reads=(*ENCODER_READS, "pad_token_id"), fixed=ENCODER_FIXED),
     "distilbert": Family("DistilBERT", path="encoder", names=(("heads", "n_heads"), ("d_model", "dim"),
                                                              ("layers", "n_layers"), ("act", "activation")),
-                         mlp="plain", act="gelu", reads=("dim", "n_heads", "n_layers", "max_position_embeddings",
+                         norm="layer", block="post_ln", mlp="plain", act="gelu",
+                         reads=("dim", "n_heads", "n_layers", "max_position_embeddings",
                                                          "activation", "eos_token_id")),
     # their fields: encoder_config.FIELDS (honoured, refused, unused), checked there
-    "deberta-v2": Family("DeBERTa-v2", path="encoder", relative=True, mlp="plain", act="gelu"),  # v3 folders too
+    "deberta-v2": Family("DeBERTa-v2", path="encoder", norm="layer", block="post_ln", relative=True, mlp="plain",
+                         act="gelu"),  # v3 folders too
     "modernbert": Family("ModernBERT", path="encoder", names=(("eps", "norm_eps"), ("act", "hidden_activation")),
-                         window="local", pre_norm=True, norm="layer", mlp="geglu", act="gelu"),
+                         window="local", block="pre_ln", norm="layer", mlp="geglu", act="gelu"),
 }
 
 
@@ -186,21 +202,23 @@ def supported_ggufs() -> str:
 
 
 def decoder_spec(name: str, label: str, reader: str, family: Family, *, weights: str = "",
-                 notes: tuple[str, ...] = (), **sizes) -> ModelSpec:
+                 notes: tuple[str, ...] = (), parallel: bool = True, **sizes) -> ModelSpec:
     """The spec of a decoder of ``family`` read by module ``reader``, described once for every file kind.
 
     ``weights`` says how exact the weights are (quantized ones); ``notes`` are further facts the window says
-    of the model (a GGUF key read and, as llama.cpp reads it, not applied); ``sizes`` are ``ModelSpec``'s.
+    of the model (a GGUF key read and, as llama.cpp reads it, not applied); ``parallel``: the file's
+    use_parallel_residual (GPT-NeoX: false wires the block "pre"); ``sizes`` are ``ModelSpec``'s.
     """
+    block = "pre" if family.block == "parallel" and not parallel else family.block
     about = ("output is the attention block's output, before the residual",
              "the model is causal by construction: the causal mask is always on", *((weights,) if weights else ()),
              *notes)
     x_is = f"{'LayerNorm' if family.norm == 'layer' else 'RMSNorm'} of the residual stream entering the layer"
-    if family.post_norm:
+    if block == "post":
         x_is = "the residual stream entering the layer (no norm before attention)"
         about = (*about, "the attention and MLP outputs are RMS-normed before each is added to the residual")
     return ModelSpec(name, label, module="decoder", reader=reader, causal=True, qk_norm=family.qk_norm,
-                     qk_norm_across=family.post_norm,
+                     qk_norm_across=block == "post", norm=family.norm, block=block,
                      x_is=x_is, about=about, **sizes)
 
 

@@ -306,10 +306,7 @@ def _spec_of(header: Header, name: str) -> ModelSpec:
         raise ConfigError(f"{file} has the tokenizer {tokenizer!r}; supported: {kinds}")
     if not header.get("tokenizer.ggml.tokens"):
         raise ConfigError(f"{file} has no vocabulary (tokenizer.ggml.tokens)")
-    eos, count = header.get("tokenizer.ggml.eos_token_id"), len(header.get("tokenizer.ggml.tokens"))
-    if header.get("tokenizer.ggml.add_eos_token") and not (isinstance(eos, int) and 0 <= eos < count):
-        raise ConfigError(f"{file} has tokenizer.ggml.add_eos_token = true and no end token to add "
-                          f"(tokenizer.ggml.eos_token_id = {eos}, of {count} tokens)")
+    check_token_ids(file, header)
     check_tensors(header, layers, heads * d_k, kv_heads * d_k, d)
     for key, default in (("rope.freq_base", 1e4), (eps_key(family), 1e-6)):
         checks.positive(file, key, header.arch_key(key, default))
@@ -336,8 +333,9 @@ def _spec_of(header: Header, name: str) -> ModelSpec:
     weights = (f"the weights stay quantized ({', '.join(stored_kinds)}) in the mapped file and are dequantized to "
                "float32 layer by layer as the forward reads them, as llama.cpp's own dequantization gives "
                "them") if stored_kinds else ""
-    softcap = header.arch_key("attn_logit_softcapping")
+    softcap = header.arch_key("attn_logit_softcapping") if family.softcap else None  # Gemma 3's is never applied
     return decoder_spec(name, f"{header.path.name} ({family.label} decoder, GGUF)", "gguf_file", family,
+                        parallel=bool(header.arch_key("use_parallel_residual", True)),
                         weights=weights, notes=notes, layers=layers, heads=heads, kv_heads=kv_heads, d_model=d,
                         d_k=d_k, d_v=d_k,
                         max_tokens=positions if softcap is None else min(MAX_TOKENS, positions),  # streamed
@@ -481,7 +479,7 @@ def layer_attention(header: Header, family: Family, layers: int, base: float, sc
     alike."""
     window = header.arch_key("attention.sliding_window")
     window = int(window) if window else None  # absent or 0: no window
-    if family.post_norm and window:
+    if family.block == "post" and window:
         raise ConfigError(f"{header.path.name} slides a window of {window} keys (OLMo 3), which attn-gui does not "
                           "run for an olmo2 GGUF yet")
     if family.window != "types":
@@ -542,7 +540,7 @@ def leaves(family: Family) -> dict[str, str]:
         drop |= {"attn_q", "attn_k", "attn_v"}
     if "mlp.gate_up_proj" in own.values() or family.mlp == "plain":
         drop.add("ffn_gate")
-    if family.post_norm:
+    if family.block == "post":
         drop |= {"attn_norm", "ffn_norm"}
     if not family.qk_norm:
         drop |= {"attn_q_norm", "attn_k_norm"}
@@ -617,6 +615,45 @@ def quantized_types(header: Header) -> list[str]:
         return [GGMLQuantizationType(k).name for k in kinds]
     except (ImportError, ValueError):
         return [f"type {k}" for k in kinds]
+
+
+def check_token_ids(file: str, header: Header) -> None:
+    """``ConfigError`` in one line for a begin or end token id that is not one whole number (an array, a
+    string), or one the tokenizer adds (``add_bos_token``, ``add_eos_token``) that is not a token of the
+    vocabulary (no begin token at all is read as none added, as before); an id past the vocabulary that is
+    never added is read as none, as llama.cpp reads it."""
+    count = len(header.get("tokenizer.ggml.tokens"))
+    adds = {"bos": header.get("tokenizer.ggml.add_bos_token"), "eos": header.get("tokenizer.ggml.add_eos_token")}
+    if adds["bos"] is None:  # as ``vocabulary`` reads it: SentencePiece vocabularies add one by default
+        adds["bos"] = header.get("tokenizer.ggml.model") == "llama"
+    for kind in ("bos", "eos"):
+        key = f"tokenizer.ggml.{kind}_token_id"
+        value = header.get(key)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+            said = f"an array of {len(value)}" if hasattr(value, "__len__") else f"a {type(value).__name__}"
+            raise ConfigError(f"{file}: {key} is {said}, not one token id")
+        if adds[kind] and not (0 <= value < count if value is not None else kind == "bos"):
+            said = "true" if header.get(f"tokenizer.ggml.add_{kind}_token") else "absent, so true"
+            raise ConfigError(f"{file} has tokenizer.ggml.add_{kind}_token = {said} and no "
+                              f"{'begin' if kind == 'bos' else 'end'} token to add ({key} = {value}, of {count} "
+                              f"tokens)")
+
+
+def token_id(header: Header, kind: str) -> int:
+    """``tokenizer.ggml.{kind}_token_id``, or -1 where it is absent or not a token of the vocabulary."""
+    value = header.get(f"tokenizer.ggml.{kind}_token_id")
+    count = len(header.get("tokenizer.ggml.tokens") or ())
+    return value if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < count else -1
+
+
+def cached_facts(converted) -> bool:
+    """Whether a cache's facts are those ``vocabulary`` writes, each of its type (``cache.load``'s check)."""
+    meta = converted.meta
+    return ("tokenizer.json" in converted.texts and type(meta.get("eps")) is float and math.isfinite(meta["eps"])
+            and all(type(meta.get(k)) is int and meta[k] >= -1 for k in ("eos_id", "bos_id"))
+            and all(type(meta.get(k)) is bool for k in ("add_bos", "add_eos"))
+            and isinstance(meta.get("special_ids"), list) and all(type(i) is int for i in meta["special_ids"])
+            and isinstance(meta.get("tokenizer"), str))
 
 
 def special_ids(header: Header) -> list[int]:
@@ -697,8 +734,7 @@ def vocabulary(header: Header, progress) -> tuple[dict[str, str], dict]:
     field = full.get
     add_bos = field("tokenizer.ggml.add_bos_token")
     meta = {"eps": float(full.arch_key(eps_key(family), 1e-6)),
-            "eos_id": int(field("tokenizer.ggml.eos_token_id", -1)),
-            "bos_id": int(field("tokenizer.ggml.bos_token_id", -1)),
+            "eos_id": token_id(full, "eos"), "bos_id": token_id(full, "bos"),
             "add_bos": bool(kind == "llama" if add_bos is None else add_bos),  # as transformers and llama.cpp
             "add_eos": bool(field("tokenizer.ggml.add_eos_token")),  # llama.cpp: an end token after the text
             "special_ids": special_ids(full), "tokenizer": kind}
@@ -796,7 +832,7 @@ def load(spec: ModelSpec, path: Path, progress=None, cache_folder: str | None = 
             raise ConfigError(f"{path.name}: its vocabulary cannot be read ({exc!s:.100})") from None
 
     folder = cache.cache_root() / (cache_folder or cache_name(path))
-    converted = cache.load_or_build(folder, cache.fingerprint(path), CACHE_VERSION, build, progress)
+    converted = cache.load_or_build(folder, cache.fingerprint(path), CACHE_VERSION, build, progress, cached_facts)
     meta = converted.meta
     with checks.tokenizer_errors(f"{path.name}'s cached vocabulary"):  # built in a child: the lock stays free
         tokenizer = tokenizer_child.Child(text=converted.texts["tokenizer.json"]).wait()
@@ -821,24 +857,16 @@ def load(spec: ModelSpec, path: Path, progress=None, cache_folder: str | None = 
 
 
 def shape_of(spec: ModelSpec, header: Header, eps: float):
-    """The ``llama.LlamaShape`` of the GGUF's decoder: its spec, its family's declared differences, and the
-    final soft-cap and GPT-NeoX's use_parallel_residual (llama.cpp's default: true) from the header."""
+    """The ``llama.LlamaShape`` of the GGUF's decoder (``llama.decoder_shape``, as a folder's): its spec, its
+    family's declared differences, and the final soft-cap from the header."""
     from .hf import ACTIVATIONS
-    from .llama import LlamaShape
+    from .llama import decoder_shape
 
     family = header.family
     assert family is not None  # spec_for has refused a family not read here
     final = header.arch_key("final_logit_softcapping")
-    return LlamaShape(spec.layers, spec.heads, spec.kv_head_count, spec.d_k, eps, spec.rope_base, norm=family.norm,
-                      mlp=family.mlp, act=ACTIVATIONS[family.act], window=spec.window, rope_scaling=spec.rope_scaling,
-                      rope_dims=spec.rope_dims, windows=spec.layer_windows,
-                      ropes=tuple(zip(spec.layer_rope_bases, spec.layer_rope_scalings, strict=True)),
-                      score_scalar=spec.score_scalar, softcap=spec.softcap,
-                      final_softcap=None if final is None else checks.positive(header.path.name,
-                                                                               "final_logit_softcapping", final),
-                      sandwich=family.sandwich, embed_scale=family.embed_scale,
-                      parallel=family.parallel and bool(header.arch_key("use_parallel_residual", True)),
-                      post_norm=family.post_norm)
+    return decoder_shape(spec, family, eps, ACTIVATIONS[family.act],
+                         None if final is None else checks.positive(header.path.name, "final_logit_softcapping", final))
 
 
 NEEDS = ("gguf", "safetensors", "tokenizers", "platformdirs")

@@ -29,7 +29,7 @@ from pathlib import Path
 
 from ..errors import ConfigError
 from . import checks, tokenizer_child
-from .families import FAMILIES, INERT, MAX_TOKENS, Family, decoder_spec, regular
+from .families import FAMILIES, LOADING_REFUSES, MAX_TOKENS, Family, decoder_spec, regular
 from .spec import ModelSpec
 from .tokenizer_json import added_tokens, special_tokens
 
@@ -70,22 +70,26 @@ def activation(cfg: dict, family: Family, folder: Path) -> str:
 
 
 def check_fields(cfg: dict, family: Family, folder: Path) -> None:
-    """Refuse, in one line naming it, a config.json field the family's path does not read and that could change
-    the numbers: one outside ``families.INERT`` and the family's ``reads`` (unless null or false), or one of its
-    ``fixed`` fields at another value."""
+    """Refuse, in one line naming it, a config.json field that transformers' own modeling code for the family reads
+    and attn-gui does not compute (``Family.refuses``; DeBERTa's and ModernBERT's in ``encoder_config.FIELDS``)
+    unless null or false, or one of its ``fixed`` fields at another value. Every other field is inert: the
+    honoured ones are computed, and one transformers never reads (``tie_weights_``, ``reference_compile``) changes
+    no number, as it changes none of transformers'."""
     from .encoder_config import FIELDS as DECLARED
 
-    fixed, reads = dict(family.fixed), set(family.reads)
-    if cfg.get("model_type") in DECLARED:  # DeBERTa-v2, ModernBERT: their refusals are in encoder_config
-        reads = {f for fields in DECLARED[cfg["model_type"]].values() for f in fields}
+    fixed, refused = dict(family.fixed), set(family.refuses)
+    if cfg.get("model_type") in DECLARED:  # DeBERTa-v2, ModernBERT: encoder_config refuses theirs by value
+        refused = set()
+    refused |= set(LOADING_REFUSES)
     for key, value in cfg.items():
         if key in fixed:
             if value != fixed[key] and not (fixed[key] is False and value is None):  # null: off
                 raise ConfigError(f"{folder.name}: config.json has {key} = {json.dumps(value):.40}; attn-gui runs "
                                   f"{family.label} only with {key} = {json.dumps(fixed[key])}")
-        elif key not in INERT and key not in reads and value not in (None, False):
-            raise ConfigError(f"{folder.name}: config.json field {key} = {json.dumps(value):.40} is not read by "
-                              f"attn-gui's {family.label} path (it could change the numbers)")
+        elif key in refused and value not in (None, False):
+            reader = "loading" if key in LOADING_REFUSES else family.label
+            raise ConfigError(f"{folder.name}: config.json field {key} = {json.dumps(value):.40} is read by "
+                              f"transformers' {reader} and not computed by attn-gui (it changes the numbers)")
 
 
 def sliding_window(cfg: dict, family: Family, folder: Path) -> int | None:
@@ -277,17 +281,22 @@ def config_spec(cfg: dict, path: str, folder: Path, name: str, special=tuple, re
         if dict(scaling).get("rope_type") == "longrope":  # its short factors hold up to the original length
             positions = min(positions, dict(scaling)["original_max_position_embeddings"])
         # a decoder streams (engine.compute) up to its own length; an encoder and soft-capped scores keep their maps
-        softcap = _float(cfg.get("attn_logit_softcapping"))
+        softcap = _float(cfg.get("attn_logit_softcapping")) if family.softcap else None
         limit = positions if family.path != "encoder" and softcap is None else min(MAX_TOKENS, positions)
         common: dict[str, Any] = dict(layers=int(size(cfg, family, "layers")), heads=heads, d_model=d, d_k=d_k,
                                       d_v=d_k, max_tokens=limit)
         if family.path == "encoder":
             from .encoder_config import spec_facts
 
-            facts = {"has_bias": True, **spec_facts(cfg, family, folder, common["layers"])}
+            facts = {"has_bias": True, "norm": family.norm, "block": family.block,
+                     **spec_facts(cfg, family, folder, common["layers"])}
             return ModelSpec(path, f"{name} ({family.label} encoder)", module="encoder",
                              special_tokens=special(), **common, **facts)
+        uncapped = cfg.get("attn_logit_softcapping") if not family.softcap else None
         return decoder_spec(path, f"{name} ({family.label} decoder)", reader, family,
+                            parallel=bool(cfg.get("use_parallel_residual", True)),
+                            notes=(f"attn_logit_softcapping = {uncapped:g} is not applied: transformers' "
+                                   f"{family.label} attention does not cap its scores",) if uncapped else (),
                             scale=bool(cfg.get("scale_attn_weights", True)),
                             layer_scale=bool(cfg.get("scale_attn_by_inverse_layer_idx", False)),
                             kv_heads=int(cfg.get("num_key_value_heads") or heads),
@@ -421,7 +430,7 @@ def decoder_model(spec: ModelSpec, cfg: dict, weights: dict, tokenizer, folder: 
     ``tokenizers.Tokenizer``) and config ``cfg``, checked against ``spec``; messages name ``folder.name``."""
     from .byte_bpe import readable
     from .decoder import DecoderModel
-    from .llama import LlamaShape
+    from .llama import decoder_shape
 
     family = family_of(cfg, folder)
     headless = "model.embed_tokens.weight" not in weights and "embed_tokens.weight" in weights
@@ -453,16 +462,8 @@ def decoder_model(spec: ModelSpec, cfg: dict, weights: dict, tokenizer, folder: 
     eos = cfg.get("eos_token_id")
     eos = eos[0] if isinstance(eos, list) else eos
     eps = size(cfg, family, "eps") if family.norm == "layer" else cfg.get("rms_norm_eps")
-    shape = LlamaShape(spec.layers, spec.heads, spec.kv_head_count, spec.d_k, float(eps or 1e-6), spec.rope_base,
-                       norm=family.norm, mlp=family.mlp, act=activation(cfg, family, folder), window=spec.window,
-                       rope_scaling=spec.rope_scaling, scale=spec.scale, layer_scale=spec.layer_scale,
-                       windows=spec.layer_windows,
-                       ropes=tuple(zip(spec.layer_rope_bases, spec.layer_rope_scalings, strict=True)),
-                       score_scalar=spec.score_scalar, softcap=spec.softcap,
-                       final_softcap=_float(cfg.get("final_logit_softcapping")), sandwich=family.sandwich,
-                       embed_scale=family.embed_scale, rope_dims=spec.rope_dims,
-                       parallel=family.parallel and bool(cfg.get("use_parallel_residual", True)),
-                       post_norm=family.post_norm)
+    shape = decoder_shape(spec, family, float(eps or 1e-6), activation(cfg, family, folder),
+                          _float(cfg.get("final_logit_softcapping")))
     checks.decoder_weights(folder.name, weights, shape, spec.d_model)
     first, last = added_tokens(tokenizer, folder)
     return DecoderModel(spec, shape, weights, tokenizer, tuple(texts), special, -1 if eos is None else int(eos),

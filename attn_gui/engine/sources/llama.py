@@ -21,14 +21,16 @@ of the new tokens only and attends to the cached keys and values plus its own.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 
+from .. import attention, progress
 from ..attention import (AttendOptions, Projections, Steps, Stream, attend, attend_summarised, masked_keys,
-                         project_outputs, queries_keys_values, repeat_kv, rms_norm, soft_cap)
+                         project_outputs, queries_keys_values, repeat_kv, rms_norm)
 from ..summaries import Summaries
 from . import stored
 from .stored import rows
@@ -36,31 +38,100 @@ from .stored import rows
 
 @dataclass(frozen=True)
 class LlamaShape:
-    """The sizes and constants of a Llama model."""
+    """The sizes and constants of a decoder, and each layer's attention as the model runs it.
+
+    Built once per model by ``decoder_shape`` from its spec and family (folders, GGUF files, registered
+    objects alike). A compute whose plan changes the attention (a what-if, ``engine.plan``) runs the same
+    forward with ``attention`` replaced (``with_attention``).
+    """
 
     layers: int
     heads: int
     kv_heads: int
     d_k: int
     eps: float  # the norm's epsilon
-    rope_base: float | None  # None: no RoPE (GPT-2's learned positions)
     norm: str = "rms"  # "rms": RMSNorm (Llama); "layer": LayerNorm with a bias (GPT-2); "gemma": x̂ (1 + g), float32
     mlp: str = "gated"  # "gated": W_down (act(W_gate x) * W_up x) (SwiGLU); "plain": W_down act(W_up x + b) + b
     act: str = "silu"  # the feed-forward's activation (``act``): silu, gelu, gelu_tanh, relu
-    window: int | None = None  # Mistral's sliding window in every layer: query i sees keys i - window < j <= i
-    rope_scaling: tuple = ()  # a scaled RoPE's parameters (engine.rope_scaling)
-    rope_dims: int | None = None  # partial rotary: only each head's first rope_dims dimensions turn (GPT-NeoX)
-    scale: bool = True  # the scores divided by √d_k (GPT-2's scale_attn_weights)
-    layer_scale: bool = False  # and by layer + 1 (GPT-2's scale_attn_by_inverse_layer_idx)
-    ropes: tuple = ()  # each layer's own (RoPE base, scaling) (Gemma 3's local and global layers); (): the model's
-    windows: tuple = ()  # each layer's own window (Gemma 2's alternating local and global layers); (): ``window``
-    score_scalar: float | None = None  # the scores divided by √score_scalar instead (query_pre_attn_scalar)
-    softcap: float | None = None  # the scaled scores soft-capped, c tanh(ω′ / c) (attn_logit_softcapping)
-    final_softcap: float | None = None  # the logits soft-capped alike (final_logit_softcapping)
-    sandwich: bool = False  # norms after attention and around the MLP too (Gemma 2)
+    block: str = "pre"  # the residual wiring: a row of ``BLOCKS``
+    attention: tuple[AttendOptions, ...] = ()  # each layer's options (``sources.layers.model_layers``); ():
+    #                                            plain causal attention in every layer
+    final_softcap: float | None = None  # the logits soft-capped, c tanh(logits / c) (final_logit_softcapping)
     embed_scale: bool = False  # the embedding multiplied by √d (Gemma)
-    parallel: bool = False  # attention and MLP both read the layer's residual, their sum added (GPT-NeoX)
-    post_norm: bool = False  # OLMo 2: no pre-norms; attention's and the MLP's outputs normed before their residual
+
+    def options(self, layer: int) -> AttendOptions:
+        """Layer ``layer``'s attention options (column layout, causal)."""
+        return self.attention[layer] if self.attention else CAUSAL
+
+    def with_attention(self, attention: tuple[AttendOptions, ...]) -> LlamaShape:
+        """This shape with each layer's attention options replaced (a plan's what-if)."""
+        return self if attention == self.attention else dataclasses.replace(self, attention=attention)
+
+
+CAUSAL = AttendOptions(layout="column", causal=True)
+
+
+def decoder_shape(spec, family, eps: float, act: str, final_softcap: float | None = None) -> LlamaShape:
+    """The one constructor of a decoder's shape: its spec (sizes, each layer's attention, its residual wiring) and
+    its family's declared differences (norm, MLP, embedding scale); the norm's ``eps``, the activation (``act``'s
+    name) and the logits' soft-cap as the file says."""
+    from .layers import model_layers
+
+    return LlamaShape(spec.layers, spec.heads, spec.kv_head_count, spec.d_k, eps, norm=family.norm, mlp=family.mlp,
+                      act=act, block=spec.block, attention=model_layers(spec), final_softcap=final_softcap,
+                      embed_scale=family.embed_scale)
+
+
+@dataclass(frozen=True)
+class Block:
+    """A decoder layer's residual wiring: which norm each part reads through and writes through.
+
+    Each name is a norm's weight prefix within the layer (``model.layers.N.<name>``), or None where there is none.
+    attn_norm: before attention (X); attn_post: attention's output normed before its residual; mlp_norm: before the
+    MLP; mlp_post: the MLP's output normed before its residual; parallel: the MLP reads the layer's input residual
+    (attention and the MLP side by side), not the residual after attention.
+    """
+
+    attn_norm: str | None
+    attn_post: str | None
+    mlp_norm: str | None
+    mlp_post: str | None
+    parallel: bool = False
+
+    @property
+    def norms(self) -> tuple[str, ...]:
+        """Every norm of the layer, by prefix."""
+        return tuple(n for n in (self.attn_norm, self.attn_post, self.mlp_norm, self.mlp_post) if n is not None)
+
+
+BLOCKS = {  # ``Family.block``: the residual wiring of each family's layers
+    "pre": Block("input_layernorm", None, "post_attention_layernorm", None),  # Llama, Qwen, Mistral, Phi-3, GPT-2
+    "parallel": Block("input_layernorm", None, "post_attention_layernorm", None, parallel=True),  # GPT-NeoX
+    "sandwich": Block("input_layernorm", "post_attention_layernorm", "pre_feedforward_layernorm",
+                      "post_feedforward_layernorm"),  # Gemma 2 and 3
+    "post": Block(None, "post_attention_layernorm", None, "post_feedforward_layernorm"),  # OLMo 2
+}
+
+
+@dataclass(frozen=True)
+class LayerPieces:
+    """One decoder layer's named pieces, as TransformerLens's hook points name the residual stream's parts.
+
+    resid_pre (n, d): the residual entering the layer; attn_in: X, what attention reads (its norm's output, or the
+    residual); steps: attention's steps (``attention.Steps``); attn_write: what attention adds to the residual
+    (its output, normed where the block says: ``Block.attn_post``); resid_mid: the residual after attention;
+    mlp_in: what the MLP reads; mlp_out: its output; mlp_write: what it adds; resid_post: the residual leaving.
+    """
+
+    resid_pre: torch.Tensor
+    attn_in: torch.Tensor
+    steps: Steps
+    attn_write: torch.Tensor
+    resid_mid: torch.Tensor
+    mlp_in: torch.Tensor
+    mlp_out: torch.Tensor
+    mlp_write: torch.Tensor
+    resid_post: torch.Tensor
 
 
 @dataclass(frozen=True)
@@ -130,6 +201,13 @@ def norm(x: torch.Tensor, w: dict, prefix: str, shape: LlamaShape) -> torch.Tens
     return rms_norm(x, w[prefix + ".weight"], shape.eps)
 
 
+def gain(w: dict, prefix: str, shape: LlamaShape) -> torch.Tensor:
+    """The gain the norm at ``prefix`` multiplies by, as the family applies it: γ, or Gemma's 1 + γ (stored
+    zero-centred; in float32, as ``norm`` computes it)."""
+    g = w[prefix + ".weight"]
+    return 1.0 + g.float() if shape.norm == "gemma" else g
+
+
 def head_weights(w: dict, layer: int, shape: LlamaShape, multiply: bool = False) -> Projections:
     """Layer ``layer``'s projections per head, in column layout (q_i = W x_i + b).
 
@@ -192,18 +270,6 @@ def feed_forward(x: torch.Tensor, w: dict, layer: int, shape: LlamaShape) -> tor
                    f"{p}.down_proj")
 
 
-def layer_options(shape: LlamaShape, layer: int) -> AttendOptions:
-    """Layer ``layer``'s attention options: causal, in column layout, with its own score scaling, RoPE, window
-    and soft-cap."""
-    scale, temperature = shape.scale, layer + 1.0 if shape.layer_scale else 1.0
-    if shape.score_scalar is not None:  # ω / √query_pre_attn_scalar
-        scale, temperature = False, math.sqrt(shape.score_scalar)
-    rope_base, rope_scaling = shape.ropes[layer] if shape.ropes else (shape.rope_base, shape.rope_scaling)
-    return AttendOptions(layout="column", scale=scale, temperature=temperature, causal=True, rope_base=rope_base,
-                         rope_scaling=rope_scaling, rope_dims=shape.rope_dims, softcap=shape.softcap,
-                         window=_window(shape, layer))
-
-
 KEPT_BLOCK_BYTES = 16 * 2**20  # ω and α of a block of rows (``kept_attention``): 4 and 64 MiB were slower
 
 
@@ -221,7 +287,7 @@ def kept_attention(x: torch.Tensor, p: Projections, alpha: torch.Tensor, scratch
     and its summaries taken while it is in the cache, as the streamed path takes them. No layer
     allocates a T x T tensor of its own. α and z equal ``attend``'s up to the order of the float
     sums over the keys (the same keys, fewer masked ones). ``options``: a decoder layer's
-    (``layer_options``: causal, column layout, its scaling, RoPE, window and soft-cap).
+    (``LlamaShape.options``: column layout, its scaling, mask, RoPE, window and soft-cap).
     """
     from ..summaries import TOP_K, LayerSums, row_stats
 
@@ -231,33 +297,30 @@ def kept_attention(x: torch.Tensor, p: Projections, alpha: torch.Tensor, scratch
     T_k = k.size(-2)  # the cached keys and the new ones
     P = T_k - n  # cached positions before the new rows
     k_per_head, v_per_head = repeat_kv(k, heads), repeat_kv(v, heads)  # (h, T_k, .): head i uses K/V i // (h/g)
+    if o.similarity == "cosine":  # the dot product of unit vectors: normalised once, not per block
+        q, k_per_head = F.normalize(q, dim=-1), F.normalize(k_per_head, dim=-1)
     keys_t = k_per_head.transpose(-2, -1)  # (h, d_k, T_k)
-    divisor = math.sqrt(d_k) if o.scale else 1.0
     context_vec = q.new_empty(heads, n, v.size(-1))  # z (h, n, d_v)
     sums = LayerSums(heads, n, T_k, q.device, torch.float32 if q.dtype != torch.float64 else q.dtype) \
         if summaries is not None else None
     rows = max(1, min(n, scratch.numel() // (2 * heads * T_k)))  # ω and α of a block fit in ``scratch``
     for start in range(0, n, rows):
+        progress.check()  # a window's Esc stops a long sentence within a block of rows
         end = min(n, start + rows)
-        seen = min(T_k, max(P + end, TOP_K))  # these rows see keys before ``seen`` at most (k top keys: k at least)
+        # causal: these rows see keys before ``seen`` at most (k top keys: k at least); else every key
+        seen = min(T_k, max(P + end, TOP_K)) if o.causal else T_k
         size = (heads, end - start, seen)
         count = math.prod(size)
-        scaled = torch.matmul(q[:, start:end], keys_t[..., :seen], out=scratch[:count].view(size))  # ω
-        if divisor != 1.0:
-            scaled.div_(divisor)
-        if o.temperature != 1.0:
-            scaled.div_(o.temperature)
-        hidden = masked_keys(P + start, end - start, seen, True, o.window, 0, x.device)  # (rows, seen)
-        assert hidden is not None  # causal: there is a mask
-        scaled.masked_fill_(hidden, float("-inf"))
-        if o.softcap is not None:  # Gemma 2: c tanh(ω′ / c), a masked key stays -inf
-            scaled = soft_cap(scaled, o.softcap)
-        block = torch.softmax(scaled, dim=-1, out=scratch[count:2 * count].view(size))  # α of these rows
+        omega = torch.matmul(q[:, start:end], keys_t[..., :seen], out=scratch[:count].view(size))  # ω
+        scaled = attention.scaled_scores(omega, o, d_k, row_start=P + start, in_place=True)  # ω′, masked -inf
+        capped, block = attention.score_weights(scaled, o, out=scratch[count:2 * count].view(size))  # α
         alpha[:, start:end, :seen] = block
         alpha[:, start:end, seen:] = 0.0
         context_vec[:, start:end] = block @ v_per_head[:, :seen]  # z (h, rows, d_v)
         if sums is not None:
-            sums.add(row_stats(block, start, hidden, causal=True, width=T_k, scores=scaled), start)  # ω′ overwritten
+            hidden = masked_keys(P + start, end - start, seen, o.causal, o.window, o.sink_tokens, x.device)
+            sums.add(row_stats(block, start, hidden, causal=o.causal, width=T_k,
+                               scores=scaled if capped is None else capped), start)  # the softmax's input, overwritten
     if z_hook is not None:
         context_vec = z_hook(context_vec)  # an intervention (ablation, patching)
     concat, output = project_outputs(context_vec, p, "column")  # (n, h d_v), (n, d) with b_O
@@ -272,12 +335,11 @@ def kept_scratch(heads: int, n: int, T_k: int, element_size: int = 4, block_byte
     return 2 * heads * rows * T_k
 
 
-def decoder_layer(h: torch.Tensor, w: dict, layer: int, shape: LlamaShape,
-                  past: tuple[torch.Tensor, torch.Tensor] | None = None, *, z_hook=None,
-                  reduce_to: int | None = None, block_bytes: int = 8 * 2**20, shown: bool = False,
-                  into: tuple[torch.Tensor, torch.Tensor, list | None] | None = None
-                  ) -> tuple[torch.Tensor, torch.Tensor, Steps]:
-    """One layer over the new rows ``h`` (n, d); returns (next residual, X, attention steps).
+def layer_pieces(h: torch.Tensor, w: dict, layer: int, shape: LlamaShape,
+                 past: tuple[torch.Tensor, torch.Tensor] | None = None, *, z_hook=None,
+                 reduce_to: int | None = None, block_bytes: int = 8 * 2**20, shown: bool = False,
+                 into: tuple[torch.Tensor, torch.Tensor, list | None] | None = None) -> LayerPieces:
+    """One layer over the new rows ``h`` (n, d), wired as ``BLOCKS[shape.block]`` says, every piece named.
 
     ``reduce_to``: attention streamed by blocks of query rows of about ``block_bytes`` (``attention.attend``);
     ``shown``: this layer's ω and scaled scores pooled too (``attention.attend_summarised``).
@@ -285,9 +347,10 @@ def decoder_layer(h: torch.Tensor, w: dict, layer: int, shape: LlamaShape,
     to append the layer's summaries to, or None): only α, q, k, v, z and the output are made
     (``kept_attention``), as a model run keeps them."""
     p = f"model.layers.{layer}"
-    x = h if shape.post_norm else norm(h, w, f"{p}.input_layernorm", shape)  # X: what attention reads
-    options = layer_options(shape, layer)
-    if reduce_to is not None:  # streamed: no T x T map kept (softcap refused where streaming is: engine.compute)
+    block = BLOCKS[shape.block]
+    x = h if block.attn_norm is None else norm(h, w, f"{p}.{block.attn_norm}", shape)  # X: what attention reads
+    options = shape.options(layer)
+    if reduce_to is not None:  # streamed: no T x T map kept (softcap refused where streaming is: engine.plan)
         steps = attend_summarised(x, head_weights(w, layer, shape, True), options, Stream(reduce_to, block_bytes),
                                   shown=shown, z_hook=z_hook)
     elif into is not None:
@@ -296,18 +359,21 @@ def decoder_layer(h: torch.Tensor, w: dict, layer: int, shape: LlamaShape,
                                z_hook=z_hook, summaries=summaries)
     else:
         steps = attend(x, head_weights(w, layer, shape, True), options, past=past, z_hook=z_hook)
-    if shape.post_norm:  # OLMo 2: h + norm(attn(h)), then h + norm(mlp(h))
-        h = h + norm(steps.output, w, f"{p}.post_attention_layernorm", shape)
-        return h + norm(feed_forward(h, w, layer, shape), w, f"{p}.post_feedforward_layernorm", shape), x, steps
-    if shape.parallel:  # GPT-NeoX: h + attn(norm1(h)) + mlp(norm2(h))
-        mlp = feed_forward(norm(h, w, f"{p}.post_attention_layernorm", shape), w, layer, shape)
-        return h + steps.output + mlp, x, steps
-    if not shape.sandwich:
-        h = h + steps.output
-        return h + feed_forward(norm(h, w, f"{p}.post_attention_layernorm", shape), w, layer, shape), x, steps
-    h = h + norm(steps.output, w, f"{p}.post_attention_layernorm", shape)  # Gemma 2: a norm after each block
-    ff = feed_forward(norm(h, w, f"{p}.pre_feedforward_layernorm", shape), w, layer, shape)
-    return h + norm(ff, w, f"{p}.post_feedforward_layernorm", shape), x, steps
+    attn_write = steps.output if block.attn_post is None else norm(steps.output, w, f"{p}.{block.attn_post}", shape)
+    mid = h + attn_write
+    mlp_reads = h if block.parallel else mid
+    mlp_in = mlp_reads if block.mlp_norm is None else norm(mlp_reads, w, f"{p}.{block.mlp_norm}", shape)
+    mlp_out = feed_forward(mlp_in, w, layer, shape)
+    mlp_write = mlp_out if block.mlp_post is None else norm(mlp_out, w, f"{p}.{block.mlp_post}", shape)
+    return LayerPieces(h, x, steps, attn_write, mid, mlp_in, mlp_out, mlp_write, mid + mlp_write)
+
+
+def decoder_layer(h: torch.Tensor, w: dict, layer: int, shape: LlamaShape,
+                  past: tuple[torch.Tensor, torch.Tensor] | None = None, **kwargs
+                  ) -> tuple[torch.Tensor, torch.Tensor, Steps]:
+    """``layer_pieces``' (next residual, X, attention steps)."""
+    pieces = layer_pieces(h, w, layer, shape, past, **kwargs)
+    return pieces.resid_post, pieces.attn_in, pieces.steps
 
 
 def forward(w: dict, ids: torch.Tensor, shape: LlamaShape, cache: KVCache | None = None, *,
@@ -336,9 +402,10 @@ class Run:
     runs the rest, the final norm and the logits and gives the ``Forward``.
 
     ``done`` counts the layers run. A layer's results are kept only once it has run whole: a layer stopped
-    midway (an exception, Ctrl+C, a cancel raised by ``on_layer``) leaves the run as it was before it, and
-    ``advance`` goes on from there. ``on_layer(done, total)`` is called after each layer (a progress bar's
-    count; it may raise to stop the pass). Not thread-safe: one thread advances a run at a time.
+    midway (an exception, Ctrl+C, a window's cancel: ``engine.progress``) leaves the run as it was before it, and
+    ``advance`` goes on from there. Each layer run reports to the thread's watch (``progress.at(done, total)``,
+    which may raise ``Cancelled`` between layers; ``progress.check`` within one, per block of rows). Not
+    thread-safe: one thread advances a run at a time.
     """
 
     def __init__(self, w: dict, ids: torch.Tensor, shape: LlamaShape, cache: KVCache | None = None, *,
@@ -375,9 +442,11 @@ class Run:
         self.kept: tuple[int, Steps] | None = None  # the shown layer and its steps, streamed
         self.result: Forward | None = None  # ``finish``'s, once made
 
-    def advance(self, to: int, on_layer=None) -> None:
+    def advance(self, to: int) -> None:
         """Run the layers ``done`` … ``to`` - 1 (none if ``to`` <= ``done``)."""
         shape, reduce_to = self.shape, self.reduce_to
+        if self.done < min(to, shape.layers):
+            progress.at(self.done, shape.layers)  # a window's compute thread: its bar, its Esc (engine.progress)
         for layer in range(self.done, min(to, shape.layers)):
             summed = len(self.sums)
             past = None if self.cache is None else (self.cache.keys[layer], self.cache.values[layer])
@@ -404,23 +473,22 @@ class Run:
             self.keys.append(steps.k)  # (g, P + n, d_k): the cache and the new keys
             self.values.append(steps.v)
             self.h, self.done = h, layer + 1
-            if on_layer is not None:
-                on_layer(self.done, shape.layers)
+            progress.at(self.done, shape.layers)  # after the layer is kept: a cancel here leaves it resumable
 
-    def input_of(self, layer: int, on_layer=None) -> torch.Tensor:
+    def input_of(self, layer: int) -> torch.Tensor:
         """What layer ``layer``'s attention reads (X (n, d)): kept where that layer has run, else made after running
         the layers before it only (the norm of the kept residual; OLMo 2's is the residual itself)."""
         if layer < self.done:
             return self.inputs[layer]
-        self.advance(layer, on_layer)
-        s = self.shape
-        return self.h if s.post_norm else norm(self.h, self.w, f"model.layers.{layer}.input_layernorm", s)
+        self.advance(layer)
+        s, block = self.shape, BLOCKS[self.shape.block]
+        return self.h if block.attn_norm is None else norm(self.h, self.w, f"model.layers.{layer}.{block.attn_norm}", s)
 
-    def finish(self, on_layer=None) -> Forward:
+    def finish(self) -> Forward:
         """Run the layers left, the final norm and the logits: the whole pass's ``Forward`` (made once)."""
         if self.result is not None:
             return self.result
-        self.advance(self.shape.layers, on_layer)
+        self.advance(self.shape.layers)
         w, shape, reduce_to = self.w, self.shape, self.reduce_to
         final = norm(self.h, w, "model.norm", shape)  # (n, d)
         residual = [final] if reduce_to is not None else [*self.residual[:-1], final]  # the last: after the norm
@@ -435,10 +503,6 @@ class Run:
 SUMMARY_PARTS = ("sink", "distance", "decay", "top_weights", "top_keys",
                  *(f"metric_{name}" for name in ("entropy", "entropy_norm", "max_weight", "sink", "previous", "self",
                                                  "distance")))
-
-
-def _window(shape: LlamaShape, layer: int) -> int | None:
-    return shape.windows[layer] if shape.windows else shape.window
 
 
 def logits(last: torch.Tensor, w: dict, softcap: float | None = None) -> torch.Tensor:

@@ -1,7 +1,9 @@
 """A model object in memory (``attn_gui.register``): a transformers decoder, never saved, read like a folder.
 
 ``register(model, tokenizer, name)`` takes a transformers ``PreTrainedModel`` of a decoder
-family of ``families.FAMILIES`` (Llama, Mistral, Qwen2, Qwen3, GPT-2): its spec comes from
+family of ``families.FAMILIES`` (Llama, Mistral, Qwen2, Qwen3, GPT-2), or a TransformerLens 4
+``TransformerBridge`` around one (``bridge.py``: its tokenizer by default, the tensors it runs,
+compatibility mode's processed weights honoured, hooks refused): its spec comes from
 ``model.config.to_dict()`` through the folder reader's own ``hf.config_spec``, its weights
 from ``model.state_dict()`` (the tensors themselves, detached: no copy; the CPU forward
 converts each as a layer reads it, ``stored.Upcast``), and the rest runs as for a folder
@@ -16,11 +18,14 @@ past the model's embedding rows.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..errors import ConfigError
 from . import MODELS, REGISTERED, source
+from . import bridge as bridge_io
+from .bridge import class_names
 from .families import FAMILIES
 from .spec import ModelSpec
 
@@ -28,16 +33,13 @@ if TYPE_CHECKING:
     from tokenizers import Tokenizer
 
 DEFAULT_NAME = "in-memory"
-_MODELS: dict[str, tuple[dict, dict, object]] = {}  # name: (config dict, weights, tokenizers.Tokenizer)
-
-
-def _class_names(obj: object) -> set[str]:
-    return {cls.__name__ for cls in type(obj).__mro__}
+# name: (config dict, weights, tokenizer, a function reading the weights that run now)
+_MODELS: dict[str, tuple[dict, dict, object, Callable[[], dict]]] = {}
 
 
 def _tokenizer(tokenizer) -> Tokenizer:
     """``tokenizer`` as a ``tokenizers.Tokenizer``."""
-    names = _class_names(tokenizer)
+    names = class_names(tokenizer)
     if "Tokenizer" in names and type(tokenizer).__module__.startswith("tokenizers"):
         return tokenizer
     backend = getattr(tokenizer, "backend_tokenizer", None)
@@ -50,9 +52,8 @@ def _tokenizer(tokenizer) -> Tokenizer:
                       f"got {type(tokenizer).__name__}")
 
 
-def _weights(model, name: str) -> dict:
-    """The model's tensors under transformers' causal-LM names, detached (sharing their memory)."""
-    state = model.state_dict()
+def _one_device(state: dict, name: str) -> None:
+    """Refuse weights on the meta device or split across devices, in one line."""
     devices = sorted({str(t.device) for t in state.values()})
     if "meta" in devices:
         raise ConfigError(f"{name}: the model's weights are on the meta device (not loaded); load it with "
@@ -60,23 +61,36 @@ def _weights(model, name: str) -> dict:
     if len(devices) > 1:
         raise ConfigError(f"{name}: the model is split across devices ({', '.join(devices)}); move it to one "
                           f"(model.to('cpu')) before registering it")
+
+
+def _weights(state: dict, name: str) -> dict:
+    """The model's tensors ``state`` under transformers' causal-LM names, detached (sharing their memory)."""
+    _one_device(state, name)
     weights = {key: t.detach() for key, t in state.items()}
-    if not any(key.startswith(("model.", "transformer.")) for key in weights):  # a bare Qwen2Model, LlamaModel
+    if not any(key.startswith(("model.", "transformer.", "gpt_neox.")) for key in weights):  # a bare LlamaModel
         prefix = "transformer." if "wte.weight" in weights else "model."
+        if "embed_in.weight" in weights:  # a bare GPTNeoXModel
+            prefix = "gpt_neox."
         weights = {prefix + key: t for key, t in weights.items()}
+    if "gpt_neox.embed_in.weight" in weights and "lm_head.weight" in weights:  # transformers 5's name; saved: embed_out
+        weights["embed_out.weight"] = weights.pop("lm_head.weight")
     return weights
 
 
-def register(model, tokenizer, name: str | None = None) -> str:
-    """Make the transformers model object ``model`` a model of the engine, named ``name``; returns the name.
+def register(model, tokenizer=None, name: str | None = None) -> str:
+    """Make the transformers model object, or TransformerLens bridge, ``model`` a model of the engine, named
+    ``name``; returns the name.
 
     Parameters
     ----------
-    model : transformers.PreTrainedModel
-        A decoder of a family the engine reads (Llama, Mistral, Qwen2, Qwen3, GPT-2), with or
-        without its LM head, on one device, in any floating dtype.
-    tokenizer : transformers tokenizer (fast) or tokenizers.Tokenizer
-        Its ids must index the model's embedding.
+    model : transformers.PreTrainedModel or transformer_lens.model_bridge.TransformerBridge
+        A decoder of a family the engine reads (Llama, Mistral, Qwen2, Qwen3, GPT-2, ...), with or
+        without its LM head, on one device, in any floating dtype; or a TransformerLens 4 bridge
+        around one, plain or in compatibility mode (``bridge.py``: its folded and centred weights
+        are read as they are; hooks on it are refused).
+    tokenizer : transformers tokenizer (fast) or tokenizers.Tokenizer, optional
+        Its ids must index the model's embedding. Needed with a transformers model; a bridge's
+        own (``bridge.tokenizer``) by default.
     name : str, optional
         What ``AttentionConfig(model=...)`` calls it (default "in-memory"); registering a name
         again replaces the model it names.
@@ -85,17 +99,26 @@ def register(model, tokenizer, name: str | None = None) -> str:
     ------
     ConfigError
         In one line: an unsupported object or family, weights on the meta device or split
-        across devices, a tokenizer that does not fit the model, or a name taken by a bundled model.
+        across devices, a tokenizer that does not fit the model, or a name taken by a bundled
+        model; for a bridge, hooks on it or a step the engine does not compute (its logits
+        differ from the engine's).
     """
     name = DEFAULT_NAME if name is None else name
     if not isinstance(name, str) or not name.strip() or "/" in name or "\\" in name or name.endswith(".gguf"):
         raise ConfigError(f"a registered model's name is a word, no path; got {name!r:.40}")
     if name in MODELS or name in ("none",):
         raise ConfigError(f"{name!r} is a bundled model's name; choose another")
-    classes = _class_names(model)
+    classes = class_names(model)
     if "HookedTransformer" in classes:
-        raise ConfigError("a TransformerLens HookedTransformer is not read yet; register the transformers model "
-                          "it was made from (from_pretrained's hf_model)")
+        raise ConfigError("a TransformerLens 3 HookedTransformer is not read: register a TransformerLens 4 "
+                          "TransformerBridge, or the transformers model it was made from")
+    bridge = model if bridge_io.is_bridge(model) else None
+    if bridge is not None:
+        model, tokenizer = bridge_io.unwrap(bridge, tokenizer, name)
+        classes = class_names(model)
+    elif tokenizer is None:
+        raise ConfigError("register() needs the model's tokenizer with a transformers model: "
+                          "register(model, tokenizer, name=...)")
     config = getattr(model, "config", None)
     if "PreTrainedModel" not in classes or config is None or not hasattr(config, "to_dict"):
         raise ConfigError(f"register() takes a transformers PreTrainedModel; got {type(model).__name__}")
@@ -108,8 +131,17 @@ def register(model, tokenizer, name: str | None = None) -> str:
     where = Path(name)  # messages name it as they name a folder
     from .hf import config_spec, decoder_model
 
-    spec = config_spec(cfg, name, where, f"{name}, {type(model).__name__} in memory", reader="memory")
-    weights = _weights(model, name)
+    about = bridge_io.label(bridge, model) if bridge is not None else type(model).__name__
+    spec = config_spec(cfg, name, where, f"{name}, {about} in memory", reader="memory")
+    def reread() -> dict:  # the tensors that run now (``version`` reads them again to see a change)
+        if bridge is None:
+            return _weights(model.state_dict(), name)
+        tensors = bridge_io.hf_tensors(model)  # transformers' own, GPT-2's Q/K/V and TransformerLens' b_U settled
+        _one_device(tensors, name)
+        tensors = bridge_io.fused_qkv(bridge, tensors, str(kind), name)
+        return _weights(bridge_io.carry_unembedding_bias(bridge, tensors, family.norm, name), name)
+
+    weights = reread()
     backend = _tokenizer(tokenizer)
     built = decoder_model(spec, cfg, weights, backend, where)  # checks the weights against the config
     rows = built.weights["model.embed_tokens.weight"].shape[0]
@@ -117,20 +149,49 @@ def register(model, tokenizer, name: str | None = None) -> str:
     if top >= rows:
         raise ConfigError(f"{name}: the tokenizer's ids go up to {top:,}, past the model's {rows:,} embedding rows: "
                           f"it is not this model's tokenizer")
+    if bridge is not None:
+        bridge_io.same_logits(bridge, built, name)
     _forget(name)
     REGISTERED[name] = spec
-    _MODELS[name] = (cfg, weights, backend)
+    _MODELS[name] = (cfg, weights, backend, reread)
     return name
+
+
+def version(spec: ModelSpec) -> tuple:
+    """What changes when the registered model's weights change: each tensor's version counter (an in-place edit,
+    ``q_proj.weight.mul_(3)``, bumps it) and storage (a parameter replaced, or a bridge's
+    ``enable_compatibility_mode()``, which writes new tensors). Results kept for the model are keyed on it
+    (``decoder.version``), so a changed model is run again; replaced tensors are read anew."""
+    entry = _MODELS.get(spec.name)
+    if entry is None:
+        return ()
+    cfg, weights, tokenizer, reread = entry
+    current = reread()
+    if current.keys() != weights.keys() or any(t.data_ptr() != weights[k].data_ptr() for k, t in current.items()):
+        from .loaded import LOADED
+
+        _MODELS[spec.name] = (cfg, current, tokenizer, reread)  # a tensor replaced: read the new ones
+        LOADED.forget(spec.name)
+    return tuple((t._version, t.data_ptr()) for t in current.values())
+
+
+def registered(name: str) -> tuple[dict, dict, object]:
+    """What ``register`` keeps of the model ``name``: its config dict, its weights (transformers' names) and
+    its ``tokenizers.Tokenizer``."""
+    if name not in _MODELS:
+        raise ConfigError(f"no model is registered as {name!r}: call attn_gui.register(model, tokenizer, "
+                          f"name={name!r}) in this session first")
+    return _MODELS[name][:3]
 
 
 def _forget(name: str) -> None:
     """Drop what the engine keeps of an earlier model of this name (its source, its loaded copy, its tokens)."""
-    from .decoder import model_tokenize
+    from .decoder import tokenize_with
     from .loaded import LOADED
 
     if name in REGISTERED:
         LOADED.forget(name)
-        model_tokenize.cache_clear()
+        tokenize_with.cache_clear()
         source.cache_clear()
 
 
@@ -138,10 +199,7 @@ def read(spec: ModelSpec, progress=None):
     """The registered model as a ``decoder.DecoderModel`` (nothing is converted: ``progress`` is never called)."""
     from .hf import decoder_model
 
-    if spec.name not in _MODELS:
-        raise ConfigError(f"no model is registered as {spec.name!r}: call attn_gui.register(model, tokenizer, "
-                          f"name={spec.name!r}) in this session first")
-    cfg, weights, tokenizer = _MODELS[spec.name]
+    cfg, weights, tokenizer = registered(spec.name)
     return decoder_model(spec, cfg, weights, tokenizer, Path(spec.name))
 
 

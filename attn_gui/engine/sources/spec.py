@@ -67,6 +67,11 @@ class ModelSpec:
     layer_rope_scalings : tuple of tuple
         Per layer, each layer's RoPE scaling (Gemma 3's scaled global layers), in place of
         ``rope_scaling``; () where every layer is alike. ``rope_scaling_at`` reads either.
+    norm : str
+        The norm and its gain convention (``families.Family.norm``): "rms", "gemma" (x̂ (1 + γ)) or "layer".
+    block : str
+        The residual wiring of a layer (``families.Family.block``: "pre", "parallel", "sandwich", "post";
+        encoders "post_ln", "pre_ln"); "" where another library runs the model.
     through : str
         A model read through another library, which runs it (``via_transformers``): "stablelm through
         transformers"; "" for a model attn-gui runs itself.
@@ -109,6 +114,8 @@ class ModelSpec:
     softcap: float | None = None
     layer_rope_scalings: tuple[tuple, ...] = ()
     reader: str = ""
+    norm: str = ""
+    block: str = ""
     through: str = ""
     x_is: str = "the hidden state entering the layer"
     about: tuple[str, ...] = ("output is the attention block's output, before the residual and LayerNorm",)

@@ -29,7 +29,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import torch
 
@@ -103,25 +103,16 @@ def spec_for(cfg: dict, path: str, folder: Path, name: str) -> ModelSpec:
     about = (f"read through transformers (eager attention, output_attentions and hooks): attn-gui does not run "
              f"{kind}'s attention itself",
              "output is the attention module's output, before the residual")
+    # a causal language model (its architectures name a ForCausalLM) is a decoder: it predicts the next token, and
+    # generation, attribution and interventions say which step of it they cannot reach through transformers
+    causal = any("ForCausalLM" in a for a in cfg.get("architectures") or []) or bool(cfg.get("is_decoder"))
     return ModelSpec(path, f"{name} ({kind} through transformers)", module="via_transformers", layers=layers,
+                     causal=causal,
                      heads=heads, d_model=d, d_k=d_k, d_v=d_k, max_tokens=min(MAX_TOKENS, int(positions)),
                      has_bias=False, special_tokens=special_tokens(folder),
                      kv_heads=int(kv_heads) if kv_heads else None,
                      x_is="the attention module's input, as transformers runs it", about=about,
                      through=f"{kind} through transformers")
-
-
-# the options of both modes that change what attn-gui computes: transformers runs the model as it is
-AS_RUN = (("source_sentence", None), ("scale", True), ("temperature", 1.0), ("causal", False), ("window", None),
-          ("sink_tokens", 0), ("similarity", "dot"), ("ablate", ()))
-
-
-def check_config(config) -> None:
-    """Refuse, in one line naming it, an option that would change a model read through transformers."""
-    for name, value in AS_RUN:
-        if getattr(config, name) != value:
-            raise ConfigError(f"{name} = {getattr(config, name)!r:.40} cannot apply to a model read through "
-                              f"transformers: it is shown as transformers runs it ({name} = {value!r})")
 
 
 CAPTURE = "attn_gui_capture"  # the attention implementation that runs the model's eager one and reads q, k
@@ -214,11 +205,21 @@ def _read(spec: ModelSpec) -> Held:
     transformers.utils.logging.disable_progress_bar()  # its loading bar would break the CLI's one-line output
     heads = any("ForCausalLM" in a for a in cfg.get("architectures") or [])
     auto = transformers.AutoModelForCausalLM if heads else transformers.AutoModel
+    verbosity = transformers.utils.logging.get_verbosity()
+    transformers.utils.logging.set_verbosity_error()  # its load report (dozens of lines) is said in one here
     try:
-        model = auto.from_pretrained(str(folder), attn_implementation="eager", local_files_only=True,
-                                     trust_remote_code=False, dtype=torch.float32).eval()
+        model, info = cast(Any, auto.from_pretrained(str(folder), attn_implementation="eager", local_files_only=True,
+                                                     trust_remote_code=False, dtype=torch.float32,
+                                                     output_loading_info=True))  # (model, its loading report)
     except Exception as exc:  # noqa: BLE001  one line, whatever transformers raises
         raise ConfigError(f"{folder.name}: transformers cannot load it: {str(exc).splitlines()[0]:.100}") from None
+    finally:
+        transformers.utils.logging.set_verbosity(verbosity)
+    missing = sorted(info.get("missing_keys") or ())
+    if missing:  # transformers would fill them with random values
+        raise ConfigError(f"{folder.name}: its weights lack {len(missing)} of the model's tensors ({missing[0]:.60}"
+                          f"{', ...' if len(missing) > 1 else ''}), which transformers would fill with random values")
+    model.eval()
     tokenizer = checks.tokenizer(folder / "tokenizer.json")
     special = frozenset(i for i, t in tokenizer.get_added_tokens_decoder().items() if t.special)
     ids = tokenizer.get_vocab(with_added_tokens=True)
@@ -370,14 +371,14 @@ class Source(ModelSource):
     def unknown_token(self) -> str | None:
         return unknown_of(held(self.spec.name).tokenizer)
 
-    def layer_inputs(self, token_ids, device, dtype):
+    def layer_inputs(self, token_ids, device, dtype, layers=None):  # the plan refuses what-if layers (Plan.check)
         out = run(self.spec.name, tuple(token_ids.tolist()), str(device), dtype)
         return [*(s["x"] for s in out.steps), out.last], out.weights
 
     def layer_weights(self, layer, device, dtype) -> Projections:
         return Projections()  # the weights stay inside transformers' modules: only what the hooks see is shown
 
-    def next_tokens(self, token_ids, device, dtype, k: int = 5):
+    def next_tokens(self, token_ids, device, dtype, k: int = 5, layers=None):
         out = run(self.spec.name, tuple(token_ids.tolist()), str(device), dtype)
         if out.logits is None:
             return None
