@@ -13,6 +13,7 @@ import os
 import signal
 import sys
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 from . import __version__
@@ -199,7 +200,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="attn-gui", description="Attention Explorer: watch self-attention computed, step by step.")
     p.add_argument("--version", action="version", version=f"attn-gui {__version__}")
     sub = p.add_subparsers(dest="command", parser_class=_Parser,
-                           metavar="{gui,export,generate,effects,attribute,train,corpus,lessons,lesson,models,bench}")
+                           metavar="{gui,export,generate,effects,attribute,train,circuit,corpus,lessons,lesson,models,bench}")
 
     gui = sub.add_parser("gui", help="open the window (the default)")
     gui.add_argument("--head", type=int, metavar="N", help="the head to show first, counted from 1 (default 1)")
@@ -249,6 +250,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_engine_options(e)
     add_attribute_parser(sub)
     add_train_parser(sub)
+    add_circuit_parser(sub)
     sub.add_parser("lessons", help="list the guided lessons", allow_abbrev=False)
     les = sub.add_parser("lesson", help="open the window at a lesson's step (for slides)", allow_abbrev=False)
     les.add_argument("name", help="a lesson's name, as `attn-gui lessons` lists it")
@@ -264,9 +266,12 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--engine-only", action="store_true", help="skip the parts that need Qt")
     b.add_argument("--only", metavar="SECTION[,SECTION...]",
                    help="run only these sections: engine, display, memory, model, folder, decoder, quantized, "
-                        "long, interventions, training, window, startup, heavy")
+                        "long, interventions, circuits, training, window, startup, heavy")
     b.add_argument("--heavy", action="store_true",
                    help="also measure Llama-3-8B-shaped files (minutes; 26 GB of disk; kept in $ATTN_GUI_HEAVY_DIR)")
+    b.add_argument("--compare", metavar="REV",
+                   help="time the window part against REV (a commit of this checkout, or a folder holding "
+                        "attn_gui) in the same run, in turns; each row gets the ratio of its median to REV's")
     p.epilog = _window_epilog(gui)
     p.formatter_class = argparse.RawDescriptionHelpFormatter
     return p
@@ -535,6 +540,79 @@ def run_attribute(args: argparse.Namespace) -> int:
     return 0
 
 
+def add_circuit_parser(sub) -> None:
+    """``attn-gui circuit``: which heads talk to which, by edge attribution (``engine.circuits``)."""
+    from .engine.circuits import BUILT_IN, METHODS, METRICS
+
+    c = sub.add_parser("circuit", allow_abbrev=False,
+                       help="score every edge between a decoder's heads and MLPs on a task (EAP, EAP-IG or "
+                            "information-flow routes); write the edges, the graph and the faithfulness curve")
+    c.add_argument("--model", required=True, metavar="NAME|PATH",
+                   help="a decoder: a bundled model, a folder, a .gguf file or an attn-gui train checkpoint")
+    c.add_argument("--task", default="ioi", metavar="|".join(BUILT_IN) + "|PAIRS.jsonl",
+                   help="a built-in task or a JSONL file of pairs (default ioi)")
+    c.add_argument("--method", default="eap", choices=METHODS, help="default eap")
+    c.add_argument("--out", required=True, metavar="DIR", help="folder to write (created if missing)")
+    c.add_argument("--pairs", type=int, default=50, metavar="N", help="prompt pairs a built-in task makes, 1 to "
+                                                                      "10000 (default 50)")
+    c.add_argument("--steps", type=int, default=10, metavar="N", help="EAP-IG's points, 1 to 100 (default 10)")
+    c.add_argument("--seed", type=int, default=0, help="seeds a built-in task's pairs (default 0)")
+    c.add_argument("--metric", choices=METRICS, help="default: the task's own")
+    c.add_argument("--format", default="csv", choices=("csv", "parquet"), help="the edges' file (default csv)")
+    c.add_argument("--top", type=int, default=20, metavar="K", help="edges the graph draws (default 20)")
+    c.add_argument("--no-faithfulness", action="store_true", help="skip the faithfulness curve (its forwards)")
+    c.add_argument("--device", default="cpu", metavar="DEVICE", help="cpu, cuda, cuda:N or mps (default cpu)")
+    c.add_argument("--dtype", default="float32", choices=("float32", "float64"), help="default float32")
+    c.add_argument("--overwrite", action="store_true", help="write among other files in the folder")
+
+
+def _stage_progress() -> Callable[[int, int, str], None]:
+    """Progress on stderr: one self-overwriting line on a terminal, else a line every 10 % of each stage."""
+    shown: dict[str, int] = {}
+    tty = sys.stderr.isatty()
+
+    def progress(done: int, total: int, what: str) -> None:
+        percent = 100 * done // max(total, 1)
+        if tty:
+            sys.stderr.write(f"\rattn-gui circuit: {what} {done} of {total} ({percent}%)\033[K")
+            if done == total:
+                sys.stderr.write("\r\033[K")
+        elif percent >= shown.get(what, -10) + 10 or done == total:
+            shown[what] = percent
+            sys.stderr.write(f"attn-gui circuit: {what} {done} of {total} ({percent}%)\n")
+        sys.stderr.flush()
+    return progress
+
+
+def run_circuit(args: argparse.Namespace) -> int:
+    """``attn-gui circuit``: everything checked before the compute, the files written all or nothing."""
+    from .engine.circuits import BUILT_IN, circuit
+    from .export.circuits import check_format, write_circuit
+    from .export.folder import Target
+
+    for name, value, low, high in (("--pairs", args.pairs, 1, 10000), ("--steps", args.steps, 1, 100),
+                                   ("--top", args.top, 1, 10000)):
+        if not low <= value <= high:
+            raise UsageError(f"attn-gui circuit: {name} must be {low} to {high}, not {value}")
+    check_format(args.format)
+    Target(args.out, overwrite=args.overwrite)  # refused before the compute; creates nothing
+    if args.task not in BUILT_IN and not args.task.endswith(".jsonl") and not Path(args.task).is_file():
+        raise UsageError(f"attn-gui circuit: --task must be one of {', '.join(BUILT_IN)} or a .jsonl file of "
+                         f"pairs, not {one_line(args.task, 60)!r}")  # before the model's load, not after
+    load_model(args.model)
+    found = circuit(args.model, args.task, args.method, pairs=args.pairs, steps=args.steps, seed=args.seed,
+                    metric=args.metric, faithful=not args.no_faithfulness, device=args.device, dtype=args.dtype,
+                    progress=_stage_progress())
+    folder = write_circuit(found, args.out, args.format, args.top, args.overwrite)
+    best = ", ".join(f"{w} -> {r} ({v:+.3g})" for w, r, v in found.top(3))
+    f = found.faithfulness
+    small = "" if f is None else (f"; {f.smallest} edges recover {f.target:.0%}" if f.smallest is not None
+                                  else f"; no circuit recovers {f.target:.0%}")
+    print(f"{found.method} on {found.task}, {found.pairs} pairs: metric {found.clean:.4g} clean, {found.corrupt:.4g} "
+          f"corrupted; largest {best}{small}; wrote {one_line(str(folder))}")
+    return 0
+
+
 def add_train_parser(sub) -> None:
     """``attn-gui train``: its flags, one per field of ``TrainConfig`` that a person sets."""
     from .engine.tasks import TASKS
@@ -707,6 +785,7 @@ def _census_progress(p) -> None:
 def _run_bench(args: argparse.Namespace) -> int:
     """``attn-gui bench``: progress to stderr, the tables to stdout, the JSON to ``--json``; 0 on success."""
     from . import bench
+    from .bench.compare import CompareError, check_rev
 
     if args.json:
         try:
@@ -720,11 +799,25 @@ def _run_bench(args: argparse.Namespace) -> int:
         print(f"attn-gui bench: --only takes sections of {', '.join(bench.SECTION_NAMES)}; got "
               f"{', '.join(unknown) or repr(args.only)}", file=sys.stderr)
         return 2
+    if args.compare is not None:
+        if args.engine_only or only and "window" not in only:
+            print("attn-gui bench: --compare times the window part; run it with the window section "
+                  "(no --engine-only; --only window)", file=sys.stderr)
+            return 2
+        try:
+            check_rev(args.compare)
+        except CompareError as exc:
+            print(f"attn-gui bench: {one_line(str(exc))}", file=sys.stderr)
+            return 2
     tiny = os.environ.get(bench.TINY_ENV, "") not in ("", "0")
     settings = dataclasses.replace(
         bench.BenchSettings.for_mode(quick=args.quick, device=args.device, engine_only=args.engine_only, tiny=tiny),
-        only=only, heavy=args.heavy)
-    report = bench.run_bench(settings, log=lambda message: print(message, file=sys.stderr, flush=True))
+        only=only, heavy=args.heavy, compare=args.compare or "")
+    try:
+        report = bench.run_bench(settings, log=lambda message: print(message, file=sys.stderr, flush=True))
+    except CompareError as exc:  # the tree compared with failed to run the window
+        print(f"attn-gui bench: {one_line(str(exc))}", file=sys.stderr)
+        return 2
     print(bench.format_report(report))
     if args.json:
         bench.write_json(report, args.json)
@@ -894,6 +987,8 @@ def _main(argv: list[str]) -> int:
             return run_attribute(args)
         if args.command == "train":
             return run_train(args)
+        if args.command == "circuit":
+            return run_circuit(args)
         if args.command == "corpus":
             return run_corpus(args)
         if args.command == "bench":

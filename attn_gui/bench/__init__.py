@@ -22,11 +22,14 @@ Each part is one module, repeated after a warm-up and summarised by median and p
   270 forwards with one head ablated each, and the patching grid.
 - :mod:`.heavy` (``--heavy`` only): Llama-3-8B-shaped files (Q4_0 and Q4_K_M GGUF, a bfloat16 folder): the first
   maps of layer 16 from a fresh process, a second sentence, the peak RSS against the file's size.
-- :mod:`.window`: the real window's update latency and GUI-thread stalls.
+- :mod:`.circuits`: SmolLM2-135M on 50 IOI pairs: EAP (target 60 s) and EAP-IG with 10 steps (10 x EAP).
+- :mod:`.window`: the real window's update latency and GUI-thread stalls (its actions in
+  :mod:`.window_actions`); with ``--compare REV`` timed against another tree or commit in
+  turns (:mod:`.compare`), each row with the ratio.
 - :mod:`.startup`: wall time of fresh ``python`` subprocesses, up to the window's first frame.
 
 :mod:`.timing` is the harness and :mod:`.report` formats the result. Only
-:mod:`.window` imports Qt, and only when the Qt parts run: ``import attn_gui.bench``
+:mod:`.window_actions` imports Qt, and only when the Qt parts run: ``import attn_gui.bench``
 and ``--engine-only`` need torch and numpy alone. Nothing here prints; progress goes
 to the ``log`` callable and the report is returned.
 
@@ -47,7 +50,9 @@ from .engine import ENGINE_TARGET, bench_engine, profile_missed
 from .folder import bench_folder
 from .heavy import bench_heavy
 from .interventions import bench_interventions
+from .circuits import bench_circuits
 from .training import bench_training
+from .window import slower_notes
 from .memory import bench_memory
 from .long import bench_long
 from .model import bench_model
@@ -67,15 +72,17 @@ def _bench_window(settings: BenchSettings, log: Log) -> tuple[list[Row], list[di
     reason = qt_skip_reason(settings)
     if reason:
         return [], [{"name": "window latency and stalls", "reason": reason}]
-    from .window import bench_window  # imports Qt
+    from .window import bench_window, bench_window_against
 
+    if settings.compare:
+        return bench_window_against(settings, log, settings.compare), []
     return bench_window(settings, log), []
 
 
 # The sections after the engine, display and memory ones, in the order they run (``--only`` names them).
 SECTIONS = {
     "model": bench_model, "folder": bench_folder, "decoder": bench_decoder, "quantized": bench_quantized,
-    "long": bench_long, "interventions": bench_interventions, "training": bench_training,
+    "long": bench_long, "interventions": bench_interventions, "circuits": bench_circuits, "training": bench_training,
     "window": _bench_window, "startup": bench_startup, "heavy": bench_heavy,
 }
 SECTION_NAMES = ("engine", "display", "memory", *SECTIONS)
@@ -123,6 +130,6 @@ def run_bench(settings: BenchSettings, log: Log) -> dict[str, Any]:
         "settings": asdict(settings),
         "rows": [asdict(r) for r in rows],
         "profiles": profiles,
-        "notes": display_notes(settings.device),
+        "notes": display_notes(settings.device) + slower_notes(rows),
         "skipped": skipped,
     }

@@ -68,6 +68,7 @@ def metadata_dict(settings: BenchSettings) -> dict[str, Any]:
         "python": platform.python_version(),
         "platform": platform.platform(),
         "attn_gui": __version__,
+        "load_average": [round(x, 2) for x in os.getloadavg()],  # 1, 5, 15 min at the start: a shared machine
     }
 
 
@@ -77,6 +78,18 @@ def _fmt(value: float | None, unit: str) -> str:
     if unit == "MiB":
         return f"{value:.0f} MiB"
     return f"{value:.3f} ms" if value < 10 else f"{value:.1f} ms"
+
+
+def _columns(table: list[tuple[str, ...]]) -> list[str]:
+    """``table`` (a header, then rows of cells) in aligned columns: the first two left, the rest right."""
+    widths = [max(len(row[i]) for row in table) for i in range(len(table[0]))]
+    lines = []
+    for i, row in enumerate(table):
+        cells = [c.ljust(w) if j < 2 else c.rjust(w) for j, (c, w) in enumerate(zip(row, widths, strict=True))]
+        lines.append("  " + "  ".join(cells).rstrip())
+        if i == 0:
+            lines.append("  " + "  ".join("-" * w for w in widths))
+    return lines
 
 
 def _table(rows: list[dict[str, Any]]) -> list[str]:
@@ -89,15 +102,32 @@ def _table(rows: list[dict[str, Any]]) -> list[str]:
         met = "-" if r["met"] is None else ("yes" if r["met"] else "no")
         table.append((r["name"], r["size"], _fmt(r["median"], r["unit"]), _fmt(r["p95"], r["unit"]),
                       str(r["runs"]), ratio, met))
-    widths = [max(len(row[i]) for row in table) for i in range(len(header))]
-    lines = []
-    for i, row in enumerate(table):
-        cells = [c.ljust(w) if j < 2 else c.rjust(w) for j, (c, w) in enumerate(zip(row, widths, strict=False))]
-        lines.append("  " + "  ".join(cells).rstrip())
-        if i == 0:
-            lines.append("  " + "  ".join("-" * w for w in widths))
+    lines = _columns(table)
     ratio_notes = sorted({f"{r['name']}: ratio to {r['ratio_to']}" for r in rows if r["ratio_to"]})
     return lines + [f"  ({note})" for note in ratio_notes]
+
+
+def _compare_table(rows: list[dict[str, Any]]) -> list[str]:
+    """Rows timed against another tree (``--compare``): both medians and p95s, the ratios, the target."""
+    label = next((r["ratio_to"] for r in rows if r["ratio_to"]), "the tree compared with")
+    header = ("name", "size", "median", "p95", f"{label} median", f"{label} p95", "ratio", "p95 ratio",
+              "CPU ratio", "target", "met")
+    table = [header]
+    for r in rows:
+        e = r["extra"]
+        table.append((r["name"], r["size"], _fmt(r["median"], r["unit"]), _fmt(r["p95"], r["unit"]),
+                      _fmt(e.get("compared_median"), r["unit"]), _fmt(e.get("compared_p95"), r["unit"]),
+                      "-" if r["ratio"] is None else f"{r['ratio']:.2f}",
+                      "-" if e.get("p95_ratio") is None else f"{e['p95_ratio']:.2f}",
+                      "-" if e.get("cpu_ratio") is None else f"{e['cpu_ratio']:.2f}",
+                      _fmt(r["target"], r["unit"]), "-" if r["met"] is None else ("yes" if r["met"] else "no")))
+    lines = _columns(table)
+    loads = {who: [x for r in rows for pair in r["extra"].get(key, []) for x in pair]
+             for who, key in (("this tree", "load"), (label, "compared_load"))}
+    during = "; ".join(f"{who} {min(v):.1f}-{max(v):.1f}" for who, v in loads.items() if v)
+    lines.append(f"  (ratio: this tree's median over {label}'s, both run in fresh processes in turns; CPU ratio: "
+                 f"the same of the GUI thread's CPU time; load average during the runs: {during})")
+    return lines
 
 
 def format_report(report: dict[str, Any]) -> str:
@@ -106,12 +136,16 @@ def format_report(report: dict[str, Any]) -> str:
     lines = [
         f"attn-gui bench ({report['settings']['mode']}) {meta['date']}",
         f"device {meta['device']} ({meta['device_name']}), {meta['cpu_count']} CPUs, "
-        f"{meta['torch_threads']} torch threads, torch {meta['torch']}",
+        f"{meta['torch_threads']} torch threads, torch {meta['torch']}"
+        + (", load average {:.1f} {:.1f} {:.1f} at the start".format(*meta["load_average"])
+           if "load_average" in meta else ""),
     ]
     others = {r["section"]: r["section"] for r in report["rows"] if r["section"] not in SECTION_TITLES}
     for section, title in {**SECTION_TITLES, **others}.items():  # a section without a title: under its name
         rows = [r for r in report["rows"] if r["section"] == section]
-        if rows:
+        if rows and any("compared_median" in r["extra"] or "compared_error" in r["extra"] for r in rows):
+            lines += ["", title, *_compare_table(rows)]
+        elif rows:
             lines += ["", title, *_table(rows)]
     for prof in report["profiles"]:
         lines += ["", f"Where compute() spends its time at T={prof['T']} "

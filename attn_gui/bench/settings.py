@@ -48,6 +48,9 @@ class BenchSettings:
         The sections to run (``attn-gui bench --only``); empty: every section but "heavy".
     heavy : bool
         Also run the "heavy" section (``attn-gui bench --heavy``: 8 B files, minutes and 26 GB of disk).
+    compare : str
+        ``--compare REV``: the window part is timed against REV (a commit, or a folder holding
+        ``attn_gui``) in the same run, in turns; "" for none.
     """
 
     device: str = "cpu"
@@ -64,6 +67,7 @@ class BenchSettings:
     mode: str = "full"
     only: tuple[str, ...] = ()
     heavy: bool = False
+    compare: str = ""
 
     def wants(self, section: str) -> bool:
         """Whether ``section`` runs: every one unless ``--only`` named some; "heavy" only with ``--heavy`` or named."""

@@ -7,6 +7,7 @@ torch.Size([1, 5, 5])
 """
 
 from .attention import AttendOptions, Projections, Steps, Stream, attend
+from .circuits import Circuit, circuit
 from .compute import AttentionResult, as_dict, compute, estimate_bytes
 from .config import DEFAULT_SENTENCE, OPTIONS, PRESETS, AttentionConfig, Dims, preset
 from .decoding import DecodeStep, Decoder, Generation, generate
@@ -29,5 +30,5 @@ __all__ = [
     "Tokens", "tokenize", "tokens_for", "check_tokens", "check_tokens_now", "unknown_note",
     "Projections", "AttendOptions", "Stream", "Steps", "attend", "MODELS", "ModelSpec", "model_spec", "source",
     "METRICS", "head_metrics", "causal_visible", "rollout", "Saturation", "saturation",
-    "EntropySweep", "entropy_vs_dk", "Decoder", "DecodeStep", "Generation", "generate",
+    "EntropySweep", "entropy_vs_dk", "Decoder", "DecodeStep", "Generation", "generate", "Circuit", "circuit",
 ]

@@ -91,9 +91,9 @@ def _model(config: AttentionConfig):
 
 
 def head_writes(z: torch.Tensor, w_o: torch.Tensor) -> torch.Tensor:
-    """What each head writes to the residual stream: Z_i W_O,i.  z (h, n, d_v), w_o (d, h*d_v) -> (h, n, d)"""
-    heads, _, d_v = z.shape
-    return torch.einsum("hnv,dhv->hnd", z, w_o.view(-1, heads, d_v))
+    """What each head writes to the residual stream: Z_i W_O,i.  z (..., h, n, d_v), w_o (d, h*d_v) -> (..., h, n, d)"""
+    heads, _, d_v = z.shape[-3:]
+    return torch.einsum("...hnv,dhv->...hnd", z, w_o.view(-1, heads, d_v))
 
 
 def trace(config: AttentionConfig) -> Trace:

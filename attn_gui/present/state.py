@@ -17,7 +17,7 @@ from .scales import scale_choices
 DEFAULT_TOKEN = 1  # the tutorials follow x_2 "in"
 # the docks a person can open from the command line (``attn-gui --dock NAME``), as the View menu names them
 DOCKS = ("walk", "model-view", "metrics", "difference", "rollout", "why-scaling", "kv-cache", "interventions", "why",
-         "corpus", "train", "lessons")
+         "circuit", "corpus", "train", "lessons")
 
 # Qt lays out a paragraph as a whole: past these lengths every keystroke in the sentence
 # box costs over 100 ms (measured with QPlainTextEdit: 50,000 word characters about 12 ms,

@@ -4,8 +4,7 @@ A ``LabelAxis`` draws the full label of each displayed row or column. Labels on 
 axis stand upright when they do not fit side by side; when even upright labels would
 overlap (long inputs), every k-th is drawn, evenly, and zooming in brings the others
 back, since the thinning is worked out each time the axis is drawn for the current
-zoom. The text is painted into pyqtgraph's cached picture of the axis, so an update
-that changes only the numbers of a map never redraws its labels.
+zoom. Each label is laid out once (``style.static_text``) and drawn where it goes at each paint.
 """
 
 from __future__ import annotations
@@ -16,13 +15,59 @@ import pyqtgraph as pg
 from PySide6 import QtCore, QtGui
 
 from ..present.formats import visible_label
+from .style import static_text
 
 MAX_CHARS = 14  # longer tokens end in "…" (the read-out names them whole)
 GAP = 3  # pixels between the labels and the image
 SHORT_LEVEL = 2  # among upright column labels, one this short stays level (it fits its cell)
 
 
-class LabelAxis(pg.AxisItem):
+class _KeptBounds:
+    """An axis whose bounding rectangle is worked out once per geometry: pyqtgraph's ``AxisItem.boundingRect``
+    computes it in Python on each of Qt's calls (about 600 for the 14 maps of a frame laid out again). It
+    depends on the geometry and the style alone (no grid is drawn)."""
+
+    _bounds: tuple[QtCore.QRectF, QtCore.QRectF] | None = None
+
+    def boundingRect(self) -> QtCore.QRectF:
+        geometry = self.geometry()
+        if self._bounds is None or self._bounds[0] != geometry:
+            self._bounds = (geometry, super().boundingRect())
+        return QtCore.QRectF(self._bounds[1])
+
+    def setStyle(self, **kwargs) -> None:
+        self._bounds = None  # the tick length and text margins widen it
+        super().setStyle(**kwargs)
+
+
+class FrameAxis(_KeptBounds, pg.AxisItem):
+    """A side of a colour bar's frame: the line alone (``pg.ColorBarItem`` shows its three other axes, with no
+    ticks, as a frame), placed as pyqtgraph places an axis's line, without working out ticks for none, drawn
+    straight (no picture recorded and played)."""
+
+    _line_pen: QtGui.QPen | None = None
+
+    def boundingRect(self) -> QtCore.QRectF:
+        return super().boundingRect().adjusted(-1, -1, 1, 1)  # the line's ends reach a pixel past the axis
+
+    def paint(self, p, opt, widget) -> None:
+        if self._line_pen is None:
+            self._line_pen = self.pen()
+        _, a, b = self.generateDrawSpecs(p)[0]
+        p.setRenderHint(QtGui.QPainter.RenderHint.Antialiasing, False)
+        p.setPen(self._line_pen)
+        p.drawLine(a, b)
+
+    def generateDrawSpecs(self, p):
+        b = self.mapRectFromParent(self.geometry())
+        ends = {"left": (b.topRight() + QtCore.QPointF(-1, -1), b.bottomRight() + QtCore.QPointF(-1, 1)),
+                "right": (b.topLeft() + QtCore.QPointF(1, -1), b.bottomLeft() + QtCore.QPointF(1, 1)),
+                "top": (b.bottomLeft() + QtCore.QPointF(-1, -1), b.bottomRight() + QtCore.QPointF(1, -1)),
+                "bottom": (b.topLeft() + QtCore.QPointF(-1, 1), b.topRight() + QtCore.QPointF(1, 1))}
+        return (self.pen(), *ends[self.orientation]), [], []
+
+
+class LabelAxis(_KeptBounds, pg.AxisItem):
     """A left or top axis with one label per displayed row or column (see module docstring)."""
 
     def __init__(self, orientation: str, font: QtGui.QFont):
@@ -118,10 +163,11 @@ class LabelAxis(pg.AxisItem):
     def drawPicture(self, p, *specs):
         (texts,) = specs
         p.setRenderHint(QtGui.QPainter.RenderHint.TextAntialiasing, True)
-        p.setFont(self.style["tickFont"])
+        font = self.style["tickFont"]
+        p.setFont(font)
         p.setPen(self.textPen())
         bounds = self.boundingRect()
-        p.setClipRect(bounds)
+        p.setClipRect(bounds, QtCore.Qt.ClipOperation.IntersectClip)
         h = self._metrics.height()
         if self.title:
             title_font = QtGui.QFont(self.style["tickFont"])
@@ -140,36 +186,32 @@ class LabelAxis(pg.AxisItem):
         for pos, text in texts:
             # a short label stays level among upright ones: "I" on its side reads as a dash
             level = len(text) <= SHORT_LEVEL and self._metrics.horizontalAdvance(text) + 2 * GAP <= spacing
-            if self.orientation == "left":
-                rect = QtCore.QRectF(0, pos - h / 2, bounds.width() - GAP, h)
-                p.drawText(rect, QtCore.Qt.AlignmentFlag.AlignRight | QtCore.Qt.AlignmentFlag.AlignVCenter, text)
-            elif not self.upright or level:
-                w = self._widest + 2 * GAP if not self.upright else spacing
-                rect = QtCore.QRectF(pos - w / 2, 0, w, bounds.height() - GAP)
-                p.drawText(rect, QtCore.Qt.AlignmentFlag.AlignHCenter | QtCore.Qt.AlignmentFlag.AlignBottom, text)
+            # each label laid out once (``static_text``), placed where drawText in a rectangle would put it
+            label = static_text(text, font)
+            w = label.size().width()
+            if self.orientation == "left":  # right-aligned, centred on its row
+                p.drawStaticText(QtCore.QPointF(bounds.width() - GAP - w, pos - h / 2), label)
+            elif not self.upright or level:  # centred on its column, on the image
+                p.drawStaticText(QtCore.QPointF(pos - w / 2, bounds.height() - GAP - h), label)
             else:  # upright: read from the image upwards, as column names on a spreadsheet's vertical header
                 p.save()
                 p.translate(pos, bounds.height() - GAP)
                 p.rotate(-90)
-                p.drawText(QtCore.QRectF(0, -h / 2, bounds.height(), h),
-                           QtCore.Qt.AlignmentFlag.AlignLeft | QtCore.Qt.AlignmentFlag.AlignVCenter, text)
+                p.drawStaticText(QtCore.QPointF(0, -h / 2), label)
                 p.restore()
 
     def paint(self, p, opt, widget):
-        if self.picture is None:
-            picture = QtGui.QPicture()
-            painter = QtGui.QPainter(picture)
+        # drawn straight: a recorded picture laid every label out again when played
+        texts = self.generateDrawSpecs(p)
+        if texts is not None:
+            p.save()
             try:
-                texts = self.generateDrawSpecs(painter)
-                if texts is not None:
-                    self.drawPicture(painter, texts)
+                self.drawPicture(p, texts)
             finally:
-                painter.end()
-            self.picture = picture
-        self.picture.play(p)
+                p.restore()
 
 
-class BarAxis(pg.AxisItem):
+class BarAxis(_KeptBounds, pg.AxisItem):
     """A colour bar's value axis: given ticks painted straight into the cached picture.
 
     pyqtgraph's ``AxisItem`` measures every tick text with a painter and lays them out

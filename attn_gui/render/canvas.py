@@ -8,7 +8,10 @@ of each head, K/V brackets, one shared colour bar) lives in the same scene.
 A frame is drawn in steps, one map (or head thumbnail) a step, and the steps of one turn of
 the event loop stop after ``STEP_S`` seconds: the rest run in the next turns, so a large
 first frame (SmolLM2's 9 heads: 17 maps and 9 thumbnails, 11 items made) never holds the
-window for long. A small frame's steps all fit in the first turn. ``settled`` says when
+window for long. A frame whose items all exist and whose maps are small (a seed, d_k or a
+keystroke changed) is drawn in one turn, so it is painted once. A frame laid out as the one
+shown (the same shapes, titles and viewport: a seed changed) keeps the layout: each item takes
+its new data where it is, and only what changed is painted again. ``settled`` says when
 every map of the frame is drawn; the readers for tests and tools (``item_of``, ``rect_of``,
 ``labels_of``, ``render_scene``) and ``settle()`` run what is left at once.
 """
@@ -34,7 +37,10 @@ ZOOM_STEP = 1.15  # Ctrl + wheel, per notch
 # the canvas's own work per turn of the event loop while a frame is drawn (``Canvas.show_frame``);
 # with the turn's other work and the paint of what it drew, a turn stays under the 50 ms a person notices
 STEP_S = 0.010
-WHOLE_STEPS = 16  # a frame of at most these steps, its items made, is drawn in one turn (``_place``)
+# a frame whose items all exist, of at most this many cells in its maps and thumbnails, is drawn in one turn
+# (``_queue_steps``): T = 64 with 8 heads holds about 64,000 and draws in 10-25 ms; T = 384's maps are steps
+WHOLE_CELLS = 100_000
+LAYOUTS_KEPT = 8  # the layouts made last, by what they were made of (``_lay_out``: a spinner turned back and forth)
 
 
 def _rect(box: Box) -> QtCore.QRectF:
@@ -91,6 +97,9 @@ class Canvas(ReadoutHost, pg.GraphicsView):
             policy(QtCore.Qt.ScrollBarPolicy.ScrollBarAlwaysOff if picture else  # a picture holds the whole scene
                    QtCore.Qt.ScrollBarPolicy.ScrollBarAsNeeded)
         self.setTransformationAnchor(QtWidgets.QGraphicsView.ViewportAnchor.AnchorUnderMouse)
+        # what changed is painted again, not 2 pixels around it too: those reach the labels and titles beside
+        # every image, which a new seed repainted (every item paints inside its bounding rectangle)
+        self.setOptimizationFlag(QtWidgets.QGraphicsView.OptimizationFlag.DontAdjustForAntialiasing, True)
         self.head, self.token, self.hidden, self.focus, self.scales = 0, None, (), None, ()
         self.items: dict[tuple[str, bool], MapItem] = {}  # (field, thumbnail) -> item, kept between frames
         self.shown: dict[str, MapItem] = {}  # map id -> the item showing it now
@@ -103,7 +112,9 @@ class Canvas(ReadoutHost, pg.GraphicsView):
         self.stripBar.hide()
         self.scene().addItem(self.stripBar)
         self._steps: list[Callable[[], None]] = []  # what is left to draw of the frame, in order
-        self._whole = False  # the frame laid out is drawn in the turn of its layout (``_place``)
+        self._whole = False  # the frame is drawn in the turn its steps are queued in (``_queue_steps``)
+        self._plan_key: tuple | None = None  # what the plan shown was made of (``_plan_holds``)
+        self._layouts: dict[tuple, Layout] = {}  # the last layouts made (``_lay_out``)
         self._beside: list[Callable[[], None]] = []  # the window's steps, after the layout (``draw_beside``)
         self._strip_unfilled: set[int] = set()  # heads whose thumbnail still shows an older frame
         self._stepper = QtCore.QTimer(self)
@@ -131,9 +142,9 @@ class Canvas(ReadoutHost, pg.GraphicsView):
         unchanged = frame is self.frame and view == (self.head, self.hidden, self.focus, self.scales)
         self.frame, self.token = frame, token
         self.head, self.hidden, self.focus, self.scales = view
-        if self._resized_while_held:  # the viewport changed size for this frame: lay out for it once
-            self._resized_while_held, unchanged = False, False
-        if unchanged:
+        resized = self._resized_while_held  # the viewport changed size for this frame: lay out for it once
+        self._resized_while_held = False
+        if unchanged and not resized:
             self._outline(token)
             if not self.busy:
                 self.settled.emit()
@@ -142,14 +153,31 @@ class Canvas(ReadoutHost, pg.GraphicsView):
         self._data = frame_shapes(frame, head, hidden, dict(scales))
         self._beside = []
         self._strip_unfilled = set(range(frame.result.heads))
-        self._queue_layout()  # a step too: the window's turn may have used the time
-        self._run_steps(start, at_least_one=False)
+        if not resized and self._plan_holds():  # nothing moves: each item takes its new data where it is
+            self._queue_steps()
+        else:
+            self._queue_layout()  # a step too: the window's turn may have used the time, unless all fits in it
+        self._run_steps(start, at_least_one=self._whole or self._fits_a_turn())
+
+    def _key(self) -> tuple:
+        """What a plan is made of besides the viewport: the maps' shapes and titles, the focus, the heads and
+        their K/V groups, the colour scales (the strip's bar) and the zoom."""
+        result = self.frame.result
+        groups = tuple(map(tuple, kv_groups(result))) if result.heads > 1 else None
+        return tuple(s for s, _ in self._data.values()), self.focus, result.heads, groups, self.scales, self._zoom
+
+    def _plan_holds(self) -> bool:
+        """Whether the plan shown is the one the frame to draw would get: made of the same (``_key``), for
+        this viewport, with no layout pending."""
+        return (self.plan is not None and self._place not in self._steps and self._plan_key == self._key()
+                and self._planned_for == (self.viewport().width(), self.viewport().height()))
 
     def _queue_layout(self) -> None:
         """Lay the maps out as the next step (``_place``), the steps of the old layout dropped; until then
         the canvas is not painted: what it shows is about to move."""
         if self._steps[:1] != [self._place]:
             self._steps = [self._place]
+        self._whole = False  # until the layout says
         self.viewport().setUpdatesEnabled(False)
 
     def draw_beside(self, step: Callable[[], None]) -> None:
@@ -183,7 +211,7 @@ class Canvas(ReadoutHost, pg.GraphicsView):
             step = (self._beside if beside else self._steps).pop(0)
             step()
             at_least_one = False
-            if step == self._place and self._whole:
+            if self._whole:  # set by the layout, or before the first step (``_queue_steps``)
                 budget = float("inf")
         self._stepper.stop()
         # a map drawn in an earlier turn may have been laid out again since (a paint measured its labels)
@@ -197,6 +225,8 @@ class Canvas(ReadoutHost, pg.GraphicsView):
         items made ahead while a model loaded measured no better, and a hidden one left in the scene at exit
         crashed the interpreter's teardown)."""
         item = MapItem(name, compact=compact)
+        if not self.picture:
+            item.keep_text_drawn()
         self.scene().addItem(item)
         return item
 
@@ -223,16 +253,42 @@ class Canvas(ReadoutHost, pg.GraphicsView):
         result = self.frame.result
         groups = kv_groups(result) if result.heads > 1 else None
         self.plan, self._planned_for = self._plan([s for s, _ in self._data.values()], result.heads, groups)
+        self._plan_key = self._key()
         boxes = self.plan.boxes
         rects = {(data.field, boxes[mid].thumb): _rect(boxes[mid]) for mid, (_, data) in self._data.items()}
-        for key, item in self.items.items():  # shown with its old picture only where it stays
-            if item.geometry() != rects.get(key):
+        whole = self._fits_a_turn()
+        for key, item in self.items.items():  # shown with its old picture only where it stays (or is drawn now)
+            if key not in rects or not whole and item.geometry() != rects[key]:
                 item.hide()
         self.shown = {}
-        self._place_strip(result.heads, groups, boxes)
+        self._place_strip(result.heads, groups, boxes, whole)
         self.updateMatrix()
         if self._revealed:  # the map kept in view, in the new layout (before the order below reads the view)
             self.reveal(self._revealed)
+        self._queue_steps()
+
+    def _fits_a_turn(self) -> bool:
+        """Whether the frame's steps are few and small enough for one turn of the event loop: its items all exist
+        (making one takes 12-25 ms) and its maps and thumbnails hold at most ``WHOLE_CELLS`` cells. In steps it
+        would take more turns, a paint each, and show half-new frames meanwhile. Before the layout: whether an
+        item of each map exists, as a map or a thumbnail."""
+        boxes = self.plan.boxes if self._place not in self._steps else None
+        heads = self.frame.result.heads if self.frame.result.heads > 1 else 0
+        if heads and len(self.strip) < heads:
+            return False
+        for mid, (_, data) in self._data.items():
+            if boxes is None and (data.field, False) not in self.items and (data.field, True) not in self.items:
+                return False
+            if boxes is not None and mid in boxes and (data.field, boxes[mid].thumb) not in self.items:
+                return False
+        cells = sum(data.matrix.size for mid, (_, data) in self._data.items() if boxes is None or mid in boxes)
+        alpha = self._data.get("weights:0")  # each head's thumbnail is alpha's shape
+        return cells + (heads * alpha[1].matrix.size if alpha is not None else 0) <= WHOLE_CELLS
+
+    def _queue_steps(self) -> None:
+        """Queue one step per map and head thumbnail of the plan (``_run_steps`` runs them): the map in view
+        first, then down the canvas."""
+        result, boxes = self.frame.result, self.plan.boxes
         target = map_id(self.focus or "weights", self.head if FIELDS[self.focus or "weights"].per_head else None)
         view = self.mapToScene(self.viewport().rect()).boundingRect()
         order = []
@@ -243,17 +299,13 @@ class Canvas(ReadoutHost, pg.GraphicsView):
             order.append(((mid != target, not view.intersects(_rect(box)), box.y, box.x), mid))
         self._steps = [self._map_step(mid) if not mid.startswith("strip:") else self._strip_step(int(mid[6:]))
                        for _, mid in sorted(order)]
-        # a small frame whose items all exist (the default's 14 maps, a seed or d_k changed) is drawn in this
-        # turn: in steps it would take more turns, a paint each, and show half-new frames meanwhile
-        self._whole = len(self._steps) <= WHOLE_STEPS and all(
-            (data.field, boxes[mid].thumb) in self.items for mid, (_, data) in self._data.items() if mid in boxes)
+        self._whole = self._fits_a_turn()
 
     def _map_step(self, mid: str) -> Callable[[], None]:
         def step() -> None:
             box, data = self.plan.boxes[mid], self._data[mid][1]
             item = self._item(data.field, box.thumb)
             item.show()  # before it is laid out: showing an item asks for its layout again
-            item.setGeometry(_rect(box))
             if not box.thumb:
                 item.set_label_px(box.label_px)
             brief = box.thumb or data.field != (self.focus or "weights")  # beside the large map (alpha in "All maps")
@@ -262,7 +314,9 @@ class Canvas(ReadoutHost, pg.GraphicsView):
             if item.data is not data:  # a new frame, or an item that was a thumbnail until this resize
                 if not item.compact:
                     item.marks.set_cells(display_cells(data, self.marks.get(data.field, [])))
-                item.set_data(data)
+                item.set_data(data, lay_out=False)
+            # its new labels and title first, then its size: laid out once (``_settle``), not at the old size too
+            item.setGeometry(_rect(box))
             self.shown[mid] = item
             self._settle([item])
             item.set_highlight(None if self.picture or not data.query_rows else self.token)
@@ -299,13 +353,25 @@ class Canvas(ReadoutHost, pg.GraphicsView):
         full_h = self.viewport().height() + (bar if hbar.isVisible() else 0)
         w, h = full_w, full_h
         for _ in range(3):
-            plan = lay_out(shapes, self.focus, max(200, w), max(200, h), heads, groups)
+            plan = self._lay_out(shapes, max(200, w), max(200, h), heads, groups)
             scroll_v, scroll_h = plan.height * self._zoom > h, plan.width * self._zoom > w
             fits = (full_w - (bar if scroll_v else 0), full_h - (bar if scroll_h else 0))
             if fits == (w, h):
                 break
             w, h = fits
         return plan, (w, h)
+
+    def _lay_out(self, shapes, w: float, h: float, heads: int, groups) -> Layout:
+        """``present.layout.lay_out`` for the canvas's focus, kept for the last ``LAYOUTS_KEPT`` arguments
+        (it is pure arithmetic on them; a few milliseconds for every map)."""
+        key = (tuple(shapes), self.focus, w, h, heads, None if groups is None else tuple(map(tuple, groups)))
+        plan = self._layouts.pop(key, None)
+        if plan is None:
+            plan = lay_out(shapes, self.focus, w, h, heads, groups)
+        self._layouts[key] = plan  # the newest last: the oldest is dropped first
+        while len(self._layouts) > LAYOUTS_KEPT:
+            del self._layouts[next(iter(self._layouts))]
+        return plan
 
     def _item(self, field: str, thumb: bool) -> MapItem:
         item = self.items.get((field, thumb))
@@ -315,15 +381,15 @@ class Canvas(ReadoutHost, pg.GraphicsView):
             self.items[(field, thumb)] = item
         return item
 
-    def _place_strip(self, heads: int, groups, boxes: dict[str, Box]) -> None:
+    def _place_strip(self, heads: int, groups, boxes: dict[str, Box], whole: bool = False) -> None:
         """The strip's colour bar and K/V brackets; the thumbnails that move are hidden until
-        their steps (``_strip_step``)."""
+        their steps (``_strip_step``), unless the frame is drawn in this turn (``whole``)."""
         for g in self._groups:
             self.scene().removeItem(g)
         self._groups, self.brackets = [], []
         for i, item in enumerate(self.strip):
             box = boxes.get(f"strip:{i}")
-            if heads <= 1 or i >= heads or box is None or item.geometry() != _rect(box):
+            if heads <= 1 or i >= heads or box is None or not whole and item.geometry() != _rect(box):
                 item.hide()
         relative = dict(self.scales).get("weights", "auto") in ("max", "row")  # each thumbnail its own max
         self.stripBar.axis.setTicks([[(0.0, "0"), (0.5, "0.5"), (1.0, "max" if relative else "1")]])

@@ -7,6 +7,7 @@ import pyqtgraph as pg
 from PySide6 import QtCore, QtGui
 
 from ..present.formats import CELL_FORMATS, cell_formats
+from .style import static_text
 
 MAX_VALUE_CELLS = 900  # beyond this many cells values are never written
 
@@ -80,7 +81,6 @@ class CellValues(pg.GraphicsObject):
         painter.save()
         painter.resetTransform()
         cell_w = abs(t.m11()) + abs(t.m21())
-        cell_h = abs(t.m22()) + abs(t.m12())
         c00 = t.map(QtCore.QPointF(0, 0))  # centre of cell (0, 0); then one step per column and row
         dx, dy = t.map(QtCore.QPointF(1, 0)) - c00, t.map(QtCore.QPointF(0, 1)) - c00
         if cell_w >= 6 and R <= 256 and C <= 256:
@@ -96,14 +96,15 @@ class CellValues(pg.GraphicsObject):
             strings = self._strings(fmt)[0]
             painter.setFont(self._font)
             white = self._colors.ravel() if self._colors is not None else np.zeros(R * C, dtype=bool)
-            align = QtCore.Qt.AlignmentFlag.AlignCenter
+            half_h = self._metrics.height() / 2  # centred in its cell, as drawText centres a line in a rectangle
             for pen, cells in ((self._dark, np.flatnonzero(~white)), (self._white, np.flatnonzero(white))):
                 painter.setPen(pen)
                 for i in cells.tolist():
                     r, c = divmod(i, C)
                     centre = c00 + dx * c + dy * r
-                    painter.drawText(QtCore.QRectF(centre.x() - cell_w / 2, centre.y() - cell_h / 2, cell_w, cell_h),
-                                     align, strings[i])
+                    text = static_text(strings[i], self._font)
+                    painter.drawStaticText(QtCore.QPointF(centre.x() - text.size().width() / 2, centre.y() - half_h),
+                                           text)
         painter.restore()
 
 

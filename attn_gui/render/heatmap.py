@@ -15,8 +15,8 @@ from PySide6 import QtCore, QtGui, QtWidgets
 
 from ..present.explain import axis_titles
 from ..present.maps import MapData, describe_cell, display_row, full_row, tick_label
-from ..present.scales import colour_scale
-from .axes import BarAxis, LabelAxis
+from ..present.scales import ColourScale, colour_scale
+from .axes import BarAxis, FrameAxis, LabelAxis
 from .cells import MAX_VALUE_CELLS, CellRects, CellValues
 from .image import LutImage
 from .style import SIGNED_CMAP, WEIGHTS_CMAP, Marks, highlight_rect, mask_items, mask_rects, set_mask
@@ -96,8 +96,15 @@ class _NoMenuPlot(pg.PlotItem):
         super().__init__(*args, enableMenu=False, **kwargs)
 
 
-class ColourBar(pg.ColorBarItem, _NoMenuPlot):
-    """``pg.ColorBarItem`` without the view box menu it switches off anyway (``_NoMenuPlot`` comes
+class _FramedBar(_NoMenuPlot):
+    """The colour bar's plot, its frame drawn by ``FrameAxis`` lines (pyqtgraph's axes work out ticks for none)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, axisItems={side: FrameAxis(side) for side in ("left", "top", "bottom")}, **kwargs)
+
+
+class ColourBar(pg.ColorBarItem, _FramedBar):
+    """``pg.ColorBarItem`` without the view box menu it switches off anyway (``_FramedBar`` comes
     between it and PlotItem, so its ``super().__init__()`` makes the view box without one)."""
 
 
@@ -116,6 +123,7 @@ class MapItem(pg.GraphicsLayout):
         super().__init__()
         self.name = name
         self.data: MapData | None = None
+        self._scale: ColourScale | None = None  # the colour scale of ``data`` (its bar's levels and ticks)
         self._last: dict = {}
         self.compact = compact
         self.axis_titles = False  # name the axes ("query", "key"): pictures do, the window has no room
@@ -153,6 +161,13 @@ class MapItem(pg.GraphicsLayout):
                                       interactive=False, width=12, colorMapMenu=False)
             self._use_bar_axis(QtWidgets.QApplication.font())  # the default size, as pyqtgraph's own bar axis
             self.colorbar.setImageItem(self.image, insert_in=self.plot)
+        for plot in (self.plot, self.colorbar):
+            for axis in (plot.axes.values() if plot is not None else ()):
+                # no axis shows pyqtgraph's label: its SI prefix, worked out on every resize, would only write
+                # the hidden label's HTML again (2 of 3 ms of a map's new size); before the bar hides, which
+                # would size its axis 0 px wide
+                axis["item"].enableAutoSIPrefix(False)
+        if self.colorbar is not None:
             self.colorbar.setVisible(False)  # no map, no scale (an empty dock drew a stray bar): set_data shows it
         self._highlight_row: int | None = None
         self.plot.getViewBox().sigResized.connect(lambda _vb: self._fit_columns())
@@ -162,6 +177,16 @@ class MapItem(pg.GraphicsLayout):
         if px and not self.compact:
             self.rowAxis.set_pixel_size(px)
             self.colAxis.set_pixel_size(px)
+
+    def keep_text_drawn(self) -> None:
+        """Keep the axes' labels, the title and the colour bar's ticks and frame as pixels between paints,
+        drawn again only when they change: Qt paints every item that touches an area repainted, and a new
+        frame's images reached the labels beside them (a quarter of a seed change's paint, issue 48). For a
+        view on screen only: a picture (SVG, PDF) would get its text as pixels."""
+        cache = QtWidgets.QGraphicsItem.CacheMode.DeviceCoordinateCache
+        bar = [axis["item"] for axis in self.colorbar.axes.values()] if self.colorbar is not None else []
+        for item in (self.rowAxis, self.colAxis, self.plot.titleLabel.item, *bar):
+            item.setCacheMode(cache)
 
     def set_compact(self) -> None:
         """Draw as a thumbnail from now on: title and picture, no axes, no zoom."""
@@ -174,8 +199,9 @@ class MapItem(pg.GraphicsLayout):
 
     # rendering -------------------------------------------------------------------------------
 
-    def set_data(self, data: MapData) -> None:
-        """Show ``data``: image, levels, colour map, labels, values and masked cells."""
+    def set_data(self, data: MapData, lay_out: bool = True) -> None:
+        """Show ``data``: image, levels, colour map, labels, values and masked cells; laid out now unless
+        ``lay_out`` is False (the canvas gives the item its size next, and lays it out once at that size)."""
         m = np.asarray(data.matrix, dtype=np.float64 if data.matrix.dtype == np.float64 else np.float32)
         self.data = data
         R, C = m.shape
@@ -195,10 +221,8 @@ class MapItem(pg.GraphicsLayout):
                 self.image.setColorMap(cmap)
             else:
                 bar.setColorMap(cmap)
-        ticks = scale.ticks(5 if self.size().height() >= SHORT_BAR_PX else 3)  # a short bar: fewer, never overprinted
-        if bar is not None and (last.get("levels") != levels or last.get("ticks") != ticks):
-            bar.setLevels(levels)
-            bar.axis.setTicks([ticks])  # given, so the bar's axis never searches for its own spacing
+        self._scale = scale
+        self._bar_ticks()
         scaled = bool(finite.any())  # a map with no number (not captured) has no scale
         if bar is not None and scaled != bar.isVisible():
             bar.setVisible(scaled)
@@ -226,11 +250,23 @@ class MapItem(pg.GraphicsLayout):
             self.plot.getViewBox().setRange(xRange=(-0.5, C - 0.5), yRange=(-0.5, R - 0.5), padding=0)
         elif last.get("title") != title:
             self._fit()
-        self._last = {"kind": data.kind, "levels": levels, "ticks": ticks, "title": title, "layout": layout_key,
-                      "about": data.about}
+        last.update(kind=data.kind, title=title, layout=layout_key, about=data.about)
         self.set_highlight(self._highlight_row)
         self.marks.set_shape(R, C)
-        self.layout.activate()  # lay out now, so a picture taken right away has every label
+        if lay_out:
+            self.layout.activate()  # lay out now, so a picture taken right away has every label
+
+    def _bar_ticks(self) -> None:
+        """The colour bar's levels and ticks for the map's height now (a short map gets three, never
+        overprinted); set only where they changed."""
+        bar, scale = self.colorbar, self._scale
+        if bar is None or scale is None:
+            return
+        ticks = scale.ticks(5 if self.size().height() >= SHORT_BAR_PX else 3)
+        if self._last.get("levels") != scale.levels or self._last.get("ticks") != ticks:
+            bar.setLevels(scale.levels)
+            bar.axis.setTicks([ticks])  # given, so the bar's axis never searches for its own spacing
+            self._last.update(levels=scale.levels, ticks=ticks)
 
     def _use_bar_axis(self, font: QtGui.QFont) -> None:
         """Give the colour bar a ``BarAxis``: its ticks change with most updates of a signed map."""
@@ -277,6 +313,7 @@ class MapItem(pg.GraphicsLayout):
         super().resizeEvent(ev)
         if getattr(self, "data", None) is not None and self.scene() is not None:
             self._fit()
+            self._bar_ticks()  # the map may have grown past SHORT_BAR_PX, or shrunk below it
 
     def _fit(self) -> None:
         """Label every displayed row and column, stand column labels upright if they must, wrap the title."""
@@ -290,7 +327,9 @@ class MapItem(pg.GraphicsLayout):
             self._fit_columns()
         title = self.plot.titleLabel
         bar = 0 if self.compact else 75  # the title sits above the image only, not the colour bar
-        axis = 0 if self.compact else self.rowAxis.width()
+        # the width its labels give the row axis (``LabelAxis.set_labels``), not its geometry, which is the old
+        # labels' until the map is laid out: a first frame's titles wrapped otherwise than the same frame's later
+        axis = 0 if self.compact else self.rowAxis.fixedWidth or self.rowAxis.width()
         width = max(50, self.size().width() - axis - bar)
         title.item.setTextWidth(-1)
         if title.item.boundingRect().width() > width:  # wrap only when it does not fit on one line
@@ -310,10 +349,9 @@ class MapItem(pg.GraphicsLayout):
         """Replaces LabelItem.updateMin: the title wraps, so it never sets the map's minimum width."""
         title = self.plot.titleLabel
         h = title.item.boundingRect().height()
-        title.setMinimumWidth(0)
+        title.setMinimumWidth(0)  # each setter lays the map out again only where its value changed
         title.setMinimumHeight(h)
         title.setMaximumHeight(h)
-        title.updateGeometry()
 
     def set_highlight(self, row: int | None) -> None:
         """Outline the displayed row holding full-axis row ``row`` (None hides it)."""

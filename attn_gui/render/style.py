@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pyqtgraph as pg
 from PySide6 import QtCore, QtGui, QtWidgets
 
 pg.setConfigOptions(imageAxisOrder="row-major", background="w", foreground="k", antialias=False)
+# Qt's raster engine hands each fill of 96 scanlines and more to a pool of threads and waits for them: a map's
+# scaled image, its colour bar. On 2 shared cores the GUI thread waited 1.0-1.5 ms a map for 0.06-0.1 ms of work
+# (issue 48). Read when the pool is first made, at the first such paint: set unless the person set it.
+os.environ.setdefault("QT_NO_GUI_THREADPOOL", "1")
 
 WEIGHTS_CMAP = "viridis"
 SIGNED_CMAP = "CET-D1A"  # blue - white - red, centred on zero
@@ -14,6 +20,26 @@ MASK_FILL = QtGui.QColor(225, 225, 225)
 MASK_HATCH = QtGui.QColor(120, 120, 120)
 HIGHLIGHT = QtGui.QColor(255, 140, 0)
 MARK = QtGui.QColor(220, 0, 120)  # a lesson's cells: magenta, apart from the followed row's orange
+
+
+_STATIC_TEXTS: dict[tuple[str, str], QtGui.QStaticText] = {}  # (font, text) -> the text laid out in it
+STATIC_TEXTS_KEPT = 4096  # cell values and labels repeat from frame to frame; past this many, start again
+
+
+def static_text(text: str, font: QtGui.QFont) -> QtGui.QStaticText:
+    """``text`` laid out once in ``font``, for ``QPainter.drawStaticText``: ``drawText`` lays its text out on
+    every call, which was most of a map's paint (a cell's value, an axis label). Draw it with the painter's
+    font set to ``font``; its top left is where ``drawText`` in a rectangle would put it, ``size()`` its size."""
+    key = (font.key(), text)
+    laid_out = _STATIC_TEXTS.get(key)
+    if laid_out is None:
+        if len(_STATIC_TEXTS) >= STATIC_TEXTS_KEPT:
+            _STATIC_TEXTS.clear()
+        laid_out = QtGui.QStaticText(text)
+        laid_out.setTextFormat(QtCore.Qt.TextFormat.PlainText)
+        laid_out.prepare(QtGui.QTransform(), font)
+        _STATIC_TEXTS[key] = laid_out
+    return laid_out
 
 
 def highlight_rect(colour: QtGui.QColor = HIGHLIGHT) -> QtWidgets.QGraphicsRectItem:

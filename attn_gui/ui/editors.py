@@ -134,7 +134,10 @@ class Editor(QtCore.QObject):
         return self._get()
 
     def show(self, value: Any) -> None:
-        """Show ``value`` without reporting it as an edit."""
+        """Show ``value`` without reporting it as an edit (a widget showing it already is left alone: blocking
+        the signals of it and its children, for every option on every change, took a millisecond)."""
+        if self._get() == value:
+            return
         blockers = [QtCore.QSignalBlocker(w) for w in (self.widget, *self.widget.findChildren(QtWidgets.QWidget))]
         try:
             self._put(value)

@@ -34,6 +34,7 @@ from .file_actions import FileActions
 from .insight import InsightDocks
 from .sight import in_sight
 from .corpus_panel import CorpusPanel
+from .circuit_panel import CircuitPanel
 from .interventions_panel import InterventionsPanel
 from .why_panel import WhyPanel
 from .kv_cache_panel import KVCachePanel
@@ -150,6 +151,11 @@ class MainWindow(FileActions, QtWidgets.QMainWindow):
             lambda visible: visible and self.why.follow(self._state.config, self._state.head))
         self.why.headPicked.connect(self._on_head_picked)
         self.why.modelColours.connect(self.modelView.set_side)
+        self.circuit = CircuitPanel()
+        self.circuitDock = self.add_dock("Circuit", "circuitDock", self.circuit)
+        self.circuitDock.visibilityChanged.connect(lambda visible: visible and self.circuit.follow(self._state.config))
+        self.circuit.headPicked.connect(self._on_head_picked)
+        self.circuit.circuitDone.connect(self._give_circuit_room)
         self.train = TrainPanel()
         self.trainDock = self.add_dock("Train", "trainDock", self.train)
         self.train.openRequested.connect(self.open_trained)
@@ -304,6 +310,8 @@ class MainWindow(FileActions, QtWidgets.QMainWindow):
                 self.kvCache.follow(state)
             if in_sight(self.interventionsDock):  # it runs the model twice: never for a dock out of sight
                 self.interventions.follow(state.config, state.head)
+            if in_sight(self.circuitDock):
+                self.circuit.follow(state.config)
             if in_sight(self.whyDock):
                 self.why.follow(state.config, state.head)
             else:
@@ -397,6 +405,7 @@ class MainWindow(FileActions, QtWidgets.QMainWindow):
             self.open_lessons()
         docks = {"walk": self.focusDock, "model-view": self.modelDock, "kv-cache": self.kvCacheDock,
                  "interventions": self.interventionsDock, "why": self.whyDock, "corpus": self.corpusDock,
+                 "circuit": self.circuitDock,
                  "train": self.trainDock, "lessons": self.lessonsDock,
                  "metrics": self.insight.docks["metrics"], "difference": self.insight.docks["difference"],
                  "rollout": self.insight.docks["rollout"], "why-scaling": self.insight.docks["scaling"]}
@@ -661,6 +670,11 @@ class MainWindow(FileActions, QtWidgets.QMainWindow):
         self.modelDock.raise_()
         self._give_model_view_room(result)
 
+    def _give_circuit_room(self) -> None:
+        """A circuit was found: its graph gets half the window's height if the dock has less (never shrunk)."""
+        if self.circuit.found is not None and in_sight(self.circuitDock):
+            self._raise_height(self.circuitDock, max(300, self.height() // 2))
+
     def _give_room(self, dock: QtWidgets.QDockWidget) -> None:
         """A dock came in front: at least ``DOCK_OPEN_H`` tall (at most ``DOCK_MOST`` of the window), so that its
         main control is in view (at 1366 x 768 every dock opened about 120 px tall, Train's Start hidden). The
@@ -799,6 +813,7 @@ class MainWindow(FileActions, QtWidgets.QMainWindow):
         self.kvCache.shutdown()
         self.interventions.shutdown()
         self.why.shutdown()
+        self.circuit.shutdown()
         self.train.shutdown()
 
     def open_example(self, model: str, sentence: str, layer: int, head: int, query: int) -> None:

@@ -132,13 +132,14 @@ def test_bfloat16_is_refused_where_it_is_not_run():
         AttentionConfig(sentence="a b", model="smollm2-135m", dtype="bfloat16", device="cuda")
 
 
-def test_interventions_and_attribution_refuse_bfloat16_in_one_line(mixed):
+def test_interventions_attribution_and_circuits_refuse_bfloat16_in_one_line(mixed):
     from attn_gui.engine.attribution import trace
+    from attn_gui.engine.circuits import prepare
     from attn_gui.engine.interventions import head_effects
 
     path, _ = mixed
     cfg = AttentionConfig(sentence=SENTENCE, model=path, dtype="bfloat16")
-    for run in (lambda: next(head_effects(cfg)), lambda: trace(cfg)):
+    for run in (lambda: next(head_effects(cfg)), lambda: trace(cfg), lambda: prepare(cfg)):
         with pytest.raises(ConfigError, match=r"^interventions and attribution compute in float32 or float64; "
                                               r"bfloat16 matmuls are for the maps and the next tokens"):
             run()

@@ -43,8 +43,8 @@ for i, args in enumerate(json.loads(sys.argv[1])):
 # the dock's object name in the window, for each --dock choice
 NAMES = {"walk": "tokenFocusDock", "model-view": "modelViewDock", "metrics": "metricsDock",
          "difference": "differenceDock", "rollout": "rolloutDock", "why-scaling": "scalingDock",
-         "kv-cache": "kvCacheDock", "interventions": "interventionsDock", "why": "whyDock", "corpus": "corpusDock",
-         "train": "trainDock", "lessons": "lessonsDock"}
+         "kv-cache": "kvCacheDock", "interventions": "interventionsDock", "why": "whyDock", "circuit": "circuitDock",
+         "corpus": "corpusDock", "train": "trainDock", "lessons": "lessonsDock"}
 
 
 def fronts(tmp_path, runs: list[list[str]]) -> list[list[str]]:

@@ -376,6 +376,18 @@ def decoder_layer(h: torch.Tensor, w: dict, layer: int, shape: LlamaShape,
     return pieces.resid_post, pieces.attn_in, pieces.steps
 
 
+def embed(w: dict, ids: torch.Tensor, shape: LlamaShape, start: int = 0) -> torch.Tensor:
+    """What a layer-0 residual starts as: the token embedding of ``ids`` (..., n), times √d for Gemma, plus GPT-2's
+    learned positions counted from ``start``.  -> (..., n, d)"""
+    h = rows(w, "model.embed_tokens.weight", ids.reshape(-1)).unflatten(0, ids.shape)  # a GGUF reads rows of ids
+    if shape.embed_scale:  # Gemma: the embedding times √d
+        h = h * h.new_tensor(h.shape[-1] ** 0.5)
+    if "model.embed_positions.weight" in w:  # learned absolute positions (GPT-2)
+        n = ids.shape[-1]
+        h = h + rows(w, "model.embed_positions.weight", torch.arange(start, start + n, device=ids.device))
+    return h
+
+
 def forward(w: dict, ids: torch.Tensor, shape: LlamaShape, cache: KVCache | None = None, *,
             z_hooks: dict | None = None, reduce_to: int | None = None, block_bytes: int = 8 * 2**20,
             shown_layer: int | None = None) -> Forward:
@@ -413,12 +425,7 @@ class Run:
                  shown_layer: int | None = None):
         if reduce_to is not None and cache is not None:
             raise ValueError("a run after a key/value cache is not streamed")
-        h = rows(w, "model.embed_tokens.weight", ids)  # (n, d)
-        if shape.embed_scale:  # Gemma: the embedding times √d
-            h = h * h.new_tensor(h.shape[-1] ** 0.5)
-        if "model.embed_positions.weight" in w:  # learned absolute positions (GPT-2)
-            start = 0 if cache is None else cache.length
-            h = h + rows(w, "model.embed_positions.weight", torch.arange(start, start + ids.shape[0]))
+        h = embed(w, ids, shape, 0 if cache is None else cache.length)  # (n, d)
         self.w, self.shape, self.cache, self.z_hooks = w, shape, cache, z_hooks or {}
         self.reduce_to, self.block_bytes, self.shown_layer = reduce_to, block_bytes, shown_layer
         self.h = h  # the residual entering layer ``done``

@@ -1,0 +1,248 @@
+"""Edge attribution (EAP, EAP-IG), exact edge patching and faithfulness, on the split forward (``split.Split``).
+
+With a_clean[u] and a_corrupt[u] what writer u adds on the clean and on the corrupted prompt, and m the metric:
+
+- EAP (Syed et al. 2023; Hanna et al. 2024's sign, as the issue writes it):
+  score(u -> r) = (a_clean[u] - a_corrupt[u]) . dm/d input_r, the gradient taken on the clean prompt, summed over
+  positions and averaged over pairs: one corrupted forward, one clean forward and one backward per batch of pairs.
+  It is the first-order estimate of m(clean) - m(clean with that one edge read from the corrupted prompt).
+- EAP-IG (Hanna et al. 2024, "Have Faith in Faithfulness"): the same with dm/d input_r averaged over m points of
+  the straight line from the corrupted to the clean embedding, at k/m for k = 1 ... m.
+- Node attribution (attribution patching of a writer): (a_clean[u] - a_corrupt[u]) . dm/d a[u], which is the sum of
+  u's edge scores (u's write reaches the metric through its readers only).
+- Exact patching of an edge: m(clean) - m(clean with that edge read from the corrupted prompt), one forward per
+  edge from the reader's layer up.
+- Faithfulness (Hanna et al. 2024): keep the top k edges by |score|, read every other edge from the corrupted prompt,
+  and measure (m - m_corrupt) / (m_clean - m_corrupt): 0 is the corrupted prompt's metric, 1 the clean one's.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+
+from ..errors import ConfigError
+from .split import Patch, Run, Split
+from .tasks import Batch, PairTask
+
+Progress = Callable[[int, int, str], None]  # (done, total, what)
+BATCH_BYTES = 384 * 2**20  # a batch of pairs' writes and gradient graph, about
+CACHE_BYTES = 768 * 2**20  # the corrupted and clean runs kept between passes over the pairs
+
+
+class Cancelled(Exception):
+    """The caller's ``cancelled()`` said stop."""
+
+
+def batch_size(split: Split, task: PairTask) -> int:
+    """Pairs per batch: the writes and the readers' inputs of a batch within ``BATCH_BYTES``."""
+    g = split.graph
+    n = max(len(p.clean) for p in task.pairs)
+    d = split.w["model.embed_tokens.weight"].shape[1]
+    per_pair = n * d * 4 * (2 * g.n_writers + 3 * g.layers * (g.per_layer + 1))
+    return max(1, min(64, BATCH_BYTES // per_pair))
+
+
+class Pairs:
+    """A task's pairs in batches, with each batch's clean and corrupted runs (no gradient), kept while they fit."""
+
+    def __init__(self, split: Split, task: PairTask, size: int | None = None, label: str = ""):
+        self.split, self.task, self.label = split, task, label
+        self.batches: list[Batch] = task.batches(size or batch_size(split, task))
+        self.count = len(task.pairs)
+        self._kept: OrderedDict[tuple[str, int], Run] = OrderedDict()
+        self._bytes = 0
+
+    def run(self, which: str, i: int) -> Run:
+        """Batch ``i``'s "clean" or "corrupt" run."""
+        key = (which, i)
+        if key in self._kept:
+            return self._kept[key]
+        batch = self.batches[i]
+        with torch.no_grad():
+            run = self.split.run(self.split.embed(batch.clean if which == "clean" else batch.corrupt), batch)
+        size = run.writes.numel() * run.writes.element_size() + run.bases.numel() * run.bases.element_size()
+        if self._bytes + size <= CACHE_BYTES:
+            self._kept[key] = run
+            self._bytes += size
+        return run
+
+    def metrics(self) -> tuple[float, float]:
+        """The mean metric over the pairs, clean and corrupted."""
+        clean = sum(float(self.run("clean", i).metric.double().sum()) for i in range(len(self.batches)))
+        corrupt = sum(float(self.run("corrupt", i).metric.double().sum()) for i in range(len(self.batches)))
+        return clean / self.count, corrupt / self.count
+
+
+def _check(cancelled) -> None:
+    if cancelled is not None and cancelled():
+        raise Cancelled
+
+
+LAYER_GROUP = 6  # readers of this many layers scored at once: the writers' differences read once per group
+
+
+def _product(scores: torch.Tensor, diff: torch.Tensor, grads: torch.Tensor, g, scale: float) -> None:
+    """scores[u, r] += scale Σ_{b, n, d} diff[u] grads[r], for the writers that can feed each group of readers."""
+    for first in range(0, g.layers + 1, LAYER_GROUP):
+        last = min(g.layers + 1, first + LAYER_GROUP)  # layer L: the logits
+        r0, r1 = first * g.per_layer, min(g.n_readers, last * g.per_layer)
+        count = g.n_writers if last > g.layers else g.writers_before(last - 1) + g.heads + 1
+        part = diff[:count].flatten(1) @ grads[r0:r1].flatten(1).T  # (count, readers)
+        scores[:count, r0:r1] += part.double() * scale
+
+
+def edge_scores(pairs: Pairs, steps: int = 0, progress: Progress | None = None,
+                cancelled: Callable[[], bool] | None = None) -> torch.Tensor:
+    """EAP (``steps`` 0) or EAP-IG with ``steps`` points: every edge's score, (W, R) float64, 0 off the graph.
+
+    Per batch: the corrupted run (no gradient), then a forward and a backward from the clean embedding (its writes
+    are a_clean, ``Split.gradients``); for EAP-IG, the other steps - 1 points of the line, each one forward and one
+    backward, their gradients summed before the product with the writers' differences.
+    """
+    split = pairs.split
+    g = split.graph
+    scores = torch.zeros(g.n_writers, g.n_readers, dtype=torch.float64)
+    points = [1.0] if steps == 0 else [k / steps for k in range(steps, 0, -1)]  # the clean end first: a_clean
+    total = len(pairs.batches) * len(points)
+    for i, batch in enumerate(pairs.batches):
+        corrupt = pairs.run("corrupt", i)
+        e_clean, e_corrupt = split.embed(batch.clean), split.embed(batch.corrupt)
+        summed: torch.Tensor | None = None
+        diff = corrupt.writes
+        for k, alpha in enumerate(points):
+            _check(cancelled)
+            run, grads = split.gradients(e_corrupt + alpha * (e_clean - e_corrupt), batch)
+            if k == 0:
+                diff = run.writes - corrupt.writes  # (W, B, n, d)
+            summed = grads if summed is None else summed.add_(grads)
+            if progress is not None:
+                progress(i * len(points) + k + 1, total, "EAP-IG" if steps else "EAP")
+        assert summed is not None
+        _product(scores, diff, summed, g, 1.0 / (pairs.count * len(points)))
+    return scores * g.allowed
+
+
+def exact_edges(pairs: Pairs, edges: list[tuple[int, int]], progress: Progress | None = None,
+                cancelled: Callable[[], bool] | None = None) -> torch.Tensor:
+    """m(clean) - m(clean with edge u -> r read from the corrupted prompt), averaged over pairs, for each (u, r):
+    the quantity an edge's EAP score estimates. (E,) float64."""
+    split = pairs.split
+    g = split.graph
+    for u, r in edges:
+        if not g.allowed[u, r]:
+            raise ConfigError(f"no edge {g.edge_name(u, r)}: {g.writer_names[u]} does not write before "
+                              f"{g.reader_names[r]} reads")
+    out = torch.zeros(len(edges), dtype=torch.float64)
+    done, total = 0, len(pairs.batches) * len(edges)
+    for i, batch in enumerate(pairs.batches):
+        clean, corrupt = pairs.run("clean", i), pairs.run("corrupt", i)
+        for e, (u, r) in enumerate(edges):
+            _check(cancelled)
+            keep = g.allowed.clone()
+            keep[u, r] = False
+            with torch.no_grad():
+                patched = split.run(clean.writes[0], batch, patch=Patch(keep, corrupt),
+                                    start=(g.reader_layer(r), clean))
+            out[e] += float((clean.metric.double() - patched.metric.double()).sum()) / pairs.count
+            done += 1
+            if progress is not None:
+                progress(done, total, "exact patching")
+    return out
+
+
+def ranked(scores: torch.Tensor, allowed: torch.Tensor) -> torch.Tensor:
+    """The edges (E, 2) as (writer, reader), largest |score| first; ties in graph order."""
+    writers, readers = allowed.nonzero(as_tuple=True)
+    values = scores[writers, readers].abs()
+    order = torch.sort(values, descending=True, stable=True).indices
+    return torch.stack([writers[order], readers[order]], 1)
+
+
+def keep_top(order: torch.Tensor, k: int, shape: tuple[int, int]) -> torch.Tensor:
+    """(W, R) bool: the first ``k`` edges of ``order`` kept."""
+    keep = torch.zeros(shape, dtype=torch.bool)
+    top = order[:k]
+    keep[top[:, 0], top[:, 1]] = True
+    return keep
+
+
+@dataclass(frozen=True)
+class Faithfulness:
+    """The fraction of the metric the top k edges recover, for each k of ``ks``, and the smallest circuit found to
+    recover ``target`` (None if even every edge does not).
+
+    clean, corrupt : the mean metric of the clean and the corrupted prompts (the fraction's 1 and 0)
+    """
+
+    ks: tuple[int, ...]
+    recovered: tuple[float, ...]
+    clean: float
+    corrupt: float
+    target: float = 0.8
+    smallest: int | None = None
+
+    def at(self, k: int) -> float | None:
+        return dict(zip(self.ks, self.recovered, strict=True)).get(k)
+
+
+def default_ks(edges: int) -> tuple[int, ...]:
+    """0, 1, 2, 3, 5, 10, 20, 50 ... up to and with every edge."""
+    ks, step = [0, 1, 2, 3, 5], 10
+    while step < edges:
+        ks += [step, 2 * step, 5 * step]
+        step *= 10
+    return tuple(sorted({k for k in ks if k < edges} | {edges}))
+
+
+def _fractions(pairs: Pairs, order: torch.Tensor, ks: list[int], clean: float, corrupt: float,
+               progress: Progress | None, cancelled, done: int = 0, total: int = 0) -> list[float]:
+    split = pairs.split
+    shape = tuple(split.graph.allowed.shape)
+    sums = [0.0] * len(ks)
+    for i, batch in enumerate(pairs.batches):
+        other = pairs.run("corrupt", i)
+        first = split.embed(batch.clean)
+        for j, k in enumerate(ks):
+            _check(cancelled)
+            with torch.no_grad():
+                run = split.run(first, batch, patch=Patch(keep_top(order, k, shape), other))  # type: ignore[arg-type]
+            sums[j] += float(run.metric.double().sum())
+            done += 1
+            if progress is not None:
+                progress(done, total, "faithfulness")
+    gap = clean - corrupt
+    return [(s / pairs.count - corrupt) / gap if gap != 0 else float("nan") for s in sums]
+
+
+def faithfulness(pairs: Pairs, scores: torch.Tensor, ks: tuple[int, ...] | None = None, target: float = 0.8,
+                 progress: Progress | None = None, cancelled: Callable[[], bool] | None = None) -> Faithfulness:
+    """The faithfulness curve of the edges ranked by |``scores``| over ``ks`` (``default_ks``), and the smallest k
+    recovering ``target``: bisected between the curve's last k below it and its first k at or above it (the
+    recovered fraction need not grow with k; the bisection finds a k where it crosses, the curve shows the rest)."""
+    g = pairs.split.graph
+    order = ranked(scores, g.allowed)
+    ks = tuple(sorted(set(default_ks(len(order)) if ks is None else ks)))
+    clean, corrupt = pairs.metrics()
+    if clean == corrupt:
+        raise ConfigError(f"the clean and the corrupted prompts give the same mean metric ({clean:.4g}): there is no "
+                          "difference for a circuit to recover")
+    values = _fractions(pairs, order, list(ks), clean, corrupt, progress, cancelled,
+                        total=len(ks) * len(pairs.batches))
+    smallest = None
+    above = [k for k, v in zip(ks, values, strict=True) if v >= target]
+    if above:
+        high = above[0]
+        lows = [k for k in ks if k < high]
+        low = lows[-1] if lows else -1
+        while high - low > 1:  # recovered(low) < target <= recovered(high)
+            mid = (low + high) // 2
+            if _fractions(pairs, order, [mid], clean, corrupt, None, cancelled)[0] >= target:
+                high = mid
+            else:
+                low = mid
+        smallest = high
+    return Faithfulness(ks, tuple(values), clean, corrupt, target, smallest)

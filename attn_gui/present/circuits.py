@@ -1,0 +1,204 @@
+"""What a found circuit (``engine.circuits.Circuit``) shows: its edges as rows, the graph laid out layer by layer, and
+the graph and the faithfulness curve as SVG (Qt-free: the export renders the SVG to PNG, the dock draws the same
+layout).
+
+The layout follows the one canvas's conventions: the embedding at the bottom, each layer's heads in a row above the
+layer below, its MLP at the row's right end, the logits at the top. An edge into a head's query, key or value input
+ends below the head, left, middle or right, so that K- and Q-composition are told apart at a glance.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from html import escape
+
+from ..engine.circuits import Circuit
+from ..engine.circuits.graph import Graph
+from ..engine.circuits.scores import Faithfulness, ranked
+
+POSITIVE, NEGATIVE = "#2166ac", "#b2182b"  # RdBu's ends, as the signed maps: blue raises the metric, red lowers it
+PORT = {"q": -0.28, "k": 0.0, "v": 0.28}  # where a head's inputs sit below it, in node widths
+
+
+@dataclass(frozen=True)
+class EdgeRow:
+    """One edge of the circuit, for the CSV and the dock: its rank by |score| (1 the largest)."""
+
+    rank: int
+    writer: str
+    reader: str
+    kind: str  # "q", "k", "v", "mlp" or "logits": what the reader is
+    score: float
+    writer_index: int
+    reader_index: int
+
+
+def edge_rows(found: Circuit) -> list[EdgeRow]:
+    """Every edge of the graph, largest |score| first."""
+    g = found.graph
+    rows = []
+    for rank, (u, r) in enumerate(ranked(found.scores, g.allowed).tolist(), start=1):
+        rows.append(EdgeRow(rank, g.writer_names[u], g.reader_names[r], g.reader_kind(r)[0],
+                            float(found.scores[u, r]), u, r))
+    return rows
+
+
+def node_rows(found: Circuit) -> list[tuple[str, float]]:
+    """Every writer and its score (the sum of its edges': attribution patching of the node, for EAP)."""
+    return [(name, float(v)) for name, v in zip(found.graph.writer_names, found.nodes.tolist(), strict=True)]
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Where each node sits, in units: x from 0 to ``width``, y from 0 (the embedding) up to ``height`` (the logits).
+
+    writers : (x, y) of each writer (``Graph`` order); readers : (x, y) of each reader's port
+    """
+
+    writers: tuple[tuple[float, float], ...]
+    readers: tuple[tuple[float, float], ...]
+    width: float
+    height: float
+
+
+def layout(g: Graph) -> Layout:
+    """The graph laid out by layer (module docstring): a head at column i + 0.5 of row 2 l + 1 (its MLP at
+    column h + 0.5 of row 2 l + 2), the embedding and the logits centred."""
+    width = g.heads + 1.0
+    height = 2.0 * g.layers + 1
+    centre = width / 2
+    writers = [(centre, 0.0)]
+    for layer in range(g.layers):
+        writers += [(i + 0.5, 2.0 * layer + 1) for i in range(g.heads)] + [(g.heads + 0.5, 2.0 * layer + 2)]
+    readers = []
+    for r in range(g.n_readers):
+        kind, _ = g.reader_kind(r)
+        layer = g.reader_layer(r)
+        if kind == "logits":
+            readers.append((centre, height))
+        elif kind == "mlp":
+            readers.append((g.heads + 0.5, 2.0 * layer + 2 - 0.3))
+        else:
+            heads = g.reader_heads(r)
+            x = (heads.start + heads.stop) / 2
+            readers.append((x + PORT[kind], 2.0 * layer + 1 - 0.3))
+    return Layout(tuple(writers), tuple(readers), width, height)
+
+
+def top_edges(found: Circuit, k: int) -> list[EdgeRow]:
+    """The ``k`` edges of largest |score| that are not 0."""
+    return [row for row in edge_rows(found)[:max(0, k)] if row.score != 0]
+
+
+def _frame(width: int, height: int, body: list[str], title: str) -> str:
+    return (f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+            f'viewBox="0 0 {width} {height}" font-family="sans-serif" font-size="12">\n'
+            f'<rect width="{width}" height="{height}" fill="white"/>\n'
+            f'<text x="{width / 2:.1f}" y="18" text-anchor="middle" font-size="14">{escape(title)}</text>\n'
+            + "\n".join(body) + "\n</svg>\n")
+
+
+MARGINS = (60, 20, 40, 30)  # left, right, top, bottom of the graph picture, in pixels
+
+
+def to_pixels(at: Layout, width: int, height: int) -> tuple[Callable[[float, float], tuple[float, float]], float]:
+    """The map from layout units to the picture's pixels (y upwards to downwards), and the pixels of one unit in x."""
+    left, right, top, bottom = MARGINS
+    sx = (width - left - right) / at.width
+    sy = (height - top - bottom) / at.height
+
+    def point(x: float, y: float) -> tuple[float, float]:
+        return left + x * sx, height - bottom - y * sy
+    return point, sx
+
+
+def node_radius(unit: float) -> float:
+    return max(6.0, min(16.0, unit * 0.3))
+
+
+def pick_writer(g: Graph, x: float, y: float, width: int, height: int) -> int | None:
+    """The writer whose node holds the pixel (``x``, ``y``) of a ``width`` x ``height`` graph picture, or None."""
+    at = layout(g)
+    point, unit = to_pixels(at, width, height)
+    reach = node_radius(unit) + 3  # a few pixels of slack round the circle
+    best, where = None, reach * reach
+    for u, (wx, wy) in enumerate(at.writers):
+        px, py = point(wx, wy)
+        d = (px - x) ** 2 + (py - y) ** 2
+        if d <= where:
+            best, where = u, d
+    return best
+
+
+def graph_svg(found: Circuit, k: int = 20, width: int = 900, height: int = 700, short: bool = False) -> str:
+    """The top ``k`` edges on the layered graph: width |score| (the largest 6 px), colour the sign; ``short``: a
+    title without the method, task and model (a dock that says them beside it)."""
+    g = found.graph
+    at = layout(g)
+    point, sx = to_pixels(at, width, height)
+
+    edges = top_edges(found, k)
+    largest = max((abs(e.score) for e in edges), default=1.0) or 1.0
+    used = {e.writer_index for e in edges} | {0}
+    body = []
+    for layer in range(g.layers):
+        _, y = point(0, 2.0 * layer + 1)
+        body.append(f'<text x="8" y="{y + 4:.1f}" fill="#555">L{layer + 1}</text>')
+    for e in sorted(edges, key=lambda e: abs(e.score)):  # the largest drawn last, on top
+        x0, y0 = point(*at.writers[e.writer_index])
+        x1, y1 = point(*at.readers[e.reader_index])
+        stroke = POSITIVE if e.score > 0 else NEGATIVE
+        body.append(f'<line x1="{x0:.1f}" y1="{y0:.1f}" x2="{x1:.1f}" y2="{y1:.1f}" stroke="{stroke}" '
+                    f'stroke-width="{0.5 + 5.5 * abs(e.score) / largest:.2f}" stroke-opacity="0.8">'
+                    f'<title>{escape(e.writer)} -> {escape(e.reader)}: {e.score:+.4g}</title></line>')
+    r = node_radius(sx)
+    for reader in sorted({e.reader_index for e in edges}):  # the inputs the drawn edges reach, named
+        kind, _ = g.reader_kind(reader)
+        if kind in PORT:
+            px, py = point(*at.readers[reader])
+            body.append(f'<text x="{px:.1f}" y="{py + 11:.1f}" text-anchor="middle" font-size="9" '
+                        f'fill="#555">{kind}</text>')
+    for u, (x, y) in enumerate(at.writers):
+        cx, cy = point(x, y)
+        fill = "#fde68a" if u in used else "#eeeeee"
+        body.append(f'<circle cx="{cx:.1f}" cy="{cy:.1f}" r="{r:.1f}" fill="{fill}" stroke="#444"/>')
+        name = "MLP" if g.writer_head(u) is None and u else g.writer_names[u]
+        body.append(f'<text x="{cx + r + 3:.1f}" y="{cy + 4:.1f}" font-size="10">{escape(name)}</text>')
+    lx, ly = point(at.width / 2, at.height)
+    body.append(f'<rect x="{lx - 30:.1f}" y="{ly - 12:.1f}" width="60" height="20" fill="#dbeafe" stroke="#444"/>'
+                f'<text x="{lx:.1f}" y="{ly + 3:.1f}" text-anchor="middle">logits</text>')
+    title = (f"{found.method.upper()} on {found.task} ({found.model}): " if not short else "") + (
+        f"the {len(edges)} largest of {g.n_edges} edges; blue raises {found.metric}, red lowers it")
+    return _frame(width, height, body, title)
+
+
+def faithfulness_svg(curve: Faithfulness, width: int = 640, height: int = 400, title: str = "") -> str:
+    """The recovered fraction over k (the ks evenly spaced, labelled), the target dashed, the smallest circuit
+    marked."""
+    left, right, top, bottom = 60, 20, 40, 50
+    values = [v for v in curve.recovered if v == v] or [0.0]  # NaN (no gap) plots nothing
+    low, high = min(0.0, *values), max(1.0, *values)
+    n = len(curve.ks)
+
+    def point(i: int, v: float) -> tuple[float, float]:
+        x = left + (width - left - right) * (i / max(1, n - 1))
+        return x, top + (height - top - bottom) * (high - v) / (high - low)
+
+    body = []
+    for v in (0.0, 0.5, 1.0, curve.target):
+        _, y = point(0, v)
+        dash = ' stroke-dasharray="5,4"' if v == curve.target else ""
+        body.append(f'<line x1="{left}" y1="{y:.1f}" x2="{width - right}" y2="{y:.1f}" stroke="#bbb"{dash}/>'
+                    f'<text x="{left - 6}" y="{y + 4:.1f}" text-anchor="end">{v:g}</text>')
+    pts = [point(i, v) for i, v in enumerate(curve.recovered) if v == v]
+    body.append('<polyline fill="none" stroke="#2166ac" stroke-width="2" points="'
+                + " ".join(f"{x:.1f},{y:.1f}" for x, y in pts) + '"/>')
+    for i, k in enumerate(curve.ks):
+        x, y = point(i, curve.recovered[i] if curve.recovered[i] == curve.recovered[i] else 0.0)
+        body.append(f'<circle cx="{x:.1f}" cy="{y:.1f}" r="3" fill="#2166ac"/>'
+                    f'<text x="{x:.1f}" y="{height - bottom + 16}" text-anchor="middle" font-size="10">{k}</text>')
+    body.append(f'<text x="{width / 2:.1f}" y="{height - 8}" text-anchor="middle">edges kept (k)</text>')
+    smallest = (f"smallest circuit recovering {curve.target:.0%}: {curve.smallest} edges" if curve.smallest
+                is not None else f"no circuit recovers {curve.target:.0%}")
+    return _frame(width, height, body, title or f"Fraction of the metric recovered; {smallest}")
