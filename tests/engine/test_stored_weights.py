@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from attn_gui.engine import AttentionConfig, ConfigError, compute, source
-from attn_gui.engine.sources import stored
+from attn_gui.engine.sources import model_spec, stored
 from transformers_peer import alphas_equal_transformers  # tests/
 
 import transformers
@@ -197,5 +197,5 @@ def test_a_bf16_folder_multiplies_as_stored_in_bfloat16_within_1e_3_of_transform
     ids = torch.tensor(source(path).tokenize(SENTENCE).token_ids)
     run = source(path).forward(ids, "cpu", torch.bfloat16)
     assert (run.logits - out.logits[0, -1]).abs().max() <= 0.01 * out.logits[0, -1].abs().max()
-    w = decoder._weights_on(path, "cpu", torch.bfloat16)
+    w = decoder.weights_on(model_spec(path), "cpu", torch.bfloat16)
     assert isinstance(w, stored.Upcast) and w.matmul == torch.bfloat16 and not w.kept
