@@ -266,7 +266,9 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--engine-only", action="store_true", help="skip the parts that need Qt")
     b.add_argument("--only", metavar="SECTION[,SECTION...]",
                    help="run only these sections: engine, display, memory, model, folder, decoder, quantized, "
-                        "long, interventions, circuits, training, window, startup")
+                        "long, interventions, circuits, training, window, startup, heavy")
+    b.add_argument("--heavy", action="store_true",
+                   help="also measure Llama-3-8B-shaped files (minutes; 26 GB of disk; kept in $ATTN_GUI_HEAVY_DIR)")
     b.add_argument("--compare", metavar="REV",
                    help="time the window part against REV (a commit of this checkout, or a folder holding "
                         "attn_gui) in the same run, in turns; each row gets the ratio of its median to REV's")
@@ -810,7 +812,7 @@ def _run_bench(args: argparse.Namespace) -> int:
     tiny = os.environ.get(bench.TINY_ENV, "") not in ("", "0")
     settings = dataclasses.replace(
         bench.BenchSettings.for_mode(quick=args.quick, device=args.device, engine_only=args.engine_only, tiny=tiny),
-        only=only, compare=args.compare or "")
+        only=only, heavy=args.heavy, compare=args.compare or "")
     try:
         report = bench.run_bench(settings, log=lambda message: print(message, file=sys.stderr, flush=True))
     except CompareError as exc:  # the tree compared with failed to run the window

@@ -132,6 +132,36 @@ def write_gguf(path, hf, arch, vocab, name, dtype=np.float32, quant=None, raw=No
     return str(path)
 
 
+def quantized_llama(path, kind_of, blocks=None, ffn=256, tied=True, gains=(0.0, 1.0), seed=0):
+    """A tiny Llama (d 256: whole K-quant blocks of 256) written to ``path`` with each matrix in the ggml type
+    ``kind_of(name)`` as ``blocks(w, kind, rng)`` gives its rows of blocks (default: ``gguf``'s quantize, for the
+    types it quantizes), and the same model in float (transformers,
+    eager) holding the dequantized matrices (``gguf``'s dequantize); its norm gains N(``gains``), random: they must be
+    read. Returns (path, transformers' model)."""
+    import transformers
+    from gguf.quants import dequantize, quantize
+
+    blocks = blocks or (lambda w, kind, rng: quantize(w, kind))
+
+    torch.manual_seed(seed)
+    rng = np.random.default_rng(seed)
+    config = transformers.LlamaConfig(hidden_size=256, intermediate_size=ffn, num_hidden_layers=2,
+                                      num_attention_heads=4, num_key_value_heads=2,
+                                      vocab_size=len(byte_level_vocab()[0]), tie_word_embeddings=tied,
+                                      max_position_embeddings=128, rope_theta=500.0, rms_norm_eps=1e-5)
+    hf = transformers.AutoModelForCausalLM.from_config(config, attn_implementation="eager").eval()
+    raw = {}
+    with torch.no_grad():
+        for key, w in hf.state_dict().items():
+            if w.ndim == 1:
+                w.normal_(*gains)
+            elif not (tied and key == "lm_head.weight"):  # tied: the embedding's
+                kind = kind_of(key)
+                raw[key] = blocks(w.numpy(), kind, rng), kind
+                w.copy_(torch.from_numpy(dequantize(raw[key][0], kind)))
+    return write_gguf(path, hf, "llama", "byte", f"Tiny {path.stem}", raw=raw), hf
+
+
 def tiny(model_type, vocab_size, dtype=np.float32, tied=True, seed=0):
     """A tiny random transformers decoder (2 layers, 4 heads over 2 K/V heads, d 32), its matrices
     rounded to ``dtype`` as the file stores them."""

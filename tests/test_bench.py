@@ -334,6 +334,44 @@ def test_only_runs_the_sections_it_names():
     assert set(bench.SECTION_NAMES) >= {"engine", "long", "window", "startup"}
 
 
+def test_the_8b_writer_lays_out_q4_k_m_as_llama_quantize_and_the_engine_reads_it(tmp_path):
+    """``bench.models8b`` at a tiny size: Q4_K_M's types as llama.cpp's ``llama_tensor_get_type`` gives them, a
+    sentence of exactly T tokens, a file the engine opens and computes in bfloat16 within the kernels' rounding."""
+    from attn_gui.bench.models8b import sentence, write_gguf
+    from attn_gui.engine import AttentionConfig, compute
+    from attn_gui.engine.sources import gguf_file
+
+    sizes = dict(d=256, ffn=512, layers=8, heads=4, kv_heads=2, vocab=1280, context=256, rope=500000.0)
+    path = tmp_path / "tiny-Q4_K_M.gguf"
+    assert write_gguf(path, "Q4_K_M", sizes) == path.stat().st_size
+    kinds = {t.name: t.kind for t in gguf_file.read_header(path).tensors.values()}
+    # llama-quant.cpp's use_more_bits over 8 layers: i < 8/8, i >= 7*8/8, (i - 1) % 3 == 2: layers 0, 3, 6, 7
+    six = {f"blk.{i}.{leaf}.weight" for i in (0, 3, 6, 7) for leaf in ("attn_v", "ffn_down")} | {"output.weight"}
+    assert {name for name, kind in kinds.items() if kind == 14} == six  # Q6_K
+    assert {kind for name, kind in kinds.items() if name not in six} == {0, 12}  # the norms F32, the rest Q4_K
+    import torch
+
+    exact = compute(AttentionConfig(sentence=sentence(12), model=str(path), layer=5))
+    fast = compute(AttentionConfig(sentence=sentence(12), model=str(path), layer=5, dtype="bfloat16"), first=True)
+    assert len(fast.tokens) == 12 and fast.model_run.pending == 5  # the 5 layers before layer 6 have run
+    assert torch.allclose(fast.weights, exact.weights, atol=1e-2, rtol=0)  # test_packed's bound
+
+
+def test_the_8b_folder_writer_writes_a_llama_folder_transformers_reads(tmp_path):
+    """``bench.models8b.write_folder`` at a tiny size: transformers loads it, and the engine's α equals its."""
+    import torch
+    import transformers
+
+    from attn_gui.bench.models8b import WORDS, write_folder
+    from transformers_peer import alphas_equal_transformers  # (tests/)
+
+    sizes = dict(d=64, ffn=128, layers=2, heads=4, kv_heads=2, vocab=64, context=64, rope=10000.0)
+    assert write_folder(tmp_path / "llama", sizes) == (tmp_path / "llama" / "model.safetensors").stat().st_size
+    hf = transformers.AutoModelForCausalLM.from_pretrained(tmp_path / "llama", dtype=torch.float32,
+                                                           attn_implementation="eager").eval()
+    alphas_equal_transformers(str(tmp_path / "llama"), hf, " ".join(WORDS[:12]))
+
+
 @pytest.mark.parametrize("args", [["--compare", "no-such-commit-or-folder"],
                                   ["--compare", "HEAD", "--engine-only"],
                                   ["--compare", "HEAD", "--only", "engine"]])

@@ -5,16 +5,20 @@ import torch
 from attn_gui.engine import AttentionConfig, compute, source
 
 
-def alphas_equal_transformers(path: str, hf, sentence: str, layers: int = 2):
-    """Every layer's α of the model at ``path`` on ``sentence`` equals ``hf``'s eager attentions
-    (1e-5); returns transformers' output, the config and each layer's result for further checks."""
+def alphas_equal_transformers(path: str, hf, sentence: str, layers: int = 2, atol: float = 1e-5,
+                              dtype: str = "float32"):
+    """Every layer's α of the model at ``path`` on ``sentence`` (the shown layer's and, where the run keeps them, the
+    model view's) equals ``hf``'s eager attentions within ``atol`` (1e-5), computed in ``dtype``; returns
+    transformers' output, the config and each layer's result for further checks."""
     ids = torch.tensor(source(path).tokenize(sentence).token_ids)
     with torch.no_grad():
         out = hf(ids[None], output_attentions=True)
-    cfg = AttentionConfig(sentence=sentence, model=path)
+    cfg = AttentionConfig(sentence=sentence, model=path, dtype=dtype)
     results = [compute(cfg.replace(layer=layer)) for layer in range(layers)]
     for layer, r in enumerate(results):
-        assert torch.allclose(r.weights, out.attentions[layer][0], atol=1e-5, rtol=0), layer
+        assert torch.allclose(r.weights, out.attentions[layer][0], atol=atol, rtol=0), layer
+        if r.layer_weights is not None:
+            assert torch.allclose(r.layer_weights[layer], out.attentions[layer][0], atol=atol, rtol=0), layer
     return out, cfg, results
 
 

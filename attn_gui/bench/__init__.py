@@ -20,6 +20,8 @@ Each part is one module, repeated after a warm-up and summarised by median and p
   cache's size, the peak RSS, the first open and a forward (each layer dequantized as it runs).
 - :mod:`.interventions`: SmolLM2-135M's 30 x 9 grid of head effects at T = 8, batched, against
   270 forwards with one head ablated each, and the patching grid.
+- :mod:`.heavy` (``--heavy`` only): Llama-3-8B-shaped files (Q4_0 and Q4_K_M GGUF, a bfloat16 folder): the first
+  maps of layer 16 from a fresh process, a second sentence, the peak RSS against the file's size.
 - :mod:`.circuits`: SmolLM2-135M on 50 IOI pairs: EAP (target 60 s) and EAP-IG with 10 steps (10 x EAP).
 - :mod:`.window`: the real window's update latency and GUI-thread stalls (its actions in
   :mod:`.window_actions`); with ``--compare REV`` timed against another tree or commit in
@@ -46,6 +48,7 @@ from .decoder import bench_decoder
 from .display import bench_display, display_notes
 from .engine import ENGINE_TARGET, bench_engine, profile_missed
 from .folder import bench_folder
+from .heavy import bench_heavy
 from .interventions import bench_interventions
 from .circuits import bench_circuits
 from .training import bench_training
@@ -80,7 +83,7 @@ def _bench_window(settings: BenchSettings, log: Log) -> tuple[list[Row], list[di
 SECTIONS = {
     "model": bench_model, "folder": bench_folder, "decoder": bench_decoder, "quantized": bench_quantized,
     "long": bench_long, "interventions": bench_interventions, "circuits": bench_circuits, "training": bench_training,
-    "window": _bench_window, "startup": bench_startup,
+    "window": _bench_window, "startup": bench_startup, "heavy": bench_heavy,
 }
 SECTION_NAMES = ("engine", "display", "memory", *SECTIONS)
 

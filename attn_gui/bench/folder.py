@@ -39,6 +39,25 @@ T, T_LONG = 64, 2048
 WORDS = [f"w{i}" for i in range(100)]
 
 
+def write_bf16(path: Path, tensors: list[tuple[str, tuple[int, ...]]], weight, log=lambda message: None) -> None:
+    """A safetensors file of ``tensors`` (name, shape) in bfloat16, ``weight(name, shape)`` giving each, written by
+    hand tensor by tensor (header: names, dtypes, shapes and byte offsets, padded to 8 bytes), so that the whole
+    model is never in memory here."""
+    header, offset = {}, 0
+    for name, shape in tensors:
+        n = 2 * int(torch.Size(shape).numel())
+        header[name] = {"dtype": "BF16", "shape": list(shape), "data_offsets": [offset, offset + n]}
+        offset += n
+    raw = json.dumps(header).encode()
+    raw += b" " * (-len(raw) % 8)
+    with open(path, "wb") as f:
+        f.write(len(raw).to_bytes(8, "little") + raw)
+        for i, (name, shape) in enumerate(tensors):
+            f.write(weight(name, shape).to(torch.bfloat16).view(torch.int16).numpy().tobytes())
+            if i % 36 == 0:
+                log(f"{path.parent.name}: {i + 1} of {len(tensors)} tensors written")
+
+
 def qwen2_tensors(sizes: dict) -> list[tuple[str, tuple[int, ...]]]:
     """Every tensor name and shape of a Qwen2 checkpoint of ``sizes`` (tied output: no lm_head)."""
     d, f, v = sizes["hidden_size"], sizes["intermediate_size"], sizes["vocab_size"]
@@ -56,28 +75,14 @@ def qwen2_tensors(sizes: dict) -> list[tuple[str, tuple[int, ...]]]:
 
 
 def write_checkpoint(folder: Path, sizes: dict, seed: int = 0) -> int:
-    """Write a random bfloat16 Qwen2 folder of ``sizes``; returns its weights' bytes on disk.
-
-    The safetensors file is written by hand, tensor by tensor (header: names, dtypes, shapes
-    and byte offsets, padded to 8 bytes), so that the whole model is never in memory here.
-    """
+    """Write a random bfloat16 Qwen2 folder of ``sizes``; returns its weights' bytes on disk."""
     from tokenizers import Tokenizer, models, pre_tokenizers
 
     folder.mkdir(parents=True, exist_ok=True)
-    tensors = qwen2_tensors(sizes)
-    header, offset = {}, 0
-    for name, shape in tensors:
-        n = 2 * int(torch.Size(shape).numel())
-        header[name] = {"dtype": "BF16", "shape": list(shape), "data_offsets": [offset, offset + n]}
-        offset += n
-    raw = json.dumps(header).encode()
-    raw += b" " * (-len(raw) % 8)
     gen = torch.Generator().manual_seed(seed)
-    with open(folder / "model.safetensors", "wb") as f:
-        f.write(len(raw).to_bytes(8, "little") + raw)
-        for name, shape in tensors:
-            w = torch.ones(shape) if name.endswith("norm.weight") else torch.randn(shape, generator=gen) * 0.02
-            f.write(w.to(torch.bfloat16).view(torch.int16).numpy().tobytes())
+    write_bf16(folder / "model.safetensors", qwen2_tensors(sizes),
+               lambda name, shape: torch.ones(shape) if name.endswith("norm.weight")
+               else torch.randn(shape, generator=gen) * 0.02)
     config = dict(model_type="qwen2", architectures=["Qwen2ForCausalLM"], head_dim=sizes["hidden_size"] //
                   sizes["num_attention_heads"], hidden_act="silu", max_position_embeddings=32768, rms_norm_eps=1e-6,
                   rope_theta=1e6, tie_word_embeddings=True, torch_dtype="bfloat16", bos_token_id=0, eos_token_id=1,

@@ -45,7 +45,9 @@ class BenchSettings:
     mode : str
         "full", "quick" or "tiny", recorded in the report.
     only : tuple of str
-        The sections to run (``attn-gui bench --only``); empty: every section.
+        The sections to run (``attn-gui bench --only``); empty: every section but "heavy".
+    heavy : bool
+        Also run the "heavy" section (``attn-gui bench --heavy``: 8 B files, minutes and 26 GB of disk).
     compare : str
         ``--compare REV``: the window part is timed against REV (a commit, or a folder holding
         ``attn_gui``) in the same run, in turns; "" for none.
@@ -64,10 +66,13 @@ class BenchSettings:
     engine_only: bool = False
     mode: str = "full"
     only: tuple[str, ...] = ()
+    heavy: bool = False
     compare: str = ""
 
     def wants(self, section: str) -> bool:
-        """Whether ``section`` runs: every one unless ``--only`` named some."""
+        """Whether ``section`` runs: every one unless ``--only`` named some; "heavy" only with ``--heavy`` or named."""
+        if section == "heavy":
+            return self.heavy or section in self.only
         return not self.only or section in self.only
 
     @classmethod

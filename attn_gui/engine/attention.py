@@ -34,6 +34,9 @@ class Projections:
     Per-head norms, when there are any (Qwen3's q_norm and k_norm): the RMSNorm gains
     q_norm (d_k,) and k_norm (d_k,), shared by every head, with epsilon ``norm_eps``; or
     (OLMo 2's) q_norm (h d_k,) and k_norm (g d_k,): one RMSNorm over all heads' q (k) of a token.
+    ``matmuls``, where set (a model's forward with bfloat16 matmuls, ``sources.packed``): W_Q, W_K,
+    W_V and W_O as matrices that multiply rows themselves, nn.Linear's x Wᵀ in column layout
+    ((…, d) -> (…, h d_k) …), the w_* fields then holding only their shapes (meta tensors).
     """
 
     w_q: torch.Tensor | None = None
@@ -47,6 +50,7 @@ class Projections:
     q_norm: torch.Tensor | None = None
     k_norm: torch.Tensor | None = None
     norm_eps: float = 1e-6
+    matmuls: tuple[Callable[[torch.Tensor], torch.Tensor], ...] | None = None
 
     def transposed(self) -> Projections:
         """The same weights in the other layout (W becomes Wᵀ; views, no copy; biases and norms unchanged)."""
@@ -394,15 +398,16 @@ def attend(x: torch.Tensor, weights: Projections, options: AttendOptions = PLAIN
         context_vec, pooled = _attend_in_blocks(q, k_per_head, v_per_head, stream, o, slopes)
     if z_hook is not None:
         context_vec = z_hook(context_vec)  # an intervention (ablation, patching): Z shows what W_O reads
-    concat, output = _outputs(context_vec, weights, o.layout)
+    concat, output = project_outputs(context_vec, weights, o.layout)
     return Steps(q, k, v, context_vec, concat, output, attn_scores, scaled, attn_weights, capped, rope, qk_norm,
                  positions, pooled)
 
 
-def _outputs(context_vec: torch.Tensor, p: Projections, layout: str) -> tuple[torch.Tensor, torch.Tensor]:
+def project_outputs(context_vec: torch.Tensor, p: Projections, layout: str) -> tuple[torch.Tensor, torch.Tensor]:
     """concat (T, h*d_v) and output (T, d) of the head outputs z (h, T, d_v): the heads joined and W_O (and b_O)."""
     concat = concat_heads(context_vec)  # (T, h*d_v)
-    output = output_projection(concat, p.w_o, layout)  # (T, d)
+    # W_O multiplying rows itself (p.matmuls: column layout), else as stored
+    output = p.matmuls[3](concat) if p.matmuls is not None else output_projection(concat, p.w_o, layout)  # (T, d)
     if p.b_o is not None:
         output = output + p.b_o  # (1, d) broadcasts over the T rows
     return concat, output
@@ -422,6 +427,11 @@ def queries_keys_values(x: torch.Tensor, weights: Projections, options: AttendOp
     if p.w_q is None:
         q, k = x.unsqueeze(-3), source.unsqueeze(-3)  # simplified attention: q = x, k = v = x_kv, (1, T, d)
         v = k
+    elif p.matmuls is not None:  # W multiplies rows itself (column layout): one product per W, split by head
+        assert p.w_k is not None and p.w_v is not None, "Projections: all of W_Q, W_K, W_V or none"
+        q = _split_heads(p.matmuls[0](x), p.w_q.size(0)).contiguous()  # (h, T, d_k)
+        k = _split_heads(p.matmuls[1](source), p.w_k.size(0)).contiguous()  # (g, T_k, d_k)
+        v = _split_heads(p.matmuls[2](source), p.w_v.size(0)).contiguous()  # (g, T_k, d_v)
     elif x.dim() > 2 and x_kv is None:
         assert p.w_k is not None and p.w_v is not None, "Projections: all of W_Q, W_K, W_V or none"
         q, k, v = project_qkv(x, p.w_q, p.w_k, p.w_v, layout)  # a batch: one matmul, (B, h, T, d_k) ...
@@ -524,7 +534,7 @@ def attend_summarised(x: torch.Tensor, weights: Projections, options: AttendOpti
     last_row = alpha[:, -1].clone()  # (h, T): the last block ends at T; a copy, not a view holding the block
     if z_hook is not None:
         context_vec = z_hook(context_vec)  # an intervention (ablation): Z shows what W_O reads
-    concat, output = _outputs(context_vec, weights, o.layout)
+    concat, output = project_outputs(context_vec, weights, o.layout)
     summary = sums.finish()
     row_max = None
     maps = {"weights": pooled}

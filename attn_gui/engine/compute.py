@@ -25,7 +25,8 @@ from .reduce import reduce_matrix
 from .summaries import TOP_K, Summaries, decay_edges
 from .tokens import Tokens
 
-DTYPES = {"float32": torch.float32, "float64": torch.float64}
+# bfloat16: a decoder's weight matmuls in bfloat16, the rest in float32 (sources.decoder.compute_dtypes)
+DTYPES = {"float32": torch.float32, "float64": torch.float64, "bfloat16": torch.bfloat16}
 
 
 # Attention computes h T x T scores. With the maps streamed (``display_max``) memory follows
@@ -60,12 +61,16 @@ class ModelRun:
         probability), highest first; None for an encoder
     summaries : every layer's sink mass, distance, decay, top keys (a decoder's), else None
     not_captured : a model read through transformers: the steps its hooks cannot see (None in the result)
+    pending : a decoder's first maps (``compute(..., first=True)``): the layers its run has run so far, the rest
+        (the other layers' α, the next tokens, the summaries: None here) still to come from ``compute(config)``;
+        None for a whole run
     """
 
     layer_weights: torch.Tensor | None = None
     next_tokens: tuple[tuple[str, float], ...] | None = None
     summaries: Summaries | None = None
     not_captured: tuple[str, ...] = ()
+    pending: int | None = None
 
 
 class _Kept:
@@ -372,7 +377,7 @@ def _block_bytes(device: torch.device) -> int:
     return BLOCK_BYTES[device.type] if free is None else max(MIN_GPU_BLOCK, min(BLOCK_BYTES[device.type], free // 16))
 
 
-def compute(config: AttentionConfig, display_max: int | None = None) -> AttentionResult:
+def compute(config: AttentionConfig, display_max: int | None = None, *, first: bool = False) -> AttentionResult:
     """Run self-attention for ``config`` and return every intermediate.
 
     The model is resolved once (``engine.plan.plan``); the result carries the plan (``AttentionResult.plan``).
@@ -386,6 +391,11 @@ def compute(config: AttentionConfig, display_max: int | None = None) -> Attentio
         display_max x display_max (``reduce_matrix``'s values); the result's ``scores``,
         ``scaled`` and ``weights`` are then None and ``shown`` holds them. Memory then
         follows T instead of T^2. Without it (or at T <= display_max) every field is kept in full.
+    first : bool
+        A decoder model (not streamed, no ablation): the shown layer's maps as soon as the layers before it
+        have run, nothing more (``ModelRun.pending``: no next tokens, no other layer's α, no summaries). The
+        run is kept: ``compute(config)`` then runs the rest from the kept residual, and another layer inside
+        what has run costs no layer at all.
 
     Raises
     ------
@@ -424,7 +434,7 @@ def compute(config: AttentionConfig, display_max: int | None = None) -> Attentio
             f"{config.device} has {_human(free)} free"
         )
     try:
-        return _compute(p, toks, source, device, reduce_to)
+        return _compute(p, toks, source, device, reduce_to, first)
     except torch.cuda.OutOfMemoryError as exc:
         raise DeviceError(f"{config.device} ran out of memory ({_human(need)} needed)") from exc
     except MemoryError as exc:
@@ -439,7 +449,7 @@ def compute(config: AttentionConfig, display_max: int | None = None) -> Attentio
 
 
 def _compute(p: Plan, toks: Tokens, source: Tokens | None, device: torch.device,
-             reduce_to: int | None) -> AttentionResult:
+             reduce_to: int | None, first: bool = False) -> AttentionResult:
     config = p.config
     dtype = DTYPES[config.dtype]
     start = time.perf_counter()
@@ -455,7 +465,7 @@ def _compute(p: Plan, toks: Tokens, source: Tokens | None, device: torch.device,
         options = p.shown
         notes = []
     else:
-        x, weights, run, options, ready = _model_inputs(p, toks, device, dtype, reduce_to)
+        x, weights, run, options, ready = _model_inputs(p, toks, device, dtype, reduce_to, first)
         unknown = unknown_note(config, toks, p)
         notes = [*([unknown] if unknown else []), *([p.what_if_text()] if p.what_if else []), *p.spec.about]
     stream = None if reduce_to is None else Stream(reduce_to, _block_bytes(device))
@@ -548,7 +558,8 @@ def _random_inputs(config: AttentionConfig, toks: Tokens, source: Tokens | None,
     return parts[0], x_source, Projections(*weights_on(tuple(params), device, dtype)), both
 
 
-def _model_inputs(p: Plan, toks: Tokens, device: torch.device, dtype: torch.dtype, reduce_to: int | None
+def _model_inputs(p: Plan, toks: Tokens, device: torch.device, dtype: torch.dtype, reduce_to: int | None,
+                  first: bool = False
                   ) -> tuple[torch.Tensor, Projections, ModelRun, AttendOptions, Steps | None]:
     """What the shown layer reads, its projections, the run's every layer's weights (None when streamed:
     ``reduce_to``), next tokens (or None) and summaries (a decoder's; None for an encoder), the options
@@ -556,11 +567,19 @@ def _model_inputs(p: Plan, toks: Tokens, device: torch.device, dtype: torch.dtyp
     ``ModelSource.layer_options``), and the shown layer's steps where a streamed run made them (else None).
 
     Every layer runs with the plan's options (``Plan.layers``: the model's own, or a what-if in every layer),
-    so the shown layer, the model view and the next tokens all come from one forward."""
+    so the shown layer, the model view and the next tokens all come from one forward. ``first``: a decoder's X of
+    the shown layer only, having run the layers before it (``compute``); the run is kept for a later compute."""
     config, model, layers = p.config, p.source, p.layers
     ids = toks.id_tensor()
     summaries = None
     made: tuple[int, Steps] | None = None  # streamed: the shown layer and its steps, as the run made them
+    if first and reduce_to is None and not config.ablate and p.spec is not None and p.spec.module == "decoder":
+        x, done = _decoder(p).first_input(ids, device, dtype, config.layer, layers)  # the layers before it
+        if done < p.spec.layers:  # else the whole run is there: given whole, below
+            options = model.layer_options(p.shown, config.layer, len(toks.tokens), device, dtype)
+            weights = model.layer_weights(config.layer, device, dtype)  # column layout
+            shown = weights.transposed() if config.layout == "row" else weights
+            return x, shown, ModelRun(pending=done), options, None
     if config.ablate:  # every layer above a struck head reads a changed residual stream, and so does the next token
         decoder = _decoder(p)
         run = decoder.forward(ids, device, dtype, z_hooks=ablation_hooks(config.ablate), reduce_to=reduce_to,

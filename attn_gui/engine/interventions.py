@@ -57,8 +57,13 @@ def _decoder(config: AttentionConfig) -> Planned:
 
 
 def _device(config: AttentionConfig):
+    """The device and dtype the grids and attribution compute in; bfloat16 refused in one line: their exact sums
+    and their batched runs (``torch.vmap``, which the int4 kernel has no rule for) are float32's or float64's."""
     from .compute import DTYPES
 
+    if config.dtype == "bfloat16":
+        raise ConfigError("interventions and attribution compute in float32 or float64; bfloat16 matmuls are for "
+                          "the maps and the next tokens (choose dtype float32)")
     return resolve_device(config.device), DTYPES[config.dtype]
 
 

@@ -251,10 +251,13 @@ def check_model(config: AttentionConfig) -> None:
 
 
 def _check_model(config: AttentionConfig, spec: ModelSpec) -> None:
-    """What the config asks of the model and the model does not have: a layer, a head to strike."""
+    """What the config asks of the model and the model does not have: a layer, a head to strike, a decoder's
+    forward for bfloat16."""
     if config.layer >= spec.layers:  # people count layers from 1; the field, as torch, from 0
         raise ConfigError(f"{spec.label} has layers 1 to {spec.layers} (layer = 0 to {spec.layers - 1} "
                           f"counted from 0); got layer = {config.layer}")
+    if config.dtype == "bfloat16" and spec.module != "decoder":
+        raise ConfigError(f"bfloat16 matmuls run a decoder's weights; {spec.label} computes in float32 or float64")
     if config.ablate:
         if spec.through:  # transformers runs it: no head of it can be struck here
             raise ConfigError(f"ablate = {config.ablate!r:.40} cannot apply to a model read through transformers: it "

@@ -18,7 +18,7 @@ import torch
 
 from ..engine import AttentionConfig, DeviceError, UserError, compute, tokens_for
 from ..engine.progress import Cancelled, Watch, watching
-from ..engine.sources import source
+from ..engine.sources import model_spec, source
 from .frame import DISPLAY_MAX, Frame, make_frame
 
 SMALL_CELLS = 8 * 64 * 64  # h * T * T
@@ -78,20 +78,45 @@ def torch_threads(n: int):
             torch.set_num_threads(before)
 
 
+FIRST_MAPS_FROM = 50_000_000  # layers x d_model^2 from which a decoder's first maps come first: 1 B models and up
+# (Llama 3.2 1B: 16 x 2048^2 = 67 M; Llama 3 8B: 537 M). Below, as SmolLM2-135M (30 x 576^2 = 10 M), the
+# whole run takes about a second on a CPU, and two frames in a row would only flicker.
+
+
+def first_maps_first(config: AttentionConfig) -> bool:
+    """Whether ``config`` is computed in two frames: the shown layer's maps once the layers before it have run,
+    then the rest of the run (``compute(..., first=True)``); a large decoder's, read by attn-gui itself."""
+    if config.model is None:
+        return False
+    spec = model_spec(config.model)
+    return spec.module == "decoder" and spec.layers * spec.d_model ** 2 >= FIRST_MAPS_FROM
+
+
+def is_partial(outcome: Frame | Failure) -> bool:
+    """Whether ``outcome`` is a decoder's first maps, the rest of its run still to come (``ModelRun.pending``)."""
+    return isinstance(outcome, Frame) and outcome.result.model_run is not None \
+        and outcome.result.model_run.pending is not None
+
+
 def run_request(request_id: int, config: AttentionConfig,
-                progress: Callable[[int, int], None] | None = None, watch: Watch | None = None) -> Frame | Failure:
+                progress: Callable[[int, int], None] | None = None, watch: Watch | None = None, *,
+                first: bool = False) -> Frame | Failure:
     """Compute one request: its Frame, or a Failure saying why.
 
     Only the displayed maps are computed: past DISPLAY_MAX tokens the T x T fields are
     streamed (``compute(config, display_max=DISPLAY_MAX)``). In model mode the model is
     loaded first, reporting ``progress(done, total)`` while a first load converts it. The model's
-    run reports its layers to ``watch`` and stops when it is cancelled (a Failure with ``cancelled``).
+    run reports its layers to ``watch`` and stops when it is cancelled (a Failure with ``cancelled``; a decoder's
+    run stays kept after its last whole layer, and a later request goes on from there).
+    ``first``: a large decoder's first maps only (``first_maps_first``, ``compute(..., first=True)``;
+    ``is_partial`` says whether more is to come).
     """
     try:
         if config.model is not None:
             source(config.model).load(progress)
         with watching(watch or Watch()):
-            return make_frame(request_id, compute(config, display_max=DISPLAY_MAX))
+            return make_frame(request_id, compute(config, display_max=DISPLAY_MAX,
+                                                  first=first and first_maps_first(config)))
     except Cancelled:
         return Failure(request_id, config, "stopped before the end: the maps show the previous result",
                        cancelled=True)

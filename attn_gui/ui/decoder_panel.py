@@ -82,16 +82,18 @@ class DecoderPanel(QtWidgets.QWidget):
                               + ("; the weights are the 4-bit (Q4_1) file's, close to but not equal to the "
                                  "published model's" if quantised else ""))
 
-    def show_next_tokens(self, pairs: tuple[tuple[str, float], ...] | None) -> None:
-        """Show ``pairs`` (token text, probability), highest first; None hides the panel (an encoder)."""
-        self.setVisible(pairs is not None)
+    def show_next_tokens(self, pairs: tuple[tuple[str, float], ...] | None, pending: bool = False) -> None:
+        """Show ``pairs`` (token text, probability), highest first; None hides the panel (an encoder).
+        ``pending``: a decoder's first maps are shown, its next tokens come with the rest of its run (said so,
+        no bar drawn)."""
+        self.setVisible(pairs is not None or pending)
         self.pairs = tuple(pairs or ())
         for i, (label, bar) in enumerate(zip(self.tokenLabels, self.bars, strict=True)):
             token, p = self.pairs[i] if i < len(self.pairs) else ("", 0.0)
             label.setText(token)
-            label.setToolTip(f"{token!r}: p = {p:.6f}")
+            label.setToolTip(f"{token!r}: p = {p:.6f}" if not pending else "")
             bar.setValue(round(p * 1000))
-            bar.setFormat(f"{p:.1%}")
+            bar.setFormat("computing the rest of the run…" if pending and i == 0 else "" if pending else f"{p:.1%}")
 
     def set_stale(self, stale: bool) -> None:
         """Grey the next tokens while a newer text is computed: they are the previous text's."""

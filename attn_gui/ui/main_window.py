@@ -21,7 +21,7 @@ from ..present.frame import Frame, held_text
 from ..present.generation import GenerationStep, generate_step
 from ..present.maps import special_tokens
 from ..present.frame import DISPLAY_MAX
-from ..present.runner import Failure
+from ..present.runner import Failure, is_partial
 from ..present.state import ViewState, carry_layer, check_window_text
 from ..render.canvas import Pipeline
 from ..render.collector import collect_on_gui_thread
@@ -266,7 +266,8 @@ class MainWindow(FileActions, QtWidgets.QMainWindow):
     def wait(self, timeout: float = 60.0):
         """Run Qt's events until the maps show the state's config (or it fails, or ``timeout`` seconds
         pass); the result shown. For Python sessions, where a cell reads ``result`` after ``set_state``."""
-        shown = lambda: self.result is not None and self.result.config == self._state.config  # noqa: E731
+        shown = lambda: (self.result is not None and self.result.config == self._state.config  # noqa: E731
+                         and not is_partial(self.frame))  # a large decoder's first maps: its whole run is to come
         loop = QtCore.QEventLoop()
         timer = QtCore.QTimer(singleShot=True, interval=round(1000 * timeout))
         timer.timeout.connect(loop.quit)
@@ -344,15 +345,20 @@ class MainWindow(FileActions, QtWidgets.QMainWindow):
         self._busy_timer.start()
 
     def stop_compute(self) -> bool:
-        """Stop the computation in progress (Esc): the maps keep the last result; whether one was running."""
-        if self.service.latest_id == self._shown_id or not self.service.cancel():
+        """Stop the computation in progress (Esc): the maps keep the last result, or a large decoder's first maps
+        with the rest of its run stopped (kept, F5 goes on from there); whether one was running."""
+        rest = self.frame is not None and is_partial(self.frame)  # the rest of the shown request's run
+        if (self.service.latest_id == self._shown_id and not rest) or not self.service.cancel():
             return False
-        self.cover.label.setText(f"<b>stopping…</b><br>{self.cover.what}")
+        if self.cover.covering:
+            self.cover.label.setText(f"<b>stopping…</b><br>{self.cover.what}")
         return True
 
     def _on_escape(self) -> None:
-        """Esc stops a computation in progress; else it shows every map."""
-        if not (self.cover.covering and self.stop_compute()):
+        """Esc stops a computation in progress (a covered one, or the rest of a first-maps frame); else it shows
+        every map."""
+        busy = self.cover.covering or (self.frame is not None and is_partial(self.frame))
+        if not (busy and self.stop_compute()):
             self.focus_on(None)
 
     @staticmethod
@@ -571,7 +577,8 @@ class MainWindow(FileActions, QtWidgets.QMainWindow):
         if self._loading is not None:  # the model is in memory now: the chips come at once
             self._loaded()
             self._show_loading(None)
-        self.panel.decoderPanel.show_next_tokens(result.next_tokens)
+        partial = is_partial(frame)  # a large decoder's first maps: the rest of its run is to come
+        self.panel.decoderPanel.show_next_tokens(result.next_tokens, pending=partial)
         fitted = self._state.fitted(result)
         if fitted != self._state:
             self._state = fitted
@@ -581,6 +588,9 @@ class MainWindow(FileActions, QtWidgets.QMainWindow):
         T = result.seq_len
         note = ("  ·  note: " + "; ".join(result.notes)) if result.notes else ""
         warning = f"⚠ {frame.saturation.text}  ·  " if frame.saturation is not None else ""
+        if partial:  # first in the line: the notes after it are cut on a small screen
+            warning += (f"first maps: {result.model_run.pending} of {model_spec(result.config.model).layers} "
+                        "layers run, the rest of the run is computing  ·  ")
         self.statusLabel.setText(
             f"{warning}T = {T:,}  ·  V = {len(result.vocab):,}  ·  h = {result.heads}  ·  "
             f"d_model = {dims.d_model}, d_k = {dims.d_k}, d_v = {dims.d_v}  ·  "
@@ -594,14 +604,16 @@ class MainWindow(FileActions, QtWidgets.QMainWindow):
             if unknown or what_if:
                 self.panel.show_message("⚠ " + " · ".join(t for t in (what_if, unknown) if t))
         self.frameShown.emit(frame)
-        self._continue_generation(result.config)
+        if not partial:  # a generation step goes on once its sentence's whole run is shown
+            self._continue_generation(result.config)
 
     def _draw(self, started: float | None = None) -> None:
         """Draw the shown frame as the state says: head, followed token, hidden tokens (``started``:
         see ``Canvas.show_frame``)."""
         state, result = self._state, self.frame.result
         hidden = self.hidden_tokens()
-        model_mode = "layer_weights" in self.frame.arrays
+        partial = is_partial(self.frame)
+        model_mode = "layer_weights" in self.frame.arrays or partial
         if model_mode != self._model_mode:  # the docks change first: the maps are laid out once,
             self._model_mode = model_mode
             if not model_mode:
@@ -614,7 +626,10 @@ class MainWindow(FileActions, QtWidgets.QMainWindow):
         self._docks_settled = True
         self.pipeline.show_frame(self.frame, state.head, state.token, hidden, state.focus, state.scales, started)
         self.focus.show_walk(result, state.token, state.head)
-        if model_mode:  # in a turn of its own where the canvas draws in steps (a first frame of many heads)
+        if partial:  # not the last sentence's grid: this one's comes with its whole run
+            self.modelView.show_empty(f"every layer's α comes when the model's run finishes ({result.model_run.pending}"
+                                      f" of {model_spec(result.config.model).layers} layers run)")
+        elif model_mode:  # in a turn of its own where the canvas draws in steps (a first frame of many heads)
             self.canvas.draw_beside(self._draw_model_view)
 
     def _draw_model_view(self) -> None:
@@ -715,7 +730,9 @@ class MainWindow(FileActions, QtWidgets.QMainWindow):
         if failure.cancelled:
             done, total = self._progress
             where = f" after {done} of {total} layers" if total else ""
-            first_line = (f"Stopped{where}: the maps show the previous result; edit the text, "
+            shows = ("this text's first maps" if self.frame is not None and is_partial(self.frame)
+                     and self.frame.result.config == config else "the previous result")
+            first_line = (f"Stopped{where}: the maps show {shows}; edit the text, "
                           f"or press F5 to compute it again")
             self.panel.show_message(first_line)
             self.statusLabel.setText(first_line)

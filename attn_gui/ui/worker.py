@@ -29,7 +29,7 @@ from PySide6 import QtCore
 from ..engine import AttentionConfig, UserError
 from ..present.frame import Frame
 from ..engine.progress import Watch
-from ..present.runner import Failure, LatestWins, is_small, run_request, shares_run, torch_threads
+from ..present.runner import Failure, LatestWins, is_partial, is_small, run_request, shares_run, torch_threads
 
 
 _RUNNING: weakref.WeakSet = weakref.WeakSet()  # every ComputeService and TaskThread whose thread may run
@@ -77,12 +77,15 @@ class _Worker(QtCore.QObject):
             watch = Watch(lambda done, total: self.layers.emit(request_id, done, total))
             with self._lock:
                 self.running = (request_id, config, watch)
-            try:
-                outcome = run_request(request_id, config, report, watch)
+            try:  # both halves of a large decoder's request under one watch: a cancel stops either
+                outcome = run_request(request_id, config, report, watch, first=True)
+                self.finished.emit(outcome)  # a large decoder's first maps: shown while the rest of its run goes on
+                if is_partial(outcome) and self._queue.is_latest(request_id):  # else a newer request resumes it
+                    outcome = run_request(request_id, config, report, watch)
+                    self.finished.emit(outcome)
             finally:
                 with self._lock:
                     self.running = None
-            self.finished.emit(outcome)
 
     def cancel(self, unless: AttentionConfig | None = None) -> bool:
         """Stop the request in progress (any thread), unless ``unless`` reads the same model run; whether
@@ -101,7 +104,9 @@ class ComputeService(QtCore.QObject):
     Signals
     -------
     resultReady(Frame)
-        The newest request's frame (stale ones are never emitted).
+        The newest request's frame (stale ones are never emitted). A large decoder's request gives
+        two: its first maps (``present.runner.is_partial``), then the whole run's frame; a newer
+        request stops the run after its layer in progress.
     failed(Failure)
         The newest request failed.
     loadProgress(int, int)

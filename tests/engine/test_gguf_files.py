@@ -403,7 +403,8 @@ def test_a_file_larger_than_the_free_memory_is_refused_before_converting(tmp_pat
 
     path = str(shutil.copy(qwen2_gguf[0], tmp_path / "big.gguf"))
     monkeypatch.setattr(stored, "free_bytes", lambda: 1000)
-    with pytest.raises(ConfigError, match=r"^big.gguf needs about \d+ MB of memory \(\d+ MB of mapped file and "
-                                          r"\d+ MB for a layer in float32\) and 0 MB is free; nothing was loaded$"):
+    with pytest.raises(ConfigError, match=r"^big.gguf needs about \d+ MB of memory \(the \d+ MB file and \d+ MB to "
+                                          r"dequantize a matrix\) and 0 MB is available \(free memory and page "
+                                          r"cache\); nothing was loaded$"):
         decoder.load_model(path)
     assert not (cache.cache_root() / gguf_file.cache_name(Path(path))).exists()

@@ -13,13 +13,12 @@ import gguf
 import numpy as np
 import pytest
 import torch
-import transformers
 from gguf.constants import GGML_QUANT_SIZES
-from gguf.quants import dequantize, quantize
+from gguf.quants import quantize
 
 from attn_gui.engine import ConfigError, model_spec, source
 from attn_gui.engine.sources import decoder, is_available, stored
-from gguf_writing import byte_level_vocab, write_gguf  # (tests/)
+from gguf_writing import byte_level_vocab, quantized_llama, write_gguf  # (tests/)
 from transformers_peer import alphas_equal_transformers  # (tests/)
 
 Q = gguf.GGMLQuantizationType
@@ -43,25 +42,9 @@ def _blocks(w: np.ndarray, kind, rng) -> np.ndarray:
 
 
 def _quantized_model(folder, kind, seed=0):
-    """A tiny Llama (d 256: whole K-quant blocks of 256) written with its matrices in ``kind``, and the same model in
-    float (transformers, eager) holding the dequantized matrices."""
-    torch.manual_seed(seed)
-    rng = np.random.default_rng(seed)
-    config = transformers.LlamaConfig(hidden_size=256, intermediate_size=256, num_hidden_layers=2,
-                                      num_attention_heads=4, num_key_value_heads=2,
-                                      vocab_size=len(byte_level_vocab()[0]), tie_word_embeddings=True,
-                                      max_position_embeddings=128, rope_theta=500.0, rms_norm_eps=1e-5)
-    hf = transformers.AutoModelForCausalLM.from_config(config, attn_implementation="eager").eval()
-    raw = {}
-    with torch.no_grad():
-        for key, w in hf.state_dict().items():
-            if w.ndim == 1:
-                w.normal_()  # random gains: they must be read
-            elif key != "lm_head.weight":  # tied: the embedding's
-                raw[key] = _blocks(w.numpy(), kind, rng), kind
-                w.copy_(torch.from_numpy(dequantize(raw[key][0], kind)))
-    path = write_gguf(folder / f"{kind.name}.gguf", hf, "llama", "byte", f"Tiny {kind.name}", quant=kind, raw=raw)
-    return path, hf
+    """A tiny Llama written with its matrices in ``kind`` (``gguf_writing.quantized_llama``), and the same model in
+    float holding the dequantized matrices."""
+    return quantized_llama(folder / f"{kind.name}.gguf", lambda _: kind, _blocks, seed=seed)
 
 
 KINDS = [Q.Q4_0, Q.Q4_1, Q.Q5_0, Q.Q5_1, Q.Q8_0, Q.Q2_K, Q.Q3_K, Q.Q4_K, Q.Q5_K, Q.Q6_K, Q.IQ4_NL]
@@ -103,7 +86,7 @@ def test_a_type_not_dequantized_here_is_refused_in_one_line(tmp_path):
     path = write_gguf(tmp_path / "q81.gguf", hf, "llama", "byte", "Q8_1", raw=raw)
     with pytest.raises(ConfigError) as info:
         model_spec(path)
-    assert str(info.value) == ("q81.gguf stores tensors as Q8_1, which attn-gui does not dequantize yet (it reads "
+    assert str(info.value) == ("q81.gguf stores blk.1.ffn_up.weight as Q8_1, which attn-gui does not compute (it reads "
                                "F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ2_XXS, "
                                "IQ2_XS, IQ3_XXS, IQ1_S, IQ4_NL, IQ3_S, IQ2_S, IQ4_XS, IQ1_M)")
 

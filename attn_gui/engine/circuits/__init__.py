@@ -91,17 +91,15 @@ def prepare(model: str | AttentionConfig, task: str | os.PathLike | PairTask = "
     ``model``: a model name or path (``model_spec``'s), or a config naming one (its plan: its what-ifs, its device
     and dtype). ``metric``: the task's own by default (``tasks.METRICS``).
     """
-    from ..interventions import _decoder
+    from ..interventions import _decoder, _device
 
     config = model if isinstance(model, AttentionConfig) else AttentionConfig(model=str(model), device=device,
                                                                                dtype=dtype)
     if config.ablate:
         raise ConfigError("circuits read the whole model: clear the struck heads (ablate) first")
+    on, torch_dtype = _device(config)  # bfloat16 refused in one line: attribution's gradients are float32's
     src = _decoder(config)
-    from ..compute import DTYPES
-    from ..devices import resolve_device
-
-    w, shape = src.decoder(resolve_device(config.device), DTYPES[config.dtype])
+    w, shape = src.decoder(on, torch_dtype)
     built = make_task(task, src, pairs, seed)
     if metric is not None:
         if metric not in METRICS:
@@ -115,7 +113,7 @@ def prepare(model: str | AttentionConfig, task: str | os.PathLike | PairTask = "
         raise ConfigError(f"a prompt of {longest} tokens: circuits read at most {min(limit, 512)}")
     split = Split(w, shape, built.metric)
     ids = torch.tensor(built.pairs[0].clean, device=w["model.embed_tokens.weight"].device)
-    split.check(ids, src.forward(ids, config.device, DTYPES[config.dtype]).logits, src.spec.label)
+    split.check(ids, src.forward(ids, config.device, torch_dtype).logits, src.spec.label)
     return Pairs(split, built, batch, src.spec.label)
 
 

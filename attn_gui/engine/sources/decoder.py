@@ -25,7 +25,7 @@ from ..attention import AttendOptions, Projections
 from ..tokens import Tokens
 from . import cache, model_spec, stored
 from .base import ModelSource, unknown_of
-from .llama import Forward, KVCache, LlamaShape, forward, head_weights
+from .llama import Forward, KVCache, LlamaShape, Run, forward, head_weights
 from .loaded import LOADED
 from .spec import ModelSpec
 from .tokenizer_json import wrapped
@@ -81,6 +81,12 @@ def tokenize_with(spec: ModelSpec, sentence: str) -> Tokens:
     return Tokens(tuple(model.vocab[i] for i in ids), tuple(ids), model.vocab)
 
 
+def compute_dtypes(dtype: torch.dtype) -> tuple[torch.dtype, torch.dtype | None]:
+    """(the dtype a forward computes in, the dtype its weight matmuls run in, None: the same) of a config's dtype:
+    bfloat16 is float32 throughout with the weight matmuls in bfloat16 on the stored weights (``stored.Upcast``)."""
+    return (torch.float32, torch.bfloat16) if dtype == torch.bfloat16 else (dtype, None)
+
+
 Layers = tuple[AttendOptions, ...]  # each layer's attention options (``engine.plan.Plan.layers``)
 
 
@@ -101,7 +107,7 @@ def shaped(spec: ModelSpec, layers: Layers | None) -> LlamaShape:
 # is kept, one at a time; ``changed`` (``version``) makes a registered model edited in place read again
 @functools.lru_cache(maxsize=1)
 def _weights_on(spec: ModelSpec, device: str, dtype: torch.dtype, changed: tuple = ()):
-    return stored.weights_on(loaded_model(spec).weights, device, dtype)
+    return stored.weights_on(loaded_model(spec).weights, device, *compute_dtypes(dtype))
 
 
 def weights_on(spec: ModelSpec, device: str, dtype: torch.dtype):
@@ -110,18 +116,44 @@ def weights_on(spec: ModelSpec, device: str, dtype: torch.dtype):
 
 
 @functools.lru_cache(maxsize=2)
-def _prefill(spec: ModelSpec, ids: tuple[int, ...], device: str, dtype: torch.dtype, layers: Layers | None,
-             changed: tuple = ()) -> Forward:
-    """The last runs over whole sentences, kept: another layer or head is shown without running the model.
-    Keyed on the plan's attention (``layers``) and on the weights' ``version``: a registered model edited in
-    place is run again."""
+def _run(spec: ModelSpec, ids: tuple[int, ...], device: str, dtype: torch.dtype, layers: Layers | None,
+         changed: tuple = ()) -> Run:
+    """The last runs over whole sentences, kept as far as they went (``llama.Run``): another layer or head inside
+    what was run is shown without running the model, one beyond goes on from the kept residual. Keyed on the
+    plan's attention (``layers``) and on the weights' ``version``: a registered model edited in place is run again."""
     with torch.no_grad():
-        return forward(weights_on(spec, device, dtype), torch.tensor(ids, device=device), shaped(spec, layers))
+        return Run(weights_on(spec, device, dtype), torch.tensor(ids, device=device), shaped(spec, layers))
+
+
+def kept_run(spec: ModelSpec, ids: tuple[int, ...], device: str, dtype: torch.dtype, layers: Layers | None) -> Run:
+    """``_run`` keyed on the weights' current ``version``."""
+    return _run(spec, ids, device, dtype, layers, version(spec))
+
+
+@functools.lru_cache(maxsize=1)
+def _layer_weights(spec: ModelSpec, layer: int, device: str, dtype: torch.dtype, changed: tuple = ()) -> Projections:
+    """The shown layer's projections, kept: another head or token of it reads no weight again (a quantized model's
+    are dequantized as they are read, a layer of an 8 B model in about a second)."""
+    return head_weights(weights_on(spec, device, dtype), layer, loaded_model(spec).shape)
+
+
+_RUN_LOCK = threading.RLock()  # one thread advances the kept runs at a time (``llama.Run`` is not thread-safe)
 
 
 def prefill(spec: ModelSpec, ids: tuple[int, ...], device: str, dtype: torch.dtype, layers: Layers | None) -> Forward:
-    """``_prefill`` keyed on the weights' current ``version``."""
-    return _prefill(spec, ids, device, dtype, layers, version(spec))
+    """The whole run over a sentence (the kept one, finished where it stopped). A window's compute thread sees
+    its layers and may stop it between them (``engine.progress``): the run stays kept after its last whole layer."""
+    run = kept_run(spec, ids, device, dtype, layers)
+    with _RUN_LOCK, torch.no_grad():
+        return run.finish()
+
+
+def first_input(spec: ModelSpec, ids: tuple[int, ...], device: str, dtype: torch.dtype, layer: int,
+                layers: Layers | None) -> tuple[torch.Tensor, int]:
+    """What ``layer`` reads, having run only the layers before it, and how many layers the kept run has run."""
+    run = kept_run(spec, ids, device, dtype, layers)
+    with _RUN_LOCK, torch.no_grad():
+        return run.input_of(layer), run.done
 
 
 _STREAMED: OrderedDict[tuple, Forward] = OrderedDict()  # the last streamed run (each holds L T d of inputs)
@@ -158,7 +190,8 @@ def _drop_streamed() -> None:
 
 
 LOADED.on_drop(_weights_on.cache_clear)  # a model leaving memory takes its kept runs along
-LOADED.on_drop(_prefill.cache_clear)
+LOADED.on_drop(_run.cache_clear)
+LOADED.on_drop(_layer_weights.cache_clear)
 LOADED.on_drop(_drop_streamed)
 
 
@@ -194,6 +227,14 @@ class Source(ModelSource):
         run = prefill(self.spec, tuple(token_ids.tolist()), str(device), dtype, layers)
         return [*run.inputs, run.residual[-1]], run.weights
 
+    def first_input(self, token_ids, device, dtype, layer: int,
+                    layers: Layers | None = None) -> tuple[torch.Tensor, int]:
+        """What layer ``layer`` reads (X (T, d)), having run only the layers before it: the first maps of a layer need
+        no more. The run is kept: a later ``layer_inputs`` (or ``next_tokens``, ``summaries``) of the same tokens and
+        ``layers`` goes on from where it stopped, and another layer inside it costs nothing. Returns X and the layers
+        run so far."""
+        return first_input(self.spec, tuple(token_ids.tolist()), str(device), dtype, layer, layers)
+
     def streamed_inputs(self, token_ids, device, dtype, reduce_to: int, block_bytes: int,
                         layer: int | None = None, layers: Layers | None = None) -> Forward:
         """The run over ``token_ids`` streamed (no T x T map kept): each layer's X in ``inputs``, the final norm's
@@ -207,8 +248,7 @@ class Source(ModelSource):
         return prefill(self.spec, tuple(token_ids.tolist()), str(device), dtype, layers).summaries
 
     def layer_weights(self, layer, device, dtype) -> Projections:
-        model = loaded_model(self.spec)
-        return head_weights(weights_on(self.spec, str(device), dtype), layer, model.shape)
+        return _layer_weights(self.spec, layer, str(device), dtype, version(self.spec))
 
     def predicts(self) -> bool:
         """Whether the model has its language-model head: next tokens, generation (loads the model)."""

@@ -325,10 +325,10 @@ def _spec_of(header: Header, name: str) -> ModelSpec:
              ) if unapplied and int(unapplied) < positions else ()  # why: layer_attention; longer, it changes nothing
     from . import quantized  # here, not above: a child building a vocabulary (tokenizer_child) needs no torch
 
-    unread = quantized.unread(t.kind for t in header.tensors.values())
+    unread = next((t for t in header.tensors.values() if t.kind not in quantized.READ), None)
     if unread is not None:
-        raise ConfigError(f"{file} stores tensors as {unread}, which attn-gui does not dequantize yet "
-                          f"(it reads {', '.join(quantized.READ.values())})")
+        raise ConfigError(f"{file} stores {unread.name} as {quantized.unread([unread.kind])}, which attn-gui does not "
+                          f"compute (it reads {', '.join(quantized.READ.values())})")
     stored_kinds = quantized_types(header)
     weights = (f"the weights stay quantized ({', '.join(stored_kinds)}) in the mapped file and are dequantized to "
                "float32 layer by layer as the forward reads them, as llama.cpp's own dequantization gives "
@@ -763,6 +763,27 @@ def build_tokenizer(header: Header):
                          True if prefix is None else bool(prefix), special), kind
 
 
+def matrix_bytes(header: Header) -> int:
+    """The largest matrix's bytes in float32, but the embedding's and the output's, read a slice of rows at a time."""
+    return max((4 * math.prod(t.shape) for t in header.tensors.values()
+                if len(t.shape) == 2 and t.name not in ("token_embd.weight", "output.weight")), default=0)
+
+
+def check_memory(name: str, mapped: int, matrix: int, free: int | None) -> None:
+    """Refuse, in one line naming both sizes, a file that with its largest matrix dequantized needs more memory
+    than is available (``free``: MemAvailable, the free memory and the page cache the system can drop).
+
+    What a forward needs beyond it is a matrix at a time: with bfloat16 matmuls the 4-bit matrices packed
+    replace their pages of the file, which are given back (``quantized.Quantized.matrix``), and in float32
+    each matrix is dequantized as it is read, then dropped, or kept while the memory left allows."""
+    from .stored import _gb
+
+    if free is not None and mapped + matrix > free:
+        raise ConfigError(f"{name} needs about {_gb(mapped + matrix)} of memory (the {_gb(mapped)} file and "
+                          f"{_gb(matrix)} to dequantize a matrix) and {_gb(free)} is available (free memory and "
+                          "page cache); nothing was loaded")
+
+
 def layer_bytes(header: Header) -> int:
     """The largest layer's bytes in float32 (what a forward holds dequantized at a time), from the header."""
     per_layer: dict[str, int] = {}  # by layer number
@@ -800,10 +821,7 @@ def load(spec: ModelSpec, path: Path, progress=None, cache_folder: str | None = 
         raise ConfigError(f"{path.name} is not the model it was opened as ({', '.join(changed)} differ)")
     mapped, layer = header.size, layer_bytes(header)  # the file mapped, one layer dequantized at a time
     free = stored.free_bytes()
-    if free is not None and mapped + layer > free:
-        raise ConfigError(f"{path.name} needs about {stored._gb(mapped + layer)} of memory ({stored._gb(mapped)} "
-                          f"of mapped file and {stored._gb(layer)} for a layer in float32) and "
-                          f"{stored._gb(free)} is free; nothing was loaded")
+    check_memory(path.name, mapped, matrix_bytes(header), free)
 
     def build(report):
         try:

@@ -29,6 +29,27 @@ M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3  # mallopt's parameters (malloc.h)
 
 
 @functools.cache
+def _libc():
+    """glibc, or None (another C library, another system)."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+        return libc if hasattr(libc, "mallopt") and hasattr(libc, "malloc_trim") else None
+    except OSError:
+        return None
+
+
+def trim() -> None:
+    """Give the heap's free pages back to the system, those between blocks in use too (``malloc_trim(0)``): a
+    quantized matrix packed and kept (its scales, a few MB, come from the heap) sits among the temporaries freed
+    after packing it, which would otherwise stay the process's (1.4 GB over an 8 B model's 224 matrices)."""
+    libc = _libc()
+    if libc is not None:
+        libc.malloc_trim(0)
+
+
+@functools.cache
 def tune() -> None:
     """Set both thresholds, once per process (glibc on Linux only)."""
     if not sys.platform.startswith("linux"):

@@ -28,10 +28,9 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from .. import attention
-from ..attention import (AttendOptions, Projections, Steps, Stream, attend, attend_summarised, concat_heads,
-                         masked_keys, output_projection, queries_keys_values, repeat_kv, rms_norm)
-from .. import progress
+from .. import attention, progress
+from ..attention import (AttendOptions, Projections, Steps, Stream, attend, attend_summarised, masked_keys,
+                         project_outputs, queries_keys_values, repeat_kv, rms_norm)
 from ..summaries import Summaries
 from . import stored
 from .stored import rows
@@ -209,31 +208,39 @@ def gain(w: dict, prefix: str, shape: LlamaShape) -> torch.Tensor:
     return 1.0 + g.float() if shape.norm == "gemma" else g
 
 
-def head_weights(w: dict, layer: int, shape: LlamaShape) -> Projections:
+def head_weights(w: dict, layer: int, shape: LlamaShape, multiply: bool = False) -> Projections:
     """Layer ``layer``'s projections per head, in column layout (q_i = W x_i + b).
 
     nn.Linear stores W_q as (h * d_k, d); head i owns rows i*d_k:(i+1)*d_k (K and V: g heads).
     Q, K and V have biases where the weights hold them (Qwen2, GPT-2), else none (Llama); W_O too (GPT-2);
     q and k are RMS-normed per head where the weights hold q_norm and k_norm (Qwen3).
+    ``multiply`` (the forward's own): where ``w`` multiplies its stored matrices in bfloat16
+    (``stored.matrix``), W_Q … W_O come as those matrices (``Projections.matmuls``), the W fields as shapes.
     """
     p = f"model.layers.{layer}.self_attn"
-    w_q = w[f"{p}.q_proj.weight"]  # read once: an upcasting ``w`` converts on every read
+    names = [f"{p}.{n}_proj.weight" for n in "qkvo"]
+    matmuls = [stored.matrix(w, name) for name in names] if multiply else []
+    if matmuls and all(m is not None for m in matmuls):
+        w_q, w_k, w_v, w_o = (torch.empty(m.shape, device="meta") for m in matmuls)  # type: ignore[union-attr]
+    else:
+        matmuls = []
+        w_q, w_k, w_v, w_o = (w[name] for name in names)  # read once: an upcasting ``w`` converts on every read
     d = w_q.shape[1]
-    extras = {}
+    extras: dict = {"matmuls": tuple(matmuls)} if matmuls else {}
     if f"{p}.q_norm.weight" in w:
         q_norm, k_norm = w[f"{p}.q_norm.weight"], w[f"{p}.k_norm.weight"]  # (d_k,)
         if shape.norm == "gemma":  # Gemma 3: the gain 1 + g
             q_norm, k_norm = 1.0 + q_norm, 1.0 + k_norm
-        extras = dict(q_norm=q_norm, k_norm=k_norm, norm_eps=shape.eps)
+        extras |= dict(q_norm=q_norm, k_norm=k_norm, norm_eps=shape.eps)
     if f"{p}.q_proj.bias" in w:
         extras |= dict(b_q=w[f"{p}.q_proj.bias"].view(shape.heads, 1, -1),  # (h, 1, d_k)
                        b_k=w[f"{p}.k_proj.bias"].view(shape.kv_heads, 1, -1),  # (g, 1, d_k)
                        b_v=w[f"{p}.v_proj.bias"].view(shape.kv_heads, 1, -1))  # (g, 1, d_v)
     return Projections(
         w_q=w_q.view(shape.heads, -1, d),  # (h, d_k, d)
-        w_k=w[f"{p}.k_proj.weight"].view(shape.kv_heads, -1, d),  # (g, d_k, d)
-        w_v=w[f"{p}.v_proj.weight"].view(shape.kv_heads, -1, d),  # (g, d_v, d)
-        w_o=w[f"{p}.o_proj.weight"],  # (d, h * d_v)
+        w_k=w_k.view(shape.kv_heads, -1, d),  # (g, d_k, d)
+        w_v=w_v.view(shape.kv_heads, -1, d),  # (g, d_v, d)
+        w_o=w_o,  # (d, h * d_v)
         b_o=w[f"{p}.o_proj.bias"].view(1, -1) if f"{p}.o_proj.bias" in w else None,  # (1, d)
         **extras,
     )
@@ -250,7 +257,7 @@ def act(x: torch.Tensor, name: str) -> torch.Tensor:
 def _linear(x: torch.Tensor, w: dict, prefix: str) -> torch.Tensor:
     """nn.Linear at ``prefix``, with its bias where the weights hold one (Llama's mlp_bias, GPT-2)."""
     bias = prefix + ".bias"
-    return F.linear(x, w[prefix + ".weight"], w.get(bias))
+    return stored.linear(x, w, prefix + ".weight", w.get(bias))  # in bfloat16 where w multiplies so
 
 
 def feed_forward(x: torch.Tensor, w: dict, layer: int, shape: LlamaShape) -> torch.Tensor:
@@ -316,12 +323,10 @@ def kept_attention(x: torch.Tensor, p: Projections, alpha: torch.Tensor, scratch
                                scores=scaled if capped is None else capped), start)  # the softmax's input, overwritten
     if z_hook is not None:
         context_vec = z_hook(context_vec)  # an intervention (ablation, patching)
-    concat = concat_heads(context_vec)
-    output = output_projection(concat, p.w_o, "column")  # (n, d)
+    concat, output = project_outputs(context_vec, p, "column")  # (n, h d_v), (n, d) with b_O
     if summaries is not None and sums is not None:
         summaries.append(sums.finish())
-    return Steps(q, k, v, context_vec, concat, output if p.b_o is None else output + p.b_o, weights=alpha,
-                 rope=rope, qk_norm=qk_norm)
+    return Steps(q, k, v, context_vec, concat, output, weights=alpha, rope=rope, qk_norm=qk_norm)
 
 
 def kept_scratch(heads: int, n: int, T_k: int, element_size: int = 4, block_bytes: int = KEPT_BLOCK_BYTES) -> int:
@@ -346,14 +351,14 @@ def layer_pieces(h: torch.Tensor, w: dict, layer: int, shape: LlamaShape,
     x = h if block.attn_norm is None else norm(h, w, f"{p}.{block.attn_norm}", shape)  # X: what attention reads
     options = shape.options(layer)
     if reduce_to is not None:  # streamed: no T x T map kept (softcap refused where streaming is: engine.plan)
-        steps = attend_summarised(x, head_weights(w, layer, shape), options, Stream(reduce_to, block_bytes),
+        steps = attend_summarised(x, head_weights(w, layer, shape, True), options, Stream(reduce_to, block_bytes),
                                   shown=shown, z_hook=z_hook)
     elif into is not None:
         alpha, scratch, summaries = into
-        steps = kept_attention(x, head_weights(w, layer, shape), alpha, scratch, options, past=past, z_hook=z_hook,
-                               summaries=summaries)
+        steps = kept_attention(x, head_weights(w, layer, shape, True), alpha, scratch, options, past=past,
+                               z_hook=z_hook, summaries=summaries)
     else:
-        steps = attend(x, head_weights(w, layer, shape), options, past=past, z_hook=z_hook)
+        steps = attend(x, head_weights(w, layer, shape, True), options, past=past, z_hook=z_hook)
     attn_write = steps.output if block.attn_post is None else norm(steps.output, w, f"{p}.{block.attn_post}", shape)
     mid = h + attn_write
     mlp_reads = h if block.parallel else mid
@@ -396,52 +401,110 @@ def forward(w: dict, ids: torch.Tensor, shape: LlamaShape, cache: KVCache | None
     Learned positions (GPT-2's ``model.embed_positions.weight``) are added to the token
     embedding, counted from the cache's length. Only the last row's logits are computed
     (``logits``), as the next token needs no others. ``z_hooks`` maps a layer (0-based) to a function of its per-head
-    outputs Z (h, n, d_v) returning what W_O reads instead (``engine.interventions``).
+    outputs Z (h, n, d_v) returning what W_O reads instead (``engine.interventions``). ``Run`` is the same pass
+    run a layer at a time.
     """
-    h = embed(w, ids, shape, 0 if cache is None else cache.length)  # (n, d)
-    if reduce_to is not None and cache is not None:
-        raise ValueError("a run after a key/value cache is not streamed")
-    residual, inputs, keys, values, maps, last = [h], [], [], [], [], []
-    sums: list[dict[str, torch.Tensor]] = []  # every layer's summaries
-    alphas: torch.Tensor | None = None  # every layer's α, filled layer by layer (``kept_attention``)
-    into: list[tuple[torch.Tensor, torch.Tensor, list | None] | None] = [None] * shape.layers
-    if reduce_to is None:
-        n = ids.shape[0]
-        T_k = n + (0 if cache is None else cache.length)
-        alphas = h.new_empty(shape.layers, shape.heads, n, T_k)
-        scratch = h.new_empty(kept_scratch(shape.heads, n, T_k, h.element_size()))  # one block's ω and α
-        # a whole sentence: its summaries (a decode step's one row has none)
-        into = [(alpha, scratch, sums if cache is None else None) for alpha in alphas]
-    kept: tuple[int, Steps] | None = None  # the shown layer and its steps, streamed
-    progress.at(0, shape.layers)  # a window's compute thread: its bar, its Esc (engine.progress)
-    for layer in range(shape.layers):
-        past = None if cache is None else (cache.keys[layer], cache.values[layer])
-        h, x, steps = decoder_layer(h, w, layer, shape, past, z_hook=(z_hooks or {}).get(layer),
-                                    reduce_to=reduce_to, block_bytes=block_bytes,
-                                    shown=reduce_to is not None and layer == shown_layer, into=into[layer])
-        if reduce_to is not None and layer == shown_layer:
-            kept = (layer, steps)
-        if reduce_to is None:  # streamed, only the last residual is kept (memory follows T d, not L T d)
-            residual.append(h)
-        inputs.append(x)
+    return Run(w, ids, shape, cache, z_hooks=z_hooks, reduce_to=reduce_to, block_bytes=block_bytes,
+               shown_layer=shown_layer).finish()
+
+
+class Run:
+    """``forward``'s pass, a layer at a time: ``advance(to)`` runs the layers before ``to`` from the kept residual,
+    ``input_of(layer)`` gives what a layer's attention reads having run only the layers before it, ``finish()``
+    runs the rest, the final norm and the logits and gives the ``Forward``.
+
+    ``done`` counts the layers run. A layer's results are kept only once it has run whole: a layer stopped
+    midway (an exception, Ctrl+C, a window's cancel: ``engine.progress``) leaves the run as it was before it, and
+    ``advance`` goes on from there. Each layer run reports to the thread's watch (``progress.at(done, total)``,
+    which may raise ``Cancelled`` between layers; ``progress.check`` within one, per block of rows). Not
+    thread-safe: one thread advances a run at a time.
+    """
+
+    def __init__(self, w: dict, ids: torch.Tensor, shape: LlamaShape, cache: KVCache | None = None, *,
+                 z_hooks: dict | None = None, reduce_to: int | None = None, block_bytes: int = 8 * 2**20,
+                 shown_layer: int | None = None):
+        if reduce_to is not None and cache is not None:
+            raise ValueError("a run after a key/value cache is not streamed")
+        h = embed(w, ids, shape, 0 if cache is None else cache.length)  # (n, d)
+        self.w, self.shape, self.cache, self.z_hooks = w, shape, cache, z_hooks or {}
+        self.reduce_to, self.block_bytes, self.shown_layer = reduce_to, block_bytes, shown_layer
+        self.h = h  # the residual entering layer ``done``
+        self.done = 0
+        self.residual: list[torch.Tensor] = [h]  # the residual entering each layer run (not kept streamed)
+        self.inputs: list[torch.Tensor] = []  # each layer's X
+        self.keys: list[torch.Tensor] = []
+        self.values: list[torch.Tensor] = []
+        self.maps: list[torch.Tensor] = []  # streamed: each layer's pooled α
+        self.last: list[torch.Tensor] = []  # each layer's α of the last query row
+        self.sums: list[dict[str, torch.Tensor]] = []  # every layer's summaries
+        self.alphas: torch.Tensor | None = None  # every layer's α, filled layer by layer (``kept_attention``)
+        self.into: list[tuple[torch.Tensor, torch.Tensor, list | None] | None] = [None] * shape.layers
         if reduce_to is None:
-            last.append(steps.alpha[:, -1])  # the summaries went into ``sums`` (``kept_attention``)
-        else:
-            pooled = steps.pooled
-            assert pooled is not None and pooled.summaries is not None and pooled.last_row is not None
-            sums.append({name: pooled.summaries[name] for name in SUMMARY_PARTS})
-            maps.append(pooled.maps["weights"])  # (h, r, r)
-            last.append(pooled.last_row)
-        keys.append(steps.k)  # (g, P + n, d_k): the cache and the new keys
-        values.append(steps.v)
-        progress.at(layer + 1, shape.layers)
-    final = norm(h, w, "model.norm", shape)  # (n, d)
-    residual = [final] if reduce_to is not None else [*residual[:-1], final]  # the last: after the final norm
-    T_k = keys[0].size(-2)
-    summaries = Summaries.stack(sums, T_k, maps if reduce_to is not None else None) if sums else None
-    return Forward(residual, inputs, alphas, KVCache(tuple(keys), tuple(values)),
-                   logits(final[-1], w, shape.final_softcap), summaries, torch.stack(last),
-                   kept)
+            n = ids.shape[0]
+            T_k = n + (0 if cache is None else cache.length)
+            self.alphas = h.new_empty(shape.layers, shape.heads, n, T_k)
+            scratch = h.new_empty(kept_scratch(shape.heads, n, T_k, h.element_size()))  # one block's ω and α
+            # a whole sentence: its summaries (a decode step's one row has none)
+            self.into = [(alpha, scratch, self.sums if cache is None else None) for alpha in self.alphas]
+        self.kept: tuple[int, Steps] | None = None  # the shown layer and its steps, streamed
+        self.result: Forward | None = None  # ``finish``'s, once made
+
+    def advance(self, to: int) -> None:
+        """Run the layers ``done`` … ``to`` - 1 (none if ``to`` <= ``done``)."""
+        shape, reduce_to = self.shape, self.reduce_to
+        if self.done < min(to, shape.layers):
+            progress.at(self.done, shape.layers)  # a window's compute thread: its bar, its Esc (engine.progress)
+        for layer in range(self.done, min(to, shape.layers)):
+            summed = len(self.sums)
+            past = None if self.cache is None else (self.cache.keys[layer], self.cache.values[layer])
+            try:
+                h, x, steps = decoder_layer(self.h, self.w, layer, shape, past, z_hook=self.z_hooks.get(layer),
+                                            reduce_to=reduce_to, block_bytes=self.block_bytes,
+                                            shown=reduce_to is not None and layer == self.shown_layer,
+                                            into=self.into[layer])
+            except BaseException:
+                del self.sums[summed:]  # this layer's summaries, appended before it stopped
+                raise
+            if reduce_to is not None and layer == self.shown_layer:
+                self.kept = (layer, steps)
+            if reduce_to is None:  # streamed, only the last residual is kept (memory follows T d, not L T d)
+                self.residual.append(h)
+                self.last.append(steps.alpha[:, -1])  # the summaries went into ``sums`` (``kept_attention``)
+            else:
+                pooled = steps.pooled
+                assert pooled is not None and pooled.summaries is not None and pooled.last_row is not None
+                self.sums.append({name: pooled.summaries[name] for name in SUMMARY_PARTS})
+                self.maps.append(pooled.maps["weights"])  # (h, r, r)
+                self.last.append(pooled.last_row)
+            self.inputs.append(x)
+            self.keys.append(steps.k)  # (g, P + n, d_k): the cache and the new keys
+            self.values.append(steps.v)
+            self.h, self.done = h, layer + 1
+            progress.at(self.done, shape.layers)  # after the layer is kept: a cancel here leaves it resumable
+
+    def input_of(self, layer: int) -> torch.Tensor:
+        """What layer ``layer``'s attention reads (X (n, d)): kept where that layer has run, else made after running
+        the layers before it only (the norm of the kept residual; OLMo 2's is the residual itself)."""
+        if layer < self.done:
+            return self.inputs[layer]
+        self.advance(layer)
+        s, block = self.shape, BLOCKS[self.shape.block]
+        return self.h if block.attn_norm is None else norm(self.h, self.w, f"model.layers.{layer}.{block.attn_norm}", s)
+
+    def finish(self) -> Forward:
+        """Run the layers left, the final norm and the logits: the whole pass's ``Forward`` (made once)."""
+        if self.result is not None:
+            return self.result
+        self.advance(self.shape.layers)
+        w, shape, reduce_to = self.w, self.shape, self.reduce_to
+        final = norm(self.h, w, "model.norm", shape)  # (n, d)
+        residual = [final] if reduce_to is not None else [*self.residual[:-1], final]  # the last: after the norm
+        T_k = self.keys[0].size(-2)
+        summaries = Summaries.stack(self.sums, T_k, self.maps if reduce_to is not None else None) \
+            if self.sums else None
+        self.result = Forward(residual, self.inputs, self.alphas, KVCache(tuple(self.keys), tuple(self.values)),
+                              logits(final[-1], w, shape.final_softcap), summaries, torch.stack(self.last), self.kept)
+        return self.result
 
 
 SUMMARY_PARTS = ("sink", "distance", "decay", "top_weights", "top_keys",

@@ -2,33 +2,41 @@
 
 A quantized file is never converted whole. ``Quantized`` maps transformers' names to the
 file's tensors and dequantizes one when it is read (``stored.Upcast`` reads each layer's
-weights as the layer runs), so the memory a model needs is the mapped file plus one layer in
+weights as the layer runs), so the memory a model needs is the mapped file plus one matrix in
 float32. Where more is free, the tensors dequantized are kept, up to half of the memory free
-beyond that (``keep_budget``): a repeated forward (a decode step, the interventions' grids)
-then dequantizes nothing again, and a model too large to keep whole holds the rest a layer at
-a time.
+beyond that and 512 MiB (``keep_budget``): a small model's repeated forward (a decode step, the
+interventions' grids) then dequantizes nothing again, and a model too large to keep whole holds
+the rest a matrix at a time.
 An embedding lookup dequantizes only the rows read (``rows``), and the output matrix is read
 in slices of rows (``stored.logits``): ggml's blocks never cross a row, so a row's bytes
 dequantize on their own. Each step of llama.cpp's converter is undone after dequantizing
 (``undo``: W_q and W_k un-permuted, fused Q/K/V split ...).
 
+With bfloat16 matmuls (the config's dtype "bfloat16") the forward asks for ``matrix(key)``
+instead: a matrix that multiplies rows itself (``packed``), the 4-bit types packed once for
+PyTorch's int4 kernel and Q8_0 and Q6_K kept as int8 values with their scales; each matrix's
+pages of the file are then given back, so the process holds the packed model, about the
+file's size, and nothing in float32.
+
 Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, the K-quants Q2_K to Q6_K and the IQ types are dequantized by the
-``gguf`` package's ``dequantize`` (numpy, ggml's ``dequantize_row_*`` written out): torch
-kernels written here for the 32-value types were 10 to 20 times slower on the CPU (many
-small ops per block; docs/benchmarks.md). F32, F16 and BF16 tensors are handed out as views
-of the file in their stored dtype. Any other type is refused in one line naming it.
+``gguf`` package's ``dequantize`` (numpy, ggml's ``dequantize_row_*`` written out): torch written
+over whole tensors with the same arithmetic (equal bit for bit) was no faster on an 8 B model's
+matrices and 30 to 100 times slower on SmolLM2's small ones on this loaded 2-core machine (each
+operation waits for its second thread; docs/benchmarks.md). F32, F16 and BF16 tensors are handed
+out as views of the file in their stored dtype. Any other type is refused in one line naming it.
 """
 
 from __future__ import annotations
 
 import math
+import mmap
 import threading
 from collections.abc import Callable, Mapping
 
 import numpy as np
 import torch
 
-from . import heap
+from . import heap, packed
 
 FLOATS = {0: torch.float32, 1: torch.float16, 30: torch.bfloat16}  # ggml types F32, F16, BF16
 QUANTS = {2: "Q4_0", 3: "Q4_1", 6: "Q5_0", 7: "Q5_1", 8: "Q8_0", 10: "Q2_K", 11: "Q3_K", 12: "Q4_K", 13: "Q5_K",
@@ -83,11 +91,18 @@ class Quantized(Mapping):
 
     The mapping is read-only (``w[key] = ...`` raises TypeError): the interventions change
     what a forward computes (``z_hooks``), never the weights.
+
+    ``matrix(key)`` gives a matrix that multiplies itself in bfloat16 (``packed``): a 4-bit one is
+    packed for PyTorch's int4 kernel once and kept (``packed_bytes``), and its pages of the file
+    are given back (``MADV_DONTNEED``: the page cache keeps them, the process no longer holds
+    them); any other is dequantized when it multiplies.
     """
 
     def __init__(self, path, sources: dict, undo: Callable, keep_bytes: int = 0):
         heap.tune()  # temporaries reused from the heap, large dequantized weights mapped
-        self.data = np.memmap(path, dtype=np.uint8, mode="c")
+        with open(path, "rb") as f:  # copy-on-write (MAP_PRIVATE): writable views, the file never changed
+            self._map = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_COPY)
+        self.data = np.frombuffer(self._map, dtype=np.uint8)
         self.sources, self.undo, self.keep_bytes = sources, undo, keep_bytes
         self._shapes = {}
         for t in dict.fromkeys(t for t, _ in sources.values()):  # each file tensor once, without its data
@@ -95,15 +110,20 @@ class Quantized(Mapping):
                 self._shapes[name] = tuple(w.shape)
         self.kept: dict[str, torch.Tensor] = {}
         self.kept_bytes = 0
+        self.packed: dict[str, packed.Int4Matrix | packed.Int8Matrix] = {}  # matrices packed (``matrix``), kept
         self._lock = threading.Lock()
 
     def __getitem__(self, key: str) -> torch.Tensor:
+        return self.read(key)
+
+    def read(self, key: str, keep: bool = True) -> torch.Tensor:
+        """Weight ``key`` (float32 where dequantized); ``keep``: kept dequantized while the budget allows."""
         kept = self.kept.get(key)
         if kept is not None:
             return kept
         t, part = self.sources[key]
         w = self.undo(t.name, self._rows(t, slice(None)).reshape(t.shape))[part][1].contiguous()
-        if t.kind not in FLOATS:  # stored floats are views of the file already
+        if keep and t.kind not in FLOATS:  # stored floats are views of the file already
             with self._lock:
                 if key not in self.kept and self.kept_bytes + w.nbytes <= self.keep_bytes:
                     self.kept[key] = w
@@ -132,33 +152,77 @@ class Quantized(Mapping):
         """Every weight as a tensor of its shape holding no data (``checks.decoder_weights`` reads shapes only)."""
         return {key: torch.empty(shape, device="meta") for key, shape in self._shapes.items()}
 
-    def rows(self, key: str, index) -> torch.Tensor:
+    def rows(self, key: str, index, keep: bool = True) -> torch.Tensor:
         """Rows ``index`` (a tensor of ids, or a slice) of the 2-D weight ``key``, dequantizing only those
-        where the file's rows are its rows (the embedding, the output matrix), else read whole."""
+        where the file's rows are its rows (the embedding, the output matrix), else read whole (and kept where
+        ``keep`` and the budget allow)."""
         t, _ = self.sources[key]
-        if key not in ROW_READ or self._shapes[key] != tuple(t.shape) or self._fits(key):
-            return self[key][index]
+        if key not in ROW_READ or self._shapes[key] != tuple(t.shape) or keep and self._fits(key):
+            return self.read(key, keep)[index]
         if isinstance(index, torch.Tensor):
             index = index.cpu().numpy()
         return self._rows(t, index)
+
+    def matrix(self, key: str) -> packed.Int4Matrix | packed.Int8Matrix | packed.Stored:
+        """Weight ``key`` as a matrix that multiplies rows in bfloat16: 4-bit blocks packed for the int4 kernel, Q8_0
+        and Q6_K as int8 values and scales (the first call packs them, later ones find them kept), any other type
+        dequantized when it multiplies."""
+        t, part = self.sources[key]
+        if not self.packs(key):
+            return packed.Stored(lambda: self.read(key, keep=False), self._shapes[key])
+        with self._lock:  # one thread packs a matrix; another waits for it
+            made = self.packed.get(key)
+            if made is None:
+                raw = torch.from_numpy(self._raw(t).reshape(t.shape[0], -1))  # (rows, bytes) of the file, no copy
+                rows = self.undo(t.name, raw)[part][1]  # W_q's and W_k's rows un-permuted, a fused matrix's part
+                kept = packed.Int4Matrix if packed.fits_int4(t.kind, self._shapes[key]) else packed.Int8Matrix
+                made = self.packed[key] = kept.of_blocks(rows.contiguous(), t.kind, t.shape[1])
+                if all(k in self.packed for k, (u, _) in self.sources.items() if u is t):
+                    self._drop(t)
+                heap.trim()
+        return made
+
+    def packs(self, key: str) -> bool:
+        """Whether weight ``key`` multiplies packed (``packed.fits``): for the int4 kernel, or as int8 values."""
+        t, _ = self.sources[key]
+        return len(t.shape) == 2 and packed.fits(t.kind, self._shapes[key])
+
+    @property
+    def packed_bytes(self) -> int:
+        """The bytes of the 4-bit matrices packed so far."""
+        return sum(m.nbytes for m in self.packed.values())
+
+    def _drop(self, t) -> None:
+        """Give back the process's pages of tensor ``t``'s bytes (whole pages only: a neighbour keeps its own)."""
+        page = mmap.PAGESIZE
+        start, end = -(-t.start // page) * page, (t.start + t.nbytes) // page * page
+        if end > start and hasattr(mmap, "MADV_DONTNEED"):
+            self._map.madvise(mmap.MADV_DONTNEED, start, end - start)
+
+    def _raw(self, t) -> np.ndarray:
+        """Tensor ``t``'s bytes in the mapped file; ValueError where the file ends before them."""
+        raw = self.data[t.start:t.start + t.nbytes]
+        if len(raw) != t.nbytes:
+            raise ValueError(f"the file is truncated within {t.name}")
+        return raw
 
     def _rows(self, t, index) -> torch.Tensor:
         """Rows ``index`` of tensor ``t`` (a 1-D tensor is one row): stored floats as views, else float32."""
         width = t.shape[-1] if t.shape else 1
         n = int(np.prod(t.shape[:-1], dtype=np.int64))
-        raw = self.data[t.start:t.start + t.nbytes]
-        if len(raw) != t.nbytes:
-            raise ValueError(f"the file is truncated within {t.name}")
-        raw = raw.reshape(n, -1)[index]
+        raw = self._raw(t).reshape(n, -1)[index]
         if t.kind in FLOATS:
             return torch.from_numpy(np.asarray(raw)).view(FLOATS[t.kind]).reshape(-1, width)
         return dequantize(np.ascontiguousarray(raw), t.kind, width)
 
 
 KEEP_SHARE = 0.5  # of the memory free once the file is mapped and a layer dequantized: kept dequantized at most
+# and never more than this: a model's peak RSS stays within its file + 1.5 GiB in float32 too (an 8 B file's grew by
+# 12.8 GiB, and by 8.5 GiB with 17 GB free); SmolLM2's 0.4 GiB of float32 matrices are all kept
+KEEP_MAX = 512 * 2**20
 
 
 def keep_budget(free: int | None, mapped: int, layer: int) -> int:
     """The bytes of dequantized tensors to keep: ``KEEP_SHARE`` of what is free beyond the mapped file and one
-    float32 layer (``free`` None, unknown: none kept)."""
-    return 0 if free is None else max(0, int(KEEP_SHARE * (free - mapped - layer)))
+    float32 layer, at most ``KEEP_MAX`` (``free`` None, unknown: none kept)."""
+    return 0 if free is None else min(KEEP_MAX, max(0, int(KEEP_SHARE * (free - mapped - layer))))

@@ -12,6 +12,11 @@ one layer's float32 copy at a time, never the whole model twice. ``logits`` read
 matrix that is not kept (often the tied embedding, the largest tensor) in slices for the same
 reason.
 
+With bfloat16 matmuls (``Upcast.matmul``, the config's dtype "bfloat16") the forward's matrices
+multiply the stored weights themselves (``matrix``, ``linear``): a bfloat16 folder's as mapped, x
+rounded to bfloat16, nothing converted and nothing kept; a GGUF's packed (``quantized.Quantized.matrix``).
+Every other read (``w[key]``: the shown layer's projections, attribution) is float32 as before.
+
 ``need_bytes`` is the memory a model folder needs to run: its weights on disk plus its
 largest layer in float32; ``check_memory`` refuses a folder that needs more than is free,
 before anything is mapped.
@@ -22,7 +27,7 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 import numpy as np
@@ -30,9 +35,9 @@ import torch
 import torch.nn.functional as F
 
 from ..errors import ConfigError
-from . import heap
+from . import heap, packed
 from .cache import parse_safetensors
-from .quantized import Quantized
+from .quantized import ROW_READ, Quantized
 
 ROWS = 8192  # rows of the output matrix converted at a time by ``logits``
 LAYER = re.compile(r"layers?\.(\d+)\.|\.h\.(\d+)\.|^h\.(\d+)\.")  # a weight's layer, in every family's names
@@ -59,10 +64,18 @@ class Upcast(Mapping):
     ``device`` in ``dtype`` is handed out as it is. A converted weight is kept (``kept``) while
     the converted weights kept so far fit in ``keep_bytes``; the next read hands the kept one
     out (the same values: the conversion is exact and done once).
+
+    ``matmul`` bfloat16 (on the CPU): the forward's matrices multiply in bfloat16 on the stored
+    weights themselves (``matrix``, ``linear``: a GGUF's 4-bit blocks packed for PyTorch's int4
+    kernel, a bfloat16 folder's tensors as mapped), with no float32 copy of the model; a weight
+    read as a tensor (``w[key]``: the shown layer's projections, attribution) is still
+    ``dtype``, exact. None: every matmul in ``dtype``.
     """
 
-    def __init__(self, stored: Mapping[str, torch.Tensor], device: str, dtype: torch.dtype, keep_bytes: int = 0):
+    def __init__(self, stored: Mapping[str, torch.Tensor], device: str, dtype: torch.dtype, keep_bytes: int = 0,
+                 matmul: torch.dtype | None = None):
         self.stored, self.device, self.dtype = stored, torch.device(device), dtype
+        self.matmul = None if matmul == dtype else matmul
         self.kept: dict[str, torch.Tensor] = {}
         self.keep_bytes = keep_bytes  # what is left of the budget for converted weights kept
 
@@ -95,14 +108,15 @@ class Upcast(Mapping):
         kept = self.kept.get(key)
         if kept is not None:
             return kept[index.to(kept.device)]
-        return stored_rows(self.stored, key, index).to(device=self.device, dtype=self.dtype)
+        return stored_rows(self.stored, key, index, self.matmul is None).to(device=self.device, dtype=self.dtype)
 
 
-def stored_rows(stored: Mapping[str, torch.Tensor], key: str, index) -> torch.Tensor:
+def stored_rows(stored: Mapping[str, torch.Tensor], key: str, index, keep: bool = True) -> torch.Tensor:
     """Rows ``index`` (ids or a slice) of stored weight ``key``; a mapping that reads its tensors on demand
-    (a GGUF's, ``quantized.Quantized``, which keeps what it dequantizes itself) reads only those rows."""
+    (a GGUF's, ``quantized.Quantized``, which keeps what it dequantizes itself where ``keep`` and its budget
+    allow) reads only those rows."""
     if hasattr(stored, "rows"):
-        return stored.rows(key, index)
+        return stored.rows(key, index, keep)
     matrix = stored[key]
     return matrix[index.to(matrix.device) if isinstance(index, torch.Tensor) else index]
 
@@ -119,17 +133,40 @@ def keep_budget() -> int:
     return 0 if free is None else int(free * KEEP_SHARE)
 
 
-def weights_on(stored: Mapping[str, torch.Tensor], device: str, dtype: torch.dtype) -> Mapping[str, torch.Tensor]:
+def weights_on(stored: Mapping[str, torch.Tensor], device: str, dtype: torch.dtype,
+               matmul: torch.dtype | None = None) -> Mapping[str, torch.Tensor]:
     """The weights as a forward on ``device`` in ``dtype`` reads them.
 
     On the CPU they are converted as each layer reads them (``Upcast``; no copy at all where
-    the stored dtype is already ``dtype``), and kept converted within ``keep_budget``. On a
-    GPU they are copied over once, converted, as moving every layer for every forward would
-    cost more than the forward.
+    the stored dtype is already ``dtype``), and kept converted within ``keep_budget``; with
+    ``matmul`` bfloat16 the forward multiplies the stored weights in bfloat16 and nothing
+    converted is kept. On a GPU they are copied over once, converted, as moving every layer
+    for every forward would cost more than the forward (``matmul`` is a CPU's: not read there).
     """
     if torch.device(device).type == "cpu":
-        return Upcast(stored, device, dtype, keep_budget())
+        fast = matmul is not None and matmul != dtype
+        return Upcast(stored, device, dtype, 0 if fast else keep_budget(), matmul=matmul)
     return {k: v.to(device=device, dtype=dtype) for k, v in stored.items()}
+
+
+def matrix(w: Mapping[str, torch.Tensor], key: str) -> Callable[[torch.Tensor], torch.Tensor] | None:
+    """Weight ``key`` as a matrix that multiplies rows itself (x Wᵀ, ``packed``) where ``w`` multiplies in bfloat16
+    on its stored weights (``Upcast.matmul``); None where the forward reads ``w[key]`` and multiplies in its dtype."""
+    if not isinstance(w, Upcast) or w.matmul is None:
+        return None
+    if isinstance(w.stored, Quantized):
+        return w.stored.matrix(key)
+    return packed.Stored(lambda: w.stored[key], tuple(w.stored[key].shape))
+
+
+def linear(x: torch.Tensor, w: Mapping[str, torch.Tensor], key: str, bias: torch.Tensor | None = None
+           ) -> torch.Tensor:
+    """``F.linear(x, w[key], bias)``; in bfloat16 on the stored weights where ``w`` multiplies so (``matrix``)."""
+    m = matrix(w, key)
+    if m is None:
+        return F.linear(x, w[key], bias)
+    out = m(x)
+    return out if bias is None else out + bias
 
 
 def rows(w: Mapping[str, torch.Tensor], key: str, index: torch.Tensor) -> torch.Tensor:
@@ -139,9 +176,13 @@ def rows(w: Mapping[str, torch.Tensor], key: str, index: torch.Tensor) -> torch.
 
 def logits(last: torch.Tensor, w: Mapping[str, torch.Tensor], key: str) -> torch.Tensor:
     """``F.linear(last, w[key])``; where ``w`` converts on reading and cannot keep the matrix, read ``ROWS``
-    rows at a time."""
+    rows at a time (with bfloat16 matmuls, a 4-bit GGUF matrix is packed instead and a folder's is multiplied as
+    stored: ``linear``)."""
     if not isinstance(w, Upcast):
         return F.linear(last, w[key])
+    if w.matmul is not None and not (isinstance(w.stored, Quantized) and key in ROW_READ
+                                     and not w.stored.packs(key)):
+        return linear(last, w, key)
     if key in w.kept:
         return F.linear(last, w[key])
     if isinstance(w.stored, Quantized):  # a GGUF's: read in slices (what it keeps dequantized, from that)
@@ -151,7 +192,9 @@ def logits(last: torch.Tensor, w: Mapping[str, torch.Tensor], key: str) -> torch
         if w.fits(matrix) or (matrix.dtype, matrix.device) == (w.dtype, w.device):
             return F.linear(last, w[key])
         n = matrix.shape[0]
-    return torch.cat([F.linear(last, stored_rows(w.stored, key, slice(i, i + ROWS)).to(device=w.device, dtype=w.dtype))
+    keep = w.matmul is None  # bfloat16 matmuls keep nothing dequantized
+    return torch.cat([F.linear(last, stored_rows(w.stored, key, slice(i, i + ROWS), keep).to(device=w.device,
+                                                                                              dtype=w.dtype))
                       for i in range(0, n, ROWS)], dim=-1)
 
 
