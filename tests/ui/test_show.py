@@ -20,6 +20,19 @@ import attn_gui
 from attn_gui.engine import UserError, compute
 
 
+@pytest.fixture(autouse=True)
+def _the_tests_application_runs_a_loop(qapp):
+    """pytest-qt's waits run this application's event loop, as a Qt program's would: ``show`` must return a live
+    window. In a whole run an earlier test's ``to_html`` may have made the application (marked ``MADE_HERE``, a
+    plain script's), and ``show`` then ran ``exec()`` until the window closed: the run hung in ``shown``."""
+    from attn_gui.render.offscreen import MADE_HERE
+
+    made = qapp.property(MADE_HERE)
+    qapp.setProperty(MADE_HERE, False)
+    yield
+    qapp.setProperty(MADE_HERE, made)
+
+
 @pytest.fixture
 def shown(qtbot, settings):
     window = attn_gui.show(sentence="When in doubt look intelligent", heads=2, causal=True, head=1)
