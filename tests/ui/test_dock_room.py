@@ -17,7 +17,7 @@ def main_control(window, name: str):
         return window.lessons.nextButton
     panels = {"walk": window.focus, "model-view": window.modelView, "kv-cache": window.kvCache.note,
               "interventions": window.interventions.struckLabel, "why": window.why.message,
-              "corpus": window.corpus.openButton, "train": window.train.start,
+              "corpus": window.corpus.openButton, "train": window.train.start, "circuit": window.circuit.runButton,
               "metrics": window.insight.docks["metrics"].widget().widget().table,
               "difference": window.insight.docks["difference"].widget().widget().pinButton,
               "rollout": window.insight.docks["rollout"].widget().widget(),
