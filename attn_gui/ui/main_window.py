@@ -692,6 +692,7 @@ class MainWindow(FileActions, QtWidgets.QMainWindow):
 
     def _raise_height(self, dock: QtWidgets.QDockWidget, wanted: int) -> None:
         wanted = min(wanted, round(self.height() * DOCK_MOST))
+        self.layout().activate()  # a resize asked before (a first start's fifth) applied: its height, not the old
         if dock.height() < wanted:
             self.resizeDocks([dock], [wanted], QtCore.Qt.Orientation.Vertical)
             self.layout().activate()

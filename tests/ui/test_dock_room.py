@@ -51,6 +51,23 @@ def test_each_dock_opens_tall_enough_for_its_main_control(window, qtbot, size):
                    for d in window.findChildren(QtWidgets.QDockWidget))  # a missed drag never undocks one
 
 
+def test_a_dock_asked_for_at_a_first_start_gets_its_room(qtbot, settings):
+    """``attn-gui --dock train`` on fresh settings: the first start's fifth of the height was applied after the
+    Train dock came in front, and its Start button was hidden again at 1366 x 768 (seen in a screenshot)."""
+    from attn_gui.present.state import ViewState
+    from attn_gui.ui.main_window import DOCK_OPEN_H, MainWindow
+
+    window = MainWindow(ViewState(), settings=settings)  # no saved window state: a first start
+    qtbot.addWidget(window)
+    window.resize(1366, 768)
+    window.show()
+    dock = window.show_dock("train", keep=True)  # as run_gui does for --dock, right after show()
+    qtbot.waitUntil(lambda: window.frame is not None and not window.canvas.busy, timeout=10000)
+    window.layout().activate()  # every resize asked so far applied: the height the person sees
+    assert dock.height() >= DOCK_OPEN_H
+    window.stop_workers()
+
+
 def test_random_weights_docks_say_they_need_a_decoder_and_draw_nothing(window):
     window.show_dock("kv-cache")
     kv = window.kvCache
