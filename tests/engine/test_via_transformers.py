@@ -51,6 +51,28 @@ def outside(request, tmp_path_factory):
     return request.param, str(folder), outside_folder(request.param, folder)
 
 
+def _attention(hf, kind: str) -> torch.nn.Module:
+    return hf.model.layers[0].self_attn if kind == "stablelm" else hf.transformer.h[0].self_attention
+
+
+def _on_interface(hf) -> bool:
+    """Whether the model's file runs transformers' attention interface (StableLM; Falcon from transformers 5.25):
+    its eager function then receives q and k after RoPE, which the engine's capture reads too."""
+    return hasattr(sys.modules[type(hf).__module__], "eager_attention_forward")
+
+
+def _expected_uncaptured(kind: str, hf) -> tuple[str, ...]:
+    """What no hook of the engine can see, by what transformers' Falcon offers: before 5.25 it splits its fused
+    query_key_value with ``_split_heads`` (hooked: q, k before RoPE) and runs its own attention (q, k after RoPE
+    unseen); from 5.25 it splits inline (q, k before RoPE unseen) and runs the interface (q, k after RoPE seen)."""
+    if kind == "falcon":
+        split = callable(getattr(_attention(hf, kind), "_split_heads", None))
+        missing = ("q", "k") if split else ("q_unrotated", "k_unrotated")
+        assert split != _on_interface(hf)  # one of the two paths, as in 5.24 or 5.25
+        return missing + ("scores", "scaled")
+    return ("scores", "scaled")
+
+
 def _peer_steps(kind: str, hf, ids: torch.Tensor, monkeypatch):
     """transformers' own run with hooks written here: each layer's X, Q, K, V (before RoPE), Z and output (and
     StableLM's Q and K after RoPE, as its eager attention function receives them), with the attentions and the
@@ -78,8 +100,8 @@ def _peer_steps(kind: str, hf, ids: torch.Tensor, monkeypatch):
             handles.append(attn.query_key_value.register_forward_hook(fused))
     try:
         with torch.no_grad(), monkeypatch.context() as patch:
-            if kind == "stablelm":  # the eager function stablelm's attention calls, recording what it is given
-                module = sys.modules[type(layers[0].self_attn).__module__]
+            if _on_interface(hf):  # the eager function the attention calls, recording what it is given
+                module = sys.modules[type(_attention(hf, kind)).__module__]
                 eager = module.eager_attention_forward
 
                 def recording(m, query, key, *args, **kwargs):
@@ -103,14 +125,17 @@ def test_every_layer_shows_transformers_alpha_and_the_hooks_values(outside, monk
         r = compute(cfg.replace(layer=layer))
         assert torch.allclose(r.weights, out.attentions[layer][0], atol=1e-5, rtol=0), layer
         assert torch.allclose(r.layer_weights, torch.stack([a[0] for a in out.attentions]), atol=1e-5, rtol=0)
-        assert ("q" in peer[layer]) == (kind == "stablelm")  # the recording eager function was called
-        for name, value in peer[layer].items():
+        assert ("q" in peer[layer]) == _on_interface(hf)  # the recording eager function was called
+        # what no hook sees is None and named, never a None that crashes a view: the scores, and q and k on one
+        # side of RoPE where transformers' Falcon gives no module to hook (which side: its version)
+        assert r.not_captured == _expected_uncaptured(kind, hf)
+        assert all(getattr(r, name) is None for name in r.not_captured)
+        shown = {name: value for name, value in peer[layer].items() if name not in r.not_captured}
+        assert {"x", "v", "concat", "output"} <= set(shown) and len(shown) >= 6
+        for name, value in shown.items():
             assert torch.allclose(getattr(r, name), value, atol=1e-6, rtol=0), (layer, name)
         T = r.seq_len
         assert torch.equal(r.head_outputs, r.concat.view(T, 4, 8).transpose(0, 1))  # Z per head, as concatenated
-        # what no hook sees is None and named: the scores; Falcon (off the attention interface) q and k after RoPE
-        assert r.not_captured == (("q", "k") if kind == "falcon" else ()) + ("scores", "scaled")
-        assert all(getattr(r, name) is None for name in r.not_captured)
     top5_equals_transformers(cfg, out.logits[0, -1], WORDS)
 
 

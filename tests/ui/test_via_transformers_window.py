@@ -1,19 +1,21 @@
-"""A StableLM folder (a model_type outside the table) opened in the window: transformers' α in the maps, the
+"""A StableLM or Falcon folder (a model_type outside the table) opened in the window: transformers' α in the maps, the
 steps no hook sees titled "not captured", and the status bar saying the model is read through transformers."""
 
 import sys
 from pathlib import Path
 
 import numpy as np
+import pytest
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "engine"))
 from test_via_transformers import SENTENCE, outside_folder  # noqa: E402  (tests/engine/)
 
 
-def test_a_stablelm_folder_opens_through_transformers(window, qtbot, tmp_path):
-    folder = tmp_path / "stablelm"
-    hf = outside_folder("stablelm", folder)
+@pytest.mark.parametrize("kind", ["stablelm", "falcon"])
+def test_a_folder_outside_the_table_opens_through_transformers(kind, window, qtbot, tmp_path):
+    folder = tmp_path / kind
+    hf = outside_folder(kind, folder)
     window.edit_config({"sentence": SENTENCE})
     assert window.open_model(str(folder))
     qtbot.waitUntil(lambda: window.frame.result.config.model == str(folder), timeout=30000)
@@ -23,8 +25,11 @@ def test_a_stablelm_folder_opens_through_transformers(window, qtbot, tmp_path):
     view = window.canvas.item_of("weights:0")
     np.testing.assert_allclose(view.image.image, out.attentions[0][0, 0].numpy(), atol=1e-5)
     assert "read through transformers" in window.statusLabel.text()
-    for name in ("scaled:0", "scores:0"):  # no hook sees them: their maps say so, with no number
-        data = window.canvas.item_of(name).data
-        assert "not captured for stablelm through transformers" in data.title
-        assert np.isnan(data.matrix).all()
+    window.focus_on(None)  # every map: those no hook sees say so, with no number (Falcon's q, k on one side of RoPE)
+    qtbot.waitUntil(lambda: window.canvas.item_of("scores:0") is not None, timeout=30000)
+    assert {"scores", "scaled"} <= set(r.not_captured)
+    for step in r.not_captured:
+        item = window.canvas.item_of(f"{step}:0")
+        assert f"not captured for {kind} through transformers" in item.data.title
+        assert np.isnan(item.data.matrix).all()
     window.focus.show_walk(r, 1, 0)  # following a token: the walk says what it lacks instead of numbers

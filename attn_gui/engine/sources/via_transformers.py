@@ -11,7 +11,8 @@ projections' outputs are q and k before the rotation. A model written on transfo
 interface (its file defines ``eager_attention_forward``) runs its own eager function through a
 wrapper registered as ``attn_gui_capture`` (with the eager mask), which also reads the q and k that
 function receives: after the rotation and any norm. What no hook reaches (the scores, inside the
-eager function; q and k after RoPE in an older model such as Falcon) the result names in
+eager function; q and k after RoPE in a model off the interface, such as Falcon before transformers 5.25; q and k
+before RoPE where a fused projection is split inline, as Falcon's is from 5.25 on) the result names in
 ``not_captured`` and the window says so in its maps' titles. Nothing here computes a step itself.
 
 transformers is an optional extra (``pip install attn-gui[transformers]``); without it,
@@ -130,6 +131,9 @@ def _capture(module, query, key, value, attention_mask, **kwargs):
     into = _INTO.get(id(module))
     if into is not None:
         into["q"], into["k"] = query[0], key[0]  # (h, T, d_k), (g, T, d_k)
+        # V as the module hands it over (before repeat_kv): a fused projection the hooks cannot split (Falcon
+        # since transformers 5.25 splits query_key_value inline, without _split_heads) still shows its V
+        into.setdefault("v", value[0])
     return _eager(module)(module, query, key, value, attention_mask, **kwargs)
 
 
