@@ -15,7 +15,7 @@ def test_a_stablelm_folder_opens_through_transformers(window, qtbot, tmp_path):
     folder = tmp_path / "stablelm"
     hf = outside_folder("stablelm", folder)
     window.edit_config({"sentence": SENTENCE})
-    assert window.open_model(str(folder))
+    assert window.files.open_model(str(folder))
     qtbot.waitUntil(lambda: window.frame.result.config.model == str(folder), timeout=30000)
     r = window.frame.result
     with torch.no_grad():
