@@ -101,7 +101,8 @@ class MainWindow(QtWidgets.QMainWindow):
 
         self.docks = DockHost(self, self.settings, Requests(
             state=lambda: self._state, frame=lambda: self.frame, edit_config=self.edit_config,
-            set_state=self._lesson_state, head_picked=self._on_head_picked, open_example=self.open_example))
+            set_state=self._lesson_state, head_picked=self._on_head_picked, open_example=self.open_example,
+            canvas=self.canvas))
         self.focus, self.focusDock = self.docks.panels["walk"], self.docks.docks["walk"]  # the maps' own views
         self.modelView, self.modelDock = self.docks.panels["model-view"], self.docks.docks["model-view"]
         self._before_lesson: ViewState | None = None  # the person's own state, saved instead of a lesson's
@@ -328,8 +329,6 @@ class MainWindow(QtWidgets.QMainWindow):
     def show_dock(self, name: str, keep: bool = False) -> QtWidgets.QDockWidget:
         """Bring dock ``name`` (a row of ``present.docks.DOCK_ROWS``) in front; with ``keep`` (the command
         line's ``--dock``) it stays in front when the first model frame comes (the model view would)."""
-        if name == "lessons":
-            self.open_lessons()
         return self.docks.show_dock(name, keep)
 
     @property
@@ -343,27 +342,7 @@ class MainWindow(QtWidgets.QMainWindow):
 
     def open_lessons(self, name: str | None = None, step: int | None = None) -> LessonsPanel:
         """Show the Lessons dock (made on first use), at ``name`` and ``step`` or where the learner left off."""
-        lessons, made = self.docks.make_lazy("lessons")
-        dock = self.docks.docks["lessons"]
-        if made:
-            lessons.marksChanged.connect(self.canvas.set_marks)
-            dock.visibilityChanged.connect(self._lessons_closed)
-            self.canvas.cellClicked.connect(lessons.cell_clicked)  # a click on the question's row answers it
-            lessons.follow(self._state)
-            if self.frame is not None:
-                lessons.show_frame(self.frame, self._state)
-        self.docks.show_dock("lessons")
-        if not self.docks.settled:  # asked for at the start (attn-gui lesson): no first frame puts another in front
-            self.docks.asked = dock
-        note = lessons.resume(name, step)
-        if note:
-            self.statusBar().showMessage(f"⚠ {note}", 20000)
-        return lessons
-
-    def _lessons_closed(self, visible: bool) -> None:
-        """Closed (not behind another tab, nor the window closing), the lesson leaves no outline on the maps."""
-        if not visible and self.isVisible() and self.lessonsDock is not None and self.lessonsDock.isHidden():
-            self.canvas.set_marks({})
+        return self.docks.open_lessons(name, step)
 
     def _lesson_state(self, state: ViewState) -> None:
         """A lesson's state: shown; the person's own, from before the lesson, is what closing the window saves

@@ -39,6 +39,7 @@ class Requests:
     set_state: Callable[[ViewState], None]  # stateRequested (a lesson's state)
     head_picked: Callable[[Any, int], None]  # headPicked: (layer or None, head)
     open_example: Callable[..., None]  # the Corpus dock's example
+    canvas: Any  # the maps (render.canvas.Canvas): a lesson's outlines (set_marks) and the cells clicked
 
 
 class DockHost(QtCore.QObject):
@@ -188,12 +189,41 @@ class DockHost(QtCore.QObject):
     def show_dock(self, name: str, keep: bool = False) -> QtWidgets.QDockWidget:
         """Bring dock ``name`` in front; with ``keep`` (the command line's ``--dock``) it stays in front when
         the first model frame comes (the model view would)."""
+        if name == "lessons":
+            self.open_lessons()
         dock = self.docks[name]
         dock.show()
         dock.raise_()
         if keep:
             self.asked = dock
         return dock
+
+    def open_lessons(self, name: str | None = None, step: int | None = None) -> Any:
+        """Show the Lessons dock (made on first use), at ``name`` and ``step`` or where the learner left off."""
+        lessons, made = self.make_lazy("lessons")
+        dock, canvas = self.docks["lessons"], self.requests.canvas
+        if made:
+            lessons.marksChanged.connect(canvas.set_marks)
+            dock.visibilityChanged.connect(self._lessons_closed)
+            canvas.cellClicked.connect(lessons.cell_clicked)  # a click on the question's row answers it
+            lessons.follow(self.requests.state())
+            frame = self.requests.frame()
+            if frame is not None:
+                lessons.show_frame(frame, self.requests.state())
+        dock.show()
+        dock.raise_()
+        if not self.settled:  # asked for at the start (attn-gui lesson): no first frame puts another in front
+            self.asked = dock
+        note = lessons.resume(name, step)
+        if note:
+            self.window.statusBar().showMessage(f"⚠ {note}", 20000)
+        return lessons
+
+    def _lessons_closed(self, visible: bool) -> None:
+        """Closed (not behind another tab, nor the window closing), the lesson leaves no outline on the maps."""
+        dock = self.docks["lessons"]
+        if not visible and self.window.isVisible() and dock.isHidden():
+            self.requests.canvas.set_marks({})
 
     def settle(self) -> None:
         """The first frame is drawn: the docks are the person's from here on."""
