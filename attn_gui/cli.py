@@ -205,13 +205,14 @@ def build_parser() -> argparse.ArgumentParser:
     gui = sub.add_parser("gui", help="open the window (the default)")
     gui.add_argument("--head", type=int, metavar="N", help="the head to show first, counted from 1 (default 1)")
     from .engine import FIELDS
-    from .present.state import DOCKS
+    from .present.docks import DOCK_ROWS
 
     view = gui.add_argument_group("what the window shows first (for slides and tests)")
     view.add_argument("--focus", choices=list(FIELDS), metavar="MAP",
                       help="the map shown large, e.g. weights (alpha, the default), scores, rope_angles")
     view.add_argument("--all-maps", action="store_true", help="every map in data-flow order instead of one large")
-    view.add_argument("--dock", choices=list(DOCKS), metavar="NAME", help="the dock in front: " + ", ".join(DOCKS))
+    view.add_argument("--dock", choices=[r.name for r in DOCK_ROWS], metavar="NAME",
+                      help="the dock in front: " + ", ".join(r.name for r in DOCK_ROWS))
     view.add_argument("--geometry", type=_geometry, metavar="WxH", help="the window's size in pixels, e.g. 1366x768")
     view.add_argument("--colour-scale", type=_scale, action="append", metavar="MAP=MODE",
                       help="a map's colour scale: auto, fixed (0 to 1), max (0 to the map's max) or row (each row "

@@ -138,7 +138,7 @@ import time
 def run():  # as run_gui: the window is a local, deleted when exec returns
     window = open_window(settings=Settings(Path(sys.argv[1]), memory_only=True))
     window.show()
-    window.generator.start("step", lambda: time.sleep(1.0))  # a Generate step in progress, as reported
+    window.generation.runner.start("step", lambda: time.sleep(1.0))  # a Generate step in progress, as reported
     QtCore.QTimer.singleShot(200, app.quit)  # quit with the window open, its threads running
     return app.exec()
 

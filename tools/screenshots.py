@@ -321,14 +321,14 @@ def _settle(app, ready: Callable[[], bool], seconds: float = 0.5, timeout: float
 
 def _shift(window, app, work):
     """The difference dock's "Pin, then shift one position": Δω of RoPE after the sentence moved on."""
-    panel = window.insight.difference
+    panel = window.docks.panels["difference"]
     panel.shiftButton.click()
     _settle(app, lambda: window.frame.result.config.position_offset == 1 and "moved from" in panel.message.text())
 
 
 def _why(window, app, work, then: Callable | None = None):
     """The Why dock explains " Paris" (then ``then``)."""
-    panel = window.why
+    panel = window.docks.panels["why"]
     _settle(app, lambda: not panel.busy, timeout=600)
     panel.tokenBox.setText(" Paris")
     panel.explain()
@@ -358,17 +358,17 @@ def _why_model_view(window, app, work):
 
 def _effects(window, app, work):
     """The Interventions dock's "Effect of every head", to 100 %; the picture is the dock alone."""
-    panel = window.interventions
+    panel = window.docks.panels["interventions"]
     done = []
     panel.gridDone.connect(lambda: done.append(True))
     panel.effectButton.click()
     _settle(app, lambda: bool(done), timeout=900)
-    return window.interventionsDock.widget()  # its contents, without the title bar
+    return window.docks.docks["interventions"].widget()  # its contents, without the title bar
 
 
 def _train(steps: int, positions: str = "rope"):
     def act(window, app, work):
-        panel = window.train
+        panel = window.docks.panels["train"]
         panel.positions.setCurrentIndex(panel.positions.findData(positions))
         panel.target.setValue(steps)
         panel.start.click()
@@ -396,7 +396,7 @@ def _census(work: Path) -> Path:
 
 def _corpus(statistic: str, layer: int, head: int):
     def act(window, app, work):
-        panel = window.corpus
+        panel = window.docks.panels["corpus"]
         panel.load(_census(work))
         panel.statistic.setCurrentText(statistic)
         panel.pick(layer, head)
@@ -611,7 +611,7 @@ def _circuit_edge(path: Path, work: Path) -> None:
         raise RuntimeError("screenshots: attn-gui train failed")
 
     def act(window, app, work):
-        panel = window.circuit
+        panel = window.docks.panels["circuit"]
         panel.taskBox.setEditText("induction")
         panel.methodBox.setCurrentText("eap-ig")
         panel.run()

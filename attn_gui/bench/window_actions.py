@@ -271,7 +271,7 @@ def measure_decoder_window(rounds: int = 3) -> dict[str, list[float]]:
             out["layer_ms"].append(seconds * 1e3)
             out["layer_stall_ms"].append(ticks.worst_ms())
             with _Ticks() as ticks:
-                seconds = h.wait_frame(lambda: h.win.generate(1))
+                seconds = h.wait_frame(lambda: h.win.generation.generate(1))
             out["generate_ms"].append(seconds * 1e3)
             out["generate_stall_ms"].append(ticks.worst_ms())
     finally:
@@ -283,7 +283,7 @@ def measure_training_stall(seconds: float) -> tuple[float, float, int]:
     """The GUI thread's longest stalls (5 ms ticks) while the Train dock trains for ``seconds``
     (Start, then Pause): in the first 2 s (the worker's first steps and probe), after them, and
     the steps made."""
-    from attn_gui.ui.train_panel import TrainPanel
+    from attn_gui.ui.docks.train import TrainPanel
 
     app = _app()
     panel = TrainPanel()

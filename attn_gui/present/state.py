@@ -12,12 +12,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..engine import FIELDS, AttentionConfig, AttentionResult, ConfigError, UserError, model_spec
+from .docks import DOCK_ROWS
 from .scales import scale_choices
 
 DEFAULT_TOKEN = 1  # the tutorials follow x_2 "in"
-# the docks a person can open from the command line (``attn-gui --dock NAME``), as the View menu names them
-DOCKS = ("walk", "model-view", "metrics", "difference", "rollout", "why-scaling", "kv-cache", "interventions", "why",
-         "circuit", "corpus", "train", "lessons")
+# the docks a person can open from the command line (``attn-gui --dock NAME``): the dock table's names
+DOCKS = tuple(row.name for row in DOCK_ROWS)
 
 # Qt lays out a paragraph as a whole: past these lengths every keystroke in the sentence
 # box costs over 100 ms (measured with QPlainTextEdit: 50,000 word characters about 12 ms,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 from pathlib import Path
+from typing import Any
 
 from PySide6 import QtCore, QtWidgets
 
@@ -18,19 +19,26 @@ from ..present.session import load_session, save_session
 
 
 class FileActions:
-    """Sessions and Export all, for ``MainWindow`` (which provides state, settings and layout)."""
+    """Sessions, models and exports of ``window`` (a ``MainWindow``: its state, settings, layout and frame).
+
+    The window holds it as ``window.files``; the File menu's actions call it.
+    """
+
+    def __init__(self, window: Any):
+        self.window = window
+        self.modelsDialog: QtWidgets.QDialog | None = None  # File → Open model…'s list, while open
 
     def _layout_savers(self) -> dict:
-        return {"geometry": (self.saveGeometry, self.restoreGeometry),
-                "window_state": (self.saveState, self.restoreState),
-                "splitter": (self.splitter.saveState, self.splitter.restoreState)}
+        return {"geometry": (self.window.saveGeometry, self.window.restoreGeometry),
+                "window_state": (self.window.saveState, self.window.restoreState),
+                "splitter": (self.window.splitter.saveState, self.window.splitter.restoreState)}
 
     def save_session(self, path: str) -> None:
         """Save the view state and the window layout to ``path`` (WriteError if it cannot)."""
         layout = {key: bytes(save().toBase64()).decode("ascii") for key, (save, _) in self._layout_savers().items()}
-        save_session(path, self.state, layout)
+        save_session(path, self.window.state, layout)
         self._remember_session(path)
-        self.statusBar().showMessage(f"Saved session to {path}", 6000)
+        self.window.statusBar().showMessage(f"Saved session to {path}", 6000)
 
     def open_session(self, path: str) -> bool:
         """Load ``path``; on any problem say why in a dialog and change nothing."""
@@ -38,41 +46,42 @@ class FileActions:
             state, layout = load_session(path)
             check_tokens_now(state.config)  # a model not yet loaded: the worker checks
         except (OSError, ValueError) as exc:
-            QtWidgets.QMessageBox.warning(self, "Cannot open session", f"{path}\n\n{exc}")
+            QtWidgets.QMessageBox.warning(self.window, "Cannot open session", f"{path}\n\n{exc}")
             return False
         for key, (_, restore) in self._layout_savers().items():
             if key in layout:
                 restore(QtCore.QByteArray.fromBase64(layout[key].encode("ascii")))
-        self.set_state(state)
+        self.window.set_state(state)
         self._remember_session(path)
         return True
 
     def _remember_session(self, path: str) -> None:
-        self.settings.add_recent_session(str(path))
-        self.settings.set("session_dir", str(Path(path).parent))
+        self.window.settings.add_recent_session(str(path))
+        self.window.settings.set("session_dir", str(Path(path).parent))
 
     def save_session_dialog(self) -> None:
-        start = str(Path(self.settings.get("session_dir") or ".") / "attention-session.json")
-        path, _ = QtWidgets.QFileDialog.getSaveFileName(self, "Save session", start,
+        start = str(Path(self.window.settings.get("session_dir") or ".") / "attention-session.json")
+        path, _ = QtWidgets.QFileDialog.getSaveFileName(self.window, "Save session", start,
                                                         "Attention Explorer session (*.json)")
         if not path:
             return
         try:
             self.save_session(path)
         except UserError as exc:
-            QtWidgets.QMessageBox.warning(self, "Cannot save session", f"{path}\n\n{exc}")
+            QtWidgets.QMessageBox.warning(self.window, "Cannot save session", f"{path}\n\n{exc}")
 
     def open_session_dialog(self) -> None:
         path, _ = QtWidgets.QFileDialog.getOpenFileName(
-            self, "Open session", self.settings.get("session_dir"), "Attention Explorer session (*.json)")
+            self.window, "Open session", self.window.settings.get("session_dir"),
+            "Attention Explorer session (*.json)")
         if path:
             self.open_session(path)
 
     def fill_recent(self) -> None:
-        _fill(self.menus.recent_sessions, self.settings.recent("sessions"), self.open_session)
+        _fill(self.window.menus.recent_sessions, self.window.settings.recent("sessions"), self.open_session)
 
     def fill_recent_models(self) -> None:
-        _fill(self.menus.recent_models, self.settings.recent("models"), self.open_model)
+        _fill(self.window.menus.recent_models, self.window.settings.recent("models"), self.open_model)
 
     def open_model(self, path: str) -> bool:
         """Show the model at ``path`` from its first layer; on any problem say why in a dialog and change nothing.
@@ -87,17 +96,17 @@ class FileActions:
         try:
             spec = model_spec(path)  # config.json or the header only: a wrong model is refused before anything changes
             probe = probe_sentence(path)  # a checkpoint of attn-gui train opens on its task's probe
-            config = self.state.config.replace(model=path, layer=0, ablate=(),
+            config = self.window.state.config.replace(model=path, layer=0, ablate=(),
                                                **({"sentence": probe} if probe else {}))
             check_tokens_now(config)  # a model in memory: the sentence must give it tokens (else its worker checks)
             model_whole(path)  # its weights and tokenizer too: a model refused later never becomes the config
         except (UserError, KeyError) as exc:
-            QtWidgets.QMessageBox.warning(self, "Cannot open model", f"{path}\n\n{exc}")
+            QtWidgets.QMessageBox.warning(self.window, "Cannot open model", f"{path}\n\n{exc}")
             return False
-        self.set_state(self.state.replace(config=config))
-        self.settings.add_recent("models", str(path))
-        self.settings.set("model_dir", str(Path(path).parent))
-        self.statusBar().showMessage(f"Opened {spec.label} from {path}", 8000)
+        self.window.set_state(self.window.state.replace(config=config))
+        self.window.settings.add_recent("models", str(path))
+        self.window.settings.set("model_dir", str(Path(path).parent))
+        self.window.statusBar().showMessage(f"Opened {spec.label} from {path}", 8000)
         return True
 
     def open_listed_model_dialog(self) -> None:
@@ -105,7 +114,7 @@ class FileActions:
         ``open_model`` opens it, and the list stays open when it is refused."""
         from .models_dialog import ModelsDialog
 
-        dialog = ModelsDialog(self)
+        dialog = ModelsDialog(self.window)
         dialog.setAttribute(QtCore.Qt.WidgetAttribute.WA_DeleteOnClose)
         dialog.chosen.connect(lambda path: self.open_model(path) and dialog.accept())
         dialog.folderRequested.connect(lambda: (dialog.reject(), self.open_model_dialog()))
@@ -115,13 +124,14 @@ class FileActions:
 
     def open_model_dialog(self) -> None:
         path = QtWidgets.QFileDialog.getExistingDirectory(
-            self, "Open a model folder (config.json, *.safetensors, tokenizer.json)", self.settings.get("model_dir"))
+            self.window, "Open a model folder (config.json, *.safetensors, tokenizer.json)",
+            self.window.settings.get("model_dir"))
         if path:
             self.open_model(path)
 
     def open_gguf_dialog(self) -> None:
         path, _ = QtWidgets.QFileDialog.getOpenFileName(
-            self, "Open a GGUF model file", self.settings.get("model_dir"), "GGUF model (*.gguf)")
+            self.window, "Open a GGUF model file", self.window.settings.get("model_dir"), "GGUF model (*.gguf)")
         if path:
             self.open_model(path)
 
@@ -133,15 +143,15 @@ class FileActions:
         that holds other files asks before writing among them, and so does an export
         estimated larger than 1 GiB or longer than a minute (``confirmed`` skips that question).
         """
-        if self.frame is None:
+        if self.window.frame is None:
             return None
         asked = folder is None
         if asked:
             folder = QtWidgets.QFileDialog.getExistingDirectory(
-                self, "Export all maps and tensors into…", self.settings.get("export_dir"))
+                self.window, "Export all maps and tensors into…", self.window.settings.get("export_dir"))
             if not folder:
                 return None
-        progress = QtWidgets.QProgressDialog("Exporting…", "Cancel", 0, 100, self)
+        progress = QtWidgets.QProgressDialog("Exporting…", "Cancel", 0, 100, self.window)
         progress.setObjectName("exportProgress")
         progress.setMinimumDuration(400)
         progress.setWindowModality(QtCore.Qt.WindowModality.WindowModal)
@@ -151,7 +161,7 @@ class FileActions:
             progress.setValue(done)  # modal: lets the Cancel button be pressed
 
         try:
-            written = export_all(self.frame, folder, figure=self.canvas, progress=report,
+            written = export_all(self.window.frame, folder, figure=self.window.canvas, progress=report,
                                  cancel=progress.wasCanceled, overwrite=overwrite,
                                  confirm_over=None if confirmed else bundle.CONFIRM_BYTES,
                                  confirm_seconds=None if confirmed else bundle.CONFIRM_SECONDS)
@@ -159,30 +169,30 @@ class FileActions:
             progress.close()
             about = f"about {human(exc.need)} in about {duration(exc.seconds)}"
             if QtWidgets.QMessageBox.question(
-                    self, "Large export", f"This export would write {about} into {folder}.\n\n"
+                    self.window, "Large export", f"This export would write {about} into {folder}.\n\n"
                                           f"Write it?") == QtWidgets.QMessageBox.StandardButton.Yes:
                 return self.export_all(folder, overwrite=overwrite, confirmed=True)
-            self.statusBar().showMessage(f"Export not written: {about} (nothing was written)", 8000)
+            self.window.statusBar().showMessage(f"Export not written: {about} (nothing was written)", 8000)
             return None
         except FolderInUse as exc:
             progress.close()
             if asked and QtWidgets.QMessageBox.question(
-                    self, "Folder not empty", f"{exc}\n\nWrite the export among these files? (They are kept.)"
+                    self.window, "Folder not empty", f"{exc}\n\nWrite the export among these files? (They are kept.)"
             ) == QtWidgets.QMessageBox.StandardButton.Yes:
                 return self.export_all(folder, overwrite=True)
-            self.statusBar().showMessage(f"Export refused: {exc}", 8000)
+            self.window.statusBar().showMessage(f"Export refused: {exc}", 8000)
             return None
         except Cancelled as exc:
-            self.statusBar().showMessage(f"{str(exc).capitalize()}", 8000)
+            self.window.statusBar().showMessage(f"{str(exc).capitalize()}", 8000)
             return None
         except UserError as exc:
-            QtWidgets.QMessageBox.warning(self, "Export failed", str(exc))
+            QtWidgets.QMessageBox.warning(self.window, "Export failed", str(exc))
             return None
         finally:
             progress.close()
             progress.deleteLater()  # one dialog per export, not one kept per export
-        self.settings.set("export_dir", str(folder))
-        self.statusBar().showMessage(f"Exported {len(written)} files to {folder}", 8000)
+        self.window.settings.set("export_dir", str(folder))
+        self.window.statusBar().showMessage(f"Exported {len(written)} files to {folder}", 8000)
         return written
 
     def export_page(self, path: str | None = None, confirmed: bool = False) -> Path | None:
@@ -191,32 +201,32 @@ class FileActions:
         The page shows what the window shows: its head, followed token, hidden tokens and
         colour scales; a problem is said in a dialog and nothing is written.
         """
-        if self.frame is None:
+        if self.window.frame is None:
             return None
         if path is None:
-            start = str(Path(self.settings.get("export_dir") or ".") / "attention.html")
-            path, _ = QtWidgets.QFileDialog.getSaveFileName(self, "Export page", start, "HTML page (*.html)")
+            start = str(Path(self.window.settings.get("export_dir") or ".") / "attention.html")
+            path, _ = QtWidgets.QFileDialog.getSaveFileName(self.window, "Export page", start, "HTML page (*.html)")
             if not path:
                 return None
-        state = self.state
+        state = self.window.state
         try:
             with _busy():
                 written = page.export_page(
-                    self.frame, path, state.head, state.token, state.hide_special, state.scales, state.focus,
+                    self.window.frame, path, state.head, state.token, state.hide_special, state.scales, state.focus,
                     confirm_over=None if confirmed else bundle.CONFIRM_BYTES,
                     confirm_seconds=None if confirmed else bundle.CONFIRM_SECONDS)
         except ExportTooLarge as exc:
             about = f"about {human(exc.need)} in about {duration(exc.seconds)}"
-            if QtWidgets.QMessageBox.question(self, "Large page", f"This page would take {about}.\n\nWrite it?"
+            if QtWidgets.QMessageBox.question(self.window, "Large page", f"This page would take {about}.\n\nWrite it?"
                                               ) == QtWidgets.QMessageBox.StandardButton.Yes:
                 return self.export_page(path, confirmed=True)
-            self.statusBar().showMessage(f"Page not written: {about}", 8000)
+            self.window.statusBar().showMessage(f"Page not written: {about}", 8000)
             return None
         except UserError as exc:
-            QtWidgets.QMessageBox.warning(self, "Export failed", f"{path}\n\n{exc}")
+            QtWidgets.QMessageBox.warning(self.window, "Export failed", f"{path}\n\n{exc}")
             return None
-        self.settings.set("export_dir", str(Path(path).parent))
-        self.statusBar().showMessage(f"Exported the page to {path}", 8000)
+        self.window.settings.set("export_dir", str(Path(path).parent))
+        self.window.statusBar().showMessage(f"Exported the page to {path}", 8000)
         return written
 
 

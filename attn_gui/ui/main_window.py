@@ -18,37 +18,26 @@ from PySide6 import QtCore, QtGui, QtWidgets
 from ..engine import (AttentionConfig, UserError, check_tokens_now, model_spec, preset, toggle_head, tokens_for,
                       unknown_note)
 from ..present.frame import Frame, held_text
-from ..present.generation import GenerationStep, generate_step
 from ..present.maps import special_tokens
 from ..present.frame import DISPLAY_MAX
 from ..present.runner import Failure, is_partial
 from ..present.state import ViewState, carry_layer, check_window_text
 from ..render.canvas import Pipeline
 from ..render.collector import collect_on_gui_thread
-from ..render.model_view import ModelView
 from . import map_menu
 from .busy import StaleCover
-from .dock_scroll import DockScroll
 from .controls import ControlPanel
+from .docks.host import DockHost, Requests
+from .docks.lessons import LessonsPanel
 from .file_actions import FileActions
-from .insight import InsightDocks
 from .sight import in_sight
-from .corpus_panel import CorpusPanel
-from .circuit_panel import CircuitPanel
-from .interventions_panel import InterventionsPanel
-from .why_panel import WhyPanel
-from .kv_cache_panel import KVCachePanel
-from .lessons_panel import LessonsPanel
 from .menus import build_menus
 from .settings import Settings
-from .token_focus import TokenFocus
-from .train_panel import TrainPanel
-from .worker import ComputeService, TaskThread
+from .generation import Generation
+from .worker import ComputeService
 
 
 MODEL_READERS = ("gguf.quants", "safetensors.torch")  # what a model's first open imports (the models extra)
-DOCK_OPEN_H = 250  # a dock brought in front is at least this tall: its main control in view at 1366 x 768
-DOCK_MOST = 0.45  # ... and at most this share of the window's height, so that the maps keep theirs
 # the handle between the maps and the docks: 1 px was missed, and the drag caught the dock's title bar instead
 SEPARATOR_STYLE = ("QMainWindow::separator { background: #dcdce4; width: 7px; height: 7px; }"
                    "QMainWindow::separator:hover { background: #a8b4d0; }")
@@ -64,7 +53,7 @@ def preload_model_readers() -> None:
             importlib.import_module(name)
 
 
-class MainWindow(FileActions, QtWidgets.QMainWindow):
+class MainWindow(QtWidgets.QMainWindow):
     """Attention Explorer's main window.
 
     Parameters
@@ -101,8 +90,6 @@ class MainWindow(FileActions, QtWidgets.QMainWindow):
         self.setWindowTitle("Attention Explorer")
         self.setObjectName("mainWindow")
         self.setStyleSheet(SEPARATOR_STYLE)
-        self._docks_settled = False  # the first frame is drawn (a lesson asked for before it stays in front)
-        self._front: QtWidgets.QDockWidget | None = None  # the dock that came in front last
         self.settings = settings or Settings()
         self.frame: Frame | None = None
         self.failed_config: AttentionConfig | None = None
@@ -110,7 +97,47 @@ class MainWindow(FileActions, QtWidgets.QMainWindow):
         self._state = ViewState()
         self._invalid = ""
         self._shown_id = 0
+        self._build_central()
 
+        self.docks = DockHost(self, self.settings, Requests(
+            state=lambda: self._state, frame=lambda: self.frame, edit_config=self.edit_config,
+            set_state=self._lesson_state, head_picked=self._on_head_picked, open_example=self.open_example,
+            canvas=self.canvas))
+        self.focus, self.focusDock = self.docks.panels["walk"], self.docks.docks["walk"]  # the maps' own views
+        self.modelView, self.modelDock = self.docks.panels["model-view"], self.docks.docks["model-view"]
+        self._before_lesson: ViewState | None = None  # the person's own state, saved instead of a lesson's
+
+        self._build_status_bar()
+        self._loading: str | None = None  # the model the worker loads before the next frame
+        self._model_mode: bool | None = None  # whether the last frame drawn came from a model (None: no frame yet)
+        self.files = FileActions(self)  # sessions, models, exports
+        self.menus = build_menus(self)
+
+        self._busy_timer = QtCore.QTimer(self)
+        self._busy_timer.setSingleShot(True)
+        self._busy_timer.setInterval(150)
+        self._busy_timer.timeout.connect(self._show_busy)
+        self.service = ComputeService(self)
+        self.service.resultReady.connect(self.show_frame)
+        self.service.failed.connect(self._on_failed)
+        self.service.loadProgress.connect(self._on_load_progress)
+        self.service.layerProgress.connect(self._on_layer_progress)
+        self._progress = (0, 0)  # the newest request's model run: layers done, layers
+        self._asked_tokens = None  # the newest request's tokens (None: its model loads first)
+        self.generation = Generation(self)
+        # an application that quits without closing this window still stops every thread first
+        # (else Qt aborts: "QThread: Destroyed while thread ... is still running")
+        QtWidgets.QApplication.instance().aboutToQuit.connect(self.stop_workers)
+        self._connect()
+        self.statusBar().addPermanentWidget(self.docks.fixButton)
+        self.frameShown.connect(self.docks.show_frame)
+        self.stateChanged.connect(self.docks.state_changed)
+        self.focusDock.raise_()
+
+        self._restore(state)
+
+    def _build_central(self) -> None:
+        """The controls on the left (scrolling), the maps on the right."""
         self.panel = ControlPanel()
         scroll = QtWidgets.QScrollArea()
         scroll.setObjectName("controlScroll")
@@ -130,44 +157,8 @@ class MainWindow(FileActions, QtWidgets.QMainWindow):
         self.splitter.setSizes([340, 1260])
         self.setCentralWidget(self.splitter)
 
-        self.focus = TokenFocus()
-        self.focusDock = self.add_dock("Follow one token", "tokenFocusDock", self.focus)
-        self.focusDock.visibilityChanged.connect(self.focus.came_into_sight)
-        self.modelView = ModelView()
-        self.modelDock = self.add_dock("Model view", "modelViewDock", self.modelView)
-        self._model_room = False  # whether the model view had its room since the window entered model mode
-        self.kvCache = KVCachePanel()
-        self.kvCacheDock = self.add_dock("KV cache (decoding)", "kvCacheDock", self.kvCache)
-        self.kvCacheDock.visibilityChanged.connect(lambda visible: visible and self.kvCache.follow(self._state))
-        self.interventions = InterventionsPanel()
-        self.interventionsDock = self.add_dock("Interventions", "interventionsDock", self.interventions)
-        self.interventionsDock.visibilityChanged.connect(
-            lambda visible: visible and self.interventions.follow(self._state.config, self._state.head))
-        self.interventions.ablateRequested.connect(lambda heads: self.edit_config({"ablate": heads}))
-        self.interventions.headPicked.connect(self._on_head_picked)
-        self.why = WhyPanel()
-        self.whyDock = self.add_dock("Why", "whyDock", self.why)
-        self.whyDock.visibilityChanged.connect(
-            lambda visible: visible and self.why.follow(self._state.config, self._state.head))
-        self.why.headPicked.connect(self._on_head_picked)
-        self.why.modelColours.connect(self.modelView.set_side)
-        self.circuit = CircuitPanel()
-        self.circuitDock = self.add_dock("Circuit", "circuitDock", self.circuit)
-        self.circuitDock.visibilityChanged.connect(lambda visible: visible and self.circuit.follow(self._state.config))
-        self.circuit.headPicked.connect(self._on_head_picked)
-        self.circuit.circuitDone.connect(self._give_circuit_room)
-        self.train = TrainPanel()
-        self.trainDock = self.add_dock("Train", "trainDock", self.train)
-        self.train.openRequested.connect(self.open_trained)
-        self.corpus = CorpusPanel()
-        self.corpusDock = self.add_dock("Corpus", "corpusDock", self.corpus)
-        self.corpus.exampleOpened.connect(self.open_example)
-        self.lessons: LessonsPanel | None = None  # made on first use (Help → Lessons): open_lessons
-        self.lessonsDock: QtWidgets.QDockWidget | None = None
-        self._before_lesson: ViewState | None = None  # the person's own state, saved instead of a lesson's
-        self.focusDock.raise_()
-        self.modelDock.hide()
-
+    def _build_status_bar(self) -> None:
+        """The status line and the model load's progress bar."""
         self.statusLabel = QtWidgets.QLabel()
         self.statusLabel.setObjectName("statusLabel")
         self.statusBar().addWidget(self.statusLabel, 1)
@@ -177,34 +168,14 @@ class MainWindow(FileActions, QtWidgets.QMainWindow):
         self.loadBar.setFixedWidth(200)
         self.loadBar.hide()
         self.statusBar().addPermanentWidget(self.loadBar)
-        self._loading: str | None = None  # the model the worker loads before the next frame
-        self._asked_dock: QtWidgets.QDockWidget | None = None  # the dock the command line put in front
-        self._model_mode: bool | None = None  # whether the last frame drawn came from a model (None: no frame yet)
-        self.menus = build_menus(self)
 
-        self._busy_timer = QtCore.QTimer(self)
-        self._busy_timer.setSingleShot(True)
-        self._busy_timer.setInterval(150)
-        self._busy_timer.timeout.connect(self._show_busy)
-        self.service = ComputeService(self)
-        self.service.resultReady.connect(self.show_frame)
-        self.service.failed.connect(self._on_failed)
-        self.service.loadProgress.connect(self._on_load_progress)
-        self.service.layerProgress.connect(self._on_layer_progress)
-        self._progress = (0, 0)  # the newest request's model run: layers done, layers
-        self._asked_tokens = None  # the newest request's tokens (None: its model loads first)
-        self.generator = TaskThread("attn-gui generate", self)
-        self.generator.done.connect(self._on_generated)
-        # an application that quits without closing this window still stops every thread first
-        # (else Qt aborts: "QThread: Destroyed while thread ... is still running")
-        QtWidgets.QApplication.instance().aboutToQuit.connect(self.stop_workers)
-        self._generation: list[int] | None = None  # [done, total] while Generate runs
-        self._step_running = False
-        self.panel.decoderPanel.generateRequested.connect(self.generate)
-        self.panel.decoderPanel.stopRequested.connect(self.stop_generation)
+    def _connect(self) -> None:
+        """The controls', the maps' and the model view's requests."""
+        self.panel.decoderPanel.generateRequested.connect(self.generation.generate)
+        self.panel.decoderPanel.stopRequested.connect(self.generation.stop)
         self.panel.edited.connect(self.edit_config)
         self.panel.presetChosen.connect(self.apply_preset)
-        self.panel.openModelRequested.connect(self.open_model_dialog)
+        self.panel.openModelRequested.connect(self.files.open_model_dialog)
         self.panel.hideSpecialToggled.connect(lambda hide: self.set_state(self._state.replace(hide_special=hide)))
         self.canvas.tokenSelected.connect(self.select_token)
         self.canvas.cellClicked.connect(self._on_cell_clicked)
@@ -216,40 +187,6 @@ class MainWindow(FileActions, QtWidgets.QMainWindow):
         self.modelView.headPicked.connect(self._on_head_picked)
         self.modelView.headStruck.connect(
             lambda layer, head: self.edit_config({"ablate": toggle_head(self._state.config.ablate, (layer, head))}))
-        self.insight = InsightDocks()  # head metrics, difference maps, rollout, why scaling
-        for key, title, panel in self.insight.panels():
-            self.insight.attach(key, self.add_dock(title, f"{key}Dock", panel))
-        self.focusDock.raise_()
-        self.menus.view.addSeparator()
-        for dock in self.insight.docks.values():
-            self.menus.view.addAction(dock.toggleViewAction())
-        self.statusBar().addPermanentWidget(self.insight.fixButton)
-        self.insight.editRequested.connect(self.edit_config)
-        self.insight.headPicked.connect(self._on_head_picked)
-        self.frameShown.connect(self.insight.show_frame)
-        self.stateChanged.connect(self.insight.follow)
-
-        self._restore(state)
-
-    def add_dock(self, title: str, name: str, widget: QtWidgets.QWidget) -> QtWidgets.QDockWidget:
-        """A dock below the maps, as a tab beside the walk: the maps keep the window's full width.
-
-        Its widget scrolls inside it: no dock's minimum size (the KV cache's 230 px, the Train
-        dock's curves) makes every bottom tab that tall and takes the maps' room.
-        """
-        dock = QtWidgets.QDockWidget(title, self)
-        dock.setObjectName(name)
-        # closable and movable, never floated: a drag that missed the separator undocked it into a window
-        dock.setFeatures(QtWidgets.QDockWidget.DockWidgetFeature.DockWidgetClosable
-                         | QtWidgets.QDockWidget.DockWidgetFeature.DockWidgetMovable)
-        # a tab shown behind another says it is visible for a moment: the room waits until it is in sight
-        dock.visibilityChanged.connect(
-            lambda visible: visible and QtCore.QTimer.singleShot(0, self, lambda: self._give_room(dock)))
-        dock.setWidget(DockScroll(widget))
-        self.addDockWidget(QtCore.Qt.DockWidgetArea.BottomDockWidgetArea, dock)
-        if name != "tokenFocusDock":
-            self.tabifyDockWidget(self.focusDock, dock)
-        return dock
 
     # the view state --------------------------------------------------------------------------
 
@@ -306,16 +243,7 @@ class MainWindow(FileActions, QtWidgets.QMainWindow):
         if not config_changed and self.frame is not None:
             self._draw()
         if state != old:  # a dock behind another tab follows when it comes into sight (visibilityChanged)
-            if in_sight(self.kvCacheDock):
-                self.kvCache.follow(state)
-            if in_sight(self.interventionsDock):  # it runs the model twice: never for a dock out of sight
-                self.interventions.follow(state.config, state.head)
-            if in_sight(self.circuitDock):
-                self.circuit.follow(state.config)
-            if in_sight(self.whyDock):
-                self.why.follow(state.config, state.head)
-            else:
-                self.why.input_changed(state.config)
+            self.docks.follow(state)  # the Interventions dock runs the model twice: never for a dock out of sight
             self.stateChanged.emit(state)
 
     def edit_config(self, changes: dict[str, Any]) -> bool:
@@ -399,50 +327,22 @@ class MainWindow(FileActions, QtWidgets.QMainWindow):
         self.set_state(self._state.with_scale(field, mode))
 
     def show_dock(self, name: str, keep: bool = False) -> QtWidgets.QDockWidget:
-        """Bring dock ``name`` (one of ``present.state.DOCKS``) in front; with ``keep`` (the command
+        """Bring dock ``name`` (a row of ``present.docks.DOCK_ROWS``) in front; with ``keep`` (the command
         line's ``--dock``) it stays in front when the first model frame comes (the model view would)."""
-        if name == "lessons":
-            self.open_lessons()
-        docks = {"walk": self.focusDock, "model-view": self.modelDock, "kv-cache": self.kvCacheDock,
-                 "interventions": self.interventionsDock, "why": self.whyDock, "corpus": self.corpusDock,
-                 "circuit": self.circuitDock,
-                 "train": self.trainDock, "lessons": self.lessonsDock,
-                 "metrics": self.insight.docks["metrics"], "difference": self.insight.docks["difference"],
-                 "rollout": self.insight.docks["rollout"], "why-scaling": self.insight.docks["scaling"]}
-        dock = docks[name]
-        dock.show()
-        dock.raise_()
-        if keep:
-            self._asked_dock = dock
-        return dock
+        return self.docks.show_dock(name, keep)
+
+    @property
+    def lessons(self) -> LessonsPanel | None:
+        """The Lessons dock's panel (None until Help → Lessons opens it)."""
+        return self.docks.panel("lessons")
+
+    @property
+    def lessonsDock(self) -> QtWidgets.QDockWidget | None:
+        return self.docks.dock("lessons")
 
     def open_lessons(self, name: str | None = None, step: int | None = None) -> LessonsPanel:
         """Show the Lessons dock (made on first use), at ``name`` and ``step`` or where the learner left off."""
-        if self.lessons is None or self.lessonsDock is None:
-            self.lessons = lessons = LessonsPanel(self.settings)
-            self.lessonsDock = self.add_dock("Lessons", "lessonsDock", lessons)
-            lessons.stateRequested.connect(self._lesson_state)
-            lessons.marksChanged.connect(self.canvas.set_marks)
-            self.lessonsDock.visibilityChanged.connect(self._lessons_closed)
-            self.canvas.cellClicked.connect(lessons.cell_clicked)  # a click on the question's row answers it
-            self.stateChanged.connect(lessons.follow)
-            self.frameShown.connect(lessons.show_frame)
-            lessons.follow(self._state)
-            if self.frame is not None:
-                lessons.show_frame(self.frame)
-        self.lessonsDock.show()
-        self.lessonsDock.raise_()
-        if not self._docks_settled:  # asked for at the start (attn-gui lesson): no first frame puts another in front
-            self._asked_dock = self.lessonsDock
-        note = self.lessons.resume(name, step)
-        if note:
-            self.statusBar().showMessage(f"⚠ {note}", 20000)
-        return self.lessons
-
-    def _lessons_closed(self, visible: bool) -> None:
-        """Closed (not behind another tab, nor the window closing), the lesson leaves no outline on the maps."""
-        if not visible and self.isVisible() and self.lessonsDock is not None and self.lessonsDock.isHidden():
-            self.canvas.set_marks({})
+        return self.docks.open_lessons(name, step)
 
     def _lesson_state(self, state: ViewState) -> None:
         """A lesson's state: shown; the person's own, from before the lesson, is what closing the window saves
@@ -453,8 +353,8 @@ class MainWindow(FileActions, QtWidgets.QMainWindow):
 
     def _on_cell_clicked(self, field: str, head: int, row: int, column: int) -> None:
         """A cell of alpha: the Why dock, if in sight, splits that score into its components' terms."""
-        if field == "weights" and head >= 0 and in_sight(self.whyDock):
-            self.why.show_score(head, row, column)
+        if field == "weights" and head >= 0 and in_sight(self.docks.docks["why"]):
+            self.docks.panels["why"].show_score(head, row, column)
 
     def _on_head_picked(self, layer: int | None, head: int) -> None:
         """A head picked in a dock: ``layer`` None (random weights) or the shown layer selects the head."""
@@ -605,7 +505,7 @@ class MainWindow(FileActions, QtWidgets.QMainWindow):
                 self.panel.show_message("⚠ " + " · ".join(t for t in (what_if, unknown) if t))
         self.frameShown.emit(frame)
         if not partial:  # a generation step goes on once its sentence's whole run is shown
-            self._continue_generation(result.config)
+            self.generation.shown(result.config)
 
     def _draw(self, started: float | None = None) -> None:
         """Draw the shown frame as the state says: head, followed token, hidden tokens (``started``:
@@ -620,10 +520,9 @@ class MainWindow(FileActions, QtWidgets.QMainWindow):
                 self.modelView.show_empty("every layer's and head's α of a pretrained model shows here: "
                                           "choose one under Model (random weights have one layer)")
             with self.pipeline.canvas.resizes_held():  # for the canvas's size beside the new dock
-                self._show_model_dock(model_mode, result)
+                self.docks.show_model_dock(model_mode, result)
                 self.layout().activate()
-        self._asked_dock = None  # the first frame is drawn: the docks are the person's from here on
-        self._docks_settled = True
+        self.docks.settle()  # the first frame is drawn: the docks are the person's from here on
         self.pipeline.show_frame(self.frame, state.head, state.token, hidden, state.focus, state.scales, started)
         self.focus.show_walk(result, state.token, state.head)
         if partial:  # not the last sentence's grid: this one's comes with its whole run
@@ -650,72 +549,6 @@ class MainWindow(FileActions, QtWidgets.QMainWindow):
                                    distance=self.frame.arrays.get("mean_distance"))
         self.modelView.set_struck(result.config.ablate, allowed=result.resolved.decoder)
 
-    def _show_model_dock(self, show: bool, result) -> None:
-        """Entering model mode: the grid of every head, in front (behind the dock the command line
-        asked for, if any); leaving it: the walk comes back."""
-        asked = self._asked_dock
-        if not show:  # the grid, opened by hand or by --dock, stays while the weights are random
-            if asked is self.modelDock or self.modelDock.isHidden():
-                return
-            self.modelDock.hide()
-            self._front = None  # the walk comes back as at the opening: its fifth, not a dock's room
-            (asked or self.focusDock).raise_()
-            self.resizeDocks([self.focusDock], [max(150, self.height() // 5)], QtCore.Qt.Orientation.Vertical)
-            return
-        self._model_room = False
-        self.modelDock.show()
-        if asked is not None and asked is not self.modelDock:
-            asked.raise_()
-            return
-        self.modelDock.raise_()
-        self._give_model_view_room(result)
-
-    def _give_circuit_room(self) -> None:
-        """A circuit was found: its graph gets half the window's height if the dock has less (never shrunk)."""
-        if self.circuit.found is not None and in_sight(self.circuitDock):
-            self._raise_height(self.circuitDock, max(300, self.height() // 2))
-
-    def _give_room(self, dock: QtWidgets.QDockWidget) -> None:
-        """A dock came in front: at least ``DOCK_OPEN_H`` tall (at most ``DOCK_MOST`` of the window), so that its
-        main control is in view (at 1366 x 768 every dock opened about 120 px tall, Train's Start hidden). The
-        walk in front as the window opens keeps its fifth; brought back from another tab it gets the room too.
-        Never shrunk: the person's own height stays."""
-        if not in_sight(dock):
-            return
-        before, self._front = self._front, dock
-        if dock is self.focusDock and before in (None, self.focusDock):  # the window opening: a fifth
-            return
-        if dock is self.modelDock:
-            self._give_model_view_room()
-            return
-        self._raise_height(dock, DOCK_OPEN_H)
-
-    def _raise_height(self, dock: QtWidgets.QDockWidget, wanted: int) -> None:
-        wanted = min(wanted, round(self.height() * DOCK_MOST))
-        self.layout().activate()  # a resize asked before (a first start's fifth) applied: its height, not the old
-        if dock.height() < wanted:
-            self.resizeDocks([dock], [wanted], QtCore.Qt.Orientation.Vertical)
-            self.layout().activate()
-            short = wanted - dock.height()  # the size asked is the tab group's, its tab bar included
-            if short > 0:
-                self.resizeDocks([dock], [wanted + short], QtCore.Qt.Orientation.Vertical)
-
-    def _give_model_view_room(self, result=None) -> None:
-        """The model view came in front: ``DOCK_OPEN_H`` at least; once a model, its thumbnails of 30 layers x
-        9 heads get two fifths of a tall window, where the screen leaves the maps their room. It is given when
-        the view first comes in sight, not only when the model's first frame does: behind a dock asked for
-        (``--dock why``) the grid kept a fifth of the height when brought in front."""
-        result = result or self.result
-        if not in_sight(self.modelDock):
-            return
-        wanted = DOCK_OPEN_H
-        if not self._model_room and result is not None and result.config.model is not None:
-            self._model_room = True
-            spec = result.resolved.spec
-            if spec is not None and spec.layers > result.heads and self.height() >= 1000:
-                wanted = max(wanted, self.height() * 2 // 5)
-        self._raise_height(self.modelDock, wanted)
-
     def hidden_tokens(self) -> tuple[int, ...]:
         """Token indices left out of the maps: the model's special tokens, when asked."""
         return special_tokens(self.frame.result) if self._state.hide_special and self.frame else ()
@@ -726,7 +559,7 @@ class MainWindow(FileActions, QtWidgets.QMainWindow):
         self.failed_config = config
         self._show_loading(None)
         self._uncover()
-        self.stop_generation()
+        self.generation.stop()
         first_line = failure.message.splitlines()[0]
         if failure.cancelled:
             done, total = self._progress
@@ -746,55 +579,6 @@ class MainWindow(FileActions, QtWidgets.QMainWindow):
         self.statusLabel.setText(f"⚠ {first_line} — the maps show the last good result")
         self.computeFailed.emit(first_line)
 
-    # generation ------------------------------------------------------------------------------
-
-    def generate(self, steps: int) -> None:
-        """Append the model's most likely next token ``steps`` times, each step on the generate thread,
-        each new sentence computed and shown as a frame before the next step starts."""
-        if self._generation is not None or self.frame is None:
-            return
-        self._generation = [0, steps]
-        self.panel.decoderPanel.set_running(True, 0, steps)
-        self._next_step()
-
-    def stop_generation(self) -> None:
-        """Stop generating after the step in progress (its token is still appended)."""
-        if self._generation is not None:
-            self._generation = None
-            self.panel.decoderPanel.set_running(False)
-
-    def _next_step(self) -> None:
-        config = self._state.config
-        self._step_running = True
-        self.statusLabel.setText(f"generating token {self._generation[0] + 1} of {self._generation[1]}…")
-        self.generator.start(config, lambda: generate_step(config))
-
-    def _on_generated(self, config: AttentionConfig, outcome: GenerationStep | Exception) -> None:
-        self._step_running = False
-        if self._generation is None:
-            return  # stopped: the step is dropped
-        if config != self._state.config:  # the input was edited meanwhile: the person takes over
-            self.stop_generation()
-            return
-        if isinstance(outcome, Exception):
-            self.stop_generation()
-            self._show_invalid(str(outcome).splitlines()[0])
-            return
-        self._generation[0] += 1
-        done, total = self._generation
-        if done >= total or outcome.stopped:
-            self.stop_generation()
-        else:
-            self.panel.decoderPanel.set_running(True, done, total)
-        if not self.edit_config({"sentence": outcome.sentence}):
-            self.stop_generation()
-        self.generated.emit(outcome)
-
-    def _continue_generation(self, shown: AttentionConfig) -> None:
-        """The next step, once the last step's sentence is shown."""
-        if self._generation is not None and not self._step_running and shown == self._state.config:
-            self._next_step()
-
     # lifetime --------------------------------------------------------------------------------
 
     def closeEvent(self, event: QtGui.QCloseEvent) -> None:
@@ -810,12 +594,8 @@ class MainWindow(FileActions, QtWidgets.QMainWindow):
     def stop_workers(self) -> None:
         """Stop the compute, generate, KV-cache, interventions and train threads (each waits for its task)."""
         self.service.shutdown()
-        self.generator.shutdown()
-        self.kvCache.shutdown()
-        self.interventions.shutdown()
-        self.why.shutdown()
-        self.circuit.shutdown()
-        self.train.shutdown()
+        self.generation.shutdown()
+        self.docks.shutdown()
 
     def open_example(self, model: str, sentence: str, layer: int, head: int, query: int) -> None:
         """Open a Corpus dock example: the passage with the census's model, at ``layer`` and ``head``

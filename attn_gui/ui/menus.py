@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from PySide6 import QtGui, QtWidgets
 
@@ -23,7 +24,7 @@ class Menus:
     recent_models: QtWidgets.QMenu
     export_all: QtGui.QAction
     export_page: QtGui.QAction
-    view: QtWidgets.QMenu  # the window adds the insight docks' toggles to it
+    view: QtWidgets.QMenu
     help: QtGui.QAction
     lessons: QtGui.QAction
 
@@ -38,47 +39,49 @@ def _action(menu: QtWidgets.QMenu, text: str, slot, name: str, shortcut=None, ti
     return action
 
 
-def build_menus(win: QtWidgets.QMainWindow) -> Menus:
+def build_menus(win: Any) -> Menus:  # a MainWindow: importing it here would close a circle
     """File (sessions, export), View, Presets (with example sentences) and Help, on ``ui.MainWindow`` ``win``."""
     keys = QtGui.QKeySequence
     file_menu = win.menuBar().addMenu("&File")
-    open_session = _action(file_menu, "Open session…", win.open_session_dialog, "openSessionAction",
+    open_session = _action(file_menu, "Open session…", win.files.open_session_dialog, "openSessionAction",
                            keys.StandardKey.Open)
     recent_sessions = file_menu.addMenu("Recent sessions")
-    recent_sessions.aboutToShow.connect(win.fill_recent)
-    save_session = _action(file_menu, "Save session…", win.save_session_dialog, "saveSessionAction",
+    recent_sessions.aboutToShow.connect(win.files.fill_recent)
+    save_session = _action(file_menu, "Save session…", win.files.save_session_dialog, "saveSessionAction",
                            keys.StandardKey.Save)
     file_menu.addSeparator()
-    open_model = _action(file_menu, "Open model…", win.open_listed_model_dialog, "openModelAction",
+    open_model = _action(file_menu, "Open model…", win.files.open_listed_model_dialog, "openModelAction",
                          keys("Ctrl+Shift+O"),
                          "The models on this computer (the Hugging Face cache, Ollama, LM Studio), "
                          "or a Hugging Face model folder (config.json, *.safetensors, tokenizer.json): "
                          "BERT, RoBERTa, DistilBERT, GPT-2, Llama, Mistral, Qwen2, Qwen3")
-    open_gguf = _action(file_menu, "Open GGUF file…", win.open_gguf_dialog, "openGgufAction",
+    open_gguf = _action(file_menu, "Open GGUF file…", win.files.open_gguf_dialog, "openGgufAction",
                         tip="A llama.cpp model file on this computer (.gguf, quantized or not): Llama, "
                             "Mistral, SmolLM, TinyLlama, Qwen2")
     recent_models = file_menu.addMenu("Recent models")
-    recent_models.aboutToShow.connect(win.fill_recent_models)
+    recent_models.aboutToShow.connect(win.files.fill_recent_models)
     file_menu.addSeparator()
-    export_all = _action(file_menu, "Export all…", win.export_all, "exportAllAction", keys("Ctrl+E"),
+    export_all = _action(file_menu, "Export all…", win.files.export_all, "exportAllAction", keys("Ctrl+E"),
                          "Every map as PNG and SVG, the whole figure, every tensor as .npy "
                          "and .csv, and manifest.json, into one folder")
-    export_page = _action(file_menu, "Export page…", win.export_page, "exportPageAction",
+    export_page = _action(file_menu, "Export page…", win.files.export_page, "exportPageAction",
                           tip="One HTML file to share: the maps, their values on hover and the token walk, "
                               "readable offline in any browser")
     file_menu.addSeparator()
     file_menu.addAction("Quit", win.close, keys.StandardKey.Quit)
 
     view_menu = win.menuBar().addMenu("&View")
-    for dock in (win.focusDock, win.modelDock, win.kvCacheDock, win.interventionsDock, win.whyDock, win.trainDock,
-                 win.corpusDock):
-        view_menu.addAction(dock.toggleViewAction())
+    for toggle in win.docks.toggles("docks"):  # a toggle for each row of the dock table with one
+        view_menu.addAction(toggle)
     _action(view_menu, "Focus on α (its neighbours beside it)", lambda: win.focus_on("weights"), "focusAlphaAction")
     _action(view_menu, "All maps", lambda: win.focus_on(None), "allMapsAction")
     view_menu.addSeparator()
     view_menu.addAction("Edit the sentence", win.panel.focus_sentence).setShortcut(keys("Ctrl+L"))
     _action(view_menu, "Compute again", win.recompute, "recomputeAction", keys("F5"),
             "Compute the input again (after Esc stopped it, or a failure)")
+    view_menu.addSeparator()
+    for toggle in win.docks.toggles("insight"):
+        view_menu.addAction(toggle)
 
     presets = win.menuBar().addMenu("&Presets")
     for name in PRESETS:

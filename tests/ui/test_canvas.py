@@ -96,10 +96,10 @@ def test_a_maps_colour_scale_is_chosen_from_its_menu_and_kept_in_the_session(win
     assert window.canvas.stripBar.axis._tickLevels[0][-1] == (1.0, "max")  # the strip's shared bar says so
     assert "each row 0 to its max" in item.plot.titleLabel.text
     assert item.data.matrix.max() == pytest.approx(alpha[0].max(), rel=1e-6)  # values and read-outs stay real
-    window.save_session(str(tmp_path / "s.json"))
+    window.files.save_session(str(tmp_path / "s.json"))
     window.set_scale("weights", "auto")
     assert window.state.scales == ()
-    assert window.open_session(str(tmp_path / "s.json")) and window.state.scales == (("weights", "row"),)
+    assert window.files.open_session(str(tmp_path / "s.json")) and window.state.scales == (("weights", "row"),)
     scores = window.map_menu(window.canvas.item_of("scores:0").data)  # signed maps: centred on 0, or per row
     assert [a.data() for a in next(a.menu() for a in scores.actions() if a.menu()).actions()] == ["auto", "row"]
 

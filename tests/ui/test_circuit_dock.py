@@ -11,8 +11,9 @@ from pytestqt.qtbot import QtBot
 from attn_gui.engine import AttentionConfig
 from attn_gui.engine.circuits import circuit
 from attn_gui.engine.circuits.composition import composition
+from attn_gui.present.state import ViewState
 from attn_gui.present.circuits import edge_middle, layout, pick_edge, pick_writer, to_pixels
-from attn_gui.ui.circuit_panel import CircuitPanel
+from attn_gui.ui.docks.circuit import CircuitPanel
 from tiny_decoders import SENTENCE, circuit_pairs, tiny_decoder  # tests/
 
 
@@ -34,9 +35,9 @@ def _panel(qtbot: QtBot) -> CircuitPanel:
 def test_find_draw_and_open_a_head(qtbot: QtBot, llama):
     folder, pairs = llama
     panel = _panel(qtbot)
-    panel.follow(AttentionConfig())  # random weights: no decoder
+    panel.follow(ViewState(AttentionConfig()))  # random weights: no decoder
     assert not panel.runButton.isEnabled() and "need a decoder" in panel.message.text()
-    panel.follow(AttentionConfig(sentence=SENTENCE, model=folder))
+    panel.follow(ViewState(AttentionConfig(sentence=SENTENCE, model=folder)))
     assert panel.runButton.isEnabled() and panel.message.text() == ""
     panel.taskBox.setEditText(pairs)
     with qtbot.waitSignal(panel.circuitDone, timeout=60000):
@@ -68,7 +69,7 @@ def test_find_draw_and_open_a_head(qtbot: QtBot, llama):
 def test_an_edge_clicked_shows_both_heads_and_its_composition(qtbot: QtBot, llama):
     folder, pairs = llama
     panel = _panel(qtbot)
-    panel.follow(AttentionConfig(sentence=SENTENCE, model=folder))
+    panel.follow(ViewState(AttentionConfig(sentence=SENTENCE, model=folder)))
     panel.taskBox.setEditText(pairs)
     with qtbot.waitSignal(panel.circuitDone, timeout=60000):
         panel.runButton.click()

@@ -23,9 +23,9 @@ def census(tmp_path_factory):
 
 
 def test_the_dock_shows_each_statistic_and_opens_an_example(window, qtbot, census):
-    panel = window.corpus
-    assert window.show_dock("corpus") is window.corpusDock
-    assert window.corpusDock.toggleViewAction() in window.menus.view.actions()
+    panel = window.docks.panels["corpus"]
+    assert window.show_dock("corpus") is window.docks.docks["corpus"]
+    assert window.docks.docks["corpus"].toggleViewAction() in window.menus.view.actions()
     assert panel.load(census / "out")
     heads = C.read_heads(census / "out")
     assert [panel.statistic.itemText(i) for i in range(panel.statistic.count())] == [*C.STATS, "dla"]
@@ -51,7 +51,7 @@ def test_the_dock_shows_each_statistic_and_opens_an_example(window, qtbot, censu
 
 
 def test_a_folder_without_a_census_is_said_in_the_dock(window, census, tmp_path):
-    panel = window.corpus
+    panel = window.docks.panels["corpus"]
     assert panel.load(census / "out")
     assert not panel.load(tmp_path)
     assert "holds no finished census" in panel.about.text() and panel.folder == census / "out"
@@ -59,7 +59,7 @@ def test_a_folder_without_a_census_is_said_in_the_dock(window, census, tmp_path)
 
 def test_with_no_census_the_dock_says_what_to_do_and_draws_no_colour_bar(window, qtbot, census):
     """An empty dock drew an empty map's colour bar, an empty table and "click a head in the grid"."""
-    panel = window.corpus
+    panel = window.docks.panels["corpus"]
     window.resize(1366, 768)
     window.show_dock("corpus")
     qtbot.waitUntil(lambda: panel.openButton.isVisible())
@@ -79,7 +79,7 @@ def test_the_grid_labels_every_layer_beside_its_row_in_a_short_dock(window, qtbo
     17) read beside "layer 16". Each row is now tall enough for its label, drawn at the row's centre; the dock
     scrolls."""
     window.resize(1366, 768)
-    panel = window.corpus
+    panel = window.docks.panels["corpus"]
     window.show_dock("corpus")
     assert panel.load(census / "out")
     panel.heads["induction"] = np.linspace(0, 0.83, 30 * 9).reshape(30, 9)  # SmolLM2's 30 x 9 grid

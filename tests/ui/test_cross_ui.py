@@ -52,22 +52,23 @@ def test_what_needs_one_sentence_is_refused_and_the_last_result_kept(window, qtb
 
 
 def test_shifting_the_sentence_keeps_ropes_scores_and_moves_sinusoidal_ones(window, qtbot):
-    docks = window.insight
+    docks = window.docks
     docks.docks["difference"].raise_()  # the button is clicked where it is seen; a dock behind a tab computes nothing
     for positional, changes in (("rope", dict(positional="rope", d_k=4)), ("sinusoidal",
                                                                            dict(positional="sinusoidal"))):
         window.set_state(window.state.replace(config=AttentionConfig(dtype="float64", **changes)))
         wait_for(qtbot, window, lambda c, p=positional: c.positional == p and c.position_offset == 0)
-        docks.difference.shiftButton.click()
+        docks.panels["difference"].shiftButton.click()
         wait_for(qtbot, window, lambda c, p=positional: c.positional == p and c.position_offset == 1)
-        qtbot.waitUntil(lambda: docks.difference.map.data is not None
-                        and docks.difference.map.data.field == "scores_minus_pinned", timeout=10000)
-        qtbot.waitUntil(lambda: "moved from position 0 to 1" in docks.difference.message.text(), timeout=10000)
-        delta = np.abs(docks.difference.map.data.matrix).max()
+        qtbot.waitUntil(lambda: docks.panels["difference"].map.data is not None
+                        and docks.panels["difference"].map.data.field == "scores_minus_pinned", timeout=10000)
+        qtbot.waitUntil(lambda: "moved from position 0 to 1" in docks.panels["difference"].message.text(),
+                        timeout=10000)
+        delta = np.abs(docks.panels["difference"].map.data.matrix).max()
         if positional == "rope":
-            assert delta < 1e-12 and "i − j only" in docks.difference.message.text()
+            assert delta < 1e-12 and "i − j only" in docks.panels["difference"].message.text()
         else:
-            assert delta > 1e-3 and "added to X" in docks.difference.message.text()
+            assert delta > 1e-3 and "added to X" in docks.panels["difference"].message.text()
 
 
 def test_every_variant_preset_is_in_the_menu_and_shows_its_variant(window, qtbot):

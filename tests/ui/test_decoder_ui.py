@@ -143,10 +143,10 @@ def test_model_view_groups_30_layers_by_9_heads_with_transformers_sink_masses(wi
 
 def test_kv_cache_view_grows_a_row_per_step_and_equals_transformers(window, qtbot, smollm2_peer):
     choose_smollm2(window, qtbot)
-    assert window.kvCacheDock.toggleViewAction() in window.menus.view.actions()
-    window.kvCacheDock.show()
-    window.kvCacheDock.raise_()
-    panel = window.kvCache
+    assert window.docks.docks["kv-cache"].toggleViewAction() in window.menus.view.actions()
+    window.docks.docks["kv-cache"].show()
+    window.docks.docks["kv-cache"].raise_()
+    panel = window.docks.panels["kv-cache"]
     qtbot.waitUntil(lambda: panel.prefillButton.isEnabled(), timeout=5000)
     panel.prefillButton.click()
     qtbot.waitUntil(lambda: len(panel.steps) == 1 and not panel.busy, timeout=60000)
@@ -154,7 +154,8 @@ def test_kv_cache_view_grows_a_row_per_step_and_equals_transformers(window, qtbo
         panel.stepButton.click()
         qtbot.waitUntil(lambda n=n: len(panel.steps) == n and not panel.busy, timeout=60000)
     assert [s.kind for s in panel.steps] == ["prefill", "decode", "decode"]
-    scroll = window.kvCacheDock.widget()  # issue 47: the dock scrolled to its bottom, the buttons out of sight
+    # issue 47: the dock scrolled to its bottom, the buttons out of sight
+    scroll = window.docks.docks["kv-cache"].widget()
     assert scroll.verticalScrollBar().value() == 0
     assert scroll.viewport().rect().contains(panel.prefillButton.mapTo(scroll.viewport(), QtCore.QPoint(0, 0)))
     assert [len(s.tokens) for s in panel.steps] == [5, 6, 7]

@@ -7,7 +7,7 @@ import torch
 from PySide6 import QtCore, QtWidgets
 
 from attn_gui.engine import interventions as I
-from attn_gui.ui.interventions_panel import InterventionsPanel
+from attn_gui.ui.docks.interventions import InterventionsPanel
 
 
 def main_control(window, name: str):
@@ -15,13 +15,15 @@ def main_control(window, name: str):
     decoder's docks show what they need instead)."""
     if name == "lessons":
         return window.lessons.nextButton
-    panels = {"walk": window.focus, "model-view": window.modelView, "kv-cache": window.kvCache.note,
-              "interventions": window.interventions.struckLabel, "why": window.why.message,
-              "corpus": window.corpus.openButton, "train": window.train.start, "circuit": window.circuit.runButton,
-              "metrics": window.insight.docks["metrics"].widget().widget().table,
-              "difference": window.insight.docks["difference"].widget().widget().pinButton,
-              "rollout": window.insight.docks["rollout"].widget().widget(),
-              "why-scaling": window.insight.docks["scaling"].widget().widget()}
+    panel = window.docks.panels
+    panels = {"walk": window.focus, "model-view": window.modelView, "kv-cache": panel["kv-cache"].note,
+              "interventions": panel["interventions"].struckLabel, "why": panel["why"].message,
+              "corpus": panel["corpus"].openButton, "train": panel["train"].start,
+              "circuit": panel["circuit"].runButton,
+              "metrics": window.docks.docks["metrics"].widget().widget().table,
+              "difference": window.docks.docks["difference"].widget().widget().pinButton,
+              "rollout": window.docks.docks["rollout"].widget().widget(),
+              "why-scaling": window.docks.docks["why-scaling"].widget().widget()}
     return panels[name]
 
 
@@ -31,7 +33,7 @@ def test_each_dock_opens_tall_enough_for_its_main_control(window, qtbot, size):
     50 px). Each dock brought in front is at least 250 px tall, its main control inside the dock's view, and
     the maps keep the rest."""
     from attn_gui.present.state import DOCKS
-    from attn_gui.ui.main_window import DOCK_OPEN_H
+    from attn_gui.ui.docks.host import DOCK_OPEN_H
 
     window.resize(*size)
     window.resizeDocks([window.focusDock], [size[1] // 5], QtCore.Qt.Orientation.Vertical)  # a first start's
@@ -55,7 +57,8 @@ def test_a_dock_asked_for_at_a_first_start_gets_its_room(qtbot, settings):
     """``attn-gui --dock train`` on fresh settings: the first start's fifth of the height was applied after the
     Train dock came in front, and its Start button was hidden again at 1366 x 768 (seen in a screenshot)."""
     from attn_gui.present.state import ViewState
-    from attn_gui.ui.main_window import DOCK_OPEN_H, MainWindow
+    from attn_gui.ui.docks.host import DOCK_OPEN_H
+    from attn_gui.ui.main_window import MainWindow
 
     window = MainWindow(ViewState(), settings=settings)  # no saved window state: a first start
     qtbot.addWidget(window)
@@ -70,15 +73,15 @@ def test_a_dock_asked_for_at_a_first_start_gets_its_room(qtbot, settings):
 
 def test_random_weights_docks_say_they_need_a_decoder_and_draw_nothing(window):
     window.show_dock("kv-cache")
-    kv = window.kvCache
+    kv = window.docks.panels["kv-cache"]
     assert "needs a decoder model" in kv.note.text() and "SmolLM2-135M" in kv.note.text()
     assert not any(view.isVisible() for view in (kv.keysView, kv.valuesView, kv.alphaView, kv.list))
     window.show_dock("interventions")
-    panel = window.interventions
+    panel = window.docks.panels["interventions"]
     assert "need a decoder model" in panel.struckLabel.text() and panel.struckLabel.isVisible()
     assert not panel.grid.isVisible() and not panel.tools.isVisible()  # no empty axes, no stray colour bar
     window.show_dock("why")  # issue 47: a blank panel with a greyed Explain button
-    why = window.why
+    why = window.docks.panels["why"]
     assert "Why needs a decoder model" in why.message.text() and "SmolLM2-135M" in why.message.text()
     assert why.message.isVisible() and not any(w.isVisible() for w in (why.tabs, why.tools, why.detector))
 
@@ -110,7 +113,7 @@ def test_the_head_metrics_table_is_whole_at_1366(window, qtbot):
     config = AttentionConfig(heads=4, d_model=16)
     window.show_dock("metrics")
     window.set_state(window.state.replace(config=config))
-    table = window.insight.docks["metrics"].widget().widget().table
+    table = window.docks.docks["metrics"].widget().widget().table
     qtbot.waitUntil(lambda: window.frame.result.config == config and table.rowCount() == 4, timeout=20000)
     qtbot.waitUntil(lambda: table.viewport().width() > 0)
     widths = sum(table.columnWidth(c) for c in range(table.columnCount()))

@@ -9,7 +9,7 @@ def test_export_page_writes_the_windows_state(window, tmp_path):
     window.wait()
     window.set_state(window.state.replace(head=1, token=3))
     assert window.menus.export_page.text() == "Export page…"
-    path = window.export_page(str(tmp_path / "shared.html"))
+    path = window.files.export_page(str(tmp_path / "shared.html"))
     page = path.read_text(encoding="utf-8")
     data = json.loads(re.search(r'<script type="application/json" id="attn-data">(.*?)</script>', page, re.S)[1])
     weights = {m["field"]: m["cells"] for m in data["maps"]}["weights"]
@@ -23,5 +23,5 @@ def test_export_page_refuses_a_wrong_name_in_a_dialog(window, tmp_path, monkeypa
 
     said = []
     monkeypatch.setattr(QtWidgets.QMessageBox, "warning", lambda *a: said.append(a[2]))
-    assert window.export_page(str(tmp_path / "shared.png")) is None
+    assert window.files.export_page(str(tmp_path / "shared.png")) is None
     assert "name it .html" in said[0] and not list(tmp_path.iterdir())

@@ -16,7 +16,7 @@ def test_strike_grid_and_open_a_head(window, qtbot: QtBot):
     qtbot.waitUntil(lambda: window.frame.result.config == window.state.config
                     and window.frame.result.config.model == "smollm2-135m", timeout=60000)
     dock = window.show_dock("interventions")
-    panel = window.interventions
+    panel = window.docks.panels["interventions"]
     qtbot.waitUntil(lambda: "Paris" in panel.before.text(), timeout=30000)
     assert "␣Paris        77.3 %" in panel.before.text() and panel.after.text() == "(no head struck)"
 
@@ -73,15 +73,15 @@ def test_bad_heads_keep_the_last_result_and_encoders_are_told(window, qtbot: QtB
     assert "head 31.1 does not exist" in window.panel.messageLabel.text() and window.frame is before
     assert window.edit_config({"model": "minilm-l6"})  # another model starts with no struck heads
     assert window.state.config.ablate == ()
-    assert "need a decoder model" in window.interventions.struckLabel.text()
-    assert not window.interventions.effectButton.isEnabled()
+    assert "need a decoder model" in window.docks.panels["interventions"].struckLabel.text()
+    assert not window.docks.panels["interventions"].effectButton.isEnabled()
 
 
 def test_patching_side_by_side_and_mismatched_counts(window, qtbot: QtBot):
     assert window.edit_config({"sentence": PROMPT, "model": "smollm2-135m"})
     qtbot.waitUntil(lambda: window.frame.result.config == window.state.config, timeout=60000)
     window.show_dock("interventions")
-    panel = window.interventions
+    panel = window.docks.panels["interventions"]
     panel.max_layers = 1
     panel.corruptBox.setText("The capital of Italy is")
     with qtbot.waitSignal(panel.gridDone, timeout=60000):

@@ -174,7 +174,7 @@ def test_the_induction_lesson_is_done_by_the_train_dock_as_it_says(window, qtbot
     panel.open("7-induction", 2)
     _wait_for(qtbot, window, load_lesson("7-induction").config())
     assert panel.task.text().startswith("Your turn")
-    train = window.train
+    train = window.docks.panels["train"]
     assert (train.task.currentText(), train.layers.value(), train.d_model.value(), train.symbols.value(),
             train.length.value(), train.lr.value(), train.seed.value()) == ("induction", 2, 32, 8, 16, 0.01, 0)
     train.heads.setValue(1)

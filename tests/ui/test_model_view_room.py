@@ -94,11 +94,11 @@ def test_the_model_view_gets_its_room_back_after_the_why_dock(window, qtbot, dee
     assert window.edit_config({"sentence": SENTENCE, "model": deep_llama})
     qtbot.waitUntil(lambda: window.frame.result.config == window.state.config and not window.canvas.busy,
                     timeout=30000)  # the model view is drawn in the frame's steps (render/canvas.py)
-    qtbot.waitUntil(lambda: not window.why.busy, timeout=30000)
+    qtbot.waitUntil(lambda: not window.docks.panels["why"].busy, timeout=30000)
     view = window.modelView
     assert view.across and view.shape == (6, 4)
     window.show_dock("model-view")
-    window.whyDock.close()
+    window.docks.docks["why"].close()
     if size[1] >= 1000:  # two fifths asked, as when it comes in front with the model's first frame (it kept a
         # fifth, 174 px); the maps' minimum height leaves it 406 px
         qtbot.waitUntil(lambda: window.modelDock.height() >= size[1] // 3)

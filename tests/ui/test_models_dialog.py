@@ -31,7 +31,7 @@ def disk(tmp_path, monkeypatch, qwen2_gguf):
 
 def _listed(window, qtbot):
     window.menus.open_model.trigger()
-    dialog = window.modelsDialog
+    dialog = window.files.modelsDialog
     qtbot.waitUntil(lambda: dialog.discovery is not None, timeout=20000)
     return dialog
 

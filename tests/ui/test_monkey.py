@@ -37,9 +37,10 @@ BUNDLED = tuple(name for name in ("minilm-l6", "smollm2-135m") if is_available(n
 
 def idle(win) -> bool:
     """No compute, generation, KV-cache step or effect grid in flight, and the shown frame is the state's."""
-    if win.frame is None or win._generation is not None or win._step_running or win.kvCache.busy:
+    gen = win.generation
+    if win.frame is None or gen.steps is not None or gen.step_running or win.docks.panels["kv-cache"].busy:
         return False
-    if win.interventions._grid_gen is not None or win.why.busy:
+    if win.docks.panels["interventions"]._grid_gen is not None or win.docks.panels["why"].busy:
         return False
     # an invalid edit leaves the state as it was: the maps keep the last good result
     return win.frame.result.config == win.state.config or win.failed_config == win.state.config
@@ -68,7 +69,7 @@ FOCUS = [None, *FIELDS]
 
 
 def check_export(win, folder):
-    written = win.export_all(str(folder), confirmed=True)
+    written = win.files.export_all(str(folder), confirmed=True)
     assert written, win.statusBar().currentMessage()
     info = json.loads((folder / "manifest.json").read_text(encoding="utf-8"))
     assert sorted(os.listdir(folder)) == sorted([*info["files"], "manifest.json"])  # whole, nothing else
@@ -116,7 +117,7 @@ def random_action(win, rng: random.Random, folder=None, models=BUNDLED) -> int:
             win.edit_config({"layer": rng.randrange(layers)} if config.model else {"model": None, "layer": 0})
         elif not (choice in BUNDLED or rng.random() < 0.5):
             before = win.state
-            if not win.open_model(choice):  # as File → Open model… does; a refusal (in a dialog) changes nothing
+            if not win.files.open_model(choice):  # as File → Open model… does; a refusal (in a dialog) changes nothing
                 assert win.state == before
         else:
             win.edit_config({"model": choice, "layer": rng.randrange(model_spec(choice).layers), "ablate": ()})
@@ -133,17 +134,17 @@ def random_action(win, rng: random.Random, folder=None, models=BUNDLED) -> int:
         win.show_dock(rng.choice(DOCKS))
     elif kind == 15 and decoder:  # Generate, or the KV cache's prefill and decode
         if rng.random() < 0.5:
-            win.generate(rng.randint(1, 3))
+            win.generation.generate(rng.randint(1, 3))
         else:
             win.show_dock("kv-cache")
-            rng.choice([win.kvCache.prefill, win.kvCache.step])()
+            rng.choice([win.docks.panels["kv-cache"].prefill, win.docks.panels["kv-cache"].step])()
     elif kind == 16 and decoder:  # Interventions: strike or restore the shown head, or two layers of the grid
         win.show_dock("interventions")
         if rng.random() < 0.8:
-            win.interventions.strikeButton.click()
+            win.docks.panels["interventions"].strikeButton.click()
         else:
-            win.interventions.max_layers = 2
-            win.interventions.run_effects()
+            win.docks.panels["interventions"].max_layers = 2
+            win.docks.panels["interventions"].run_effects()
     elif folder is not None and kind == 17 and rng.random() < 0.3:  # Export all, now and then (it takes a second)
         return -1
     return kind

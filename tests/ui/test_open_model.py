@@ -13,7 +13,7 @@ from attn_gui.engine import model_spec
 def test_open_a_folder_shows_its_layers_and_remembers_it(window, qtbot, bert_folder):
     path, hf = bert_folder
     window.edit_config({"sentence": "the cat sat on a mat"})
-    assert window.open_model(path)
+    assert window.files.open_model(path)
     qtbot.waitUntil(lambda: window.frame.result.config.model == path, timeout=20000)
     r = window.frame.result
     assert r.tokens == ("[CLS]", "the", "cat", "sat", "on", "a", "mat", "[SEP]")
@@ -27,7 +27,7 @@ def test_open_a_folder_shows_its_layers_and_remembers_it(window, qtbot, bert_fol
     qtbot.waitUntil(lambda: window.frame.result.config.layer == 1, timeout=20000)
     assert torch.allclose(window.frame.result.weights, out.attentions[1][0], atol=1e-5, rtol=0)
     assert window.settings.recent("models")[0] == path
-    window.fill_recent_models()
+    window.files.fill_recent_models()
     assert [a.text() for a in window.menus.recent_models.actions()] == [path]
     window.edit_config({"model": None, "layer": 0})
     qtbot.waitUntil(lambda: window.frame.result.config.model is None, timeout=20000)
@@ -41,10 +41,10 @@ def test_a_folder_that_is_not_a_model_changes_nothing(window, qtbot, tmp_path, m
     before = window.state
     (tmp_path / "config.json").write_text('{"model_type": "no-such-model"}')
     (tmp_path / "tokenizer.json").write_text("{}")
-    assert not window.open_model(str(tmp_path))
+    assert not window.files.open_model(str(tmp_path))
     assert "is a 'no-such-model' model; supported model_types: llama" in warnings[-1]
     assert warnings[-1].endswith("others open through transformers, not this one: transformers here lacks it")
-    assert not window.open_model(str(tmp_path / "nowhere"))
+    assert not window.files.open_model(str(tmp_path / "nowhere"))
     assert "neither a bundled model, a model folder nor a .gguf file" in warnings[-1]
     assert window.state == before and window.settings.recent("models") == []
 
@@ -75,7 +75,7 @@ def test_open_gguf_file_asks_for_a_gguf_and_shows_its_layers(window, qtbot, monk
     assert window.settings.recent("models")[0] == path
     before = window.state
     (tmp_path / "junk.gguf").write_bytes(b"not a model")
-    assert not window.open_model(str(tmp_path / "junk.gguf"))
+    assert not window.files.open_model(str(tmp_path / "junk.gguf"))
     assert warnings[-1].endswith("junk.gguf is not a readable GGUF file: it does not start with GGUF")
     assert window.state == before
 
@@ -102,12 +102,12 @@ def test_opening_a_model_in_memory_over_a_sentence_without_tokens_says_so(window
     monkeypatch.setattr(QtWidgets.QMessageBox, "warning", lambda *a: warnings.append(a[2]))
     first, second = _word_level_llama(tmp_path / "a"), _word_level_llama(tmp_path / "b")
     window.edit_config({"sentence": "the cat sat"})
-    assert window.open_model(first)
+    assert window.files.open_model(first)
     qtbot.waitUntil(lambda: window.frame.result.config.model == first, timeout=20000)
     assert window.edit_config({"model": second, "sentence": "   "})  # not in memory: its worker checks the tokens
     qtbot.waitUntil(lambda: window.failed_config == window.state.config, timeout=20000)
     before = window.state
-    assert not window.open_model(first)  # in memory: checked now, refused in a dialog, nothing changes
+    assert not window.files.open_model(first)  # in memory: checked now, refused in a dialog, nothing changes
     assert "has no tokens" in warnings[-1] and window.state == before
 
 
@@ -126,7 +126,7 @@ def test_entering_and_leaving_model_mode_lays_the_maps_out_once(window, qtbot, m
     monkeypatch.setattr(Canvas, "_place", lambda self: (places.append(self.viewport().size()), place(self)))
     height = window.canvas.viewport().height()
     with qtbot.waitSignal(window.frameShown, timeout=20000):
-        assert window.open_model(folder)
+        assert window.files.open_model(folder)
     drawn(window)  # the layout is the frame's first step (render/canvas.py)
     assert window.modelDock.isVisible() and len(places) == 1 and places[0].height() < height  # after the dock
     places.clear()
@@ -176,7 +176,7 @@ def test_a_model_refused_past_its_config_never_switches_nor_enters_recent(window
     monkeypatch.setattr(QtWidgets.QMessageBox, "warning", lambda *a: warnings.append(a[2]))
     path = _broken_folder(tmp_path) if kind == "folder" else _broken_gguf(tmp_path, qwen2_gguf)
     before = window.state
-    assert not window.open_model(path)
+    assert not window.files.open_model(path)
     said = "the weights lack" if kind == "folder" else "broken.gguf's vocabulary is not a tokenizer"
     assert said in warnings[-1] and "\n" not in warnings[-1].split("\n\n", 1)[1]
     assert window.state == before and window.settings.recent("models") == []

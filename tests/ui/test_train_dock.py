@@ -6,7 +6,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from attn_gui.ui.train_panel import head_mosaic
+from attn_gui.ui.docks.train import head_mosaic
 
 
 def test_head_mosaic_puts_layers_down_and_heads_across():
@@ -17,8 +17,8 @@ def test_head_mosaic_puts_layers_down_and_heads_across():
 
 
 def test_train_dock_steps_runs_pauses_and_resets(window, qtbot):
-    panel = window.train
-    assert window.trainDock.toggleViewAction() in window.menus.view.actions()
+    panel = window.docks.panels["train"]
+    assert window.docks.docks["train"].toggleViewAction() in window.menus.view.actions()
     panel.layers.setValue(1)
     panel.d_model.setValue(16)
     with qtbot.waitSignal(panel.stopped, timeout=20000):
@@ -34,9 +34,9 @@ def test_train_dock_steps_runs_pauses_and_resets(window, qtbot):
 
 
 def test_a_bad_size_is_said_in_the_dock(window):
-    window.train.heads.setValue(3)  # 32 does not split into 3 heads
-    window.train.resetButton.click()
-    assert "heads" in window.train.message.text()
+    window.docks.panels["train"].heads.setValue(3)  # 32 does not split into 3 heads
+    window.docks.panels["train"].resetButton.click()
+    assert "heads" in window.docks.panels["train"].message.text()
 
 
 def test_open_in_the_explorer_shows_a_learned_positions_checkpoint_on_the_probe(window, qtbot):
@@ -44,7 +44,7 @@ def test_open_in_the_explorer_shows_a_learned_positions_checkpoint_on_the_probe(
     shows it in the main maps on the task's probe sequence, its alpha equal to transformers' on
     the saved folder."""
     import transformers
-    panel = window.train
+    panel = window.docks.panels["train"]
     panel.layers.setValue(1)
     panel.d_model.setValue(16)
     panel.positions.setCurrentIndex(panel.positions.findData("learned"))
@@ -65,7 +65,7 @@ def test_open_in_the_explorer_shows_a_learned_positions_checkpoint_on_the_probe(
 
 
 def test_start_trains_up_to_steps_saying_the_time_left_with_named_axes_and_a_legend(window, qtbot):
-    panel = window.train
+    panel = window.docks.panels["train"]
     panel.layers.setValue(2)
     panel.d_model.setValue(16)
     panel.target.setValue(30)
@@ -93,7 +93,7 @@ def test_start_trains_up_to_steps_saying_the_time_left_with_named_axes_and_a_leg
 def test_each_run_saves_into_a_folder_of_its_own(qtbot):
     """Issue 47: every Train dock wrote into one /tmp/attn-gui-train, and two windows collided there. Two docks'
     runs, and a run after Reset, each save into a temporary folder of their own."""
-    from attn_gui.ui.train_panel import TrainPanel
+    from attn_gui.ui.docks.train import TrainPanel
 
     panels = [TrainPanel(), TrainPanel()]
     folders = []

@@ -17,7 +17,7 @@ def test_a_folder_outside_the_table_opens_through_transformers(kind, window, qtb
     folder = tmp_path / kind
     hf = outside_folder(kind, folder)
     window.edit_config({"sentence": SENTENCE})
-    assert window.open_model(str(folder))
+    assert window.files.open_model(str(folder))
     qtbot.waitUntil(lambda: window.frame.result.config.model == str(folder), timeout=30000)
     r = window.frame.result
     with torch.no_grad():

@@ -21,7 +21,7 @@ def llama(tmp_path_factory):
 def test_why_dock_explains_the_shown_decoder(window, llama, qtbot: QtBot):
     assert window.edit_config({"sentence": SENTENCE, "model": llama, "layer": 1})
     qtbot.waitUntil(lambda: window.frame.result.config == window.state.config, timeout=30000)
-    panel = window.why
+    panel = window.docks.panels["why"]
     with qtbot.waitSignal(panel.shown, timeout=30000, check_params_cb=lambda kind: kind == "detector"):
         window.show_dock("why")
     a = direct_logit_attribution(window.state.config)
@@ -64,7 +64,7 @@ def test_why_dock_explains_the_shown_decoder(window, llama, qtbot: QtBot):
 def test_an_encoder_is_told_a_bad_token_keeps_the_last_result(window, llama, qtbot: QtBot):
     assert window.edit_config({"sentence": SENTENCE, "model": llama})
     qtbot.waitUntil(lambda: window.frame.result.config == window.state.config, timeout=30000)
-    panel = window.why
+    panel = window.docks.panels["why"]
     with qtbot.waitSignal(panel.shown, timeout=30000, check_params_cb=lambda kind: kind == "dla"):
         window.show_dock("why")
     grid = panel.dla.item.data

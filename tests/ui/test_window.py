@@ -260,7 +260,7 @@ def test_right_click_exports_and_copies(window, qtbot, tmp_path, monkeypatch):
 
 
 def test_export_all_from_the_window(window, tmp_path):
-    written = window.export_all(str(tmp_path / "all"))
+    written = window.files.export_all(str(tmp_path / "all"))
     names = {Path(p).name for p in written}
     assert {"weights_head1.png", "weights_head1.svg", "weights.npy", "figure.png", "manifest.json"} <= names
 

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from PySide6 import QtCore, QtWidgets
 
-from ..engine import model_spec, AttentionConfig
-from ..present.kv_cache import CacheStep, CacheWalk, cache_maps
-from ..present.state import ViewState
-from ..render.heatmap import HeatmapView
-from .worker import TaskThread
+from ...engine import model_spec, AttentionConfig
+from ...present.kv_cache import CacheStep, CacheWalk, cache_maps
+from ...present.state import ViewState
+from ...render.heatmap import HeatmapView
+from ..worker import TaskThread
+from . import DockPanel
 
 
 WIDGET_MAX = 16777215  # Qt's QWIDGETSIZE_MAX: no maximum width
@@ -16,7 +17,7 @@ NEEDS_DECODER = ("The KV cache needs a decoder model: it decodes one token at a 
                  "the cached keys and values. Choose SmolLM2-135M under Source → weights.")
 
 
-class KVCachePanel(QtWidgets.QWidget):
+class KVCachePanel(DockPanel, QtWidgets.QWidget):
     """Prefill the sentence, then decode one token at a time through the key/value cache.
 
     Runs on a thread of its own; shows the selected layer's and head's cache (a row per

@@ -10,11 +10,12 @@ from pathlib import Path
 import numpy as np
 from PySide6 import QtCore, QtWidgets
 
-from ..engine import UserError
-from ..engine import corpus as C
-from ..present.maps import MapData
-from ..render.heatmap import HeatmapView
-from .dock_scroll import grid_height
+from ...engine import UserError
+from ...engine import corpus as C
+from ...present.maps import MapData
+from ...render.heatmap import HeatmapView
+from ..dock_scroll import grid_height
+from . import DockPanel
 
 COLUMNS = ("rank", "score", "query → key", "passage")
 NO_CENSUS = ("<b>No census open.</b> A census is each head's statistics over many passages, with its top examples. "
@@ -24,7 +25,7 @@ NO_CENSUS = ("<b>No census open.</b> A census is each head's statistics over man
 SIGNED = frozenset({"dla"})  # statistics of either sign: a diverging map centred on 0
 
 
-class CorpusPanel(QtWidgets.QWidget):
+class CorpusPanel(DockPanel, QtWidgets.QWidget):
     """A census folder's grid for the chosen statistic and the clicked head's examples.
 
     Signals

@@ -4,26 +4,28 @@ from __future__ import annotations
 
 from PySide6 import QtCore, QtWidgets
 
-from ..engine import FIELDS
-from ..present.difference import (comparable_fields, head_difference, layer_difference, per_head_fields,
+from ...engine import FIELDS
+from ...present.difference import (comparable_fields, head_difference, layer_difference, per_head_fields,
                                   pinned_difference, shift_note)
-from ..present.frame import Frame
-from ..present.state import ViewState
-from ..render.heatmap import HeatmapView
-from . import map_menu
-from .insight_panels import labelled_combo
+from ...present.maps import special_tokens
+from ...present.frame import Frame
+from ...present.state import ViewState
+from ...render.heatmap import HeatmapView
+from .. import map_menu
+from . import DockPanel
+from .metrics import labelled_combo
 
 
-class DifferencePanel(QtWidgets.QWidget):
+class DifferencePanel(DockPanel, QtWidgets.QWidget):
     """Pin a result, then see any map as now minus pinned; or head minus head, layer minus layer.
 
     Signals
     -------
-    shiftRequested()
-        "Pin, then shift one position" was pressed: the owner moves the sentence by one position.
+    editRequested(dict)
+        "Pin, then shift one position" was pressed: the sentence moves one position on (a config change).
     """
 
-    shiftRequested = QtCore.Signal()
+    editRequested = QtCore.Signal(dict)
     MODES = (("now − pinned", "pinned"), ("head − head", "heads"), ("layer − layer (α)", "layers"))
 
     def __init__(self, parent: QtWidgets.QWidget | None = None):
@@ -39,7 +41,7 @@ class DifferencePanel(QtWidgets.QWidget):
         self.shiftButton.setObjectName("shiftButton")
         self.shiftButton.setToolTip("Pin this result and move the whole sentence one position on (position "
                                     "offset + 1): RoPE's and ALiBi's scores stay, sinusoidal ones change")
-        self.shiftButton.clicked.connect(self.shiftRequested)
+        self.shiftButton.clicked.connect(self.shift_positions)
         self.pinnedLabel = QtWidgets.QLabel("nothing pinned")
         self.pinnedLabel.setObjectName("pinnedLabel")
         self.pinnedLabel.setWordWrap(True)
@@ -90,7 +92,17 @@ class DifferencePanel(QtWidgets.QWidget):
         self.pinnedLabel.setText(f"pinned: {words}")
         self._draw()
 
-    def show_frame(self, frame: Frame, state: ViewState, hidden: tuple[int, ...] = ()) -> None:
+    def shift_positions(self) -> None:
+        """Pin the result shown now and move the sentence one position on: the dock then shows what depends on
+        absolute positions (sinusoidal) and what on i − j only (RoPE, ALiBi)."""
+        self.pin()
+        self.show_field("scores")
+        offset = (self.state or ViewState()).config.position_offset
+        self.editRequested.emit({"position_offset": offset + 1})
+
+    def show_frame(self, frame: Frame, state: ViewState, hidden: tuple[int, ...] | None = None) -> None:
+        if hidden is None:  # the tokens the window leaves out of the maps
+            hidden = special_tokens(frame.result) if state.hide_special else ()
         self.frame, self.state, self.hidden = frame, state, hidden
         result = frame.result
         model = result.layer_weights is not None

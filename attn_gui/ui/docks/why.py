@@ -15,12 +15,14 @@ from html import escape
 
 from PySide6 import QtCore, QtWidgets
 
-from ..engine import AttentionConfig
-from ..engine import attribution as A
-from ..engine.sources import source
-from ..present import attribution as P
-from ..render.heatmap import HeatmapView
-from .worker import TaskThread
+from ...engine import AttentionConfig
+from ...engine import attribution as A
+from ...engine.sources import source
+from ...present import attribution as P
+from ...present.state import ViewState
+from ...render.heatmap import HeatmapView
+from ..worker import TaskThread
+from . import DockPanel
 
 
 def _map(name: str) -> HeatmapView:
@@ -36,7 +38,7 @@ NEEDS_DECODER = ("Why needs a decoder model: it splits the next token's logit in
                  "checkpoint under Source → weights.")
 
 
-class WhyPanel(QtWidgets.QWidget):
+class WhyPanel(DockPanel, QtWidgets.QWidget):
     """Direct logit attribution, score attribution, logit lens, circuits and head labels of the shown model.
 
     Signals
@@ -178,11 +180,19 @@ class WhyPanel(QtWidgets.QWidget):
         self.colourBox.toggled.connect(lambda _: self._emit_colours())
         self.dla.scene().sigMouseClicked.connect(lambda event: self._pick(self.dla, event))
         self.copying.scene().sigMouseClicked.connect(lambda event: self._pick(self.copying, event))
-        self.follow(None, 0)
+        self._follow(None, 0)
 
     # what the window calls -------------------------------------------------------------------
 
-    def follow(self, config: AttentionConfig | None, head: int) -> None:
+    def follow(self, state: ViewState) -> None:
+        """Follow the window's view state: its config and head."""
+        self._follow(state.config, state.head)
+
+    def behind(self, state: ViewState) -> None:
+        """The window's state changed while the dock is out of sight (``input_changed``)."""
+        self.input_changed(state.config)
+
+    def _follow(self, config: AttentionConfig | None, head: int) -> None:
         """Show ``config`` (None, or not a decoder: say what is needed); a new model, sentence or struck heads
         start the attribution on the thread, a new head or layer redraws its circuits."""
         decoder = config is not None and config.model is not None and hasattr(source(config.model), "decoder")

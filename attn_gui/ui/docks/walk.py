@@ -4,12 +4,15 @@ from __future__ import annotations
 
 from PySide6 import QtCore, QtWidgets
 
-from ..engine import AttentionResult
-from ..present.walk import HINT, walk_html
-from .sight import in_sight
+from ...engine import AttentionResult
+from ...present.frame import Frame
+from ...present.state import ViewState
+from ...present.walk import HINT, walk_html
+from ..sight import in_sight
+from . import DockPanel
 
 
-class TokenFocus(QtWidgets.QTextBrowser):
+class TokenFocus(DockPanel, QtWidgets.QTextBrowser):
     """The walk of the selected query token (see ``present.walk.walk_html``).
 
     The walk is written only while the panel is on screen: a hidden panel (a closed dock,
@@ -33,6 +36,10 @@ class TokenFocus(QtWidgets.QTextBrowser):
             self._write()
         else:
             self._shown = None  # written when shown; holds no old result meanwhile
+
+    def show_frame(self, frame: Frame, state: ViewState) -> None:
+        """The window draws ``frame``: the walk of the state's token and head."""
+        self.show_walk(frame.result, state.token, state.head)
 
     def showEvent(self, event) -> None:
         super().showEvent(event)

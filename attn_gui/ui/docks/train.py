@@ -17,11 +17,12 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6 import QtCore, QtWidgets
 
-from ..engine.errors import UserError
-from ..engine.tasks import TASKS
-from ..engine.training import Trainer, TrainConfig, head_scores
-from ..present.formats import time_left
-from .worker import TaskThread
+from ...engine.errors import UserError
+from ...engine.tasks import TASKS
+from ...engine.training import Trainer, TrainConfig, head_scores
+from ...present.formats import time_left
+from ..worker import TaskThread
+from . import DockPanel
 
 PROBE_EVERY = 10  # steps between redraws of the heads and their scores
 BATCH_OF_STEPS = 5  # steps per task on the thread (one report each)
@@ -61,7 +62,7 @@ def head_mosaic(alphas: np.ndarray, gap: int = 1) -> np.ndarray:
     return out
 
 
-class TrainPanel(QtWidgets.QWidget):
+class TrainPanel(DockPanel, QtWidgets.QWidget):
     """Controls, curves and heads of one training run."""
 
     stopped = QtCore.Signal()  # a Start or Step came to its end or was paused

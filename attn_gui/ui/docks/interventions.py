@@ -12,13 +12,15 @@ from html import escape
 
 from PySide6 import QtCore, QtWidgets
 
-from ..engine import AttentionConfig, UserError, format_heads, toggle_head
-from ..engine import interventions as I
-from ..engine.sources import source
-from ..present.maps import MapData
-from ..render.heatmap import HeatmapView
-from .dock_scroll import grid_height
-from .worker import TaskThread
+from ...engine import AttentionConfig, UserError, format_heads, toggle_head
+from ...engine import interventions as I
+from ...engine.sources import source
+from ...present.maps import MapData
+from ...present.state import ViewState
+from ...render.heatmap import HeatmapView
+from ..dock_scroll import grid_height
+from ..worker import TaskThread
+from . import DockPanel
 
 
 
@@ -27,7 +29,7 @@ def _bars(tokens: tuple[tuple[str, float], ...]) -> str:
     return "\n".join(f"{text[:12]:<12} {p * 100:5.1f} % {'█' * max(1, round(p * 20))}" for text, p in tokens)
 
 
-class InterventionsPanel(QtWidgets.QWidget):
+class InterventionsPanel(DockPanel, QtWidgets.QWidget):
     """Strike heads, next tokens before and after, and the grid of every head's effect.
 
     Signals
@@ -126,9 +128,13 @@ class InterventionsPanel(QtWidgets.QWidget):
         self.patchButton.clicked.connect(self.run_patching)
         self.cancelButton.clicked.connect(self.cancel)
         self.grid.scene().sigMouseClicked.connect(self._on_grid_click)
-        self.follow(None, 0)
+        self._follow(None, 0)
 
-    def follow(self, config: AttentionConfig | None, head: int) -> None:
+    def follow(self, state: ViewState) -> None:
+        """Follow the window's view state: its config and head."""
+        self._follow(state.config, state.head)
+
+    def _follow(self, config: AttentionConfig | None, head: int) -> None:
         """Show ``config``'s struck heads and next tokens (computed on the thread); None: not a decoder."""
         decoder = config is not None and config.model is not None and hasattr(source(config.model), "decoder")
         for w in (self.strikeButton, self.clearButton, self.effectButton, self.patchButton):

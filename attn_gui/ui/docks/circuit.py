@@ -13,13 +13,15 @@ from __future__ import annotations
 from PySide6 import QtCore, QtGui, QtWidgets
 from PySide6.QtSvgWidgets import QSvgWidget
 
-from ..engine import AttentionConfig
-from ..engine.circuits import BUILT_IN, METHODS, Cancelled, Circuit, circuit, prepare
-from ..engine.circuits.composition import EdgeLook, look
-from ..engine.circuits.split import Split
-from ..engine.sources import source
-from ..present.circuits import alpha_svg, faithfulness_svg, graph_svg, pick_edge, pick_writer, top_edges
-from .worker import TaskThread
+from ...engine import AttentionConfig
+from ...engine.circuits import BUILT_IN, METHODS, Cancelled, Circuit, circuit, prepare
+from ...engine.circuits.composition import EdgeLook, look
+from ...engine.circuits.split import Split
+from ...engine.sources import source
+from ...present.state import ViewState
+from ...present.circuits import alpha_svg, faithfulness_svg, graph_svg, pick_edge, pick_writer, top_edges
+from ..worker import TaskThread
+from . import DockPanel
 
 DEFAULT_K = 20
 ASK = "Click an edge of the graph to see its two heads' α and how their weights compose."
@@ -47,7 +49,7 @@ class _Picture(QSvgWidget):
         self.clicked.emit(event.position().x(), event.position().y())
 
 
-class CircuitPanel(QtWidgets.QWidget):
+class CircuitPanel(DockPanel, QtWidgets.QWidget):
     """Task, method and pairs; Run and Cancel; the graph with its k slider; the faithfulness curve.
 
     Signals
@@ -162,10 +164,14 @@ class CircuitPanel(QtWidgets.QWidget):
         self.cancelButton.clicked.connect(self.cancel)
         self.kSlider.valueChanged.connect(self._show_k)
         self.graph.clicked.connect(self._on_graph_click)
-        self.follow(None)
+        self._follow(None)
         self._show_k()
 
-    def follow(self, config: AttentionConfig | None) -> None:
+    def follow(self, state: ViewState) -> None:
+        """Follow the window's view state: its model and sentence."""
+        self._follow(state.config)
+
+    def _follow(self, config: AttentionConfig | None) -> None:
         """Take the view state's model; a model that is not a decoder disables Run and says why."""
         decoder = config is not None and config.model is not None and hasattr(source(config.model), "decoder")
         self.config = config if decoder else None

@@ -4,29 +4,57 @@ from __future__ import annotations
 
 from PySide6 import QtCore, QtWidgets
 
-from ..engine import UserError, entropy_vs_dk
-from ..engine.metrics import causal_visible, head_metrics
-from ..engine.scaling import EntropySweep, sweep_cost, sweep_d_ks
-from ..present.frame import Frame
-from ..present.insight import query_softmax
-from ..present.saturation import SaturationNote
-from ..present.state import ViewState
-from ..render.scaling_plot import ScalingPlot
+from ...engine import UserError, entropy_vs_dk
+from ...engine.metrics import causal_visible, head_metrics
+from ...engine.scaling import EntropySweep, sweep_cost, sweep_d_ks
+from ...present.frame import Frame
+from ...present.insight import query_softmax
+from ...present.saturation import SaturationNote
+from ...present.state import ViewState
+from ...render.scaling_plot import ScalingPlot
+from . import DockPanel
 
 
 SWEEP_BUDGET = 300_000_000  # multiply-adds: about a tenth of a second on a laptop core
 
 
-class ScalingPanel(QtWidgets.QWidget):
+class SaturationFix(QtWidgets.QPushButton):
+    """The saturation note's one-click fix, in the window's status bar: shown with a frame that has a note.
+
+    Signals
+    -------
+    editRequested(dict)
+        The fix, as a config change.
+    """
+
+    editRequested = QtCore.Signal(dict)
+
+    def __init__(self, parent: QtWidgets.QWidget | None = None):
+        super().__init__(parent)
+        self.setObjectName("saturationFixButton")
+        self.hide()
+        self.note: SaturationNote | None = None
+        self.clicked.connect(lambda: self.note is not None and self.editRequested.emit(dict(self.note.fix)))
+
+    def show_frame(self, frame: Frame) -> None:
+        """The window shows ``frame``: the button says its note's fix, or hides."""
+        self.note = frame.saturation
+        self.setVisible(self.note is not None)
+        if self.note is not None:
+            self.setText(self.note.fix_label)
+            self.setToolTip(self.note.text)
+
+
+class ScalingPanel(DockPanel, QtWidgets.QWidget):
     """Seed 004's "why scaling" on the current numbers, and the saturation note with its fix.
 
     Signals
     -------
-    fixRequested(dict)
+    editRequested(dict)
         The note's one-click fix: the config change to apply.
     """
 
-    fixRequested = QtCore.Signal(dict)
+    editRequested = QtCore.Signal(dict)
 
     def __init__(self, parent: QtWidgets.QWidget | None = None):
         super().__init__(parent)
@@ -40,7 +68,7 @@ class ScalingPanel(QtWidgets.QWidget):
         self.note.setWordWrap(True)
         self.fixButton = QtWidgets.QPushButton()
         self.fixButton.setObjectName("scalingFixButton")
-        self.fixButton.clicked.connect(lambda: self._fix and self.fixRequested.emit(dict(self._fix)))
+        self.fixButton.clicked.connect(lambda: self._fix and self.editRequested.emit(dict(self._fix)))
         row = QtWidgets.QHBoxLayout()
         row.addWidget(self.note, 1)
         row.addWidget(self.fixButton)
@@ -49,7 +77,8 @@ class ScalingPanel(QtWidgets.QWidget):
         layout.addLayout(row)
         layout.addWidget(self.plot, 1)
 
-    def show_frame(self, frame: Frame, state: ViewState, note: SaturationNote | None) -> None:
+    def show_frame(self, frame: Frame, state: ViewState, note: SaturationNote | None = None) -> None:
+        note = note if note is not None else frame.saturation
         result, cfg = frame.result, frame.result.config
         token = state.token if state.token is not None and state.token < result.seq_len else 0
         head = min(state.head, result.heads - 1)

@@ -10,15 +10,16 @@ import os
 
 from PySide6 import QtCore, QtWidgets
 
-from ..engine import AttentionConfig, UserError
-from ..export.lessons import export_lesson
-from ..present.frame import Frame
-from ..present.lessons import Lesson, LessonError, action_done, fill, judge, lesson_names, load_lesson
-from ..present.state import ViewState
-from .settings import Settings
+from ...engine import AttentionConfig, UserError
+from ...export.lessons import export_lesson
+from ...present.frame import Frame
+from ...present.lessons import Lesson, LessonError, action_done, fill, judge, lesson_names, load_lesson
+from ...present.state import ViewState
+from ..settings import Settings
+from . import DockPanel
 
 
-class LessonsPanel(QtWidgets.QWidget):
+class LessonsPanel(DockPanel, QtWidgets.QWidget):
     """Back / Next through a lesson's steps; the text is filled again from every new frame.
 
     Parameters
@@ -94,7 +95,7 @@ class LessonsPanel(QtWidgets.QWidget):
         self.state = state
         self.refill()
 
-    def show_frame(self, frame: Frame) -> None:
+    def show_frame(self, frame: Frame, state: ViewState | None = None) -> None:
         """The window shows ``frame``: the step's text takes its numbers."""
         self.frame = frame
         self.refill()
