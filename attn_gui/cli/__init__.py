@@ -16,7 +16,7 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
-from . import __version__
+from .. import __version__
 
 # Nothing heavy is imported here: main() installs its signal handling before torch and Qt
 # load, so Ctrl-C or SIGTERM at any moment of the start-up ends in one line and exit 130.
@@ -65,7 +65,7 @@ def _number(value: int | float) -> str:
 
 def add_engine_options(p: argparse.ArgumentParser) -> None:
     """One flag per declared config option (``OPTIONS``), named after its field."""
-    from .engine import OPTIONS, PRESETS
+    from ..engine import OPTIONS, PRESETS
 
     g = p.add_argument_group("engine options (default: the chosen preset, else the tutorial default)")
     g.add_argument("--preset", choices=list(PRESETS), help="start from a named config")
@@ -90,7 +90,7 @@ def add_engine_options(p: argparse.ArgumentParser) -> None:
 
 def given_options(args: argparse.Namespace) -> dict:
     """The config fields set on the command line (not their defaults)."""
-    from .engine import OPTIONS
+    from ..engine import OPTIONS
 
     return {name: getattr(args, name) for name in OPTIONS if getattr(args, name, None) is not None}
 
@@ -102,7 +102,7 @@ def config_from_args(args: argparse.Namespace, load: bool = True):
     refused rather than ignored. ``load=False`` (the window): a model that must be loaded or
     converted first is left to the window, which opens at once and shows the progress.
     """
-    from .engine import OPTIONS, AttentionConfig, check_tokens, check_tokens_now, parse_heads, preset
+    from ..engine import OPTIONS, AttentionConfig, check_tokens, check_tokens_now, parse_heads, preset
 
     base = preset(args.preset) if getattr(args, "preset", None) else AttentionConfig()
     changes = given_options(args)
@@ -111,7 +111,7 @@ def config_from_args(args: argparse.Namespace, load: bool = True):
     if "ablate" in changes:  # "5.3,12.1", counted from 1
         changes["ablate"] = parse_heads(changes["ablate"])
     if changes.get("model") and "sentence" not in changes:  # a checkpoint of attn-gui train: its task's probe
-        from .engine.training import probe_sentence
+        from ..engine.training import probe_sentence
 
         changes["sentence"] = probe_sentence(changes["model"]) or base.sentence
     if changes.get("positional") == "rope" and "d_k" not in changes and base.model is None \
@@ -136,7 +136,7 @@ def config_from_args(args: argparse.Namespace, load: bool = True):
 
 def _layer_from_one(layer: int, model: str | None) -> int:
     """The config's 0-based layer of ``--layer`` (counted from 1); UsageError out of range."""
-    from .engine import model_spec
+    from ..engine import model_spec
 
     if model is None:
         raise UsageError("attn-gui: --layer needs --model")
@@ -159,7 +159,7 @@ def head_from_args(args: argparse.Namespace, config) -> int | None:
 
 def load_model(name: str) -> None:
     """Load model ``name``; a first load that builds its tokenizer into the cache reports every 10 % on stderr."""
-    from .engine import model_spec, source
+    from ..engine import model_spec, source
 
     shown = [-10]
 
@@ -183,8 +183,8 @@ def _geometry(text: str) -> tuple[int, int]:
 
 def _scale(text: str) -> tuple[str, str]:
     """``--colour-scale MAP=MODE``: a map's colour scale, e.g. weights=row."""
-    from .engine import FIELDS
-    from .present.scales import scale_choices
+    from ..engine import FIELDS
+    from ..present.scales import scale_choices
 
     field, _, mode = text.partition("=")
     if field not in FIELDS:
@@ -204,8 +204,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     gui = sub.add_parser("gui", help="open the window (the default)")
     gui.add_argument("--head", type=int, metavar="N", help="the head to show first, counted from 1 (default 1)")
-    from .engine import FIELDS
-    from .present.state import DOCKS
+    from ..engine import FIELDS
+    from ..present.state import DOCKS
 
     view = gui.add_argument_group("what the window shows first (for slides and tests)")
     view.add_argument("--focus", choices=list(FIELDS), metavar="MAP",
@@ -344,7 +344,7 @@ def run_export(args: argparse.Namespace) -> int:
     (offscreen); an arrays-only export never imports it. Ctrl-C or SIGTERM stop it
     between files: ``Cancelled`` (the folder is unchanged).
     """
-    from .export.folder import Cancelled
+    from ..export.folder import Cancelled
 
     with _interrupts() as stop:
         try:
@@ -354,11 +354,11 @@ def run_export(args: argparse.Namespace) -> int:
 
 
 def _export(args: argparse.Namespace, stop: threading.Event) -> int:
-    from .engine import compute
-    from .export.bundle import CONFIRM_BYTES, CONFIRM_SECONDS, check_before_compute, export_all
-    from .export.files import IMAGE_FORMATS, check_width, parse_formats
-    from .export.folder import Target
-    from .present.frame import make_frame
+    from ..engine import compute
+    from ..export.bundle import CONFIRM_BYTES, CONFIRM_SECONDS, check_before_compute, export_all
+    from ..export.files import IMAGE_FORMATS, check_width, parse_formats
+    from ..export.folder import Target
+    from ..present.frame import make_frame
 
     config = config_from_args(args)
     head = head_from_args(args, config) or 0
@@ -387,10 +387,10 @@ def _export(args: argparse.Namespace, stop: threading.Event) -> int:
 
 def _offscreen(what: str) -> None:
     """Qt's offscreen application, for pictures; ``UserError`` in one line where PySide6 or pyqtgraph is missing."""
-    from .engine import UserError
+    from ..engine import UserError
 
     try:
-        from .render.offscreen import ensure_app
+        from ..render.offscreen import ensure_app
     except ImportError as exc:
         raise UserError(f"{what} PySide6 and pyqtgraph ({exc.name} is missing); install them, "
                         f"or export only --format npy,csv") from None
@@ -401,10 +401,10 @@ def _export_page(args: argparse.Namespace, config, head: int, stop: threading.Ev
     """``attn-gui export --format html``: one self-contained page of the result in the file ``--out``."""
     from pathlib import Path
 
-    from .engine import compute
-    from .export.bundle import CONFIRM_BYTES, CONFIRM_SECONDS
-    from .export.files import ExportError
-    from .present.frame import make_frame
+    from ..engine import compute
+    from ..export.bundle import CONFIRM_BYTES, CONFIRM_SECONDS
+    from ..export.files import ExportError
+    from ..present.frame import make_frame
 
     if args.format.strip().lower().lstrip(".") != "html":
         raise ExportError("html writes one page and cannot be mixed with other formats; export it alone "
@@ -415,7 +415,7 @@ def _export_page(args: argparse.Namespace, config, head: int, stop: threading.Ev
     if Path(args.out).suffix.lower() not in (".html", ".htm") or Path(args.out).is_dir():
         raise ExportError(f"with --format html, --out names the page's file, ending in .html; got {one_line(args.out)}")
     _offscreen("a page's maps need")
-    from .export.page import export_page
+    from ..export.page import export_page
 
     result = compute(config)
     stop.writing = True
@@ -439,9 +439,9 @@ GENERATE_OPTIONS = ("sentence", "model", "device", "dtype", "ablate")  # what ch
 
 def run_generate(args: argparse.Namespace) -> int:
     """``attn-gui generate``: one line per step (position, token, probability), then the text."""
-    from .engine.decoding import check_steps, generate
+    from ..engine.decoding import check_steps, generate
 
-    from .engine import OPTIONS
+    from ..engine import OPTIONS
 
     # generation runs the whole model as it is: an option of the shown attention step changes nothing
     inert = [OPTIONS[name].flag for name in given_options(args) if name not in GENERATE_OPTIONS]
@@ -463,9 +463,9 @@ def run_generate(args: argparse.Namespace) -> int:
 
 def run_effects(args: argparse.Namespace) -> int:
     """``attn-gui effects``: the (layers x heads) grid as effects.csv and effects.png in ``--out``."""
-    from .engine import interventions, source
+    from ..engine import interventions, source
 
-    from .export.folder import Target
+    from ..export.folder import Target
 
     config = config_from_args(args)
     Target(args.out, overwrite=True)  # a file in its place, a name too long: refused before the measuring
@@ -493,9 +493,9 @@ def run_effects(args: argparse.Namespace) -> int:
         f.write(f"# {what}\n" + ",".join(["layer", *cols]) + "\n")
         for i, row in enumerate(values):
             f.write(",".join([str(i + 1), *(f"{v:.6g}" for v in row)]) + "\n")
-    from .export.images import export_image
-    from .present.maps import MapData
-    from .render.offscreen import dispose, render_map
+    from ..export.images import export_image
+    from ..present.maps import MapData
+    from ..render.offscreen import dispose, render_map
 
     view = render_map(MapData(values, f"{symbol}: {what}", "signed", rows, cols, symbol=symbol))
     try:
@@ -520,18 +520,18 @@ def add_attribute_parser(sub) -> None:
 
 def run_attribute(args: argparse.Namespace) -> int:
     """``attn-gui attribute``: components.csv, heads.csv and dla.png in ``--out``, all or none."""
-    from .engine import source
-    from .engine.attribution import direct_logit_attribution
-    from .export.folder import Target
-    from .present.attribution import top_heads
+    from ..engine import source
+    from ..engine.attribution import direct_logit_attribution
+    from ..export.folder import Target
+    from ..present.attribution import top_heads
 
     config = config_from_args(args)
     Target(args.out, overwrite=args.overwrite)  # refused before the compute; creates nothing
     if config.model:
         load_model(config.model)
     a = direct_logit_attribution(config, args.token, args.against)
-    from .export.attribution import write_attribution
-    from .render.offscreen import ensure_app
+    from ..export.attribution import write_attribution
+    from ..render.offscreen import ensure_app
 
     ensure_app(offscreen=True)
     folder = write_attribution(a, source(config.model).token_text, args.out, args.overwrite)
@@ -542,7 +542,7 @@ def run_attribute(args: argparse.Namespace) -> int:
 
 def add_circuit_parser(sub) -> None:
     """``attn-gui circuit``: which heads talk to which, by edge attribution (``engine.circuits``)."""
-    from .engine.circuits import BUILT_IN, METHODS, METRICS
+    from ..engine.circuits import BUILT_IN, METHODS, METRICS
 
     c = sub.add_parser("circuit", allow_abbrev=False,
                        help="score every edge between a decoder's heads and MLPs on a task (EAP, EAP-IG or "
@@ -586,9 +586,9 @@ def _stage_progress() -> Callable[[int, int, str], None]:
 
 def run_circuit(args: argparse.Namespace) -> int:
     """``attn-gui circuit``: everything checked before the compute, the files written all or nothing."""
-    from .engine.circuits import BUILT_IN, circuit
-    from .export.circuits import check_format, write_circuit
-    from .export.folder import Target
+    from ..engine.circuits import BUILT_IN, circuit
+    from ..export.circuits import check_format, write_circuit
+    from ..export.folder import Target
 
     for name, value, low, high in (("--pairs", args.pairs, 1, 10000), ("--steps", args.steps, 1, 100),
                                    ("--top", args.top, 1, 10000)):
@@ -615,7 +615,7 @@ def run_circuit(args: argparse.Namespace) -> int:
 
 def add_train_parser(sub) -> None:
     """``attn-gui train``: its flags, one per field of ``TrainConfig`` that a person sets."""
-    from .engine.tasks import TASKS
+    from ..engine.tasks import TASKS
 
     t = sub.add_parser("train", allow_abbrev=False,
                        help="train a tiny decoder on a toy task; write a Hugging Face checkpoint and log.csv")
@@ -645,7 +645,7 @@ def run_train(args: argparse.Namespace) -> int:
     in progress and saves that whole checkpoint (with log.csv) before exiting 130."""
     import torch
 
-    from .engine.training import TrainConfig, check_checkpoint_folder
+    from ..engine.training import TrainConfig, check_checkpoint_folder
 
     if not 1 <= args.steps <= 10_000_000:
         raise UsageError(f"attn-gui train: --steps must be 1 to 10000000, not {args.steps}")
@@ -664,9 +664,9 @@ def run_train(args: argparse.Namespace) -> int:
 
 
 def _train(args: argparse.Namespace, config) -> int:
-    from .engine import UserError
-    from .engine.training import Trainer
-    from .present.formats import time_left
+    from ..engine import UserError
+    from ..engine.training import Trainer
+    from ..present.formats import time_left
 
     trainer = Trainer(config)
     with _interrupts() as stop:
@@ -721,7 +721,7 @@ def add_corpus_parser(sub) -> None:
 
 def run_corpus(args: argparse.Namespace) -> int:
     """``attn-gui corpus``: a progress line on a terminal's stderr, the summary on stdout."""
-    from .engine import corpus
+    from ..engine import corpus
 
     if args.workers is not None and not 1 <= args.workers <= 4096:
         raise UsageError(f"attn-gui corpus: --workers must be 1 to 4096, not {args.workers}")
@@ -731,7 +731,7 @@ def run_corpus(args: argparse.Namespace) -> int:
     passages = corpus.read_corpus(args.corpus, args.field)
     corpus.check_models(settings)
     if args.ray is not None:
-        from .engine import corpus_ray
+        from ..engine import corpus_ray
 
         runner = corpus_ray.runner(args.ray, args.workers)
         if args.ray != "local":  # refused at once, not after loading the model
@@ -784,8 +784,8 @@ def _census_progress(p) -> None:
 
 def _run_bench(args: argparse.Namespace) -> int:
     """``attn-gui bench``: progress to stderr, the tables to stdout, the JSON to ``--json``; 0 on success."""
-    from . import bench
-    from .bench.compare import CompareError, check_rev
+    from .. import bench
+    from ..bench.compare import CompareError, check_rev
 
     if args.json:
         try:
@@ -838,8 +838,8 @@ def run_models(args: argparse.Namespace) -> int:
     import dataclasses
     import json
 
-    from .engine.sources.discover import discover
-    from .export.files import human
+    from ..engine.sources.discover import discover
+    from ..export.files import human
 
     result = discover()
     if args.json:
@@ -942,8 +942,8 @@ def main(argv: list[str] | None = None, launched: bool = False) -> int:
 
 
 def _main(argv: list[str]) -> int:
-    from .engine.errors import UserError
-    from .export.folder import Cancelled
+    from ..engine.errors import UserError
+    from ..export.folder import Cancelled
 
     if not argv or argv[0].startswith("-") and argv[0] not in ("-h", "--help", "--version"):
         argv = ["gui", *argv]
@@ -955,7 +955,7 @@ def _main(argv: list[str]) -> int:
             config = config_from_args(args, load=False) if given else None
             head = head_from_args(args, config) if given else None
             _check_display()
-            from .ui.app import run_gui
+            from ..ui.app import run_gui
 
             view = {"focus": args.focus, "all_maps": args.all_maps, "dock": args.dock,
                     "geometry": args.geometry, "scales": dict(args.colour_scale or ())} if args.command == "gui" else {}
@@ -963,18 +963,18 @@ def _main(argv: list[str]) -> int:
                 raise UsageError("attn-gui: --focus and --all-maps ask for different views; give one")
             return run_gui(config, head=head, **view)  # its own handlers close the window on Ctrl-C and SIGTERM
         if args.command == "lessons":
-            from .present.lessons import lesson_names, load_lesson
+            from ..present.lessons import lesson_names, load_lesson
 
             for name in lesson_names():
                 lesson = load_lesson(name)
                 print(f"{name:20} {len(lesson.steps)} steps  {lesson.title}")
             return 0
         if args.command == "lesson":
-            from .present.lessons import load_lesson
+            from ..present.lessons import load_lesson
 
             load_lesson(args.name).step(args.step)  # an unknown lesson or step: one line, exit 2, no window
             _check_display()
-            from .ui.app import run_gui
+            from ..ui.app import run_gui
 
             return run_gui(None, lesson=(args.name, args.step))
         if args.command == "export":
