@@ -5,7 +5,7 @@ interrupt during the imports before ``cli.main`` printed a traceback. From this 
 first lines on, SIGINT and SIGTERM end the program at once with one line and exit 130.
 These handlers stay: one that raised KeyboardInterrupt inside Qt's or torch's C code (an
 import, a paint) could abort or crash the program. Work that must stop between its steps
-(an export writing, a training) asks ``cli._interrupts`` for a flag instead.
+(an export writing, a training) asks ``cli.terminal.interrupts`` for a flag instead.
 """
 
 import os

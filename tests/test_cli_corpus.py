@@ -138,7 +138,7 @@ def test_bad_inputs_print_one_line_and_exit_2(inputs, tmp_path, capsys, monkeypa
 
 
 def test_the_progress_line_says_passages_per_second_and_the_time_left(capsys):
-    from attn_gui.cli import _census_progress
+    from attn_gui.cli.corpus import _census_progress
 
     _census_progress(C.Progress(done=96, total=200, done_now=64, elapsed=2.0))
     assert capsys.readouterr().err == "\rattn-gui corpus: 96 of 200 passages, 32.0 passages/s, 0 min 03 s left\033[K"

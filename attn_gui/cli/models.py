@@ -1,0 +1,44 @@
+"""``attn-gui models``: the models already on this computer, and why one cannot be opened."""
+
+from __future__ import annotations
+
+import argparse
+
+from .common import Command, one_line
+
+
+def add_arguments(m: argparse.ArgumentParser) -> None:
+    m.add_argument("--json", action="store_true", help="print the list as JSON instead of a table")
+
+
+def run_models(args: argparse.Namespace) -> int:
+    """``attn-gui models``: one row a model (where, name, size, family, the path that opens it or the reason
+    it cannot be opened); with nothing found, the folders looked in. 0."""
+    import dataclasses
+    import json
+
+    from ..engine.sources.discover import discover
+    from ..export.files import human
+
+    result = discover()
+    if args.json:
+        print(json.dumps({"looked": list(result.looked), "models": [
+            {**dataclasses.asdict(f), "supported": f.supported} for f in result.found]}, indent=1))
+        return 0
+    if not result.found:
+        print("No models found; looked in " + ", ".join(result.looked))
+        return 0
+    name = max(len(f.name) for f in result.found)
+    for f in result.found:
+        size = "?" if f.size is None else human(f.size)
+        last = f.opens if f.supported else f"cannot open: {one_line(f.reason)}"
+        print(f"{f.where:12}  {f.name:{name}}  {size:>10}  {f.family or '?':12}  {last}")
+    refused = sum(not f.supported for f in result.found)
+    count = len(result.found)
+    print(f"\n{count} model{'s' if count != 1 else ''}, {count - refused} can be opened (--model PATH)")
+    return 0
+
+
+COMMAND = Command("models", "list the models already on this computer (the Hugging Face cache, Ollama, LM Studio), "
+                            "each with its size and family, and why one cannot be opened; nothing is downloaded",
+                  add_arguments, run_models)
