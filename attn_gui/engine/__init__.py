@@ -11,8 +11,8 @@ from .circuits import Circuit, circuit
 from .compute import AttentionResult, as_dict, compute, estimate_bytes
 from .config import DEFAULT_SENTENCE, OPTIONS, PRESETS, AttentionConfig, Dims, preset
 from .decoding import DecodeStep, Decoder, Generation, generate
-from .devices import available_devices
-from .errors import ConfigError, DeviceError, ModelUnavailable, TooLargeError, UserError
+from .base.devices import available_devices
+from .base.errors import ConfigError, DeviceError, ModelUnavailable, TooLargeError, UserError
 from .fields import FIELDS, TENSOR_FIELDS, FieldInfo, formula
 from .options import Option, format_heads, parse_heads, toggle_head
 from .inputs import check_tokens, check_tokens_now, tokens_for, unknown_note

@@ -15,8 +15,8 @@ from . import attention as A
 from .attention import AttendOptions, PositionTerms, Pooled, Projections, QKNorm, Rotary, Steps, Stream
 from .config import AttentionConfig
 from .plan import Plan, plan
-from .devices import free_bytes, resolve_device, synchronize
-from .errors import DeviceError, TooLargeError
+from .base.devices import DTYPES, free_bytes, resolve_device, synchronize
+from .base.errors import DeviceError, TooLargeError
 from .fields import FIELDS, TENSOR_FIELDS
 from .draws import draw_parameters, weights_on
 from .inputs import check_tokens, source_tokens_for, tokens_for, unknown_note
@@ -24,10 +24,6 @@ from .ablation import ablation_hooks
 from .reduce import reduce_matrix
 from .summaries import TOP_K, Summaries, decay_edges
 from .tokens import Tokens
-
-# bfloat16: a decoder's weight matmuls in bfloat16, the rest in float32 (sources.decoder.compute_dtypes)
-DTYPES = {"float32": torch.float32, "float64": torch.float64, "bfloat16": torch.bfloat16}
-
 
 # Attention computes h T x T scores. With the maps streamed (``display_max``) memory follows
 # T, not T^2 (about 0.5 GiB at 32,768 tokens and 8 heads of 64), but the time does not: past

@@ -13,7 +13,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
-from .errors import ConfigError
+from .base.errors import ConfigError
 from .options import BOTH, MODEL, RANDOM, Option, _short, declared_options, option
 from .sources import MODELS
 

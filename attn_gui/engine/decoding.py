@@ -26,10 +26,10 @@ from dataclasses import dataclass
 
 import torch
 
-from .compute import DTYPES
+from .base.devices import DTYPES
 from .config import AttentionConfig
-from .devices import resolve_device, synchronize
-from .errors import ConfigError
+from .base.devices import resolve_device, synchronize
+from .base.errors import ConfigError
 from .inputs import check_tokens
 from .ablation import ablation_hooks
 from .plan import Planned, plan

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from .config import AttentionConfig
-from .errors import ConfigError
+from .base.errors import ConfigError
 from .plan import check_model
 from .sources import model_spec, source
 from .tokens import Tokens, tokenize

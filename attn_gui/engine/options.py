@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from .errors import ConfigError
+from .base.errors import ConfigError
 
 RANDOM, MODEL = "random", "model"
 BOTH = frozenset({RANDOM, MODEL})

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 
 from .attention import AttendOptions
 from .config import OPTIONS, WHAT_IF, AttentionConfig, Dims
-from .errors import ConfigError
+from .base.errors import ConfigError
 from .sources import model_spec, source
 from .sources.layers import model_layers
 from .sources.spec import ModelSpec

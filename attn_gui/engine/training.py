@@ -34,8 +34,8 @@ from torch import nn
 
 from . import attention
 from .attention import AttendOptions, Projections, attend
-from .disk import read_regular, save_safetensors
-from .errors import ConfigError
+from .base.disk import read_regular, save_safetensors
+from .base.errors import ConfigError
 from .tasks import Task
 
 ROPE_BASE = 10000.0

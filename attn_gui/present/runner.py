@@ -17,7 +17,7 @@ from collections.abc import Callable
 import torch
 
 from ..engine import AttentionConfig, DeviceError, UserError, compute, tokens_for
-from ..engine.progress import Cancelled, Watch, watching
+from ..engine.base.progress import Cancelled, Watch, watching
 from ..engine.sources import model_spec, source
 from .frame import DISPLAY_MAX, Frame, make_frame
 

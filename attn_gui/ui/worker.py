@@ -28,7 +28,7 @@ from PySide6 import QtCore
 
 from ..engine import AttentionConfig, UserError
 from ..present.frame import Frame
-from ..engine.progress import Watch
+from ..engine.base.progress import Watch
 from ..present.runner import Failure, LatestWins, is_partial, is_small, run_request, shares_run, torch_threads
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from huggingface_hub import scan_cache_dir  # the peer of the Hugging Face cache's layout (with transformers)
 
-from attn_gui.engine.errors import ConfigError
+from attn_gui.engine.base.errors import ConfigError
 from attn_gui.engine.sources import model_spec
 from attn_gui.engine.sources.discover import MAX_ENTRIES, discover
 

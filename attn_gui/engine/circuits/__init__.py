@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import torch
 
 from ..config import AttentionConfig
-from ..errors import ConfigError
+from ..base.errors import ConfigError
 from .graph import Graph
 from .scores import Cancelled, Faithfulness, Pairs, Progress, edge_scores, exact_edges, faithfulness, ranked
 from .split import Split

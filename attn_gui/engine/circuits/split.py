@@ -27,7 +27,7 @@ import torch
 from ..attention import (AttendOptions, Projections, alibi_slopes, attention_scores, context_vectors, project,
                          queries_keys_values, scaled_scores, score_weights)
 from ..attribution import head_writes
-from ..errors import ConfigError
+from ..base.errors import ConfigError
 from ..sources.llama import BLOCKS, LlamaShape, embed, feed_forward, head_weights, layer_pieces, logits, norm
 from .graph import Graph
 from .tasks import Batch, metric_values

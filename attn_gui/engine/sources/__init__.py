@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import TYPE_CHECKING
 
-from ..errors import ConfigError
+from ..base.errors import ConfigError
 from .families import FAMILIES, MAX_TOKENS, decoder_spec
 from .spec import ModelSpec
 

@@ -28,7 +28,7 @@ from typing import Any
 
 import torch
 
-from ..errors import ConfigError
+from ..base.errors import ConfigError
 
 HALF = (torch.float16, torch.bfloat16)
 

@@ -23,7 +23,7 @@ import math
 import os
 from pathlib import Path
 
-from ..errors import ConfigError
+from ..base.errors import ConfigError
 
 # Sane bounds, far above every published model (Llama 3.1 405B: 126 layers, 128 heads, d 16384;
 # Gemma 3's vocabulary: 262,144), far below what would exhaust a machine before the weights are read.

@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import ConfigError
+from ..base.errors import ConfigError
 from . import model_spec
 from .families import FAMILIES, regular
 

@@ -28,8 +28,8 @@ from typing import TYPE_CHECKING
 import torch
 import torch.nn.functional as F
 
-from .. import progress
-from ..errors import ConfigError
+from ..base import progress
+from ..base.errors import ConfigError
 from ..attention import AttendOptions, Projections, Relative, attend, relative_index
 from ..tokens import Tokens
 from .base import ModelSource, unknown_of

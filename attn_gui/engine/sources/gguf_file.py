@@ -47,7 +47,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, overload
 from pathlib import Path
 
-from ..errors import ConfigError
+from ..base.errors import ConfigError
 from . import checks
 from .families import MAX_TOKENS, Family, decoder_spec, gguf_family, regular, supported_ggufs
 from .spec import ModelSpec

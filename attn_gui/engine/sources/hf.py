@@ -27,7 +27,7 @@ import json
 from typing import Any
 from pathlib import Path
 
-from ..errors import ConfigError
+from ..base.errors import ConfigError
 from . import checks, tokenizer_child
 from .families import FAMILIES, LOADING_REFUSES, MAX_TOKENS, Family, decoder_spec, regular
 from .spec import ModelSpec

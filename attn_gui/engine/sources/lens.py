@@ -26,7 +26,7 @@ from typing import Any
 
 import torch
 
-from ..errors import ConfigError, ModelUnavailable
+from ..base.errors import ConfigError, ModelUnavailable
 from . import model_spec
 from .bridge import same_logits
 from .families import FAMILIES

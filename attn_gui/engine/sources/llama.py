@@ -28,7 +28,8 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from .. import attention, progress
+from .. import attention
+from ..base import progress
 from ..attention import (AttendOptions, Projections, Steps, Stream, attend, attend_summarised, masked_keys,
                          project_outputs, queries_keys_values, repeat_kv, rms_norm)
 from ..summaries import Summaries

@@ -22,7 +22,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..errors import ConfigError
+from ..base.errors import ConfigError
 from . import MODELS, REGISTERED, source
 from . import bridge as bridge_io
 from .bridge import class_names

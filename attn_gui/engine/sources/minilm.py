@@ -14,7 +14,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from ..errors import ModelUnavailable
+from ..base.errors import ModelUnavailable
 from ..tokens import Tokens
 from . import encoder
 from .spec import ModelSpec

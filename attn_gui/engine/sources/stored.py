@@ -34,7 +34,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from ..errors import ConfigError
+from ..base.errors import ConfigError
 from . import heap, packed
 from .cache import parse_safetensors
 from .quantized import ROW_READ, Quantized

@@ -253,7 +253,7 @@ def vocabulary_in_child(path: Path, progress, here):
     as the child reports; what the child raised from the data is raised here as the same type
     (``ConfigError`` among them). Where no child can be started, it ends without an answer or it fails for
     another reason, ``here()`` builds them in this process."""
-    from ..errors import ConfigError
+    from ..base.errors import ConfigError
 
     errors = {**ERRORS, "ConfigError": ConfigError, "OSError": OSError}
     root = str(Path(__file__).resolve().parents[3])  # the folder that holds the attn_gui package

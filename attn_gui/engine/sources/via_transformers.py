@@ -34,7 +34,7 @@ from typing import Any, cast
 import torch
 
 from ..attention import Projections
-from ..errors import ConfigError
+from ..base.errors import ConfigError
 from ..tokens import Tokens
 from . import checks, model_spec
 from .base import ModelSource, unknown_of

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..errors import ConfigError
+from ..base.errors import ConfigError
 from .checks import decoder_weights, token_ids, tokenizer_errors
 
 
