@@ -6,7 +6,7 @@
 torch.Size([1, 5, 5])
 """
 
-from .attention import AttendOptions, Projections, Steps, Stream, attend
+from .kernel.attend import AttendOptions, Projections, Steps, Stream, attend
 from .circuits import Circuit, circuit
 from .compute import AttentionResult, as_dict, compute, estimate_bytes
 from .config import DEFAULT_SENTENCE, OPTIONS, PRESETS, AttentionConfig, Dims, preset

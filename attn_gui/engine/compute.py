@@ -11,8 +11,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from . import attention as A
-from .attention import AttendOptions, PositionTerms, Pooled, Projections, QKNorm, Rotary, Steps, Stream
+from .kernel import attend as A
+from .kernel.attend import AttendOptions, PositionTerms, Pooled, Projections, QKNorm, Rotary, Steps, Stream
 from .config import AttentionConfig
 from .plan import Plan, plan
 from .base.devices import DTYPES, free_bytes, resolve_device, synchronize
@@ -21,8 +21,8 @@ from .fields import FIELDS, TENSOR_FIELDS
 from .draws import draw_parameters, weights_on
 from .inputs import check_tokens, source_tokens_for, tokens_for, unknown_note
 from .ablation import ablation_hooks
-from .reduce import reduce_matrix
-from .summaries import TOP_K, Summaries, decay_edges
+from .kernel.reduce import reduce_matrix
+from .kernel.summaries import TOP_K, Summaries, decay_edges
 from .tokens import Tokens
 
 # Attention computes h T x T scores. With the maps streamed (``display_max``) memory follows

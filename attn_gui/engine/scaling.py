@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import torch
 
-from . import attention as A
+from .kernel import attend as A
 from .compute import compute
 from .config import AttentionConfig
 from .metrics import causal_visible, head_metrics

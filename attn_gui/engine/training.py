@@ -32,8 +32,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from . import attention
-from .attention import AttendOptions, Projections, attend
+from .kernel import attend as attention
+from .kernel.attend import AttendOptions, Projections, attend
 from .base.disk import read_regular, save_safetensors
 from .base.errors import ConfigError
 from .tasks import Task

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..engine import AttentionResult
-from ..engine.reduce import reduce_matrix
+from ..engine.kernel.reduce import reduce_matrix
 from .heads import sink_mass
 from .saturation import SaturationNote, saturation_note
 

@@ -14,9 +14,9 @@ from typing import Any
 import numpy as np
 
 from ..engine import METRICS, AttentionResult, head_metrics, rollout
-from ..engine.attention import alibi_slopes, score_weights, scaled_scores
+from ..engine.kernel.attend import alibi_slopes, score_weights, scaled_scores
 from ..engine.metrics import METRIC_HELP, METRIC_LABELS
-from ..engine.reduce import reduce_matrix
+from ..engine.kernel.reduce import reduce_matrix
 from .formats import nice_ceil
 from .frame import DISPLAY_MAX, Frame
 from .saturation import visible_keys

@@ -158,7 +158,7 @@ def test_the_spec_reads_each_familys_metadata(written):
                  "rope_base", "layer_rope_bases", "qk_norm", "qk_norm_across", "has_bias"):
         assert getattr(spec, fact) == getattr(theirs, fact), fact
     if arch in ("llama", "phi3", "qwen2") and spec.rope_scaling:  # the stored frequencies: transformers' ones
-        from attn_gui.engine.rope_scaling import inv_freq
+        from attn_gui.engine.kernel.rope import inv_freq
 
         ours, factor = inv_freq(spec.d_k, spec.rope_base, spec.rope_scaling)
         want, their_factor = inv_freq(theirs.d_k, theirs.rope_base, theirs.rope_scaling)

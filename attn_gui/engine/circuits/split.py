@@ -24,8 +24,8 @@ from dataclasses import dataclass
 
 import torch
 
-from ..attention import (AttendOptions, Projections, alibi_slopes, attention_scores, context_vectors, project,
-                         queries_keys_values, scaled_scores, score_weights)
+from ..kernel.attend import (AttendOptions, Projections, alibi_slopes, attention_scores, context_vectors, project,
+                             queries_keys_values, scaled_scores, score_weights)
 from ..attribution import head_writes
 from ..base.errors import ConfigError
 from ..sources.llama import BLOCKS, LlamaShape, embed, feed_forward, head_weights, layer_pieces, logits, norm

@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 import torch
 
-from ..attention import AttendOptions, Projections
+from ..kernel.attend import AttendOptions, Projections
 from ..tokens import Tokens
 from .spec import ModelSpec
 

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from ..attention import AttendOptions, Projections
+from ..kernel.attend import AttendOptions, Projections
 from ..tokens import Tokens
 from . import cache, model_spec, stored
 from .base import ModelSource, unknown_of

@@ -30,7 +30,7 @@ import torch.nn.functional as F
 
 from ..base import progress
 from ..base.errors import ConfigError
-from ..attention import AttendOptions, Projections, Relative, attend, relative_index
+from ..kernel.attend import AttendOptions, Projections, Relative, attend, relative_index
 from ..tokens import Tokens
 from .base import ModelSource, unknown_of
 from . import hf, stored

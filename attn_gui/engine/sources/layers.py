@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import functools
 
-from ..attention import AttendOptions
+from ..kernel.attend import AttendOptions
 from .spec import ModelSpec
 
 

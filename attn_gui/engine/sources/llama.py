@@ -28,11 +28,11 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from .. import attention
+from ..kernel import attend as attention
 from ..base import progress
-from ..attention import (AttendOptions, Projections, Steps, Stream, attend, attend_summarised, masked_keys,
-                         project_outputs, queries_keys_values, repeat_kv, rms_norm)
-from ..summaries import Summaries
+from ..kernel.attend import (AttendOptions, Projections, Steps, Stream, attend, attend_summarised, masked_keys,
+                             project_outputs, queries_keys_values, repeat_kv, rms_norm)
+from ..kernel.summaries import Summaries
 from . import stored
 from .stored import rows
 
@@ -290,7 +290,7 @@ def kept_attention(x: torch.Tensor, p: Projections, alpha: torch.Tensor, scratch
     sums over the keys (the same keys, fewer masked ones). ``options``: a decoder layer's
     (``LlamaShape.options``: column layout, its scaling, mask, RoPE, window and soft-cap).
     """
-    from ..summaries import TOP_K, LayerSums, row_stats
+    from ..kernel.summaries import TOP_K, LayerSums, row_stats
 
     o = options
     q, k, v, rope, qk_norm = queries_keys_values(x, p, o, past=past)  # (h, n, d_k), (g, P + n, .)

@@ -33,7 +33,7 @@ from typing import Any, cast
 
 import torch
 
-from ..attention import Projections
+from ..kernel.attend import Projections
 from ..base.errors import ConfigError
 from ..tokens import Tokens
 from . import checks, model_spec

@@ -19,8 +19,8 @@ from functools import lru_cache
 import torch
 import torch.nn.functional as F
 
-from .base import progress
-from . import rope_scaling
+from ..base import progress
+from . import rope as rope_scaling
 
 
 @dataclass(frozen=True)
