@@ -49,7 +49,7 @@ from .base import disk
 from .attribution import next_token_attribution, next_token_refusal
 from .base.errors import UserError
 from .sources import MODELS, decoder_of, model_spec, source
-from .sources.families import MAX_TOKENS
+from .specs.families import MAX_TOKENS
 
 STATS: tuple[str, ...] = ("previous", "duplicate", "induction", "sink", "distance", "entropy")
 STAT_HELP: dict[str, str] = {

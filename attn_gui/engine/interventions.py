@@ -26,7 +26,7 @@ from .base.devices import DTYPES, resolve_device
 from .base.errors import ConfigError
 from .plan import Planned, plan
 from .sources import source
-from .sources.families import MAX_TOKENS
+from .specs.families import MAX_TOKENS
 from .sources.llama import decoder_layer, logits, norm
 
 

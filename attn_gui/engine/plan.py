@@ -27,7 +27,7 @@ from .config import OPTIONS, WHAT_IF, AttentionConfig, Dims
 from .base.errors import ConfigError
 from .sources import model_spec, source
 from .sources.layers import model_layers
-from .sources.spec import ModelSpec
+from .specs.spec import ModelSpec
 
 if TYPE_CHECKING:
     from .sources.base import ModelSource

@@ -216,7 +216,7 @@ def test_every_field_transformers_reads_is_honoured_refused_or_unused(kind, modu
     import inspect
     import re
 
-    from attn_gui.engine.sources.encoder_config import FIELDS
+    from attn_gui.engine.specs.encoder_config import FIELDS
 
     code = inspect.getsource(importlib.import_module(f"transformers.models.{module}.modeling_{module}"))
     read = set(re.findall(r"config\.(\w+)", code)) | set(re.findall(r"getattr\(config, \"(\w+)\"", code))

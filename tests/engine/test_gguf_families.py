@@ -308,7 +308,7 @@ def test_a_llama3_file_is_wrong_without_its_rope_freqs(tmp_path, monkeypatch):
 def test_gemmas_query_pre_attn_scalar_as_llama_cpp_infers_it(kind, config):
     """No GGUF carries query_pre_attn_scalar: llama.cpp's rule gives each published model's own."""
     from attn_gui.engine.sources import gguf_file
-    from attn_gui.engine.sources.families import FAMILIES
+    from attn_gui.engine.specs.families import FAMILIES
 
     d_head = config["hidden_size"] // config["num_attention_heads"]
     got = gguf_file.score_scalar(FAMILIES[kind], config["num_hidden_layers"], d_head, config["head_dim"])
@@ -321,7 +321,7 @@ def test_every_tensor_a_family_reads_is_one_llama_cpp_names_for_its_architecture
     from gguf.constants import MODEL_ARCH_NAMES, MODEL_TENSORS, TENSOR_NAMES
 
     from attn_gui.engine.sources import gguf_file
-    from attn_gui.engine.sources.families import FAMILIES
+    from attn_gui.engine.specs.families import FAMILIES
 
     arches = {name: arch for arch, name in MODEL_ARCH_NAMES.items()}
     checked = set()

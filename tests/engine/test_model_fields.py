@@ -19,7 +19,7 @@ from transformers_peer import alphas_equal_transformers  # tests/
 
 from attn_gui.engine.plan import plan
 from attn_gui.engine import AttentionConfig, ConfigError, compute, formula, source
-from attn_gui.engine.sources.families import DECODER_READS, FAMILIES, INERT
+from attn_gui.engine.specs.families import DECODER_READS, FAMILIES, INERT
 
 WORDS = ["<unk>", "<s>", "</s>", "the", "cat", "sat", "on", "a", "mat", "and", "dog", "ran"]
 SENTENCE = "the cat sat on a mat and the dog ran"
@@ -52,7 +52,7 @@ assert DECODER_READS == ("hidden_size", "num_attention_heads", "num_hidden_layer
 
 
 def test_every_family_is_listed():  # DeBERTa-v2's and ModernBERT's: encoder_config.FIELDS, test_encoder_families
-    from attn_gui.engine.sources.encoder_config import FIELDS as DECLARED
+    from attn_gui.engine.specs.encoder_config import FIELDS as DECLARED
 
     assert set(READS) == set(FAMILIES) - set(DECLARED)
 

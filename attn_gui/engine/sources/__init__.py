@@ -18,8 +18,8 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING
 
 from ..base.errors import ConfigError
-from .families import FAMILIES, MAX_TOKENS, decoder_spec
-from .spec import ModelSpec
+from ..specs.families import FAMILIES, MAX_TOKENS, decoder_spec
+from ..specs.spec import ModelSpec
 
 if TYPE_CHECKING:
     from .base import ModelSource

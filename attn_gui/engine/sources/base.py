@@ -9,7 +9,7 @@ import torch
 
 from ..kernel.attend import AttendOptions, Projections
 from ..tokens import Tokens
-from .spec import ModelSpec
+from ..specs.spec import ModelSpec
 
 
 class ModelSource(abc.ABC):

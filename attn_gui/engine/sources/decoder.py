@@ -27,7 +27,7 @@ from . import cache, model_spec, stored
 from .base import ModelSource, unknown_of
 from .llama import Forward, KVCache, LlamaShape, Run, forward, head_weights
 from .loaded import LOADED
-from .spec import ModelSpec
+from ..specs.spec import ModelSpec
 from .tokenizer_json import wrapped
 
 if TYPE_CHECKING:

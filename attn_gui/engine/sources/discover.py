@@ -30,7 +30,7 @@ from pathlib import Path
 
 from ..base.errors import ConfigError
 from . import model_spec
-from .families import FAMILIES, regular
+from ..specs.families import FAMILIES, regular
 
 MAX_ENTRIES = 2000  # models listed from one place at most: a scan stays bounded whatever the disk holds
 MAX_FILES = 10000  # files counted into one folder's size at most
@@ -244,7 +244,7 @@ def _folder_family(folder: Path) -> str:
 
 def _gguf_family(file: Path) -> str:
     """The family label a GGUF's header declares, else its ``general.architecture``; "" where unreadable."""
-    from .families import gguf_family
+    from ..specs.families import gguf_family
 
     if not regular(file):
         return ""

@@ -35,13 +35,13 @@ from ..tokens import Tokens
 from .base import ModelSource, unknown_of
 from . import hf, stored
 from .byte_bpe import readable
-from .encoder_config import RelativeShape, relative_shape
-from .families import Family
+from ..specs.encoder_config import RelativeShape, relative_shape
+from ..specs.families import Family
 from .hf import activation, check_shape, family_of, position_offset, read_weights, size
 from .layers import model_layers
 from .llama import act
 from .loaded import LOADED
-from .spec import ModelSpec
+from ..specs.spec import ModelSpec
 
 if TYPE_CHECKING:
     from tokenizers import Tokenizer

@@ -49,8 +49,8 @@ from pathlib import Path
 
 from ..base.errors import ConfigError
 from . import checks
-from .families import MAX_TOKENS, Family, decoder_spec, gguf_family, regular, supported_ggufs
-from .spec import ModelSpec
+from ..specs.families import MAX_TOKENS, Family, decoder_spec, gguf_family, regular, supported_ggufs
+from ..specs.spec import ModelSpec
 
 if TYPE_CHECKING:  # torch is imported where the weights are converted, not with the spec
     import torch

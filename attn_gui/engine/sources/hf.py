@@ -29,8 +29,8 @@ from pathlib import Path
 
 from ..base.errors import ConfigError
 from . import checks, tokenizer_child
-from .families import FAMILIES, LOADING_REFUSES, MAX_TOKENS, Family, decoder_spec, regular
-from .spec import ModelSpec
+from ..specs.families import FAMILIES, LOADING_REFUSES, MAX_TOKENS, Family, decoder_spec, regular
+from ..specs.spec import ModelSpec
 from .tokenizer_json import added_tokens, special_tokens
 
 GENERIC = {"model", "models", "weights", "checkpoint", "hf", "final"}  # labelled with their parent folder's name
@@ -75,7 +75,7 @@ def check_fields(cfg: dict, family: Family, folder: Path) -> None:
     unless null or false, or one of its ``fixed`` fields at another value. Every other field is inert: the
     honoured ones are computed, and one transformers never reads (``tie_weights_``, ``reference_compile``) changes
     no number, as it changes none of transformers'."""
-    from .encoder_config import FIELDS as DECLARED
+    from ..specs.encoder_config import FIELDS as DECLARED
 
     fixed, refused = dict(family.fixed), set(family.refuses)
     if cfg.get("model_type") in DECLARED:  # DeBERTa-v2, ModernBERT: encoder_config refuses theirs by value
@@ -286,7 +286,7 @@ def config_spec(cfg: dict, path: str, folder: Path, name: str, special=tuple, re
         common: dict[str, Any] = dict(layers=int(size(cfg, family, "layers")), heads=heads, d_model=d, d_k=d_k,
                                       d_v=d_k, max_tokens=limit)
         if family.path == "encoder":
-            from .encoder_config import spec_facts
+            from ..specs.encoder_config import spec_facts
 
             facts = {"has_bias": True, "norm": family.norm, "block": family.block,
                      **spec_facts(cfg, family, folder, common["layers"])}

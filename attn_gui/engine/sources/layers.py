@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 
 from ..kernel.attend import AttendOptions
-from .spec import ModelSpec
+from ..specs.spec import ModelSpec
 
 
 @functools.lru_cache(maxsize=64)

@@ -29,7 +29,7 @@ import torch
 from ..base.errors import ConfigError, ModelUnavailable
 from . import model_spec
 from .bridge import same_logits
-from .families import FAMILIES
+from ..specs.families import FAMILIES
 
 HINT = 'pip install "attn-gui[lens]"'
 GGUF_FAMILIES = ("llama", "qwen2", "qwen3")  # a GGUF's config is written here for these

@@ -26,8 +26,8 @@ from ..base.errors import ConfigError
 from . import MODELS, REGISTERED, source
 from . import bridge as bridge_io
 from .bridge import class_names
-from .families import FAMILIES
-from .spec import ModelSpec
+from ..specs.families import FAMILIES
+from ..specs.spec import ModelSpec
 
 if TYPE_CHECKING:
     from tokenizers import Tokenizer

