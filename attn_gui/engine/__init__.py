@@ -9,12 +9,12 @@ torch.Size([1, 5, 5])
 from .kernel.attend import AttendOptions, Projections, Steps, Stream, attend
 from .circuits import Circuit, circuit
 from .compute import AttentionResult, as_dict, compute, estimate_bytes
-from .config import DEFAULT_SENTENCE, OPTIONS, PRESETS, AttentionConfig, Dims, preset
+from .config.config import DEFAULT_SENTENCE, OPTIONS, PRESETS, AttentionConfig, Dims, preset
 from .decoding import DecodeStep, Decoder, Generation, generate
 from .base.devices import available_devices
 from .base.errors import ConfigError, DeviceError, ModelUnavailable, TooLargeError, UserError
 from .fields import FIELDS, TENSOR_FIELDS, FieldInfo, formula
-from .options import Option, format_heads, parse_heads, toggle_head
+from .config.options import Option, format_heads, parse_heads, toggle_head
 from .inputs import check_tokens, check_tokens_now, tokens_for, unknown_note
 from .metrics import METRICS, causal_visible, head_metrics
 from .rollout import rollout

@@ -36,7 +36,7 @@ import torch
 
 from .ablation import ablation_hooks
 from .kernel.attend import rope_tables, rotate
-from .config import AttentionConfig
+from .config.config import AttentionConfig
 from .base.errors import ConfigError
 from .interventions import _decoder, _device, _ids, target_id
 from .sources.llama import BLOCKS, decoder_layer, gain, head_weights, layer_pieces, logits, norm

@@ -13,7 +13,7 @@ import torch
 
 from .kernel import attend as A
 from .kernel.attend import AttendOptions, PositionTerms, Pooled, Projections, QKNorm, Rotary, Steps, Stream
-from .config import AttentionConfig
+from .config.config import AttentionConfig
 from .plan import Plan, plan
 from .base.devices import DTYPES, free_bytes, resolve_device, synchronize
 from .base.errors import DeviceError, TooLargeError

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 import torch
 
 from .base.devices import DTYPES
-from .config import AttentionConfig
+from .config.config import AttentionConfig
 from .base.devices import resolve_device, synchronize
 from .base.errors import ConfigError
 from .inputs import check_tokens

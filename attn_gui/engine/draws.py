@@ -23,7 +23,7 @@ from collections import OrderedDict
 
 import torch
 
-from .config import AttentionConfig
+from .config.config import AttentionConfig
 from .tokens import Tokens
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .config import AttentionConfig
+from .config.config import AttentionConfig
 from .base.errors import ConfigError
 from .plan import check_model
 from .sources import model_spec, source

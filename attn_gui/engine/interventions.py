@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import torch
 
 from .ablation import Head, by_layer, knock_out, ablation_hooks
-from .config import AttentionConfig
+from .config.config import AttentionConfig
 from .base.devices import DTYPES, resolve_device
 from .base.errors import ConfigError
 from .plan import Planned, plan

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from .kernel.attend import AttendOptions
-from .config import OPTIONS, WHAT_IF, AttentionConfig, Dims
+from .config.config import OPTIONS, WHAT_IF, AttentionConfig, Dims
 from .base.errors import ConfigError
 from .sources import model_spec, source
 from .sources.layers import model_layers

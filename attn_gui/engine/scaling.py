@@ -14,7 +14,7 @@ import torch
 
 from .kernel import attend as A
 from .compute import compute
-from .config import AttentionConfig
+from .config.config import AttentionConfig
 from .metrics import causal_visible, head_metrics
 
 ONE_HOT = 0.99  # a row whose largest weight reaches this is as good as one-hot

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import torch
 
-from ..config import AttentionConfig
+from ..config.config import AttentionConfig
 from ..base.errors import ConfigError
 from .graph import Graph
 from .scores import Cancelled, Faithfulness, Pairs, Progress, edge_scores, exact_edges, faithfulness, ranked
