@@ -7,7 +7,7 @@ import numpy as np
 import torch
 
 from attn_gui.engine.sources import gguf_file
-from attn_gui.engine.sources.byte_bpe import bytes_to_unicode
+from attn_gui.engine.text.byte_bpe import bytes_to_unicode
 
 WORDS = ["the", "cat", "sat", "on", "a", "mat", "and", "dog", "ran"]
 

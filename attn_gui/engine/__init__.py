@@ -20,7 +20,7 @@ from .metrics import METRICS, causal_visible, head_metrics
 from .rollout import rollout
 from .scaling import EntropySweep, Saturation, entropy_vs_dk, saturation
 from .sources import MODELS, ModelSpec, model_spec, source
-from .tokens import Tokens, tokenize
+from .text.tokens import Tokens, tokenize
 
 __all__ = [
     "AttentionConfig", "AttentionResult", "compute", "estimate_bytes", "as_dict",

@@ -23,7 +23,7 @@ from .inputs import check_tokens, source_tokens_for, tokens_for, unknown_note
 from .ablation import ablation_hooks
 from .kernel.reduce import reduce_matrix
 from .kernel.summaries import TOP_K, Summaries, decay_edges
-from .tokens import Tokens
+from .text.tokens import Tokens
 
 # Attention computes h T x T scores. With the maps streamed (``display_max``) memory follows
 # T, not T^2 (about 0.5 GiB at 32,768 tokens and 8 heads of 64), but the time does not: past

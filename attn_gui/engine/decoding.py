@@ -35,7 +35,7 @@ from .ablation import ablation_hooks
 from .plan import Planned, plan
 from .sources import MODELS
 from .sources.llama import Forward
-from .tokens import Tokens
+from .text.tokens import Tokens
 
 # Past this many tokens a whole-sequence run (the prefill, a recompute) is streamed: every layer's
 # maps pooled to STREAM_SIDE per side and summarised, no L x h x T x T tensor kept.

@@ -24,7 +24,7 @@ from collections import OrderedDict
 import torch
 
 from .config.config import AttentionConfig
-from .tokens import Tokens
+from .text.tokens import Tokens
 
 
 def draw_parameters(config: AttentionConfig, toks: Tokens):

@@ -8,7 +8,7 @@ from .config.config import AttentionConfig
 from .base.errors import ConfigError
 from .plan import check_model
 from .sources import model_spec, source
-from .tokens import Tokens, tokenize
+from .text.tokens import Tokens, tokenize
 
 if TYPE_CHECKING:
     from .plan import Plan

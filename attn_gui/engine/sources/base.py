@@ -8,7 +8,7 @@ from collections.abc import Callable
 import torch
 
 from ..kernel.attend import AttendOptions, Projections
-from ..tokens import Tokens
+from ..text.tokens import Tokens
 from ..specs.spec import ModelSpec
 
 

@@ -22,13 +22,13 @@ from typing import TYPE_CHECKING
 import torch
 
 from ..kernel.attend import AttendOptions, Projections
-from ..tokens import Tokens
+from ..text.tokens import Tokens
 from . import cache, model_spec, stored
 from .base import ModelSource, unknown_of
 from .llama import Forward, KVCache, LlamaShape, Run, forward, head_weights
 from .loaded import LOADED
 from ..specs.spec import ModelSpec
-from .tokenizer_json import wrapped
+from ..text.tokenizer_json import wrapped
 
 if TYPE_CHECKING:
     from tokenizers import Tokenizer

@@ -31,10 +31,10 @@ import torch.nn.functional as F
 from ..base import progress
 from ..base.errors import ConfigError
 from ..kernel.attend import AttendOptions, Projections, Relative, attend, relative_index
-from ..tokens import Tokens
+from ..text.tokens import Tokens
 from .base import ModelSource, unknown_of
 from . import hf, stored
-from .byte_bpe import readable
+from ..text.byte_bpe import readable
 from ..specs.encoder_config import RelativeShape, relative_shape
 from ..specs.families import Family
 from .hf import activation, check_shape, family_of, position_offset, read_weights, size

@@ -669,7 +669,7 @@ def special_ids(header: Header) -> list[int]:
 
 def special_tokens(header: Header) -> tuple[str, ...]:
     """The special tokens' texts (those a view may hide), as the tokenizer matches them."""
-    from .byte_bpe import _unicode_to_bytes
+    from ..text.byte_bpe import _unicode_to_bytes
 
     tokens = header.get("tokenizer.ggml.tokens") or []
     alphabet = _unicode_to_bytes()
@@ -717,7 +717,8 @@ def convert(spec: ModelSpec, header: Header, progress):
     Built in a child process (``tokenizer_child.vocabulary_in_child``): building the tokenizer and writing
     its JSON hold the interpreter lock in single calls, which would stall a window's GUI thread; where no
     child runs, built here."""
-    from . import cache, tokenizer_child
+    from . import cache
+    from ..text import tokenizer_child
 
     texts, meta = tokenizer_child.vocabulary_in_child(header.path, progress, lambda: vocabulary(header, progress))
     return cache.Converted({}, texts, meta)
@@ -750,11 +751,11 @@ def build_tokenizer(header: Header):
     types = [1] * len(tokens) if types is None else [int(t) for t in types.tolist()]
     special = special_ids(header)
     if kind == "gpt2":
-        from .byte_bpe import build_tokenizer as byte_level
+        from ..text.byte_bpe import build_tokenizer as byte_level
 
         return byte_level(tokens, types, header.get("tokenizer.ggml.merges") or [], header.get("tokenizer.ggml.pre"),
                           special), kind
-    from .spm_bpe import build_tokenizer as sentencepiece
+    from ..text.spm_bpe import build_tokenizer as sentencepiece
 
     scores = header.get("tokenizer.ggml.scores")
     scores = [0.0] * len(tokens) if scores is None else scores.tolist()
@@ -810,9 +811,10 @@ def load(spec: ModelSpec, path: Path, progress=None, cache_folder: str | None = 
     ``spec`` is what the model was opened as; a file whose header now says otherwise is refused
     (``ConfigError``), as is one whose converted weights need more memory than is free.
     """
-    from . import cache, quantized, stored, tokenizer_child
-    from .byte_bpe import readable
-    from .spm_bpe import readable as readable_piece
+    from . import cache, quantized, stored
+    from ..text import tokenizer_child
+    from ..text.byte_bpe import readable
+    from ..text.spm_bpe import readable as readable_piece
 
     header = _checked_header(path)
     now = spec_of(header, spec.name)

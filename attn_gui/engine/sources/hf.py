@@ -28,10 +28,11 @@ from typing import Any
 from pathlib import Path
 
 from ..base.errors import ConfigError
-from . import checks, tokenizer_child
+from . import checks
+from ..text import tokenizer_child
 from ..specs.families import FAMILIES, LOADING_REFUSES, MAX_TOKENS, Family, decoder_spec, regular
 from ..specs.spec import ModelSpec
-from .tokenizer_json import added_tokens, special_tokens
+from ..text.tokenizer_json import added_tokens, special_tokens
 
 GENERIC = {"model", "models", "weights", "checkpoint", "hf", "final"}  # labelled with their parent folder's name
 
@@ -428,7 +429,7 @@ def read(spec: ModelSpec, progress=None):
 def decoder_model(spec: ModelSpec, cfg: dict, weights: dict, tokenizer, folder: Path):
     """A ``decoder.DecoderModel`` of ``weights`` (transformers' names, any dtype), ``tokenizer`` (a
     ``tokenizers.Tokenizer``) and config ``cfg``, checked against ``spec``; messages name ``folder.name``."""
-    from .byte_bpe import readable
+    from ..text.byte_bpe import readable
     from .decoder import DecoderModel
     from .llama import decoder_shape
 

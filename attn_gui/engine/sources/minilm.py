@@ -15,7 +15,7 @@ import torch
 import torch.nn.functional as F
 
 from ..base.errors import ModelUnavailable
-from ..tokens import Tokens
+from ..text.tokens import Tokens
 from . import encoder
 from ..specs.spec import ModelSpec
 

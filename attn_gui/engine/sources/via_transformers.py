@@ -35,13 +35,13 @@ import torch
 
 from ..kernel.attend import Projections
 from ..base.errors import ConfigError
-from ..tokens import Tokens
+from ..text.tokens import Tokens
 from . import checks, model_spec
 from .base import ModelSource, unknown_of
 from ..specs.families import MAX_TOKENS
 from .loaded import LOADED
 from ..specs.spec import ModelSpec
-from .tokenizer_json import wrapped
+from ..text.tokenizer_json import wrapped
 
 HINT = "pip install attn-gui[transformers]"
 # the child module names of an attention module, per role, as transformers' model files name them
@@ -98,7 +98,7 @@ def spec_for(cfg: dict, path: str, folder: Path, name: str) -> ModelSpec:
     d_k = int(getattr(config, "head_dim", None) or d // heads)
     kv_heads = getattr(config, "num_key_value_heads", None)
     positions = getattr(config, "max_position_embeddings", None) or MAX_TOKENS
-    from .tokenizer_json import special_tokens
+    from ..text.tokenizer_json import special_tokens
 
     about = (f"read through transformers (eager attention, output_attentions and hooks): attn-gui does not run "
              f"{kind}'s attention itself",
@@ -192,9 +192,9 @@ def attention_modules(model: torch.nn.Module, layers: int, where: str) -> tuple[
 def _read(spec: ModelSpec) -> Held:
     import transformers
 
-    from .byte_bpe import readable
+    from ..text.byte_bpe import readable
     from . import stored
-    from .tokenizer_json import added_tokens
+    from ..text.tokenizer_json import added_tokens
 
     folder = Path(spec.name).expanduser()
     cfg = checks.json_object(folder / "config.json", f"{folder.name}/config.json")

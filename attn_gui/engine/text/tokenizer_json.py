@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..base.errors import ConfigError
-from . import checks
+from ..sources import checks
 
 
 def special_tokens(folder: Path) -> tuple[str, ...]:
