@@ -6,7 +6,7 @@ a byte-level or SentencePiece vocabulary."""
 import numpy as np
 import torch
 
-from attn_gui.engine.sources import gguf_file
+from attn_gui.engine.readers.gguf import load as gguf_file
 from attn_gui.engine.text.byte_bpe import bytes_to_unicode
 
 WORDS = ["the", "cat", "sat", "on", "a", "mat", "and", "dog", "ran"]

@@ -40,7 +40,7 @@ from .config.config import AttentionConfig
 from .base.errors import ConfigError
 from .interventions import _decoder, _device, _ids, target_id
 from .sources.llama import BLOCKS, decoder_layer, gain, head_weights, layer_pieces, logits, norm
-from .sources.stored import rows
+from .readers.stored import rows
 
 FINAL = "model.norm"
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from PySide6 import QtCore, QtGui, QtWidgets
 
-from ..engine.sources.discover import Discovery, discover
+from ..engine.readers.discover import Discovery, discover
 from ..export.files import human
 from .worker import TaskThread
 

@@ -15,7 +15,8 @@ from attn_gui.engine import model_spec, AttentionConfig, ConfigError, ModelUnava
 from attn_gui.engine.kernel.attend import rope_angles, rotate
 from attn_gui.engine.decoding import Decoder, check_steps, generate
 from attn_gui.engine.sources import is_available
-from attn_gui.engine.sources import decoder, smollm2
+from attn_gui.engine.sources import decoder
+from attn_gui.engine.readers import bundled as smollm2
 from attn_gui.engine.text.byte_bpe import build_tokenizer, readable
 
 NAME = "smollm2-135m"

@@ -283,7 +283,7 @@ def test_an_end_token_is_put_after_the_text_where_the_file_says_add_eos_token(tm
 
 def test_a_llama3_file_is_wrong_without_its_rope_freqs(tmp_path, monkeypatch):
     """The control: the scaled frequencies matter at these positions (plain RoPE's alphas are off)."""
-    from attn_gui.engine.sources import gguf_file
+    from attn_gui.engine.readers.gguf import load as gguf_file
 
     hf = _tiny("llama3")
     path = write_converted(tmp_path / "plain.gguf", hf, "llama", "byte", "T")
@@ -307,7 +307,7 @@ def test_a_llama3_file_is_wrong_without_its_rope_freqs(tmp_path, monkeypatch):
 ])
 def test_gemmas_query_pre_attn_scalar_as_llama_cpp_infers_it(kind, config):
     """No GGUF carries query_pre_attn_scalar: llama.cpp's rule gives each published model's own."""
-    from attn_gui.engine.sources import gguf_file
+    from attn_gui.engine.readers.gguf import load as gguf_file
     from attn_gui.engine.specs.families import FAMILIES
 
     d_head = config["hidden_size"] // config["num_attention_heads"]
@@ -320,7 +320,7 @@ def test_every_tensor_a_family_reads_is_one_llama_cpp_names_for_its_architecture
     architecture's tensors (gguf.constants.MODEL_TENSORS, TENSOR_NAMES): none is read that llama.cpp never writes."""
     from gguf.constants import MODEL_ARCH_NAMES, MODEL_TENSORS, TENSOR_NAMES
 
-    from attn_gui.engine.sources import gguf_file
+    from attn_gui.engine.readers.gguf import load as gguf_file
     from attn_gui.engine.specs.families import FAMILIES
 
     arches = {name: arch for arch, name in MODEL_ARCH_NAMES.items()}

@@ -18,7 +18,8 @@ import transformers
 from attn_gui.engine.plan import plan
 from attn_gui.engine import model_spec, AttentionConfig, ConfigError, compute, source
 from attn_gui.engine.decoding import Decoder
-from attn_gui.engine.sources import decoder, gguf_file
+from attn_gui.engine.sources import decoder
+from attn_gui.engine.readers.gguf import load as gguf_file
 from gguf_writing import byte_level_vocab, sentencepiece_vocab, tiny, write_gguf  # (tests/)
 from transformers_peer import alphas_equal_transformers, llama2_normalized  # (tests/)
 
@@ -185,7 +186,7 @@ def test_cached_decoding_equals_recomputing(model_file):
 
 
 def test_the_conversion_is_cached_and_redone_when_the_file_changes(tmp_path):
-    from attn_gui.engine.sources import cache
+    from attn_gui.engine.readers import cache
 
     hf = tiny("qwen2", len(byte_level_vocab()[0]), seed=1)
     path = write_gguf(tmp_path / "cached.gguf", hf, "qwen2", "qwen2", "Cached")
@@ -212,7 +213,7 @@ def test_an_edited_cache_manifest_is_rebuilt_from_the_file(tmp_path, edit):
     (another result, a token added) nor a traceback: the cache is rebuilt from the file."""
     import json
 
-    from attn_gui.engine.sources import cache
+    from attn_gui.engine.readers import cache
 
     hf = tiny("qwen2", len(byte_level_vocab()[0]), seed=1)
     path = write_gguf(tmp_path / "edited.gguf", hf, "qwen2", "qwen2", "Edited")
@@ -399,7 +400,7 @@ def test_a_folder_of_gguf_files_names_them(tmp_path, qwen2_gguf):
 def test_a_file_larger_than_the_free_memory_is_refused_before_converting(tmp_path, qwen2_gguf, monkeypatch):
     import shutil
 
-    from attn_gui.engine.sources import cache, stored
+    from attn_gui.engine.readers import cache, stored
 
     path = str(shutil.copy(qwen2_gguf[0], tmp_path / "big.gguf"))
     monkeypatch.setattr(stored, "free_bytes", lambda: 1000)

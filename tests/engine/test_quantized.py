@@ -17,7 +17,8 @@ from gguf.constants import GGML_QUANT_SIZES
 from gguf.quants import quantize
 
 from attn_gui.engine import ConfigError, model_spec, source
-from attn_gui.engine.sources import decoder, is_available, stored
+from attn_gui.engine.sources import decoder, is_available
+from attn_gui.engine.readers import stored
 from gguf_writing import byte_level_vocab, quantized_llama, write_gguf  # (tests/)
 from transformers_peer import alphas_equal_transformers  # (tests/)
 
@@ -96,7 +97,7 @@ import json, resource, sys
 import torch, tokenizers, gguf.quants
 from attn_gui.engine import AttentionConfig, compute, model_spec
 from attn_gui.engine.sources import decoder, quantized
-from attn_gui.engine.sources.smollm2 import gguf_path
+from attn_gui.engine.readers.bundled import gguf_path
 quantized.KEEP_SHARE = float(sys.argv[1])  # 0: nothing kept dequantized, one layer at a time
 def peak():
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
@@ -125,7 +126,7 @@ def test_smollm2_opens_with_a_small_cache_and_its_file_plus_300_mib(tmp_path):
 
 
 def test_dequantized_tensors_are_kept_within_the_budget_and_equal(quantized_file):
-    from attn_gui.engine.sources import gguf_file
+    from attn_gui.engine.readers.gguf import load as gguf_file
 
     path, hf = quantized_file
     spec = model_spec(path)

@@ -55,9 +55,9 @@ def model_spec(name: str) -> ModelSpec:
     if name in REGISTERED:
         return REGISTERED[name]
     if name.lower().endswith(".gguf"):
-        from .gguf_file import spec_for
+        from ..readers.gguf.load import spec_for
     else:
-        from .hf import spec_for
+        from ..readers.hf.spec import spec_for
     return spec_for(name)
 
 

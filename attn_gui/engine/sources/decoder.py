@@ -23,11 +23,12 @@ import torch
 
 from ..kernel.attend import AttendOptions, Projections
 from ..text.tokens import Tokens
-from . import cache, model_spec, stored
+from ..readers import cache, stored
+from . import model_spec
 from .base import ModelSource, unknown_of
 from .llama import Forward, KVCache, LlamaShape, Run, forward, head_weights
 from .loaded import LOADED
-from ..specs.spec import ModelSpec
+from ..specs.spec import READERS, ModelSpec
 from ..text.tokenizer_json import wrapped
 
 if TYPE_CHECKING:
@@ -52,7 +53,7 @@ class DecoderModel:
 
 def reader(spec: ModelSpec) -> ModuleType:
     """The module that reads the files of the decoder ``spec`` (imports nothing heavy)."""
-    return importlib.import_module(f"{__package__}.{spec.reader}")
+    return importlib.import_module(READERS[spec.reader])
 
 
 def load_model(name: str, progress: cache.Progress | None = None) -> DecoderModel:

@@ -33,11 +33,12 @@ from ..base.errors import ConfigError
 from ..kernel.attend import AttendOptions, Projections, Relative, attend, relative_index
 from ..text.tokens import Tokens
 from .base import ModelSource, unknown_of
-from . import hf, stored
+from ..readers.hf import spec as hf
+from ..readers import stored
 from ..text.byte_bpe import readable
 from ..specs.encoder_config import RelativeShape, relative_shape
 from ..specs.families import Family
-from .hf import activation, check_shape, family_of, position_offset, read_weights, size
+from ..readers.hf.spec import activation, check_shape, family_of, position_offset, read_weights, size
 from .layers import model_layers
 from .llama import act
 from .loaded import LOADED
@@ -153,7 +154,7 @@ def check_weights(folder: Path, cfg: dict, weights: dict, shape: EncoderShape) -
 
 def read(spec: ModelSpec, folder: Path) -> Encoder:
     """The encoder in ``folder``: config.json, safetensors weights and tokenizer.json; ``ConfigError`` in one line."""
-    from . import checks
+    from ..readers import checks
 
     cfg = checks.json_object(folder / "config.json", f"{folder.name}/config.json")
     family = family_of(cfg, folder)

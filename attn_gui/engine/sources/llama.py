@@ -33,8 +33,8 @@ from ..base import progress
 from ..kernel.attend import (AttendOptions, Projections, Steps, Stream, attend, attend_summarised, masked_keys,
                              project_outputs, queries_keys_values, repeat_kv, rms_norm)
 from ..kernel.summaries import Summaries
-from . import stored
-from .stored import rows
+from ..readers import stored
+from ..readers.stored import rows
 
 
 @dataclass(frozen=True)

@@ -36,7 +36,8 @@ import torch
 from ..kernel.attend import Projections
 from ..base.errors import ConfigError
 from ..text.tokens import Tokens
-from . import checks, model_spec
+from ..readers import checks
+from . import model_spec
 from .base import ModelSource, unknown_of
 from ..specs.families import MAX_TOKENS
 from .loaded import LOADED
@@ -193,7 +194,7 @@ def _read(spec: ModelSpec) -> Held:
     import transformers
 
     from ..text.byte_bpe import readable
-    from . import stored
+    from ..readers import stored
     from ..text.tokenizer_json import added_tokens
 
     folder = Path(spec.name).expanduser()

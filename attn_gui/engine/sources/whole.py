@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..base.errors import ConfigError
-from .checks import decoder_weights, token_ids, tokenizer_errors
+from ..readers.checks import decoder_weights, token_ids, tokenizer_errors
 
 
 class _Stored:
@@ -32,7 +32,7 @@ def model_whole(name: str) -> None:
     if spec.module != "gguf_file" or not name.lower().endswith(".gguf"):
         source(name).load()  # a folder (hf.read, encoder.read), checked as it is read; a bundled model
         return
-    from .gguf_file import _checked_header, build_tokenizer, converted_shapes, read_header, shape_of
+    from ..readers.gguf.load import _checked_header, build_tokenizer, converted_shapes, read_header, shape_of
 
     file = Path(name).expanduser()
     header = _checked_header(file)

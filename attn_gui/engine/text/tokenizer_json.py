@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..base.errors import ConfigError
-from ..sources import checks
+from ..readers import checks
 
 
 def special_tokens(folder: Path) -> tuple[str, ...]:

@@ -47,10 +47,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, overload
 from pathlib import Path
 
-from ..base.errors import ConfigError
-from . import checks
-from ..specs.families import MAX_TOKENS, Family, decoder_spec, gguf_family, regular, supported_ggufs
-from ..specs.spec import ModelSpec
+from ...base.errors import ConfigError
+from .. import checks
+from ...specs.families import MAX_TOKENS, Family, decoder_spec, gguf_family, regular, supported_ggufs
+from ...specs.spec import ModelSpec
 
 if TYPE_CHECKING:  # torch is imported where the weights are converted, not with the spec
     import torch
@@ -669,7 +669,7 @@ def special_ids(header: Header) -> list[int]:
 
 def special_tokens(header: Header) -> tuple[str, ...]:
     """The special tokens' texts (those a view may hide), as the tokenizer matches them."""
-    from ..text.byte_bpe import _unicode_to_bytes
+    from ...text.byte_bpe import _unicode_to_bytes
 
     tokens = header.get("tokenizer.ggml.tokens") or []
     alphabet = _unicode_to_bytes()
@@ -717,11 +717,17 @@ def convert(spec: ModelSpec, header: Header, progress):
     Built in a child process (``tokenizer_child.vocabulary_in_child``): building the tokenizer and writing
     its JSON hold the interpreter lock in single calls, which would stall a window's GUI thread; where no
     child runs, built here."""
-    from . import cache
-    from ..text import tokenizer_child
+    from .. import cache
+    from ...text import tokenizer_child
 
-    texts, meta = tokenizer_child.vocabulary_in_child(header.path, progress, lambda: vocabulary(header, progress))
+    texts, meta = tokenizer_child.vocabulary_in_child(header.path, progress, lambda: vocabulary(header, progress),
+                                                      (__name__, "vocabulary_at"))
     return cache.Converted({}, texts, meta)
+
+
+def vocabulary_at(path: Path, progress) -> tuple[dict[str, str], dict]:
+    """``vocabulary`` of the GGUF at ``path``: the job ``tokenizer_child.vocabulary_in_child`` runs."""
+    return vocabulary(read_header(path), progress)
 
 
 def vocabulary(header: Header, progress) -> tuple[dict[str, str], dict]:
@@ -751,11 +757,11 @@ def build_tokenizer(header: Header):
     types = [1] * len(tokens) if types is None else [int(t) for t in types.tolist()]
     special = special_ids(header)
     if kind == "gpt2":
-        from ..text.byte_bpe import build_tokenizer as byte_level
+        from ...text.byte_bpe import build_tokenizer as byte_level
 
         return byte_level(tokens, types, header.get("tokenizer.ggml.merges") or [], header.get("tokenizer.ggml.pre"),
                           special), kind
-    from ..text.spm_bpe import build_tokenizer as sentencepiece
+    from ...text.spm_bpe import build_tokenizer as sentencepiece
 
     scores = header.get("tokenizer.ggml.scores")
     scores = [0.0] * len(tokens) if scores is None else scores.tolist()
@@ -777,7 +783,7 @@ def check_memory(name: str, mapped: int, matrix: int, free: int | None) -> None:
     What a forward needs beyond it is a matrix at a time: with bfloat16 matmuls the 4-bit matrices packed
     replace their pages of the file, which are given back (``quantized.Quantized.matrix``), and in float32
     each matrix is dequantized as it is read, then dropped, or kept while the memory left allows."""
-    from .stored import _gb
+    from ..stored import _gb
 
     if free is not None and mapped + matrix > free:
         raise ConfigError(f"{name} needs about {_gb(mapped + matrix)} of memory (the {_gb(mapped)} file and "
@@ -811,10 +817,11 @@ def load(spec: ModelSpec, path: Path, progress=None, cache_folder: str | None = 
     ``spec`` is what the model was opened as; a file whose header now says otherwise is refused
     (``ConfigError``), as is one whose converted weights need more memory than is free.
     """
-    from . import cache, quantized, stored
-    from ..text import tokenizer_child
-    from ..text.byte_bpe import readable
-    from ..text.spm_bpe import readable as readable_piece
+    from .. import cache, stored
+    from . import quantized
+    from ...text import tokenizer_child
+    from ...text.byte_bpe import readable
+    from ...text.spm_bpe import readable as readable_piece
 
     header = _checked_header(path)
     now = spec_of(header, spec.name)
@@ -861,8 +868,8 @@ def load(spec: ModelSpec, path: Path, progress=None, cache_folder: str | None = 
 def shape_of(spec: ModelSpec, header: Header, eps: float):
     """The ``llama.LlamaShape`` of the GGUF's decoder (``llama.decoder_shape``, as a folder's): its spec, its
     family's declared differences, and the final soft-cap from the header."""
-    from .hf import ACTIVATIONS
-    from .llama import decoder_shape
+    from ..hf.spec import ACTIVATIONS
+    from ...sources.llama import decoder_shape
 
     family = header.family
     assert family is not None  # spec_for has refused a family not read here
@@ -876,7 +883,7 @@ NEEDS = ("gguf", "safetensors", "tokenizers", "platformdirs")
 
 def read(spec: ModelSpec, progress=None):
     """The model of a ``--model PATH.gguf`` (``decoder.DecoderModel``): the file mapped, its tokenizer cached."""
-    from .decoder import DecoderModel
+    from ...sources.decoder import DecoderModel
 
     return DecoderModel(**load(spec, Path(spec.name).expanduser(), progress))
 

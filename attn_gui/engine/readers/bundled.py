@@ -56,8 +56,8 @@ def install_hint(spec: ModelSpec) -> str:
 
 def read(spec: ModelSpec, progress=None):
     """The bundled model (``decoder.DecoderModel``): its file mapped, its tokenizer cached in its own folder."""
-    from . import gguf_file
-    from .decoder import DecoderModel
+    from .gguf import load as gguf_file
+    from ..sources.decoder import DecoderModel
 
     path = gguf_path(spec)
     missing = [m for m in NEEDS if importlib.util.find_spec(m) is None]

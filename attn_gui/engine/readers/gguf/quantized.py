@@ -36,7 +36,8 @@ from collections.abc import Callable, Mapping
 import numpy as np
 import torch
 
-from . import heap, packed
+from .. import heap
+from . import packed
 
 FLOATS = {0: torch.float32, 1: torch.float16, 30: torch.bfloat16}  # ggml types F32, F16, BF16
 QUANTS = {2: "Q4_0", 3: "Q4_1", 6: "Q5_0", 7: "Q5_1", 8: "Q8_0", 10: "Q2_K", 11: "Q3_K", 12: "Q4_K", 13: "Q5_K",

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..base.errors import ConfigError
-from . import model_spec
+from ..sources import model_spec
 from ..specs.families import FAMILIES, regular
 
 MAX_ENTRIES = 2000  # models listed from one place at most: a scan stays bounded whatever the disk holds
@@ -197,7 +197,7 @@ def _model(where: str, name: str, path: Path, opens: str | None = None) -> Found
     try:
         spec = model_spec(opens)
         if not gguf and spec.module in ("decoder", "encoder"):
-            from .hf import weight_files
+            from .hf.spec import weight_files
 
             weight_files(path)  # names only: an unfinished download lacks a shard, or its blob
     except ConfigError as exc:

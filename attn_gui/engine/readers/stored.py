@@ -35,9 +35,10 @@ import torch
 import torch.nn.functional as F
 
 from ..base.errors import ConfigError
-from . import heap, packed
+from . import heap
+from .gguf import packed
 from .cache import parse_safetensors
-from .quantized import ROW_READ, Quantized
+from .gguf.quantized import ROW_READ, Quantized
 
 ROWS = 8192  # rows of the output matrix converted at a time by ``logits``
 LAYER = re.compile(r"layers?\.(\d+)\.|\.h\.(\d+)\.|^h\.(\d+)\.")  # a weight's layer, in every family's names

@@ -27,12 +27,12 @@ import json
 from typing import Any
 from pathlib import Path
 
-from ..base.errors import ConfigError
-from . import checks
-from ..text import tokenizer_child
-from ..specs.families import FAMILIES, LOADING_REFUSES, MAX_TOKENS, Family, decoder_spec, regular
-from ..specs.spec import ModelSpec
-from ..text.tokenizer_json import added_tokens, special_tokens
+from ...base.errors import ConfigError
+from .. import checks
+from ...text import tokenizer_child
+from ...specs.families import FAMILIES, LOADING_REFUSES, MAX_TOKENS, Family, decoder_spec, regular
+from ...specs.spec import ModelSpec
+from ...text.tokenizer_json import added_tokens, special_tokens
 
 GENERIC = {"model", "models", "weights", "checkpoint", "hf", "final"}  # labelled with their parent folder's name
 
@@ -49,7 +49,7 @@ def family_of(cfg: dict, folder: Path) -> Family:
     """The declared family of a config.json; ``ConfigError`` naming the supported ones otherwise."""
     kind = cfg.get("model_type")
     if kind not in FAMILIES:
-        from .via_transformers import refusal
+        from ...sources.via_transformers import refusal
 
         raise refusal(kind, folder)
     return FAMILIES[kind]
@@ -76,7 +76,7 @@ def check_fields(cfg: dict, family: Family, folder: Path) -> None:
     unless null or false, or one of its ``fixed`` fields at another value. Every other field is inert: the
     honoured ones are computed, and one transformers never reads (``tie_weights_``, ``reference_compile``) changes
     no number, as it changes none of transformers'."""
-    from ..specs.encoder_config import FIELDS as DECLARED
+    from ...specs.encoder_config import FIELDS as DECLARED
 
     fixed, refused = dict(family.fixed), set(family.refuses)
     if cfg.get("model_type") in DECLARED:  # DeBERTa-v2, ModernBERT: encoder_config refuses theirs by value
@@ -253,7 +253,7 @@ def spec_for(path: str) -> ModelSpec:
     if folder.parent.name == "snapshots" and folder.parent.parent.name.startswith("models--"):  # the HF cache's
         name = folder.parent.parent.name.removeprefix("models--").replace("--", "/")  # ORG/NAME, not the commit
     if cfg.get("model_type") not in FAMILIES:  # outside the table: transformers runs it, where it is installed
-        from . import via_transformers
+        from ...sources import via_transformers
 
         if via_transformers.installed():
             return via_transformers.spec_for(cfg, str(path), folder, name)
@@ -287,7 +287,7 @@ def config_spec(cfg: dict, path: str, folder: Path, name: str, special=tuple, re
         common: dict[str, Any] = dict(layers=int(size(cfg, family, "layers")), heads=heads, d_model=d, d_k=d_k,
                                       d_v=d_k, max_tokens=limit)
         if family.path == "encoder":
-            from ..specs.encoder_config import spec_facts
+            from ...specs.encoder_config import spec_facts
 
             facts = {"has_bias": True, "norm": family.norm, "block": family.block,
                      **spec_facts(cfg, family, folder, common["layers"])}
@@ -326,7 +326,7 @@ def read_weights(folder: Path) -> dict:
     ``ConfigError`` in one line for a missing, truncated or corrupt file, and for a model that
     needs more memory than is free (checked from the headers, before anything is mapped).
     """
-    from . import stored
+    from .. import stored
 
     files = weight_files(folder)
     try:
@@ -429,9 +429,9 @@ def read(spec: ModelSpec, progress=None):
 def decoder_model(spec: ModelSpec, cfg: dict, weights: dict, tokenizer, folder: Path):
     """A ``decoder.DecoderModel`` of ``weights`` (transformers' names, any dtype), ``tokenizer`` (a
     ``tokenizers.Tokenizer``) and config ``cfg``, checked against ``spec``; messages name ``folder.name``."""
-    from ..text.byte_bpe import readable
-    from .decoder import DecoderModel
-    from .llama import decoder_shape
+    from ...text.byte_bpe import readable
+    from ...sources.decoder import DecoderModel
+    from ...sources.llama import decoder_shape
 
     family = family_of(cfg, folder)
     headless = "model.embed_tokens.weight" not in weights and "embed_tokens.weight" in weights
