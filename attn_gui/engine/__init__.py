@@ -6,7 +6,8 @@
 torch.Size([1, 5, 5])
 """
 
-from .kernel.attend import AttendOptions, Projections, Steps, Stream, attend
+from .kernel.types import AttendOptions, Projections, Steps, Stream
+from .kernel.attend import attend
 from .circuits import Circuit, circuit
 from .compute import AttentionResult, as_dict, compute, estimate_bytes
 from .config.config import DEFAULT_SENTENCE, OPTIONS, PRESETS, AttentionConfig, Dims, preset

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 import torch
 
 from .ablation import ablation_hooks
-from .kernel.attend import rope_tables, rotate
+from .kernel.rope import rope_tables, rotate
 from .config.config import AttentionConfig
 from .base.errors import ConfigError
 from .interventions import _decoder, _device, _ids, target_id

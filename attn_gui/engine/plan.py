@@ -22,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from .kernel.attend import AttendOptions
+from .kernel.types import AttendOptions
 from .config.config import OPTIONS, WHAT_IF, AttentionConfig, Dims
 from .base.errors import ConfigError
 from .sources import model_spec, source

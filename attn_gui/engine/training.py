@@ -32,8 +32,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .kernel import attend as attention
-from .kernel.attend import AttendOptions, Projections, attend
+from .kernel.project import rms_norm
+from .kernel.types import AttendOptions, Projections
+from .kernel.attend import attend
 from .base.disk import read_regular, save_safetensors
 from .base.errors import ConfigError
 from .tasks import Task
@@ -122,7 +123,7 @@ class TrainConfig:
         return 4 * self.d_model if self.mlp else 1
 
 
-rms_norm = functools.partial(attention.rms_norm, eps=RMS_EPS)  # Llama's RMSNorm at the checkpoint's eps
+rms_norm = functools.partial(rms_norm, eps=RMS_EPS)  # Llama's RMSNorm at the checkpoint's eps
 
 
 class Block(nn.Module):

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from ..engine import METRICS, AttentionResult, head_metrics, rollout
-from ..engine.kernel.attend import alibi_slopes, score_weights, scaled_scores
+from ..engine.kernel.scores import alibi_slopes, score_weights, scaled_scores
 from ..engine.metrics import METRIC_HELP, METRIC_LABELS
 from ..engine.kernel.reduce import reduce_matrix
 from .formats import nice_ceil

@@ -12,7 +12,7 @@ import torch
 
 from attn_gui.engine.plan import plan
 from attn_gui.engine import model_spec, AttentionConfig, ConfigError, ModelUnavailable, compute, formula, source
-from attn_gui.engine.kernel.attend import rope_angles, rotate
+from attn_gui.engine.kernel.rope import rope_angles, rotate
 from attn_gui.engine.decoding import Decoder, check_steps, generate
 from attn_gui.engine.sources import is_available
 from attn_gui.engine.sources import decoder

@@ -142,13 +142,13 @@ def test_the_streamed_shown_layer_is_made_once_with_its_maps(run_1024, monkeypat
 
     from attn_gui.engine.kernel.reduce import reduce_matrix
 
-    A = importlib.import_module("attn_gui.engine.kernel.attend")
+    blocks_module = importlib.import_module("attn_gui.engine.kernel.blocks")
     path, text, theirs = run_1024
     full = compute(AttentionConfig(sentence=text, model=path, layer=1))  # every T x T field kept (<= 4,096)
     assert torch.allclose(full.weights, theirs[1], atol=1e-5)
     again = []
-    blocks = A._attend_in_blocks
-    monkeypatch.setattr(A, "_attend_in_blocks", lambda *a, **k: again.append(1) or blocks(*a, **k))
+    blocks = blocks_module.pooled_blocks
+    monkeypatch.setattr(blocks_module, "pooled_blocks", lambda *a, **k: again.append(1) or blocks(*a, **k))
     result = compute(AttentionConfig(sentence=f"{text} {WORDS[3]}", model=path, layer=1), display_max=384)
     assert result.streamed and again == []  # the shown layer came with the streamed run
     shorter = compute(AttentionConfig(sentence=text, model=path, layer=1), display_max=384)

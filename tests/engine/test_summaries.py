@@ -8,7 +8,7 @@ more take their top k by chunks (``largest``); the peer is ``torch.topk``.
 import pytest
 import torch
 
-from attn_gui.engine.kernel.attend import masked_keys
+from attn_gui.engine.kernel.scores import masked_keys
 from attn_gui.engine.kernel.summaries import WIDE, largest, row_stats
 
 

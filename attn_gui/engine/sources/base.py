@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 import torch
 
-from ..kernel.attend import AttendOptions, Projections
+from ..kernel.types import AttendOptions, Projections
 from ..text.tokens import Tokens
 from ..specs.spec import ModelSpec
 

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from ..kernel.attend import AttendOptions, Projections
+from ..kernel.types import AttendOptions, Projections
 from ..text.tokens import Tokens
 from ..readers import cache, stored
 from . import model_spec

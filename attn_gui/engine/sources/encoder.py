@@ -30,7 +30,9 @@ import torch.nn.functional as F
 
 from ..base import progress
 from ..base.errors import ConfigError
-from ..kernel.attend import AttendOptions, Projections, Relative, attend, relative_index
+from ..kernel.types import AttendOptions, Projections, Relative
+from ..kernel.attend import attend
+from ..kernel.scores import relative_index
 from ..text.tokens import Tokens
 from .base import ModelSource, unknown_of
 from ..readers.hf import spec as hf

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import functools
 
-from ..kernel.attend import AttendOptions
+from ..kernel.types import AttendOptions
 from ..specs.spec import ModelSpec
 
 

@@ -33,7 +33,7 @@ from typing import Any, cast
 
 import torch
 
-from ..kernel.attend import Projections
+from ..kernel.types import Projections
 from ..base.errors import ConfigError
 from ..text.tokens import Tokens
 from ..readers import checks
