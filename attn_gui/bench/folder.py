@@ -154,7 +154,7 @@ def app_child(path: str, lengths: dict[int, int], keep: bool = True) -> dict:
     from ..engine import AttentionConfig, source
     from ..engine.readers import stored
     from ..engine.sources.decoder import load_model
-    from ..engine.readers.hf.spec import weight_files
+    from ..engine.readers.hf.weights import weight_files
     from .memory import peak_rss_kib
 
     torch.set_num_threads(THREADS)

@@ -197,7 +197,7 @@ def _model(where: str, name: str, path: Path, opens: str | None = None) -> Found
     try:
         spec = model_spec(opens)
         if not gguf and spec.module in ("decoder", "encoder"):
-            from .hf.spec import weight_files
+            from .hf.weights import weight_files
 
             weight_files(path)  # names only: an unfinished download lacks a shard, or its blob
     except ConfigError as exc:

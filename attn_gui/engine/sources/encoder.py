@@ -35,12 +35,13 @@ from ..kernel.attend import attend
 from ..kernel.scores import relative_index
 from ..text.tokens import Tokens
 from .base import ModelSource, unknown_of
-from ..readers.hf import spec as hf
+from ..readers.hf import weights as hf
 from ..readers import stored
 from ..text.byte_bpe import readable
 from ..specs.encoder_config import RelativeShape, relative_shape
 from ..specs.families import Family
-from ..readers.hf.spec import activation, check_shape, family_of, position_offset, read_weights, size
+from ..readers.hf.spec import activation, family_of, position_offset, size
+from ..readers.hf.weights import check_shape, read_weights
 from .layers import model_layers
 from .llama import act
 from .loaded import LOADED

@@ -98,7 +98,7 @@ def to_lens(name: str, *, device: str = "cpu", dtype: torch.dtype = torch.float3
 def _parts(spec, model) -> tuple[dict, Any]:
     """The transformers config dict and the tensors (transformers' names) of the decoder ``model``."""
     if spec.reader == "hf":
-        from ..readers.hf.spec import read_weights
+        from ..readers.hf.weights import read_weights
 
         folder = Path(spec.name).expanduser()
         return json.loads((folder / "config.json").read_text()), read_weights(folder)

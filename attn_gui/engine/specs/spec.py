@@ -8,7 +8,7 @@ from types import MappingProxyType
 
 # The module that reads a decoder's files, by ``ModelSpec.reader`` (``sources.decoder.reader`` imports it)
 READERS: Mapping[str, str] = MappingProxyType({
-    "hf": "attn_gui.engine.readers.hf.spec",
+    "hf": "attn_gui.engine.readers.hf.weights",
     "gguf_file": "attn_gui.engine.readers.gguf.load",
     "smollm2": "attn_gui.engine.readers.bundled",
     "memory": "attn_gui.engine.sources.memory",
