@@ -96,7 +96,8 @@ PEAK = """
 import json, resource, sys
 import torch, tokenizers, gguf.quants
 from attn_gui.engine import AttentionConfig, compute, model_spec
-from attn_gui.engine.sources import decoder, quantized
+from attn_gui.engine.sources import decoder
+from attn_gui.engine.readers.gguf import quantized
 from attn_gui.engine.readers.bundled import gguf_path
 quantized.KEEP_SHARE = float(sys.argv[1])  # 0: nothing kept dequantized, one layer at a time
 def peak():
@@ -126,13 +127,13 @@ def test_smollm2_opens_with_a_small_cache_and_its_file_plus_300_mib(tmp_path):
 
 
 def test_dequantized_tensors_are_kept_within_the_budget_and_equal(quantized_file):
-    from attn_gui.engine.readers.gguf import load as gguf_file
+    from attn_gui.engine.readers.gguf import format as gguf_format, load as gguf_load, tensors as gguf_tensors
 
     path, hf = quantized_file
     spec = model_spec(path)
-    header = gguf_file.read_header(Path(path))
-    layer = gguf_file.layer_bytes(header)  # one layer's matrices in float32
-    w = gguf_file.mapped_weights(spec, header, keep_bytes=layer)
+    header = gguf_format.read_header(Path(path))
+    layer = gguf_load.layer_bytes(header)  # one layer's matrices in float32
+    w = gguf_tensors.mapped_weights(spec, header, keep_bytes=layer)
     for key, peer in hf.state_dict().items():
         if key != "lm_head.weight":
             assert torch.equal(w[key], peer) and torch.equal(w[key], peer), key  # read, then read from the kept

@@ -55,7 +55,7 @@ def model_spec(name: str) -> ModelSpec:
     if name in REGISTERED:
         return REGISTERED[name]
     if name.lower().endswith(".gguf"):
-        from ..readers.gguf.load import spec_for
+        from ..readers.gguf.spec import spec_for
     else:
         from ..readers.hf.spec import spec_for
     return spec_for(name)

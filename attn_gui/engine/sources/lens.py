@@ -117,7 +117,7 @@ def _gguf_family(spec) -> str:
     """The model_type of a GGUF decoder's family (the bundled SmolLM2: Llama)."""
     if spec.reader == "smollm2":
         return "llama"
-    from ..readers.gguf.load import read_header
+    from ..readers.gguf.format import read_header
 
     family = read_header(Path(spec.name).expanduser()).family
     return next(kind for kind, f in FAMILIES.items() if f is family)
