@@ -17,7 +17,7 @@ from gguf.constants import GGML_QUANT_SIZES
 from gguf.quants import dequantize, quantize
 
 from attn_gui.engine import AttentionConfig, ConfigError, source
-from attn_gui.engine.readers.gguf import packed
+from attn_gui.engine.readers import packed
 from gguf_writing import quantized_llama  # (tests/)
 from transformers_peer import alphas_equal_transformers  # (tests/)
 

@@ -97,7 +97,7 @@ import json, resource, sys
 import torch, tokenizers, gguf.quants
 from attn_gui.engine import AttentionConfig, compute, model_spec
 from attn_gui.engine.sources import decoder
-from attn_gui.engine.readers.gguf import quantized
+from attn_gui.engine.readers import quantized
 from attn_gui.engine.readers.bundled import gguf_path
 quantized.KEEP_SHARE = float(sys.argv[1])  # 0: nothing kept dequantized, one layer at a time
 def peak():

@@ -230,7 +230,7 @@ def _size(path: Path) -> int:
 
 def _folder_family(folder: Path) -> str:
     """The family label a folder's config.json declares, else its model_type; "" where it has none."""
-    from .checks import json_object
+    from ..base.disk import json_object
 
     try:
         kind = json_object(folder / "config.json", "config.json").get("model_type") if regular(

@@ -36,9 +36,9 @@ import torch.nn.functional as F
 
 from ..base.errors import ConfigError
 from . import heap
-from .gguf import packed
+from . import packed
 from .cache import parse_safetensors
-from .gguf.quantized import ROW_READ, Quantized
+from .quantized import ROW_READ, Quantized
 
 ROWS = 8192  # rows of the output matrix converted at a time by ``logits``
 LAYER = re.compile(r"layers?\.(\d+)\.|\.h\.(\d+)\.|^h\.(\d+)\.")  # a weight's layer, in every family's names

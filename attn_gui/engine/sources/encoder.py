@@ -29,6 +29,7 @@ import torch
 import torch.nn.functional as F
 
 from ..base import progress
+from ..base.disk import json_object
 from ..base.errors import ConfigError
 from ..kernel.types import AttendOptions, Projections, Relative
 from ..kernel.attend import attend
@@ -159,7 +160,7 @@ def read(spec: ModelSpec, folder: Path) -> Encoder:
     """The encoder in ``folder``: config.json, safetensors weights and tokenizer.json; ``ConfigError`` in one line."""
     from ..readers import checks
 
-    cfg = checks.json_object(folder / "config.json", f"{folder.name}/config.json")
+    cfg = json_object(folder / "config.json", f"{folder.name}/config.json")
     family = family_of(cfg, folder)
     weights = bert_names(read_weights(folder), cfg["model_type"])  # family_of has checked it
     key = "encoder.layer.0.attention.self.query.weight"

@@ -34,6 +34,7 @@ from typing import Any, cast
 import torch
 
 from ..kernel.types import Projections
+from ..base.disk import json_object
 from ..base.errors import ConfigError
 from ..text.tokens import Tokens
 from ..readers import checks
@@ -198,7 +199,7 @@ def _read(spec: ModelSpec) -> Held:
     from ..text.tokenizer_json import added_tokens
 
     folder = Path(spec.name).expanduser()
-    cfg = checks.json_object(folder / "config.json", f"{folder.name}/config.json")
+    cfg = json_object(folder / "config.json", f"{folder.name}/config.json")
     try:  # a model too large for the memory free is refused before transformers loads it
         stored.check_memory(folder.name, sorted(folder.glob("*.safetensors")))
     except (OSError, ValueError, KeyError, TypeError, OverflowError) as exc:

@@ -114,7 +114,7 @@ def load(spec: ModelSpec, path: Path, progress=None, cache_folder: str | None = 
     (``ConfigError``), as is one whose converted weights need more memory than is free.
     """
     from .. import cache, stored
-    from . import quantized
+    from .. import quantized
     from ...text import tokenizer_child
     from ...text.byte_bpe import readable
     from ...text.spm_bpe import readable as readable_piece

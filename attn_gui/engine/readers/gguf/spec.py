@@ -105,7 +105,7 @@ def _spec_of(header: Header, name: str) -> ModelSpec:
     notes = (f"attention.sliding_window = {int(unapplied)} is not applied: llama.cpp runs every layer of a "
              f"{header.get('general.architecture')} file over all keys, as transformers reads the file",
              ) if unapplied and int(unapplied) < positions else ()  # why: layer_attention; longer, it changes nothing
-    from . import quantized  # here, not above: a child building a vocabulary (tokenizer_child) needs no torch
+    from .. import quantized  # here, not above: a child building a vocabulary (tokenizer_child) needs no torch
 
     unread = next((t for t in header.tensors.values() if t.kind not in quantized.READ), None)
     if unread is not None:

@@ -170,7 +170,7 @@ def mapped_weights(spec: ModelSpec, header: Header, keep_bytes: int = 0):
 
     import torch
 
-    from .quantized import Quantized
+    from ..quantized import Quantized
 
     family = header.family
     assert family is not None  # spec_for has refused a family not read here

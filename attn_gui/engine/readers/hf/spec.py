@@ -26,6 +26,7 @@ import json
 from typing import Any
 from pathlib import Path
 
+from ...base.disk import json_object
 from ...base.errors import ConfigError
 from .. import checks
 from ...specs.families import FAMILIES, LOADING_REFUSES, MAX_TOKENS, Family, decoder_spec, regular
@@ -237,7 +238,7 @@ def spec_for(path: str) -> ModelSpec:
             also = f"; open one of its GGUF files: {', '.join(ggufs[:3])}{' …' if len(ggufs) > 3 else ''}" if ggufs \
                 else ""
             raise ConfigError(f"{folder.name} has no {needed}{also}")
-    cfg = checks.json_object(folder / "config.json", f"{folder.name}/config.json")
+    cfg = json_object(folder / "config.json", f"{folder.name}/config.json")
     name = folder.name if folder.name.lower() not in GENERIC else f"{folder.parent.name}/{folder.name}"
     if folder.parent.name == "snapshots" and folder.parent.parent.name.startswith("models--"):  # the HF cache's
         name = folder.parent.parent.name.removeprefix("models--").replace("--", "/")  # ORG/NAME, not the commit

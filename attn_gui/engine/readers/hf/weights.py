@@ -8,6 +8,7 @@ from __future__ import annotations
 import importlib.util
 from pathlib import Path
 
+from ...base.disk import json_object
 from ...base.errors import ConfigError
 from .. import checks
 from ...text import tokenizer_child
@@ -125,7 +126,7 @@ def read(spec: ModelSpec, progress=None):
     """The folder's weights (stored dtype, llama.py's names), tokenizer and constants as a ``decoder.DecoderModel``
     (nothing is converted: ``progress`` is never called)."""
     folder = Path(spec.name).expanduser()
-    cfg = checks.json_object(folder / "config.json", f"{folder.name}/config.json")
+    cfg = json_object(folder / "config.json", f"{folder.name}/config.json")
     tokenizer = tokenizer_child.Child(path=folder / "tokenizer.json")  # built in a child meanwhile
     weights = read_weights(folder)
     with checks.tokenizer_errors(f"{folder.name}/tokenizer.json"):

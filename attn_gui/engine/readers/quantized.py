@@ -36,7 +36,7 @@ from collections.abc import Callable, Mapping
 import numpy as np
 import torch
 
-from .. import heap
+from . import heap
 from . import packed
 
 FLOATS = {0: torch.float32, 1: torch.float16, 30: torch.bfloat16}  # ggml types F32, F16, BF16
