@@ -10,7 +10,8 @@ from .kernel.types import AttendOptions, Projections, Steps, Stream
 from .kernel.attend import attend
 from .circuits import Circuit, circuit
 from .compute import AttentionResult, as_dict, compute, estimate_bytes
-from .config.config import DEFAULT_SENTENCE, OPTIONS, PRESETS, AttentionConfig, Dims, preset
+from .config.config import DEFAULT_SENTENCE, OPTIONS, AttentionConfig, Dims
+from .config.presets import PRESETS, preset
 from .decoding import DecodeStep, Decoder, Generation, generate
 from .base.devices import available_devices
 from .base.errors import ConfigError, DeviceError, ModelUnavailable, TooLargeError, UserError
