@@ -79,11 +79,11 @@ def check_memory(name: str, mapped: int, matrix: int, free: int | None) -> None:
     What a forward needs beyond it is a matrix at a time: with bfloat16 matmuls the 4-bit matrices packed
     replace their pages of the file, which are given back (``quantized.Quantized.matrix``), and in float32
     each matrix is dequantized as it is read, then dropped, or kept while the memory left allows."""
-    from ..stored import _gb
+    from ..stored import gb
 
     if free is not None and mapped + matrix > free:
-        raise ConfigError(f"{name} needs about {_gb(mapped + matrix)} of memory (the {_gb(mapped)} file and "
-                          f"{_gb(matrix)} to dequantize a matrix) and {_gb(free)} is available (free memory and "
+        raise ConfigError(f"{name} needs about {gb(mapped + matrix)} of memory (the {gb(mapped)} file and "
+                          f"{gb(matrix)} to dequantize a matrix) and {gb(free)} is available (free memory and "
                           "page cache); nothing was loaded")
 
 

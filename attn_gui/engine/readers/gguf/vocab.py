@@ -64,10 +64,10 @@ def special_ids(header: Header) -> list[int]:
 
 def special_tokens(header: Header) -> tuple[str, ...]:
     """The special tokens' texts (those a view may hide), as the tokenizer matches them."""
-    from ...text.byte_bpe import _unicode_to_bytes
+    from ...text.byte_bpe import unicode_to_bytes
 
     tokens = header.get("tokenizer.ggml.tokens") or []
-    alphabet = _unicode_to_bytes()
+    alphabet = unicode_to_bytes()
     byte_level = header.get("tokenizer.ggml.model") == "gpt2"
     found = [tokens[i] for i in sorted(special_ids(header)) if 0 <= i < len(tokens)]
     return tuple(dict.fromkeys(t for t in found if not byte_level or all(c in alphabet for c in t)))
