@@ -32,7 +32,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .kernel.project import rms_norm
+from .kernel import project
 from .kernel.types import AttendOptions, Projections
 from .kernel.attend import attend
 from .base.disk import read_regular, save_safetensors
@@ -123,7 +123,7 @@ class TrainConfig:
         return 4 * self.d_model if self.mlp else 1
 
 
-rms_norm = functools.partial(rms_norm, eps=RMS_EPS)  # Llama's RMSNorm at the checkpoint's eps
+rms_norm = functools.partial(project.rms_norm, eps=RMS_EPS)  # Llama's RMSNorm at the checkpoint's eps
 
 
 class Block(nn.Module):
