@@ -1,4 +1,4 @@
-"""The models already on disk (``engine.sources.discover``): fake Hugging Face cache, Ollama and LM Studio
+"""The models already on disk (``engine.readers.discover``): fake Hugging Face cache, Ollama and LM Studio
 layouts made here, with tiny checkpoints saved by transformers and GGUF files written as llama.cpp writes
 them. Sizes are checked against ``os.stat`` of the blobs, families against the model_type transformers
 saved and the architecture the GGUF declares, reasons against the refusal opening the path gives."""

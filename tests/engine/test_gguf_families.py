@@ -133,7 +133,7 @@ def test_every_layer_equals_transformers(written):
 
 
 def test_every_family_runs_with_bfloat16_matmuls_within_their_rounding(written):
-    """dtype bfloat16 (``sources/packed.py``: the file's matrices multiplied in bfloat16): every layer's α within 5e-2
+    """dtype bfloat16 (``readers/packed.py``: the file's matrices multiplied in bfloat16): every layer's α within 5e-2
     of transformers' float32 and the logits within 5 % of their largest. The bound is wide: these matrices' std of 0.2
     (ten times a trained model's) sharpens every score, and bfloat16 rounds each product to 8 bits (measured: α
     2e-3 to 3.3e-2, Gemma 3's layer 5 the largest; the logits 3e-3 to 1.8e-2); a matrix read wrongly (a fused

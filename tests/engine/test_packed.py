@@ -1,4 +1,4 @@
-"""Matmuls on a GGUF's blocks in bfloat16 (``sources/packed.py``, the config's dtype "bfloat16"). Peers: the ``gguf``
+"""Matmuls on a GGUF's blocks in bfloat16 (``readers/packed.py``, the config's dtype "bfloat16"). Peers: the ``gguf``
 package's ``dequantize`` for what the blocks hold, PyTorch's own converter ``_convert_weight_to_int4pack_for_cpu`` for
 the packed layout, a float64 product of the bfloat16-rounded operands for what the kernels compute, and transformers'
 eager forward in float32 on the dequantized weights for α and the logits.

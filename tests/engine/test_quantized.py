@@ -1,5 +1,5 @@
 """A quantized GGUF stays quantized: its tensors are read from the mapped file and dequantized as the forward reads
-them (``sources/quantized.py``). Peers: the ``gguf`` package's ``dequantize`` for the weights, transformers'
+them (``readers/quantized.py``). Peers: the ``gguf`` package's ``dequantize`` for the weights, transformers'
 eager Llama holding those dequantized weights for α and the logits, the file's size on disk and the interpreter's
 own peak RSS for the memory."""
 

@@ -23,7 +23,7 @@ def attend_summarised(x: torch.Tensor, weights: Projections, options: AttendOpti
     The same q, k, v, z and output as ``attend(x, weights, options)`` (the same rows of α, a block of
     query rows of about ``stream.block_bytes`` of scores at a time); of the maps only α is kept, pooled to
     at most ``stream.reduce_to`` per side as ``reduce_matrix`` pools it, with the last query's row and the
-    summaries (``engine.summaries``: sink mass, distance, decay, top keys) of every head.
+    summaries (``summaries``: sink mass, distance, decay, top keys) of every head.
 
     ``options`` must be causal attention without ALiBi, soft-cap, offset or position terms (a decoder's: its
     scale, temperature, RoPE, window and sinks are read, and a cosine similarity).

@@ -27,7 +27,7 @@ class Projections:
     Per-head norms, when there are any (Qwen3's q_norm and k_norm): the RMSNorm gains
     q_norm (d_k,) and k_norm (d_k,), shared by every head, with epsilon ``norm_eps``; or
     (OLMo 2's) q_norm (h d_k,) and k_norm (g d_k,): one RMSNorm over all heads' q (k) of a token.
-    ``matmuls``, where set (a model's forward with bfloat16 matmuls, ``sources.packed``): W_Q, W_K,
+    ``matmuls``, where set (a model's forward with bfloat16 matmuls, ``readers.packed``): W_Q, W_K,
     W_V and W_O as matrices that multiply rows themselves, nn.Linear's x Wᵀ in column layout
     ((…, d) -> (…, h d_k) …), the w_* fields then holding only their shapes (meta tensors).
     """
@@ -95,7 +95,7 @@ class AttendOptions:
     rope_base : float, optional
         Rotate q and k by their position (RoPE, Llama's half-split pairing) with this base; None: no RoPE.
     rope_scaling : tuple of (key, value)
-        A model's scaled RoPE (``rope_scaling.inv_freq``: llama3, linear, dynamic, yarn, longrope);
+        A model's scaled RoPE (``rope.inv_freq``: llama3, linear, dynamic, yarn, longrope);
         () for the plain one.
     rope_dims : int, optional
         Partial rotary (GPT-NeoX's ``rotary_pct``): only each head's first ``rope_dims``

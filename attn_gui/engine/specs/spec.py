@@ -48,7 +48,7 @@ class ModelSpec:
         Partial rotary (GPT-NeoX's ``rotary_pct``): RoPE turns only each head's first ``rope_dims``
         dimensions; None: all d_k.
     rope_scaling : tuple of (key, value)
-        A scaled RoPE's parameters (``engine.rope_scaling``: llama3, linear, dynamic, yarn, longrope);
+        A scaled RoPE's parameters (``kernel.rope.inv_freq``: llama3, linear, dynamic, yarn, longrope);
         () for the plain one.
     qk_norm : bool
         Every head's q and k are RMS-normed before RoPE (Qwen3's q_norm and k_norm).

@@ -174,7 +174,7 @@ def score_scalar(family: Family, layers: int, d_head: int, d_k: int) -> float | 
 
 
 def rope_of(header: Header, rotated: int, positions: int) -> tuple:
-    """The RoPE scaling a GGUF declares (``engine.rope_scaling``; () for the plain one): rope.scaling.type
+    """The RoPE scaling a GGUF declares (``kernel.rope.inv_freq``; () for the plain one): rope.scaling.type
     "linear" with rope.scaling.factor; "yarn" with it, rope.scaling.original_context_length and llama.cpp's
     yarn_beta_fast and yarn_beta_slow (its defaults 32 and 1 where absent, as transformers'); Llama 3.1's
     scaled frequencies as llama.cpp's converter stores them, the divisor of each pair's frequency in the

@@ -171,7 +171,7 @@ def rope(cfg: dict, folder: Path) -> tuple[float, tuple]:
     """RoPE's base and scaling as transformers 5 reads them: ``rope_scaling``, else ``rope_parameters``
     (its ``rope_theta``, else the config's, else 10000).
 
-    The scaling (llama3, linear, dynamic, yarn, longrope; ``rope_scaling.inv_freq``) as sorted (key,
+    The scaling (llama3, linear, dynamic, yarn, longrope; ``kernel.rope.inv_freq``) as sorted (key,
     value) pairs, with ``original_max_position_embeddings`` (the config's own first, as transformers
     reads Phi-3's) and ``max_position_embeddings``; () for the plain RoPE. Another kind, a missing or
     unknown key, or a partial rotation is refused in one line naming it.
