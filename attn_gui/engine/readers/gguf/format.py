@@ -8,15 +8,11 @@ import math
 import mmap
 import struct
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, overload
+from typing import overload
 from pathlib import Path
 
 from ...specs.families import Family, gguf_family
-if TYPE_CHECKING:  # torch is imported where the weights are converted, not with the spec
-    pass
 
-
-# ---------------------------------------------------------------- the header
 
 MAGIC = b"GGUF"
 _SCALARS = {0: "B", 1: "b", 2: "H", 3: "h", 4: "I", 5: "i", 6: "f", 7: "?", 10: "Q", 11: "q", 12: "d"}
@@ -171,8 +167,6 @@ def _nbytes(shape: tuple[int, ...], kind: int) -> int | None:
         raise ValueError(f"a row of {shape[-1]} values is not whole blocks of {block}")
     return math.prod(shape) // block * size
 
-
-# ---------------------------------------------------------------- the spec
 
 def is_gguf(path: str) -> bool:
     """Whether a model path names a GGUF file (by its name: nothing is opened)."""

@@ -40,7 +40,6 @@ import hashlib
 import importlib.util
 import math
 import re
-from typing import TYPE_CHECKING
 from pathlib import Path
 
 from ...base.errors import ConfigError
@@ -49,11 +48,11 @@ from ...specs.spec import ModelSpec
 from .format import Header
 from .spec import checked_header, shape_of, spec_of
 from .tensors import convert, mapped_weights
-if TYPE_CHECKING:  # torch is imported where the weights are converted, not with the spec
-    pass
 
 
 CACHE_VERSION = 4  # change it when the conversion changes: older caches are rebuilt (1: SmolLM2's own reader;
+# 2: every tensor dequantized into the cache; 3: the tokenizer and metadata only, the weights read from the file;
+# 4: SentencePiece's "▁" before every stretch of text, as llama.cpp puts it; add_eos_token in the metadata)
 
 
 def cached_facts(converted) -> bool:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import functools
 import math
-from typing import TYPE_CHECKING
 from pathlib import Path
 
 from ...base.errors import ConfigError
@@ -16,8 +15,6 @@ from ...specs.spec import ModelSpec
 from .format import FLOATS, Header, Tensor, eps_key, read_header
 from .tensors import check_tensors, quantized_types
 from .vocab import TOKENIZERS, check_token_ids, special_tokens
-if TYPE_CHECKING:  # torch is imported where the weights are converted, not with the spec
-    pass
 
 
 @functools.cache

@@ -13,6 +13,7 @@ from ...specs.families import Family
 from ...specs.spec import ModelSpec
 from .format import FLOATS, Header
 from .vocab import vocabulary, vocabulary_at
+
 if TYPE_CHECKING:  # torch is imported where the weights are converted, not with the spec
     import torch
 

@@ -5,18 +5,11 @@ SentencePiece BPE for "llama"), its special tokens and ids. Imports no torch: a 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
 from pathlib import Path
 
 from ...base.errors import ConfigError
 from .. import checks
 from .format import Header, eps_key, read_header
-if TYPE_CHECKING:  # torch is imported where the weights are converted, not with the spec
-    pass
-
-
-# 2: every tensor dequantized into the cache; 3: the tokenizer and metadata only, the weights read from the file;
-# 4: SentencePiece's "▁" before every stretch of text, as llama.cpp puts it; add_eos_token in the metadata)
 
 
 TOKENIZERS = {"gpt2": "byte-level BPE", "llama": "SentencePiece BPE"}
