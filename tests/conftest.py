@@ -24,7 +24,7 @@ def collect_garbage_on_the_main_thread():
 def model_cache_dir(tmp_path_factory):
     """Models convert into a folder of this session (removed after it), never the user's cache,
     unless ``ATTN_GUI_CACHE_DIR`` names one already (CI may keep it between runs)."""
-    from attn_gui.engine.sources.cache import CACHE_ENV
+    from attn_gui.engine.readers.cache import CACHE_ENV
 
     if os.environ.get(CACHE_ENV):
         yield os.environ[CACHE_ENV]
@@ -51,7 +51,7 @@ def smollm2_peer():
     import warnings
 
     import transformers
-    from attn_gui.engine.sources.smollm2 import gguf_path
+    from attn_gui.engine.readers.bundled import gguf_path
 
     path = gguf_path(model_spec("smollm2-135m"))
     with warnings.catch_warnings():

@@ -56,7 +56,7 @@ def empty_home(tmp_path: Path, monkeypatch) -> Path:
     """An empty home folder; the variables of every place point into it or are unset."""
     for key in ("HF_HOME", "HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE", "XDG_CACHE_HOME", "OLLAMA_MODELS"):
         monkeypatch.delenv(key, raising=False)
-    monkeypatch.setattr("attn_gui.engine.sources.discover.SYSTEM_OLLAMA", tmp_path / "no-ollama-service")
+    monkeypatch.setattr("attn_gui.engine.readers.discover.SYSTEM_OLLAMA", tmp_path / "no-ollama-service")
     home = tmp_path / "home"
     home.mkdir()
     monkeypatch.setenv("HOME", str(home))

@@ -6,8 +6,8 @@ a byte-level or SentencePiece vocabulary."""
 import numpy as np
 import torch
 
-from attn_gui.engine.sources import gguf_file
-from attn_gui.engine.sources.byte_bpe import bytes_to_unicode
+from attn_gui.engine.readers.gguf import tensors as gguf_tensors
+from attn_gui.engine.text.byte_bpe import bytes_to_unicode
 
 WORDS = ["the", "cat", "sat", "on", "a", "mat", "and", "dog", "ran"]
 
@@ -77,7 +77,7 @@ def permute(w, heads):
     return w.reshape(heads, 2, w.shape[0] // heads // 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
 
 
-LEAVES = {v: k for k, v in gguf_file.LEAVES.items()}
+LEAVES = {v: k for k, v in gguf_tensors.LEAVES.items()}
 
 
 def write_gguf(path, hf, arch, vocab, name, dtype=np.float32, quant=None, raw=None, **extra):
@@ -118,7 +118,7 @@ def write_gguf(path, hf, arch, vocab, name, dtype=np.float32, quant=None, raw=No
             *leaf, kind = leaf
             out = f"blk.{layer}.{LEAVES['.'.join(leaf)]}.{kind}"
         else:
-            out = {v: k for k, v in gguf_file.TOP.items()}[key]
+            out = {v: k for k, v in gguf_tensors.TOP.items()}[key]
         if w.dtype == np.uint8:  # blocks given as they are
             writer.add_tensor(out, w, raw_dtype=raw_kind)
         elif quant is not None and w.ndim == 2:  # a quantized type (Q8_0 …), as llama-quantize writes it

@@ -339,12 +339,12 @@ def test_the_8b_writer_lays_out_q4_k_m_as_llama_quantize_and_the_engine_reads_it
     sentence of exactly T tokens, a file the engine opens and computes in bfloat16 within the kernels' rounding."""
     from attn_gui.bench.models8b import sentence, write_gguf
     from attn_gui.engine import AttentionConfig, compute
-    from attn_gui.engine.sources import gguf_file
+    from attn_gui.engine.readers.gguf import format as gguf_format
 
     sizes = dict(d=256, ffn=512, layers=8, heads=4, kv_heads=2, vocab=1280, context=256, rope=500000.0)
     path = tmp_path / "tiny-Q4_K_M.gguf"
     assert write_gguf(path, "Q4_K_M", sizes) == path.stat().st_size
-    kinds = {t.name: t.kind for t in gguf_file.read_header(path).tensors.values()}
+    kinds = {t.name: t.kind for t in gguf_format.read_header(path).tensors.values()}
     # llama-quant.cpp's use_more_bits over 8 layers: i < 8/8, i >= 7*8/8, (i - 1) % 3 == 2: layers 0, 3, 6, 7
     six = {f"blk.{i}.{leaf}.weight" for i in (0, 3, 6, 7) for leaf in ("attn_v", "ffn_down")} | {"output.weight"}
     assert {name for name, kind in kinds.items() if kind == 14} == six  # Q6_K

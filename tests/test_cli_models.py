@@ -1,4 +1,4 @@
-"""`attn-gui models` prints the models found on disk (``engine.sources.discover``): one row each, the same
+"""`attn-gui models` prints the models found on disk (``engine.readers.discover``): one row each, the same
 list as JSON with --json, the folders looked in when there is none; bad flags are one line and exit 2."""
 
 import json

@@ -36,7 +36,7 @@ def test_a_long_export_is_refused_before_the_compute(tmp_path, capsys, monkeypat
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="RLIMIT_DATA and /proc: Linux")
 def test_free_memory_counts_the_process_limit():
-    code = ("import resource, torch; from attn_gui.engine.devices import free_bytes\n"
+    code = ("import resource, torch; from attn_gui.engine.base.devices import free_bytes\n"
             "used = int(next(l.split()[1] for l in open('/proc/self/status') if l.startswith('VmData'))) * 1024\n"
             "resource.setrlimit(resource.RLIMIT_DATA, (used + 2**29, resource.getrlimit(resource.RLIMIT_DATA)[1]))\n"
             "print(free_bytes(torch.device('cpu')))")

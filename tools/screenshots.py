@@ -409,7 +409,7 @@ def _open_model(window, app, work):
     of its own: the picture lays it over the main window, centred, as a screen shows it."""
     from PySide6 import QtGui
 
-    from attn_gui.engine.sources import discover as D
+    from attn_gui.engine.readers import discover as D
     from attn_gui.ui.models_dialog import ModelsDialog
 
     env, links = _disk(work)
@@ -437,7 +437,7 @@ def _disk(work: Path) -> tuple[dict, Path]:
     from gguf_writing import byte_level_vocab, tiny, write_gguf
 
     from attn_gui.engine.sources import model_spec
-    from attn_gui.engine.sources.smollm2 import gguf_path
+    from attn_gui.engine.readers.bundled import gguf_path
 
     home = work / "disco-shot" / "home"
     if home.exists():

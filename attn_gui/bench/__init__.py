@@ -43,7 +43,7 @@ import time
 from dataclasses import asdict
 from typing import Any
 
-from ..engine.devices import resolve_device
+from ..engine.base.devices import resolve_device
 from .decoder import bench_decoder
 from .display import bench_display, display_notes
 from .engine import ENGINE_TARGET, bench_engine, profile_missed

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..engine import compute
-from ..engine.devices import resolve_device
+from ..engine.base.devices import resolve_device
 from ..present.frame import make_frame
 from ..present.frame import DISPLAY_MAX
 from .settings import BenchSettings, engine_config

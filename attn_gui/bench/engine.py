@@ -12,7 +12,7 @@ from collections.abc import Callable
 import torch
 
 from ..engine import TooLargeError, compute
-from ..engine.devices import resolve_device
+from ..engine.base.devices import resolve_device
 from .settings import D_MODEL, HEAD_SIZE, HEADS, BenchSettings, engine_config
 from .timing import Log, Row, paired_ratio, time_interleaved
 

@@ -152,9 +152,9 @@ def app_child(path: str, lengths: dict[int, int], keep: bool = True) -> dict:
     ``lengths`` (T: repeats) on ``THREADS`` threads, the peak RSS (KiB). ``keep=False``: the weights
     upcast per layer (as when the free memory is short)."""
     from ..engine import AttentionConfig, source
-    from ..engine.sources import stored
+    from ..engine.readers import stored
     from ..engine.sources.decoder import load_model
-    from ..engine.sources.hf import weight_files
+    from ..engine.readers.hf.weights import weight_files
     from .memory import peak_rss_kib
 
     torch.set_num_threads(THREADS)

@@ -101,7 +101,7 @@ def _size(path: Path) -> int:
 def _child(path: Path, dtype: str, rest: bool) -> dict:
     folder = Path(tempfile.mkdtemp(prefix="attn-gui-bench-cache-"))
     try:
-        from ..engine.sources.cache import CACHE_ENV
+        from ..engine.readers.cache import CACHE_ENV
         from .timing import child_env
 
         proc = run_python(f"import json; from attn_gui.bench.heavy import heavy_child; "
@@ -137,7 +137,7 @@ def bench_heavy(settings: BenchSettings, log: Log) -> tuple[list[Row], list[dict
     """The 8 B files (tiny run: skipped, they take minutes to write and to run)."""
     import importlib.util
 
-    from ..engine.sources.stored import free_bytes
+    from ..engine.readers.stored import free_bytes
 
     if settings.mode == "tiny":
         return [], [{"name": "heavy", "reason": "the 8 B files take minutes (a tiny run skips them)"}]

@@ -87,7 +87,7 @@ def blocks(kind: str, shape: tuple[int, ...], rng: np.random.Generator) -> np.nd
 def vocabulary(rng: np.random.Generator, size: int = 128256) -> tuple[list[str], list[int], list[str]]:
     """Llama 3's vocabulary's shape: (tokens, token types, merges), ``size`` - 256 byte-level BPE tokens (128,000)
     then 256 special."""
-    from ..engine.sources.byte_bpe import bytes_to_unicode
+    from ..engine.text.byte_bpe import bytes_to_unicode
 
     spell = bytes_to_unicode()
     tokens = [spell[b] for b in range(256)]

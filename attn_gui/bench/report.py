@@ -14,7 +14,7 @@ import numpy as np
 import torch
 
 from .. import __version__
-from ..engine.devices import resolve_device
+from ..engine.base.devices import resolve_device
 from .settings import BenchSettings
 
 SECTION_TITLES = {

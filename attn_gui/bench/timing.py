@@ -14,7 +14,7 @@ from collections.abc import Callable
 import numpy as np
 import torch
 
-from ..engine.devices import resolve_device, synchronize
+from ..engine.base.devices import resolve_device, synchronize
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 

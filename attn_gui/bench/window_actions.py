@@ -217,7 +217,7 @@ def _model_memory():
         from attn_gui.engine.sources import decoder
         from attn_gui.engine.sources.loaded import LOADED
     except ImportError:
-        from attn_gui.engine.sources import smollm2
+        from attn_gui.engine.readers import bundled as smollm2
 
         return smollm2.load_model, smollm2.forget
     return decoder.load_model, LOADED.forget
@@ -233,7 +233,7 @@ def measure_decoder_window(rounds: int = 3) -> dict[str, list[float]]:
     The model is dropped from memory before each choice, so each load reads the cache (one
     load first makes sure the cache exists). Returns lists of milliseconds, one per round.
     """
-    from attn_gui.engine.sources.cache import CACHE_ENV
+    from attn_gui.engine.readers.cache import CACHE_ENV
 
     load, forget = _model_memory()
     name = "smollm2-135m"

@@ -79,7 +79,7 @@ def main(argv: list[str] | None = None, launched: bool = False) -> int:
 
 
 def _main(argv: list[str]) -> int:
-    from ..engine.errors import UserError
+    from ..engine.base.errors import UserError
     from ..export.folder import Cancelled
 
     if not argv or argv[0].startswith("-") and argv[0] not in ("-h", "--help", "--version"):

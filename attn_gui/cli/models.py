@@ -17,7 +17,7 @@ def run_models(args: argparse.Namespace) -> int:
     import dataclasses
     import json
 
-    from ..engine.sources.discover import discover
+    from ..engine.readers.discover import discover
     from ..export.files import human
 
     result = discover()

@@ -6,21 +6,23 @@
 torch.Size([1, 5, 5])
 """
 
-from .attention import AttendOptions, Projections, Steps, Stream, attend
+from .kernel.types import AttendOptions, Projections, Steps, Stream
+from .kernel.attend import attend
 from .circuits import Circuit, circuit
 from .compute import AttentionResult, as_dict, compute, estimate_bytes
-from .config import DEFAULT_SENTENCE, OPTIONS, PRESETS, AttentionConfig, Dims, preset
+from .config.config import DEFAULT_SENTENCE, OPTIONS, AttentionConfig, Dims
+from .config.presets import PRESETS, preset
 from .decoding import DecodeStep, Decoder, Generation, generate
-from .devices import available_devices
-from .errors import ConfigError, DeviceError, ModelUnavailable, TooLargeError, UserError
+from .base.devices import available_devices
+from .base.errors import ConfigError, DeviceError, ModelUnavailable, TooLargeError, UserError
 from .fields import FIELDS, TENSOR_FIELDS, FieldInfo, formula
-from .options import Option, format_heads, parse_heads, toggle_head
+from .config.options import Option, format_heads, parse_heads, toggle_head
 from .inputs import check_tokens, check_tokens_now, tokens_for, unknown_note
 from .metrics import METRICS, causal_visible, head_metrics
 from .rollout import rollout
 from .scaling import EntropySweep, Saturation, entropy_vs_dk, saturation
 from .sources import MODELS, ModelSpec, model_spec, source
-from .tokens import Tokens, tokenize
+from .text.tokens import Tokens, tokenize
 
 __all__ = [
     "AttentionConfig", "AttentionResult", "compute", "estimate_bytes", "as_dict",

@@ -35,12 +35,12 @@ from dataclasses import dataclass
 import torch
 
 from .ablation import ablation_hooks
-from .attention import rope_tables, rotate
-from .config import AttentionConfig
-from .errors import ConfigError
+from .kernel.rope import rope_tables, rotate
+from .config.config import AttentionConfig
+from .base.errors import ConfigError
 from .interventions import _decoder, _device, _ids, target_id
 from .sources.llama import BLOCKS, decoder_layer, gain, head_weights, layer_pieces, logits, norm
-from .sources.stored import rows
+from .readers.stored import rows
 
 FINAL = "model.norm"
 

@@ -11,23 +11,21 @@ from typing import Any
 import numpy as np
 import torch
 
-from . import attention as A
-from .attention import AttendOptions, PositionTerms, Pooled, Projections, QKNorm, Rotary, Steps, Stream
-from .config import AttentionConfig
+from .kernel.attend import attend
+from .kernel.project import sinusoidal_positions
+from .kernel.scores import alibi_slopes, query_rows
+from .kernel.types import AttendOptions, PositionTerms, Pooled, Projections, QKNorm, Rotary, Steps, Stream
+from .config.config import AttentionConfig
 from .plan import Plan, plan
-from .devices import free_bytes, resolve_device, synchronize
-from .errors import DeviceError, TooLargeError
+from .base.devices import DTYPES, free_bytes, resolve_device, synchronize
+from .base.errors import DeviceError, TooLargeError
 from .fields import FIELDS, TENSOR_FIELDS
 from .draws import draw_parameters, weights_on
 from .inputs import check_tokens, source_tokens_for, tokens_for, unknown_note
 from .ablation import ablation_hooks
-from .reduce import reduce_matrix
-from .summaries import TOP_K, Summaries, decay_edges
-from .tokens import Tokens
-
-# bfloat16: a decoder's weight matmuls in bfloat16, the rest in float32 (sources.decoder.compute_dtypes)
-DTYPES = {"float32": torch.float32, "float64": torch.float64, "bfloat16": torch.bfloat16}
-
+from .kernel.reduce import reduce_matrix
+from .kernel.summaries import TOP_K, Summaries, decay_edges
+from .text.tokens import Tokens
 
 # Attention computes h T x T scores. With the maps streamed (``display_max``) memory follows
 # T, not T^2 (about 0.5 GiB at 32,768 tokens and 8 heads of 64), but the time does not: past
@@ -296,8 +294,8 @@ class AttentionResult:
         if q is None or k is None:  # a model read through transformers: no q, k to recompute it from
             raise ValueError(f"{name} is not captured for this model, and q and k are not held to recompute it")
         kv_head = self.head_index("k", head)  # the K/V head this query head reads
-        slopes = A.alibi_slopes(self.heads, q.dtype, q.device)[head:head + 1] if options.alibi else None
-        rows = A.query_rows(q[head:head + 1, token:token + 1], k[kv_head:kv_head + 1], token, options, slopes)
+        slopes = alibi_slopes(self.heads, q.dtype, q.device)[head:head + 1] if options.alibi else None
+        rows = query_rows(q[head:head + 1, token:token + 1], k[kv_head:kv_head + 1], token, options, slopes)
         return rows[name][0, 0]
 
     def display(self, name: str, max_rows: int = 512, max_cols: int = 512) -> np.ndarray:
@@ -469,7 +467,7 @@ def _compute(p: Plan, toks: Tokens, source: Tokens | None, device: torch.device,
         unknown = unknown_note(config, toks, p)
         notes = [*([unknown] if unknown else []), *([p.what_if_text()] if p.what_if else []), *p.spec.about]
     stream = None if reduce_to is None else Stream(reduce_to, _block_bytes(device))
-    steps = ready if ready is not None else A.attend(
+    steps = ready if ready is not None else attend(
         x, weights, options, x_kv=x_source, stream=stream,
         z_hook=ablation_hooks(config.ablate).get(config.layer) if config.model else None)
     synchronize(device)
@@ -552,7 +550,7 @@ def _random_inputs(config: AttentionConfig, toks: Tokens, source: Tokens | None,
     T = len(toks.tokens)
     parts = [x[:T]] if source is None else [x[:T], x[T:]]  # (T, d), (T_k, d)
     if config.positional == "sinusoidal":  # each sentence from position_offset on
-        parts = [part + A.sinusoidal_positions(part.size(0), part.size(1), dtype=dtype, device=device,
+        parts = [part + sinusoidal_positions(part.size(0), part.size(1), dtype=dtype, device=device,
                                                offset=config.position_offset) for part in parts]
     x_source = parts[1] if source is not None else None
     return parts[0], x_source, Projections(*weights_on(tuple(params), device, dtype)), both

@@ -45,11 +45,11 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from . import disk
+from .base import disk
 from .attribution import next_token_attribution, next_token_refusal
-from .errors import UserError
+from .base.errors import UserError
 from .sources import MODELS, decoder_of, model_spec, source
-from .sources.families import MAX_TOKENS
+from .specs.families import MAX_TOKENS
 
 STATS: tuple[str, ...] = ("previous", "duplicate", "induction", "sink", "distance", "entropy")
 STAT_HELP: dict[str, str] = {

@@ -26,16 +26,16 @@ from dataclasses import dataclass
 
 import torch
 
-from .compute import DTYPES
-from .config import AttentionConfig
-from .devices import resolve_device, synchronize
-from .errors import ConfigError
+from .base.devices import DTYPES
+from .config.config import AttentionConfig
+from .base.devices import resolve_device, synchronize
+from .base.errors import ConfigError
 from .inputs import check_tokens
 from .ablation import ablation_hooks
 from .plan import Planned, plan
 from .sources import MODELS
 from .sources.llama import Forward
-from .tokens import Tokens
+from .text.tokens import Tokens
 
 # Past this many tokens a whole-sequence run (the prefill, a recompute) is streamed: every layer's
 # maps pooled to STREAM_SIDE per side and summarised, no L x h x T x T tensor kept.

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .config import AttentionConfig
-from .errors import ConfigError
+from .config.config import AttentionConfig
+from .base.errors import ConfigError
 from .plan import check_model
 from .sources import model_spec, source
-from .tokens import Tokens, tokenize
+from .text.tokens import Tokens, tokenize
 
 if TYPE_CHECKING:
     from .plan import Plan

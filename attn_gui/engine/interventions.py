@@ -21,12 +21,12 @@ from dataclasses import dataclass
 import torch
 
 from .ablation import Head, by_layer, knock_out, ablation_hooks
-from .config import AttentionConfig
-from .devices import resolve_device
-from .errors import ConfigError
+from .config.config import AttentionConfig
+from .base.devices import DTYPES, resolve_device
+from .base.errors import ConfigError
 from .plan import Planned, plan
 from .sources import source
-from .sources.families import MAX_TOKENS
+from .specs.families import MAX_TOKENS
 from .sources.llama import decoder_layer, logits, norm
 
 
@@ -59,8 +59,6 @@ def _decoder(config: AttentionConfig) -> Planned:
 def _device(config: AttentionConfig):
     """The device and dtype the grids and attribution compute in; bfloat16 refused in one line: their exact sums
     and their batched runs (``torch.vmap``, which the int4 kernel has no rule for) are float32's or float64's."""
-    from .compute import DTYPES
-
     if config.dtype == "bfloat16":
         raise ConfigError("interventions and attribution compute in float32 or float64; bfloat16 matmuls are for "
                           "the maps and the next tokens (choose dtype float32)")

@@ -22,12 +22,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from .attention import AttendOptions
-from .config import OPTIONS, WHAT_IF, AttentionConfig, Dims
-from .errors import ConfigError
+from .kernel.types import AttendOptions
+from .config.config import OPTIONS, WHAT_IF, AttentionConfig, Dims
+from .base.errors import ConfigError
 from .sources import model_spec, source
 from .sources.layers import model_layers
-from .sources.spec import ModelSpec
+from .specs.spec import ModelSpec
 
 if TYPE_CHECKING:
     from .sources.base import ModelSource

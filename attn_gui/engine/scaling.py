@@ -12,9 +12,9 @@ from dataclasses import dataclass
 
 import torch
 
-from . import attention as A
+from .kernel.scores import alibi_slopes, scaled_scores, score_weights
 from .compute import compute
-from .config import AttentionConfig
+from .config.config import AttentionConfig
 from .metrics import causal_visible, head_metrics
 
 ONE_HOT = 0.99  # a row whose largest weight reaches this is as good as one-hot
@@ -125,9 +125,9 @@ def entropy_vs_dk(config: AttentionConfig, d_ks: tuple[int, ...] | None = None) 
         T = result.seq_len
         options = result.resolved.shown  # every option as the compute ran it but the scale
         mask = causal_visible(T, result.scores.device) if options.causal else None
-        slopes = A.alibi_slopes(result.heads, result.scores.dtype, result.scores.device) if options.alibi else None
-        unscaled_scores = A.scaled_scores(result.scores, options.replace(scale=False), d_k, slopes=slopes)
-        unscaled = A.score_weights(unscaled_scores, options)[1]
+        slopes = alibi_slopes(result.heads, result.scores.dtype, result.scores.device) if options.alibi else None
+        unscaled_scores = scaled_scores(result.scores, options.replace(scale=False), d_k, slopes=slopes)
+        unscaled = score_weights(unscaled_scores, options)[1]
         for curve, weights in ((scaled_curve, result.weights), (unscaled_curve, unscaled)):
             curve.append(float(head_metrics(weights, mask, cross=config.cross)["entropy_norm"].mean()))
     return EntropySweep(d_ks, tuple(scaled_curve), tuple(unscaled_curve))

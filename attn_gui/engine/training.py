@@ -32,10 +32,11 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from . import attention
-from .attention import AttendOptions, Projections, attend
-from .disk import read_regular, save_safetensors
-from .errors import ConfigError
+from .kernel import project
+from .kernel.types import AttendOptions, Projections
+from .kernel.attend import attend
+from .base.disk import read_regular, save_safetensors
+from .base.errors import ConfigError
 from .tasks import Task
 
 ROPE_BASE = 10000.0
@@ -122,7 +123,7 @@ class TrainConfig:
         return 4 * self.d_model if self.mlp else 1
 
 
-rms_norm = functools.partial(attention.rms_norm, eps=RMS_EPS)  # Llama's RMSNorm at the checkpoint's eps
+rms_norm = functools.partial(project.rms_norm, eps=RMS_EPS)  # Llama's RMSNorm at the checkpoint's eps
 
 
 class Block(nn.Module):

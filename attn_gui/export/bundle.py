@@ -38,7 +38,7 @@ from typing import Any
 
 import torch
 
-from ..engine.devices import free_bytes
+from ..engine.base.devices import free_bytes
 from ..present.frame import Frame
 from ..present.maps import file_stem, map_data, map_keys
 from .arrays import array_bytes, array_files, manifest, write_arrays

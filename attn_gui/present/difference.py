@@ -11,7 +11,7 @@ import numpy as np
 import torch
 
 from ..engine import FIELDS, OPTIONS, AttentionConfig, AttentionResult, format_heads
-from ..engine.reduce import reduce_matrix
+from ..engine.kernel.reduce import reduce_matrix
 from .frame import DISPLAY_MAX, Frame
 from .insight import as_map
 from .maps import MapData

@@ -14,8 +14,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import BinaryIO
 
-from ..engine import UserError, disk
-from ..engine.disk import kind_of
+from ..engine import UserError
+from ..engine.base import disk
+from ..engine.base.disk import kind_of
 
 Writer = Callable[[BinaryIO], None]
 CHUNK = 1 << 16

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..engine import AttentionResult
-from ..engine.reduce import reduce_matrix
+from ..engine.kernel.reduce import reduce_matrix
 from .heads import sink_mass
 from .saturation import SaturationNote, saturation_note
 
@@ -43,7 +43,7 @@ def make_frame(request_id: int, result: AttentionResult, max_side: int = DISPLAY
         result.summaries.maps if result.summaries is not None else None)  # streamed: each layer's alpha, pooled
     if every is not None:  # the model view: every layer's and head's alpha, small
         arrays["layer_weights"] = reduce_matrix(every, THUMB_MAX, THUMB_MAX, "weights").cpu().numpy()
-    if result.summaries is not None:  # (L, h) each, from the whole maps (engine.summaries)
+    if result.summaries is not None:  # (L, h) each, from the whole maps (engine.kernel.summaries)
         arrays["sink_mass"] = result.summaries.sink.cpu().numpy()
         arrays["mean_distance"] = result.summaries.distance.cpu().numpy()
     elif result.layer_weights is not None:

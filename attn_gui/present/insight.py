@@ -14,9 +14,9 @@ from typing import Any
 import numpy as np
 
 from ..engine import METRICS, AttentionResult, head_metrics, rollout
-from ..engine.attention import alibi_slopes, score_weights, scaled_scores
+from ..engine.kernel.scores import alibi_slopes, score_weights, scaled_scores
 from ..engine.metrics import METRIC_HELP, METRIC_LABELS
-from ..engine.reduce import reduce_matrix
+from ..engine.kernel.reduce import reduce_matrix
 from .formats import nice_ceil
 from .frame import DISPLAY_MAX, Frame
 from .saturation import visible_keys
@@ -70,7 +70,7 @@ class MetricsTable:
 def metrics_table(result: AttentionResult) -> MetricsTable | None:
     """Head metrics of every layer (model mode) or of the result's heads (random weights).
 
-    A streamed model result's are summed block by block as it ran (``engine.summaries``); None for a
+    A streamed model result's are summed block by block as it ran (``engine.kernel.summaries``); None for a
     streamed result with random weights: the metrics need every weight, which it keeps only pooled.
     """
     if result.streamed and result.summaries is not None:

@@ -19,7 +19,7 @@ import torch
 
 from ..engine import AttentionConfig
 from ..engine.decoding import Decoder
-from ..engine.devices import synchronize
+from ..engine.base.devices import synchronize
 from .maps import MapData
 
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..engine import FIELDS, AttentionResult, formula
-from ..engine.reduce import block_edges
+from ..engine.kernel.reduce import block_edges
 from .explain import explain
 from .formats import format_value
 from .frame import Frame

@@ -17,7 +17,7 @@ from collections.abc import Callable
 import torch
 
 from ..engine import AttentionConfig, DeviceError, UserError, compute, tokens_for
-from ..engine.progress import Cancelled, Watch, watching
+from ..engine.base.progress import Cancelled, Watch, watching
 from ..engine.sources import model_spec, source
 from .frame import DISPLAY_MAX, Frame, make_frame
 
@@ -51,7 +51,7 @@ class Failure:
     device_error : bool
         The device was at fault (absent, gone, out of memory): the window falls back.
     cancelled : bool
-        The person stopped it (``engine.progress``): nothing is wrong with the input.
+        The person stopped it (``engine.base.progress``): nothing is wrong with the input.
     """
 
     request_id: int

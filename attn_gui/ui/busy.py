@@ -2,7 +2,7 @@
 
 A long input (1,500 words into SmolLM2) takes tens of seconds. Until its frame comes the maps show the
 previous text: the cover greys them at once and says so, with a bar counted in the model's layers
-(``engine.progress``) and the way to stop (Esc, or its Stop button).
+(``engine.base.progress``) and the way to stop (Esc, or its Stop button).
 """
 
 from __future__ import annotations

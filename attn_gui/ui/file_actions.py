@@ -87,8 +87,8 @@ class FileActions:
         """Show the model at ``path`` from its first layer; on any problem say why in a dialog and change nothing.
 
         A folder holds a Hugging Face checkpoint (config.json, safetensors, tokenizer.json)
-        of a family ``engine.sources.hf`` declares; a .gguf file a llama.cpp model of an
-        architecture ``engine.sources.gguf_file`` declares. It is checked whole now
+        of a family ``engine.readers.hf`` declares; a .gguf file a llama.cpp model of an
+        architecture ``engine.readers.gguf`` declares. It is checked whole now
         (``engine.sources.whole``: a folder's weights mapped and its tokenizer read, a GGUF's tensor
         shapes and vocabulary), so a refused model never switches nor enters Recent models; a
         GGUF's weights are converted by the worker, which shows the load's progress.

@@ -614,5 +614,5 @@ class MainWindow(QtWidgets.QMainWindow):
 
     def open_trained(self, folder: str, sentence: str) -> None:
         """Show the Train dock's checkpoint ``folder`` in the maps on ``sentence`` (the task's probe):
-        the config's model becomes that path, a Hugging Face folder (``engine.sources.hf``)."""
+        the config's model becomes that path, a Hugging Face folder (``engine.readers.hf``)."""
         self.edit_config({"model": folder, "sentence": sentence})

@@ -1,4 +1,4 @@
-"""File → Open model…: the models already on this computer (``engine.sources.discover``), to choose one.
+"""File → Open model…: the models already on this computer (``engine.readers.discover``), to choose one.
 
 The folders are scanned on a thread (headers and config.json only), then listed under each folder
 looked in, each model with its size and family; one that cannot be opened here is greyed, its
@@ -13,7 +13,7 @@ from pathlib import Path
 
 from PySide6 import QtCore, QtGui, QtWidgets
 
-from ..engine.sources.discover import Discovery, discover
+from ..engine.readers.discover import Discovery, discover
 from ..export.files import human
 from .worker import TaskThread
 

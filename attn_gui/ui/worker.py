@@ -28,7 +28,7 @@ from PySide6 import QtCore
 
 from ..engine import AttentionConfig, UserError
 from ..present.frame import Frame
-from ..engine.progress import Watch
+from ..engine.base.progress import Watch
 from ..present.runner import Failure, LatestWins, is_partial, is_small, run_request, shares_run, torch_threads
 
 
@@ -158,7 +158,7 @@ class ComputeService(QtCore.QObject):
         return request_id
 
     def cancel(self) -> bool:
-        """Stop the request in progress (within a block of rows, ``engine.progress``); whether one ran. Its
+        """Stop the request in progress (within a block of rows, ``engine.base.progress``); whether one ran. Its
         ``failed`` comes with ``Failure.cancelled``."""
         return self._worker.cancel()
 

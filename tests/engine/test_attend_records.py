@@ -9,7 +9,9 @@ import torch
 
 from attn_gui.engine.plan import plan
 from attn_gui.engine import AttendOptions, AttentionConfig, Projections, Stream, compute
-from attn_gui.engine.attention import Relative, attend, attend_summarised
+from attn_gui.engine.kernel.types import Relative
+from attn_gui.engine.kernel.attend import attend
+from attn_gui.engine.kernel.blocks import attend_summarised
 from attn_gui.engine.fields import FIELDS
 
 CONFIGS = {

@@ -6,7 +6,9 @@ import dataclasses
 import pytest
 import torch
 
-from attn_gui.engine.attention import AttendOptions, Projections, Stream, attend, rope_cos_sin, rope_tables, rope_theta
+from attn_gui.engine.kernel.types import AttendOptions, Projections, Stream
+from attn_gui.engine.kernel.attend import attend
+from attn_gui.engine.kernel.rope import rope_cos_sin, rope_tables, rope_theta
 
 TOL = {torch.float64: 1e-12, torch.float32: 1e-5}  # of the field's largest value (unit weights: scores of tens)
 

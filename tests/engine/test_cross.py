@@ -13,8 +13,8 @@ import torch.nn.functional as F
 
 from attn_gui.engine.plan import plan
 from attn_gui.engine import AttentionConfig, ConfigError, check_tokens, compute, tokenize
-from attn_gui.engine.attention import sinusoidal_positions
-from attn_gui.engine.reduce import reduce_matrix
+from attn_gui.engine.kernel.project import sinusoidal_positions
+from attn_gui.engine.kernel.reduce import reduce_matrix
 from test_variants import llama_cos_sin  # Llama's formula, beside it in tests/engine
 
 compute_module = importlib.import_module("attn_gui.engine.compute")

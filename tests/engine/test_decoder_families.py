@@ -178,7 +178,7 @@ def test_every_field_transformers_reads_is_honoured_or_unused(kind):
     import inspect
     import re
 
-    from attn_gui.engine.sources.encoder_config import UNUSED
+    from attn_gui.engine.specs.encoder_config import UNUSED
 
     code = inspect.getsource(importlib.import_module(f"transformers.models.{kind}.modeling_{kind}"))
     read = set(re.findall(r"config\.(\w+)", code)) | set(re.findall(r"getattr\(config, \"(\w+)\"", code))

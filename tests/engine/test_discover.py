@@ -1,4 +1,4 @@
-"""The models already on disk (``engine.sources.discover``): fake Hugging Face cache, Ollama and LM Studio
+"""The models already on disk (``engine.readers.discover``): fake Hugging Face cache, Ollama and LM Studio
 layouts made here, with tiny checkpoints saved by transformers and GGUF files written as llama.cpp writes
 them. Sizes are checked against ``os.stat`` of the blobs, families against the model_type transformers
 saved and the architecture the GGUF declares, reasons against the refusal opening the path gives."""
@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 from huggingface_hub import scan_cache_dir  # the peer of the Hugging Face cache's layout (with transformers)
 
-from attn_gui.engine.errors import ConfigError
+from attn_gui.engine.base.errors import ConfigError
 from attn_gui.engine.sources import model_spec
-from attn_gui.engine.sources.discover import MAX_ENTRIES, discover
+from attn_gui.engine.readers.discover import MAX_ENTRIES, discover
 
 pytest.importorskip("gguf")  # installed with attn-gui[models], which the test extra includes
 
@@ -160,7 +160,7 @@ def test_ollama_models_folder_from_its_variable(home, tmp_path, monkeypatch, ggu
 
 def test_the_ollama_service_folder_too(home, tmp_path, monkeypatch, ggufs):
     service = tmp_path / "usr-share-ollama" / "models"
-    monkeypatch.setattr("attn_gui.engine.sources.discover.SYSTEM_OLLAMA", service)
+    monkeypatch.setattr("attn_gui.engine.readers.discover.SYSTEM_OLLAMA", service)
     digest, blob = ollama_blob(service, ggufs["llama"])
     ollama_manifest(service, "llama-tiny", "latest", [model_layer(digest)])
     result = discover(links=tmp_path / "links")
@@ -239,7 +239,7 @@ def test_nothing_found_says_where_it_looked(home):
 
 
 def test_a_place_with_more_than_the_bound_lists_the_bound(home, monkeypatch):
-    monkeypatch.setattr("attn_gui.engine.sources.discover.MAX_ENTRIES", 3)
+    monkeypatch.setattr("attn_gui.engine.readers.discover.MAX_ENTRIES", 3)
     for i in range(5):
         (home / ".lmstudio" / "models" / "pub" / f"repo{i}").mkdir(parents=True)
         (home / ".lmstudio" / "models" / "pub" / f"repo{i}" / "x.gguf").write_bytes(b"GGUF")

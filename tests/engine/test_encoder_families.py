@@ -201,7 +201,7 @@ def test_modernbert_fields_not_computed_are_refused_in_one_line(modernbert, tmp_
 def test_relative_index_is_transformers_bucketed_relative_position(T, buckets, max_position):
     from transformers.models.deberta_v2.modeling_deberta_v2 import build_relative_position
 
-    from attn_gui.engine.attention import relative_index
+    from attn_gui.engine.kernel.scores import relative_index
 
     span = buckets if buckets > 0 else max_position  # DisentangledSelfAttention.pos_ebd_size
     x = torch.zeros(1, T, 1)
@@ -216,7 +216,7 @@ def test_every_field_transformers_reads_is_honoured_refused_or_unused(kind, modu
     import inspect
     import re
 
-    from attn_gui.engine.sources.encoder_config import FIELDS
+    from attn_gui.engine.specs.encoder_config import FIELDS
 
     code = inspect.getsource(importlib.import_module(f"transformers.models.{module}.modeling_{module}"))
     read = set(re.findall(r"config\.(\w+)", code)) | set(re.findall(r"getattr\(config, \"(\w+)\"", code))

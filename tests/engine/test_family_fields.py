@@ -18,8 +18,8 @@ import transformers
 
 from attn_gui.engine import AttentionConfig, compute, model_spec, source
 from attn_gui.engine.plan import plan
-from attn_gui.engine.sources.encoder_config import FIELDS as ENCODER_FIELDS
-from attn_gui.engine.sources.families import FAMILIES, INERT
+from attn_gui.engine.specs.encoder_config import FIELDS as ENCODER_FIELDS
+from attn_gui.engine.specs.families import FAMILIES, INERT
 
 from transformers_peer import alphas_equal_transformers, word_tokenizer, WORDS  # (tests/)
 

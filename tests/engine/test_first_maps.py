@@ -4,7 +4,8 @@ model's whole forward (``llama.forward``) and transformers' eager attentions; th
 import pytest
 import torch
 
-from attn_gui.engine import AttentionConfig, compute, progress, source
+from attn_gui.engine import AttentionConfig, compute, source
+from attn_gui.engine.base import progress
 from attn_gui.engine.sources import decoder, llama
 from tiny_decoders import SENTENCE, tiny_decoder  # (tests/)
 

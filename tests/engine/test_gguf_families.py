@@ -133,7 +133,7 @@ def test_every_layer_equals_transformers(written):
 
 
 def test_every_family_runs_with_bfloat16_matmuls_within_their_rounding(written):
-    """dtype bfloat16 (``sources/packed.py``: the file's matrices multiplied in bfloat16): every layer's α within 5e-2
+    """dtype bfloat16 (``readers/packed.py``: the file's matrices multiplied in bfloat16): every layer's α within 5e-2
     of transformers' float32 and the logits within 5 % of their largest. The bound is wide: these matrices' std of 0.2
     (ten times a trained model's) sharpens every score, and bfloat16 rounds each product to 8 bits (measured: α
     2e-3 to 3.3e-2, Gemma 3's layer 5 the largest; the logits 3e-3 to 1.8e-2); a matrix read wrongly (a fused
@@ -158,7 +158,7 @@ def test_the_spec_reads_each_familys_metadata(written):
                  "rope_base", "layer_rope_bases", "qk_norm", "qk_norm_across", "has_bias"):
         assert getattr(spec, fact) == getattr(theirs, fact), fact
     if arch in ("llama", "phi3", "qwen2") and spec.rope_scaling:  # the stored frequencies: transformers' ones
-        from attn_gui.engine.rope_scaling import inv_freq
+        from attn_gui.engine.kernel.rope import inv_freq
 
         ours, factor = inv_freq(spec.d_k, spec.rope_base, spec.rope_scaling)
         want, their_factor = inv_freq(theirs.d_k, theirs.rope_base, theirs.rope_scaling)
@@ -283,11 +283,11 @@ def test_an_end_token_is_put_after_the_text_where_the_file_says_add_eos_token(tm
 
 def test_a_llama3_file_is_wrong_without_its_rope_freqs(tmp_path, monkeypatch):
     """The control: the scaled frequencies matter at these positions (plain RoPE's alphas are off)."""
-    from attn_gui.engine.sources import gguf_file
+    from attn_gui.engine.readers.gguf import spec as gguf_spec
 
     hf = _tiny("llama3")
     path = write_converted(tmp_path / "plain.gguf", hf, "llama", "byte", "T")
-    monkeypatch.setattr(gguf_file, "rope_of", lambda *args: ())
+    monkeypatch.setattr(gguf_spec, "rope_of", lambda *args: ())
     ids = torch.tensor(source(path).tokenize(SENTENCE).token_ids)
     with torch.no_grad():
         want = hf(ids[None], output_attentions=True).attentions[1][0]
@@ -307,11 +307,11 @@ def test_a_llama3_file_is_wrong_without_its_rope_freqs(tmp_path, monkeypatch):
 ])
 def test_gemmas_query_pre_attn_scalar_as_llama_cpp_infers_it(kind, config):
     """No GGUF carries query_pre_attn_scalar: llama.cpp's rule gives each published model's own."""
-    from attn_gui.engine.sources import gguf_file
-    from attn_gui.engine.sources.families import FAMILIES
+    from attn_gui.engine.readers.gguf import spec as gguf_spec
+    from attn_gui.engine.specs.families import FAMILIES
 
     d_head = config["hidden_size"] // config["num_attention_heads"]
-    got = gguf_file.score_scalar(FAMILIES[kind], config["num_hidden_layers"], d_head, config["head_dim"])
+    got = gguf_spec.score_scalar(FAMILIES[kind], config["num_hidden_layers"], d_head, config["head_dim"])
     assert got == config["query_pre_attn_scalar"]
 
 
@@ -320,8 +320,8 @@ def test_every_tensor_a_family_reads_is_one_llama_cpp_names_for_its_architecture
     architecture's tensors (gguf.constants.MODEL_TENSORS, TENSOR_NAMES): none is read that llama.cpp never writes."""
     from gguf.constants import MODEL_ARCH_NAMES, MODEL_TENSORS, TENSOR_NAMES
 
-    from attn_gui.engine.sources import gguf_file
-    from attn_gui.engine.sources.families import FAMILIES
+    from attn_gui.engine.readers.gguf import tensors as gguf_tensors
+    from attn_gui.engine.specs.families import FAMILIES
 
     arches = {name: arch for arch, name in MODEL_ARCH_NAMES.items()}
     checked = set()
@@ -329,7 +329,7 @@ def test_every_tensor_a_family_reads_is_one_llama_cpp_names_for_its_architecture
         if not family.gguf:
             continue
         names = {TENSOR_NAMES[t].removeprefix("blk.{bid}.") for t in MODEL_TENSORS[arches[family.gguf]]}
-        assert set(gguf_file.leaves(family)) <= names, family.label
+        assert set(gguf_tensors.leaves(family)) <= names, family.label
         assert {"token_embd", "output_norm"} <= names  # output: where untied (Gemma 2 always ties)
         checked.add(family.gguf)
     assert checked == {"llama", "qwen2", "qwen3", "gemma2", "gemma3", "phi3", "olmo2", "gptneox"}

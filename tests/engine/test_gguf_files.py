@@ -18,7 +18,8 @@ import transformers
 from attn_gui.engine.plan import plan
 from attn_gui.engine import model_spec, AttentionConfig, ConfigError, compute, source
 from attn_gui.engine.decoding import Decoder
-from attn_gui.engine.sources import decoder, gguf_file
+from attn_gui.engine.sources import decoder
+from attn_gui.engine.readers.gguf import load as gguf_load, spec as gguf_spec, vocab as gguf_vocab
 from gguf_writing import byte_level_vocab, sentencepiece_vocab, tiny, write_gguf  # (tests/)
 from transformers_peer import alphas_equal_transformers, llama2_normalized  # (tests/)
 
@@ -185,23 +186,23 @@ def test_cached_decoding_equals_recomputing(model_file):
 
 
 def test_the_conversion_is_cached_and_redone_when_the_file_changes(tmp_path):
-    from attn_gui.engine.sources import cache
+    from attn_gui.engine.readers import cache
 
     hf = tiny("qwen2", len(byte_level_vocab()[0]), seed=1)
     path = write_gguf(tmp_path / "cached.gguf", hf, "qwen2", "qwen2", "Cached")
     spec = model_spec(path)
     seen = []
-    first = gguf_file.load(spec, tmp_path / "cached.gguf", lambda d, t: seen.append((d, t)))
+    first = gguf_load.load(spec, tmp_path / "cached.gguf", lambda d, t: seen.append((d, t)))
     assert seen == [(1, 3), (2, 3), (3, 3)]  # the vocabulary read, the tokenizer built, the cache written
-    assert sorted(p.name for p in (cache.cache_root() / gguf_file.cache_name(Path(path))).iterdir()) == \
+    assert sorted(p.name for p in (cache.cache_root() / gguf_load.cache_name(Path(path))).iterdir()) == \
         ["manifest.json", "tokenizer.json"]
-    folder = cache.cache_root() / gguf_file.cache_name(tmp_path / "cached.gguf")
+    folder = cache.cache_root() / gguf_load.cache_name(tmp_path / "cached.gguf")
     assert (folder / "manifest.json").is_file() and str(folder).startswith(os.environ[cache.CACHE_ENV])
     seen.clear()
-    again = gguf_file.load(spec, tmp_path / "cached.gguf", lambda d, t: seen.append((d, t)))
+    again = gguf_load.load(spec, tmp_path / "cached.gguf", lambda d, t: seen.append((d, t)))
     assert seen == [] and all(torch.equal(first["weights"][k], again["weights"][k]) for k in first["weights"])
     os.utime(path, ns=(1, 1))  # another modification time: converted again
-    gguf_file.load(spec, tmp_path / "cached.gguf", lambda d, t: seen.append((d, t)))
+    gguf_load.load(spec, tmp_path / "cached.gguf", lambda d, t: seen.append((d, t)))
     assert seen and seen[-1] == (3, 3)
 
 
@@ -212,19 +213,19 @@ def test_an_edited_cache_manifest_is_rebuilt_from_the_file(tmp_path, edit):
     (another result, a token added) nor a traceback: the cache is rebuilt from the file."""
     import json
 
-    from attn_gui.engine.sources import cache
+    from attn_gui.engine.readers import cache
 
     hf = tiny("qwen2", len(byte_level_vocab()[0]), seed=1)
     path = write_gguf(tmp_path / "edited.gguf", hf, "qwen2", "qwen2", "Edited")
     spec = model_spec(path)
-    first = gguf_file.load(spec, tmp_path / "edited.gguf")
-    manifest_path = cache.cache_root() / gguf_file.cache_name(Path(path)) / "manifest.json"
+    first = gguf_load.load(spec, tmp_path / "edited.gguf")
+    manifest_path = cache.cache_root() / gguf_load.cache_name(Path(path)) / "manifest.json"
     manifest = json.loads(manifest_path.read_text())
     assert first["shape"].eps == manifest["meta"]["eps"] and first["add_bos"] is None  # qwen2: no begin token
     manifest["meta"].update(edit)
     manifest_path.write_text(json.dumps(manifest))
     seen = []
-    again = gguf_file.load(spec, tmp_path / "edited.gguf", lambda d, t: seen.append((d, t)))
+    again = gguf_load.load(spec, tmp_path / "edited.gguf", lambda d, t: seen.append((d, t)))
     assert seen and seen[-1] == (3, 3)  # converted again
     assert again["shape"].eps == first["shape"].eps and again["add_bos"] is None
     assert json.loads(manifest_path.read_text())["meta"] != manifest["meta"]
@@ -239,12 +240,12 @@ def test_the_first_open_builds_the_tokenizer_in_a_child(tmp_path, monkeypatch, c
     hf = tiny("qwen2", len(byte_level_vocab()[0]), seed=3)
     path = write_gguf(tmp_path / "first.gguf", hf, "qwen2", "qwen2", "First")
     built_here = []
-    build = gguf_file.build_tokenizer
-    monkeypatch.setattr(gguf_file, "build_tokenizer", lambda header: built_here.append(1) or build(header))
+    build = gguf_vocab.build_tokenizer
+    monkeypatch.setattr(gguf_vocab, "build_tokenizer", lambda header: built_here.append(1) or build(header))
     if not child:
         monkeypatch.setattr(sys, "executable", "/nonexistent/python")
     seen = []
-    loaded = gguf_file.load(model_spec(path), Path(path), lambda d, t: seen.append((d, t)))
+    loaded = gguf_load.load(model_spec(path), Path(path), lambda d, t: seen.append((d, t)))
     assert seen == [(1, 3), (2, 3), (3, 3)] and built_here == ([] if child else [1])
     theirs = transformers.AutoTokenizer.from_pretrained(str(tmp_path), gguf_file="first.gguf")
     for sentence in TOKEN_SENTENCES[:-1]:
@@ -317,7 +318,7 @@ def test_a_truncated_or_corrupt_file_gets_one_line(tmp_path, cut):
     else:
         data = data[:cut]
     Path(path).write_bytes(data)
-    gguf_file.spec_for.cache_clear()
+    gguf_spec.spec_for.cache_clear()
     _refused(path, r"^bad.gguf is not a readable GGUF file: ")
 
 
@@ -399,7 +400,7 @@ def test_a_folder_of_gguf_files_names_them(tmp_path, qwen2_gguf):
 def test_a_file_larger_than_the_free_memory_is_refused_before_converting(tmp_path, qwen2_gguf, monkeypatch):
     import shutil
 
-    from attn_gui.engine.sources import cache, stored
+    from attn_gui.engine.readers import cache, stored
 
     path = str(shutil.copy(qwen2_gguf[0], tmp_path / "big.gguf"))
     monkeypatch.setattr(stored, "free_bytes", lambda: 1000)
@@ -407,4 +408,4 @@ def test_a_file_larger_than_the_free_memory_is_refused_before_converting(tmp_pat
                                           r"dequantize a matrix\) and 0 MB is available \(free memory and page "
                                           r"cache\); nothing was loaded$"):
         decoder.load_model(path)
-    assert not (cache.cache_root() / gguf_file.cache_name(Path(path))).exists()
+    assert not (cache.cache_root() / gguf_load.cache_name(Path(path))).exists()

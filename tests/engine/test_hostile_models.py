@@ -262,13 +262,13 @@ def _gguf(path: Path, layers: int = 2) -> str:
 PEAK = """
 import resource, sys, time
 from attn_gui.engine import ConfigError
-from attn_gui.engine.sources import gguf_file
+from attn_gui.engine.readers.gguf import spec as gguf_spec
 before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 limit = before * 1024 + 2**30  # a runaway list stops at 1 GiB more, not at the machine's memory
 resource.setrlimit(resource.RLIMIT_DATA, (limit, limit))
 start = time.perf_counter()
 try:
-    gguf_file.spec_for(sys.argv[1])
+    gguf_spec.spec_for(sys.argv[1])
 except ConfigError as exc:
     print(time.perf_counter() - start, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before, exc, sep="|")
 """

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from attn_gui.engine import AttentionConfig, compute
-from attn_gui.engine.config import AUTO_UNIFORM_MAX
+from attn_gui.engine.config.config import AUTO_UNIFORM_MAX
 
 SENTENCE = "the quick brown fox jumps over the lazy dog while the cat sleeps on a warm mat today"
 

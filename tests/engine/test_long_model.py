@@ -17,7 +17,7 @@ import transformers
 
 from attn_gui.engine import AttentionConfig, ConfigError, compute, model_spec, source
 from attn_gui.engine.metrics import METRICS, causal_visible, head_metrics
-from attn_gui.engine.summaries import decay_edges
+from attn_gui.engine.kernel.summaries import decay_edges
 
 from transformers_peer import WORDS, word_tokenizer  # (tests/)
 
@@ -123,7 +123,7 @@ def test_summaries_at_1024_tokens_equal_those_of_transformers_attentions(run_102
 
 
 def test_streamed_at_1024_tokens_pools_each_layer_as_the_full_maps(run_1024):
-    from attn_gui.engine.reduce import reduce_matrix
+    from attn_gui.engine.kernel.reduce import reduce_matrix
 
     path, text, theirs = run_1024
     result = compute(AttentionConfig(sentence=text, model=path, layer=1), display_max=384)
@@ -140,15 +140,15 @@ def test_the_streamed_shown_layer_is_made_once_with_its_maps(run_1024, monkeypat
     shown layer is not computed a second time; another layer shown after it is, from the kept run's X."""
     import importlib
 
-    from attn_gui.engine.reduce import reduce_matrix
+    from attn_gui.engine.kernel.reduce import reduce_matrix
 
-    A = importlib.import_module("attn_gui.engine.attention")
+    blocks_module = importlib.import_module("attn_gui.engine.kernel.blocks")
     path, text, theirs = run_1024
     full = compute(AttentionConfig(sentence=text, model=path, layer=1))  # every T x T field kept (<= 4,096)
     assert torch.allclose(full.weights, theirs[1], atol=1e-5)
     again = []
-    blocks = A._attend_in_blocks
-    monkeypatch.setattr(A, "_attend_in_blocks", lambda *a, **k: again.append(1) or blocks(*a, **k))
+    blocks = blocks_module.pooled_blocks
+    monkeypatch.setattr(blocks_module, "pooled_blocks", lambda *a, **k: again.append(1) or blocks(*a, **k))
     result = compute(AttentionConfig(sentence=f"{text} {WORDS[3]}", model=path, layer=1), display_max=384)
     assert result.streamed and again == []  # the shown layer came with the streamed run
     shorter = compute(AttentionConfig(sentence=text, model=path, layer=1), display_max=384)

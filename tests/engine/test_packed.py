@@ -1,4 +1,4 @@
-"""Matmuls on a GGUF's blocks in bfloat16 (``sources/packed.py``, the config's dtype "bfloat16"). Peers: the ``gguf``
+"""Matmuls on a GGUF's blocks in bfloat16 (``readers/packed.py``, the config's dtype "bfloat16"). Peers: the ``gguf``
 package's ``dequantize`` for what the blocks hold, PyTorch's own converter ``_convert_weight_to_int4pack_for_cpu`` for
 the packed layout, a float64 product of the bfloat16-rounded operands for what the kernels compute, and transformers'
 eager forward in float32 on the dequantized weights for α and the logits.
@@ -17,7 +17,7 @@ from gguf.constants import GGML_QUANT_SIZES
 from gguf.quants import dequantize, quantize
 
 from attn_gui.engine import AttentionConfig, ConfigError, source
-from attn_gui.engine.sources import packed
+from attn_gui.engine.readers import packed
 from gguf_writing import quantized_llama  # (tests/)
 from transformers_peer import alphas_equal_transformers  # (tests/)
 

@@ -1,5 +1,5 @@
 """A quantized GGUF stays quantized: its tensors are read from the mapped file and dequantized as the forward reads
-them (``sources/quantized.py``). Peers: the ``gguf`` package's ``dequantize`` for the weights, transformers'
+them (``readers/quantized.py``). Peers: the ``gguf`` package's ``dequantize`` for the weights, transformers'
 eager Llama holding those dequantized weights for α and the logits, the file's size on disk and the interpreter's
 own peak RSS for the memory."""
 
@@ -17,7 +17,8 @@ from gguf.constants import GGML_QUANT_SIZES
 from gguf.quants import quantize
 
 from attn_gui.engine import ConfigError, model_spec, source
-from attn_gui.engine.sources import decoder, is_available, stored
+from attn_gui.engine.sources import decoder, is_available
+from attn_gui.engine.readers import stored
 from gguf_writing import byte_level_vocab, quantized_llama, write_gguf  # (tests/)
 from transformers_peer import alphas_equal_transformers  # (tests/)
 
@@ -95,8 +96,9 @@ PEAK = """
 import json, resource, sys
 import torch, tokenizers, gguf.quants
 from attn_gui.engine import AttentionConfig, compute, model_spec
-from attn_gui.engine.sources import decoder, quantized
-from attn_gui.engine.sources.smollm2 import gguf_path
+from attn_gui.engine.sources import decoder
+from attn_gui.engine.readers import quantized
+from attn_gui.engine.readers.bundled import gguf_path
 quantized.KEEP_SHARE = float(sys.argv[1])  # 0: nothing kept dequantized, one layer at a time
 def peak():
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
@@ -125,13 +127,13 @@ def test_smollm2_opens_with_a_small_cache_and_its_file_plus_300_mib(tmp_path):
 
 
 def test_dequantized_tensors_are_kept_within_the_budget_and_equal(quantized_file):
-    from attn_gui.engine.sources import gguf_file
+    from attn_gui.engine.readers.gguf import format as gguf_format, load as gguf_load, tensors as gguf_tensors
 
     path, hf = quantized_file
     spec = model_spec(path)
-    header = gguf_file.read_header(Path(path))
-    layer = gguf_file.layer_bytes(header)  # one layer's matrices in float32
-    w = gguf_file.mapped_weights(spec, header, keep_bytes=layer)
+    header = gguf_format.read_header(Path(path))
+    layer = gguf_load.layer_bytes(header)  # one layer's matrices in float32
+    w = gguf_tensors.mapped_weights(spec, header, keep_bytes=layer)
     for key, peer in hf.state_dict().items():
         if key != "lm_head.weight":
             assert torch.equal(w[key], peer) and torch.equal(w[key], peer), key  # read, then read from the kept

@@ -9,7 +9,8 @@ import pytest
 import torch
 
 from attn_gui.engine import AttentionConfig, ConfigError, compute, source
-from attn_gui.engine.sources import model_spec, stored
+from attn_gui.engine.sources import model_spec
+from attn_gui.engine.readers import stored
 from transformers_peer import alphas_equal_transformers  # tests/
 
 import transformers
@@ -59,7 +60,7 @@ def test_a_bf16_folder_is_mapped_and_runs_in_float32_as_transformers(bf16, monke
 
 
 def test_the_memory_needed_is_the_size_on_disk_and_the_largest_layer(bf16, tmp_path):
-    from attn_gui.engine.sources import hf as folders
+    from attn_gui.engine.readers.hf import weights as folders
 
     path, hf = bf16
     files = folders.weight_files(__import__("pathlib").Path(path))

@@ -10,7 +10,7 @@ import torch.nn.functional as F
 
 from attn_gui.engine import AttentionConfig, Steps, compute
 from attn_gui.engine.compute import _scores_finite
-from attn_gui.engine.reduce import block_edges, reduce_matrix, reduce_row_blocks
+from attn_gui.engine.kernel.reduce import block_edges, reduce_matrix, reduce_row_blocks
 from attn_gui.present.frame import make_frame
 from attn_gui.present.walk import walk_html
 

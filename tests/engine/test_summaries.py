@@ -8,8 +8,8 @@ more take their top k by chunks (``largest``); the peer is ``torch.topk``.
 import pytest
 import torch
 
-from attn_gui.engine.attention import masked_keys
-from attn_gui.engine.summaries import WIDE, largest, row_stats
+from attn_gui.engine.kernel.scores import masked_keys
+from attn_gui.engine.kernel.summaries import WIDE, largest, row_stats
 
 
 @pytest.mark.parametrize("spread, window", [(1.0, None), (8.0, None), (8.0, 5), (30.0, None)])

@@ -11,8 +11,8 @@ import torch
 
 from attn_gui.engine.plan import plan
 from attn_gui.engine import AttentionConfig, ConfigError
-from attn_gui.engine.sources import checks
-from attn_gui.engine.sources.tokenizer_child import Child
+from attn_gui.engine.readers import checks
+from attn_gui.engine.text.tokenizer_child import Child
 
 import transformers
 

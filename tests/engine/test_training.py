@@ -136,7 +136,8 @@ def test_first_20_losses_equal_a_plain_pytorch_loop(positions, mlp, lr):
 def _per_sequence_forward(model, inputs):
     """The forward as it was before the batch went to ``attend`` whole: ``attend`` per sequence
     under ``torch.vmap``; logits (B, T, V) and alpha (L, B, h, T, T)."""
-    from attn_gui.engine.attention import AttendOptions, attend
+    from attn_gui.engine.kernel.types import AttendOptions
+    from attn_gui.engine.kernel.attend import attend
     from attn_gui.engine.training import ROPE_BASE, rms_norm
 
     x, alphas = model.embed[inputs], []

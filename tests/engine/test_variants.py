@@ -13,8 +13,8 @@ import torch.nn.functional as F
 
 from attn_gui.engine.plan import plan
 from attn_gui.engine import AttentionConfig, ConfigError, check_tokens, compute
-from attn_gui.engine.attention import alibi_slopes
-from attn_gui.engine.reduce import reduce_matrix
+from attn_gui.engine.kernel.scores import alibi_slopes
+from attn_gui.engine.kernel.reduce import reduce_matrix
 
 compute_module = importlib.import_module("attn_gui.engine.compute")
 
@@ -202,7 +202,9 @@ def test_a_key_value_cache_gives_the_rows_of_the_whole_sequence(P, causal, dtype
     """attend(new rows, past=(k, v)) against attend over the whole sequence: the new rows of
     every step equal, and the cache it returns equals the whole sequence's k and v (RoPE,
     grouped-query heads); LlamaRotaryEmbedding's angles at positions P ... P + n - 1."""
-    from attn_gui.engine.attention import AttendOptions, Projections, attend, rope_angles
+    from attn_gui.engine.kernel.types import AttendOptions, Projections
+    from attn_gui.engine.kernel.attend import attend
+    from attn_gui.engine.kernel.rope import rope_angles
 
     r = compute(AttentionConfig(sentence=sentence(P + 3), d_model=8, d_k=6, d_v=5, heads=4, kv_heads=2,
                                 positional="rope", rope_base=500.0, causal=causal, init="scaled_normal", dtype=dtype))

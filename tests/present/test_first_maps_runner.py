@@ -8,7 +8,7 @@ import torch
 
 from attn_gui.engine import AttentionConfig, source
 from attn_gui.engine.plan import plan
-from attn_gui.engine.progress import Watch
+from attn_gui.engine.base.progress import Watch
 from attn_gui.engine.sources import decoder, model_spec
 from attn_gui.present import runner
 from gguf_writing import quantized_llama  # (tests/)

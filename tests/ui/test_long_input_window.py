@@ -8,7 +8,7 @@ from PySide6 import QtCore
 from PySide6.QtTest import QTest
 
 from attn_gui.engine import AttentionConfig
-from attn_gui.engine.progress import Cancelled, Watch, watching
+from attn_gui.engine.base.progress import Cancelled, Watch, watching
 from attn_gui.engine.sources import is_available, model_spec
 from attn_gui.present.state import ViewState
 from attn_gui.ui import MainWindow

@@ -20,8 +20,8 @@ from dataclasses import dataclass
 
 import torch
 
-from ..config import AttentionConfig
-from ..errors import ConfigError
+from ..config.config import AttentionConfig
+from ..base.errors import ConfigError
 from .graph import Graph
 from .scores import Cancelled, Faithfulness, Pairs, Progress, edge_scores, exact_edges, faithfulness, ranked
 from .split import Split

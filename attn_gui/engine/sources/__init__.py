@@ -17,9 +17,9 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import TYPE_CHECKING
 
-from ..errors import ConfigError
-from .families import FAMILIES, MAX_TOKENS, decoder_spec
-from .spec import ModelSpec
+from ..base.errors import ConfigError
+from ..specs.families import FAMILIES, MAX_TOKENS, decoder_spec
+from ..specs.spec import ModelSpec
 
 if TYPE_CHECKING:
     from .base import ModelSource
@@ -55,9 +55,9 @@ def model_spec(name: str) -> ModelSpec:
     if name in REGISTERED:
         return REGISTERED[name]
     if name.lower().endswith(".gguf"):
-        from .gguf_file import spec_for
+        from ..readers.gguf.spec import spec_for
     else:
-        from .hf import spec_for
+        from ..readers.hf.spec import spec_for
     return spec_for(name)
 
 

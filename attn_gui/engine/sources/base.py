@@ -7,9 +7,9 @@ from collections.abc import Callable
 
 import torch
 
-from ..attention import AttendOptions, Projections
-from ..tokens import Tokens
-from .spec import ModelSpec
+from ..kernel.types import AttendOptions, Projections
+from ..text.tokens import Tokens
+from ..specs.spec import ModelSpec
 
 
 class ModelSource(abc.ABC):

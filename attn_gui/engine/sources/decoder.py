@@ -21,14 +21,15 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from ..attention import AttendOptions, Projections
-from ..tokens import Tokens
-from . import cache, model_spec, stored
+from ..kernel.types import AttendOptions, Projections
+from ..text.tokens import Tokens
+from ..readers import cache, stored
+from . import model_spec
 from .base import ModelSource, unknown_of
 from .llama import Forward, KVCache, LlamaShape, Run, forward, head_weights
 from .loaded import LOADED
-from .spec import ModelSpec
-from .tokenizer_json import wrapped
+from ..specs.spec import READERS, ModelSpec
+from ..text.tokenizer_json import wrapped
 
 if TYPE_CHECKING:
     from tokenizers import Tokenizer
@@ -52,7 +53,7 @@ class DecoderModel:
 
 def reader(spec: ModelSpec) -> ModuleType:
     """The module that reads the files of the decoder ``spec`` (imports nothing heavy)."""
-    return importlib.import_module(f"{__package__}.{spec.reader}")
+    return importlib.import_module(READERS[spec.reader])
 
 
 def load_model(name: str, progress: cache.Progress | None = None) -> DecoderModel:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import functools
 
-from ..attention import AttendOptions
-from .spec import ModelSpec
+from ..kernel.types import AttendOptions
+from ..specs.spec import ModelSpec
 
 
 @functools.lru_cache(maxsize=64)

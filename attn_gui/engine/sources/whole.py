@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..errors import ConfigError
-from .checks import decoder_weights, token_ids, tokenizer_errors
+from ..base.errors import ConfigError
+from ..readers.checks import decoder_weights, token_ids, tokenizer_errors
 
 
 class _Stored:
@@ -32,10 +32,13 @@ def model_whole(name: str) -> None:
     if spec.module != "gguf_file" or not name.lower().endswith(".gguf"):
         source(name).load()  # a folder (hf.read, encoder.read), checked as it is read; a bundled model
         return
-    from .gguf_file import _checked_header, build_tokenizer, converted_shapes, read_header, shape_of
+    from ..readers.gguf.spec import checked_header, shape_of
+    from ..readers.gguf.vocab import build_tokenizer
+    from ..readers.gguf.tensors import converted_shapes
+    from ..readers.gguf.format import read_header
 
     file = Path(name).expanduser()
-    header = _checked_header(file)
+    header = checked_header(file)
     shapes = {key: _Stored(size) for key, size in converted_shapes(header, spec).items()}  # fused ones split
     shape = shape_of(spec, header, 1e-6)  # the family's norms and MLP: the tensors its decoder reads
     decoder_weights(file.name, shapes, shape, spec.d_model)

@@ -17,7 +17,7 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6 import QtCore, QtWidgets
 
-from ...engine.errors import UserError
+from ...engine.base.errors import UserError
 from ...engine.tasks import TASKS
 from ...engine.training import Trainer, TrainConfig, head_scores
 from ...present.formats import time_left

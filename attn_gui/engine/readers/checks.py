@@ -1,7 +1,7 @@
 """What a model file declares, checked whole before anything is built from it: each refusal one line.
 
 A model folder (config.json, a shard index, tokenizer.json, safetensors) and a GGUF file (its
-header's counts and constants, its tensors) are read by ``hf.py`` and ``gguf_file.py``; those
+header's counts and constants, its tensors) are read by ``readers/hf`` and ``readers/gguf``; those
 call the checks here at the moment each part is read, so a corrupt or hostile file is a
 ``ConfigError`` naming the field, never a traceback, a huge allocation or a read outside the
 folder:
@@ -18,18 +18,17 @@ folder:
 from __future__ import annotations
 
 import contextlib
-import json
 import math
 import os
 from pathlib import Path
 
-from ..errors import ConfigError
+from ..base.disk import read_json
+from ..base.errors import ConfigError
 
 # Sane bounds, far above every published model (Llama 3.1 405B: 126 layers, 128 heads, d 16384;
 # Gemma 3's vocabulary: 262,144), far below what would exhaust a machine before the weights are read.
 LIMITS = {"layers": 1024, "heads": 1024, "kv_heads": 1024, "d_model": 65536, "d_k": 4096, "vocab": 2**24,
           "positions": 2**24, "window": 2**24}
-JSON_BYTES = 64 * 2**20  # config.json, the shard index: a few kB in every real folder
 PATH_CHARS = 4096  # PATH_MAX on Linux: a longer model path cannot name a file
 
 
@@ -75,28 +74,6 @@ def model_path(path: str) -> None:
     """A model path a file system can name: at most ``PATH_CHARS`` characters."""
     if len(path) > PATH_CHARS:
         raise ConfigError(f"model path is {len(path):,} characters long; a path has at most {PATH_CHARS:,}")
-
-
-def read_json(file: Path, what: str):
-    """The JSON in ``file``; ``ConfigError`` for an unreadable, oversized, invalid or too deeply nested one."""
-    try:
-        if file.stat().st_size > JSON_BYTES:
-            raise ConfigError(f"{what} is over {JSON_BYTES // 2**20} MiB, not a model's")
-        return json.loads(file.read_bytes())
-    except ConfigError:
-        raise
-    except RecursionError:
-        raise ConfigError(f"{what} is nested too deeply to be a model's") from None
-    except (OSError, ValueError) as exc:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
-        raise ConfigError(f"{what} cannot be read: {exc!s:.80}") from None
-
-
-def json_object(file: Path, what: str) -> dict:
-    """The JSON object in ``file`` (config.json, tokenizer.json): an object of settings, nothing else."""
-    data = read_json(file, what)
-    if not isinstance(data, dict):
-        raise ConfigError(f"{what} must hold an object of settings; it holds {type(data).__name__}")
-    return data
 
 
 def config(where: str, cfg: dict, raw: dict) -> None:
@@ -199,7 +176,7 @@ def decoder_weights(where: str, weights: dict, shape, d_model: int, layers_key: 
 
     ``shape`` is the ``llama.LlamaShape``; ``weights`` are under transformers' Llama names.
     """
-    from .llama import BLOCKS
+    from ..sources.llama import BLOCKS
 
     d, h, g, d_k = d_model, shape.heads, shape.kv_heads, shape.d_k
 

@@ -216,26 +216,27 @@ def _close(proc: subprocess.Popen) -> None:
             proc.stdout.close()
 
 
-# A GGUF's first open: its vocabulary read, its tokenizer built and written as JSON in a child
-# (``gguf_file.vocabulary``). The engine package's __init__ imports torch, which the GGUF header reader and
-# the tokenizer builders do not need: the child stands an empty package in for it, and starts in a fraction
-# of a second.
+# A GGUF's first open: its vocabulary read, its tokenizer built and written as JSON in a child, by the job
+# its reader names (``readers.gguf``'s ``vocabulary_at``: a module and a function taking the path and a
+# progress callback). The engine package's __init__ imports torch, which the GGUF header reader and the
+# tokenizer builders do not need: the child stands an empty package in for it, and starts in a fraction of a
+# second.
 VOCABULARY_CHILD = r"""
-import json, os, sys, types
+import importlib, json, os, sys, types
 from pathlib import Path
-root, path = sys.argv[1], sys.argv[2]
+root, module, function, path = sys.argv[1:5]
 sys.path.insert(0, root)
 engine = types.ModuleType("attn_gui.engine")
 engine.__path__ = [os.path.join(root, "attn_gui", "engine")]
 sys.modules["attn_gui.engine"] = engine
-from attn_gui.engine.sources import gguf_file
+job = getattr(importlib.import_module(module), function)
 
 def reply(obj):
     sys.stdout.buffer.write((json.dumps(obj) + "\n").encode())
     sys.stdout.buffer.flush()
 
 try:
-    texts, meta = gguf_file.vocabulary(gguf_file.read_header(Path(path)), lambda done, total: reply([done, total]))
+    texts, meta = job(Path(path), lambda done, total: reply([done, total]))
 except Exception as exc:
     reply({"error": type(exc).__name__, "message": exc.args[0] if len(exc.args) == 1 else str(exc)})
     sys.exit(0)
@@ -247,19 +248,19 @@ sys.stdout.buffer.flush()
 """
 
 
-def vocabulary_in_child(path: Path, progress, here):
-    """``gguf_file.vocabulary`` of the GGUF at ``path`` (the tokenizer's JSON and the facts), run in a child
-    process: this one waits on the pipe with its interpreter lock released. ``progress(done, total)`` is called
-    as the child reports; what the child raised from the data is raised here as the same type
-    (``ConfigError`` among them). Where no child can be started, it ends without an answer or it fails for
-    another reason, ``here()`` builds them in this process."""
-    from ..errors import ConfigError
+def vocabulary_in_child(path: Path, progress, here, job: tuple[str, str]):
+    """``job`` (a module's name and its function's) of the GGUF at ``path`` (the tokenizer's JSON and the
+    facts), run in a child process: this one waits on the pipe with its interpreter lock released.
+    ``progress(done, total)`` is called as the child reports; what the child raised from the data is raised
+    here as the same type (``ConfigError`` among them). Where no child can be started, it ends without an
+    answer or it fails for another reason, ``here()`` builds them in this process."""
+    from ..base.errors import ConfigError
 
     errors = {**ERRORS, "ConfigError": ConfigError, "OSError": OSError}
     root = str(Path(__file__).resolve().parents[3])  # the folder that holds the attn_gui package
     try:
-        proc = subprocess.Popen([sys.executable, "-c", VOCABULARY_CHILD, root, str(path)], stdin=subprocess.DEVNULL,
-                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        proc = subprocess.Popen([sys.executable, "-c", VOCABULARY_CHILD, root, *job, str(path)],
+                                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
     except OSError:
         return here()
     with proc:

@@ -1,6 +1,7 @@
-"""Scaled RoPE: the inverse frequencies of Llama 3.1, linear, dynamic (NTK), YaRN and LongRoPE scalings, and
-llama.cpp's frequency factors (``freq_factors``: the divisor of each pair's frequency, which a GGUF of Llama 3.1
-stores as the tensor rope_freqs).
+"""RoPE: the angle of each dimension pair at each position (``rope_theta``, cached with cos and sin as
+``rope_tables``) and ``rotate``; and scaled RoPE: the inverse frequencies of Llama 3.1, linear, dynamic
+(NTK), YaRN and LongRoPE scalings, and llama.cpp's frequency factors (``freq_factors``: the divisor of each
+pair's frequency, which a GGUF of Llama 3.1 stores as the tensor rope_freqs).
 
 Each is computed as transformers' ``modeling_rope_utils`` computes it (``_compute_llama3_parameters``
 …), in float32, for a model that reads at most its ``max_position_embeddings`` tokens (LongRoPE:
@@ -15,6 +16,7 @@ are cached), lists as tuples.
 from __future__ import annotations
 
 import math
+from functools import lru_cache
 from typing import Any
 
 import torch
@@ -103,3 +105,67 @@ def _longrope(dim: int, base: float, p: dict) -> tuple[torch.Tensor, float]:
     ext = torch.tensor(p["short_factor"], dtype=torch.float32)
     shape = torch.arange(0, dim, 2, dtype=torch.int64).float() / dim
     return 1.0 / (ext * base**shape), attention_factor
+
+
+def rope_theta(T: int, d_k: int, base: float, dtype=torch.float32, device=None, offset: int = 0) -> torch.Tensor:
+    """RoPE's angle of each dimension pair at each position: theta[t, i] = p * base^(-2i/d_k),
+    p = offset + t. (T, d_k/2), computed in ``dtype`` (Llama's ``inv_freq`` times the position)."""
+    inv_freq = 1.0 / base ** (torch.arange(0, d_k, 2, dtype=dtype, device=device) / d_k)  # (d_k/2,)
+    return torch.arange(offset, offset + T, dtype=dtype, device=device).unsqueeze(1) * inv_freq  # (T, d_k/2)
+
+
+def scaled_rope_theta(T: int, d_k: int, base: float, scaling: tuple, dtype=torch.float32, device=None,
+                      offset: int = 0) -> tuple[torch.Tensor, float]:
+    """The angles of a scaled RoPE (``inv_freq``: Llama 3.1, YaRN …) at positions offset ...
+    offset + T − 1, computed in float32 as transformers computes them, in ``dtype``; and the attention factor
+    cos and sin are multiplied by.  (T, d_k/2)"""
+    frequencies, factor = inv_freq(d_k, base, scaling)  # (d_k/2,)
+    positions = torch.arange(offset, offset + T, dtype=torch.float32).unsqueeze(1)  # (T, 1)
+    return (positions * frequencies).to(dtype=dtype, device=device), factor
+
+
+@lru_cache(maxsize=32)
+def rope_tables(T: int, d_k: int, base: float, dtype=torch.float32, device=None, offset: int = 0,
+                scaling: tuple = ()):
+    """``rope_theta`` and its ``rope_cos_sin``, (T, d_k/2), (T, d_k), (T, d_k): computed once per
+    sizes, base, dtype, device, offset and scaling (a training step asks for the same every layer and step).
+    A scaled RoPE's cos and sin are multiplied by its attention factor (YaRN's, LongRoPE's).
+
+    The same values as computing them afresh; shared, so read-only. Made outside autograd
+    and inference mode, so any later computation may use them.
+    """
+    with torch.inference_mode(False), torch.no_grad():
+        if not scaling:
+            theta = rope_theta(T, d_k, base, dtype, device, offset)
+            return (theta, *rope_cos_sin(theta))
+        theta, factor = scaled_rope_theta(T, d_k, base, scaling, dtype, device, offset)
+        return (theta, *(t * factor if factor != 1.0 else t for t in rope_cos_sin(theta)))
+
+
+def rope_cos_sin(theta: torch.Tensor):
+    """cos and sin (T, d_k) of the angles ``theta`` (T, d_k/2), each frequency twice (Llama's layout):
+    dimensions i and i + d_k/2 form pair i."""
+    angles = torch.cat([theta, theta], dim=-1)  # (T, d_k)
+    return angles.cos(), angles.sin()
+
+
+def rope_angles(T: int, d_k: int, base: float, dtype=torch.float32, device=None, offset: int = 0,
+                start: int = 0):
+    """cos and sin (T, d_k) of RoPE's angles at positions offset + start ... offset + start + T - 1.
+
+    ``offset`` is where the sentence starts (the shift demonstration), ``start`` the length
+    of a key/value cache before these tokens; only their sum matters.
+    """
+    return rope_cos_sin(rope_theta(T, d_k, base, dtype, device, offset + start))
+
+
+def rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """Rotate each pair (x_i, x_{i + r/2}) by its angle: x cos + rotate_half(x) sin.  (..., T, d)
+
+    r is the width of ``cos`` (T, r): where r < d (partial rotary) the last d - r dimensions pass unrotated."""
+    r = cos.size(-1)
+    if r < x.size(-1):
+        return torch.cat([rotate(x[..., :r], cos, sin), x[..., r:]], dim=-1)
+    half = x.size(-1) // 2
+    rotated_half = torch.cat([-x[..., half:], x[..., :half]], dim=-1)  # rotate_half: (-x2, x1)
+    return x * cos + rotated_half * sin

@@ -2,7 +2,7 @@
 
 A family is a row of declared differences from the one decoder (``llama.py``) or the one
 encoder (``encoder.py``), as transformers' modular files write Qwen3 as Llama plus q/k norms.
-``hf.py`` finds a folder's row by its config.json ``model_type``; ``gguf_file.py`` finds a
+``readers/hf`` finds a folder's row by its config.json ``model_type``; ``readers/gguf`` finds a
 file's by its ``general.architecture`` (``Family.gguf``). Both describe a decoder with
 ``decoder_spec``, so the window says the same of a model whichever file it came from.
 """
@@ -95,8 +95,8 @@ class Family:
     gguf: str = ""  # the general.architecture llama.cpp writes it as ("": no GGUF of it is read here)
     permuted: bool = False  # llama.cpp's converter interleaved W_q's and W_k's rows for its RoPE (LlamaModel.permute)
     gguf_names: tuple[tuple[str, str], ...] = ()  # llama.cpp's tensor leaves that are not Llama's, each with
-    #                   transformers' name (gguf_file.LEAVES); "self_attn.qkv_proj" and "mlp.gate_up_proj" are
-    #                   fused in the file and split when it is read (gguf_file.to_hf)
+    #                   transformers' name (readers.gguf.tensors.LEAVES); "self_attn.qkv_proj" and
+    #                   "mlp.gate_up_proj" are fused in the file and split when it is read (tensors.to_hf)
     gguf_27b: int = 0  # Gemma: the block count llama.cpp takes for the 27B, whose scores it divides by
     #                   √(d / h) instead of √key_length (llama-model.cpp, f_attention_scale)
     also: tuple[str, ...] = ()  # other models of the family, named where a GGUF is refused

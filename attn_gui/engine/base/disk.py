@@ -7,6 +7,8 @@
   same file never share one), then renames it into place; on any failure the temporary file is
   removed and the old file, or none, stays (``present.files.atomic_write`` is it, said as a
   ``WriteError``).
+- ``read_json`` and ``json_object`` read a model's JSON (config.json, tokenizer.json, a shard index) with a
+  bound on its size, refused in one line (a ``ConfigError``) when it cannot be read.
 - ``save_safetensors`` is safetensors' ``save_file`` whose write errors (a ``SafetensorError``,
   not an ``OSError``) are raised as ``OSError``, so a full disk is said as one.
 """
@@ -16,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import io
+import json
 import os
 import re
 import stat
@@ -23,6 +26,8 @@ import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import BinaryIO
+
+from .errors import ConfigError
 
 
 def kind_of(mode: int) -> str:
@@ -118,3 +123,28 @@ def save_safetensors(tensors: dict, path: str | os.PathLike, metadata: dict[str,
             raise
         code = int(found.group(1))
         raise OSError(code, os.strerror(code)) from None
+
+
+JSON_BYTES = 64 * 2**20  # config.json, the shard index: a few kB in every real folder
+
+
+def read_json(file: Path, what: str):
+    """The JSON in ``file``; ``ConfigError`` for an unreadable, oversized, invalid or too deeply nested one."""
+    try:
+        if file.stat().st_size > JSON_BYTES:
+            raise ConfigError(f"{what} is over {JSON_BYTES // 2**20} MiB, not a model's")
+        return json.loads(file.read_bytes())
+    except ConfigError:
+        raise
+    except RecursionError:
+        raise ConfigError(f"{what} is nested too deeply to be a model's") from None
+    except (OSError, ValueError) as exc:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
+        raise ConfigError(f"{what} cannot be read: {exc!s:.80}") from None
+
+
+def json_object(file: Path, what: str) -> dict:
+    """The JSON object in ``file`` (config.json, tokenizer.json): an object of settings, nothing else."""
+    data = read_json(file, what)
+    if not isinstance(data, dict):
+        raise ConfigError(f"{what} must hold an object of settings; it holds {type(data).__name__}")
+    return data

@@ -34,8 +34,9 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from ..errors import ConfigError
-from . import heap, packed
+from ..base.errors import ConfigError
+from . import heap
+from . import packed
 from .cache import parse_safetensors
 from .quantized import ROW_READ, Quantized
 
@@ -240,9 +241,9 @@ def check_memory(name: str, files: list[Path], free: int | None = None) -> None:
         return
     disk, layer = need_bytes(files)
     if disk + layer > free:
-        raise ConfigError(f"{name} needs about {_gb(disk + layer)} of memory ({_gb(disk)} of weights and "
-                          f"{_gb(layer)} for a layer in float32) and {_gb(free)} is free; nothing was loaded")
+        raise ConfigError(f"{name} needs about {gb(disk + layer)} of memory ({gb(disk)} of weights and "
+                          f"{gb(layer)} for a layer in float32) and {gb(free)} is free; nothing was loaded")
 
 
-def _gb(n: int) -> str:
+def gb(n: int) -> str:
     return f"{n / 1e9:.1f} GB" if n >= 1e8 else f"{n / 1e6:.0f} MB"

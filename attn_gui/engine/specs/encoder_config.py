@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import ConfigError
+from ..base.errors import ConfigError
 from .families import Family
 
 # Every config.json field transformers' DebertaV2Model and ModernBertModel read, and what becomes of it here:

@@ -28,7 +28,7 @@ from collections.abc import Callable
 import numpy as np
 import torch
 
-from ..disk import open_regular, read_regular, save_safetensors
+from ..base.disk import open_regular, read_regular, save_safetensors
 
 CACHE_ENV = "ATTN_GUI_CACHE_DIR"
 WEIGHTS = "weights.safetensors"

@@ -1,10 +1,10 @@
-"""A model in a local Hugging Face folder (``--model PATH``): its spec, and the decoders' reader.
+"""A model in a local Hugging Face folder (``--model PATH``): its spec, read from config.json.
 
 The folder holds config.json, the weights as safetensors (one file, or shards listed in
 model.safetensors.index.json) and tokenizer.json. Its spec is read from config.json (and
 the special tokens from tokenizer.json) only when a config first needs the model's sizes
-(``spec_for``, cached); the weights are read with ``safetensors`` and the tokenizer with
-``tokenizers``. Nothing is downloaded and transformers is never imported.
+(``spec_for``, cached); the weights are read by ``weights``. Nothing is downloaded and
+transformers is never imported.
 
 Families are declared, not coded: the one table ``families.FAMILIES`` (shared with GGUF
 files) says which path runs a ``model_type`` (the one decoder of ``decoder.py`` and ``llama.py``,
@@ -13,25 +13,26 @@ Mistral (its sliding window as the engine's window mask), Qwen2 (Q/K/V biases, f
 weights), Qwen3 (each head's q and k RMS-normed before RoPE, ``Family.qk_norm``), Gemma 2 (local
 and global layers alternating, query_pre_attn_scalar, attention and final soft-caps, sandwich
 norms, √d embedding scale, GeGLU), Gemma 3, OLMo 2 (q/k norms over all heads, norms after each
-block), Phi-3 (fused qkv and gate_up, split here), GPT-2 (LayerNorm, learned positions, GELU; its
-weights renamed here) and GPT-NeoX (partial rotary, parallel residual, fused per-head
-query_key_value split here). Encoders: BERT, RoBERTa
-(positions counted after the padding id), DistilBERT (its own weight names), read by ``encoder.py``.
+block), Phi-3 (fused qkv and gate_up, split in ``weights``), GPT-2 (LayerNorm, learned positions,
+GELU; its weights renamed in ``weights``) and GPT-NeoX (partial rotary, parallel residual, fused
+per-head query_key_value split in ``weights``). Encoders: BERT, RoBERTa (positions counted after
+the padding id), DistilBERT (its own weight names), read by ``encoder.py``.
 """
 
 from __future__ import annotations
 
 import functools
-import importlib.util
 import json
 from typing import Any
 from pathlib import Path
 
-from ..errors import ConfigError
-from . import checks, tokenizer_child
-from .families import FAMILIES, LOADING_REFUSES, MAX_TOKENS, Family, decoder_spec, regular
-from .spec import ModelSpec
-from .tokenizer_json import added_tokens, special_tokens
+from ...base.disk import json_object
+from ...base.errors import ConfigError
+from .. import checks
+from ...specs.families import FAMILIES, LOADING_REFUSES, MAX_TOKENS, Family, decoder_spec, regular
+from ...specs.spec import ModelSpec
+from ...text.tokenizer_json import special_tokens
+
 
 GENERIC = {"model", "models", "weights", "checkpoint", "hf", "final"}  # labelled with their parent folder's name
 
@@ -48,7 +49,7 @@ def family_of(cfg: dict, folder: Path) -> Family:
     """The declared family of a config.json; ``ConfigError`` naming the supported ones otherwise."""
     kind = cfg.get("model_type")
     if kind not in FAMILIES:
-        from .via_transformers import refusal
+        from ...sources.via_transformers import refusal
 
         raise refusal(kind, folder)
     return FAMILIES[kind]
@@ -75,7 +76,7 @@ def check_fields(cfg: dict, family: Family, folder: Path) -> None:
     unless null or false, or one of its ``fixed`` fields at another value. Every other field is inert: the
     honoured ones are computed, and one transformers never reads (``tie_weights_``, ``reference_compile``) changes
     no number, as it changes none of transformers'."""
-    from .encoder_config import FIELDS as DECLARED
+    from ...specs.encoder_config import FIELDS as DECLARED
 
     fixed, refused = dict(family.fixed), set(family.refuses)
     if cfg.get("model_type") in DECLARED:  # DeBERTa-v2, ModernBERT: encoder_config refuses theirs by value
@@ -170,7 +171,7 @@ def rope(cfg: dict, folder: Path) -> tuple[float, tuple]:
     """RoPE's base and scaling as transformers 5 reads them: ``rope_scaling``, else ``rope_parameters``
     (its ``rope_theta``, else the config's, else 10000).
 
-    The scaling (llama3, linear, dynamic, yarn, longrope; ``rope_scaling.inv_freq``) as sorted (key,
+    The scaling (llama3, linear, dynamic, yarn, longrope; ``kernel.rope.inv_freq``) as sorted (key,
     value) pairs, with ``original_max_position_embeddings`` (the config's own first, as transformers
     reads Phi-3's) and ``max_position_embeddings``; () for the plain RoPE. Another kind, a missing or
     unknown key, or a partial rotation is refused in one line naming it.
@@ -224,16 +225,6 @@ def position_offset(cfg: dict) -> int:
     return int(cfg.get("pad_token_id", 1)) + 1 if cfg.get("model_type") == "roberta" else 0
 
 
-def weight_files(folder: Path) -> list[Path]:
-    """The folder's safetensors files (the shards named by the index, else model.safetensors)."""
-    index = folder / "model.safetensors.index.json"
-    files = checks.shard_names(folder, index) if regular(index) else [folder / "model.safetensors"]
-    missing = [f.name for f in files if not regular(f)]
-    if missing:
-        raise ConfigError(f"{folder.name} has no weights: {', '.join(missing)} is missing")
-    return files
-
-
 @functools.cache
 def spec_for(path: str) -> ModelSpec:
     """The spec of the model folder at ``path``, from its config.json; ``ConfigError`` in one line otherwise."""
@@ -247,12 +238,12 @@ def spec_for(path: str) -> ModelSpec:
             also = f"; open one of its GGUF files: {', '.join(ggufs[:3])}{' …' if len(ggufs) > 3 else ''}" if ggufs \
                 else ""
             raise ConfigError(f"{folder.name} has no {needed}{also}")
-    cfg = checks.json_object(folder / "config.json", f"{folder.name}/config.json")
+    cfg = json_object(folder / "config.json", f"{folder.name}/config.json")
     name = folder.name if folder.name.lower() not in GENERIC else f"{folder.parent.name}/{folder.name}"
     if folder.parent.name == "snapshots" and folder.parent.parent.name.startswith("models--"):  # the HF cache's
         name = folder.parent.parent.name.removeprefix("models--").replace("--", "/")  # ORG/NAME, not the commit
     if cfg.get("model_type") not in FAMILIES:  # outside the table: transformers runs it, where it is installed
-        from . import via_transformers
+        from ...sources import via_transformers
 
         if via_transformers.installed():
             return via_transformers.spec_for(cfg, str(path), folder, name)
@@ -281,12 +272,12 @@ def config_spec(cfg: dict, path: str, folder: Path, name: str, special=tuple, re
         if dict(scaling).get("rope_type") == "longrope":  # its short factors hold up to the original length
             positions = min(positions, dict(scaling)["original_max_position_embeddings"])
         # a decoder streams (engine.compute) up to its own length; an encoder and soft-capped scores keep their maps
-        softcap = _float(cfg.get("attn_logit_softcapping")) if family.softcap else None
+        softcap = optional_float(cfg.get("attn_logit_softcapping")) if family.softcap else None
         limit = positions if family.path != "encoder" and softcap is None else min(MAX_TOKENS, positions)
         common: dict[str, Any] = dict(layers=int(size(cfg, family, "layers")), heads=heads, d_model=d, d_k=d_k,
                                       d_v=d_k, max_tokens=limit)
         if family.path == "encoder":
-            from .encoder_config import spec_facts
+            from ...specs.encoder_config import spec_facts
 
             facts = {"has_bias": True, "norm": family.norm, "block": family.block,
                      **spec_facts(cfg, family, folder, common["layers"])}
@@ -308,175 +299,12 @@ def config_spec(cfg: dict, path: str, folder: Path, name: str, special=tuple, re
                             layer_rope_bases=tuple(base for base, _ in ropes),
                             layer_rope_scalings=tuple(scaling for _, scaling in ropes),
                             softcap=softcap,
-                            score_scalar=_float(cfg.get("query_pre_attn_scalar")), **common)
+                            score_scalar=optional_float(cfg.get("query_pre_attn_scalar")), **common)
     except ConfigError:
         raise
     except (ValueError, KeyError, TypeError, AttributeError, ArithmeticError) as exc:
         raise ConfigError(f"{folder.name}/config.json is not a model config: {exc!s:.80}") from None
 
 
-def _float(value) -> float | None:
+def optional_float(value) -> float | None:
     return None if value is None else float(value)
-
-
-def read_weights(folder: Path) -> dict:
-    """Every tensor of the folder's safetensors files, memory-mapped in their stored dtype (``stored.mapped``).
-
-    ``ConfigError`` in one line for a missing, truncated or corrupt file, and for a model that
-    needs more memory than is free (checked from the headers, before anything is mapped).
-    """
-    from . import stored
-
-    files = weight_files(folder)
-    try:
-        stored.check_memory(folder.name, files)
-        return stored.mapped(files)
-    except ConfigError:
-        raise
-    except (OSError, ValueError, KeyError, TypeError, OverflowError) as exc:  # truncated or corrupt: one line
-        raise ConfigError(f"{folder.name}: the weights cannot be read ({exc!s:.80})") from None
-
-
-def check_shape(folder: Path, got, expected) -> None:
-    """Refuse weights whose W_q disagrees with config.json (a config from another model)."""
-    if tuple(got) != tuple(expected):
-        raise ConfigError(f"{folder.name}: config.json says W_q is {tuple(expected)}, the weights hold {tuple(got)}")
-
-
-def gpt2_weights(w: dict, d: int) -> dict:
-    """GPT-2's tensors under llama.py's names: Conv1D's (in, out) transposed, c_attn split into Q, K and V."""
-    w = {k.removeprefix("transformer."): v for k, v in w.items()}
-    out = {"model.embed_tokens.weight": w["wte.weight"], "model.embed_positions.weight": w["wpe.weight"],
-           "model.norm.weight": w["ln_f.weight"], "model.norm.bias": w["ln_f.bias"]}
-    if "lm_head.weight" in w:
-        out["lm_head.weight"] = w["lm_head.weight"]
-    linear = lambda t: t.T.contiguous()  # noqa: E731  Conv1D: y = x W + b, W (in, out); nn.Linear: (out, in)
-    for i in range(len({k.split(".")[1] for k in w if k.startswith("h.")})):
-        src, dst = f"h.{i}.", f"model.layers.{i}."
-        for a, b in (("ln_1", "input_layernorm"), ("ln_2", "post_attention_layernorm")):
-            out[f"{dst}{b}.weight"], out[f"{dst}{b}.bias"] = w[f"{src}{a}.weight"], w[f"{src}{a}.bias"]
-        qkv_w, qkv_b = w[f"{src}attn.c_attn.weight"], w[f"{src}attn.c_attn.bias"]  # (d, 3d), (3d,)
-        for j, name in enumerate("qkv"):
-            out[f"{dst}self_attn.{name}_proj.weight"] = linear(qkv_w[:, j * d:(j + 1) * d])
-            out[f"{dst}self_attn.{name}_proj.bias"] = qkv_b[j * d:(j + 1) * d]
-        for a, b in (("attn.c_proj", "self_attn.o_proj"), ("mlp.c_fc", "mlp.up_proj"), ("mlp.c_proj", "mlp.down_proj")):
-            out[f"{dst}{b}.weight"], out[f"{dst}{b}.bias"] = linear(w[f"{src}{a}.weight"]), w[f"{src}{a}.bias"]
-    return out
-
-
-def neox_weights(w: dict, heads: int) -> dict:
-    """GPT-NeoX's tensors under llama.py's names: query_key_value split per head ([q_h, k_h, v_h] for each head h).
-
-    Its fused W (3 h d_k, d) holds, head after head, that head's q, k and v rows, as
-    ``GPTNeoXAttention`` views it (T, h, 3 d_k) and chunks each head's 3 d_k in three.
-    """
-    w = {k.removeprefix("gpt_neox."): v for k, v in w.items()}
-    out = {"model.embed_tokens.weight": w["embed_in.weight"], "model.norm.weight": w["final_layer_norm.weight"],
-           "model.norm.bias": w["final_layer_norm.bias"]}
-    if "embed_out.weight" in w:
-        out["lm_head.weight"] = w["embed_out.weight"]
-    for i in range(len({k.split(".")[1] for k in w if k.startswith("layers.")})):
-        src, dst = f"layers.{i}.", f"model.layers.{i}."
-        for a in ("input_layernorm", "post_attention_layernorm"):
-            out[f"{dst}{a}.weight"], out[f"{dst}{a}.bias"] = w[f"{src}{a}.weight"], w[f"{src}{a}.bias"]
-        for kind in ("weight", "bias"):
-            fused = w.get(f"{src}attention.query_key_value.{kind}")
-            if fused is None:  # attention_bias false: no biases
-                continue
-            per_head = fused.reshape(heads, 3, -1, *fused.shape[1:])  # (h, 3, d_k[, d])
-            for j, name in enumerate("qkv"):
-                out[f"{dst}self_attn.{name}_proj.{kind}"] = per_head[:, j].reshape(-1, *fused.shape[1:])
-            if f"{src}attention.dense.{kind}" in w:
-                out[f"{dst}self_attn.o_proj.{kind}"] = w[f"{src}attention.dense.{kind}"]
-        for a, b in (("mlp.dense_h_to_4h", "mlp.up_proj"), ("mlp.dense_4h_to_h", "mlp.down_proj")):
-            out[f"{dst}{b}.weight"], out[f"{dst}{b}.bias"] = w[f"{src}{a}.weight"], w[f"{src}{a}.bias"]
-    return out
-
-
-def phi3_weights(w: dict, spec: ModelSpec) -> dict:
-    """Phi-3's tensors under llama.py's names: qkv_proj split into Q (h d_k rows), K and V (g d_k rows each),
-    and gate_up_proj into the gate (its first half) and up, as ``Phi3Attention`` and ``Phi3MLP`` slice them."""
-    out = dict(w)
-    q_rows, kv_rows = spec.heads * spec.d_k, (spec.kv_heads or spec.heads) * spec.d_k
-    for name in [k for k in w if k.endswith((".qkv_proj.weight", ".gate_up_proj.weight"))]:
-        fused, stem = out.pop(name), name.rsplit(".", 2)[0]
-        if name.endswith(".qkv_proj.weight"):
-            parts = fused.split([q_rows, kv_rows, kv_rows])
-            for part, proj in zip(parts, ("q_proj", "k_proj", "v_proj"), strict=True):
-                out[f"{stem}.{proj}.weight"] = part
-        else:
-            out[f"{stem}.gate_proj.weight"], out[f"{stem}.up_proj.weight"] = fused.chunk(2)
-    return out
-
-
-RENAMES = {"gpt2": lambda w, spec: gpt2_weights(w, spec.d_model),
-           "gpt_neox": lambda w, spec: neox_weights(w, spec.heads), "phi3": phi3_weights}
-
-
-def read(spec: ModelSpec, progress=None):
-    """The folder's weights (stored dtype, llama.py's names), tokenizer and constants as a ``decoder.DecoderModel``
-    (nothing is converted: ``progress`` is never called)."""
-    folder = Path(spec.name).expanduser()
-    cfg = checks.json_object(folder / "config.json", f"{folder.name}/config.json")
-    tokenizer = tokenizer_child.Child(path=folder / "tokenizer.json")  # built in a child meanwhile
-    weights = read_weights(folder)
-    with checks.tokenizer_errors(f"{folder.name}/tokenizer.json"):
-        tokenizer.wait()
-    return decoder_model(spec, cfg, weights, tokenizer, folder)
-
-
-def decoder_model(spec: ModelSpec, cfg: dict, weights: dict, tokenizer, folder: Path):
-    """A ``decoder.DecoderModel`` of ``weights`` (transformers' names, any dtype), ``tokenizer`` (a
-    ``tokenizers.Tokenizer``) and config ``cfg``, checked against ``spec``; messages name ``folder.name``."""
-    from .byte_bpe import readable
-    from .decoder import DecoderModel
-    from .llama import decoder_shape
-
-    family = family_of(cfg, folder)
-    headless = "model.embed_tokens.weight" not in weights and "embed_tokens.weight" in weights
-    if headless:  # saved from AutoModel (an embedding model's decoder): the same tensors, no lm_head
-        weights = {f"model.{name}": t for name, t in weights.items()}
-    if family.rename:
-        try:
-            weights = RENAMES[family.rename](weights, spec)
-        except KeyError as exc:
-            raise ConfigError(f"{folder.name}: the weights lack {exc} for a {family.label} model") from None
-    for needed in ("model.embed_tokens.weight", "model.layers.0.self_attn.q_proj.weight"):
-        if needed not in weights:
-            held = ", ".join(sorted(weights)[:3]) or "no tensors"
-            raise ConfigError(f"{folder.name}: the weights have no {needed} for a {family.label} decoder "
-                              f"(they hold {held}{' …' if len(weights) > 3 else ''})")
-    check_shape(folder, weights["model.layers.0.self_attn.q_proj.weight"].shape, (spec.heads * spec.d_k, spec.d_model))
-    for field, key in (("attention_bias", "self_attn.q_proj.bias"), ("mlp_bias", "mlp.down_proj.bias")):
-        if cfg.get(field) and family.norm == "rms" and f"model.layers.0.{key}" not in weights:
-            raise ConfigError(f"{folder.name}: config.json has {field} = true, the weights lack model.layers.0.{key}")
-    if spec.qk_norm and "model.layers.0.self_attn.q_norm.weight" not in weights:
-        raise ConfigError(f"{folder.name}: the weights lack q_norm and k_norm for a {family.label} model")
-    special = frozenset(i for i, t in tokenizer.get_added_tokens_decoder().items() if t.special)
-    ids = tokenizer.get_vocab(with_added_tokens=True)
-    rows = weights["model.embed_tokens.weight"].shape[0]  # V: often padded past the tokenizer's last id
-    checks.token_ids(folder.name, ids, rows)
-    texts = [f"<unused {i}>" for i in range(max(max(ids.values()) + 1, rows))]
-    for tok, i in ids.items():
-        texts[i] = readable(tok, i in special)
-    eos = cfg.get("eos_token_id")
-    eos = eos[0] if isinstance(eos, list) else eos
-    eps = size(cfg, family, "eps") if family.norm == "layer" else cfg.get("rms_norm_eps")
-    shape = decoder_shape(spec, family, float(eps or 1e-6), activation(cfg, family, folder),
-                          _float(cfg.get("final_logit_softcapping")))
-    checks.decoder_weights(folder.name, weights, shape, spec.d_model)
-    first, last = added_tokens(tokenizer, folder)
-    return DecoderModel(spec, shape, weights, tokenizer, tuple(texts), special, -1 if eos is None else int(eos),
-                        first, add_eos=last, predicts=not headless)
-
-
-NEEDS = ("safetensors", "tokenizers")
-
-
-def available(spec: ModelSpec) -> bool:
-    """Whether the libraries that read a folder are installed."""
-    return all(importlib.util.find_spec(m) is not None for m in NEEDS)
-
-
-def install_hint(spec: ModelSpec) -> str:
-    return 'pip install -e ".[pretrained]" (safetensors and tokenizers read the folder)'

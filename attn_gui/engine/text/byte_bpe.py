@@ -51,7 +51,7 @@ def bytes_to_unicode() -> dict[int, str]:
 
 
 @functools.cache
-def _unicode_to_bytes() -> dict[str, int]:
+def unicode_to_bytes() -> dict[str, int]:
     return {c: b for b, c in bytes_to_unicode().items()}
 
 
@@ -62,7 +62,7 @@ def merge_pairs(merges: list[str]) -> list[tuple[str, str]]:
 
 def spelled(token: str) -> str:
     """``token`` in the byte alphabet: itself, or (a token stored as plain text) its UTF-8 bytes spelled."""
-    alphabet = _unicode_to_bytes()
+    alphabet = unicode_to_bytes()
     if all(c in alphabet for c in token):
         return token
     spelling = bytes_to_unicode()
@@ -100,7 +100,7 @@ def build_tokenizer(tokens: list[str], token_types: list[int], merges: list[str]
     else:
         tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)  # GPT-2's split regex, then bytes
     tok.decoder = decoders.ByteLevel()
-    alphabet = _unicode_to_bytes()
+    alphabet = unicode_to_bytes()
     extra = {tokens[i] for i in special_ids if 0 <= i < len(tokens)}
     special = [AddedToken(t, normalized=False, special=True) for t, kind in zip(tokens, token_types, strict=False)
                if (kind == CONTROL or t in extra) and all(c in alphabet for c in t)]
@@ -114,7 +114,7 @@ def build_tokenizer(tokens: list[str], token_types: list[int], merges: list[str]
 
 def token_bytes(token: str) -> bytes:
     """The bytes a byte-level token stands for (a special token: its own text)."""
-    table = _unicode_to_bytes()
+    table = unicode_to_bytes()
     return bytes(table[c] for c in token) if all(c in table for c in token) else token.encode("utf-8")
 
 

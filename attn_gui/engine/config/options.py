@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from .errors import ConfigError
+from ..base.errors import ConfigError
 
 RANDOM, MODEL = "random", "model"
 BOTH = frozenset({RANDOM, MODEL})
@@ -246,6 +246,6 @@ def declared_options(cls: type) -> dict[str, Option]:
 
 def _registered(value) -> bool:
     """Whether ``value`` names a model object registered in memory (``engine.sources.memory``)."""
-    from .sources import REGISTERED
+    from ..sources import REGISTERED
 
     return isinstance(value, str) and value in REGISTERED

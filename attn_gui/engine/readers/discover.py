@@ -28,9 +28,9 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import ConfigError
-from . import model_spec
-from .families import FAMILIES, regular
+from ..base.errors import ConfigError
+from ..sources import model_spec
+from ..specs.families import FAMILIES, regular
 
 MAX_ENTRIES = 2000  # models listed from one place at most: a scan stays bounded whatever the disk holds
 MAX_FILES = 10000  # files counted into one folder's size at most
@@ -197,7 +197,7 @@ def _model(where: str, name: str, path: Path, opens: str | None = None) -> Found
     try:
         spec = model_spec(opens)
         if not gguf and spec.module in ("decoder", "encoder"):
-            from .hf import weight_files
+            from .hf.weights import weight_files
 
             weight_files(path)  # names only: an unfinished download lacks a shard, or its blob
     except ConfigError as exc:
@@ -230,7 +230,7 @@ def _size(path: Path) -> int:
 
 def _folder_family(folder: Path) -> str:
     """The family label a folder's config.json declares, else its model_type; "" where it has none."""
-    from .checks import json_object
+    from ..base.disk import json_object
 
     try:
         kind = json_object(folder / "config.json", "config.json").get("model_type") if regular(
@@ -244,7 +244,7 @@ def _folder_family(folder: Path) -> str:
 
 def _gguf_family(file: Path) -> str:
     """The family label a GGUF's header declares, else its ``general.architecture``; "" where unreadable."""
-    from .families import gguf_family
+    from ..specs.families import gguf_family
 
     if not regular(file):
         return ""

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..errors import ConfigError
-from . import checks
+from ..base.disk import json_object
+from ..base.errors import ConfigError
 
 
 def special_tokens(folder: Path) -> tuple[str, ...]:
@@ -18,7 +18,7 @@ def special_tokens(folder: Path) -> tuple[str, ...]:
     Read from tokenizer.json's post-processor; [UNK], [PAD] and [MASK] are left out, as an
     [UNK] in the maps stands for a typed word. Without a post-processor: the special added tokens.
     """
-    data = checks.json_object(folder / "tokenizer.json", f"{folder.name}/tokenizer.json")
+    data = json_object(folder / "tokenizer.json", f"{folder.name}/tokenizer.json")
     found = _added_by(data.get("post_processor") or {})
     if found:
         return tuple(dict.fromkeys(found))
