@@ -39,6 +39,7 @@ from .attention import rope_tables, rotate
 from .config import AttentionConfig
 from .errors import ConfigError
 from .interventions import _decoder, _device, _ids, target_id
+from .plan import next_token_refusal  # noqa: F401  (re-exported: the census and its tests ask here)
 from .sources.llama import BLOCKS, decoder_layer, gain, head_weights, layer_pieces, logits, norm
 from .sources.stored import rows
 
@@ -512,17 +513,6 @@ def detect_heads(config: AttentionConfig, traced: Trace | None = None) -> Detect
     labels = [[DETECTORS[int(k)] if float(v) >= THRESHOLD else "" for v, k in zip(row_v, row_k, strict=True)]
               for row_v, row_k in zip(best, which, strict=True)]
     return Detection(scores, labels)
-
-
-def next_token_refusal(shape, predicts: bool = True) -> str | None:
-    """Why ``next_token_attribution`` cannot split a decoder of ``shape`` (one line), or None where it can."""
-    if not predicts:
-        return "the model has no language-model head (lm_head), so no next-token logit"
-    if BLOCKS[shape.block].attn_post is not None:
-        return "a norm after each attention block (Gemma 2's sandwich, OLMo 2's) stands between a head and the logit"
-    if shape.final_softcap is not None:
-        return "its logits are soft-capped (final_logit_softcapping), which no sum of head terms gives"
-    return None
 
 
 def next_token_attribution(w: dict, shape, ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:

@@ -15,7 +15,7 @@ from . import attention as A
 from .attention import AttendOptions, PositionTerms, Pooled, Projections, QKNorm, Rotary, Steps, Stream
 from .config import AttentionConfig
 from .plan import Plan, plan
-from .devices import free_bytes, resolve_device, synchronize
+from .devices import DTYPES, free_bytes, resolve_device, synchronize
 from .errors import DeviceError, TooLargeError
 from .fields import FIELDS, TENSOR_FIELDS
 from .draws import draw_parameters, weights_on
@@ -26,7 +26,6 @@ from .summaries import TOP_K, Summaries, decay_edges
 from .tokens import Tokens
 
 # bfloat16: a decoder's weight matmuls in bfloat16, the rest in float32 (sources.decoder.compute_dtypes)
-DTYPES = {"float32": torch.float32, "float64": torch.float64, "bfloat16": torch.bfloat16}
 
 
 # Attention computes h T x T scores. With the maps streamed (``display_max``) memory follows
@@ -453,7 +452,7 @@ def _compute(p: Plan, toks: Tokens, source: Tokens | None, device: torch.device,
     config = p.config
     dtype = DTYPES[config.dtype]
     start = time.perf_counter()
-    if p.spec is not None and p.spec.module == "via_transformers":
+    if p.can.captured:
         return _captured(p, toks, device, dtype, start)
     x_source, ids = None, toks.id_tensor()
     run: ModelRun | None = None
@@ -573,9 +572,9 @@ def _model_inputs(p: Plan, toks: Tokens, device: torch.device, dtype: torch.dtyp
     ids = toks.id_tensor()
     summaries = None
     made: tuple[int, Steps] | None = None  # streamed: the shown layer and its steps, as the run made them
-    if first and reduce_to is None and not config.ablate and p.spec is not None and p.spec.module == "decoder":
+    if first and reduce_to is None and not config.ablate and p.can.decoder:
         x, done = _decoder(p).first_input(ids, device, dtype, config.layer, layers)  # the layers before it
-        if done < p.spec.layers:  # else the whole run is there: given whole, below
+        if done < len(p.layers):  # else the whole run is there: given whole, below
             options = model.layer_options(p.shown, config.layer, len(toks.tokens), device, dtype)
             weights = model.layer_weights(config.layer, device, dtype)  # column layout
             shown = weights.transposed() if config.layout == "row" else weights
@@ -587,7 +586,7 @@ def _model_inputs(p: Plan, toks: Tokens, device: torch.device, dtype: torch.dtyp
         hidden, layer_weights, next_tokens = run.inputs, run.weights, decoder.top_tokens(run.logits)
         summaries = run.summaries
         made = run.shown
-    elif reduce_to is not None:  # streamed (a decoder, ``Plan.streamable``): no layer keeps its T x T maps
+    elif reduce_to is not None:  # streamed (a decoder, ``Capabilities.stream``): no layer keeps its T x T maps
         decoder = _decoder(p)
         run = decoder.streamed_inputs(ids, device, dtype, reduce_to, _block_bytes(device), config.layer, layers)
         hidden, layer_weights, summaries = [*run.inputs, run.residual[-1]], None, run.summaries
@@ -596,7 +595,7 @@ def _model_inputs(p: Plan, toks: Tokens, device: torch.device, dtype: torch.dtyp
     else:
         hidden, layer_weights = model.layer_inputs(ids, device, dtype, layers)
         next_tokens = model.next_tokens(ids, device, dtype, layers=layers)
-        if p.spec is not None and p.spec.module == "decoder":  # a decoder's, from its kept run
+        if p.can.decoder:  # a decoder's, from its kept run
             summaries = _decoder(p).summaries(ids, device, dtype, layers)
     weights = model.layer_weights(config.layer, device, dtype)  # column layout
     if config.layout == "row":  # show W as d x d_k (q = x W): the same numbers, transposed

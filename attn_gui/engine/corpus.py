@@ -46,8 +46,10 @@ import numpy as np
 import torch
 
 from . import disk
-from .attribution import next_token_attribution, next_token_refusal
+from .attribution import next_token_attribution
+from .config import AttentionConfig
 from .errors import UserError
+from .plan import plan
 from .sources import MODELS, decoder_of, model_spec, source
 from .sources.families import MAX_TOKENS
 
@@ -337,14 +339,9 @@ class Settings:
 
 
 def dla_refusal(model: str) -> str | None:
-    """Why the census has no ``dla`` column for ``model`` (one line), or None where it has one (loads the model)."""
-    spec = model_spec(model)
-    if not spec.causal:
-        return f"{spec.label} is an encoder: it predicts no next token"
-    if spec.through:
-        return f"{spec.label} runs in transformers, where attn-gui's hooks read no head's write to the residual stream"
-    src = decoder_of(model)
-    return next_token_refusal(src.decoder("cpu", torch.float32)[1], src.predicts())
+    """Why the census has no ``dla`` column for ``model`` (one line), or None where it has one (loads the model):
+    ``Plan.refusal("attribute")``."""
+    return plan(AttentionConfig(model=model)).refusal("attribute")
 
 
 def _model_identity(name: str) -> str:

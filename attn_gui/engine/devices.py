@@ -6,6 +6,8 @@ import torch
 
 from .errors import DeviceError
 
+DTYPES = {"float32": torch.float32, "float64": torch.float64, "bfloat16": torch.bfloat16}  # a config's dtype
+
 # What torch raises when a driver or runtime is broken or half-installed: a RuntimeError
 # ("CUDA driver initialization failed", "Found no NVIDIA driver"), an AssertionError
 # ("Torch not compiled with CUDA enabled"), or an OSError from a missing shared library.

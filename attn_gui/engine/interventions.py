@@ -22,7 +22,6 @@ import torch
 
 from .ablation import Head, by_layer, knock_out, ablation_hooks
 from .config import AttentionConfig
-from .devices import resolve_device
 from .errors import ConfigError
 from .plan import Planned, plan
 from .sources import source
@@ -40,31 +39,14 @@ class Run:
 
 
 def _decoder(config: AttentionConfig) -> Planned:
-    """The model source of ``config`` as its plan runs it (``engine.plan.Planned``: the plan's layers in every
-    forward), refusing encoders, random weights and models another library runs, with what works instead."""
-    p = plan(config)
-    if p.spec is None or not p.spec.causal:
-        raise ConfigError("interventions need a decoder model (smollm2-135m); "
-                          f"{config.model or 'random weights'} has no next token to change")
-    if p.spec.through:
-        raise ConfigError(f"interventions change a head's output Z before W_O inside attn-gui's own forward; "
-                          f"{p.spec.label} runs in transformers, whose hooks here only read it")
-    src = Planned(p)
-    if not src.predicts():
-        raise ConfigError(f"interventions need a model's next token; {src.spec.label} has no language-model "
-                          f"head (lm_head: its folder was saved from AutoModel)")
-    return src
+    """The model source of ``config`` as its plan runs it (``Plan.runner``), refusing in one line what cannot be
+    intervened on (``Capabilities.intervene``)."""
+    return plan(config).runner("intervene")
 
 
 def _device(config: AttentionConfig):
-    """The device and dtype the grids and attribution compute in; bfloat16 refused in one line: their exact sums
-    and their batched runs (``torch.vmap``, which the int4 kernel has no rule for) are float32's or float64's."""
-    from .compute import DTYPES
-
-    if config.dtype == "bfloat16":
-        raise ConfigError("interventions and attribution compute in float32 or float64; bfloat16 matmuls are for "
-                          "the maps and the next tokens (choose dtype float32)")
-    return resolve_device(config.device), DTYPES[config.dtype]
+    """The device and dtype the grids and attribution compute in (``Plan.exact_device``)."""
+    return plan(config).exact_device()
 
 
 def check_heads(config: AttentionConfig, heads) -> tuple[Head, ...]:

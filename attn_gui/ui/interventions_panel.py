@@ -15,6 +15,7 @@ from PySide6 import QtCore, QtWidgets
 from ..engine import AttentionConfig, UserError, format_heads, toggle_head
 from ..engine import interventions as I
 from ..engine.sources import source
+from ..engine.plan import plan
 from ..present.maps import MapData
 from ..render.heatmap import HeatmapView
 from .dock_scroll import grid_height
@@ -130,7 +131,7 @@ class InterventionsPanel(QtWidgets.QWidget):
 
     def follow(self, config: AttentionConfig | None, head: int) -> None:
         """Show ``config``'s struck heads and next tokens (computed on the thread); None: not a decoder."""
-        decoder = config is not None and config.model is not None and hasattr(source(config.model), "decoder")
+        decoder = config is not None and plan(config).can.intervene
         for w in (self.strikeButton, self.clearButton, self.effectButton, self.patchButton):
             w.setEnabled(decoder)
         self.tools.setVisible(decoder)  # no empty axes, bars or colour bar where there is nothing to show

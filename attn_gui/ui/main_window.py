@@ -648,7 +648,7 @@ class MainWindow(FileActions, QtWidgets.QMainWindow):
                                    result.seq_len, masked, other_layers=model_mask,
                                    kv_heads=result.resolved.dims.kv_heads, sink=self.frame.arrays.get("sink_mass"),
                                    distance=self.frame.arrays.get("mean_distance"))
-        self.modelView.set_struck(result.config.ablate, allowed=result.resolved.decoder)
+        self.modelView.set_struck(result.config.ablate, allowed=result.resolved.can.intervene)
 
     def _show_model_dock(self, show: bool, result) -> None:
         """Entering model mode: the grid of every head, in front (behind the dock the command line

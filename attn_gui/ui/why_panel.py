@@ -18,6 +18,7 @@ from PySide6 import QtCore, QtWidgets
 from ..engine import AttentionConfig
 from ..engine import attribution as A
 from ..engine.sources import source
+from ..engine.plan import plan
 from ..present import attribution as P
 from ..render.heatmap import HeatmapView
 from .worker import TaskThread
@@ -185,7 +186,7 @@ class WhyPanel(QtWidgets.QWidget):
     def follow(self, config: AttentionConfig | None, head: int) -> None:
         """Show ``config`` (None, or not a decoder: say what is needed); a new model, sentence or struck heads
         start the attribution on the thread, a new head or layer redraws its circuits."""
-        decoder = config is not None and config.model is not None and hasattr(source(config.model), "decoder")
+        decoder = config is not None and plan(config).can.intervene
         for w in (self.explainButton, self.scoreButton, self.copyingButton):
             w.setEnabled(decoder)
         for w in (self.tools, self.summary, self.detector, self.tabs):  # no blank panel: the message says why
