@@ -151,7 +151,7 @@ class AttentionResult:
     pooled: Pooled | None = None
     cross: CrossInputs | None = None
     model_run: ModelRun | None = None
-    plan: Plan | None = None  # the model as this compute resolved it (``engine.plan``); set by ``compute``
+    plan: Plan = field(kw_only=True)  # the model as this compute resolved it (``engine.plan``): required
 
     w_q = _Kept()  # (h, d, d_k) row / (h, d_k, d) column
     w_k = _Kept()  # (g, d, d_k) row / (g, d_k, d) column; g = kv_heads
@@ -239,7 +239,7 @@ class AttentionResult:
     @property
     def resolved(self) -> Plan:
         """The plan this result was computed with (``engine.plan``): every view reads the model's arithmetic here."""
-        return self.plan if self.plan is not None else plan(self.config)
+        return self.plan
 
     def head_index(self, name: str, head: int) -> int:
         """Where query head ``head`` reads per-head field ``name``: ``head``, or its key/value

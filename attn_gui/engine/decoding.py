@@ -32,7 +32,7 @@ from .devices import resolve_device, synchronize
 from .errors import ConfigError
 from .inputs import check_tokens
 from .ablation import ablation_hooks
-from .plan import Planned, plan
+from .plan import Planned, Request, as_plan
 from .sources.llama import Forward
 from .tokens import Tokens
 
@@ -87,11 +87,11 @@ class Generation:
     stopped: bool  # True when it ended at the model's end-of-sequence token
 
 
-def decoder_source(config: AttentionConfig) -> Planned:
+def decoder_source(request: Request) -> Planned:
     """The source of ``config.model`` as its plan runs it (``engine.plan.Planned``: every forward and decode step
     with the plan's layers, a what-if included), or ``ConfigError`` when it cannot generate
     (``Capabilities.generate``, ``Plan.refusal``)."""
-    return plan(config).runner("generate")
+    return as_plan(request).runner("generate")
 
 
 class Decoder:
@@ -120,9 +120,10 @@ class Decoder:
         The model is not installed.
     """
 
-    def __init__(self, config: AttentionConfig):
-        self.source = decoder_source(config)
-        self.config = config
+    def __init__(self, request: Request):
+        p = as_plan(request)
+        self.source = decoder_source(p)
+        self.config = config = p.config
         self.prompt = check_tokens(config)
         self.device = resolve_device(config.device)
         self.dtype = DTYPES[config.dtype]

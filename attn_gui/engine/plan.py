@@ -219,6 +219,13 @@ class Plan:
         return source(self.config.model)
 
     @property
+    def facts(self) -> ModelSpec:
+        """The model's spec (``spec``), model mode only: what the analyses of a model read."""
+        if self.spec is None:
+            raise ValueError("random weights have no model spec")
+        return self.spec
+
+    @property
     def layer(self) -> int:
         """The layer shown (0 for random weights)."""
         return self.config.layer
@@ -349,6 +356,14 @@ def next_token_refusal(shape, predicts: bool = True) -> str | None:
     return None
 
 
+Request = AttentionConfig | Plan  # what an analysis takes: a plan, or a config to plan once (the public API)
+
+
+def as_plan(request: Request) -> Plan:
+    """``request`` itself where it is a plan, else its plan (``plan``): an analysis plans once, at its entry."""
+    return request if isinstance(request, Plan) else plan(request)
+
+
 def _value(value) -> str:
     return ("on" if value else "off") if isinstance(value, bool) else f"{value:g}" if isinstance(value, float) \
         else str(value)
@@ -421,5 +436,5 @@ def _check_model(config: AttentionConfig, spec: ModelSpec) -> None:
                                   f"{spec.layers} and heads 1 to {spec.heads}")
 
 
-__all__ = ["FIRST_MAPS_FROM", "MODEL_FULL", "Capabilities", "Plan", "Planned", "capabilities", "check_model",
-           "model_layers", "next_token_refusal", "plan", "random_options", "what_if"]
+__all__ = ["FIRST_MAPS_FROM", "MODEL_FULL", "Capabilities", "Plan", "Planned", "Request", "as_plan", "capabilities",
+           "check_model", "model_layers", "next_token_refusal", "plan", "random_options", "what_if"]

@@ -19,7 +19,6 @@ import torch
 from ..engine import AttentionConfig, DeviceError, UserError, compute, tokens_for
 from ..engine.progress import Cancelled, Watch, watching
 from ..engine.plan import plan
-from ..engine.sources import source
 from .frame import DISPLAY_MAX, Frame, make_frame
 
 SMALL_CELLS = 8 * 64 * 64  # h * T * T
@@ -106,11 +105,11 @@ def run_request(request_id: int, config: AttentionConfig,
     ``is_partial`` says whether more is to come).
     """
     try:
+        p = plan(config)  # the model resolved once here: loaded, and asked whether its first maps come first
         if config.model is not None:
-            source(config.model).load(progress)
+            p.source.load(progress)
         with watching(watch or Watch()):
-            return make_frame(request_id, compute(config, display_max=DISPLAY_MAX,
-                                                  first=first and first_maps_first(config)))
+            return make_frame(request_id, compute(config, display_max=DISPLAY_MAX, first=first and p.can.first_maps))
     except Cancelled:
         return Failure(request_id, config, "stopped before the end: the maps show the previous result",
                        cancelled=True)
