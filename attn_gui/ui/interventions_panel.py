@@ -14,7 +14,6 @@ from PySide6 import QtCore, QtWidgets
 
 from ..engine import AttentionConfig, UserError, format_heads, toggle_head
 from ..engine import interventions as I
-from ..engine.sources import source
 from ..engine.plan import plan
 from ..present.maps import MapData
 from ..render.heatmap import HeatmapView
@@ -159,9 +158,9 @@ class InterventionsPanel(QtWidgets.QWidget):
     @staticmethod
     def _next_tokens(config: AttentionConfig, other: AttentionConfig | None = None):
         """The top next tokens of ``config`` with no head struck, and of ``other`` (default: its struck heads)."""
-        src = source(config.model)
-        after = I.ablate(config, config.ablate) if other is None else I.ablate(other, [])
-        return src.top_tokens(I.ablate(config, []).logits), src.top_tokens(after.logits)
+        p = plan(config)
+        after = I.ablate(p, config.ablate) if other is None else I.ablate(other, [])
+        return p.source.top_tokens(I.ablate(p, []).logits), p.source.top_tokens(after.logits)
 
     def _toggle_shown_head(self) -> None:
         self.ablateRequested.emit(toggle_head(self.config.ablate, (self.config.layer, self.head)))
@@ -169,9 +168,9 @@ class InterventionsPanel(QtWidgets.QWidget):
     def run_effects(self) -> None:
         """Fill the grid of Δ log p(top next token) per head, one layer per task, with progress and Cancel."""
         if self.config is not None:
-            config = self.config.replace(ablate=())
-            self._start_grid(I.head_effects(config),
-                             lambda grid: f"Δ log p(“{source(config.model).token_text(grid.target)}”) "
+            p = plan(self.config.replace(ablate=()))
+            self._start_grid(I.head_effects(p),
+                             lambda grid: f"Δ log p(“{p.source.token_text(grid.target)}”) "
                                           f"when one head is struck", "Δ log p")
 
     def run_patching(self) -> None:
@@ -201,7 +200,7 @@ class InterventionsPanel(QtWidgets.QWidget):
         self.effectButton.setEnabled(False)
         self.patchButton.setEnabled(False)
         self.cancelButton.setEnabled(True)
-        self.progress.setRange(0, source(self.config.model).spec.layers)
+        self.progress.setRange(0, len(plan(self.config).layers))
         self.progress.setValue(0)
         self.message.setText("")
         self._next_layer()
