@@ -36,9 +36,9 @@ import torch
 
 from .ablation import ablation_hooks
 from .kernel.rope import rope_tables, rotate
-from .config.config import AttentionConfig
 from .base.errors import ConfigError
-from .interventions import _decoder, _device, _ids, target_id
+from .interventions import _ids, target_id
+from .plan import Plan, Request, as_plan, next_token_refusal  # noqa: F401  (re-exported: the census and its tests ask here)
 from .sources.llama import BLOCKS, decoder_layer, gain, head_weights, layer_pieces, logits, norm
 from .readers.stored import rows
 
@@ -83,9 +83,10 @@ class Trace:
     logits: torch.Tensor
 
 
-def _model(config: AttentionConfig):
-    src = _decoder(config)
-    device, dtype = _device(config)
+def _model(p: Plan):
+    """The decoder ``p`` runs (``Plan.runner``), its weights and shape on the plan's device and dtype."""
+    src = p.runner("intervene")
+    device, dtype = p.exact_device()
     w, shape = src.decoder(device, dtype)
     return src, w, shape, device, dtype
 
@@ -96,7 +97,7 @@ def head_writes(z: torch.Tensor, w_o: torch.Tensor) -> torch.Tensor:
     return torch.einsum("...hnv,dhv->...hnd", z, w_o.view(-1, heads, d_v))
 
 
-def trace(config: AttentionConfig) -> Trace:
+def trace(request: Request) -> Trace:
     """Run ``config``'s sentence through its decoder, keeping every component of the residual stream.
 
     Heads knocked out by ``config.ablate`` write what the ablation leaves (zero, or their mean).
@@ -104,7 +105,9 @@ def trace(config: AttentionConfig) -> Trace:
     unembedding of that residual must give the model's own logits (its forward pass): a model
     whose forward gains a step this split does not know is refused, never split wrongly.
     """
-    src, w, shape, device, dtype = _model(config)
+    planned = as_plan(request)
+    config = planned.config
+    src, w, shape, device, dtype = _model(planned)
     ids = _ids(src, config)
     token_ids = torch.tensor(ids, device=device)
     hooks = ablation_hooks(tuple(config.ablate))  # {} without ablated heads
@@ -209,7 +212,7 @@ class LogitAttribution:
     against: int | None
 
 
-def direct_logit_attribution(config: AttentionConfig, token: str | int | None = None,
+def direct_logit_attribution(request: Request, token: str | int | None = None,
                              against: str | int | None = None, traced: Trace | None = None) -> LogitAttribution:
     """Each component's direct contribution to the logit of ``token`` after the last token of the sentence.
 
@@ -218,16 +221,17 @@ def direct_logit_attribution(config: AttentionConfig, token: str | int | None = 
     row; with ``against``, u_token - u_against: the logit difference. The terms sum to the logit.
     ``token`` None: the model's top next token. ``traced``: ``trace(config)`` if already run.
     """
-    _, w, shape, device, _ = _model(config)
+    planned = as_plan(request)
+    src, w, shape, device, _ = _model(planned)
     if shape.final_softcap is not None:
         raise ConfigError("its logits are soft-capped (final_logit_softcapping), which no sum of the components' "
                           "terms gives: direct logit attribution is not available for it")
-    t = traced or trace(config)
+    t = traced or trace(planned)
     last = t.residual[-1][-1:]  # (1, d)
     with torch.no_grad():
         model_logits = t.logits
-        tok = target_id(config, token, model_logits)
-        other = None if against is None else target_id(config, against, model_logits)
+        tok = target_id(src, token, model_logits)
+        other = None if against is None else target_id(src, against, model_logits)
         if other == tok:
             raise ConfigError("token and against are the same token: the difference is 0 by definition")
         u = _unembedding(w, [tok] if other is None else [tok, other], device)
@@ -306,7 +310,7 @@ def _side(t: Trace, w: dict, shape, layer: int, pos: int, w_all: torch.Tensor, b
     return vectors, names
 
 
-def score_attribution(config: AttentionConfig, head: int, query: int, key: int,
+def score_attribution(request: Request, head: int, query: int, key: int,
                       traced: Trace | None = None) -> ScoreAttribution:
     """Split the scaled score omega'[query, key] of head ``head`` (0-based) of the shown layer (``config.layer``)
     into the terms of each pair (query-side component, key-side component); the terms sum to the score.
@@ -315,13 +319,14 @@ def score_attribution(config: AttentionConfig, head: int, query: int, key: int,
     divisor. Positions are 0-based token indices; a key the query cannot see (after it, or out of the window) is
     refused.
     """
-    _, w, shape, _, _ = _model(config)
-    layer = config.layer
+    planned = as_plan(request)
+    _, w, shape, _, _ = _model(planned)
+    layer = planned.config.layer
     if not 0 <= layer < shape.layers:
         raise ConfigError(f"layer {layer + 1} does not exist: layers are 1 to {shape.layers}")
     if not 0 <= head < shape.heads:
         raise ConfigError(f"head {head + 1} does not exist: heads are 1 to {shape.heads}")
-    t = traced or trace(config)
+    t = traced or trace(planned)
     n = len(t.ids)
     if not (0 <= query < n and 0 <= key < n):
         raise ConfigError(f"query and key must be token positions 1 to {n}; got {query + 1} and {key + 1}")
@@ -367,10 +372,11 @@ class LogitLens:
 LENS_ROWS = 256  # residual rows unembedded at a time: (256, V) logits
 
 
-def logit_lens(config: AttentionConfig, k: int = 5, traced: Trace | None = None) -> LogitLens:
+def logit_lens(request: Request, k: int = 5, traced: Trace | None = None) -> LogitLens:
     """Each layer's residual stream through the final norm (its own scale) and the unembedding: top k tokens."""
-    src, w, shape, _, _ = _model(config)
-    t = traced or trace(config)
+    planned = as_plan(request)
+    src, w, shape, _, _ = _model(planned)
+    t = traced or trace(planned)
     normed = norm(torch.cat(t.residual), w, FINAL, shape)  # ((L + 1) n, d)
     values, indices = [], []
     with torch.no_grad():
@@ -417,14 +423,15 @@ def _ov_parts(w: dict, shape, layer: int, head: int):
     return p.w_v[group] * gamma, gain(w, FINAL, shape).to(w_o.dtype)[:, None] * w_o, p, group, gamma
 
 
-def circuits(config: AttentionConfig, head: int) -> Circuits:
+def circuits(request: Request, head: int) -> Circuits:
     """The QK and OV circuits of head ``head`` (0-based) of the shown layer, token -> token over the sentence."""
-    src, w, shape, device, _ = _model(config)
-    layer = config.layer
+    planned = as_plan(request)
+    src, w, shape, device, _ = _model(planned)
+    layer = planned.config.layer
     if not (0 <= layer < shape.layers and 0 <= head < shape.heads):
         raise ConfigError(f"head {layer + 1}.{head + 1} does not exist: layers are 1 to {shape.layers}, "
                           f"heads 1 to {shape.heads}")
-    distinct = list(dict.fromkeys(_ids(src, config)))
+    distinct = list(dict.fromkeys(_ids(src, planned.config)))
     with torch.no_grad():
         e = rows(w, "model.embed_tokens.weight", torch.tensor(distinct, device=device))  # (u, d)
         w_v, w_o, p, group, gamma = _ov_parts(w, shape, layer, head)
@@ -436,7 +443,7 @@ def circuits(config: AttentionConfig, head: int) -> Circuits:
     return Circuits([src.token_text(i) for i in distinct], qk.double().cpu(), ov.double().cpu(), layer, head)
 
 
-def copying_scores(config: AttentionConfig) -> torch.Tensor:
+def copying_scores(request: Request) -> torch.Tensor:
     """Every head's copying score, (L, h): Elhage et al.'s summary of the eigenvalues lambda of its full OV circuit
     W_U diag(gamma_final) W_O,i W_V,i diag(gamma_layer) W_E^T (V x V), sum(lambda) / sum(|lambda|).
 
@@ -444,7 +451,7 @@ def copying_scores(config: AttentionConfig) -> torch.Tensor:
     every one is negative. The V x V matrix has the non-zero eigenvalues of the d_v x d_v product
     W_V,i diag(gamma_layer) (W_E^T W_U) diag(gamma_final) W_O,i, which is what is computed.
     """
-    _, w, shape, _, _ = _model(config)
+    _, w, shape, _, _ = _model(as_plan(request))
     scores = torch.empty(shape.layers, shape.heads, dtype=torch.float64)
     with torch.no_grad():
         embed = w["model.embed_tokens.weight"]
@@ -502,27 +509,16 @@ def detector_scores(weights: torch.Tensor, ids: tuple[int, ...]) -> dict[str, to
     return out
 
 
-def detect_heads(config: AttentionConfig, traced: Trace | None = None) -> Detection:
+def detect_heads(request: Request, traced: Trace | None = None) -> Detection:
     """Score every head of ``config``'s model on its sentence (``detector_scores``) and label it with the detector
     it scores highest on, if that score reaches ``THRESHOLD``."""
-    t = traced or trace(config)
+    t = traced or trace(request)
     scores = detector_scores(t.weights, t.ids)
     stacked = torch.stack([scores[name].nan_to_num(-1.0) for name in DETECTORS])  # (4, L, h)
     best, which = stacked.max(0)
     labels = [[DETECTORS[int(k)] if float(v) >= THRESHOLD else "" for v, k in zip(row_v, row_k, strict=True)]
               for row_v, row_k in zip(best, which, strict=True)]
     return Detection(scores, labels)
-
-
-def next_token_refusal(shape, predicts: bool = True) -> str | None:
-    """Why ``next_token_attribution`` cannot split a decoder of ``shape`` (one line), or None where it can."""
-    if not predicts:
-        return "the model has no language-model head (lm_head), so no next-token logit"
-    if BLOCKS[shape.block].attn_post is not None:
-        return "a norm after each attention block (Gemma 2's sandwich, OLMo 2's) stands between a head and the logit"
-    if shape.final_softcap is not None:
-        return "its logits are soft-capped (final_logit_softcapping), which no sum of head terms gives"
-    return None
 
 
 def next_token_attribution(w: dict, shape, ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:

@@ -27,6 +27,9 @@ from .kernel.reduce import reduce_matrix
 from .kernel.summaries import TOP_K, Summaries, decay_edges
 from .text.tokens import Tokens
 
+# bfloat16: a decoder's weight matmuls in bfloat16, the rest in float32 (sources.decoder.compute_dtypes)
+
+
 # Attention computes h T x T scores. With the maps streamed (``display_max``) memory follows
 # T, not T^2 (about 0.5 GiB at 32,768 tokens and 8 heads of 64), but the time does not: past
 # these lengths one compute takes minutes on a CPU, so the limit is stated instead. A full
@@ -150,7 +153,7 @@ class AttentionResult:
     pooled: Pooled | None = None
     cross: CrossInputs | None = None
     model_run: ModelRun | None = None
-    plan: Plan | None = None  # the model as this compute resolved it (``engine.plan``); set by ``compute``
+    plan: Plan = field(kw_only=True)  # the model as this compute resolved it (``engine.plan``): required
 
     w_q = _Kept()  # (h, d, d_k) row / (h, d_k, d) column
     w_k = _Kept()  # (g, d, d_k) row / (g, d_k, d) column; g = kv_heads
@@ -238,7 +241,7 @@ class AttentionResult:
     @property
     def resolved(self) -> Plan:
         """The plan this result was computed with (``engine.plan``): every view reads the model's arithmetic here."""
-        return self.plan if self.plan is not None else plan(self.config)
+        return self.plan
 
     def head_index(self, name: str, head: int) -> int:
         """Where query head ``head`` reads per-head field ``name``: ``head``, or its key/value
@@ -451,7 +454,7 @@ def _compute(p: Plan, toks: Tokens, source: Tokens | None, device: torch.device,
     config = p.config
     dtype = DTYPES[config.dtype]
     start = time.perf_counter()
-    if p.spec is not None and p.spec.module == "via_transformers":
+    if p.can.captured:
         return _captured(p, toks, device, dtype, start)
     x_source, ids = None, toks.id_tensor()
     run: ModelRun | None = None
@@ -571,9 +574,9 @@ def _model_inputs(p: Plan, toks: Tokens, device: torch.device, dtype: torch.dtyp
     ids = toks.id_tensor()
     summaries = None
     made: tuple[int, Steps] | None = None  # streamed: the shown layer and its steps, as the run made them
-    if first and reduce_to is None and not config.ablate and p.spec is not None and p.spec.module == "decoder":
+    if first and reduce_to is None and not config.ablate and p.can.decoder:
         x, done = _decoder(p).first_input(ids, device, dtype, config.layer, layers)  # the layers before it
-        if done < p.spec.layers:  # else the whole run is there: given whole, below
+        if done < len(p.layers):  # else the whole run is there: given whole, below
             options = model.layer_options(p.shown, config.layer, len(toks.tokens), device, dtype)
             weights = model.layer_weights(config.layer, device, dtype)  # column layout
             shown = weights.transposed() if config.layout == "row" else weights
@@ -585,7 +588,7 @@ def _model_inputs(p: Plan, toks: Tokens, device: torch.device, dtype: torch.dtyp
         hidden, layer_weights, next_tokens = run.inputs, run.weights, decoder.top_tokens(run.logits)
         summaries = run.summaries
         made = run.shown
-    elif reduce_to is not None:  # streamed (a decoder, ``Plan.streamable``): no layer keeps its T x T maps
+    elif reduce_to is not None:  # streamed (a decoder, ``Capabilities.stream``): no layer keeps its T x T maps
         decoder = _decoder(p)
         run = decoder.streamed_inputs(ids, device, dtype, reduce_to, _block_bytes(device), config.layer, layers)
         hidden, layer_weights, summaries = [*run.inputs, run.residual[-1]], None, run.summaries
@@ -594,7 +597,7 @@ def _model_inputs(p: Plan, toks: Tokens, device: torch.device, dtype: torch.dtyp
     else:
         hidden, layer_weights = model.layer_inputs(ids, device, dtype, layers)
         next_tokens = model.next_tokens(ids, device, dtype, layers=layers)
-        if p.spec is not None and p.spec.module == "decoder":  # a decoder's, from its kept run
+        if p.can.decoder:  # a decoder's, from its kept run
             summaries = _decoder(p).summaries(ids, device, dtype, layers)
     weights = model.layer_weights(config.layer, device, dtype)  # column layout
     if config.layout == "row":  # show W as d x d_k (q = x W): the same numbers, transposed

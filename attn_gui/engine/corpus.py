@@ -46,9 +46,11 @@ import numpy as np
 import torch
 
 from .base import disk
-from .attribution import next_token_attribution, next_token_refusal
+from .attribution import next_token_attribution
+from .config.config import AttentionConfig
 from .base.errors import UserError
-from .sources import MODELS, decoder_of, model_spec, source
+from .plan import Plan, plan
+from .sources import MODELS
 from .specs.families import MAX_TOKENS
 
 STATS: tuple[str, ...] = ("previous", "duplicate", "induction", "sink", "distance", "entropy")
@@ -321,10 +323,20 @@ class Settings:
         if not 1 <= self.shard_size <= 100_000:
             raise CorpusError(f"--shard-size must be 1 to 100000; got {self.shard_size}")
 
+    @functools.cached_property
+    def model_plan(self) -> Plan:
+        """The model's plan (``engine.plan``), made once: the census reads its spec, source and capabilities here."""
+        return plan(AttentionConfig(model=self.model))
+
+    @functools.cached_property
+    def compare_plan(self) -> Plan | None:
+        """The compared model's plan, made once (None without ``compare``)."""
+        return None if self.compare is None else plan(AttentionConfig(model=self.compare))
+
     @property
     def stats(self) -> tuple[str, ...]:
-        """The statistics computed: ``STATS``, ``dla`` where the model has it (``dla_refusal``), then the options'."""
-        dla = () if dla_refusal(self.model) else ("dla",)
+        """The statistics computed: ``STATS``, ``dla`` where the model has it (``Plan.refusal``), then the options'."""
+        dla = () if self.model_plan.refusal("attribute") else ("dla",)
         return STATS + dla + (("jsd",) if self.compare else ()) + (("pattern",) if self.pattern else ())
 
     def key(self, corpus: Corpus) -> dict:
@@ -337,14 +349,9 @@ class Settings:
 
 
 def dla_refusal(model: str) -> str | None:
-    """Why the census has no ``dla`` column for ``model`` (one line), or None where it has one (loads the model)."""
-    spec = model_spec(model)
-    if not spec.causal:
-        return f"{spec.label} is an encoder: it predicts no next token"
-    if spec.through:
-        return f"{spec.label} runs in transformers, where attn-gui's hooks read no head's write to the residual stream"
-    src = decoder_of(model)
-    return next_token_refusal(src.decoder("cpu", torch.float32)[1], src.predicts())
+    """Why the census has no ``dla`` column for ``model`` (one line), or None where it has one (loads the model):
+    ``Plan.refusal("attribute")``."""
+    return plan(AttentionConfig(model=model)).refusal("attribute")
 
 
 def _model_identity(name: str) -> str:
@@ -535,9 +542,9 @@ HEAP = {"score": np.float64, "passage": np.int64, "query": np.int32, "key": np.i
 
 def check_models(settings: Settings) -> None:
     """``ConfigError`` or ``CorpusError`` for a model that cannot be read, or two that cannot be compared."""
-    spec = model_spec(settings.model)
-    if settings.compare is not None:
-        other = model_spec(settings.compare)
+    spec = settings.model_plan.facts
+    if settings.compare_plan is not None:
+        other = settings.compare_plan.facts
         if (other.layers, other.heads) != (spec.layers, spec.heads):
             raise CorpusError(f"--compare needs the same layers and heads: {spec.label} has {spec.layers} x "
                               f"{spec.heads}, {other.label} {other.layers} x {other.heads}")
@@ -555,14 +562,14 @@ class ShardWorker:
             torch.set_num_threads(threads)
         check_models(settings)
         self.settings = settings
-        self.spec = model_spec(settings.model)
-        self.model = source(settings.model)
+        self.spec = settings.model_plan.facts
+        self.model = settings.model_plan.source
         self.model.load()
         self.other = None
-        if settings.compare is not None:
-            self.other = source(settings.compare)
+        if settings.compare_plan is not None:
+            self.other = settings.compare_plan.source
             self.other.load()
-        self.dla = decoder_of(settings.model) if "dla" in settings.stats else None  # its source, with dla
+        self.dla = settings.model_plan.runner("attribute") if "dla" in settings.stats else None  # its decoder
 
     def pid(self) -> int:
         """This worker's process id (a test stops a Ray actor with it)."""
@@ -763,7 +770,7 @@ def census(corpus: Corpus, out: str | os.PathLike, settings: Settings, *, runner
     size = settings.shard_size
     n = len(corpus.passages)
     starts = range(0, n, size)
-    spec = model_spec(settings.model)
+    spec = settings.model_plan.facts
     shape, stats = (spec.layers, spec.heads), settings.stats
 
     def check(index: int) -> str | None:
@@ -815,8 +822,8 @@ def census(corpus: Corpus, out: str | os.PathLike, settings: Settings, *, runner
                               f"again")
         totals.add(ShardSums.load(folder.path(i)), settings.top_k)
     means = totals.means()
-    if settings.compare is not None:
-        means.update(weight_differences(settings.model, settings.compare))
+    if settings.compare_plan is not None:
+        means.update(weight_differences(settings.model_plan, settings.compare_plan))
     elapsed = time.perf_counter() - began
     manifest = {
         "model": settings.model, "compare": settings.compare, "corpus": corpus.path, "format": corpus.format,
@@ -824,7 +831,7 @@ def census(corpus: Corpus, out: str | os.PathLike, settings: Settings, *, runner
         "cut": totals.cut, "max_tokens": passage_limit(spec.max_tokens),
         "empty_passages": totals.empty,
         "rows": totals.counts, "statistics": {name: STAT_HELP[name] for name in stats},
-        "dla_not_computed": dla_refusal(settings.model),
+        "dla_not_computed": settings.model_plan.refusal("attribute"),
         "pattern": None if settings.pattern is None else asdict(settings.pattern), "top_k": settings.top_k,
         "shards": len(starts), "shard_size": size, "shards_resumed": len(starts) - len(todo),
         "shards_damaged": len(damaged),
@@ -845,19 +852,19 @@ def _said(exc: BaseException) -> str:
     return f"{said:.60}" if said else type(exc).__name__
 
 
-def weight_differences(model: str, other: str) -> dict[str, np.ndarray]:
+def weight_differences(model: Plan, other: Plan) -> dict[str, np.ndarray]:
     """||W_QK' - W_QK|| and ||W_OV' - W_OV|| (Frobenius) per (layer, head), where the shapes agree; else {}.
 
     W_QK = W_q^T W_k (d x d) and W_OV = W_o,h W_v (d x d) in column layout, K/V heads shared as
     grouped-query attention shares them.
     """
-    a, b = model_spec(model), model_spec(other)
+    a, b = model.facts, other.facts
     if (a.layers, a.heads, a.d_model, a.d_k, a.d_v, a.kv_heads) != (b.layers, b.heads, b.d_model, b.d_k, b.d_v,
                                                                       b.kv_heads):
         return {}
     qk, ov = np.zeros((a.layers, a.heads)), np.zeros((a.layers, a.heads))
     for layer in range(a.layers):
-        w = [source(m).layer_weights(layer, "cpu", torch.float64) for m in (model, other)]
+        w = [m.source.layer_weights(layer, "cpu", torch.float64) for m in (model, other)]
         circuits = [_circuits(p, a.heads) for p in w]
         qk[layer] = torch.linalg.matrix_norm(circuits[0][0] - circuits[1][0]).numpy()
         ov[layer] = torch.linalg.matrix_norm(circuits[0][1] - circuits[1][1]).numpy()
@@ -884,8 +891,8 @@ def write_outputs(out: Path, corpus: Corpus, settings: Settings, totals: ShardSu
     columns.update({name: means[name].ravel() for name in (*settings.stats, "dW_QK", "dW_OV") if name in means})
     if settings.pattern is not None:
         columns["pattern_matches"] = totals.sums["pattern"].ravel().astype(np.int64)
-    model = source(settings.model)
-    limit = passage_limit(model_spec(settings.model).max_tokens)
+    model = settings.model_plan.source
+    limit = passage_limit(settings.model_plan.facts.max_tokens)
     read = functools.lru_cache(maxsize=None)(lambda i: read_passage(model, corpus.passages[i], limit))  # examples only
     rows: dict[str, list] = {n: [] for n in ("statistic", "layer", "head", "rank", "score", "passage", "query",
                                              "key", "query_token", "key_token", "text")}

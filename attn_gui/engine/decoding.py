@@ -32,8 +32,7 @@ from .base.devices import resolve_device, synchronize
 from .base.errors import ConfigError
 from .inputs import check_tokens
 from .ablation import ablation_hooks
-from .plan import Planned, plan
-from .sources import MODELS
+from .plan import Planned, Request, as_plan
 from .sources.llama import Forward
 from .text.tokens import Tokens
 
@@ -88,30 +87,11 @@ class Generation:
     stopped: bool  # True when it ended at the model's end-of-sequence token
 
 
-def decoder_source(config: AttentionConfig) -> Planned:
+def decoder_source(request: Request) -> Planned:
     """The source of ``config.model`` as its plan runs it (``engine.plan.Planned``: every forward and decode step
-    with the plan's layers, a what-if included), or ``ConfigError`` when it is not a decoder that generates (an
-    encoder, a model another library runs, no language-model head, or a tokenizer that ends every text with its
-    end token)."""
-    p = plan(config)
-    spec = p.spec
-    if spec is not None and spec.through:
-        raise ConfigError(f"{spec.label} is read through transformers: attn-gui shows its attention and next tokens, "
-                          "and generates through the key/value cache of the models it runs itself")
-    if spec is None or not spec.causal:
-        decoders = ", ".join(n for n, s in MODELS.items() if s.causal)
-        what = "random weights" if spec is None else f"{spec.label}, an encoder,"
-        raise ConfigError(f"{what} cannot generate; choose a decoder model ({decoders})")
-    decoder = Planned(p)
-    if not decoder.predicts():
-        raise ConfigError(f"{spec.label} has no language-model head (lm_head: its folder was saved "
-                          f"from AutoModel), so it shows attention but cannot predict or generate")
-    end = decoder.ends_text()
-    if end is not None:  # the one place add_eos_token is refused: llama.cpp's llama-cli asserts it off to generate
-        raise ConfigError(f"{spec.label} ends every text with {end} (add_eos_token), so a "
-                          "continuation would follow the end of the text: it shows attention and next tokens but "
-                          "does not generate, as llama.cpp does not")
-    return decoder
+    with the plan's layers, a what-if included), or ``ConfigError`` when it cannot generate
+    (``Capabilities.generate``, ``Plan.refusal``)."""
+    return as_plan(request).runner("generate")
 
 
 class Decoder:
@@ -140,9 +120,10 @@ class Decoder:
         The model is not installed.
     """
 
-    def __init__(self, config: AttentionConfig):
-        self.source = decoder_source(config)
-        self.config = config
+    def __init__(self, request: Request):
+        p = as_plan(request)
+        self.source = decoder_source(p)
+        self.config = config = p.config
         self.prompt = check_tokens(config)
         self.device = resolve_device(config.device)
         self.dtype = DTYPES[config.dtype]

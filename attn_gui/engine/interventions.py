@@ -22,10 +22,8 @@ import torch
 
 from .ablation import Head, by_layer, knock_out, ablation_hooks
 from .config.config import AttentionConfig
-from .base.devices import DTYPES, resolve_device
 from .base.errors import ConfigError
-from .plan import Planned, plan
-from .sources import source
+from .plan import Plan, Planned, Request, as_plan
 from .specs.families import MAX_TOKENS
 from .sources.llama import decoder_layer, logits, norm
 
@@ -39,35 +37,9 @@ class Run:
     token_ids: tuple[int, ...]
 
 
-def _decoder(config: AttentionConfig) -> Planned:
-    """The model source of ``config`` as its plan runs it (``engine.plan.Planned``: the plan's layers in every
-    forward), refusing encoders, random weights and models another library runs, with what works instead."""
-    p = plan(config)
-    if p.spec is None or not p.spec.causal:
-        raise ConfigError("interventions need a decoder model (smollm2-135m); "
-                          f"{config.model or 'random weights'} has no next token to change")
-    if p.spec.through:
-        raise ConfigError(f"interventions change a head's output Z before W_O inside attn-gui's own forward; "
-                          f"{p.spec.label} runs in transformers, whose hooks here only read it")
-    src = Planned(p)
-    if not src.predicts():
-        raise ConfigError(f"interventions need a model's next token; {src.spec.label} has no language-model "
-                          f"head (lm_head: its folder was saved from AutoModel)")
-    return src
-
-
-def _device(config: AttentionConfig):
-    """The device and dtype the grids and attribution compute in; bfloat16 refused in one line: their exact sums
-    and their batched runs (``torch.vmap``, which the int4 kernel has no rule for) are float32's or float64's."""
-    if config.dtype == "bfloat16":
-        raise ConfigError("interventions and attribution compute in float32 or float64; bfloat16 matmuls are for "
-                          "the maps and the next tokens (choose dtype float32)")
-    return resolve_device(config.device), DTYPES[config.dtype]
-
-
-def check_heads(config: AttentionConfig, heads) -> tuple[Head, ...]:
+def check_heads(request: Request | Planned, heads) -> tuple[Head, ...]:
     """The (layer, head) pairs as ints, refused with one line if out of range (counted from 1 in the message)."""
-    dims = _decoder(config).spec
+    dims = _runner(request).spec
     out = []
     for layer, head in heads:
         if not (0 <= layer < dims.layers and 0 <= head < dims.heads):
@@ -75,6 +47,11 @@ def check_heads(config: AttentionConfig, heads) -> tuple[Head, ...]:
                               f"heads 1 to {dims.heads}")
         out.append((int(layer), int(head)))
     return tuple(out)
+
+
+def _runner(request: Request | Planned) -> Planned:
+    """The decoder a request runs on (``Plan.runner``), refusing in one line what cannot be intervened on."""
+    return request if isinstance(request, Planned) else as_plan(request).runner("intervene")
 
 
 def _ids(src, config: AttentionConfig) -> tuple[int, ...]:
@@ -85,21 +62,22 @@ def _ids(src, config: AttentionConfig) -> tuple[int, ...]:
     return ids
 
 
-def ablate(config: AttentionConfig, heads, mode: str = "zero") -> Run:
+def ablate(request: Request, heads, mode: str = "zero") -> Run:
     """Run ``config``'s sentence with the (layer, head) pairs (0-based) knocked out before W_O.
 
     Parameters
     ----------
-    config : AttentionConfig
-        A decoder model (``model="smollm2-135m"``) and the sentence.
+    request : AttentionConfig or Plan
+        A decoder model (``model="smollm2-135m"``) and the sentence, or its plan.
     heads : iterable of (layer, head)
     mode : "zero" or "mean"
         Zero the head's Z, or replace every row of it by its mean over the input's positions.
     """
-    src = _decoder(config)
-    heads = check_heads(config, heads)
-    device, dtype = _device(config)
-    ids = _ids(src, config)
+    p = as_plan(request)
+    src = _runner(p)
+    heads = check_heads(src, heads)
+    device, dtype = p.exact_device()
+    ids = _ids(src, p.config)
     run = src.forward(torch.tensor(ids), device, dtype, z_hooks=ablation_hooks(heads, mode))
     return Run(run.logits, ids)
 
@@ -107,23 +85,26 @@ def ablate(config: AttentionConfig, heads, mode: str = "zero") -> Run:
 UNKNOWN = ("<unk>", "[UNK]", "<|unk|>", "<unknown>")  # the unknown token's names in the families read
 
 
-def target_id(config: AttentionConfig, target: str | int | None, logits: torch.Tensor) -> int:
-    """The vocabulary id of ``target`` (a token's text or id); None: the top next token of ``logits``."""
+def target_id(model: Request | Planned, target: str | int | None, logits: torch.Tensor) -> int:
+    """The vocabulary id of ``target`` (a token's text or id) in ``model``'s vocabulary (a decoder as a plan runs
+    it, or the request or plan of one); None: the top next token of ``logits``."""
     if target is None:
         return int(logits.argmax())
-    vocab = source(config.model).tokenize("").vocab
+    src = _runner(model)
+    name = src.plan.config.model
+    vocab = src.tokenize("").vocab
     if isinstance(target, int):
         if not 0 <= target < len(vocab):
             raise ConfigError(f"target id {target} is not in the vocabulary (0 to {len(vocab) - 1})")
         return target
     if target in vocab:
         return vocab.index(target)  # as the maps show it ("␣Paris")
-    ids = source(config.model).tokenize(target).token_ids  # as typed (" Paris")
+    ids = src.tokenize(target).token_ids  # as typed (" Paris")
     if len(ids) != 1:
-        raise ConfigError(f"target {target!r} is not one token of {config.model}'s vocabulary "
+        raise ConfigError(f"target {target!r} is not one token of {name}'s vocabulary "
                           f"({len(ids)} tokens); type one token, e.g. ' Paris' with its leading space")
     if vocab[ids[0]] in UNKNOWN:  # read as the unknown token: measuring it would measure no word of the target
-        raise ConfigError(f"target {target!r:.40} is not in {config.model}'s vocabulary (it reads as the unknown "
+        raise ConfigError(f"target {target!r:.40} is not in {name}'s vocabulary (it reads as the unknown "
                           f"token {vocab[ids[0]]})")
     return ids[0]
 
@@ -141,14 +122,14 @@ class Grid:
     target: int | None = None
 
 
-def _layer_batches(config: AttentionConfig, ids: tuple[int, ...], hook_for: Callable[[int, int], Callable],
+def _layer_batches(p: Plan, ids: tuple[int, ...], hook_for: Callable[[int, int], Callable],
                    cancelled: Callable[[], bool] | None) -> Iterator[tuple[int, torch.Tensor]]:
     """For each layer l, the (h, V) last-row logits with each head i of l intervened on by ``hook_for(l, i)``.
 
     The residual stream entering l is the plain run's; the h variants run as one vmapped batch above it.
     """
-    src = _decoder(config)
-    device, dtype = _device(config)
+    src = _runner(p)
+    device, dtype = p.exact_device()
     w, shape = src.decoder(device, dtype)
     with torch.no_grad():
         clean = src.forward(torch.tensor(ids), device, dtype)
@@ -170,7 +151,7 @@ def _masked(pick: torch.Tensor) -> torch.Tensor:
     return pick[:, None, None]  # (h, 1, 1): 1 on the intervened head
 
 
-def head_effects(config: AttentionConfig, target: str | int | None = None, mode: str = "zero",
+def head_effects(request: Request, target: str | int | None = None, mode: str = "zero",
                  cancelled: Callable[[], bool] | None = None) -> Iterator[Grid]:
     """The change in log p(target) when each head alone is ablated, as a (L, h) grid filled layer by layer.
 
@@ -178,12 +159,13 @@ def head_effects(config: AttentionConfig, target: str | int | None = None, mode:
     early, without a last grid, when ``cancelled()`` returns True. ``target`` defaults to the
     top next token of the plain run.
     """
-    src = _decoder(config)
+    p = as_plan(request)
+    src = _runner(p)
     knock_out([], mode)  # refuses a bad mode before any work
-    device, dtype = _device(config)
-    ids = _ids(src, config)
+    device, dtype = p.exact_device()
+    ids = _ids(src, p.config)
     base = torch.log_softmax(src.forward(torch.tensor(ids), device, dtype).logits.double(), -1)
-    t = target_id(config, target, base)
+    t = target_id(src, target, base)
     dims = src.spec
     values = torch.full((dims.layers, dims.heads), float("nan"), dtype=torch.float64)
 
@@ -192,13 +174,14 @@ def head_effects(config: AttentionConfig, target: str | int | None = None, mode:
         if mode == "zero":
             return lambda z: z * (1 - m)
         return lambda z: z * (1 - m) + z.mean(-2, keepdim=True) * m
-    for layer, layer_logits in _layer_batches(config, ids, hook_for, cancelled):
+    for layer, layer_logits in _layer_batches(p, ids, hook_for, cancelled):
         values[layer] = torch.log_softmax(layer_logits.double(), -1)[:, t].cpu() - base[t].cpu()
         yield Grid(values.clone(), layer + 1, dims.layers, t)
 
 
-def _pair(clean_config: AttentionConfig, corrupt_config: AttentionConfig):
-    src = _decoder(clean_config)
+def _pair(clean: Plan, corrupt: Plan):
+    src = _runner(clean)
+    clean_config, corrupt_config = clean.config, corrupt.config
     if corrupt_config.model != clean_config.model:
         raise ConfigError("patching needs both inputs on the same model")
     clean_ids, corrupt_ids = _ids(src, clean_config), _ids(src, corrupt_config)
@@ -208,10 +191,11 @@ def _pair(clean_config: AttentionConfig, corrupt_config: AttentionConfig):
     return src, clean_ids, corrupt_ids
 
 
-def clean_z(clean_config: AttentionConfig, corrupt_config: AttentionConfig):
+def clean_z(clean_request: Request, corrupt_request: Request):
     """Every layer's Z (h, n, d_v) on the clean input, recorded by z_hooks that change nothing."""
-    src, clean_ids, corrupt_ids = _pair(clean_config, corrupt_config)
-    device, dtype = _device(clean_config)
+    clean_plan = as_plan(clean_request)
+    src, clean_ids, corrupt_ids = _pair(clean_plan, as_plan(corrupt_request))
+    device, dtype = clean_plan.exact_device()
     seen: dict[int, torch.Tensor] = {}
 
     def record(layer):
@@ -221,11 +205,12 @@ def clean_z(clean_config: AttentionConfig, corrupt_config: AttentionConfig):
     return src, clean, seen, corrupt_ids
 
 
-def patch(clean_config: AttentionConfig, corrupt_config: AttentionConfig, heads) -> Run:
+def patch(clean_request: Request, corrupt_request: Request, heads) -> Run:
     """Run the corrupted input with the given heads' Z (before W_O) taken from the clean input."""
-    heads = check_heads(clean_config, heads)
-    src, _, seen, corrupt_ids = clean_z(clean_config, corrupt_config)
-    device, dtype = _device(clean_config)
+    clean_plan = as_plan(clean_request)
+    heads = check_heads(clean_plan, heads)
+    src, _, seen, corrupt_ids = clean_z(clean_plan, corrupt_request)
+    device, dtype = clean_plan.exact_device()
 
     def copy(layer, hs):
         def hook(z):
@@ -252,10 +237,11 @@ class Patching:
         return (d - self.corrupt_diff) / (self.clean_diff - self.corrupt_diff)
 
 
-def patching(clean_config: AttentionConfig, corrupt_config: AttentionConfig) -> Patching:
+def patching(clean_request: Request, corrupt_request: Request) -> Patching:
     """The targets and logit differences that ``patch_effects`` measures recovery against."""
-    src, clean_ids, corrupt_ids = _pair(clean_config, corrupt_config)
-    device, dtype = _device(clean_config)
+    clean_plan = as_plan(clean_request)
+    src, clean_ids, corrupt_ids = _pair(clean_plan, as_plan(corrupt_request))
+    device, dtype = clean_plan.exact_device()
     clean = src.forward(torch.tensor(clean_ids), device, dtype).logits.double()
     corrupt = src.forward(torch.tensor(corrupt_ids), device, dtype).logits.double()
     a, b = int(clean.argmax()), int(corrupt.argmax())
@@ -265,21 +251,22 @@ def patching(clean_config: AttentionConfig, corrupt_config: AttentionConfig) -> 
     return Patching(a, b, float(clean[a] - clean[b]), float(corrupt[a] - corrupt[b]))
 
 
-def patch_effects(clean_config: AttentionConfig, corrupt_config: AttentionConfig,
+def patch_effects(clean_request: Request, corrupt_request: Request,
                   cancelled: Callable[[], bool] | None = None) -> Iterator[Grid]:
     """The recovered fraction of the logit difference when each head alone is patched, a (L, h) grid.
 
     Yields a ``Grid`` after each layer, as ``head_effects``; 1 means the head alone restores the
     clean prediction's margin, 0 that it changes nothing.
     """
-    measure = patching(clean_config, corrupt_config)
-    _, _, seen, corrupt_ids = clean_z(clean_config, corrupt_config)
-    dims = _decoder(clean_config).spec
+    clean, corrupt = as_plan(clean_request), as_plan(corrupt_request)
+    measure = patching(clean, corrupt)
+    src, _, seen, corrupt_ids = clean_z(clean, corrupt)
+    dims = src.spec
     values = torch.full((dims.layers, dims.heads), float("nan"), dtype=torch.float64)
 
     def hook_for(layer, pick):
         m = _masked(pick)
         return lambda z: z * (1 - m) + seen[layer] * m
-    for layer, layer_logits in _layer_batches(corrupt_config, corrupt_ids, hook_for, cancelled):
+    for layer, layer_logits in _layer_batches(corrupt, corrupt_ids, hook_for, cancelled):
         values[layer] = measure.recovered(layer_logits).cpu()
         yield Grid(values.clone(), layer + 1, dims.layers)

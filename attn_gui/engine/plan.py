@@ -19,13 +19,17 @@ is refused in one line (``check``).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+import torch
+
 from .kernel.types import AttendOptions
 from .config.config import OPTIONS, WHAT_IF, AttentionConfig, Dims
+from .base.devices import DTYPES, resolve_device
 from .base.errors import ConfigError
-from .sources import model_spec, source
+from .sources import MODELS, model_spec, source
 from .sources.layers import model_layers
 from .specs.spec import ModelSpec
 
@@ -35,6 +39,107 @@ if TYPE_CHECKING:
 # A model's input up to this many tokens is never streamed (every layer's alpha is kept); past it a decoder
 # without soft-capped scores streams when the caller displays fewer (``Plan.reduce_to``).
 MODEL_FULL = 512
+
+FIRST_MAPS_FROM = 50_000_000  # layers x d_model^2 from which a decoder's first maps come first: 1 B models and up
+# (Llama 3.2 1B: 16 x 2048^2 = 67 M; Llama 3 8B: 537 M). Below, as SmolLM2-135M (30 x 576^2 = 10 M), the
+# whole run takes about a second on a CPU, and two frames in a row would only flicker.
+
+LM_HEAD = "lm_head: its folder was saved from AutoModel"
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What a model can do here, decided once from its spec (``capabilities``); every dock, command and analysis
+    reads this row instead of testing the spec, the source's class or its methods.
+
+    Two facts are the weights' and are checked where the weights are loaded (``Plan.refusal``): a language-model
+    head (lm_head) for next tokens, generation, interventions and attribution; a tokenizer that ends every text
+    with its end token (add_eos_token) for generation; a logit soft-cap for the census's next-token attribution.
+
+    Attributes
+    ----------
+    maps : bool
+        Attention maps: every model and random weights.
+    next_tokens : bool
+        A causal model: it predicts the next token (run here or through transformers).
+    generate : bool
+        A decoder run by attn-gui's forward: the key/value cache steps through it.
+    intervene : bool
+        A decoder run by attn-gui's forward, whose hooks reach each head's Z: ablation, patching, attribution,
+        circuits.
+    attribute : bool
+        ``intervene``, and no norm after the attention block between a head and the logit: the census's per-position
+        next-token attribution (``dla``).
+    stream : bool
+        A long input's run streams past the display's size: a decoder run here without soft-capped scores.
+    first_maps : bool
+        A decoder run here large enough that its shown layer's maps come first (``FIRST_MAPS_FROM``).
+    decoder : bool
+        Run by attn-gui's own decoder forward (its kept and streamed runs, summaries).
+    captured : bool
+        Read through transformers: its maps are captured from transformers' forward.
+    reasons : tuple of (str, str)
+        (capability, why not) for each False one, in field order (``why_not`` as a mapping); a tuple, so that a
+        plan stays hashable and picklable.
+    """
+
+    maps: bool = True
+    next_tokens: bool = False
+    generate: bool = False
+    intervene: bool = False
+    attribute: bool = False
+    stream: bool = False
+    first_maps: bool = False
+    decoder: bool = False
+    captured: bool = False
+    reasons: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def why_not(self) -> Mapping[str, str]:
+        """One line per False capability (its field's name), why not."""
+        return dict(self.reasons)
+
+    def refuse(self, what: str) -> None:
+        """Raise ``ConfigError`` with the one line of ``why_not[what]`` where ``what`` is False."""
+        if not getattr(self, what):
+            raise ConfigError(self.why_not[what])
+
+
+def capabilities(spec: ModelSpec | None) -> Capabilities:
+    """The capabilities of a model of ``spec`` (None: random weights), with one line per one it lacks."""
+    from .sources.llama import BLOCKS
+
+    name = "random weights" if spec is None else spec.label
+    causal = spec is not None and spec.causal
+    through = spec is not None and bool(spec.through)
+    decoder = spec is not None and spec.module == "decoder" and causal
+    sandwich = spec is not None and decoder and BLOCKS[spec.block].attn_post is not None
+    large = spec is not None and spec.layers * spec.d_model ** 2 >= FIRST_MAPS_FROM
+    can = dict(next_tokens=causal, generate=decoder, intervene=decoder, attribute=decoder and not sandwich,
+               stream=decoder and spec is not None and spec.softcap is None, decoder=decoder, captured=through,
+               first_maps=decoder and large)
+    decoders = ", ".join(n for n, s in MODELS.items() if s.causal)
+    encoder = f"{name} is an encoder: it predicts no next token" if spec is not None \
+        else "random weights predict no next token"
+    why = {"next_tokens": encoder,
+           "generate": f"{name} is read through transformers: attn-gui shows its attention and next tokens, and "
+                       "generates through the key/value cache of the models it runs itself" if through else
+                       f"{name if spec is None else spec.label + ', an encoder,'} cannot generate; "
+                       f"choose a decoder model ({decoders})",
+           "intervene": f"interventions need a decoder model (smollm2-135m); "
+                        f"{spec.name if spec else name} has no next token to change" if not causal else
+                        f"interventions change a head's output Z before W_O inside attn-gui's own forward; "
+                        f"{name} runs in transformers, whose hooks here only read it",
+           "attribute": encoder if not causal else
+                        f"{name} runs in transformers, where attn-gui's hooks read no head's write to the residual "
+                        "stream" if through else
+                        "a norm after each attention block (Gemma 2's sandwich, OLMo 2's) stands between a head and "
+                        "the logit",
+           "stream": f"{name}: every layer's maps are kept; only a decoder run here without soft-capped scores streams",
+           "first_maps": f"{name}: the maps come in one frame; only a large decoder run here shows its layer first",
+           "decoder": f"{name} is not run by attn-gui's decoder: it has no forward to intervene on",
+           "captured": f"{name} is not read through transformers"}
+    return Capabilities(**can, reasons=tuple((k, v) for k, v in why.items() if not can[k]))
 
 
 def random_options(config: AttentionConfig) -> AttendOptions:
@@ -87,6 +192,8 @@ class Plan:
     block : str
         The residual wiring of a decoder layer (``sources.llama.BLOCKS``): "pre", "parallel", "sandwich" or
         "post"; an encoder's "post_ln" or "pre_ln"; "" for random weights.
+    can : Capabilities
+        What the model can do here (``capabilities``): every "is it a decoder, can it generate?" reads this.
     """
 
     config: AttentionConfig
@@ -97,6 +204,7 @@ class Plan:
     what_if: tuple[str, ...] = ()
     norm: str = ""
     block: str = ""
+    can: Capabilities = Capabilities()
 
     @property
     def model(self) -> str | None:
@@ -109,6 +217,13 @@ class Plan:
         if self.config.model is None:
             raise ValueError("random weights have no model source")
         return source(self.config.model)
+
+    @property
+    def facts(self) -> ModelSpec:
+        """The model's spec (``spec``), model mode only: what the analyses of a model read."""
+        if self.spec is None:
+            raise ValueError("random weights have no model spec")
+        return self.spec
 
     @property
     def layer(self) -> int:
@@ -124,11 +239,6 @@ class Plan:
     def causal(self) -> bool:
         """Whether the shown layer masks the keys after each query."""
         return self.shown.causal
-
-    @property
-    def decoder(self) -> bool:
-        """A model that predicts the next token (a causal model run here or through transformers)."""
-        return self.spec is not None and self.spec.causal
 
     def divisor(self, layer: int | None = None) -> float:
         """What layer ``layer``'s (default: the shown layer's) scores are divided by (``AttendOptions.divisor``)."""
@@ -150,13 +260,47 @@ class Plan:
             return None
         if self.spec is None:
             return display_max if tokens > display_max else None
-        streams = tokens > max(display_max, MODEL_FULL) and self.streamable
+        streams = tokens > max(display_max, MODEL_FULL) and self.can.stream
         return display_max if streams else None
 
-    @property
-    def streamable(self) -> bool:
-        """Whether the model's run streams past ``display_max`` tokens: a decoder without soft-capped scores."""
-        return self.spec is not None and self.spec.module == "decoder" and self.spec.softcap is None
+    def refusal(self, what: str) -> str | None:
+        """Why the model cannot do ``what`` (a ``Capabilities`` field), in one line, or None where it can: the row's
+        answer, then for a decoder the weights' (loads the model): no lm_head for next tokens, generation,
+        interventions and attribution; add_eos_token for generation; soft-capped logits for attribution."""
+        if not getattr(self.can, what):
+            return self.can.why_not[what]
+        if what not in ("next_tokens", "generate", "intervene", "attribute") or not self.can.decoder:
+            return None
+        src = Planned(self)
+        label = self.spec.label if self.spec is not None else ""
+        if what == "attribute":
+            return next_token_refusal(src.decoder("cpu", torch.float32)[1], src.predicts())
+        if not src.predicts():
+            return (f"interventions need a model's next token; {label} has no language-model head ({LM_HEAD})"
+                    if what == "intervene" else f"{label} has no language-model head ({LM_HEAD}), so it shows "
+                    "attention but cannot predict or generate")
+        end = src.ends_text() if what == "generate" else None
+        if end is not None:  # the one place add_eos_token is refused: llama.cpp's llama-cli asserts it off to generate
+            return (f"{label} ends every text with {end} (add_eos_token), so a continuation would follow the end of "
+                    "the text: it shows attention and next tokens but does not generate, as llama.cpp does not")
+        return None
+
+    def runner(self, what: str = "intervene") -> Planned:
+        """The model's source as this plan runs it (``Planned``), refusing in one line what it cannot do
+        (``refusal``): the one way an analysis, a generation or an intervention gets a decoder."""
+        why = self.refusal(what)
+        if why is not None:
+            raise ConfigError(why)
+        return Planned(self)
+
+    def exact_device(self):
+        """The device and dtype the grids and attribution compute in; bfloat16 refused in one line: their exact
+        sums and their batched runs (``torch.vmap``, which the int4 kernel has no rule for) are float32's or
+        float64's."""
+        if self.config.dtype == "bfloat16":
+            raise ConfigError("interventions and attribution compute in float32 or float64; bfloat16 matmuls are "
+                              "for the maps and the next tokens (choose dtype float32)")
+        return resolve_device(self.config.device), DTYPES[self.config.dtype]
 
     def check(self, *, streamed: bool = False, ablated: bool = False) -> None:
         """Refuse, in one line, a what-if option where this compute's path cannot run it."""
@@ -179,9 +323,9 @@ class Planned:
     def __init__(self, plan: Plan):
         from .sources.decoder import Source as DecoderSource
 
+        plan.can.refuse("decoder")
         model = plan.source
-        if not isinstance(model, DecoderSource):
-            raise ConfigError(f"{model.spec.label} is not run by attn-gui's decoder: it has no forward to intervene on")
+        assert isinstance(model, DecoderSource)  # ``Capabilities.decoder``: the spec's module is the decoder's
         self.plan, self.source = plan, model
 
     def forward(self, token_ids, device, dtype, cache=None, **kwargs):
@@ -197,6 +341,27 @@ class Planned:
 
     def __getattr__(self, name: str):
         return getattr(self.source, name)
+
+
+def next_token_refusal(shape, predicts: bool = True) -> str | None:
+    """Why ``next_token_attribution`` cannot split a decoder of ``shape`` (one line), or None where it can."""
+    if not predicts:
+        return "the model has no language-model head (lm_head), so no next-token logit"
+    from .sources.llama import BLOCKS
+
+    if BLOCKS[shape.block].attn_post is not None:
+        return "a norm after each attention block (Gemma 2's sandwich, OLMo 2's) stands between a head and the logit"
+    if shape.final_softcap is not None:
+        return "its logits are soft-capped (final_logit_softcapping), which no sum of head terms gives"
+    return None
+
+
+Request = AttentionConfig | Plan  # what an analysis takes: a plan, or a config to plan once (the public API)
+
+
+def as_plan(request: Request) -> Plan:
+    """``request`` itself where it is a plan, else its plan (``plan``): an analysis plans once, at its entry."""
+    return request if isinstance(request, Plan) else plan(request)
 
 
 def _value(value) -> str:
@@ -219,7 +384,7 @@ def plan(config: AttentionConfig) -> Plan:
     """
     if config.model is None:
         options = random_options(config)
-        return Plan(config, None, config.dims, (options,), (options,))
+        return Plan(config, None, config.dims, (options,), (options,), can=capabilities(None))
     spec = model_spec(config.model)
     _check_model(config, spec)
     own = model_layers(spec)
@@ -227,7 +392,7 @@ def plan(config: AttentionConfig) -> Plan:
     changed = tuple(name for name in WHAT_IF if _changes(name, config, own, layers))
     norm, block = _residual(spec)
     dims = Dims(spec.d_model, spec.heads, spec.d_k, spec.d_v, True, spec.kv_heads)
-    return Plan(config, spec, dims, layers if changed else own, own, changed, norm, block)
+    return Plan(config, spec, dims, layers if changed else own, own, changed, norm, block, capabilities(spec))
 
 
 def _changes(name: str, config: AttentionConfig, own: tuple[AttendOptions, ...],
@@ -271,4 +436,5 @@ def _check_model(config: AttentionConfig, spec: ModelSpec) -> None:
                                   f"{spec.layers} and heads 1 to {spec.heads}")
 
 
-__all__ = ["MODEL_FULL", "Plan", "Planned", "check_model", "model_layers", "plan", "random_options", "what_if"]
+__all__ = ["FIRST_MAPS_FROM", "MODEL_FULL", "Capabilities", "Plan", "Planned", "Request", "as_plan", "capabilities",
+           "check_model", "model_layers", "next_token_refusal", "plan", "random_options", "what_if"]

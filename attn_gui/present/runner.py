@@ -18,7 +18,7 @@ import torch
 
 from ..engine import AttentionConfig, DeviceError, UserError, compute, tokens_for
 from ..engine.base.progress import Cancelled, Watch, watching
-from ..engine.sources import model_spec, source
+from ..engine.plan import plan
 from .frame import DISPLAY_MAX, Frame, make_frame
 
 SMALL_CELLS = 8 * 64 * 64  # h * T * T
@@ -78,18 +78,11 @@ def torch_threads(n: int):
             torch.set_num_threads(before)
 
 
-FIRST_MAPS_FROM = 50_000_000  # layers x d_model^2 from which a decoder's first maps come first: 1 B models and up
-# (Llama 3.2 1B: 16 x 2048^2 = 67 M; Llama 3 8B: 537 M). Below, as SmolLM2-135M (30 x 576^2 = 10 M), the
-# whole run takes about a second on a CPU, and two frames in a row would only flicker.
-
-
 def first_maps_first(config: AttentionConfig) -> bool:
     """Whether ``config`` is computed in two frames: the shown layer's maps once the layers before it have run,
-    then the rest of the run (``compute(..., first=True)``); a large decoder's, read by attn-gui itself."""
-    if config.model is None:
-        return False
-    spec = model_spec(config.model)
-    return spec.module == "decoder" and spec.layers * spec.d_model ** 2 >= FIRST_MAPS_FROM
+    then the rest of the run (``compute(..., first=True)``); a large decoder's, read by attn-gui itself
+    (``Capabilities.first_maps``)."""
+    return plan(config).can.first_maps
 
 
 def is_partial(outcome: Frame | Failure) -> bool:
@@ -112,11 +105,11 @@ def run_request(request_id: int, config: AttentionConfig,
     ``is_partial`` says whether more is to come).
     """
     try:
+        p = plan(config)  # the model resolved once here: loaded, and asked whether its first maps come first
         if config.model is not None:
-            source(config.model).load(progress)
+            p.source.load(progress)
         with watching(watch or Watch()):
-            return make_frame(request_id, compute(config, display_max=DISPLAY_MAX,
-                                                  first=first and first_maps_first(config)))
+            return make_frame(request_id, compute(config, display_max=DISPLAY_MAX, first=first and p.can.first_maps))
     except Cancelled:
         return Failure(request_id, config, "stopped before the end: the maps show the previous result",
                        cancelled=True)

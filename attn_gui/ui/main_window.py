@@ -489,7 +489,7 @@ class MainWindow(QtWidgets.QMainWindow):
         note = ("  ·  note: " + "; ".join(result.notes)) if result.notes else ""
         warning = f"⚠ {frame.saturation.text}  ·  " if frame.saturation is not None else ""
         if partial:  # first in the line: the notes after it are cut on a small screen
-            warning += (f"first maps: {result.model_run.pending} of {model_spec(result.config.model).layers} "
+            warning += (f"first maps: {result.model_run.pending} of {len(result.resolved.layers)} "
                         "layers run, the rest of the run is computing  ·  ")
         self.statusLabel.setText(
             f"{warning}T = {T:,}  ·  V = {len(result.vocab):,}  ·  h = {result.heads}  ·  "
@@ -527,7 +527,7 @@ class MainWindow(QtWidgets.QMainWindow):
         self.focus.show_walk(result, state.token, state.head)
         if partial:  # not the last sentence's grid: this one's comes with its whole run
             self.modelView.show_empty(f"every layer's α comes when the model's run finishes ({result.model_run.pending}"
-                                      f" of {model_spec(result.config.model).layers} layers run)")
+                                      f" of {len(result.resolved.layers)} layers run)")
         elif model_mode:  # in a turn of its own where the canvas draws in steps (a first frame of many heads)
             self.canvas.draw_beside(self._draw_model_view)
 
@@ -547,7 +547,7 @@ class MainWindow(QtWidgets.QMainWindow):
                                    result.seq_len, masked, other_layers=model_mask,
                                    kv_heads=result.resolved.dims.kv_heads, sink=self.frame.arrays.get("sink_mass"),
                                    distance=self.frame.arrays.get("mean_distance"))
-        self.modelView.set_struck(result.config.ablate, allowed=result.resolved.decoder)
+        self.modelView.set_struck(result.config.ablate, allowed=result.resolved.can.intervene)
 
     def hidden_tokens(self) -> tuple[int, ...]:
         """Token indices left out of the maps: the model's special tokens, when asked."""

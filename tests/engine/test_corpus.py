@@ -14,6 +14,7 @@ import pytest
 import torch
 
 from attn_gui.engine import corpus as C
+from attn_gui.engine.sources import model_spec, source
 from corpus_data import WORDS, llama_folder, sentences  # tests/
 
 run = functools.partial(C.run_in_process, threads=1)  # tiny matrices: one thread is the fastest
@@ -41,7 +42,7 @@ def peer(model, text_corpus):
     try:
         out = []
         for text in C.read_corpus(text_corpus).passages:
-            ids = list(C.source(path).tokenize(text).token_ids)
+            ids = list(source(path).tokenize(text).token_ids)
             with torch.no_grad():
                 attentions = hf(torch.tensor([ids]), output_attentions=True).attentions
             out.append((ids, torch.stack([a[0] for a in attentions]).double()))
@@ -108,7 +109,7 @@ def hooked(model, text_corpus):
     out = []
     try:
         for text in C.read_corpus(text_corpus).passages:
-            ids = list(C.source(path).tokenize(text).token_ids)
+            ids = list(source(path).tokenize(text).token_ids)
             with torch.no_grad():
                 attentions = hf(torch.tensor([ids]), output_attentions=True).attentions
             layers = range(len(hf.model.layers))
@@ -329,7 +330,7 @@ def test_on_a_trained_induction_model_the_induction_statistic_singles_out_layer_
 
 def test_a_passage_longer_than_the_model_reads_is_cut_and_counted(model, tmp_path):
     path, hf = model
-    limit = C.passage_limit(C.model_spec(path).max_tokens)  # max_position_embeddings of the folder's config, <= 512
+    limit = C.passage_limit(model_spec(path).max_tokens)  # max_position_embeddings of the folder's config, <= 512
     long = " ".join(WORDS[3 + i % 40] for i in range(limit + 6))
     (tmp_path / "c.txt").write_text(f"{long}\nthe cat sat on the mat\n")
     C.census(C.read_corpus(tmp_path / "c.txt"), tmp_path / "out", C.Settings(model=path), runner=run)

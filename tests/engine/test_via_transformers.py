@@ -213,7 +213,7 @@ def test_a_decoder_through_transformers_is_a_decoder_whose_steps_are_named(outsi
 
     _, path, _ = outside
     cfg = AttentionConfig(sentence="the cat", model=path)
-    assert plan(cfg).decoder and compute(cfg).next_tokens is not None
+    assert plan(cfg).can.next_tokens and compute(cfg).next_tokens is not None
     with pytest.raises(ConfigError, match="is read through transformers: attn-gui shows its attention and next "
                                           "tokens, and generates through the key/value cache of the models it runs "
                                           "itself"):
@@ -223,6 +223,32 @@ def test_a_decoder_through_transformers_is_a_decoder_whose_steps_are_named(outsi
                                               "own forward; .* runs in transformers, whose hooks here only read it$"):
             run()
 
+
+
+def test_a_decoder_through_transformers_gets_one_answer_everywhere(tmp_path):
+    """What a causal LM read through transformers can do is decided once (``Plan.can``): it predicts next tokens
+    and nothing run by attn-gui's own forward; every place that asks (generation, interventions, the census's dla
+    column, first maps first) answers the same, each refusal with the row's own line."""
+    from attn_gui.engine import corpus, interventions
+    from attn_gui.engine.decoding import decoder_source
+    from attn_gui.engine.plan import plan
+    from attn_gui.present.runner import first_maps_first
+
+    folder = tmp_path / "stablelm"
+    outside_folder("stablelm", folder)
+    cfg = AttentionConfig(sentence="the cat", model=str(folder))
+    can = plan(cfg).can
+    assert (can.maps, can.next_tokens, can.captured) == (True, True, True)
+    assert not (can.generate or can.intervene or can.attribute or can.stream or can.first_maps or can.decoder)
+    assert compute(cfg).next_tokens is not None  # next_tokens, as the row says
+    with pytest.raises(ConfigError) as refused:
+        decoder_source(cfg)
+    assert str(refused.value) == can.why_not["generate"]
+    with pytest.raises(ConfigError) as refused:
+        interventions.ablate(cfg, [(0, 0)])
+    assert str(refused.value) == can.why_not["intervene"]
+    assert corpus.dla_refusal(str(folder)) == can.why_not["attribute"]
+    assert not first_maps_first(cfg)
 
 
 def test_missing_weights_are_refused_in_one_line_without_transformers_report(tmp_path):

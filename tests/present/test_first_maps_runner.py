@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from attn_gui.engine import AttentionConfig, source
+import attn_gui.engine.plan as planning
 from attn_gui.engine.plan import plan
 from attn_gui.engine.base.progress import Watch
 from attn_gui.engine.sources import decoder, model_spec
@@ -26,7 +27,7 @@ def q4(tmp_path_factory):
 
 @pytest.fixture
 def large(monkeypatch):
-    monkeypatch.setattr(runner, "FIRST_MAPS_FROM", 0)  # the tiny model counts as large
+    monkeypatch.setattr(planning, "FIRST_MAPS_FROM", 0)  # the tiny model counts as large
     decoder._run.cache_clear()
 
 

@@ -1,12 +1,13 @@
 """A large decoder in the window: its first maps are shown while the rest of its run goes on, then the whole run's
 frame (next tokens, every layer's α). Peer: transformers' eager attentions and softmax on the dequantized weights of
-a tiny Q4_0 GGUF, counted as large here (``present.runner.FIRST_MAPS_FROM``)."""
+a tiny Q4_0 GGUF, counted as large here (``engine.plan.FIRST_MAPS_FROM``)."""
 
 import gguf
 import pytest
 import torch
 
 from attn_gui.engine import source
+import attn_gui.engine.plan as planning
 from attn_gui.engine.sources import decoder
 from attn_gui.present import runner
 from gguf_writing import quantized_llama  # (tests/)
@@ -15,7 +16,7 @@ from tiny_decoders import SENTENCE  # (tests/)
 
 @pytest.fixture
 def q4(tmp_path, monkeypatch):
-    monkeypatch.setattr(runner, "FIRST_MAPS_FROM", 0)
+    monkeypatch.setattr(planning, "FIRST_MAPS_FROM", 0)
     decoder._run.cache_clear()
     path, hf = quantized_llama(tmp_path / "q4_0.gguf", lambda _: gguf.GGMLQuantizationType.Q4_0)
     ids = torch.tensor(source(path).tokenize(SENTENCE).token_ids)

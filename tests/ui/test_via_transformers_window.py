@@ -33,3 +33,24 @@ def test_a_folder_outside_the_table_opens_through_transformers(kind, window, qtb
         assert f"not captured for {kind} through transformers" in item.data.title
         assert np.isnan(item.data.matrix).all()
     window.focus.show_walk(r, 1, 0)  # following a token: the walk says what it lacks instead of numbers
+
+
+def test_the_docks_answer_as_the_plan_for_a_folder_read_through_transformers(window, qtbot, tmp_path):
+    """The KV cache, Interventions, Why and Circuit docks all read ``Plan.can``: a causal LM read through
+    transformers generates no cache walk and is intervened on by none (the KV-cache dock used to offer it)."""
+    from attn_gui.ui import kv_cache_panel, why_panel
+
+    folder = tmp_path / "stablelm"
+    outside_folder("stablelm", folder)
+    window.edit_config({"sentence": SENTENCE})
+    assert window.open_model(str(folder))
+    qtbot.waitUntil(lambda: window.frame.result.config.model == str(folder), timeout=30000)
+    state = window._state
+    window.kvCache.follow(state)
+    window.interventions.follow(state.config, state.head)
+    window.why.follow(state.config, state.head)
+    window.circuit.follow(state.config)
+    assert window.kvCache.config is None and window.kvCache.note.text() == kv_cache_panel.NEEDS_DECODER
+    assert window.interventions.config is None and not window.interventions.strikeButton.isEnabled()
+    assert window.why.config is None and window.why.message.text() == why_panel.NEEDS_DECODER
+    assert window.circuit.config is None and window.circuit.message.text().startswith("Circuits need")

@@ -22,6 +22,7 @@ import torch
 
 from ..config.config import AttentionConfig
 from ..base.errors import ConfigError
+from ..plan import Plan, as_plan
 from .graph import Graph
 from .scores import Cancelled, Faithfulness, Pairs, Progress, edge_scores, exact_edges, faithfulness, ranked
 from .split import Split
@@ -83,22 +84,21 @@ class Circuit:
         return order.index([self.graph.find_writer(writer), self.graph.find_reader(reader)]) + 1
 
 
-def prepare(model: str | AttentionConfig, task: str | os.PathLike | PairTask = "ioi", *, pairs: int = 50,
+def prepare(model: str | AttentionConfig | Plan, task: str | os.PathLike | PairTask = "ioi", *, pairs: int = 50,
             seed: int = 0, metric: str | None = None, device: str = "cpu", dtype: str = "float32",
             batch: int | None = None) -> Pairs:
     """The model's split forward and the task's pairs, checked: what every method runs on.
 
-    ``model``: a model name or path (``model_spec``'s), or a config naming one (its plan: its what-ifs, its device
-    and dtype). ``metric``: the task's own by default (``tasks.METRICS``).
+    ``model``: a model name or path (``model_spec``'s), or a config naming one, or its plan (its what-ifs, its
+    device and dtype). ``metric``: the task's own by default (``tasks.METRICS``).
     """
-    from ..interventions import _decoder, _device
-
-    config = model if isinstance(model, AttentionConfig) else AttentionConfig(model=str(model), device=device,
-                                                                               dtype=dtype)
+    p = as_plan(model if isinstance(model, (AttentionConfig, Plan)) else
+                AttentionConfig(model=str(model), device=device, dtype=dtype))
+    config = p.config
     if config.ablate:
         raise ConfigError("circuits read the whole model: clear the struck heads (ablate) first")
-    on, torch_dtype = _device(config)  # bfloat16 refused in one line: attribution's gradients are float32's
-    src = _decoder(config)
+    on, torch_dtype = p.exact_device()  # bfloat16 refused in one line: attribution's gradients are float32's
+    src = p.runner("intervene")
     w, shape = src.decoder(on, torch_dtype)
     built = make_task(task, src, pairs, seed)
     if metric is not None:
@@ -117,7 +117,7 @@ def prepare(model: str | AttentionConfig, task: str | os.PathLike | PairTask = "
     return Pairs(split, built, batch, src.spec.label)
 
 
-def circuit(model: str | AttentionConfig, task: str | os.PathLike | PairTask = "ioi", method: str = "eap", *,
+def circuit(model: str | AttentionConfig | Plan, task: str | os.PathLike | PairTask = "ioi", method: str = "eap", *,
             pairs: int = 50, steps: int = 10, seed: int = 0, metric: str | None = None, faithful: bool = True,
             ks: tuple[int, ...] | None = None, device: str = "cpu", dtype: str = "float32",
             progress: Progress | None = None, cancelled: Callable[[], bool] | None = None,
@@ -126,9 +126,9 @@ def circuit(model: str | AttentionConfig, task: str | os.PathLike | PairTask = "
 
     Parameters
     ----------
-    model : str or AttentionConfig
+    model : str, AttentionConfig or Plan
         A decoder the engine runs (a name, a folder, a .gguf, a registered object, an ``attn-gui train``
-        checkpoint), or a config naming one (its plan's layers, device and dtype).
+        checkpoint), or a config naming one, or its plan (the plan's layers, device and dtype).
     task : "ioi", "capital", "greater-than", "induction", a .jsonl file of pairs, or a ``tasks.PairTask``
     method : "eap", "eap-ig" (``steps`` points) or "routes" (information-flow routes, no corrupted prompt)
     pairs, seed : how many pairs a built-in task makes, and from which seed

@@ -18,6 +18,7 @@ from ...engine.circuits import BUILT_IN, METHODS, Cancelled, Circuit, circuit, p
 from ...engine.circuits.composition import EdgeLook, look
 from ...engine.circuits.split import Split
 from ...engine.sources import source
+from ...engine.plan import plan
 from ...present.state import ViewState
 from ...present.circuits import alpha_svg, faithfulness_svg, graph_svg, pick_edge, pick_writer, top_edges
 from ..worker import TaskThread
@@ -173,7 +174,7 @@ class CircuitPanel(DockPanel, QtWidgets.QWidget):
 
     def _follow(self, config: AttentionConfig | None) -> None:
         """Take the view state's model; a model that is not a decoder disables Run and says why."""
-        decoder = config is not None and config.model is not None and hasattr(source(config.model), "decoder")
+        decoder = config is not None and plan(config).can.intervene
         self.config = config if decoder else None
         self.runButton.setEnabled(decoder and not self._running)
         if not decoder:

@@ -14,7 +14,7 @@ from PySide6 import QtCore, QtWidgets
 
 from ...engine import AttentionConfig, UserError, format_heads, toggle_head
 from ...engine import interventions as I
-from ...engine.sources import source
+from ...engine.plan import plan
 from ...present.maps import MapData
 from ...present.state import ViewState
 from ...render.heatmap import HeatmapView
@@ -136,7 +136,7 @@ class InterventionsPanel(DockPanel, QtWidgets.QWidget):
 
     def _follow(self, config: AttentionConfig | None, head: int) -> None:
         """Show ``config``'s struck heads and next tokens (computed on the thread); None: not a decoder."""
-        decoder = config is not None and config.model is not None and hasattr(source(config.model), "decoder")
+        decoder = config is not None and plan(config).can.intervene
         for w in (self.strikeButton, self.clearButton, self.effectButton, self.patchButton):
             w.setEnabled(decoder)
         self.tools.setVisible(decoder)  # no empty axes, bars or colour bar where there is nothing to show
@@ -164,9 +164,9 @@ class InterventionsPanel(DockPanel, QtWidgets.QWidget):
     @staticmethod
     def _next_tokens(config: AttentionConfig, other: AttentionConfig | None = None):
         """The top next tokens of ``config`` with no head struck, and of ``other`` (default: its struck heads)."""
-        src = source(config.model)
-        after = I.ablate(config, config.ablate) if other is None else I.ablate(other, [])
-        return src.top_tokens(I.ablate(config, []).logits), src.top_tokens(after.logits)
+        p = plan(config)
+        after = I.ablate(p, config.ablate) if other is None else I.ablate(other, [])
+        return p.source.top_tokens(I.ablate(p, []).logits), p.source.top_tokens(after.logits)
 
     def _toggle_shown_head(self) -> None:
         self.ablateRequested.emit(toggle_head(self.config.ablate, (self.config.layer, self.head)))
@@ -174,9 +174,9 @@ class InterventionsPanel(DockPanel, QtWidgets.QWidget):
     def run_effects(self) -> None:
         """Fill the grid of Δ log p(top next token) per head, one layer per task, with progress and Cancel."""
         if self.config is not None:
-            config = self.config.replace(ablate=())
-            self._start_grid(I.head_effects(config),
-                             lambda grid: f"Δ log p(“{source(config.model).token_text(grid.target)}”) "
+            p = plan(self.config.replace(ablate=()))
+            self._start_grid(I.head_effects(p),
+                             lambda grid: f"Δ log p(“{p.source.token_text(grid.target)}”) "
                                           f"when one head is struck", "Δ log p")
 
     def run_patching(self) -> None:
@@ -206,7 +206,7 @@ class InterventionsPanel(DockPanel, QtWidgets.QWidget):
         self.effectButton.setEnabled(False)
         self.patchButton.setEnabled(False)
         self.cancelButton.setEnabled(True)
-        self.progress.setRange(0, source(self.config.model).spec.layers)
+        self.progress.setRange(0, len(plan(self.config).layers))
         self.progress.setValue(0)
         self.message.setText("")
         self._next_layer()

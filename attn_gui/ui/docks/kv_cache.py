@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from PySide6 import QtCore, QtWidgets
 
-from ...engine import model_spec, AttentionConfig
+from ...engine import AttentionConfig
+from ...engine.plan import plan
 from ...present.kv_cache import CacheStep, CacheWalk, cache_maps
 from ...present.state import ViewState
 from ...render.heatmap import HeatmapView
@@ -96,7 +97,7 @@ class KVCachePanel(DockPanel, QtWidgets.QWidget):
     def follow(self, state: ViewState) -> None:
         """Follow the window's state: its layer and head are shown; another sentence or model starts over."""
         config = state.config
-        decoder = config.model is not None and model_spec(config.model).causal
+        decoder = plan(config).can.generate  # a model read through transformers shows next tokens, not a cache walk
         same = (self.config is not None and decoder and
                 (config.sentence, config.model, config.device, config.dtype) ==
                 (self.config.sentence, self.config.model, self.config.device, self.config.dtype))

@@ -17,7 +17,7 @@ from PySide6 import QtCore, QtWidgets
 
 from ...engine import AttentionConfig
 from ...engine import attribution as A
-from ...engine.sources import source
+from ...engine.plan import plan
 from ...present import attribution as P
 from ...present.state import ViewState
 from ...render.heatmap import HeatmapView
@@ -195,7 +195,7 @@ class WhyPanel(DockPanel, QtWidgets.QWidget):
     def _follow(self, config: AttentionConfig | None, head: int) -> None:
         """Show ``config`` (None, or not a decoder: say what is needed); a new model, sentence or struck heads
         start the attribution on the thread, a new head or layer redraws its circuits."""
-        decoder = config is not None and config.model is not None and hasattr(source(config.model), "decoder")
+        decoder = config is not None and plan(config).can.intervene
         for w in (self.explainButton, self.scoreButton, self.copyingButton):
             w.setEnabled(decoder)
         for w in (self.tools, self.summary, self.detector, self.tabs):  # no blank panel: the message says why
@@ -282,17 +282,18 @@ class WhyPanel(DockPanel, QtWidgets.QWidget):
         if isinstance(outcome, Exception):  # a UserError names what is wrong; the last good result stays
             self.message.setText(str(outcome).splitlines()[0])
             return
-        name = source(config.model).token_text
+        model = plan(config).source
+        name = model.token_text
         if kind == "dla":
             self._show_dla(outcome, name)
         elif kind == "lens":
-            self._show_lens(outcome, source(config.model).tokenize(config.sentence).tokens)
+            self._show_lens(outcome, model.tokenize(config.sentence).tokens)
         elif kind == "detector":
             self.labels.setPlainText("\n".join(P.detector_lines(outcome)))
         elif kind == "score":
             if config != self.config:
                 return
-            self.score.set_data(P.score_map(outcome, list(source(config.model).tokenize(config.sentence).tokens)))
+            self.score.set_data(P.score_map(outcome, list(model.tokenize(config.sentence).tokens)))
             self.scoreText.setText("\n".join(P.score_lines(outcome)))
             self.message.setText("")
         elif kind == "circuits":
@@ -337,7 +338,7 @@ class WhyPanel(DockPanel, QtWidgets.QWidget):
     def _emit_colours(self) -> None:
         a = self.last_dla
         if self.colourBox.isChecked() and a is not None and self.config is not None:
-            name = source(self.config.model).token_text
+            name = plan(self.config).source.token_text
             label = f"DLA {name(a.token)}" + ("" if a.against is None else f" − {name(a.against)}")
             self.modelColours.emit(a.heads.numpy(), label)
         else:

@@ -1,0 +1,38 @@
+"""A model is looked up by name in the registry (``engine.sources``) and resolved once by ``engine.plan``; everything
+else reads a ``Plan`` (issue 56, rule 1). Counted as calls in the AST (definitions, docstrings and comments are not
+calls): a module outside the allowed ones that calls ``model_spec(``, ``decoder_of(`` or ``source(`` fails here, and
+the modules still in debt may not call them more often."""
+
+import ast
+from collections import Counter
+from pathlib import Path
+
+import attn_gui
+
+ROOT = Path(attn_gui.__file__).parent
+NAMES = {"model_spec", "decoder_of", "source"}
+ALLOWED = ("engine/sources/", "engine/plan.py", "bench/",  # the registry, the one resolver, the benchmarks
+           "ui/editors.py", "ui/file_actions.py")  # the model list and the open dialog: a name is what they hold
+DEBT = {"cli.py": 5, "engine/inputs.py": 3, "engine/config.py": 1, "present/state.py": 1, "ui/main_window.py": 2,
+        "ui/controls.py": 1, "ui/circuit_panel.py": 1}  # left for the moves of issue 56 (cli/, docks, rooms)
+
+
+def _calls(path: Path) -> int:
+    count = 0
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Call):
+            fn = node.func
+            name = fn.id if isinstance(fn, ast.Name) else fn.attr if isinstance(fn, ast.Attribute) else None
+            count += name in NAMES and not (isinstance(fn, ast.Attribute) and fn.value is not None
+                                            and not isinstance(fn.value, ast.Name))
+    return count
+
+
+def test_models_are_looked_up_by_name_only_in_the_registry():
+    found = Counter()
+    for path in ROOT.rglob("*.py"):
+        rel = path.relative_to(ROOT).as_posix()
+        if not rel.startswith(ALLOWED):
+            found[rel] = _calls(path)
+    over = {rel: n for rel, n in found.items() if n > DEBT.get(rel, 0)}
+    assert not over, f"look the model up through its plan (engine.plan), not by name: {over}"
