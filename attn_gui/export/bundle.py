@@ -66,8 +66,11 @@ class ExportTooLarge(ExportError):
     --yes``); ``need`` and ``seconds`` hold the estimates."""
 
     def __init__(self, need: int, seconds: float, limit: int | None, limit_seconds: float | None):
-        over = (f"more than {human(limit)}" if limit is not None and need > limit
-                else f"longer than {duration(limit_seconds)}")
+        if limit is not None and need > limit:
+            over = f"more than {human(limit)}"
+        else:  # refused for the time it would take
+            assert limit_seconds is not None
+            over = f"longer than {duration(limit_seconds)}"
         super().__init__(f"this export would write about {human(need)} and take about {duration(seconds)}, "
                          f"{over}; nothing was written (confirm it: attn-gui export --yes)")
         self.need, self.seconds = need, seconds

@@ -199,7 +199,7 @@ class Canvas(FrameSteps):
     def _on_mouse_moved(self, scene_pos) -> None:
         hit = self._item_at(scene_pos)
         cell = hit[0].cell_at(scene_pos) if hit is not None else None
-        if cell is None:
+        if hit is None or cell is None:
             self._hover = None
             self.hide_readout()
             return
@@ -217,19 +217,21 @@ class Canvas(FrameSteps):
         if mid.startswith("strip:"):
             self.headSelected.emit(int(mid.split(":")[1]))
             return
+        data = item.data
+        if data is None:  # an item laid out and not drawn yet
+            return
         if item.compact:  # a thumbnail: focus on it
-            self.focusRequested.emit(item.data.field)
+            self.focusRequested.emit(data.field)
             return
         if event.double():
-            self.focusRequested.emit(None if item.data.field == self.focus else item.data.field)
+            self.focusRequested.emit(None if data.field == self.focus else data.field)
             return
         cell = item.cell_at(event.scenePos())
         if cell is not None:
-            data = item.data
             column = data.col_blocks[cell[1]][0] if data.col_blocks else cell[1]
             self.cellClicked.emit(data.field, -1 if data.head is None else data.head, full_row(data, cell[0]), column)
-        if cell is not None and item.data.query_rows:
-            self.tokenSelected.emit(full_row(item.data, cell[0]))
+        if cell is not None and data.query_rows:
+            self.tokenSelected.emit(full_row(data, cell[0]))
 
     def _on_context_menu(self, pos: QtCore.QPoint) -> None:
         hit = self._item_at(self.mapToScene(pos))
@@ -240,6 +242,7 @@ class Canvas(FrameSteps):
         """Every map of the canvas (beyond the viewport too) as an image cropped to them, for the
         exported figure: the layout's boxes give its size, with a margin of ``PAD``."""
         self.settle()
+        assert self.plan is not None, "render_scene needs a frame shown"
         boxes = self.plan.boxes.values()
         w = int(max(b.right for b in boxes) + PAD) + 1
         h = int(max(b.bottom for b in boxes) + PAD) + 1

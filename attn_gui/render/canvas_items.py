@@ -82,8 +82,8 @@ class CanvasItems(ReadoutHost, pg.GraphicsView):
     def _place_strip(self, heads: int, groups, boxes: dict[str, Box], whole: bool = False) -> None:
         """The strip's colour bar and K/V brackets; the thumbnails that move are hidden until
         their steps (``_strip_step``), unless the frame is drawn in this turn (``whole``)."""
-        for g in self._groups:
-            self.scene().removeItem(g)
+        for drawn in self._groups:
+            self.scene().removeItem(drawn)
         self._groups, self.brackets = [], []
         for i, item in enumerate(self.strip):
             box = boxes.get(f"strip:{i}")
@@ -128,6 +128,7 @@ class CanvasItems(ReadoutHost, pg.GraphicsView):
                 self.strip.append(item)
             item = self.strip[i]
             item.show()
+            assert self.plan is not None  # a thumbnail's step comes after the layout
             item.setGeometry(box_rect(self.plan.boxes[f"strip:{i}"]))
             if i in self._strip_unfilled:  # a new frame or view (a resize keeps the data)
                 self._strip_unfilled.discard(i)
@@ -140,6 +141,7 @@ class CanvasItems(ReadoutHost, pg.GraphicsView):
         """Alpha of head ``i`` for the strip, titled "head 3" (the selected head in bold)."""
         data = self._data["weights:0"][1] if i == 0 and self.head == 0 else None
         if data is None or self.hidden != ():
+            assert self.frame is not None
             data = map_data(self.frame, "weights", i, self.hidden, dict(self.scales).get("weights", "auto"))
         data.brief_title = (("<b>head {}</b>" if self.picture else "<b>head {} ▾</b>") if i == self.head
                             else "head {}").format(i + 1)

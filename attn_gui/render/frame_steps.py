@@ -84,6 +84,7 @@ class FrameSteps(CanvasItems):
     def _key(self) -> tuple:
         """What a plan is made of besides the viewport: the maps' shapes and titles, the focus, the heads and
         their K/V groups, the colour scales (the strip's bar) and the zoom."""
+        assert self.frame is not None  # a plan is made for a frame shown
         result = self.frame.result
         groups = tuple(map(tuple, kv_groups(result))) if result.heads > 1 else None
         return tuple(s for s, _ in self._data.values()), self.focus, result.heads, groups, self.scales, self._zoom
@@ -184,7 +185,8 @@ class FrameSteps(CanvasItems):
         (making one takes 12-25 ms) and its maps and thumbnails hold at most ``WHOLE_CELLS`` cells. In steps it
         would take more turns, a paint each, and show half-new frames meanwhile. Before the layout: whether an
         item of each map exists, as a map or a thumbnail."""
-        boxes = self.plan.boxes if self._place not in self._steps else None
+        assert self.frame is not None and (self.plan is not None or self._place in self._steps)
+        boxes = self.plan.boxes if self.plan is not None and self._place not in self._steps else None
         heads = self.frame.result.heads if self.frame.result.heads > 1 else 0
         if heads and len(self.strip) < heads:
             return False
@@ -200,6 +202,7 @@ class FrameSteps(CanvasItems):
     def _queue_steps(self) -> None:
         """Queue one step per map and head thumbnail of the plan (``_run_steps`` runs them): the map in view
         first, then down the canvas."""
+        assert self.frame is not None and self.plan is not None  # queued for the frame and plan shown
         result, boxes = self.frame.result, self.plan.boxes
         target = map_id(self.focus or "weights", self.head if FIELDS[self.focus or "weights"].per_head else None)
         view = self.mapToScene(self.viewport().rect()).boundingRect()
@@ -215,6 +218,7 @@ class FrameSteps(CanvasItems):
 
     def _map_step(self, mid: str) -> Callable[[], None]:
         def step() -> None:
+            assert self.plan is not None  # a map's step comes after the layout
             box, data = self.plan.boxes[mid], self._data[mid][1]
             item = self._item(data.field, box.thumb)
             item.show()  # before it is laid out: showing an item asks for its layout again

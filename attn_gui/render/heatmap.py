@@ -90,6 +90,6 @@ class HeatmapView(ReadoutHost, pg.GraphicsLayoutWidget):
             self.doubleClicked.emit()
             return
         cell = self.item.cell_at(event.scenePos())
-        if cell is None:
+        if cell is None or self.item.data is None:
             return
         self.rowClicked.emit(full_row(self.item.data, cell[0]))

@@ -208,6 +208,7 @@ class MapItem(pg.GraphicsLayout):
     def _use_bar_axis(self, font: QtGui.QFont) -> None:
         """Give the colour bar a ``BarAxis``: its ticks change with most updates of a signed map."""
         bar, axis = self.colorbar, BarAxis(font)
+        assert bar is not None  # a full map's (thumbnails have no bar)
         bar.setAxisItems({"right": axis})
         axis.setZValue(0.5)
         axis.setWidth(45)
@@ -254,13 +255,15 @@ class MapItem(pg.GraphicsLayout):
 
     def _fit(self) -> None:
         """Label every displayed row and column, stand column labels upright if they must, wrap the title."""
-        R, C = self.data.matrix.shape
+        data = self.data
+        assert data is not None  # fitted to the data shown
+        R, C = data.matrix.shape
         if not self.compact:
-            rows, cols = axis_titles(self.data.field) if self.axis_titles and self.data.field else ("", "")
+            rows, cols = axis_titles(data.field) if self.axis_titles and data.field else ("", "")
             self.rowAxis.set_title(rows)
             self.colAxis.set_title(cols)
-            self.rowAxis.set_labels([tick_label(self.data.row_labels, self.data.row_blocks, i) for i in range(R)])
-            self.colAxis.set_labels([tick_label(self.data.col_labels, self.data.col_blocks, j) for j in range(C)])
+            self.rowAxis.set_labels([tick_label(data.row_labels, data.row_blocks, i) for i in range(R)])
+            self.colAxis.set_labels([tick_label(data.col_labels, data.col_blocks, j) for j in range(C)])
             self._fit_columns()
         title = self.plot.titleLabel
         bar = 0 if self.compact else 75  # the title sits above the image only, not the colour bar
@@ -319,6 +322,7 @@ class MapItem(pg.GraphicsLayout):
 
     def describe(self, r: int, c: int) -> str:
         """The read-out for display cell (r, c): names, exact value and meaning."""
+        assert self.data is not None  # a cell of the data shown
         return describe_cell(self.data, r, c)
 
     def cell_scene_rect(self, r: int, c: int) -> QtCore.QRectF:

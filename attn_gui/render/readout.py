@@ -5,7 +5,14 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from PySide6 import QtCore, QtWidgets
+
+if TYPE_CHECKING:  # a mixin of pyqtgraph's graphics views: type-checked as one
+    from pyqtgraph import GraphicsView as _View
+else:
+    _View = object
 
 GAP_PX = 6  # between a hovered cell and its read-out
 
@@ -38,7 +45,7 @@ def readout_position(cell: QtCore.QRect, size: QtCore.QSize, screen: QtCore.QRec
     return QtCore.QPoint(x, above if above >= screen.top() else cell.bottom() + GAP_PX)
 
 
-class ReadoutHost:
+class ReadoutHost(_View):
     """The hover read-out of a graphics view (mixed into ``Canvas`` and ``HeatmapView``): made on
     first use (most maps are never hovered), hidden when the pointer leaves or the view hides."""
 
