@@ -72,7 +72,10 @@ def tree_of(rev: str) -> Iterator[tuple[Path, str]]:
         raise CompareError(f"--compare {rev}: git archive failed: {archive.stderr.decode().strip()}")
     with tempfile.TemporaryDirectory(prefix=f"attn-gui-{short}-") as tmp:
         with tarfile.open(fileobj=io.BytesIO(archive.stdout)) as tar:
-            tar.extractall(tmp, **({"filter": "data"} if hasattr(tarfile, "data_filter") else {}))
+            if hasattr(tarfile, "data_filter"):  # Python 3.12 and the security releases before it
+                tar.extractall(tmp, filter="data")
+            else:
+                tar.extractall(tmp)
         resources, package = Path(tmp) / "resources", Path(tmp) / "attn_gui" / "resources"
         if resources.is_dir() and not package.exists():
             resources.rename(package)

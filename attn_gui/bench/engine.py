@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import cProfile
+import functools
 import math
 import pstats
 from pathlib import Path
@@ -72,7 +73,7 @@ def bench_engine(settings: BenchSettings, log: Log) -> tuple[list[Row], list[dic
             timings = time_interleaved(
                 {"reference": make_reference(T, settings.device),
                  "reference_wo": make_reference(T, settings.device, output=True),
-                 "compute": lambda config=config: compute(config)},
+                 "compute": functools.partial(compute, config)},
                 settings.device, settings.min_repeats, settings.max_repeats, settings.budget_s,
             )
         except (TooLargeError, RuntimeError) as exc:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import time
 
 from ..engine import AttentionConfig, compute
@@ -26,7 +27,7 @@ def bench_model(settings: BenchSettings, log: Log) -> tuple[list[Row], list[dict
         cfg = AttentionConfig(sentence=" ".join(["word"] * (T - 2)), model="minilm-l6", layer=3,
                               device=settings.device)
         log(f"model mode T={T} ...")
-        t = time_interleaved({"model": lambda cfg=cfg: compute(cfg)}, settings.device, settings.min_repeats,
+        t = time_interleaved({"model": functools.partial(compute, cfg)}, settings.device, settings.min_repeats,
                              settings.max_repeats, settings.budget_s)["model"]
         rows.append(Row.timed("model", "compute: 6 layers + every step of one", f"T={T}", t,
                               extra={"per_layer_ms": t.median_ms / 6}))

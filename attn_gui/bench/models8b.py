@@ -54,7 +54,7 @@ def tensors(sizes: dict) -> list[tuple[str, tuple[int, ...]]]:
     """Every tensor of a Llama GGUF of ``sizes``, in llama.cpp's order and names, (rows, columns)."""
     d, f, v = sizes["d"], sizes["ffn"], sizes["vocab"]
     kv = d // sizes["heads"] * sizes["kv_heads"]
-    out = [("token_embd.weight", (v, d))]
+    out: list[tuple[str, tuple[int, ...]]] = [("token_embd.weight", (v, d))]
     for i in range(sizes["layers"]):
         out += [(f"blk.{i}.attn_norm.weight", (d,)), (f"blk.{i}.attn_q.weight", (d, d)),
                 (f"blk.{i}.attn_k.weight", (kv, d)), (f"blk.{i}.attn_v.weight", (kv, d)),
@@ -184,7 +184,7 @@ def write_folder(folder: Path, sizes: dict = LLAMA3_8B, seed: int = 0, log=lambd
     folder.mkdir(parents=True, exist_ok=True)
     d, f, v = sizes["d"], sizes["ffn"], sizes["vocab"]
     kv = d // sizes["heads"] * sizes["kv_heads"]
-    names = [("model.embed_tokens.weight", (v, d))]
+    names: list[tuple[str, tuple[int, ...]]] = [("model.embed_tokens.weight", (v, d))]
     for i in range(sizes["layers"]):
         p = f"model.layers.{i}."
         names += [(p + "input_layernorm.weight", (d,)), (p + "self_attn.q_proj.weight", (d, d)),

@@ -6,6 +6,7 @@ import datetime
 import json
 import os
 import platform
+from collections.abc import Sequence
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -80,7 +81,7 @@ def _fmt(value: float | None, unit: str) -> str:
     return f"{value:.3f} ms" if value < 10 else f"{value:.1f} ms"
 
 
-def _columns(table: list[tuple[str, ...]]) -> list[str]:
+def _columns(table: Sequence[tuple[str, ...]]) -> list[str]:
     """``table`` (a header, then rows of cells) in aligned columns: the first two left, the rest right."""
     widths = [max(len(row[i]) for row in table) for i in range(len(table[0]))]
     lines = []

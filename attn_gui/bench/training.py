@@ -81,7 +81,7 @@ def _step_times(steps_by_name: dict, steps: int, warmup: int = 3) -> dict[str, T
     for _ in range(warmup):
         for step in steps_by_name.values():
             step()
-    samples = {name: [] for name in steps_by_name}
+    samples: dict[str, list[float]] = {name: [] for name in steps_by_name}
     for _ in range(steps):
         for name, step in steps_by_name.items():
             start = time.perf_counter()

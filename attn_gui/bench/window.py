@@ -166,7 +166,7 @@ def bench_window_against(settings: BenchSettings, log: Log, rev: str) -> list[Ro
         if other is None:
             row.extra["compared_error"] = error or "not measured"
             continue
-        row.ratio, row.ratio_to = row.median / other.median if other.median else None, label
+        row.ratio, row.ratio_to = row.median / other.median if other.median and row.median is not None else None, label
         row.extra.update(compared_median=other.median, compared_p95=other.p95, compared_load=theirs[action]["load"],
                          p95_ratio=row.p95 / other.p95 if other.p95 else None)
         if "cpu_median" in row.extra and "cpu_median" in other.extra:

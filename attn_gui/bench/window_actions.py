@@ -19,7 +19,8 @@ import os
 import sys
 import tempfile
 import time
-from typing import Any
+from pathlib import Path
+from typing import Any, cast
 
 from PySide6 import QtCore, QtWidgets
 
@@ -34,14 +35,14 @@ def _app() -> QtWidgets.QApplication:
         if not os.environ.get("DISPLAY") and not os.environ.get("WAYLAND_DISPLAY"):
             os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
         app = QtWidgets.QApplication([])
-    return app
+    return cast(QtWidgets.QApplication, app)  # made here, or the window's: widgets need a QApplication
 
 
 class _Harness:
     def __init__(self):
         self.app = _app()
         self._tmp = tempfile.TemporaryDirectory()
-        self.win = MainWindow(settings=Settings(os.path.join(self._tmp.name, "settings.ini")))
+        self.win = MainWindow(settings=Settings(Path(self._tmp.name) / "settings.ini"))
         self.win.resize(1600, 1000)
         self.win.set_state(self.win.state.replace(focus=None))  # every map, as on a large screen
         self.win.show()

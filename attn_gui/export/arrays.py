@@ -10,6 +10,7 @@ exact float (``inf``/``-inf``/``nan`` spelled out).
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import sys
 from collections.abc import Callable, Iterable
@@ -61,7 +62,7 @@ def _array_items(result: AttentionResult, field: str, formats: tuple[str, ...]):
     if "csv" in formats:
         n = result.shape(field)[0] if FIELDS[field].per_head else None
         for head in (range(n) if n is not None else [None]):
-            if n is not None and n != result.heads:  # grouped-query K, V: one file per K/V head, named so
+            if head is not None and n != result.heads:  # grouped-query K, V: one file per K/V head, named so
                 yield f"{field}_kv{head + 1}.csv", "csv", head  # as its images: k_kv1.png
             else:
                 yield f"{file_stem(field, head)}.csv", "csv", head
@@ -107,10 +108,10 @@ def write_arrays(result: AttentionResult, folder: str | os.PathLike,
         array = result.numpy(field)
         for name, fmt, head in _array_items(result, field, formats):
             if fmt == "npy":
-                atomic_write(folder / name, lambda f, a=array: write_npy(f, a))
+                atomic_write(folder / name, functools.partial(write_npy, array=array))
             else:
                 matrix = array if head is None else array[head]
-                atomic_write(folder / name, lambda f, m=matrix: write_csv(f, m))
+                atomic_write(folder / name, functools.partial(write_csv, matrix=matrix))
             written.append(folder / name)
             if progress is not None:
                 progress(folder / name)

@@ -66,8 +66,11 @@ class ExportTooLarge(ExportError):
     --yes``); ``need`` and ``seconds`` hold the estimates."""
 
     def __init__(self, need: int, seconds: float, limit: int | None, limit_seconds: float | None):
-        over = (f"more than {human(limit)}" if limit is not None and need > limit
-                else f"longer than {duration(limit_seconds)}")
+        if limit is not None and need > limit:
+            over = f"more than {human(limit)}"
+        else:  # refused for the time it would take
+            assert limit_seconds is not None
+            over = f"longer than {duration(limit_seconds)}"
         super().__init__(f"this export would write about {human(need)} and take about {duration(seconds)}, "
                          f"{over}; nothing was written (confirm it: attn-gui export --yes)")
         self.need, self.seconds = need, seconds
@@ -251,33 +254,26 @@ def export_all(frame: Frame, folder: str | os.PathLike, formats: str | Iterable[
     formats = parse_formats(formats)
     if width is not None:
         width = check_width(width)
-    result = frame.result
     images = [f for f in IMAGE_FORMATS if f in formats]
-    keys = image_keys(result) if images else []
+    keys = image_keys(frame.result) if images else []
     sizes = image_sizes(frame, keys, width) if images else []
-    names = [f"{stem}.{fmt}" for stem, _, _ in keys for fmt in images]
-    names += ["figure.png"] if "png" in formats else []
-    names += array_files(result, formats)
-    # the manifest is made first: text that cannot be written as UTF-8 is refused here
-    info = manifest(result, names, formats, width)
-    try:
-        manifest_bytes = (json.dumps(info, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
-    except UnicodeEncodeError as exc:
-        raise ExportError(f"the export's text is not valid UTF-8 ({exc.reason}); nothing was written") from None
+    names, manifest_bytes = _names_and_manifest(frame, formats, width, keys, images)
     target = Target(folder, overwrite=overwrite)
     target.check_names([*names, "manifest.json"])
-    biggest = max((w * h for w, h, _ in sizes), default=0) if "png" in formats else 0
-    pixels = sum(w * h for w, h, _ in sizes)
-    svg = sum(b for _, _, b in sizes) * ("svg" in formats)
-    estimate = (array_bytes(result, formats) + len(manifest_bytes) + svg
-                + ("png" in formats) * (PNG_PER_PIXEL * pixels + FIGURE_BYTES))
-    # the room to ask of the disk: a PNG is never larger than its raw pixels, an SVG allowed twice its estimate
-    need_disk = array_bytes(result, formats) + len(manifest_bytes) + ("png" in formats) * pixels + 2 * svg
-    seconds = estimate_seconds(result, formats, len(keys), pixels)
-    if (confirm_over is not None and estimate > confirm_over) or (
-            confirm_seconds is not None and seconds > confirm_seconds):
-        raise ExportTooLarge(round(estimate), seconds, confirm_over, confirm_seconds)
-    _check_room(target.path, need_disk, 2 * IMAGE_BYTES * max(biggest, 1800 * 1100 * ("png" in formats)))
+    need_disk, biggest = _check_size(frame, formats, len(keys), sizes, len(manifest_bytes), target,
+                                     confirm_over, confirm_seconds)
+    return _write(frame, target, formats, (keys, images, width, figure, head), names, manifest_bytes,
+                  (need_disk, biggest), progress, cancel)
+
+
+def _write(frame: Frame, target: Target, formats: tuple[str, ...], pictures: tuple, names: list[str],
+           manifest_bytes: bytes, needs: tuple[int, int], progress: Progress | None,
+           cancel: Callable[[], bool] | None) -> list[Path]:
+    """Write the export into ``target``'s hidden folder and move it into place (see ``export_all``):
+    ``pictures`` are ``_write_images``'s (keys, images, width, figure, head), ``needs`` the bytes on disk
+    and the largest picture's pixels (for the message when memory runs out)."""
+    keys, images, width, figure, head = pictures
+    need_disk, biggest = needs
     total = len(names) + 1
     written: list[Path] = []
 
@@ -297,7 +293,7 @@ def export_all(frame: Frame, folder: str | os.PathLike, formats: str | Iterable[
         try:
             if images:
                 _write_images(frame, stage, keys, images, width, figure, done, head)
-            write_arrays(result, stage, formats, progress=done)
+            write_arrays(frame.result, stage, formats, progress=done)
         except MemoryError:
             raise ExportError(f"out of memory while writing the export (about {human(need_disk)} of files, "
                               f"{human(2 * IMAGE_BYTES * biggest)} for the largest picture)") from None
@@ -312,3 +308,40 @@ def export_all(frame: Frame, folder: str | os.PathLike, formats: str | Iterable[
     if progress is not None:
         progress(len(written), total)
     return written
+
+
+def _names_and_manifest(frame: Frame, formats: tuple[str, ...], width: int | None, keys,
+                        images: list[str]) -> tuple[list[str], bytes]:
+    """The names of the files an export writes (the manifest's left out) and the manifest's bytes, made first:
+    text that cannot be written as UTF-8 is refused here (``ExportError``)."""
+    result = frame.result
+    names = [f"{stem}.{fmt}" for stem, _, _ in keys for fmt in images]
+    names += ["figure.png"] if "png" in formats else []
+    names += array_files(result, formats)
+    info = manifest(result, names, formats, width)
+    try:
+        manifest_bytes = (json.dumps(info, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise ExportError(f"the export's text is not valid UTF-8 ({exc.reason}); nothing was written") from None
+    return names, manifest_bytes
+
+
+def _check_size(frame: Frame, formats: tuple[str, ...], maps: int, sizes: list[tuple[int, int, int]],
+                manifest_size: int, target: Target, confirm_over: int | None,
+                confirm_seconds: float | None) -> tuple[int, int]:
+    """Refuse an export larger or longer than asked (``ExportTooLarge``) or without the room for it on disk or
+    in memory (``ExportError``); returns the bytes it asks of the disk and its largest picture's pixels."""
+    result = frame.result
+    biggest = max((w * h for w, h, _ in sizes), default=0) if "png" in formats else 0
+    pixels = sum(w * h for w, h, _ in sizes)
+    svg = sum(b for _, _, b in sizes) * ("svg" in formats)
+    estimate = (array_bytes(result, formats) + manifest_size + svg
+                + ("png" in formats) * (PNG_PER_PIXEL * pixels + FIGURE_BYTES))
+    # the room to ask of the disk: a PNG is never larger than its raw pixels, an SVG allowed twice its estimate
+    need_disk = array_bytes(result, formats) + manifest_size + ("png" in formats) * pixels + 2 * svg
+    seconds = estimate_seconds(result, formats, maps, pixels)
+    if (confirm_over is not None and estimate > confirm_over) or (
+            confirm_seconds is not None and seconds > confirm_seconds):
+        raise ExportTooLarge(round(estimate), seconds, confirm_over, confirm_seconds)
+    _check_room(target.path, need_disk, 2 * IMAGE_BYTES * max(biggest, 1800 * 1100 * ("png" in formats)))
+    return need_disk, biggest

@@ -234,6 +234,7 @@ class Target:
     def commit(self, names: list[str]) -> None:
         """Move the written export into place (``names`` in order, the manifest last)."""
         stage, path = self.stage, self.path
+        assert stage is not None, "commit() after open()"
         try:
             if self.kind == "among":
                 for name in names:
@@ -250,6 +251,7 @@ class Target:
 
     def _replace_whole(self) -> None:
         stage, path = self.stage, self.path
+        assert stage is not None
         if self.kind in ("new", "empty"):
             try:
                 os.rename(stage, path)  # POSIX: replaces an empty folder in one step

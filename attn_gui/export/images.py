@@ -119,15 +119,15 @@ def render_svg(view: HeatmapView) -> bytes:
     finally:
         exporter.setExportMode(False)
         painter.end()
-    return readable_svg(bytes(buffer.data()))
+    return readable_svg(bytes(buffer.data().data()))
 
 
 def png_bytes(image: QtGui.QImage) -> bytes:
     buffer = QtCore.QBuffer()
     buffer.open(QtCore.QIODevice.OpenModeFlag.WriteOnly)
-    if not image.save(buffer, "PNG"):
+    if not image.save(buffer, "PNG"):  # type: ignore[call-overload]  # PySide6's stub: bytes only; str works
         raise ExportError("Qt could not encode the PNG image")
-    return bytes(buffer.data())
+    return bytes(buffer.data().data())
 
 
 def export_image(view: HeatmapView, path: str | os.PathLike, width: int | None = None) -> Path:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from ..engine import AttentionResult
 from ..present.insight import metrics_table
-from .files import atomic_write
+from .files import ExportError, atomic_write
 
 METRICS_FILE = "head_metrics.csv"
 
@@ -19,5 +19,8 @@ def write_head_metrics(result: AttentionResult, folder: str | os.PathLike) -> Pa
     from 1 (as ``weights_head<i>.csv`` and the window), then each metric.
     """
     path = Path(folder) / METRICS_FILE
-    atomic_write(path, metrics_table(result).csv().encode("ascii"))
+    table = metrics_table(result)
+    if table is None:  # a streamed result with random weights keeps its weights pooled only: ``result.full()``
+        raise ExportError("the head metrics need the whole result; nothing was written")
+    atomic_write(path, table.csv().encode("ascii"))
     return path

@@ -6,6 +6,7 @@ of the second sentence."""
 from __future__ import annotations
 
 import html
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -35,9 +36,24 @@ HINT = ("<p style='color:#556'>Click a row of any map (a query token) to follow 
         "z<sub>i</sub>, with the numbers.</p>")
 
 
+@dataclass(frozen=True)
+class _Slices:
+    """What the walk of one query token through one head prints, on the host (only small slices travel)."""
+
+    x: np.ndarray  # the token's hidden state
+    q: np.ndarray
+    k: np.ndarray  # every key of the head's K/V head
+    v: np.ndarray
+    omega: np.ndarray  # its row of scores, scaled scores, soft-capped scores (or None) and weights
+    scaled: np.ndarray
+    soft: np.ndarray | None
+    alpha: np.ndarray
+    z: np.ndarray
+    rel: dict[str, np.ndarray]  # DeBERTa's position terms, by name
+
+
 def walk_html(result: AttentionResult, token: int, head: int) -> str:
     """The step-by-step walk of query ``token`` through head ``head``, as HTML."""
-    cfg = result.config
     tok = html.escape(result.tokens[token])
     missing = [n for n in ("x", "q", "k", "v", "scores", "scaled", "head_outputs") if n in result.not_captured]
     X, Q, K, V, Z = result.x, result.q, result.k, result.v, result.head_outputs
@@ -46,34 +62,48 @@ def walk_html(result: AttentionResult, token: int, head: int) -> str:
         through = spec.through if spec is not None else "this model"
         return (f"<p>The walk of <b>{tok}</b> needs {', '.join(missing)}, which are not captured for "
                 f"{html.escape(through)}: its maps say so.</p>")
-    n = token + 1  # the tutorials count tokens from 1
     host = lambda t: t.detach().cpu().numpy()  # noqa: E731 - only small slices travel
-    x = host(X[token])
-    q = host(Q[head, token])
-    k = host(K[result.head_index("k", head)])  # grouped-query: the head's K/V head
-    v = host(V[result.head_index("v", head)])
-    omega = host(result.row("scores", head, token))  # one row, recomputed when streamed
-    scaled = host(result.row("scaled", head, token))
-    alpha = host(result.row("weights", head, token))
-    z = host(Z[head, token])
-    d_k = q.shape[0]
-    col = cfg.layout == "column"
-    options = result.resolved.shown  # the shown layer as the compute ran it: the model's scale and soft-cap
-    head_txt = f", head {head + 1} of {result.heads}" if result.heads > 1 else ""
-    sim = "cos(q, k)" if options.similarity == "cosine" else "q · k"
-    extra = result.position_terms  # DeBERTa's c2p and p2c, added to ω before the scale
-    rel = {t: host(getattr(result, t)[head, token]) for t in extra}
-    div = " / ".join(options.divisor_text(d_k)) or "1"
-    cap = options.softcap
+    cap = result.resolved.shown.softcap
+    s = _Slices(x=host(X[token]), q=host(Q[head, token]),
+                k=host(K[result.head_index("k", head)]),  # grouped-query: the head's K/V head
+                v=host(V[result.head_index("v", head)]),
+                omega=host(result.row("scores", head, token)),  # one row, recomputed when streamed
+                scaled=host(result.row("scaled", head, token)),
+                soft=host(result.row("capped", head, token)) if cap is not None else None,
+                alpha=host(result.row("weights", head, token)), z=host(Z[head, token]),
+                rel={t: host(getattr(result, t)[head, token]) for t in result.position_terms})
+    out = _opening(result, token, head, tok, s)
+    T = result.key_len  # keys: the second sentence's in cross-attention
+    order = np.argsort(-s.alpha, kind="stable")[:MAX_KEYS] if T > MAX_KEYS else np.arange(T)
+    out.append(_scores_step(result, token, s, T))
+    out.append(_score_table(result, token, s, order))
+    out.append(f"<p>The weights sum to {float(s.alpha.sum()):.4f}.</p>")
+    terms = " + ".join(f"{float(s.alpha[j]):.3f}·v<sub>{j + 1}</sub>" for j in order[:6])
+    if len(order) > 6 or T > len(order):
+        terms += " + …"
+    n = token + 1
+    out.append(f"<p><b>5. Context vector</b> z<sub>{n}</sub> = Σ<sub>j</sub> α<sub>{n}j</sub> v<sub>j</sub> = "
+               f"{terms} = {_vec(s.z)}</p>")
+    if s.v.shape[1] and result.w_o is not None:
+        out.append("<p><b>6.</b> The heads' z are concatenated and multiplied by W<sub>O</sub> "
+                   "to give the output row (last map).</p>")
+    return "".join(out)
 
+
+def _opening(result: AttentionResult, token: int, head: int, tok: str, s: _Slices) -> list[str]:
+    """The walk's title and its steps 1 (the hidden state) and 2 (the query), and where the keys come from."""
+    cfg = result.config
+    n = token + 1  # the tutorials count tokens from 1
+    col = cfg.layout == "column"
+    head_txt = f", head {head + 1} of {result.heads}" if result.heads > 1 else ""
     out = [f"<h3 style='margin:2px'>Following x<sub>{n}</sub> “{tok}”{head_txt}</h3>"]
     step1 = f"Hidden state entering layer {cfg.layer + 1}" if cfg.model else "Embedding"
-    out.append(f"<p><b>1. {step1}</b> x<sub>{n}</sub> = {_vec(x)}</p>")
+    out.append(f"<p><b>1. {step1}</b> x<sub>{n}</sub> = {_vec(s.x)}</p>")
     if result.w_q is not None:
         proj = f"W<sub>q</sub> x<sub>{n}</sub>" if col else f"x<sub>{n}</sub> W<sub>q</sub>"
         if result.b_q is not None:  # a model's biases, or random ones (bias on)
             proj += " + b<sub>q</sub>"
-        out.append(f"<p><b>2. Query</b> q<sub>{n}</sub> = {proj} = {_vec(q)}</p>")
+        out.append(f"<p><b>2. Query</b> q<sub>{n}</sub> = {proj} = {_vec(s.q)}</p>")
     else:
         out.append(f"<p><b>2. Query</b> q<sub>{n}</sub> = x<sub>{n}</sub> (no projection)</p>")
     if result.source_tokens is not None:
@@ -81,13 +111,19 @@ def walk_html(result: AttentionResult, token: int, head: int) -> str:
         out.append(f"<p><b>Across sentences:</b> the keys and values come from the second sentence, "
                    f"k<sub>j</sub> = {kproj} for each of its {result.key_len} tokens x′<sub>j</sub>; "
                    f"this query of the first sentence weighs them.</p>")
-    T = result.key_len  # keys: the second sentence's in cross-attention
-    if T > MAX_KEYS:
-        order = np.argsort(-alpha, kind="stable")[:MAX_KEYS]
-        note = f" (the {MAX_KEYS} keys with the largest weight of {T:,})"
-    else:
-        order = np.arange(T)
-        note = ""
+    return out
+
+
+def _scores_step(result: AttentionResult, token: int, s: _Slices, T: int) -> str:
+    """Steps 3 (the scores) and 4 (the weights) in words, as the model computes them (its scale, soft-cap,
+    similarity and position terms: the shown layer's options)."""
+    n = token + 1
+    options = result.resolved.shown  # the shown layer as the compute ran it: the model's scale and soft-cap
+    sim = "cos(q, k)" if options.similarity == "cosine" else "q · k"
+    extra = result.position_terms  # DeBERTa's c2p and p2c, added to ω before the scale
+    div = " / ".join(options.divisor_text(s.q.shape[0])) or "1"
+    cap = options.softcap
+    note = f" (the {MAX_KEYS} keys with the largest weight of {T:,})" if T > MAX_KEYS else ""
     summed = f"(ω<sub>{n}j</sub> + {' + '.join(f'{t}<sub>{n}j</sub>' for t in extra)})" if extra \
         else f"ω<sub>{n}j</sub>"
     position = (f"; DeBERTa adds its position terms {' and '.join(extra)} (content → position, position → "
@@ -95,37 +131,35 @@ def walk_html(result: AttentionResult, token: int, head: int) -> str:
     logit = f"{summed} / {div}" if cap is None else f"{cap:g} · tanh({summed} / {div} / {cap:g})"
     capped = "" if cap is None else (f"; the model soft-caps the scaled scores at ±{cap:g} before the softmax "
                                      "(ω″ = c · tanh(ω′ / c))")
-    out.append(f"<p><b>3. Scores</b> ω<sub>{n}j</sub> = {sim}<sub>j</sub>{position}, "
-               f"<b>4. weights</b> α<sub>{n}j</sub> = softmax<sub>j</sub>({logit}){note}{capped}</p>")
+    return (f"<p><b>3. Scores</b> ω<sub>{n}j</sub> = {sim}<sub>j</sub>{position}, "
+            f"<b>4. weights</b> α<sub>{n}j</sub> = softmax<sub>j</sub>({logit}){note}{capped}</p>")
+
+
+def _score_table(result: AttentionResult, token: int, s: _Slices, order: np.ndarray) -> str:
+    """The keys in ``order``, a row each: the dot product term by term, ω, the position terms, the scaled
+    (and soft-capped) score and α with a bar."""
+    options = result.resolved.shown
+    extra = result.position_terms
+    div = " / ".join(options.divisor_text(s.q.shape[0])) or "1"
     head_sum = f"(ω + {' + '.join(extra)})" if extra else "ω"
     rows = ["<tr style='background:#eef1f6'><th>j</th><th>key</th><th>q · k<sub>j</sub> term by term</th>"
             "<th>ω</th>" + "".join(f"<th>{t}</th>" for t in extra)
             + f"<th>{html.escape(head_sum)} / " + html.escape(div) + "</th>"
-            + ("<th>ω″</th>" if cap is not None else "") + "<th>α</th></tr>"]
-    soft = host(result.row("capped", head, token)) if cap is not None else None
+            + ("<th>ω″</th>" if options.softcap is not None else "") + "<th>α</th></tr>"]
+    alpha, scaled, soft = s.alpha, s.scaled, s.soft
     finite = np.abs(scaled[np.isfinite(scaled)])
     scaled_text = cell_formats(float(finite.max()) if finite.size else 1.0)[0]  # ω/√d_k/100 read "0.00" each
     for j in order:
         masked = np.isneginf(scaled[j])
         why = "key after the query" if j > token else "outside the window"  # a causal mask, or the window's
         terms = f"masked ({why})" if masked else (
-            "cosine of the angle" if options.similarity == "cosine" else _terms(q, k[j]))
+            "cosine of the angle" if options.similarity == "cosine" else _terms(s.q, s.k[j]))
         bar = f"<span style='background:#440154;color:white'>{'&nbsp;' * max(0, int(round(alpha[j] * 20)))}</span>"
         rows.append(
             f"<tr><td>{j + 1}</td><td>{html.escape(result.key_tokens[j])}</td><td>{terms}</td>"
-            f"<td align=right>{format_value(float(omega[j]))}</td>"
-            + "".join(f"<td align=right>{format_value(float(rel[t][j]))}</td>" for t in extra) +
+            f"<td align=right>{format_value(float(s.omega[j]))}</td>"
+            + "".join(f"<td align=right>{format_value(float(s.rel[t][j]))}</td>" for t in extra) +
             f"<td align=right>{scaled_text(float(scaled[j]))}</td>"
             + (f"<td align=right>{format_value(float(soft[j]))}</td>" if soft is not None else "") +
             f"<td align=right>{float(alpha[j]):.4f} {bar}</td></tr>")
-    out.append("<table cellspacing=0 cellpadding=3 border=0>" + "".join(rows) + "</table>")
-    out.append(f"<p>The weights sum to {float(alpha.sum()):.4f}.</p>")
-    terms = " + ".join(f"{float(alpha[j]):.3f}·v<sub>{j + 1}</sub>" for j in order[:6])
-    if len(order) > 6 or T > len(order):
-        terms += " + …"
-    out.append(f"<p><b>5. Context vector</b> z<sub>{n}</sub> = Σ<sub>j</sub> α<sub>{n}j</sub> v<sub>j</sub> = "
-               f"{terms} = {_vec(z)}</p>")
-    if v.shape[1] and result.w_o is not None:
-        out.append("<p><b>6.</b> The heads' z are concatenated and multiplied by W<sub>O</sub> "
-                   "to give the output row (last map).</p>")
-    return "".join(out)
+    return "<table cellspacing=0 cellpadding=3 border=0>" + "".join(rows) + "</table>"

@@ -10,6 +10,7 @@ zoom. Each label is laid out once (``style.static_text``) and drawn where it goe
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 import pyqtgraph as pg
 from PySide6 import QtCore, QtGui
@@ -22,7 +23,13 @@ GAP = 3  # pixels between the labels and the image
 SHORT_LEVEL = 2  # among upright column labels, one this short stays level (it fits its cell)
 
 
-class _KeptBounds:
+if TYPE_CHECKING:  # a mixin of pyqtgraph's axes: type-checked as one
+    from pyqtgraph import AxisItem as _Axis
+else:
+    _Axis = object
+
+
+class _KeptBounds(_Axis):
     """An axis whose bounding rectangle is worked out once per geometry: pyqtgraph's ``AxisItem.boundingRect``
     computes it in Python on each of Qt's calls (about 600 for the 14 maps of a frame laid out again). It
     depends on the geometry and the style alone (no grid is drawn)."""
@@ -219,6 +226,8 @@ class BarAxis(_KeptBounds, pg.AxisItem):
     these ticks are a handful of given values, so they are placed by arithmetic and
     measured with cached font metrics. Set them with ``setTicks([[(value, text), ...]])``.
     """
+
+    picture: QtGui.QPicture | None  # pyqtgraph's: what was painted, played until the ticks change
 
     def __init__(self, font: QtGui.QFont):
         super().__init__("right")

@@ -135,7 +135,7 @@ class ModelView(pg.GraphicsLayoutWidget):
         rgba = np.full((self._rows[-1] + t, self._cols[-1] + t, 4), 255, dtype=np.uint8)
         colors = pg.colormap.get(WEIGHTS_CMAP).map(np.clip(weights, 0, 1).ravel(), mode="byte")
         colors = colors.reshape(L, H, t, t, 4)
-        rects = []
+        rects: list[QtCore.QRectF] = []
         shown, others = (mask_rects(m, x0=0, y0=0) if m is not None and m.any() else []  # one thumbnail's
                          for m in (masked, other_layers))
         for i in range(L):
@@ -286,7 +286,7 @@ class ModelView(pg.GraphicsLayoutWidget):
         values = self.sink if side is None else side[0]
         show = self.across and values is not None and values.shape == self.shape
         self.sinkPlot.setVisible(show)
-        if not show:
+        if not show or values is None:
             return
         L, H = self.shape
         block = np.full((self._rows[-1] + t, self._cols[-1] + t, 4), 255, dtype=np.uint8)

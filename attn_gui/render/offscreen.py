@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+from typing import cast
 
 import pyqtgraph as pg
 from PySide6 import QtCore, QtGui, QtWidgets
@@ -57,10 +58,10 @@ def ensure_app(offscreen: bool = False) -> QtWidgets.QApplication:
     Python's automatic garbage collection is off from here on (see ``render.collector``);
     ``dispose`` collects between pictures.
     """
-    app = QtWidgets.QApplication.instance()
-    if app is not None:
+    existing = QtWidgets.QApplication.instance()
+    if existing is not None:
         collect_on_gui_thread()
-        return app
+        return cast(QtWidgets.QApplication, existing)  # the window's, or one made here: widgets need one
     headless = sys.platform.startswith("linux") and not (
         os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY"))
     if offscreen or headless:
@@ -154,7 +155,9 @@ def render_figure(frame: Frame, figure: Canvas | None = None, head: int = 0) -> 
         The head shown (0-based) when there is no ``figure``.
     """
     width, height = FIGURE_SIZE
-    hidden, focus, scales = (), "weights", ()
+    hidden: tuple[int, ...] = ()
+    focus: str | None = "weights"
+    scales: tuple[tuple[str, str], ...] = ()
     if figure is not None:
         width, height = max(width, figure.width()), max(height, figure.height() + TITLE_H)
         head, hidden, focus, scales = figure.head, figure.hidden, figure.focus, figure.scales

@@ -113,7 +113,8 @@ def mask_items() -> tuple[QtWidgets.QGraphicsPathItem, Hatch]:
     fill, hatch = QtWidgets.QGraphicsPathItem(), Hatch()
     fill.setBrush(MASK_FILL)
     fill.setPen(no_pen())
-    for i, item in enumerate((fill, hatch)):
+    items: tuple[QtWidgets.QGraphicsItem, ...] = (fill, hatch)
+    for i, item in enumerate(items):
         item.setZValue(5 + i)
     return fill, hatch
 
@@ -123,7 +124,7 @@ def mask_rects(mask: np.ndarray, x0: float = -0.5, y0: float = -0.5) -> list[QtC
 
     Cell (r, c) spans [x0 + c, x0 + c + 1) x [y0 + r, y0 + r + 1).
     """
-    rects = []
+    rects: list[QtCore.QRectF] = []
     for r in np.flatnonzero(mask.any(axis=1)):
         edges = np.flatnonzero(np.diff(np.concatenate(([0], mask[r].astype(np.int8), [0]))))
         runs = zip(edges[::2], edges[1::2], strict=True)

@@ -7,10 +7,11 @@ import pytest
 
 from attn_gui.engine import FIELDS, AttentionConfig, compute
 from attn_gui.engine.sources import is_available
+from attn_gui.present.all_maps import ALL_MAPS_MIN_CELL
 from attn_gui.present.frame import make_frame
 from attn_gui.present.heads import kv_groups
-from attn_gui.present.layout import (ALL_MAPS_MIN_CELL, LABELLED_T, LINE, TOKEN_AXES, VALUE_CELL, VALUE_CELL_H,
-                                    VALUES_T, frame_shapes, lay_out)
+from attn_gui.present.layout import lay_out
+from attn_gui.present.sizes import LABELLED_T, LINE, TOKEN_AXES, VALUE_CELL, VALUE_CELL_H, VALUES_T, frame_shapes
 
 # the canvas's share of a 1366 x 768 and a 1920 x 1080 screen: the controls on the left,
 # the menu, the status bar and the docks below take the rest

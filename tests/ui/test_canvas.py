@@ -231,9 +231,9 @@ def test_a_nine_head_frame_drawn_in_steps_ends_with_every_heads_alpha(window, qt
     """Issue 32: the first 9-head frame held the GUI thread 150-190 ms in one turn. With no time left
     in a turn (STEP_S = 0) each turn of the event loop draws one map or thumbnail; when ``settled``
     comes, every map shows the frame: each head's alpha is softmax(Q K^T / sqrt(d_k)) (torch)."""
-    from attn_gui.render import canvas as canvas_module
+    from attn_gui.render import frame_steps
 
-    monkeypatch.setattr(canvas_module, "STEP_S", 0.0)
+    monkeypatch.setattr(frame_steps, "STEP_S", 0.0)
     config = AttentionConfig(heads=9, d_model=36, d_k=4, d_v=4)
     canvas = window.canvas
     busy_when_shown, turns = [], []
@@ -259,9 +259,9 @@ def test_a_nine_head_frame_drawn_in_steps_ends_with_every_heads_alpha(window, qt
 
 def test_readers_draw_what_is_left_of_the_frame_first(window, qtbot, monkeypatch):
     """``item_of`` (and every reader for tests and tools) runs the steps left at once."""
-    from attn_gui.render import canvas as canvas_module
+    from attn_gui.render import frame_steps
 
-    monkeypatch.setattr(canvas_module, "STEP_S", 0.0)
+    monkeypatch.setattr(frame_steps, "STEP_S", 0.0)
     config = AttentionConfig(heads=6, d_model=36, d_k=6, d_v=6)
     with qtbot.waitSignal(window.frameShown, timeout=20000):
         window.set_state(window.state.replace(config=config, focus=None))

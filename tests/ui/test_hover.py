@@ -4,7 +4,7 @@ from PySide6 import QtCore, QtWidgets
 
 from attn_gui.engine import AttentionConfig, compute
 from attn_gui.present.explain import explain
-from attn_gui.render.heatmap import readout_position
+from attn_gui.render.readout import readout_position
 
 
 def cell_rect(canvas, mid: str, r: int, c: int) -> QtCore.QRect:

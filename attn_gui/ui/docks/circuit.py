@@ -76,6 +76,15 @@ class CircuitPanel(DockPanel, QtWidgets.QWidget):
         self._prompt: tuple[Split, tuple[int, ...], list[str]] | None = None  # the found circuit's first clean prompt
         self._running = False
         self._cancel = False
+        self._build_run_controls()
+        self._build_views()
+        self._lay_out()
+        self._connect()
+        self._follow(None)
+        self._show_k()
+
+    def _build_run_controls(self) -> None:
+        """The task, the method and the pairs, the run and cancel buttons, the progress and the message."""
         self.taskBox = QtWidgets.QComboBox()
         self.taskBox.setObjectName("circuitTask")
         self.taskBox.setEditable(True)  # a built-in task or the path of a JSONL file of pairs
@@ -100,6 +109,9 @@ class CircuitPanel(DockPanel, QtWidgets.QWidget):
         self.message = QtWidgets.QLabel()
         self.message.setObjectName("circuitMessage")
         self.message.setWordWrap(True)
+
+    def _build_views(self) -> None:
+        """The circuit's views: the edges kept (k), the graph, the faithfulness curve and the edge shown."""
         self.kSlider = QtWidgets.QSlider(QtCore.Qt.Orientation.Horizontal)
         self.kSlider.setObjectName("circuitK")
         self.kSlider.setRange(1, DEFAULT_K)
@@ -126,6 +138,8 @@ class CircuitPanel(DockPanel, QtWidgets.QWidget):
         for picture in (self.writerAlpha, self.readerAlpha):
             picture.setMinimumSize(140, 140)
 
+    def _lay_out(self) -> None:
+        """The run line on top, the message, then the graph beside k and the tabs."""
         run = QtWidgets.QHBoxLayout()
         for w in (self.taskBox, self.methodBox, self.pairsBox, self.runButton):
             run.addWidget(w)
@@ -158,6 +172,8 @@ class CircuitPanel(DockPanel, QtWidgets.QWidget):
         layout.addWidget(self.message)
         layout.addLayout(body, 1)
 
+    def _connect(self) -> None:
+        """The task thread, the buttons, the slider and the graph to what they do."""
         self.tasks = TaskThread("attn-gui circuit", self)
         self.tasks.done.connect(self._on_done)
         self._progress.connect(self._on_progress)
@@ -165,8 +181,6 @@ class CircuitPanel(DockPanel, QtWidgets.QWidget):
         self.cancelButton.clicked.connect(self.cancel)
         self.kSlider.valueChanged.connect(self._show_k)
         self.graph.clicked.connect(self._on_graph_click)
-        self._follow(None)
-        self._show_k()
 
     def follow(self, state: ViewState) -> None:
         """Follow the window's view state: its model and sentence."""

@@ -53,6 +53,14 @@ class InterventionsPanel(DockPanel, QtWidgets.QWidget):
         self.max_layers: int | None = None  # a test hook: stop the grid after this many layers
         self._grid_gen = None
         self._cancel = False
+        self._build_controls()
+        self._lay_out()
+        self._connect()
+        self._follow(None, 0)
+
+    def _build_controls(self) -> None:
+        """The struck heads, the strike and restore buttons, the bars before and after, the runs over every head
+        (effect, patching) with their progress and message, and the grid of their results."""
         self.struckLabel = QtWidgets.QLabel()
         self.struckLabel.setObjectName("struckLabel")
         self.struckLabel.setWordWrap(True)
@@ -89,6 +97,8 @@ class InterventionsPanel(DockPanel, QtWidgets.QWidget):
         self.grid.setObjectName("effectGrid")
         self.grid.setMinimumSize(260, 200)
 
+    def _lay_out(self) -> None:
+        """The tools on the left (hidden with a model that is not a decoder), the grid on the right."""
         strike = QtWidgets.QHBoxLayout()
         strike.addWidget(self.strikeButton)
         strike.addWidget(self.clearButton)
@@ -120,6 +130,8 @@ class InterventionsPanel(DockPanel, QtWidgets.QWidget):
         layout.addLayout(left, 1)
         layout.addWidget(self.grid, 1)
 
+    def _connect(self) -> None:
+        """The task thread, the buttons and the grid to what they do."""
         self.tasks = TaskThread("attn-gui interventions", self)
         self.tasks.done.connect(self._on_done)
         self.strikeButton.clicked.connect(self._toggle_shown_head)
@@ -128,7 +140,6 @@ class InterventionsPanel(DockPanel, QtWidgets.QWidget):
         self.patchButton.clicked.connect(self.run_patching)
         self.cancelButton.clicked.connect(self.cancel)
         self.grid.scene().sigMouseClicked.connect(self._on_grid_click)
-        self._follow(None, 0)
 
     def follow(self, state: ViewState) -> None:
         """Follow the window's view state: its config and head."""

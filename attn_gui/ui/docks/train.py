@@ -70,6 +70,32 @@ class TrainPanel(DockPanel, QtWidgets.QWidget):
 
     def __init__(self, parent=None):
         super().__init__(parent)
+        layout = QtWidgets.QHBoxLayout(self)
+        layout.addLayout(self._build_controls())
+        layout.addWidget(self._build_plots(), 1)
+
+        self._steps: list[int] = []
+        self._loss: list[float] = []
+        self._acc: list[float] = []
+        self._scores: dict[tuple[str, int], tuple[list[int], list[float], pg.PlotDataItem]] = {}
+        self.running = False
+        self.step_count = 0
+        self.run_state = TrainRun()
+        self.tasks = TaskThread("attn-gui train", self)
+        self.tasks.done.connect(self._on_done)
+        self.pause = False
+        self._left = 0  # steps still to run for this Start or Step
+        self._fresh = False  # the thread holds a run made from the controls
+        self._pace: tuple[float, int] | None = None  # when this Start began, and at which step
+        self.folder: Path | None = None  # this run's checkpoints (its own temporary folder: made on first save)
+        self.start.clicked.connect(self._start)
+        self.stepButton.clicked.connect(lambda: self._run(1))
+        self.pauseButton.clicked.connect(self._pause)
+        self.resetButton.clicked.connect(self.reset)
+        self.openButton.clicked.connect(self.open_in_explorer)
+
+    def _build_controls(self) -> QtWidgets.QVBoxLayout:
+        """The left column: the run's settings two pairs a row, the buttons and the message."""
         self.task = QtWidgets.QComboBox()
         self.task.addItems(TASKS)
         self.task.setCurrentText("induction")
@@ -111,7 +137,10 @@ class TrainPanel(DockPanel, QtWidgets.QWidget):
         left.addLayout(buttons)
         left.addWidget(self.message)
         left.addStretch(1)
+        return left
 
+    def _build_plots(self) -> QtWidgets.QSplitter:
+        """The loss and accuracy curves, α of every head on the probe, and the heads' scores by step."""
         self.curves = pg.PlotWidget(title="loss (blue), accuracy (orange)")
         self.curves.setLabel("bottom", "step")
         self.lossCurve = self.curves.plot(pen=pg.mkPen("#1f77b4", width=2))
@@ -132,29 +161,7 @@ class TrainPanel(DockPanel, QtWidgets.QWidget):
         plots = QtWidgets.QSplitter(QtCore.Qt.Orientation.Horizontal)
         for w in (self.curves, self.heads_view, self.metrics):
             plots.addWidget(w)
-        layout = QtWidgets.QHBoxLayout(self)
-        layout.addLayout(left)
-        layout.addWidget(plots, 1)
-
-        self._steps: list[int] = []
-        self._loss: list[float] = []
-        self._acc: list[float] = []
-        self._scores: dict[tuple[str, int], tuple[list[int], list[float], pg.PlotDataItem]] = {}
-        self.running = False
-        self.step_count = 0
-        self.run_state = TrainRun()
-        self.tasks = TaskThread("attn-gui train", self)
-        self.tasks.done.connect(self._on_done)
-        self.pause = False
-        self._left = 0  # steps still to run for this Start or Step
-        self._fresh = False  # the thread holds a run made from the controls
-        self._pace: tuple[float, int] | None = None  # when this Start began, and at which step
-        self.folder: Path | None = None  # this run's checkpoints (its own temporary folder: made on first save)
-        self.start.clicked.connect(self._start)
-        self.stepButton.clicked.connect(lambda: self._run(1))
-        self.pauseButton.clicked.connect(self._pause)
-        self.resetButton.clicked.connect(self.reset)
-        self.openButton.clicked.connect(self.open_in_explorer)
+        return plots
 
     @staticmethod
     def _spin(low: int, high: int, value: int) -> QtWidgets.QSpinBox:

@@ -62,6 +62,18 @@ class WhyPanel(DockPanel, QtWidgets.QWidget):
         self.head = 0
         self.traced: tuple[AttentionConfig, A.Trace] | None = None  # the trace of a config, once computed
         self.pending = 0  # tasks started and not yet done
+        self.last_dla: A.LogitAttribution | None = None
+        self._build_controls()
+        self._build_maps()
+        layout = QtWidgets.QHBoxLayout(self)
+        layout.addLayout(self._lay_out_controls(), 1)
+        layout.addWidget(self._build_tabs(), 3)
+        self._connect()
+        self._follow(None, 0)
+
+    def _build_controls(self) -> None:
+        """The token to explain, the explain button and the model view's colouring, the messages and the head
+        detector's labels."""
         self.tokenBox = QtWidgets.QLineEdit()
         self.tokenBox.setObjectName("whyToken")
         self.tokenBox.setPlaceholderText("top next token")
@@ -77,7 +89,6 @@ class WhyPanel(DockPanel, QtWidgets.QWidget):
         self.colourBox.setObjectName("colourModelView")
         self.colourBox.setToolTip("The model view shows each head's DLA beside its thumbnails, in place of the "
                                   "sink mass (models with more layers than heads)")
-        self.last_dla: A.LogitAttribution | None = None
         self.message = QtWidgets.QLabel()
         self.message.setObjectName("whyMessage")
         self.message.setWordWrap(True)
@@ -93,6 +104,8 @@ class WhyPanel(DockPanel, QtWidgets.QWidget):
                                "token after an earlier copy), sink (α on the first token); a head is labelled "
                                "with its highest mean at or above 0.4")
 
+    def _build_maps(self) -> None:
+        """The attribution maps and tables of the tabs, with their own controls."""
         self.dla = _map("dlaGrid")
         self.score = _map("scoreAttribution")
         self.queryBox = QtWidgets.QSpinBox()
@@ -116,6 +129,8 @@ class WhyPanel(DockPanel, QtWidgets.QWidget):
         self.copyingButton.setToolTip("The eigenvalues of each head's W_U W_OV W_E (a few seconds per layer "
                                       "on SmolLM2)")
 
+    def _lay_out_controls(self) -> QtWidgets.QVBoxLayout:
+        """The left column: what needs a decoder (hidden without one), the messages, the head detector."""
         self.tools = QtWidgets.QWidget()  # what needs a decoder: hidden without one, the message says so
         form = QtWidgets.QFormLayout()
         form.addRow("Token", self.tokenBox)
@@ -136,7 +151,10 @@ class WhyPanel(DockPanel, QtWidgets.QWidget):
         left.addWidget(self.summary)
         left.addWidget(self.detector, 1)
         left.addStretch(0)
+        return left
 
+    def _build_tabs(self) -> QtWidgets.QTabWidget:
+        """The tabs: logit attribution, score attribution, the logit lens and the circuits."""
         score_tab = QtWidgets.QWidget()
         pick = QtWidgets.QHBoxLayout()
         pick.addWidget(QtWidgets.QLabel("query"))
@@ -165,10 +183,10 @@ class WhyPanel(DockPanel, QtWidgets.QWidget):
         self.tabs.addTab(score_tab, "Score attribution")
         self.tabs.addTab(self.lens, "Logit lens")
         self.tabs.addTab(circuits_tab, "Circuits")
-        layout = QtWidgets.QHBoxLayout(self)
-        layout.addLayout(left, 1)
-        layout.addWidget(self.tabs, 3)
+        return self.tabs
 
+    def _connect(self) -> None:
+        """The buttons, boxes and maps to what they do."""
         self.tasks = TaskThread("attn-gui why", self)
         self.tasks.done.connect(self._on_done)
         self.explainButton.clicked.connect(self.explain)
@@ -180,7 +198,6 @@ class WhyPanel(DockPanel, QtWidgets.QWidget):
         self.colourBox.toggled.connect(lambda _: self._emit_colours())
         self.dla.scene().sigMouseClicked.connect(lambda event: self._pick(self.dla, event))
         self.copying.scene().sigMouseClicked.connect(lambda event: self._pick(self.copying, event))
-        self._follow(None, 0)
 
     # what the window calls -------------------------------------------------------------------
 
