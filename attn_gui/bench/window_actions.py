@@ -218,7 +218,7 @@ def _model_memory():
         from attn_gui.engine.sources import decoder
         from attn_gui.engine.sources.loaded import LOADED
     except ImportError:
-        from attn_gui.engine.sources import smollm2  # type: ignore[attr-defined]  (a tree before the model table)
+        from attn_gui.engine.sources import smollm2  # type: ignore[attr-defined]  # a tree before the model table
 
         return smollm2.load_model, smollm2.forget
     return decoder.load_model, LOADED.forget
