@@ -17,7 +17,6 @@ def add_arguments(a: argparse.ArgumentParser) -> None:
 
 def run_attribute(args: argparse.Namespace) -> int:
     """``attn-gui attribute``: components.csv, heads.csv and dla.png in ``--out``, all or none."""
-    from ..engine import source
     from ..engine.attribution import direct_logit_attribution
     from ..export.folder import Target
     from ..present.attribution import top_heads
@@ -26,12 +25,15 @@ def run_attribute(args: argparse.Namespace) -> int:
     Target(args.out, overwrite=args.overwrite)  # refused before the compute; creates nothing
     if config.model:
         load_model(config.model)
-    a = direct_logit_attribution(config, args.token, args.against)
+    from ..engine.plan import plan
+
+    planned = plan(config)  # the model resolved once: the attribution and its tokens' text read it
+    a = direct_logit_attribution(planned, args.token, args.against)
     from ..export.attribution import write_attribution
     from ..render.offscreen import ensure_app
 
     ensure_app(offscreen=True)
-    folder = write_attribution(a, source(config.model).token_text, args.out, args.overwrite)
+    folder = write_attribution(a, planned.source.token_text, args.out, args.overwrite)
     best = ", ".join(f"{name} ({value:+.3f})" for name, value in top_heads(a.heads.numpy(), 3))
     print(f"logit {a.logit:.4f}; largest heads {best}; wrote {one_line(str(folder))}")
     return 0

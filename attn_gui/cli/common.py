@@ -142,11 +142,12 @@ def config_from_args(args: argparse.Namespace, load: bool = True):
 
 def _layer_from_one(layer: int, model: str | None) -> int:
     """The config's 0-based layer of ``--layer`` (counted from 1); UsageError out of range."""
-    from ..engine import model_spec
+    from ..engine import AttentionConfig
+    from ..engine.plan import plan
 
     if model is None:
         raise UsageError("attn-gui: --layer needs --model")
-    spec = model_spec(model)
+    spec = plan(AttentionConfig(model=model)).facts
     if not 1 <= layer <= spec.layers:
         raise UsageError(f"attn-gui: {spec.label} has layers 1 to {spec.layers}; got --layer {layer}")
     return layer - 1
@@ -165,15 +166,17 @@ def head_from_args(args: argparse.Namespace, config) -> int | None:
 
 def load_model(name: str) -> None:
     """Load model ``name``; a first load that builds its tokenizer into the cache reports every 10 % on stderr."""
-    from ..engine import model_spec, source
+    from ..engine import AttentionConfig
+    from ..engine.plan import plan
 
+    model = plan(AttentionConfig(model=name))  # the name resolved once: its label and its source
     shown = [-10]
 
     def progress(done: int, total: int) -> None:
         percent = 100 * done // max(total, 1)
         if percent >= shown[0] + 10 or done == total:
             shown[0] = percent
-            print(f"attn-gui: first load of {model_spec(name).label}: building its tokenizer into the cache, "
+            print(f"attn-gui: first load of {model.facts.label}: building its tokenizer into the cache, "
                   f"{percent}%", file=sys.stderr, flush=True)
 
-    source(name).load(progress)
+    model.source.load(progress)

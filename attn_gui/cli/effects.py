@@ -19,16 +19,17 @@ def add_arguments(e: argparse.ArgumentParser) -> None:
 
 def run_effects(args: argparse.Namespace) -> int:
     """``attn-gui effects``: the (layers x heads) grid as effects.csv and effects.png in ``--out``."""
-    from ..engine import interventions, source
-
+    from ..engine import interventions
+    from ..engine.plan import plan
     from ..export.folder import Target
 
     config = config_from_args(args)
     Target(args.out, overwrite=True)  # a file in its place, a name too long: refused before the measuring
     if config.model:
         load_model(config.model)
+    planned = plan(config)  # the model resolved once: the effects and the target's text read it
     if args.corrupt is None:
-        grids = interventions.head_effects(config, args.target, args.mode)
+        grids = interventions.head_effects(planned, args.target, args.mode)
     else:
         grids = interventions.patch_effects(config, config.replace(sentence=args.corrupt))
     grid = None
@@ -36,7 +37,7 @@ def run_effects(args: argparse.Namespace) -> int:
         print(f"attn-gui effects: layer {grid.done} of {grid.total}", file=sys.stderr, flush=True)
     assert grid is not None  # a grid after each layer, and a model has a layer at least
     if args.corrupt is None:  # name the token measured: --target's, else the top next one
-        token = f'"{source(config.model).token_text(grid.target)}"'
+        token = f'"{planned.source.token_text(grid.target)}"'
         token = token if args.target is not None else f"top next token {token}"
         symbol, what = "Δ log p", f"change in log p({token}) when the head alone is ablated ({args.mode})"
     else:

@@ -11,7 +11,8 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
-from ..engine import FIELDS, AttentionConfig, AttentionResult, ConfigError, UserError, model_spec
+from ..engine import FIELDS, AttentionConfig, AttentionResult, ConfigError, UserError
+from ..engine.plan import plan
 from .docks import DOCK_ROWS
 from .scales import scale_choices
 
@@ -51,11 +52,11 @@ def carry_layer(config: AttentionConfig, changes: dict[str, Any]) -> dict[str, A
     """
     if "model" not in changes or changes["model"] == config.model:
         return changes
-    model = changes["model"]
     try:
-        layer = min(config.layer, model_spec(model).layers - 1)
-    except ConfigError:  # random weights, or a model that is refused: the config built from changes says why
-        layer = 0
+        spec = plan(config.replace(**{**changes, "layer": 0, "ablate": ()})).spec  # None: random weights
+    except ConfigError:  # a model that is refused: the config built from changes says why
+        spec = None
+    layer = min(config.layer, spec.layers - 1) if spec is not None else 0
     return {"layer": layer, "ablate": (), **changes}
 
 

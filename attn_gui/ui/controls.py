@@ -14,8 +14,9 @@ from typing import Any
 
 from PySide6 import QtCore, QtGui, QtWidgets
 
-from ..engine import model_spec, OPTIONS, PRESETS, AttentionConfig, Tokens
+from ..engine import OPTIONS, PRESETS, AttentionConfig, Tokens
 from ..engine.inputs import source_tokens_for
+from ..engine.plan import plan
 from .decoder_panel import DecoderPanel
 from .editors import Editor, make_editor
 
@@ -201,7 +202,7 @@ class ControlPanel(QtWidgets.QWidget):
         if cfg.projections is False and cfg.model is None:  # sizes of W do not exist without projections
             for name in ("d_k", "d_v", "init", "weight_seed"):
                 self.editors[name].widget.setEnabled(False)
-        model = model_spec(cfg.model) if cfg.model else None
+        model = plan(cfg).spec  # None for random weights
         self.layerSpin.setMaximum(model.layers if model else OPTIONS["layer"].hi + 1)  # counted from 1
         self.rerollButton.setEnabled(model is None)
         self.hideSpecialCheck.setEnabled(model is not None)

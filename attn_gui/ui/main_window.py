@@ -12,20 +12,18 @@ import importlib
 import time
 from typing import Any
 
-import numpy as np
 from PySide6 import QtCore, QtGui, QtWidgets
 
-from ..engine import (AttentionConfig, UserError, check_tokens_now, model_spec, preset, toggle_head, tokens_for,
-                      unknown_note)
-from ..present.frame import Frame, held_text
+from ..engine import AttentionConfig, UserError, check_tokens_now, preset, toggle_head, tokens_for, unknown_note
+from ..present.frame import Frame
 from ..present.maps import special_tokens
-from ..present.frame import DISPLAY_MAX
-from ..present.runner import Failure, is_partial
+from ..present.runner import is_partial
 from ..present.state import ViewState, carry_layer, check_window_text
 from ..render.canvas import Pipeline
 from ..render.collector import collect_on_gui_thread
 from . import map_menu
 from .busy import StaleCover
+from .compute_flow import ComputeFlow, frame_status
 from .controls import ControlPanel
 from .docks.host import DockHost, Requests
 from .docks.lessons import LessonsPanel
@@ -34,7 +32,6 @@ from .sight import in_sight
 from .menus import build_menus
 from .settings import Settings
 from .generation import Generation
-from .worker import ComputeService
 
 
 MODEL_READERS = ("gguf.quants", "safetensors.torch")  # what a model's first open imports (the models extra)
@@ -96,7 +93,6 @@ class MainWindow(QtWidgets.QMainWindow):
         self.last_good_device = "cpu"
         self._state = ViewState()
         self._invalid = ""
-        self._shown_id = 0
         self._build_central()
 
         self.docks = DockHost(self, self.settings, Requests(
@@ -107,23 +103,12 @@ class MainWindow(QtWidgets.QMainWindow):
         self.modelView, self.modelDock = self.docks.panels["model-view"], self.docks.docks["model-view"]
         self._before_lesson: ViewState | None = None  # the person's own state, saved instead of a lesson's
 
-        self._build_status_bar()
-        self._loading: str | None = None  # the model the worker loads before the next frame
+        self.flow = ComputeFlow(self)  # the worker, the busy cover, the model's load and the status line
+        self.service, self.statusLabel, self.loadBar = self.flow.service, self.flow.label, self.flow.bar
         self._model_mode: bool | None = None  # whether the last frame drawn came from a model (None: no frame yet)
         self.files = FileActions(self)  # sessions, models, exports
         self.menus = build_menus(self)
 
-        self._busy_timer = QtCore.QTimer(self)
-        self._busy_timer.setSingleShot(True)
-        self._busy_timer.setInterval(150)
-        self._busy_timer.timeout.connect(self._show_busy)
-        self.service = ComputeService(self)
-        self.service.resultReady.connect(self.show_frame)
-        self.service.failed.connect(self._on_failed)
-        self.service.loadProgress.connect(self._on_load_progress)
-        self.service.layerProgress.connect(self._on_layer_progress)
-        self._progress = (0, 0)  # the newest request's model run: layers done, layers
-        self._asked_tokens = None  # the newest request's tokens (None: its model loads first)
         self.generation = Generation(self)
         # an application that quits without closing this window still stops every thread first
         # (else Qt aborts: "QThread: Destroyed while thread ... is still running")
@@ -156,18 +141,6 @@ class MainWindow(QtWidgets.QMainWindow):
         self.splitter.setStretchFactor(1, 1)
         self.splitter.setSizes([340, 1260])
         self.setCentralWidget(self.splitter)
-
-    def _build_status_bar(self) -> None:
-        """The status line and the model load's progress bar."""
-        self.statusLabel = QtWidgets.QLabel()
-        self.statusLabel.setObjectName("statusLabel")
-        self.statusBar().addWidget(self.statusLabel, 1)
-        self.loadBar = QtWidgets.QProgressBar()
-        self.loadBar.setObjectName("loadBar")
-        self.loadBar.setRange(0, 100)
-        self.loadBar.setFixedWidth(200)
-        self.loadBar.hide()
-        self.statusBar().addPermanentWidget(self.loadBar)
 
     def _connect(self) -> None:
         """The controls', the maps' and the model view's requests."""
@@ -232,13 +205,9 @@ class MainWindow(QtWidgets.QMainWindow):
             self.panel.show_config(state.config, tokens)
             self._invalid = ""
             self.panel.show_message("")
-            if tokens is None:
-                self._show_loading(state.config.model)
-            self._progress, self._asked_tokens = (0, 0), tokens
-            self.service.submit(state.config)
-            if self.service.latest_id != self._shown_id and self._long(state.config, tokens):
-                self._show_busy()  # a long input: the old maps are marked at once, not after the timer
-            self._busy_timer.start()
+            self.flow.submit(state.config, tokens)
+            if tokens is None:  # the worker loads the model first
+                self.flow.show_loading(self.flow.name)
         self.panel.show_hide_special(state.hide_special)
         if not config_changed and self.frame is not None:
             self._draw()
@@ -266,17 +235,13 @@ class MainWindow(QtWidgets.QMainWindow):
 
     def recompute(self) -> None:
         """Compute the shown config again (after a failure or a stop, or to time it)."""
-        self._progress, self._asked_tokens = (0, 0), check_tokens_now(self._state.config)
-        self.service.submit(self._state.config)
-        if self.service.latest_id != self._shown_id and self._long(self._state.config, self._asked_tokens):
-            self._show_busy()
-        self._busy_timer.start()
+        self.flow.submit(self._state.config, check_tokens_now(self._state.config))
 
     def stop_compute(self) -> bool:
         """Stop the computation in progress (Esc): the maps keep the last result, or a large decoder's first maps
         with the rest of its run stopped (kept, F5 goes on from there); whether one was running."""
         rest = self.frame is not None and is_partial(self.frame)  # the rest of the shown request's run
-        if (self.service.latest_id == self._shown_id and not rest) or not self.service.cancel():
+        if (not self.flow.running and not rest) or not self.service.cancel():
             return False
         if self.cover.covering:
             self.cover.label.setText(f"<b>stopping…</b><br>{self.cover.what}")
@@ -288,15 +253,6 @@ class MainWindow(QtWidgets.QMainWindow):
         busy = self.cover.covering or (self.frame is not None and is_partial(self.frame))
         if not (busy and self.stop_compute()):
             self.focus_on(None)
-
-    @staticmethod
-    def _long(config: AttentionConfig, tokens) -> bool:
-        """Whether computing ``config`` takes long enough to mark the old maps at once: a model still to load,
-        a model over a few hundred tokens, or a streamed input (``tokens`` None: the model loads first)."""
-        if tokens is None:
-            return True
-        T = len(tokens.tokens)
-        return T > DISPLAY_MAX or (config.model is not None and T > 128)
 
     def apply_preset(self, name: str) -> None:
         """The named preset, on the device in use."""
@@ -387,78 +343,6 @@ class MainWindow(QtWidgets.QMainWindow):
             state = ViewState()
         self.set_state(state)
 
-    def _show_busy(self) -> None:
-        """Grey the maps and say what is computed (a long input at once; any other after the busy timer: fast
-        computes would just flicker)."""
-        if self.service.latest_id == self._shown_id:
-            return
-        config = self._state.config
-        if self.frame is None:
-            self.statusLabel.setText("computing the first result…")
-        else:
-            base = self.statusLabel.text().split("  ·  computing…")[0]
-            self.statusLabel.setText(base + "  ·  computing… (the maps show the previous result)")
-        tokens = self._asked_tokens if self._loading is None else None
-        name = model_spec(config.model).label.split(" (")[0] if config.model is not None else "random weights"
-        what = (f"loading {name}, then computing" if tokens is None
-                else f"computing T = {len(tokens.tokens):,} tokens with {name}")
-        if not self.cover.covering or self.cover.what != what:
-            self.cover.cover(what, previous=self.frame is not None)
-            if self._progress[1]:
-                self.cover.set_progress(*self._progress)
-        self.panel.decoderPanel.set_stale(True)
-        self.focus.setEnabled(False)  # the walk too shows the previous result
-
-    def _uncover(self) -> None:
-        self.cover.uncover()
-        self.panel.decoderPanel.set_stale(False)
-        self.focus.setEnabled(True)
-
-    def _loaded(self) -> None:
-        """The model the state's config names is in memory: its tokens under the sentence at once."""
-        tokens = check_tokens_now(self._state.config)
-        if tokens is not None:
-            self.panel.show_tokens(self._state.config, tokens)
-            self._asked_tokens = tokens
-            self._show_loading(None)
-
-    def _on_layer_progress(self, done: int, total: int) -> None:
-        self._progress = (done, total)
-        if self._loading is not None:  # the model is in memory now: its tokens and the cover say what is computed
-            self._loaded()
-            if self.cover.covering and self._asked_tokens is not None:
-                self._show_busy()
-        if self.cover.covering:
-            self.cover.set_progress(done, total)
-
-    def _show_loading(self, model: str | None, done: int = 0, total: int = 0) -> None:
-        """Say under the sentence and in the status bar that ``model`` loads (None: it is done)."""
-        self._loading = model
-        if model is None:
-            self.panel.show_loading("")
-            self.loadBar.hide()
-            return
-        name = model_spec(model).label.split(" (")[0]  # "SmolLM2-135M"
-        if total:
-            percent = round(100 * done / total)
-            text = f"building {name}'s tokenizer into the cache (only the first time), {percent} %"
-        else:
-            percent = 0
-            text = f"loading {name}… " + ("(the maps show the previous result)" if self.frame is not None
-                                          else "then computing the first result")
-        self.panel.show_loading(text)
-        self.loadBar.setValue(percent)
-        self.loadBar.setFormat(f"{name}: %p %")
-        self.loadBar.show()
-
-    def _on_load_progress(self, done: int, total: int) -> None:
-        if self._loading is not None:
-            self._show_loading(self._loading, done, total)
-            if self.cover.covering and total:  # a first start's cover says how far the tokenizer is
-                self.cover.bar.setRange(0, total)
-                self.cover.bar.setValue(done)
-                self.cover.bar.setFormat("building the tokenizer (only the first time): %p %")
-
     def _show_invalid(self, message: str) -> None:
         self._invalid = message
         self.panel.show_message(message)
@@ -471,12 +355,8 @@ class MainWindow(QtWidgets.QMainWindow):
         result = frame.result
         self.last_good_device = result.config.device
         self.frame = frame
-        self._shown_id = frame.request_id
         self.failed_config = None
-        self._uncover()
-        if self._loading is not None:  # the model is in memory now: the chips come at once
-            self._loaded()
-            self._show_loading(None)
+        self.flow.shown(frame)  # the cover lifts; a model now in memory shows its chips at once
         partial = is_partial(frame)  # a large decoder's first maps: the rest of its run is to come
         self.panel.decoderPanel.show_next_tokens(result.next_tokens, pending=partial)
         fitted = self._state.fitted(result)
@@ -484,18 +364,7 @@ class MainWindow(QtWidgets.QMainWindow):
             self._state = fitted
             self.stateChanged.emit(fitted)
         self._draw(started)
-        dims = result.config.dims
-        T = result.seq_len
-        note = ("  ·  note: " + "; ".join(result.notes)) if result.notes else ""
-        warning = f"⚠ {frame.saturation.text}  ·  " if frame.saturation is not None else ""
-        if partial:  # first in the line: the notes after it are cut on a small screen
-            warning += (f"first maps: {result.model_run.pending} of {len(result.resolved.layers)} "
-                        "layers run, the rest of the run is computing  ·  ")
-        self.statusLabel.setText(
-            f"{warning}T = {T:,}  ·  V = {len(result.vocab):,}  ·  h = {result.heads}  ·  "
-            f"d_model = {dims.d_model}, d_k = {dims.d_k}, d_v = {dims.d_v}  ·  "
-            f"{held_text(result)}  ·  "
-            f"{result.device}, {result.config.dtype}  ·  {result.elapsed_ms:.2f} ms{note}")
+        self.statusLabel.setText(frame_status(frame))
         if self._invalid:  # a frame still in flight must not hide a newer problem
             self._show_invalid(self._invalid)
         elif result.config.model is not None:  # a sentence the model cannot read: said where the person types
@@ -529,55 +398,11 @@ class MainWindow(QtWidgets.QMainWindow):
             self.modelView.show_empty(f"every layer's α comes when the model's run finishes ({result.model_run.pending}"
                                       f" of {len(result.resolved.layers)} layers run)")
         elif model_mode:  # in a turn of its own where the canvas draws in steps (a first frame of many heads)
-            self.canvas.draw_beside(self._draw_model_view)
-
-    def _draw_model_view(self) -> None:
-        """The model view's grid: every layer's and head's alpha of the shown frame (model mode)."""
-        state, result = self._state, self.frame.result
-        if "layer_weights" not in self.frame.arrays:
-            return
-        hidden = self.hidden_tokens()
-        # every layer ran with the plan's options (a what-if in all of them); the other layers' masks are drawn
-        # causal where the run is causal (their windows are in their weights, 0 outside)
-        scaled = self.frame.arrays.get("scaled")
-        masked = np.isneginf(scaled).all(axis=0) if scaled is not None else None  # the same in every head
-        t = self.frame.arrays["layer_weights"].shape[-1]
-        model_mask = np.triu(np.ones((t, t), dtype=bool), 1) if result.resolved.causal else None
-        self.modelView.set_weights(self.frame.arrays["layer_weights"], result.config.layer, state.head, hidden,
-                                   result.seq_len, masked, other_layers=model_mask,
-                                   kv_heads=result.resolved.dims.kv_heads, sink=self.frame.arrays.get("sink_mass"),
-                                   distance=self.frame.arrays.get("mean_distance"))
-        self.modelView.set_struck(result.config.ablate, allowed=result.resolved.can.intervene)
+            self.canvas.draw_beside(lambda: self.docks.draw_model_view(self.frame, self._state, self.hidden_tokens()))
 
     def hidden_tokens(self) -> tuple[int, ...]:
         """Token indices left out of the maps: the model's special tokens, when asked."""
         return special_tokens(self.frame.result) if self._state.hide_special and self.frame else ()
-
-    def _on_failed(self, failure: Failure) -> None:
-        config = failure.config
-        self._shown_id = failure.request_id
-        self.failed_config = config
-        self._show_loading(None)
-        self._uncover()
-        self.generation.stop()
-        first_line = failure.message.splitlines()[0]
-        if failure.cancelled:
-            done, total = self._progress
-            where = f" after {done} of {total} layers" if total else ""
-            shows = ("this text's first maps" if self.frame is not None and is_partial(self.frame)
-                     and self.frame.result.config == config else "the previous result")
-            first_line = (f"Stopped{where}: the maps show {shows}; edit the text, "
-                          f"or press F5 to compute it again")
-            self.panel.show_message(first_line)
-            self.statusLabel.setText(first_line)
-            self.computeFailed.emit(first_line)
-            return
-        if failure.device_error and config.device != self.last_good_device:
-            first_line += f" — back on {self.last_good_device}"
-            self.set_state(self._state.with_config(device=self.last_good_device))
-        self.panel.show_message(first_line)
-        self.statusLabel.setText(f"⚠ {first_line} — the maps show the last good result")
-        self.computeFailed.emit(first_line)
 
     # lifetime --------------------------------------------------------------------------------
 

@@ -49,7 +49,7 @@ def test_a_long_paste_is_marked_counted_and_stopped_by_escape(smollm2_window, qt
     paste(window, PASTED)
     assert window.state.config.sentence == PASTED
     qtbot.waitUntil(window.cover.isVisible, timeout=100)  # the old maps are marked stale within 100 ms
-    T = window._asked_tokens.tokens
+    T = window.flow.asked_tokens.tokens
     assert f"T = {len(T):,} tokens" in window.cover.label.text() and len(T) >= 1500
     assert not window.panel.decoderPanel.tokenLabels[0].isEnabled()  # "Paris 77.3 %" is the old text's
     assert window.frame is old  # nothing new drawn yet

@@ -17,7 +17,6 @@ from ...engine import AttentionConfig
 from ...engine.circuits import BUILT_IN, METHODS, Cancelled, Circuit, circuit, prepare
 from ...engine.circuits.composition import EdgeLook, look
 from ...engine.circuits.split import Split
-from ...engine.sources import source
 from ...engine.plan import plan
 from ...present.state import ViewState
 from ...present.circuits import alpha_svg, faithfulness_svg, graph_svg, pick_edge, pick_writer, top_edges
@@ -202,7 +201,8 @@ class CircuitPanel(DockPanel, QtWidgets.QWidget):
         """Find the circuit of the view's model on the chosen task, off the GUI thread."""
         if self.config is None or self._running:
             return
-        model, task, method, pairs = (self.config.model, self.taskBox.currentText().strip(),
+        config = self.config  # its plan's source reads the task's tokens
+        model, task, method, pairs = (config.model, self.taskBox.currentText().strip(),
                                       self.methodBox.currentText(), self.pairsBox.value())
         assert model is not None  # follow keeps a config only with a decoder model
         self._running, self._cancel = True, False
@@ -219,7 +219,7 @@ class CircuitPanel(DockPanel, QtWidgets.QWidget):
             except Cancelled:
                 return None
             ids = prepared.task.pairs[0].clean
-            vocab = source(model).tokenize("").vocab
+            vocab = plan(config).source.tokenize("").vocab
             return found, (prepared.split, ids, [vocab[i] if i < len(vocab) else str(i) for i in ids])
         self.tasks.start("circuit", work)
 

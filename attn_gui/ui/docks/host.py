@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 from PySide6 import QtCore, QtWidgets
 
 from ...present.docks import DOCK_ROWS, ROWS, DockRow
@@ -251,6 +252,23 @@ class DockHost(QtCore.QObject):
         self._give_model_view_room(result)
 
     # room -----------------------------------------------------------------------------------------
+
+    def draw_model_view(self, frame: Frame, state: ViewState, hidden: tuple[int, ...]) -> None:
+        """The model view's grid: every layer's and head's alpha of ``frame`` (model mode), ``hidden`` tokens left
+        out."""
+        if "layer_weights" not in frame.arrays:
+            return
+        result, view = frame.result, self.panels["model-view"]
+        # every layer ran with the plan's options (a what-if in all of them); the other layers' masks are drawn
+        # causal where the run is causal (their windows are in their weights, 0 outside)
+        scaled = frame.arrays.get("scaled")
+        masked = np.isneginf(scaled).all(axis=0) if scaled is not None else None  # the same in every head
+        t = frame.arrays["layer_weights"].shape[-1]
+        model_mask = np.triu(np.ones((t, t), dtype=bool), 1) if result.resolved.causal else None
+        view.set_weights(frame.arrays["layer_weights"], result.config.layer, state.head, hidden, result.seq_len,
+                         masked, other_layers=model_mask, kv_heads=result.resolved.dims.kv_heads,
+                         sink=frame.arrays.get("sink_mass"), distance=frame.arrays.get("mean_distance"))
+        view.set_struck(result.config.ablate, allowed=result.resolved.can.intervene)
 
     def _give_circuit_room(self) -> None:
         """A circuit was found: its graph gets half the window's height if the dock has less (never shrunk)."""

@@ -103,9 +103,10 @@ class ScalingPanel(DockPanel, QtWidgets.QWidget):
         entropy = None if result.streamed else head_metrics(result.weights, mask, cross=cross)["entropy_norm"]
         current = None if entropy is None else float(entropy.mean())
         d_k = result.q.size(-1)
+        scaled = result.resolved.shown.scale  # as the layer ran: a GPT-2 with scale_attn_weights off does not scale
         if cfg.model is not None or not cfg.projections:
             why = "a model's d_k is fixed" if cfg.model is not None else "without projections d_k = d_model"
-            self.plot.set_sweep(None, d_k, cfg.scale, current, f"no d_k sweep: {why}")
+            self.plot.set_sweep(None, d_k, scaled, current, f"no d_k sweep: {why}")
             return
         # The curves show how this initialisation behaves as d_k grows: they do not depend on
         # d_k or the scale switch, and the seeds only jitter them, so a new seed (typing a
@@ -123,4 +124,4 @@ class ScalingPanel(DockPanel, QtWidgets.QWidget):
                     pass
             self._sweep_key = key
         message = "" if self.sweep is not None else "too large to sweep d_k here"
-        self.plot.set_sweep(self.sweep, d_k, cfg.scale, current, message, self.reference)
+        self.plot.set_sweep(self.sweep, d_k, scaled, current, message, self.reference)
