@@ -38,19 +38,18 @@ def test_a_folder_outside_the_table_opens_through_transformers(kind, window, qtb
 def test_the_docks_answer_as_the_plan_for_a_folder_read_through_transformers(window, qtbot, tmp_path):
     """The KV cache, Interventions, Why and Circuit docks all read ``Plan.can``: a causal LM read through
     transformers generates no cache walk and is intervened on by none (the KV-cache dock used to offer it)."""
-    from attn_gui.ui import kv_cache_panel, why_panel
+    from attn_gui.ui.docks import kv_cache, why
 
     folder = tmp_path / "stablelm"
     outside_folder("stablelm", folder)
     window.edit_config({"sentence": SENTENCE})
-    assert window.open_model(str(folder))
+    assert window.files.open_model(str(folder))
     qtbot.waitUntil(lambda: window.frame.result.config.model == str(folder), timeout=30000)
     state = window._state
-    window.kvCache.follow(state)
-    window.interventions.follow(state.config, state.head)
-    window.why.follow(state.config, state.head)
-    window.circuit.follow(state.config)
-    assert window.kvCache.config is None and window.kvCache.note.text() == kv_cache_panel.NEEDS_DECODER
-    assert window.interventions.config is None and not window.interventions.strikeButton.isEnabled()
-    assert window.why.config is None and window.why.message.text() == why_panel.NEEDS_DECODER
-    assert window.circuit.config is None and window.circuit.message.text().startswith("Circuits need")
+    docks = {name: window.docks.panel(name) for name in ("kv-cache", "interventions", "why", "circuit")}
+    for panel in docks.values():
+        panel.follow(state)
+    assert docks["kv-cache"].config is None and docks["kv-cache"].note.text() == kv_cache.NEEDS_DECODER
+    assert docks["interventions"].config is None and not docks["interventions"].strikeButton.isEnabled()
+    assert docks["why"].config is None and docks["why"].message.text() == why.NEEDS_DECODER
+    assert docks["circuit"].config is None and docks["circuit"].message.text().startswith("Circuits need")
