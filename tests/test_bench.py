@@ -42,7 +42,7 @@ def test_tiny_settings_are_small():
 
 
 def test_every_row_has_real_positive_numbers(report):
-    from attn_gui.engine.sources import is_available
+    from attn_gui.engine.model.registry import is_available
 
     models = {"model"} if is_available("minilm-l6") else set()
     models |= {"decoder", "quantized GGUF", "interventions"} if is_available("smollm2-135m") else set()
@@ -93,7 +93,7 @@ def test_display_memory_and_startup_ratios(report):
 
 def test_decoder_rows(report):
     from attn_gui.bench.decoder import DECODE_TARGET, sink_mass
-    from attn_gui.engine.sources import is_available
+    from attn_gui.engine.model.registry import is_available
 
     import torch
 
@@ -124,7 +124,7 @@ def test_interventions_rows(report):
 
 
 def test_circuits_are_left_out_of_the_tiny_mode_with_a_reason(report):
-    from attn_gui.engine.sources import is_available
+    from attn_gui.engine.model.registry import is_available
 
     reasons = {s["name"]: s["reason"] for s in report["skipped"]}
     assert "circuits" in reasons
@@ -338,7 +338,8 @@ def test_the_8b_writer_lays_out_q4_k_m_as_llama_quantize_and_the_engine_reads_it
     """``bench.models8b`` at a tiny size: Q4_K_M's types as llama.cpp's ``llama_tensor_get_type`` gives them, a
     sentence of exactly T tokens, a file the engine opens and computes in bfloat16 within the kernels' rounding."""
     from attn_gui.bench.models8b import sentence, write_gguf
-    from attn_gui.engine import AttentionConfig, compute
+    from attn_gui.engine import AttentionConfig
+    from attn_gui.engine.run import compute
     from attn_gui.engine.readers.gguf import format as gguf_format
 
     sizes = dict(d=256, ffn=512, layers=8, heads=4, kv_heads=2, vocab=1280, context=256, rope=500000.0)

@@ -19,14 +19,15 @@ import numpy as np
 import pytest
 
 from attn_gui.cli import main
-from attn_gui.engine import AttentionConfig, TooLargeError, compute
+from attn_gui.engine import AttentionConfig, TooLargeError
+from attn_gui.engine.run import compute
 from attn_gui.export import arrays, bundle
 from attn_gui.export.files import ExportError
 from attn_gui.export.folder import Cancelled
 from attn_gui.present.frame import make_frame
 from attn_gui.present.files import WriteError
 
-compute_mod = importlib.import_module("attn_gui.engine.compute")
+compute_mod = importlib.import_module("attn_gui.engine.run.compute")
 REPO = Path(__file__).resolve().parents[1]
 ENV = {**os.environ, "QT_QPA_PLATFORM": "offscreen", "PYTHONPATH": str(REPO)}
 

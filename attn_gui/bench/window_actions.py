@@ -214,8 +214,8 @@ def _model_memory():
     """``load(name)`` and ``forget(name)`` of the tree's loaded models (trees before the model table, such as
     3c80476, kept SmolLM2 in ``sources.smollm2``)."""
     try:
-        from attn_gui.engine.sources import decoder
-        from attn_gui.engine.sources.loaded import LOADED
+        from attn_gui.engine.model.decoder import source as decoder
+        from attn_gui.engine.model.loaded import LOADED
     except ImportError:
         from attn_gui.engine.readers import bundled as smollm2
 

@@ -14,7 +14,7 @@ from typing import Any
 from PySide6 import QtCore, QtGui, QtWidgets
 
 from ..engine import Option, UserError, available_devices, format_heads, parse_heads
-from ..engine.sources import model_spec, install_hint, is_available
+from attn_gui.engine.model.registry import model_spec, install_hint, is_available
 from ..present.state import check_window_text
 
 INT32_MAX = 2**31 - 1

@@ -11,13 +11,14 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from attn_gui.engine.plan import plan
-from attn_gui.engine import AttentionConfig, ConfigError, check_tokens, compute, tokenize
+from attn_gui.engine.model.plan import plan
+from attn_gui.engine import AttentionConfig, ConfigError, check_tokens, tokenize
+from attn_gui.engine.run import compute
 from attn_gui.engine.kernel.project import sinusoidal_positions
 from attn_gui.engine.kernel.reduce import reduce_matrix
 from test_variants import llama_cos_sin  # Llama's formula, beside it in tests/engine
 
-compute_module = importlib.import_module("attn_gui.engine.compute")
+compute_module = importlib.import_module("attn_gui.engine.run.compute")
 
 TOL = {"float64": 1e-10, "float32": 1e-5}
 DTYPES = {"float64": torch.float64, "float32": torch.float32}

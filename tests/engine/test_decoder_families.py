@@ -13,8 +13,9 @@ import importlib
 import pytest
 import torch
 
-from attn_gui.engine.plan import plan
-from attn_gui.engine import AttentionConfig, compute, model_spec, source
+from attn_gui.engine.model.plan import plan
+from attn_gui.engine import AttentionConfig, model_spec, source
+from attn_gui.engine.run import compute
 
 import transformers
 

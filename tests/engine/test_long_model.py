@@ -15,7 +15,8 @@ import pytest
 import torch
 import transformers
 
-from attn_gui.engine import AttentionConfig, ConfigError, compute, model_spec, source
+from attn_gui.engine import AttentionConfig, ConfigError, model_spec, source
+from attn_gui.engine.run import compute
 from attn_gui.engine.metrics import METRICS, causal_visible, head_metrics
 from attn_gui.engine.kernel.summaries import decay_edges
 
@@ -165,7 +166,8 @@ def test_the_streamed_shown_layer_is_made_once_with_its_maps(run_1024, monkeypat
 
 PEAK = """
 import json, resource, sys, torch
-from attn_gui.engine import AttentionConfig, compute, source
+from attn_gui.engine import AttentionConfig, source
+from attn_gui.engine.run import compute
 path, T = sys.argv[1], int(sys.argv[2])
 words = {words!r}
 text = " ".join(words[3 + (i * 7919) % (len(words) - 3)] for i in range(T))
@@ -215,7 +217,7 @@ def test_a_text_past_the_models_length_is_refused_in_one_line(folder, tmp_path, 
 
 
 def test_decoding_after_a_long_prefill_equals_transformers(folder):
-    from attn_gui.engine.decoding import FULL_MAX, Decoder
+    from attn_gui.engine.run.decoding import FULL_MAX, Decoder
 
     path, hf = folder
     text = sentence(FULL_MAX + 88)
@@ -236,7 +238,7 @@ def test_memory_is_estimated_before_computing_and_refused_in_one_line(folder, mo
 
     from attn_gui.engine import TooLargeError
 
-    C = importlib.import_module("attn_gui.engine.compute")  # the module (the package exports the function)
+    C = importlib.import_module("attn_gui.engine.run.compute")  # the module (the package exports the function)
 
     path, _ = folder
     cfg = AttentionConfig(sentence=sentence(4096), model=path)

@@ -17,7 +17,8 @@ import pytest
 import torch
 import transformers
 
-from attn_gui.engine import AttentionConfig, compute, source
+from attn_gui.engine import AttentionConfig, source
+from attn_gui.engine.run import compute
 from transformers_peer import SENTENCE, WORDS, word_tokenizer  # (tests/)
 
 DATA = Path(__file__).parents[1] / "data" / "published_configs"

@@ -6,7 +6,8 @@ import hashlib
 import pytest
 import torch
 
-from attn_gui.engine import AttentionConfig, compute
+from attn_gui.engine import AttentionConfig
+from attn_gui.engine.run import compute
 
 
 def documented_row(seed: int, token: str, d: int) -> torch.Tensor:

@@ -8,13 +8,14 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from attn_gui.engine import AttentionConfig, Steps, compute
-from attn_gui.engine.compute import _scores_finite
+from attn_gui.engine import AttentionConfig, Steps
+from attn_gui.engine.run import compute
+from attn_gui.engine.run.compute import _scores_finite
 from attn_gui.engine.kernel.reduce import block_edges, reduce_matrix, reduce_row_blocks
 from attn_gui.present.frame import make_frame
 from attn_gui.present.walk import walk_html
 
-compute_module = importlib.import_module("attn_gui.engine.compute")
+compute_module = importlib.import_module("attn_gui.engine.run.compute")
 
 KINDS = {"scores": "signed", "scaled": "signed", "weights": "weights"}
 
@@ -106,7 +107,7 @@ def test_short_inputs_keep_every_field(small_blocks):
 
 def test_model_mode_is_not_streamed():
     pytest.importorskip("tokenizers")
-    from attn_gui.engine.sources import is_available
+    from attn_gui.engine.model.registry import is_available
 
     if not is_available("minilm-l6"):
         pytest.skip("the pretrained extra is not installed")

@@ -2,7 +2,8 @@
 
 import torch
 
-from attn_gui.engine import AttentionConfig, compute, preset
+from attn_gui.engine import AttentionConfig, preset
+from attn_gui.engine.run import compute
 
 
 def close(actual, expected, atol=1e-4):

@@ -11,12 +11,13 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from attn_gui.engine.plan import plan
-from attn_gui.engine import AttentionConfig, ConfigError, check_tokens, compute
+from attn_gui.engine.model.plan import plan
+from attn_gui.engine import AttentionConfig, ConfigError, check_tokens
+from attn_gui.engine.run import compute
 from attn_gui.engine.kernel.scores import alibi_slopes
 from attn_gui.engine.kernel.reduce import reduce_matrix
 
-compute_module = importlib.import_module("attn_gui.engine.compute")
+compute_module = importlib.import_module("attn_gui.engine.run.compute")
 
 TOL = {"float64": 1e-10, "float32": 1e-5}
 DTYPES = {"float64": torch.float64, "float32": torch.float32}

@@ -2,7 +2,8 @@
 
 import pytest
 
-from attn_gui.engine import FIELDS, AttentionConfig, compute
+from attn_gui.engine import FIELDS, AttentionConfig
+from attn_gui.engine.run import compute
 from attn_gui.present.explain import MEANING, _dims_names, explain
 
 

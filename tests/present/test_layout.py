@@ -5,8 +5,9 @@ import itertools
 
 import pytest
 
-from attn_gui.engine import FIELDS, AttentionConfig, compute
-from attn_gui.engine.sources import is_available
+from attn_gui.engine import FIELDS, AttentionConfig
+from attn_gui.engine.run import compute
+from attn_gui.engine.model.registry import is_available
 from attn_gui.present.frame import make_frame
 from attn_gui.present.heads import kv_groups
 from attn_gui.present.layout import (ALL_MAPS_MIN_CELL, LABELLED_T, LINE, TOKEN_AXES, VALUE_CELL, VALUE_CELL_H,

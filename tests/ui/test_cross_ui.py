@@ -4,7 +4,8 @@ the real window."""
 import numpy as np
 import torch
 
-from attn_gui.engine import PRESETS, AttentionConfig, compute, preset
+from attn_gui.engine import PRESETS, AttentionConfig, preset
+from attn_gui.engine.run import compute
 
 
 def heatmap(win, name):

@@ -11,21 +11,21 @@ from typing import Any
 import numpy as np
 import torch
 
-from .kernel.attend import attend
-from .kernel.project import sinusoidal_positions
-from .kernel.scores import alibi_slopes, query_rows
-from .kernel.types import AttendOptions, PositionTerms, Pooled, Projections, QKNorm, Rotary, Steps, Stream
-from .config.config import AttentionConfig
-from .plan import Plan, plan
-from .base.devices import DTYPES, free_bytes, resolve_device, synchronize
-from .base.errors import DeviceError, TooLargeError
+from ..kernel.attend import attend
+from ..kernel.project import sinusoidal_positions
+from ..kernel.scores import alibi_slopes, query_rows
+from ..kernel.types import AttendOptions, PositionTerms, Pooled, Projections, QKNorm, Rotary, Steps, Stream
+from ..config.config import AttentionConfig
+from ..model.plan import Plan, plan
+from ..base.devices import DTYPES, free_bytes, resolve_device, synchronize
+from ..base.errors import DeviceError, TooLargeError
 from .fields import FIELDS, TENSOR_FIELDS
 from .draws import draw_parameters, weights_on
 from .inputs import check_tokens, source_tokens_for, tokens_for, unknown_note
-from .ablation import ablation_hooks
-from .kernel.reduce import reduce_matrix
-from .kernel.summaries import TOP_K, Summaries, decay_edges
-from .text.tokens import Tokens
+from ..model.hooks import ablation_hooks
+from ..kernel.reduce import reduce_matrix
+from ..kernel.summaries import TOP_K, Summaries, decay_edges
+from ..text.tokens import Tokens
 
 # bfloat16: a decoder's weight matmuls in bfloat16, the rest in float32 (sources.decoder.compute_dtypes)
 
@@ -500,7 +500,7 @@ def _compute(p: Plan, toks: Tokens, source: Tokens | None, device: torch.device,
 def _captured(p: Plan, toks: Tokens, device: torch.device, dtype: torch.dtype, start: float) -> AttentionResult:
     """Model ``name`` read through transformers (``sources.via_transformers``): the steps its hooks captured,
     None for the others (named in ``not_captured``); attn-gui computes none of them."""
-    from .sources.via_transformers import captured
+    from ..model.interop.via_transformers import captured
 
     config, spec, name = p.config, p.spec, p.config.model
     assert spec is not None and name is not None  # model mode
@@ -611,7 +611,7 @@ def _model_inputs(p: Plan, toks: Tokens, device: torch.device, dtype: torch.dtyp
 
 def _decoder(p: Plan):
     """The plan's source as a decoder (``sources.decoder.Source``)."""
-    from .sources.decoder import Source as DecoderSource
+    from ..model.decoder.source import Source as DecoderSource
 
     model = p.source
     assert isinstance(model, DecoderSource)  # the plan streams and ablates decoders only

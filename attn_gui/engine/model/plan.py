@@ -25,16 +25,16 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from .kernel.types import AttendOptions
-from .config.config import OPTIONS, WHAT_IF, AttentionConfig, Dims
-from .base.devices import DTYPES, resolve_device
-from .base.errors import ConfigError
-from .sources import MODELS, model_spec, source
-from .sources.layers import model_layers
-from .specs.spec import ModelSpec
+from ..kernel.types import AttendOptions
+from ..config.config import OPTIONS, WHAT_IF, AttentionConfig, Dims
+from ..base.devices import DTYPES, resolve_device
+from ..base.errors import ConfigError
+from .registry import MODELS, model_spec, source
+from .layers import model_layers
+from ..specs.spec import ModelSpec
 
 if TYPE_CHECKING:
-    from .sources.base import ModelSource
+    from .source import ModelSource
 
 # A model's input up to this many tokens is never streamed (every layer's alpha is kept); past it a decoder
 # without soft-capped scores streams when the caller displays fewer (``Plan.reduce_to``).
@@ -107,7 +107,7 @@ class Capabilities:
 
 def capabilities(spec: ModelSpec | None) -> Capabilities:
     """The capabilities of a model of ``spec`` (None: random weights), with one line per one it lacks."""
-    from .sources.llama import BLOCKS
+    from .decoder.forward import BLOCKS
 
     name = "random weights" if spec is None else spec.label
     causal = spec is not None and spec.causal
@@ -321,7 +321,7 @@ class Planned:
     generation compute what the maps show. Everything else is the source's (``sources.decoder.Source``)."""
 
     def __init__(self, plan: Plan):
-        from .sources.decoder import Source as DecoderSource
+        from .decoder.source import Source as DecoderSource
 
         plan.can.refuse("decoder")
         model = plan.source
@@ -347,7 +347,7 @@ def next_token_refusal(shape, predicts: bool = True) -> str | None:
     """Why ``next_token_attribution`` cannot split a decoder of ``shape`` (one line), or None where it can."""
     if not predicts:
         return "the model has no language-model head (lm_head), so no next-token logit"
-    from .sources.llama import BLOCKS
+    from .decoder.forward import BLOCKS
 
     if BLOCKS[shape.block].attn_post is not None:
         return "a norm after each attention block (Gemma 2's sandwich, OLMo 2's) stands between a head and the logit"

@@ -28,25 +28,25 @@ from typing import TYPE_CHECKING
 import torch
 import torch.nn.functional as F
 
-from ..base import progress
-from ..base.disk import json_object
-from ..base.errors import ConfigError
-from ..kernel.types import AttendOptions, Projections, Relative
-from ..kernel.attend import attend
-from ..kernel.scores import relative_index
-from ..text.tokens import Tokens
-from .base import ModelSource, unknown_of
-from ..readers.hf import weights as hf
-from ..readers import stored
-from ..text.byte_bpe import readable
-from ..specs.encoder_config import RelativeShape, relative_shape
-from ..specs.families import Family
-from ..readers.hf.spec import activation, family_of, position_offset, size
-from ..readers.hf.weights import check_shape, read_weights
-from .layers import model_layers
-from .llama import act
-from .loaded import LOADED
-from ..specs.spec import ModelSpec
+from ...base import progress
+from ...base.disk import json_object
+from ...base.errors import ConfigError
+from ...kernel.types import AttendOptions, Projections, Relative
+from ...kernel.attend import attend
+from ...kernel.scores import relative_index
+from ...text.tokens import Tokens
+from ..source import ModelSource, unknown_of
+from ...readers.hf import weights as hf
+from ...readers import stored
+from ...text.byte_bpe import readable
+from ...specs.encoder_config import RelativeShape, relative_shape
+from ...specs.families import Family
+from ...readers.hf.spec import activation, family_of, position_offset, size
+from ...readers.hf.weights import check_shape, read_weights
+from ..layers import model_layers
+from ..decoder.forward import act
+from ..loaded import LOADED
+from ...specs.spec import ModelSpec
 
 if TYPE_CHECKING:
     from tokenizers import Tokenizer
@@ -158,7 +158,7 @@ def check_weights(folder: Path, cfg: dict, weights: dict, shape: EncoderShape) -
 
 def read(spec: ModelSpec, folder: Path) -> Encoder:
     """The encoder in ``folder``: config.json, safetensors weights and tokenizer.json; ``ConfigError`` in one line."""
-    from ..readers import checks
+    from ...readers import checks
 
     cfg = json_object(folder / "config.json", f"{folder.name}/config.json")
     family = family_of(cfg, folder)

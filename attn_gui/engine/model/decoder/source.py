@@ -21,15 +21,15 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from ..kernel.types import AttendOptions, Projections
-from ..text.tokens import Tokens
-from ..readers import cache, stored
-from . import model_spec
-from .base import ModelSource, unknown_of
-from .llama import Forward, KVCache, LlamaShape, Run, forward, head_weights
-from .loaded import LOADED
-from ..specs.spec import READERS, ModelSpec
-from ..text.tokenizer_json import wrapped
+from ...kernel.types import AttendOptions, Projections
+from ...text.tokens import Tokens
+from ...readers import cache, stored
+from ..registry import model_spec
+from ..source import ModelSource, unknown_of
+from .forward import Forward, KVCache, LlamaShape, Run, forward, head_weights
+from ..loaded import LOADED
+from ...specs.spec import READERS, ModelSpec
+from ...text.tokenizer_json import wrapped
 
 if TYPE_CHECKING:
     from tokenizers import Tokenizer

@@ -28,16 +28,16 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from ..kernel.scores import scaled_scores, score_weights
-from ..base import progress
-from ..kernel.types import AttendOptions, Projections, Steps, Stream
-from ..kernel.attend import attend
-from ..kernel.blocks import attend_summarised
-from ..kernel.scores import masked_keys
-from ..kernel.project import project_outputs, queries_keys_values, repeat_kv, rms_norm
-from ..kernel.summaries import Summaries
-from ..readers import stored
-from ..readers.stored import rows
+from ...kernel.scores import scaled_scores, score_weights
+from ...base import progress
+from ...kernel.types import AttendOptions, Projections, Steps, Stream
+from ...kernel.attend import attend
+from ...kernel.blocks import attend_summarised
+from ...kernel.scores import masked_keys
+from ...kernel.project import project_outputs, queries_keys_values, repeat_kv, rms_norm
+from ...kernel.summaries import Summaries
+from ...readers import stored
+from ...readers.stored import rows
 
 
 @dataclass(frozen=True)
@@ -79,7 +79,7 @@ def decoder_shape(spec, family, eps: float, act: str, final_softcap: float | Non
     """The one constructor of a decoder's shape: its spec (sizes, each layer's attention, its residual wiring) and
     its family's declared differences (norm, MLP, embedding scale); the norm's ``eps``, the activation (``act``'s
     name) and the logits' soft-cap as the file says."""
-    from .layers import model_layers
+    from ..layers import model_layers
 
     return LlamaShape(spec.layers, spec.heads, spec.kv_head_count, spec.d_k, eps, norm=family.norm, mlp=family.mlp,
                       act=act, block=spec.block, attention=model_layers(spec), final_softcap=final_softcap,
@@ -293,7 +293,7 @@ def kept_attention(x: torch.Tensor, p: Projections, alpha: torch.Tensor, scratch
     sums over the keys (the same keys, fewer masked ones). ``options``: a decoder layer's
     (``LlamaShape.options``: column layout, its scaling, mask, RoPE, window and soft-cap).
     """
-    from ..kernel.summaries import TOP_K, LayerSums, row_stats
+    from ...kernel.summaries import TOP_K, LayerSums, row_stats
 
     o = options
     q, k, v, rope, qk_norm = queries_keys_values(x, p, o, past=past)  # (h, n, d_k), (g, P + n, .)

@@ -34,17 +34,17 @@ from typing import Any, cast
 
 import torch
 
-from ..kernel.types import Projections
-from ..base.disk import json_object
-from ..base.errors import ConfigError
-from ..text.tokens import Tokens
-from ..readers import checks
-from . import model_spec
-from .base import ModelSource, unknown_of
-from ..specs.families import MAX_TOKENS
-from .loaded import LOADED
-from ..specs.spec import ModelSpec
-from ..text.tokenizer_json import wrapped
+from ...kernel.types import Projections
+from ...base.disk import json_object
+from ...base.errors import ConfigError
+from ...text.tokens import Tokens
+from ...readers import checks
+from ..registry import model_spec
+from ..source import ModelSource, unknown_of
+from ...specs.families import MAX_TOKENS
+from ..loaded import LOADED
+from ...specs.spec import ModelSpec
+from ...text.tokenizer_json import wrapped
 
 HINT = "pip install attn-gui[transformers]"
 # the child module names of an attention module, per role, as transformers' model files name them
@@ -67,7 +67,7 @@ def installed() -> bool:
 def refusal(kind, folder: Path, why: str = "") -> ConfigError:
     """The one line refusing a folder of model_type ``kind`` (``why``: what transformers says of it): the types
     the table reads, and how to read others (install transformers; or which it reads)."""
-    from ..specs.families import FAMILIES
+    from ...specs.families import FAMILIES
 
     beyond = ("others open through transformers" if installed() else
               f"other model_types open through transformers once it is installed ({HINT})")
@@ -101,7 +101,7 @@ def spec_for(cfg: dict, path: str, folder: Path, name: str) -> ModelSpec:
     d_k = int(getattr(config, "head_dim", None) or d // heads)
     kv_heads = getattr(config, "num_key_value_heads", None)
     positions = getattr(config, "max_position_embeddings", None) or MAX_TOKENS
-    from ..text.tokenizer_json import special_tokens
+    from ...text.tokenizer_json import special_tokens
 
     about = (f"read through transformers (eager attention, output_attentions and hooks): attn-gui does not run "
              f"{kind}'s attention itself",
@@ -198,9 +198,9 @@ def attention_modules(model: torch.nn.Module, layers: int, where: str) -> tuple[
 def _read(spec: ModelSpec) -> Held:
     import transformers
 
-    from ..text.byte_bpe import readable
-    from ..readers import stored
-    from ..text.tokenizer_json import added_tokens
+    from ...text.byte_bpe import readable
+    from ...readers import stored
+    from ...text.tokenizer_json import added_tokens
 
     folder = Path(spec.name).expanduser()
     cfg = json_object(folder / "config.json", f"{folder.name}/config.json")

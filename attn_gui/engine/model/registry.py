@@ -22,8 +22,8 @@ from ..specs.families import FAMILIES, MAX_TOKENS, decoder_spec
 from ..specs.spec import ModelSpec
 
 if TYPE_CHECKING:
-    from .base import ModelSource
-    from .decoder import Source as DecoderSource
+    from .source import ModelSource
+    from .decoder.source import Source as DecoderSource
 
 
 
@@ -61,18 +61,26 @@ def model_spec(name: str) -> ModelSpec:
     return spec_for(name)
 
 
+MODULES = {  # ``ModelSpec.module``: the module whose ``Source`` runs the model, relative to this package
+    "decoder": ".decoder.source",
+    "encoder": ".encoder.source",
+    "minilm": ".encoder.minilm",
+    "via_transformers": ".interop.via_transformers",
+}
+
+
 @functools.cache
 def source(name: str) -> ModelSource:
     """The (cached) source of model ``name``; importing its module costs nothing else."""
     s = model_spec(name)
-    module = importlib.import_module(f"{__name__}.{s.module}")
+    module = importlib.import_module(MODULES[s.module], __package__)
     return module.Source(s)
 
 
 def decoder_of(name: str) -> DecoderSource:
     """``source(name)`` for a decoder, typed for what only a decoder has (forward, top_tokens, token_text, ...);
     ``ConfigError`` for an encoder."""
-    from .decoder import Source as DecoderSource  # a decoder's source() has imported it already
+    from .decoder.source import Source as DecoderSource  # a decoder's source() has imported it already
 
     src = source(name)
     if not isinstance(src, DecoderSource):

@@ -15,7 +15,7 @@ from ..specs.spec import ModelSpec
 class ModelSource(abc.ABC):
     """One pretrained model, run by our own code so every intermediate can be shown.
 
-    A subclass lives in its own module of ``attn_gui.engine.sources`` as ``Source`` and
+    A subclass lives in its own module of ``attn_gui.engine.model.registry`` as ``Source`` and
     is registered with one ``ModelSpec`` line in ``sources.MODELS``.
 
     Attributes
