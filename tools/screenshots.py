@@ -436,7 +436,7 @@ def _disk(work: Path) -> tuple[dict, Path]:
     from disk_models import hf_snapshot, model_layer, ollama_manifest
     from gguf_writing import byte_level_vocab, tiny, write_gguf
 
-    from attn_gui.engine.model.registry import model_spec
+    from attn_gui.engine.readers.catalog import model_spec
     from attn_gui.engine.readers.bundled import gguf_path
 
     home = work / "disco-shot" / "home"

@@ -21,7 +21,10 @@ from .run.inputs import check_tokens, check_tokens_now, tokens_for, unknown_note
 from .metrics import METRICS, causal_visible, head_metrics
 from .rollout import rollout
 from .scaling import EntropySweep, Saturation, entropy_vs_dk, saturation
-from .model.registry import MODELS, ModelSpec, model_spec, source
+from .specs.catalog import MODELS
+from .specs.spec import ModelSpec
+from .readers.catalog import model_spec
+from .model.registry import source
 from .text.tokens import Tokens, tokenize
 
 __all__ = [

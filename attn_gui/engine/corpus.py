@@ -50,7 +50,7 @@ from .attribution import next_token_attribution
 from .config.config import AttentionConfig
 from .base.errors import UserError
 from .model.plan import Plan, plan
-from .model.registry import MODELS
+from .specs.catalog import MODELS
 from .specs.families import MAX_TOKENS
 
 STATS: tuple[str, ...] = ("previous", "duplicate", "induction", "sink", "distance", "entropy")

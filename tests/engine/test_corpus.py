@@ -14,7 +14,8 @@ import pytest
 import torch
 
 from attn_gui.engine import corpus as C
-from attn_gui.engine.model.registry import model_spec, source
+from attn_gui.engine.readers.catalog import model_spec
+from attn_gui.engine.model.registry import source
 from corpus_data import WORDS, llama_folder, sentences  # tests/
 
 run = functools.partial(C.run_in_process, threads=1)  # tiny matrices: one thread is the fastest

@@ -13,7 +13,7 @@ import pytest
 from huggingface_hub import scan_cache_dir  # the peer of the Hugging Face cache's layout (with transformers)
 
 from attn_gui.engine.base.errors import ConfigError
-from attn_gui.engine.model.registry import model_spec
+from attn_gui.engine.readers.catalog import model_spec
 from attn_gui.engine.readers.discover import MAX_ENTRIES, discover
 
 pytest.importorskip("gguf")  # installed with attn-gui[models], which the test extra includes

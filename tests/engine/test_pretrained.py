@@ -24,7 +24,7 @@ SENTENCES = [
 @pytest.fixture(scope="module")
 def hf_model():
     import transformers
-    from attn_gui.engine.model.registry import model_spec
+    from attn_gui.engine.readers.catalog import model_spec
     from attn_gui.engine.model.encoder.minilm import model_dir
 
     folder = model_dir(model_spec("minilm-l6"))

@@ -10,7 +10,7 @@ import torch
 
 from attn_gui.engine import AttentionConfig, ConfigError, source
 from attn_gui.engine.run import compute
-from attn_gui.engine.model.registry import model_spec
+from attn_gui.engine.readers.catalog import model_spec
 from attn_gui.engine.readers import stored
 from transformers_peer import alphas_equal_transformers  # tests/
 

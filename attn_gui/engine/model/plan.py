@@ -29,7 +29,9 @@ from ..kernel.types import AttendOptions
 from ..config.config import OPTIONS, WHAT_IF, AttentionConfig, Dims
 from ..base.devices import DTYPES, resolve_device
 from ..base.errors import ConfigError
-from .registry import MODELS, model_spec, source
+from ..specs.catalog import MODELS
+from ..readers.catalog import model_spec
+from .registry import source
 from .layers import model_layers
 from ..specs.spec import ModelSpec
 

@@ -7,7 +7,8 @@ from typing import TYPE_CHECKING
 from ..config.config import AttentionConfig
 from ..base.errors import ConfigError
 from ..model.plan import check_model
-from ..model.registry import model_spec, source
+from ..readers.catalog import model_spec
+from ..model.registry import source
 from ..text.tokens import Tokens, tokenize
 
 if TYPE_CHECKING:

@@ -24,7 +24,7 @@ import torch
 from ...kernel.types import AttendOptions, Projections
 from ...text.tokens import Tokens
 from ...readers import cache, stored
-from ..registry import model_spec
+from ...readers.catalog import model_spec
 from ..source import ModelSource, unknown_of
 from .forward import Forward, KVCache, LlamaShape, Run, forward, head_weights
 from ..loaded import LOADED

@@ -27,7 +27,7 @@ from typing import Any
 import torch
 
 from ...base.errors import ConfigError, ModelUnavailable
-from ..registry import model_spec
+from ...readers.catalog import model_spec
 from .bridge import same_logits
 from ...specs.families import FAMILIES
 

@@ -23,7 +23,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ...base.errors import ConfigError
-from ..registry import MODELS, REGISTERED, source
+from ...specs.catalog import MODELS, REGISTERED
+from ..registry import source
 from . import bridge as bridge_io
 from .bridge import class_names
 from ...specs.families import FAMILIES

@@ -39,7 +39,7 @@ from ...base.disk import json_object
 from ...base.errors import ConfigError
 from ...text.tokens import Tokens
 from ...readers import checks
-from ..registry import model_spec
+from ...readers.catalog import model_spec
 from ..source import ModelSource, unknown_of
 from ...specs.families import MAX_TOKENS
 from ..loaded import LOADED
