@@ -46,8 +46,7 @@ def view(model: Any = None, tokenizer: Any = None, sentence: str | None = None, 
     ``model`` may also be an ``AttentionResult`` (then nothing is computed) or a window (its state).
     """
     from .api import _state, to_html
-    from attn_gui.engine import AttentionResult
-    from attn_gui.engine.run import compute
+    from .engine import AttentionResult, compute
 
     if isinstance(model, AttentionResult) or hasattr(model, "state"):
         return Page(to_html(model, **options), getattr(model, "result", model))

@@ -338,8 +338,7 @@ def test_the_8b_writer_lays_out_q4_k_m_as_llama_quantize_and_the_engine_reads_it
     """``bench.models8b`` at a tiny size: Q4_K_M's types as llama.cpp's ``llama_tensor_get_type`` gives them, a
     sentence of exactly T tokens, a file the engine opens and computes in bfloat16 within the kernels' rounding."""
     from attn_gui.bench.models8b import sentence, write_gguf
-    from attn_gui.engine import AttentionConfig
-    from attn_gui.engine.run import compute
+    from attn_gui.engine import AttentionConfig, compute
     from attn_gui.engine.readers.gguf import format as gguf_format
 
     sizes = dict(d=256, ffn=512, layers=8, heads=4, kv_heads=2, vocab=1280, context=256, rope=500000.0)

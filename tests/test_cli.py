@@ -14,8 +14,7 @@ from PySide6 import QtGui
 
 from attn_gui import __version__
 from attn_gui.cli import main
-from attn_gui.engine import AttentionConfig, preset
-from attn_gui.engine.run import compute
+from attn_gui.engine import AttentionConfig, compute, preset
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -4,7 +4,7 @@ import re
 
 from PySide6 import QtGui
 
-from attn_gui.engine.run import compute
+from attn_gui.engine import compute
 from attn_gui.export.lessons import export_lesson
 from attn_gui.present.lessons import fill, load_lesson
 from attn_gui.render.offscreen import ensure_app

@@ -4,8 +4,7 @@ import csv
 
 import pytest
 
-from attn_gui.engine import AttentionConfig
-from attn_gui.engine.run import compute
+from attn_gui.engine import AttentionConfig, compute
 from attn_gui.export.arrays import array_files, write_arrays
 
 

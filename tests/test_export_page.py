@@ -16,8 +16,7 @@ from html.parser import HTMLParser
 
 import pytest
 
-from attn_gui.engine import AttentionConfig
-from attn_gui.engine.run import compute
+from attn_gui.engine import AttentionConfig, compute
 from attn_gui.present.frame import make_frame
 from attn_gui.present.maps import describe_cell, map_data
 

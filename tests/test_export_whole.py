@@ -19,8 +19,7 @@ import numpy as np
 import pytest
 
 from attn_gui.cli import main
-from attn_gui.engine import AttentionConfig, TooLargeError
-from attn_gui.engine.run import compute
+from attn_gui.engine import AttentionConfig, TooLargeError, compute
 from attn_gui.export import arrays, bundle
 from attn_gui.export.files import ExportError
 from attn_gui.export.folder import Cancelled

@@ -190,7 +190,7 @@ def test_grouped_query_images_are_named_like_their_csvs(tmp_path):
 
 def test_a_decoder_figure_carries_the_next_token_top_5(tmp_path, monkeypatch):
     import attn_gui.render.offscreen as offscreen
-    from attn_gui.engine.run import compute
+    from attn_gui.engine import compute
     from attn_gui.engine.config.config import AttentionConfig
 
     titles = []
@@ -233,7 +233,7 @@ def test_an_export_over_a_minute_needs_yes_though_small_on_disk(tmp_path, capsys
 
 @pytest.mark.parametrize("formats, tokens", [("png,svg,npy,csv", 12), ("npy,csv", 12), ("csv", 2000), ("svg", 128)])
 def test_the_size_estimate_is_within_2x_of_the_written_size(tmp_path, formats, tokens):
-    from attn_gui.engine.run import compute
+    from attn_gui.engine import compute
     from attn_gui.engine.config.config import AttentionConfig
     from attn_gui.export.bundle import ExportTooLarge, export_all
     from attn_gui.present.frame import make_frame

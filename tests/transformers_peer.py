@@ -2,8 +2,7 @@
 
 import torch
 
-from attn_gui.engine import AttentionConfig, source
-from attn_gui.engine.run import compute
+from attn_gui.engine import AttentionConfig, compute, source
 
 
 def alphas_equal_transformers(path: str, hf, sentence: str, layers: int = 2, atol: float = 1e-5,

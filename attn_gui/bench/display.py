@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from attn_gui.engine.run import compute
+from ..engine import compute
 from ..engine.base.devices import resolve_device
 from ..present.frame import make_frame
 from ..present.frame import DISPLAY_MAX

@@ -11,8 +11,7 @@ from collections.abc import Callable
 
 import torch
 
-from attn_gui.engine import TooLargeError
-from attn_gui.engine.run import compute
+from ..engine import TooLargeError, compute
 from ..engine.base.devices import resolve_device
 from .settings import D_MODEL, HEAD_SIZE, HEADS, BenchSettings, engine_config
 from .timing import Log, Row, paired_ratio, time_interleaved

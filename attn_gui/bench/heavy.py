@@ -50,8 +50,7 @@ def heavy_child(path: str, dtype: str, rest: bool = True) -> dict:
     import tokenizers  # noqa: F401
     import torch  # noqa: F401
 
-    from attn_gui.engine import AttentionConfig
-    from attn_gui.engine.run import compute
+    from ..engine import AttentionConfig, compute
     from .memory import peak_rss_kib
     from .models8b import sentence
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import torch
 
-from attn_gui.engine.run import compute
+from ..engine import compute
 from ..present.frame import make_frame
 from ..present.frame import DISPLAY_MAX
 from .settings import BenchSettings, engine_config

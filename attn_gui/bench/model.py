@@ -4,17 +4,16 @@ from __future__ import annotations
 
 import time
 
-from attn_gui.engine import AttentionConfig
-from attn_gui.engine.run import compute
+from ..engine import AttentionConfig, compute
 from .settings import BenchSettings
 from .timing import Log, Row, Timing, time_interleaved
 
 
 def bench_model(settings: BenchSettings, log: Log) -> tuple[list[Row], list[dict[str, str]]]:
     """Load time of MiniLM-L6 and one compute (all 6 layers, steps of one) at T=16 and 256."""
-    from attn_gui.engine.model.registry import is_available
-    from attn_gui.engine.model.loaded import LOADED
-    from attn_gui.engine.model.encoder.minilm import load_model
+    from ..engine.model.registry import is_available
+    from ..engine.model.loaded import LOADED
+    from ..engine.model.encoder.minilm import load_model
 
     if not is_available("minilm-l6"):
         return [], [{"name": "model mode", "reason": "the pretrained extra is not installed"}]

@@ -43,7 +43,7 @@ def run_export(args: argparse.Namespace) -> int:
 
 
 def _export(args: argparse.Namespace, stop: Stop) -> int:
-    from attn_gui.engine.run import compute
+    from ..engine import compute
     from ..export.bundle import CONFIRM_BYTES, CONFIRM_SECONDS, check_before_compute, export_all
     from ..export.files import IMAGE_FORMATS, check_width, parse_formats
     from ..export.folder import Target
@@ -90,7 +90,7 @@ def _export_page(args: argparse.Namespace, config, head: int, stop: Stop) -> int
     """``attn-gui export --format html``: one self-contained page of the result in the file ``--out``."""
     from pathlib import Path
 
-    from attn_gui.engine.run import compute
+    from ..engine import compute
     from ..export.bundle import CONFIRM_BYTES, CONFIRM_SECONDS
     from ..export.files import ExportError
     from ..present.frame import make_frame

@@ -25,7 +25,8 @@ from .config.config import AttentionConfig
 from .base.errors import ConfigError
 from .model.plan import Plan, Planned, Request, as_plan
 from .specs.families import MAX_TOKENS
-from .model.decoder.forward import decoder_layer, logits, norm
+from .model.decoder.forward import decoder_layer
+from .model.decoder.parts import logits, norm
 
 
 

@@ -8,8 +8,7 @@ from pathlib import Path
 
 from PySide6 import QtCore, QtGui
 
-from attn_gui.engine import FIELDS, AttentionConfig
-from attn_gui.engine.run import compute
+from ..engine import AttentionConfig, FIELDS, compute
 from ..present.frame import make_frame
 from ..present.lessons import Lesson, fill
 from ..present.maps import display_cells, map_data

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..engine import AttentionConfig
-from attn_gui.engine.run.decoding import DecodeStep, Decoder
+from ..engine.run.decoding import DecodeStep, Decoder
 
 
 @dataclass(frozen=True)

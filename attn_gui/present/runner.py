@@ -16,10 +16,9 @@ from collections.abc import Callable
 
 import torch
 
-from attn_gui.engine import AttentionConfig, DeviceError, UserError, tokens_for
-from attn_gui.engine.run import compute
+from ..engine import AttentionConfig, DeviceError, UserError, compute, tokens_for
 from ..engine.base.progress import Cancelled, Watch, watching
-from attn_gui.engine.model.plan import plan
+from ..engine.model.plan import plan
 from .frame import DISPLAY_MAX, Frame, make_frame
 
 SMALL_CELLS = 8 * 64 * 64  # h * T * T

@@ -15,7 +15,7 @@ from typing import Any
 from PySide6 import QtCore, QtGui, QtWidgets
 
 from ..engine import model_spec, OPTIONS, PRESETS, AttentionConfig, Tokens
-from attn_gui.engine.run.inputs import source_tokens_for
+from ..engine.run.inputs import source_tokens_for
 from .decoder_panel import DecoderPanel
 from .editors import Editor, make_editor
 

@@ -6,8 +6,7 @@ import pytest
 import torch
 
 from attn_gui.engine.model.plan import plan
-from attn_gui.engine import AttentionConfig, ConfigError, format_heads, parse_heads
-from attn_gui.engine.run import compute
+from attn_gui.engine import AttentionConfig, ConfigError, compute, format_heads, parse_heads
 from attn_gui.engine.model.registry import is_available
 from test_interventions import peer_logits
 

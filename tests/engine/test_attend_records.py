@@ -8,8 +8,7 @@ import pytest
 import torch
 
 from attn_gui.engine.model.plan import plan
-from attn_gui.engine import AttendOptions, AttentionConfig, Projections, Stream
-from attn_gui.engine.run import compute
+from attn_gui.engine import AttendOptions, AttentionConfig, Projections, Stream, compute
 from attn_gui.engine.kernel.types import Relative
 from attn_gui.engine.kernel.attend import attend
 from attn_gui.engine.kernel.blocks import attend_summarised

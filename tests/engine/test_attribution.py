@@ -17,8 +17,7 @@ import pytest
 import torch
 import transformers
 
-from attn_gui.engine import AttentionConfig, ConfigError, source
-from attn_gui.engine.run import compute
+from attn_gui.engine import AttentionConfig, ConfigError, compute, source
 from attn_gui.engine.attribution import (circuits, copying_scores, detect_heads, detector_scores,
                                          direct_logit_attribution, logit_lens, score_attribution)
 from tiny_decoders import FAMILIES, SENTENCE, WORDS, tiny_decoder  # tests/

@@ -14,7 +14,7 @@ from attn_gui.engine import (
     estimate_bytes,
     tokenize,
 )
-from attn_gui.engine.run import compute
+from attn_gui.engine import compute
 
 
 def test_word_tokenizer_strips_punctuation_and_keeps_case():

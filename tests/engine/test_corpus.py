@@ -350,7 +350,7 @@ def test_the_dla_is_left_out_where_no_sum_of_head_terms_gives_the_logit():
     from dataclasses import replace
 
     from attn_gui.engine.attribution import next_token_refusal
-    from attn_gui.engine.model.decoder.forward import LlamaShape
+    from attn_gui.engine.specs.decoder import LlamaShape
 
     plain = LlamaShape(layers=1, heads=2, kv_heads=1, d_k=4, eps=1e-5)
     assert next_token_refusal(plain) is None

@@ -12,8 +12,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from attn_gui.engine.model.plan import plan
-from attn_gui.engine import AttentionConfig, ConfigError, check_tokens, tokenize
-from attn_gui.engine.run import compute
+from attn_gui.engine import AttentionConfig, ConfigError, check_tokens, compute, tokenize
 from attn_gui.engine.kernel.project import sinusoidal_positions
 from attn_gui.engine.kernel.reduce import reduce_matrix
 from test_variants import llama_cos_sin  # Llama's formula, beside it in tests/engine

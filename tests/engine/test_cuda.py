@@ -8,8 +8,7 @@ hidden states within 1e-4 relative plus absolute after 30 layers, logits within 
 import pytest
 import torch
 
-from attn_gui.engine import AttentionConfig
-from attn_gui.engine.run import compute
+from attn_gui.engine import AttentionConfig, compute
 from attn_gui.engine.run.decoding import Decoder, generate
 from attn_gui.engine.model.registry import is_available
 

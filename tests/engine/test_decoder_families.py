@@ -14,8 +14,7 @@ import pytest
 import torch
 
 from attn_gui.engine.model.plan import plan
-from attn_gui.engine import AttentionConfig, model_spec, source
-from attn_gui.engine.run import compute
+from attn_gui.engine import AttentionConfig, compute, model_spec, source
 
 import transformers
 

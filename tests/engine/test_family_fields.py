@@ -16,8 +16,7 @@ import pytest
 import torch
 import transformers
 
-from attn_gui.engine import AttentionConfig, model_spec, source
-from attn_gui.engine.run import compute
+from attn_gui.engine import AttentionConfig, compute, model_spec, source
 from attn_gui.engine.model.plan import plan
 from attn_gui.engine.specs.encoder_config import FIELDS as ENCODER_FIELDS
 from attn_gui.engine.specs.families import FAMILIES, INERT

@@ -4,8 +4,7 @@ model's whole forward (``llama.forward``) and transformers' eager attentions; th
 import pytest
 import torch
 
-from attn_gui.engine import AttentionConfig, source
-from attn_gui.engine.run import compute
+from attn_gui.engine import AttentionConfig, compute, source
 from attn_gui.engine.base import progress
 from attn_gui.engine.model.decoder import source as decoder, forward as llama
 from tiny_decoders import SENTENCE, tiny_decoder  # (tests/)

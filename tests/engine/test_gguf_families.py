@@ -18,8 +18,7 @@ import torch
 import transformers
 
 from attn_gui.engine.model.plan import plan
-from attn_gui.engine import AttentionConfig, ConfigError, model_spec, source
-from attn_gui.engine.run import compute
+from attn_gui.engine import AttentionConfig, ConfigError, compute, model_spec, source
 from gguf_writing import byte_level_vocab, sentencepiece_vocab, write_converted, write_vocab  # (tests/)
 from transformers_peer import (alphas_equal_transformers, cached_steps_equal_recomputing,  # (tests/)
                                residuals_equal_transformers)

@@ -348,8 +348,7 @@ def test_an_encoder_whose_tokenizer_json_tokenizers_cannot_build_is_one_line(tmp
     raises a bare Exception), not a traceback, wherever the folder is first read."""
     import shutil
 
-    from attn_gui.engine import AttentionConfig, ConfigError
-    from attn_gui.engine.run import compute
+    from attn_gui.engine import AttentionConfig, ConfigError, compute
 
     folder = tmp_path / "bert-bad-tokenizer"
     shutil.copytree(bert_folder[0], folder)

@@ -6,8 +6,7 @@ import math
 import pytest
 import torch
 
-from attn_gui.engine import AttentionConfig
-from attn_gui.engine.run import compute
+from attn_gui.engine import AttentionConfig, compute
 from attn_gui.engine.config.config import AUTO_UNIFORM_MAX
 
 SENTENCE = "the quick brown fox jumps over the lazy dog while the cat sleeps on a warm mat today"

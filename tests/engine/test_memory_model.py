@@ -9,8 +9,7 @@ import transformers
 
 import attn_gui
 from attn_gui.engine.model.plan import plan
-from attn_gui.engine import AttentionConfig, ConfigError, source
-from attn_gui.engine.run import compute
+from attn_gui.engine import AttentionConfig, ConfigError, compute, source
 from transformers_peer import WORDS, alphas_equal_transformers, tiny_qwen2, word_tokenizer  # tests/
 
 SENTENCE = "the cat sat on a mat"

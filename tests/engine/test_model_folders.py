@@ -10,8 +10,7 @@ import pytest
 import torch
 
 from attn_gui.engine.model.plan import plan
-from attn_gui.engine import model_spec, AttentionConfig, ConfigError, source
-from attn_gui.engine.run import compute
+from attn_gui.engine import AttentionConfig, ConfigError, compute, model_spec, source
 from attn_gui.engine.run.decoding import Decoder
 
 import transformers

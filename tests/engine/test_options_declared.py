@@ -4,8 +4,7 @@ in it); at its neutral value it changes nothing; a random-weights-only option is
 
 import pytest
 
-from attn_gui.engine import OPTIONS, AttentionConfig
-from attn_gui.engine.run import compute
+from attn_gui.engine import AttentionConfig, OPTIONS, compute
 from attn_gui.engine.config.config import WHAT_IF
 from attn_gui.engine.config.options import IN_MODEL, MODEL
 from attn_gui.engine.model.plan import plan

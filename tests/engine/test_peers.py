@@ -5,8 +5,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from attn_gui.engine import AttentionConfig, formula
-from attn_gui.engine.run import compute
+from attn_gui.engine import AttentionConfig, compute, formula
 from attn_gui.engine.kernel.scores import attention_scores
 
 SIZES = [(5, 1, 4), (16, 2, 8), (32, 4, 12), (24, 8, 30)]  # (d_model, heads, T)

@@ -17,8 +17,7 @@ import pytest
 import torch
 import transformers
 
-from attn_gui.engine import AttentionConfig, model_spec
-from attn_gui.engine.run import compute
+from attn_gui.engine import AttentionConfig, compute, model_spec
 from attn_gui.engine import attribution as A
 from attn_gui.engine.model.plan import plan
 from attn_gui.present.insight import query_softmax

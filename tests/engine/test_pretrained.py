@@ -6,7 +6,7 @@ import torch.nn.functional as F
 
 from attn_gui.engine.model.plan import plan
 from attn_gui.engine import AttentionConfig, ConfigError, Projections, check_tokens, formula, model_spec, source
-from attn_gui.engine.run import compute
+from attn_gui.engine import compute
 from attn_gui.engine.model.source import ModelSource
 from attn_gui.engine.model.registry import is_available
 from attn_gui.engine.model.encoder.minilm import load_model, model_tokenize, run_encoder, sentence_embedding

@@ -5,8 +5,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from attn_gui.engine.model.plan import plan
-from attn_gui.engine import AttentionConfig, ConfigError
-from attn_gui.engine.run import compute
+from attn_gui.engine import AttentionConfig, ConfigError, compute
 
 words = st.lists(st.text(alphabet=st.characters(codec="utf-8"), min_size=1, max_size=8), min_size=1, max_size=24)
 

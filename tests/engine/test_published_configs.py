@@ -17,8 +17,7 @@ import pytest
 import torch
 import transformers
 
-from attn_gui.engine import AttentionConfig, source
-from attn_gui.engine.run import compute
+from attn_gui.engine import AttentionConfig, compute, source
 from transformers_peer import SENTENCE, WORDS, word_tokenizer  # (tests/)
 
 DATA = Path(__file__).parents[1] / "data" / "published_configs"

@@ -96,8 +96,7 @@ def test_a_type_not_dequantized_here_is_refused_in_one_line(tmp_path):
 PEAK = """
 import json, resource, sys
 import torch, tokenizers, gguf.quants
-from attn_gui.engine import AttentionConfig, model_spec
-from attn_gui.engine.run import compute
+from attn_gui.engine import AttentionConfig, compute, model_spec
 from attn_gui.engine.model.decoder import source as decoder
 from attn_gui.engine.readers import quantized
 from attn_gui.engine.readers.bundled import gguf_path

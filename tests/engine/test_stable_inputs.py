@@ -6,8 +6,7 @@ import hashlib
 import pytest
 import torch
 
-from attn_gui.engine import AttentionConfig
-from attn_gui.engine.run import compute
+from attn_gui.engine import AttentionConfig, compute
 
 
 def documented_row(seed: int, token: str, d: int) -> torch.Tensor:

@@ -8,8 +8,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from attn_gui.engine import AttentionConfig, Steps
-from attn_gui.engine.run import compute
+from attn_gui.engine import AttentionConfig, Steps, compute
 from attn_gui.engine.run.compute import _scores_finite
 from attn_gui.engine.kernel.reduce import block_edges, reduce_matrix, reduce_row_blocks
 from attn_gui.present.frame import make_frame

@@ -246,8 +246,7 @@ def test_a_trained_checkpoint_opens_in_the_explorer_as_transformers_reads_it(tmp
     """"Open in the explorer": the saved folder is a model path; every layer's alpha and the next
     tokens equal transformers' on the same folder."""
     import transformers
-    from attn_gui.engine import AttentionConfig
-    from attn_gui.engine.run import compute
+    from attn_gui.engine import AttentionConfig, compute
 
     trainer = Trainer(TrainConfig(**{**SMALL.__dict__, "positions": positions}))
     list(trainer.run(5))

@@ -2,8 +2,7 @@
 
 import torch
 
-from attn_gui.engine import AttentionConfig, preset
-from attn_gui.engine.run import compute
+from attn_gui.engine import AttentionConfig, compute, preset
 
 
 def close(actual, expected, atol=1e-4):

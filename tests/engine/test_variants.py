@@ -12,8 +12,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from attn_gui.engine.model.plan import plan
-from attn_gui.engine import AttentionConfig, ConfigError, check_tokens
-from attn_gui.engine.run import compute
+from attn_gui.engine import AttentionConfig, ConfigError, check_tokens, compute
 from attn_gui.engine.kernel.scores import alibi_slopes
 from attn_gui.engine.kernel.reduce import reduce_matrix
 

@@ -12,8 +12,7 @@ import torch
 import transformers
 from tokenizers import Tokenizer, models, pre_tokenizers
 
-from attn_gui.engine import AttentionConfig, ConfigError, model_spec
-from attn_gui.engine.run import compute
+from attn_gui.engine import AttentionConfig, ConfigError, compute, model_spec
 from attn_gui.engine.model.plan import plan
 from transformers_peer import top5_equals_transformers  # (tests/)
 

@@ -3,8 +3,7 @@ rows of K, V and X_src) the second sentence's; the walk follows a query across."
 
 import numpy as np
 
-from attn_gui.engine import AttentionConfig
-from attn_gui.engine.run import compute
+from attn_gui.engine import AttentionConfig, compute
 from attn_gui.present.frame import make_frame
 from attn_gui.present.maps import STAGES, describe_cell, map_data
 from attn_gui.present.walk import walk_html

@@ -2,8 +2,7 @@
 
 import pytest
 
-from attn_gui.engine import FIELDS, AttentionConfig
-from attn_gui.engine.run import compute
+from attn_gui.engine import AttentionConfig, FIELDS, compute
 from attn_gui.present.explain import MEANING, _dims_names, explain
 
 

@@ -66,8 +66,7 @@ def test_the_walk_prints_small_scaled_scores_with_their_digits():
     """ω / √d_k / 100 of the default sentence is about ±0.006: the walk's column read 0.00 and -0.00."""
     import re
 
-    from attn_gui.engine import AttentionConfig
-    from attn_gui.engine.run import compute
+    from attn_gui.engine import AttentionConfig, compute
     from attn_gui.present.walk import walk_html
 
     result = compute(AttentionConfig(temperature=100.0))

@@ -1,7 +1,6 @@
 """The status bar's account of what a result holds: α whole, or (streamed) only pooled for the screen."""
 
-from attn_gui.engine import AttentionConfig
-from attn_gui.engine.run import compute
+from attn_gui.engine import AttentionConfig, compute
 from attn_gui.present.frame import DISPLAY_MAX, held_text
 
 

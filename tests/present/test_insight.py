@@ -4,8 +4,7 @@ import numpy as np
 import pytest
 import torch
 
-from attn_gui.engine import AttentionConfig, preset
-from attn_gui.engine.run import compute
+from attn_gui.engine import AttentionConfig, compute, preset
 from attn_gui.engine.model.registry import is_available
 from attn_gui.present.difference import (comparable_fields, config_changes, head_difference, layer_difference,
                                          per_head_fields, pinned_difference)
@@ -137,8 +136,7 @@ def test_a_decoders_metrics_mask_every_layer():
 
 def test_a_streamed_result_reads_its_saturation_from_the_rows_it_kept():
     """A long input keeps each row's largest alpha while streaming: the note equals the full one's."""
-    from attn_gui.engine import AttentionConfig, saturation
-    from attn_gui.engine.run import compute
+    from attn_gui.engine import AttentionConfig, compute, saturation
     from attn_gui.present.insight import metrics_table
     from attn_gui.present.saturation import streamed_saturation
 

@@ -5,8 +5,7 @@ import itertools
 
 import pytest
 
-from attn_gui.engine import FIELDS, AttentionConfig
-from attn_gui.engine.run import compute
+from attn_gui.engine import AttentionConfig, FIELDS, compute
 from attn_gui.engine.model.registry import is_available
 from attn_gui.present.frame import make_frame
 from attn_gui.present.heads import kv_groups

@@ -5,8 +5,7 @@ import math
 import pytest
 import torch
 
-from attn_gui.engine import ModelUnavailable
-from attn_gui.engine.run import compute
+from attn_gui.engine import ModelUnavailable, compute
 from attn_gui.present.lessons import (Action, LessonError, action_done, answer, fill, judge, lesson_names,
                                       load_lesson, placeholders)
 

@@ -2,8 +2,7 @@
 
 import numpy as np
 
-from attn_gui.engine import AttentionConfig
-from attn_gui.engine.run import compute
+from attn_gui.engine import AttentionConfig, compute
 from attn_gui.present.frame import make_frame
 from attn_gui.present.maps import describe_cell, display_cells, file_stem, map_data, map_id, map_keys, special_tokens
 from attn_gui.present.state import ViewState
@@ -84,8 +83,7 @@ def test_masked_alpha_cells_are_marked_for_hatching():
 
 
 def test_grouped_query_maps_show_each_heads_key_value_head():
-    from attn_gui.engine import AttentionConfig
-    from attn_gui.engine.run import compute
+    from attn_gui.engine import AttentionConfig, compute
     from attn_gui.present.difference import head_difference
     from attn_gui.present.frame import make_frame
     from attn_gui.present.maps import map_data, map_keys

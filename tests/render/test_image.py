@@ -4,8 +4,7 @@ import numpy as np
 import pyqtgraph as pg
 import pytest
 
-from attn_gui.engine import AttentionConfig
-from attn_gui.engine.run import compute
+from attn_gui.engine import AttentionConfig, compute
 from attn_gui.present.frame import make_frame
 from attn_gui.present.maps import map_data
 from attn_gui.render.heatmap import HeatmapView

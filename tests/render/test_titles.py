@@ -2,8 +2,7 @@
 
 import dataclasses
 
-from attn_gui.engine import AttentionConfig
-from attn_gui.engine.run import compute
+from attn_gui.engine import AttentionConfig, compute
 from attn_gui.present.frame import make_frame
 from attn_gui.present.maps import NBSP, map_data
 from attn_gui.render.heatmap import HeatmapView

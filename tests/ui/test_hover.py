@@ -2,8 +2,7 @@
 
 from PySide6 import QtCore, QtWidgets
 
-from attn_gui.engine import AttentionConfig
-from attn_gui.engine.run import compute
+from attn_gui.engine import AttentionConfig, compute
 from attn_gui.present.explain import explain
 from attn_gui.render.heatmap import readout_position
 

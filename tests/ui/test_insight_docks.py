@@ -4,8 +4,7 @@ import numpy as np
 import pytest
 import torch
 
-from attn_gui.engine import AttentionConfig
-from attn_gui.engine.run import compute
+from attn_gui.engine import AttentionConfig, compute
 from attn_gui.engine.model.registry import is_available
 from attn_gui.present.state import ViewState
 

@@ -142,8 +142,7 @@ def test_a_lesson_without_scaling_switched_to_a_model_is_a_labelled_what_if(wind
     """Lesson 3 turns scaling off; Source -> SmolLM2 then runs SmolLM2 with scaling off in every layer: the maps
     and the next tokens come from that one changed forward, and the window says so under the sentence and in
     the map titles (issue 44: never a silent mix of a lesson's settings and a model's own forward)."""
-    from attn_gui.engine import AttentionConfig
-    from attn_gui.engine.run import compute
+    from attn_gui.engine import AttentionConfig, compute
     from attn_gui.engine.model.registry import is_available
 
     if not is_available("smollm2-135m"):

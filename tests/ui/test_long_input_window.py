@@ -78,7 +78,7 @@ def test_closing_the_window_stops_a_long_run_within_a_second(smollm2_window, qtb
 def test_a_watch_reports_each_layer_and_stops_a_model_run(deep_llama):
     """The engine's side (engine.progress): a run inside ``watching`` reports every layer, in order, and a
     cancel from its report raises Cancelled before the next layer ends; outside it nothing changes."""
-    from attn_gui.engine.run import compute
+    from attn_gui.engine import compute
 
     config = AttentionConfig(model=deep_llama, sentence="the cat sat on the mat")
     seen = []

@@ -22,8 +22,7 @@ import numpy as np
 import pytest
 from PySide6 import QtWidgets
 
-from attn_gui.engine import FIELDS, model_spec, PRESETS
-from attn_gui.engine.run import compute
+from attn_gui.engine import FIELDS, PRESETS, compute, model_spec
 from attn_gui.engine.model.registry import is_available
 from attn_gui.present.frame import make_frame
 from attn_gui.present.maps import map_data, map_id

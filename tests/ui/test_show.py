@@ -17,8 +17,7 @@ import pytest
 import torch
 
 import attn_gui
-from attn_gui.engine import UserError
-from attn_gui.engine.run import compute
+from attn_gui.engine import UserError, compute
 
 
 @pytest.fixture(autouse=True)
@@ -153,8 +152,7 @@ def test_show_after_to_html_in_a_plain_script_still_runs_until_the_window_closes
     run = _run("""
         from PySide6 import QtCore
         import attn_gui
-        from attn_gui.engine import AttentionConfig
-        from attn_gui.engine.run import compute
+        from attn_gui.engine import AttentionConfig, compute
         from attn_gui.ui.main_window import MainWindow
 
         assert "<html" in attn_gui.to_html(compute(AttentionConfig())).lower()

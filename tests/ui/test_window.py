@@ -7,8 +7,7 @@ import pytest
 import torch
 from PySide6 import QtCore, QtGui, QtWidgets
 
-from attn_gui.engine import AttentionConfig, preset, tokens_for
-from attn_gui.engine.run import compute
+from attn_gui.engine import AttentionConfig, compute, preset, tokens_for
 from attn_gui.ui import MainWindow
 from attn_gui.present.frame import DISPLAY_MAX
 from attn_gui.present.runner import is_small

@@ -32,7 +32,7 @@ from ..base.errors import ConfigError
 from ..specs.catalog import MODELS
 from ..readers.catalog import model_spec
 from .registry import source
-from .layers import model_layers
+from ..specs.decoder import model_layers
 from ..specs.spec import ModelSpec
 
 if TYPE_CHECKING:
@@ -109,7 +109,7 @@ class Capabilities:
 
 def capabilities(spec: ModelSpec | None) -> Capabilities:
     """The capabilities of a model of ``spec`` (None: random weights), with one line per one it lacks."""
-    from .decoder.forward import BLOCKS
+    from ..specs.wiring import BLOCKS
 
     name = "random weights" if spec is None else spec.label
     causal = spec is not None and spec.causal
@@ -349,7 +349,7 @@ def next_token_refusal(shape, predicts: bool = True) -> str | None:
     """Why ``next_token_attribution`` cannot split a decoder of ``shape`` (one line), or None where it can."""
     if not predicts:
         return "the model has no language-model head (lm_head), so no next-token logit"
-    from .decoder.forward import BLOCKS
+    from ..specs.wiring import BLOCKS
 
     if BLOCKS[shape.block].attn_post is not None:
         return "a norm after each attention block (Gemma 2's sandwich, OLMo 2's) stands between a head and the logit"

@@ -21,121 +21,19 @@ of the new tokens only and attends to the cached keys and values plus its own.
 
 from __future__ import annotations
 
-import dataclasses
-import math
 from dataclasses import dataclass
 
 import torch
-import torch.nn.functional as F
 
-from ...kernel.scores import scaled_scores, score_weights
 from ...base import progress
-from ...kernel.types import AttendOptions, Projections, Steps, Stream
 from ...kernel.attend import attend
-from ...kernel.blocks import attend_summarised
-from ...kernel.scores import masked_keys
-from ...kernel.project import project_outputs, queries_keys_values, repeat_kv, rms_norm
+from ...kernel.blocks import attend_summarised, kept_attention, kept_scratch
 from ...kernel.summaries import Summaries
-from ...readers import stored
-from ...readers.stored import rows
-
-
-@dataclass(frozen=True)
-class LlamaShape:
-    """The sizes and constants of a decoder, and each layer's attention as the model runs it.
-
-    Built once per model by ``decoder_shape`` from its spec and family (folders, GGUF files, registered
-    objects alike). A compute whose plan changes the attention (a what-if, ``engine.plan``) runs the same
-    forward with ``attention`` replaced (``with_attention``).
-    """
-
-    layers: int
-    heads: int
-    kv_heads: int
-    d_k: int
-    eps: float  # the norm's epsilon
-    norm: str = "rms"  # "rms": RMSNorm (Llama); "layer": LayerNorm with a bias (GPT-2); "gemma": x̂ (1 + g), float32
-    mlp: str = "gated"  # "gated": W_down (act(W_gate x) * W_up x) (SwiGLU); "plain": W_down act(W_up x + b) + b
-    act: str = "silu"  # the feed-forward's activation (``act``): silu, gelu, gelu_tanh, relu
-    block: str = "pre"  # the residual wiring: a row of ``BLOCKS``
-    attention: tuple[AttendOptions, ...] = ()  # each layer's options (``sources.layers.model_layers``); ():
-    #                                            plain causal attention in every layer
-    final_softcap: float | None = None  # the logits soft-capped, c tanh(logits / c) (final_logit_softcapping)
-    embed_scale: bool = False  # the embedding multiplied by √d (Gemma)
-
-    def options(self, layer: int) -> AttendOptions:
-        """Layer ``layer``'s attention options (column layout, causal)."""
-        return self.attention[layer] if self.attention else CAUSAL
-
-    def with_attention(self, attention: tuple[AttendOptions, ...]) -> LlamaShape:
-        """This shape with each layer's attention options replaced (a plan's what-if)."""
-        return self if attention == self.attention else dataclasses.replace(self, attention=attention)
-
-
-CAUSAL = AttendOptions(layout="column", causal=True)
-
-
-def decoder_shape(spec, family, eps: float, act: str, final_softcap: float | None = None) -> LlamaShape:
-    """The one constructor of a decoder's shape: its spec (sizes, each layer's attention, its residual wiring) and
-    its family's declared differences (norm, MLP, embedding scale); the norm's ``eps``, the activation (``act``'s
-    name) and the logits' soft-cap as the file says."""
-    from ..layers import model_layers
-
-    return LlamaShape(spec.layers, spec.heads, spec.kv_head_count, spec.d_k, eps, norm=family.norm, mlp=family.mlp,
-                      act=act, block=spec.block, attention=model_layers(spec), final_softcap=final_softcap,
-                      embed_scale=family.embed_scale)
-
-
-@dataclass(frozen=True)
-class Block:
-    """A decoder layer's residual wiring: which norm each part reads through and writes through.
-
-    Each name is a norm's weight prefix within the layer (``model.layers.N.<name>``), or None where there is none.
-    attn_norm: before attention (X); attn_post: attention's output normed before its residual; mlp_norm: before the
-    MLP; mlp_post: the MLP's output normed before its residual; parallel: the MLP reads the layer's input residual
-    (attention and the MLP side by side), not the residual after attention.
-    """
-
-    attn_norm: str | None
-    attn_post: str | None
-    mlp_norm: str | None
-    mlp_post: str | None
-    parallel: bool = False
-
-    @property
-    def norms(self) -> tuple[str, ...]:
-        """Every norm of the layer, by prefix."""
-        return tuple(n for n in (self.attn_norm, self.attn_post, self.mlp_norm, self.mlp_post) if n is not None)
-
-
-BLOCKS = {  # ``Family.block``: the residual wiring of each family's layers
-    "pre": Block("input_layernorm", None, "post_attention_layernorm", None),  # Llama, Qwen, Mistral, Phi-3, GPT-2
-    "parallel": Block("input_layernorm", None, "post_attention_layernorm", None, parallel=True),  # GPT-NeoX
-    "sandwich": Block("input_layernorm", "post_attention_layernorm", "pre_feedforward_layernorm",
-                      "post_feedforward_layernorm"),  # Gemma 2 and 3
-    "post": Block(None, "post_attention_layernorm", None, "post_feedforward_layernorm"),  # OLMo 2
-}
-
-
-@dataclass(frozen=True)
-class LayerPieces:
-    """One decoder layer's named pieces, as TransformerLens's hook points name the residual stream's parts.
-
-    resid_pre (n, d): the residual entering the layer; attn_in: X, what attention reads (its norm's output, or the
-    residual); steps: attention's steps (``Steps``); attn_write: what attention adds to the residual
-    (its output, normed where the block says: ``Block.attn_post``); resid_mid: the residual after attention;
-    mlp_in: what the MLP reads; mlp_out: its output; mlp_write: what it adds; resid_post: the residual leaving.
-    """
-
-    resid_pre: torch.Tensor
-    attn_in: torch.Tensor
-    steps: Steps
-    attn_write: torch.Tensor
-    resid_mid: torch.Tensor
-    mlp_in: torch.Tensor
-    mlp_out: torch.Tensor
-    mlp_write: torch.Tensor
-    resid_post: torch.Tensor
+from ...kernel.types import Steps, Stream
+from ...specs.decoder import LlamaShape
+from ...specs.wiring import BLOCKS
+from ..wiring import LayerPieces
+from .parts import embed, feed_forward, head_weights, logits, norm
 
 
 @dataclass(frozen=True)
@@ -196,149 +94,6 @@ class Forward:
     shown: tuple[int, Steps] | None = None
 
 
-def norm(x: torch.Tensor, w: dict, prefix: str, shape: LlamaShape) -> torch.Tensor:
-    """The model's norm of ``x`` with the weights at ``prefix``: RMSNorm, or LayerNorm with its bias (GPT-2)."""
-    if shape.norm == "layer":
-        return F.layer_norm(x, x.shape[-1:], w[prefix + ".weight"], w[prefix + ".bias"], shape.eps)
-    if shape.norm == "gemma":  # Gemma's RMSNorm: in float32, the gain 1 + g (stored as g, zero-centred)
-        return rms_norm(x.float(), 1.0 + w[prefix + ".weight"].float(), shape.eps).type_as(x)
-    return rms_norm(x, w[prefix + ".weight"], shape.eps)
-
-
-def gain(w: dict, prefix: str, shape: LlamaShape) -> torch.Tensor:
-    """The gain the norm at ``prefix`` multiplies by, as the family applies it: γ, or Gemma's 1 + γ (stored
-    zero-centred; in float32, as ``norm`` computes it)."""
-    g = w[prefix + ".weight"]
-    return 1.0 + g.float() if shape.norm == "gemma" else g
-
-
-def head_weights(w: dict, layer: int, shape: LlamaShape, multiply: bool = False) -> Projections:
-    """Layer ``layer``'s projections per head, in column layout (q_i = W x_i + b).
-
-    nn.Linear stores W_q as (h * d_k, d); head i owns rows i*d_k:(i+1)*d_k (K and V: g heads).
-    Q, K and V have biases where the weights hold them (Qwen2, GPT-2), else none (Llama); W_O too (GPT-2);
-    q and k are RMS-normed per head where the weights hold q_norm and k_norm (Qwen3).
-    ``multiply`` (the forward's own): where ``w`` multiplies its stored matrices in bfloat16
-    (``stored.matrix``), W_Q … W_O come as those matrices (``Projections.matmuls``), the W fields as shapes.
-    """
-    p = f"model.layers.{layer}.self_attn"
-    names = [f"{p}.{n}_proj.weight" for n in "qkvo"]
-    matmuls = [stored.matrix(w, name) for name in names] if multiply else []
-    if matmuls and all(m is not None for m in matmuls):
-        w_q, w_k, w_v, w_o = (torch.empty(m.shape, device="meta") for m in matmuls)  # type: ignore[union-attr]
-    else:
-        matmuls = []
-        w_q, w_k, w_v, w_o = (w[name] for name in names)  # read once: an upcasting ``w`` converts on every read
-    d = w_q.shape[1]
-    extras: dict = {"matmuls": tuple(matmuls)} if matmuls else {}
-    if f"{p}.q_norm.weight" in w:
-        q_norm, k_norm = w[f"{p}.q_norm.weight"], w[f"{p}.k_norm.weight"]  # (d_k,)
-        if shape.norm == "gemma":  # Gemma 3: the gain 1 + g
-            q_norm, k_norm = 1.0 + q_norm, 1.0 + k_norm
-        extras |= dict(q_norm=q_norm, k_norm=k_norm, norm_eps=shape.eps)
-    if f"{p}.q_proj.bias" in w:
-        extras |= dict(b_q=w[f"{p}.q_proj.bias"].view(shape.heads, 1, -1),  # (h, 1, d_k)
-                       b_k=w[f"{p}.k_proj.bias"].view(shape.kv_heads, 1, -1),  # (g, 1, d_k)
-                       b_v=w[f"{p}.v_proj.bias"].view(shape.kv_heads, 1, -1))  # (g, 1, d_v)
-    return Projections(
-        w_q=w_q.view(shape.heads, -1, d),  # (h, d_k, d)
-        w_k=w_k.view(shape.kv_heads, -1, d),  # (g, d_k, d)
-        w_v=w_v.view(shape.kv_heads, -1, d),  # (g, d_v, d)
-        w_o=w_o,  # (d, h * d_v)
-        b_o=w[f"{p}.o_proj.bias"].view(1, -1) if f"{p}.o_proj.bias" in w else None,  # (1, d)
-        **extras,
-    )
-
-
-ACTS = {"gelu": F.gelu, "gelu_tanh": lambda x: F.gelu(x, approximate="tanh"), "relu": F.relu, "silu": F.silu}
-
-
-def act(x: torch.Tensor, name: str) -> torch.Tensor:
-    """The feed-forward's activation by name: gelu (erf, BERT's), gelu_tanh (GPT-2's "gelu_new"), relu, silu."""
-    return ACTS[name](x)
-
-
-def _linear(x: torch.Tensor, w: dict, prefix: str) -> torch.Tensor:
-    """nn.Linear at ``prefix``, with its bias where the weights hold one (Llama's mlp_bias, GPT-2)."""
-    bias = prefix + ".bias"
-    return stored.linear(x, w, prefix + ".weight", w.get(bias))  # in bfloat16 where w multiplies so
-
-
-def feed_forward(x: torch.Tensor, w: dict, layer: int, shape: LlamaShape) -> torch.Tensor:
-    """Gated: W_down (act(W_gate x) * W_up x) (SwiGLU with silu); plain: W_down act(W_up x + b_up) + b_down (GPT-2);
-    each with its biases where the weights hold them.  (n, d) -> (n, d)"""
-    p = f"model.layers.{layer}.mlp"
-    if shape.mlp == "plain":
-        return _linear(act(_linear(x, w, f"{p}.up_proj"), shape.act), w, f"{p}.down_proj")
-    return _linear(act(_linear(x, w, f"{p}.gate_proj"), shape.act) * _linear(x, w, f"{p}.up_proj"), w,
-                   f"{p}.down_proj")
-
-
-KEPT_BLOCK_BYTES = 16 * 2**20  # ω and α of a block of rows (``kept_attention``): 4 and 64 MiB were slower
-
-
-def kept_attention(x: torch.Tensor, p: Projections, alpha: torch.Tensor, scratch: torch.Tensor,
-                   options: AttendOptions, *, past: tuple[torch.Tensor, torch.Tensor] | None = None, z_hook=None,
-                   summaries: list | None = None) -> Steps:
-    """``attend(x, p, options, past=past)``'s α, q, k, v, z and output, nothing else kept; with ``summaries``,
-    the layer's summaries (``summaries.LayerSums.finish``'s) appended to it.
-
-    A model run keeps only these of every layer; ω and ω′ are the shown layer's alone, which
-    ``attend`` makes again. Here the query rows go a block at a time, each block against the keys
-    up to its last query only (causal: the later keys' α is 0, and is written as 0): its ω made in
-    ``scratch`` (``kept_scratch``'s size, reused layer after layer), divided and masked in place as
-    ``scale_and_mask`` does it, its α written into ``alpha`` (this layer's slice of every layer's α)
-    and its summaries taken while it is in the cache, as the streamed path takes them. No layer
-    allocates a T x T tensor of its own. α and z equal ``attend``'s up to the order of the float
-    sums over the keys (the same keys, fewer masked ones). ``options``: a decoder layer's
-    (``LlamaShape.options``: column layout, its scaling, mask, RoPE, window and soft-cap).
-    """
-    from ...kernel.summaries import TOP_K, LayerSums, row_stats
-
-    o = options
-    q, k, v, rope, qk_norm = queries_keys_values(x, p, o, past=past)  # (h, n, d_k), (g, P + n, .)
-    heads, n, d_k = q.shape  # heads, new tokens, head size
-    T_k = k.size(-2)  # the cached keys and the new ones
-    P = T_k - n  # cached positions before the new rows
-    k_per_head, v_per_head = repeat_kv(k, heads), repeat_kv(v, heads)  # (h, T_k, .): head i uses K/V i // (h/g)
-    if o.similarity == "cosine":  # the dot product of unit vectors: normalised once, not per block
-        q, k_per_head = F.normalize(q, dim=-1), F.normalize(k_per_head, dim=-1)
-    keys_t = k_per_head.transpose(-2, -1)  # (h, d_k, T_k)
-    context_vec = q.new_empty(heads, n, v.size(-1))  # z (h, n, d_v)
-    sums = LayerSums(heads, n, T_k, q.device, torch.float32 if q.dtype != torch.float64 else q.dtype) \
-        if summaries is not None else None
-    rows = max(1, min(n, scratch.numel() // (2 * heads * T_k)))  # ω and α of a block fit in ``scratch``
-    for start in range(0, n, rows):
-        progress.check()  # a window's Esc stops a long sentence within a block of rows
-        end = min(n, start + rows)
-        # causal: these rows see keys before ``seen`` at most (k top keys: k at least); else every key
-        seen = min(T_k, max(P + end, TOP_K)) if o.causal else T_k
-        size = (heads, end - start, seen)
-        count = math.prod(size)
-        omega = torch.matmul(q[:, start:end], keys_t[..., :seen], out=scratch[:count].view(size))  # ω
-        scaled = scaled_scores(omega, o, d_k, row_start=P + start, in_place=True)  # ω′, masked -inf
-        capped, block = score_weights(scaled, o, out=scratch[count:2 * count].view(size))  # α
-        alpha[:, start:end, :seen] = block
-        alpha[:, start:end, seen:] = 0.0
-        context_vec[:, start:end] = block @ v_per_head[:, :seen]  # z (h, rows, d_v)
-        if sums is not None:
-            hidden = masked_keys(P + start, end - start, seen, o.causal, o.window, o.sink_tokens, x.device)
-            sums.add(row_stats(block, start, hidden, causal=o.causal, width=T_k,
-                               scores=scaled if capped is None else capped), start)  # the softmax's input, overwritten
-    if z_hook is not None:
-        context_vec = z_hook(context_vec)  # an intervention (ablation, patching)
-    concat, output = project_outputs(context_vec, p, "column")  # (n, h d_v), (n, d) with b_O
-    if summaries is not None and sums is not None:
-        summaries.append(sums.finish())
-    return Steps(q, k, v, context_vec, concat, output, weights=alpha, rope=rope, qk_norm=qk_norm)
-
-
-def kept_scratch(heads: int, n: int, T_k: int, element_size: int = 4, block_bytes: int = KEPT_BLOCK_BYTES) -> int:
-    """The elements of ``kept_attention``'s scratch for n new rows over T_k keys: ω and α of its largest block."""
-    rows = max(1, min(n, block_bytes // (2 * heads * T_k * element_size)))
-    return 2 * heads * rows * T_k
-
-
 def layer_pieces(h: torch.Tensor, w: dict, layer: int, shape: LlamaShape,
                  past: tuple[torch.Tensor, torch.Tensor] | None = None, *, z_hook=None,
                  reduce_to: int | None = None, block_bytes: int = 8 * 2**20, shown: bool = False,
@@ -378,18 +133,6 @@ def decoder_layer(h: torch.Tensor, w: dict, layer: int, shape: LlamaShape,
     """``layer_pieces``' (next residual, X, attention steps)."""
     pieces = layer_pieces(h, w, layer, shape, past, **kwargs)
     return pieces.resid_post, pieces.attn_in, pieces.steps
-
-
-def embed(w: dict, ids: torch.Tensor, shape: LlamaShape, start: int = 0) -> torch.Tensor:
-    """What a layer-0 residual starts as: the token embedding of ``ids`` (..., n), times √d for Gemma, plus GPT-2's
-    learned positions counted from ``start``.  -> (..., n, d)"""
-    h = rows(w, "model.embed_tokens.weight", ids.reshape(-1)).unflatten(0, ids.shape)  # a GGUF reads rows of ids
-    if shape.embed_scale:  # Gemma: the embedding times √d
-        h = h * h.new_tensor(h.shape[-1] ** 0.5)
-    if "model.embed_positions.weight" in w:  # learned absolute positions (GPT-2)
-        n = ids.shape[-1]
-        h = h + rows(w, "model.embed_positions.weight", torch.arange(start, start + n, device=ids.device))
-    return h
 
 
 def forward(w: dict, ids: torch.Tensor, shape: LlamaShape, cache: KVCache | None = None, *,
@@ -514,11 +257,3 @@ class Run:
 SUMMARY_PARTS = ("sink", "distance", "decay", "top_weights", "top_keys",
                  *(f"metric_{name}" for name in ("entropy", "entropy_norm", "max_weight", "sink", "previous", "self",
                                                  "distance")))
-
-
-def logits(last: torch.Tensor, w: dict, softcap: float | None = None) -> torch.Tensor:
-    """The next-token logits of final-normed rows ``last`` (..., d): ``lm_head.weight``, else the tied embedding;
-    soft-capped, c tanh(logits / c), with ``softcap`` (Gemma 2's final_logit_softcapping)."""
-    out = stored.logits(last, w, "lm_head.weight" if "lm_head.weight" in w else "model.embed_tokens.weight")
-    return out if softcap is None else torch.tanh(out / softcap) * softcap
-

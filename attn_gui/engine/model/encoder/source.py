@@ -43,8 +43,8 @@ from ...specs.encoder_config import RelativeShape, relative_shape
 from ...specs.families import Family
 from ...readers.hf.spec import activation, family_of, position_offset, size
 from ...readers.hf.weights import check_shape, read_weights
-from ..layers import model_layers
-from ..decoder.forward import act
+from ...specs.decoder import model_layers
+from ..decoder.parts import act
 from ..loaded import LOADED
 from ...specs.spec import ModelSpec
 
