@@ -1,7 +1,7 @@
 """A model is looked up by name in the registry (``engine.model``) and resolved once by ``engine.model.plan``;
-everything else reads a ``Plan`` (issue 56, rule 1). Counted as calls in the AST (definitions, docstrings and comments are not
-calls): a module outside the allowed ones that calls ``model_spec(``, ``decoder_of(`` or ``source(`` fails here, and
-the modules still in debt may not call them more often."""
+everything else reads a ``Plan`` (issue 56, rule 1). Counted as calls in the AST (definitions, docstrings and
+comments are not calls): a module outside the allowed ones that calls ``model_spec(``, ``decoder_of(`` or
+``source(`` fails here, and the modules still in debt may not call them more often."""
 
 import ast
 from collections import Counter

@@ -9,7 +9,9 @@ torch.Size([1, 5, 5])
 from .kernel.types import AttendOptions, Projections, Steps, Stream
 from .kernel.attend import attend
 from .circuits import Circuit, circuit
-from .run.compute import AttentionResult, as_dict, compute, estimate_bytes
+from .run.result import AttentionResult, as_dict
+from .run.compute import compute
+from .run.memory import estimate_bytes
 from .config.config import DEFAULT_SENTENCE, OPTIONS, AttentionConfig, Dims
 from .config.presets import PRESETS, preset
 from .run.decoding import DecodeStep, Decoder, Generation, generate
