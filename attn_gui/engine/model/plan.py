@@ -192,7 +192,7 @@ class Plan:
         The model's norm and its gain convention: "rms" (x̂ γ), "gemma" (x̂ (1 + γ), γ stored zero-centred),
         "layer" (LayerNorm, (x - μ)/σ γ + β); "" for random weights.
     block : str
-        The residual wiring of a decoder layer (``sources.llama.BLOCKS``): "pre", "parallel", "sandwich" or
+        The residual wiring of a decoder layer (``specs.wiring.BLOCKS``): "pre", "parallel", "sandwich" or
         "post"; an encoder's "post_ln" or "pre_ln"; "" for random weights.
     can : Capabilities
         What the model can do here (``capabilities``): every "is it a decoder, can it generate?" reads this.
@@ -215,7 +215,7 @@ class Plan:
 
     @property
     def source(self) -> ModelSource:
-        """The model's source (``sources.source``); model mode only."""
+        """The model's source (``model.registry.source``); model mode only."""
         if self.config.model is None:
             raise ValueError("random weights have no model source")
         return source(self.config.model)
@@ -320,7 +320,7 @@ class Plan:
 class Planned:
     """A decoder's source run as a plan says: every forward, prefill and decode step with the plan's layers
     (``Plan.layers``: a what-if in every layer where the plan has one), so that interventions, attribution and
-    generation compute what the maps show. Everything else is the source's (``sources.decoder.Source``)."""
+    generation compute what the maps show. Everything else is the source's (``model.decoder.source.Source``)."""
 
     def __init__(self, plan: Plan):
         from .decoder.source import Source as DecoderSource

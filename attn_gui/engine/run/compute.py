@@ -23,7 +23,7 @@ from ..text.tokens import Tokens
 from .memory import CHECK_FREE_ABOVE, _block_bytes, _human, estimate_bytes
 from .result import AttentionResult, CrossInputs, ModelRun
 
-# bfloat16: a decoder's weight matmuls in bfloat16, the rest in float32 (sources.decoder.compute_dtypes)
+# bfloat16: a decoder's weight matmuls in bfloat16, the rest in float32 (model.decoder.source.compute_dtypes)
 
 
 # Attention computes h T x T scores. With the maps streamed (``display_max``) memory follows
@@ -39,7 +39,7 @@ FULL_MODEL_MAX = 4096
 def compute(config: AttentionConfig, display_max: int | None = None, *, first: bool = False) -> AttentionResult:
     """Run self-attention for ``config`` and return every intermediate.
 
-    The model is resolved once (``engine.plan.plan``); the result carries the plan (``AttentionResult.plan``).
+    The model is resolved once (``engine.model.plan.plan``); the result carries the plan (``AttentionResult.plan``).
 
     Parameters
     ----------
@@ -157,7 +157,7 @@ def _compute(p: Plan, toks: Tokens, source: Tokens | None, device: torch.device,
 
 
 def _captured(p: Plan, toks: Tokens, device: torch.device, dtype: torch.dtype, start: float) -> AttentionResult:
-    """Model ``name`` read through transformers (``sources.via_transformers``): the steps its hooks captured,
+    """Model ``name`` read through transformers (``model.interop.via_transformers``): the steps its hooks captured,
     None for the others (named in ``not_captured``); attn-gui computes none of them."""
     from ..model.interop.via_transformers import captured
 
@@ -270,7 +270,7 @@ def _model_inputs(p: Plan, toks: Tokens, device: torch.device, dtype: torch.dtyp
 
 
 def _decoder(p: Plan):
-    """The plan's source as a decoder (``sources.decoder.Source``)."""
+    """The plan's source as a decoder (``model.decoder.source.Source``)."""
     from ..model.decoder.source import Source as DecoderSource
 
     model = p.source

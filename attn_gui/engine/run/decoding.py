@@ -88,7 +88,7 @@ class Generation:
 
 
 def decoder_source(request: Request) -> Planned:
-    """The source of ``config.model`` as its plan runs it (``engine.plan.Planned``: every forward and decode step
+    """The source of ``config.model`` as its plan runs it (``engine.model.plan.Planned``: every forward and decode step
     with the plan's layers, a what-if included), or ``ConfigError`` when it cannot generate
     (``Capabilities.generate``, ``Plan.refusal``)."""
     return as_plan(request).runner("generate")

@@ -90,7 +90,7 @@ class AttentionResult:
     With grouped-query heads (``kv_heads`` g < h) ``w_k``, ``w_v``, ``b_k``, ``b_v``, ``k`` and
     ``v`` have g heads; the scores, weights and outputs have h.
 
-    A model read through transformers (``sources.via_transformers``) holds the steps its hooks
+    A model read through transformers (``model.interop.via_transformers``) holds the steps its hooks
     captured; any other step is None, even x, q, k, v and the outputs, and is named in ``not_captured``.
 
     A *streamed* result (``compute(config, display_max=...)`` with T over ``display_max``)
@@ -218,7 +218,8 @@ class AttentionResult:
 
     @property
     def resolved(self) -> Plan:
-        """The plan this result was computed with (``engine.plan``): every view reads the model's arithmetic here."""
+        """The plan this result was computed with (``engine.model.plan``): every view reads the model's arithmetic
+        here."""
         return self.plan
 
     def head_index(self, name: str, head: int) -> int:

@@ -46,7 +46,7 @@ class LlamaShape:
     """The sizes and constants of a decoder, and each layer's attention as the model runs it.
 
     Built once per model by ``decoder_shape`` from its spec and family (folders, GGUF files, registered
-    objects alike). A compute whose plan changes the attention (a what-if, ``engine.plan``) runs the same
+    objects alike). A compute whose plan changes the attention (a what-if, ``engine.model.plan``) runs the same
     forward with ``attention`` replaced (``with_attention``).
     """
 
@@ -59,7 +59,7 @@ class LlamaShape:
     mlp: str = "gated"  # "gated": W_down (act(W_gate x) * W_up x) (SwiGLU); "plain": W_down act(W_up x + b) + b
     act: str = "silu"  # the feed-forward's activation (``act``): silu, gelu, gelu_tanh, relu
     block: str = "pre"  # the residual wiring: a row of ``BLOCKS``
-    attention: tuple[AttendOptions, ...] = ()  # each layer's options (``sources.layers.model_layers``); ():
+    attention: tuple[AttendOptions, ...] = ()  # each layer's options (``specs.decoder.model_layers``); ():
     #                                            plain causal attention in every layer
     final_softcap: float | None = None  # the logits soft-capped, c tanh(logits / c) (final_logit_softcapping)
     embed_scale: bool = False  # the embedding multiplied by √d (Gemma)

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
-# The module that reads a decoder's files, by ``ModelSpec.reader`` (``sources.decoder.reader`` imports it)
+# The module that reads a decoder's files, by ``ModelSpec.reader`` (``model.decoder.source.reader`` imports it)
 READERS: Mapping[str, str] = MappingProxyType({
     "hf": "attn_gui.engine.readers.hf.weights",
     "gguf_file": "attn_gui.engine.readers.gguf.load",

@@ -109,7 +109,7 @@ def layer_pieces(h: torch.Tensor, w: dict, layer: int, shape: LlamaShape,
     block = BLOCKS[shape.block]
     x = h if block.attn_norm is None else norm(h, w, f"{p}.{block.attn_norm}", shape)  # X: what attention reads
     options = shape.options(layer)
-    if reduce_to is not None:  # streamed: no T x T map kept (softcap refused where streaming is: engine.plan)
+    if reduce_to is not None:  # streamed: no T x T map kept (softcap refused where streaming is: engine.model.plan)
         steps = attend_summarised(x, head_weights(w, layer, shape, True), options, Stream(reduce_to, block_bytes),
                                   shown=shown, z_hook=z_hook)
     elif into is not None:

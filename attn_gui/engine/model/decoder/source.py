@@ -73,7 +73,7 @@ def compute_dtypes(dtype: torch.dtype) -> tuple[torch.dtype, torch.dtype | None]
     return (torch.float32, torch.bfloat16) if dtype == torch.bfloat16 else (dtype, None)
 
 
-Layers = tuple[AttendOptions, ...]  # each layer's attention options (``engine.plan.Plan.layers``)
+Layers = tuple[AttendOptions, ...]  # each layer's attention options (``engine.model.plan.Plan.layers``)
 
 
 def version(spec: ModelSpec) -> tuple:

@@ -114,7 +114,7 @@ def relative_positions(w: dict, layer: int, shape: EncoderShape, T: int) -> Rela
 
 
 def layer_options(options: AttendOptions, w: dict, layer: int, shape: EncoderShape, T: int) -> AttendOptions:
-    """Layer ``layer``'s attention options (the plan's, ``sources.layers.model_layers``: column layout, its RoPE
+    """Layer ``layer``'s attention options (the plan's, ``specs.decoder.model_layers``: column layout, its RoPE
     base and window) with DeBERTa's position terms for ``T`` tokens, which only the loaded weights give."""
     if shape.relative is not None:
         options = options.replace(relative=relative_positions(w, layer, shape, T))
@@ -177,7 +177,7 @@ def encoder_layer(x: torch.Tensor, w: dict, layer: int, shape: EncoderShape, opt
 
 def run(w: dict, ids: torch.Tensor, shape: EncoderShape, layers: tuple[AttendOptions, ...]):
     """Every layer's attention input and the output (L + 1 of them), and every layer's attention weights; each
-    layer's attention with ``layers``' options (the plan's, ``engine.plan.Plan.layers``).
+    layer's attention with ``layers``' options (the plan's, ``engine.model.plan.Plan.layers``).
 
     Returns
     -------
