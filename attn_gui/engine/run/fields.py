@@ -101,7 +101,8 @@ TENSOR_FIELDS: tuple[str, ...] = tuple(FIELDS)
 
 def formula(name: str, plan: Plan) -> str:
     """The formula of ``name`` as the compute of ``plan`` (``engine.model.plan``) runs the shown layer: layout,
-    biases, q/k norms, RoPE with its scaling and rotated dimensions, the scale the model divides by, mask and soft-cap."""
+    biases, q/k norms, RoPE with its scaling and rotated dimensions, the scale the model divides by, mask and
+    soft-cap."""
     info = FIELDS[name]
     config, spec, o = plan.config, plan.spec, plan.shown
     col = config.layout == "column"
