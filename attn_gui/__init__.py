@@ -1,8 +1,8 @@
 """Attention Explorer: watch self-attention being computed, one heatmap per step."""
 
 
-PUBLIC = {"show": "api", "to_html": "api", "register": "engine.sources.memory",  # name: its module
-          "to_lens": "engine.sources.lens"}
+PUBLIC = {"show": "api", "to_html": "api", "register": "engine.model.interop.memory",  # name: its module
+          "to_lens": "engine.model.interop.lens"}
 
 
 def __getattr__(name: str):

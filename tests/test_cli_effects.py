@@ -3,7 +3,7 @@
 import pytest
 
 from attn_gui.cli import main
-from attn_gui.engine.sources import is_available
+from attn_gui.engine.model.registry import is_available
 
 
 @pytest.mark.parametrize("argv, message", [

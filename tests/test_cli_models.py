@@ -8,7 +8,7 @@ import shutil
 import pytest
 
 from attn_gui.cli import main
-from attn_gui.engine.sources import model_spec
+from attn_gui.engine.readers.catalog import model_spec
 
 pytest.importorskip("gguf")  # installed with attn-gui[models], which the test extra includes
 

@@ -12,7 +12,7 @@ import pyqtgraph as pg
 from PySide6 import QtCore, QtGui, QtSvg
 
 from attn_gui.export import arrays, bundle, files, images
-from attn_gui.engine import FIELDS, AttentionConfig, compute, preset
+from attn_gui.engine import AttentionConfig, FIELDS, compute, preset
 from attn_gui.present.frame import make_frame
 from attn_gui.present.maps import map_data, map_keys
 from attn_gui.render import offscreen

@@ -26,7 +26,7 @@ from attn_gui.export.folder import Cancelled
 from attn_gui.present.frame import make_frame
 from attn_gui.present.files import WriteError
 
-compute_mod = importlib.import_module("attn_gui.engine.compute")
+compute_mod = importlib.import_module("attn_gui.engine.run.compute")
 REPO = Path(__file__).resolve().parents[1]
 ENV = {**os.environ, "QT_QPA_PLATFORM": "offscreen", "PYTHONPATH": str(REPO)}
 

@@ -60,7 +60,7 @@ def residuals_equal_transformers(path: str, hf, sentence: str):
 
 def cached_steps_equal_recomputing(cfg, steps: int = 2):
     """Each cached decoding step's alpha and logits equal a full recompute's; returns the decoder."""
-    from attn_gui.engine.decoding import Decoder
+    from attn_gui.engine.run.decoding import Decoder
 
     decoder = Decoder(cfg)
     for _ in range(steps):

@@ -166,7 +166,7 @@ def main(argv: list[str] | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
 
     from attn_gui.engine import AttentionConfig
-    from attn_gui.engine.sources import install_hint, is_available
+    from attn_gui.engine.model.registry import install_hint, is_available
     from attn_gui.present.state import DOCKS, ViewState
     from attn_gui.ui.app import prepare_app
 
@@ -436,7 +436,7 @@ def _disk(work: Path) -> tuple[dict, Path]:
     from disk_models import hf_snapshot, model_layer, ollama_manifest
     from gguf_writing import byte_level_vocab, tiny, write_gguf
 
-    from attn_gui.engine.sources import model_spec
+    from attn_gui.engine.readers.catalog import model_spec
     from attn_gui.engine.readers.bundled import gguf_path
 
     home = work / "disco-shot" / "home"

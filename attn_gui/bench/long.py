@@ -45,8 +45,8 @@ def measure(run, T):
                model_mib=before / 2**20)
     print(json.dumps(out), flush=True)
 if who == "ours":
-    from attn_gui.engine import AttentionConfig, compute, source
-    from attn_gui.present.frame import DISPLAY_MAX, make_frame
+    from ..engine import AttentionConfig, compute, source
+    from ..present.frame import DISPLAY_MAX, make_frame
     source(path).load()
     def run(T):
         result = compute(AttentionConfig(sentence=sentence(T), model=path, device=device), display_max=DISPLAY_MAX)
@@ -84,8 +84,8 @@ def reset():
         f.write("5")
     return status("VmRSS:")
 if who == "ours":
-    from attn_gui.engine import AttentionConfig, compute, source
-    from attn_gui.present.frame import DISPLAY_MAX, make_frame
+    from ..engine import AttentionConfig, compute, source
+    from ..present.frame import DISPLAY_MAX, make_frame
     source(path).load()
     words = "the cat sat on a mat and the dog ran".split()
     cfg = AttentionConfig(sentence=" ".join(words[i % len(words)] for i in range(T)), model=path)
@@ -152,7 +152,7 @@ def bench_long_cuda(settings: BenchSettings, log: Log) -> tuple[list[Row], list[
     (every layer's alpha, what a viewer built on it keeps) where that fits. Peak memory is
     ``torch.cuda.max_memory_allocated`` over what the loaded model holds.
     """
-    from ..engine.sources import is_available
+    from ..engine.model.registry import is_available
 
     rows: list[Row] = []
     skipped: list[dict[str, str]] = []
@@ -209,7 +209,7 @@ def bench_long(settings: BenchSettings, log: Log) -> tuple[list[Row], list[dict[
     On CUDA instead: a 1B-shaped Llama up to 32,768 tokens against transformers, and SmolLM2-135M at its
     own length (``bench_long_cuda``).
     """
-    from ..engine.sources import is_available
+    from ..engine.model.registry import is_available
 
     rows: list[Row] = []
     skipped: list[dict[str, str]] = []

@@ -12,9 +12,9 @@ from .timing import Log, Row, Timing, time_interleaved
 
 def bench_model(settings: BenchSettings, log: Log) -> tuple[list[Row], list[dict[str, str]]]:
     """Load time of MiniLM-L6 and one compute (all 6 layers, steps of one) at T=16 and 256."""
-    from ..engine.sources import is_available
-    from ..engine.sources.loaded import LOADED
-    from ..engine.sources.minilm import load_model
+    from ..engine.model.registry import is_available
+    from ..engine.model.loaded import LOADED
+    from ..engine.model.encoder.minilm import load_model
 
     if not is_available("minilm-l6"):
         return [], [{"name": "model mode", "reason": "the pretrained extra is not installed"}]

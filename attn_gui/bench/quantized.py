@@ -37,7 +37,7 @@ def quantized_child(repeats: int, keep_share: float) -> dict:
 
     from ..engine import model_spec, source
     from ..engine.readers import quantized
-    from ..engine.sources.decoder import load_model
+    from ..engine.model.decoder.source import load_model
     from ..engine.readers.bundled import gguf_path
     from .memory import peak_rss_kib
 
@@ -61,7 +61,7 @@ def quantized_child(repeats: int, keep_share: float) -> dict:
 
 def bench_quantized(settings: BenchSettings, log: Log) -> tuple[list[Row], list[dict[str, str]]]:
     """SmolLM2's Q4_1 file: cache size, peak RSS, first open and a forward, in a fresh process."""
-    from ..engine.sources import is_available
+    from ..engine.model.registry import is_available
     from ..engine.readers import quantized
     from ..engine.readers.cache import CACHE_ENV
 

@@ -67,7 +67,7 @@ def plan(settings: BenchSettings, rounds: int = 1) -> list[dict[str, Any]]:
     T = 32 if tiny else 2048
     actions.append({"kind": "stalls", "size": f"T={T}", "config": _config_keywords(engine_config(T, "cpu")),
                     "rounds": 1 if tiny or rounds > 1 else 3})
-    from ..engine.sources import is_available
+    from ..engine.model.registry import is_available
 
     if not tiny and is_available("smollm2-135m"):
         actions.append({"kind": "decoder", "rounds": max(1, 3 // rounds)})

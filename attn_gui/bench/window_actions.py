@@ -212,16 +212,19 @@ class _Ticks:
 
 
 def _model_memory():
-    """``load(name)`` and ``forget(name)`` of the tree's loaded models (trees before the model table, such as
-    3c80476, kept SmolLM2 in ``sources.smollm2``)."""
-    try:
-        from attn_gui.engine.sources import decoder
-        from attn_gui.engine.sources.loaded import LOADED
-    except ImportError:
-        from attn_gui.engine.sources import smollm2  # type: ignore[attr-defined]  # a tree before the model table
+    """``load(name)`` and ``forget(name)`` of the tree's loaded models: this tree's rooms, a tree before them (such as
+    cc555a8, with ``sources.decoder``), or one before the model table (such as 3c80476, ``sources.smollm2``)."""
+    import importlib
 
-        return smollm2.load_model, smollm2.forget
-    return decoder.load_model, LOADED.forget
+    for decoder_module, loaded_module in (("attn_gui.engine.model.decoder.source", "attn_gui.engine.model.loaded"),
+                                          ("attn_gui.engine.sources.decoder", "attn_gui.engine.sources.loaded")):
+        try:
+            decoder, loaded = importlib.import_module(decoder_module), importlib.import_module(loaded_module)
+        except ImportError:
+            continue
+        return decoder.load_model, loaded.LOADED.forget
+    smollm2 = importlib.import_module("attn_gui.engine.sources.smollm2")
+    return smollm2.load_model, smollm2.forget
 
 
 def measure_decoder_window(rounds: int = 3) -> dict[str, list[float]]:

@@ -25,7 +25,7 @@ def run_attribute(args: argparse.Namespace) -> int:
     Target(args.out, overwrite=args.overwrite)  # refused before the compute; creates nothing
     if config.model:
         load_model(config.model)
-    from ..engine.plan import plan
+    from ..engine.model.plan import plan
 
     planned = plan(config)  # the model resolved once: the attribution and its tokens' text read it
     a = direct_logit_attribution(planned, args.token, args.against)

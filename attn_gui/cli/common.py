@@ -143,7 +143,7 @@ def config_from_args(args: argparse.Namespace, load: bool = True):
 def _layer_from_one(layer: int, model: str | None) -> int:
     """The config's 0-based layer of ``--layer`` (counted from 1); UsageError out of range."""
     from ..engine import AttentionConfig
-    from ..engine.plan import plan
+    from ..engine.model.plan import plan
 
     if model is None:
         raise UsageError("attn-gui: --layer needs --model")
@@ -167,7 +167,7 @@ def head_from_args(args: argparse.Namespace, config) -> int | None:
 def load_model(name: str) -> None:
     """Load model ``name``; a first load that builds its tokenizer into the cache reports every 10 % on stderr."""
     from ..engine import AttentionConfig
-    from ..engine.plan import plan
+    from ..engine.model.plan import plan
 
     model = plan(AttentionConfig(model=name))  # the name resolved once: its label and its source
     shown = [-10]

@@ -16,7 +16,7 @@ GENERATE_OPTIONS = ("sentence", "model", "device", "dtype", "ablate")  # what ch
 
 def run_generate(args: argparse.Namespace) -> int:
     """``attn-gui generate``: one line per step (position, token, probability), then the text."""
-    from ..engine.decoding import check_steps, generate
+    from ..engine.run.decoding import check_steps, generate
 
     from ..engine import OPTIONS
 

@@ -9,19 +9,24 @@ torch.Size([1, 5, 5])
 from .kernel.types import AttendOptions, Projections, Steps, Stream
 from .kernel.attend import attend
 from .circuits import Circuit, circuit
-from .compute import AttentionResult, as_dict, compute, estimate_bytes
+from .run.result import AttentionResult, as_dict
+from .run.compute import compute
+from .run.memory import estimate_bytes
 from .config.config import DEFAULT_SENTENCE, OPTIONS, AttentionConfig, Dims
 from .config.presets import PRESETS, preset
-from .decoding import DecodeStep, Decoder, Generation, generate
+from .run.decoding import DecodeStep, Decoder, Generation, generate
 from .base.devices import available_devices
 from .base.errors import ConfigError, DeviceError, ModelUnavailable, TooLargeError, UserError
-from .fields import FIELDS, TENSOR_FIELDS, FieldInfo, formula
+from .run.fields import FIELDS, TENSOR_FIELDS, FieldInfo, formula
 from .config.options import Option, format_heads, parse_heads, toggle_head
-from .inputs import check_tokens, check_tokens_now, tokens_for, unknown_note
+from .run.inputs import check_tokens, check_tokens_now, tokens_for, unknown_note
 from .metrics import METRICS, causal_visible, head_metrics
 from .rollout import rollout
 from .scaling import EntropySweep, Saturation, entropy_vs_dk, saturation
-from .sources import MODELS, ModelSpec, model_spec, source
+from .specs.catalog import MODELS
+from .specs.spec import ModelSpec
+from .readers.catalog import model_spec
+from .model.registry import source
 from .text.tokens import Tokens, tokenize
 
 __all__ = [

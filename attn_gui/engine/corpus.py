@@ -49,8 +49,8 @@ from .base import disk
 from .attribution import next_token_attribution
 from .config.config import AttentionConfig
 from .base.errors import UserError
-from .plan import Plan, plan
-from .sources import MODELS
+from .model.plan import Plan, plan
+from .specs.catalog import MODELS
 from .specs.families import MAX_TOKENS
 
 STATS: tuple[str, ...] = ("previous", "duplicate", "induction", "sink", "distance", "entropy")

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import torch
 
 from .kernel.scores import alibi_slopes, scaled_scores, score_weights
-from .compute import compute
+from .run.compute import compute
 from .config.config import AttentionConfig
 from .metrics import causal_visible, head_metrics
 

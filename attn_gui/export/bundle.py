@@ -95,8 +95,8 @@ def check_before_compute(config, formats: tuple[str, ...], confirm_over: int | N
     weights (h x T x T_k each) as .npy (their bytes) and .csv (at least "0," a value); 10,000
     tokens used to compute 4 GB of tensors before the export's own estimate refused them.
     """
-    from ..engine.compute import MAX_TOKENS
-    from ..engine.inputs import source_tokens_for, tokens_for
+    from ..engine.run.compute import MAX_TOKENS
+    from ..engine.run.inputs import source_tokens_for, tokens_for
 
     if config.model is not None or not any(f in formats for f in ("npy", "csv")):
         return  # a model reads at most 512 tokens; images are bounded by the display's reduction

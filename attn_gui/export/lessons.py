@@ -8,7 +8,7 @@ from pathlib import Path
 
 from PySide6 import QtCore, QtGui
 
-from ..engine import FIELDS, AttentionConfig, compute
+from ..engine import AttentionConfig, FIELDS, compute
 from ..present.frame import make_frame
 from ..present.lessons import Lesson, fill
 from ..present.maps import display_cells, map_data

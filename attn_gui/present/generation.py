@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..engine import AttentionConfig
-from ..engine.decoding import DecodeStep, Decoder
+from ..engine.run.decoding import DecodeStep, Decoder
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ import numpy as np
 import torch
 
 from ..engine import AttentionConfig
-from ..engine.decoding import Decoder
+from ..engine.run.decoding import Decoder
 from ..engine.base.devices import synchronize
 from .maps import MapData
 

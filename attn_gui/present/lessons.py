@@ -24,7 +24,7 @@ from typing import Any
 import torch
 
 from ..engine import AttentionConfig, UserError, preset
-from ..engine.fields import FIELDS
+from ..engine.run.fields import FIELDS
 from ..engine.training import trained_with
 from .resources import read_text
 

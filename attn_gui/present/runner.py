@@ -18,7 +18,7 @@ import torch
 
 from ..engine import AttentionConfig, DeviceError, UserError, compute, tokens_for
 from ..engine.base.progress import Cancelled, Watch, watching
-from ..engine.plan import plan
+from ..engine.model.plan import plan
 from .frame import DISPLAY_MAX, Frame, make_frame
 
 SMALL_CELLS = 8 * 64 * 64  # h * T * T

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ..engine import AttentionConfig
-from ..engine.plan import check_model
+from ..engine.model.plan import check_model
 from .files import atomic_write, read_regular
 from .state import MAX_WINDOW_CHARS, ViewState, check_window_text
 

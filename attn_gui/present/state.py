@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..engine import FIELDS, AttentionConfig, AttentionResult, ConfigError, UserError
-from ..engine.plan import plan
+from ..engine.model.plan import plan
 from .docks import DOCK_ROWS
 from .scales import scale_choices
 

@@ -13,7 +13,7 @@ from typing import Any
 from PySide6 import QtCore, QtWidgets
 
 from ..engine import AttentionConfig, check_tokens_now
-from ..engine.plan import plan
+from ..engine.model.plan import plan
 from ..present.frame import DISPLAY_MAX, Frame, held_text
 from ..present.runner import Failure, is_partial
 from .worker import ComputeService

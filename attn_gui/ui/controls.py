@@ -15,8 +15,8 @@ from typing import Any
 from PySide6 import QtCore, QtGui, QtWidgets
 
 from ..engine import OPTIONS, PRESETS, AttentionConfig, Tokens
-from ..engine.inputs import source_tokens_for
-from ..engine.plan import plan
+from ..engine.run.inputs import source_tokens_for
+from ..engine.model.plan import plan
 from .decoder_panel import DecoderPanel
 from .editors import Editor, make_editor
 

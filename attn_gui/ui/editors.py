@@ -14,7 +14,8 @@ from typing import Any
 from PySide6 import QtCore, QtGui, QtWidgets
 
 from ..engine import Option, UserError, available_devices, format_heads, parse_heads
-from ..engine.sources import model_spec, install_hint, is_available
+from ..engine.readers.catalog import model_spec
+from ..engine.model.registry import install_hint, is_available
 from ..present.state import check_window_text
 
 INT32_MAX = 2**31 - 1

@@ -5,9 +5,9 @@ and its validation: heads out of range, an encoder, random weights, a session's 
 import pytest
 import torch
 
-from attn_gui.engine.plan import plan
+from attn_gui.engine.model.plan import plan
 from attn_gui.engine import AttentionConfig, ConfigError, compute, format_heads, parse_heads
-from attn_gui.engine.sources import is_available
+from attn_gui.engine.model.registry import is_available
 from test_interventions import peer_logits
 
 NAME = "smollm2-135m"

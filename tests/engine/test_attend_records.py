@@ -7,12 +7,12 @@ import dataclasses
 import pytest
 import torch
 
-from attn_gui.engine.plan import plan
+from attn_gui.engine.model.plan import plan
 from attn_gui.engine import AttendOptions, AttentionConfig, Projections, Stream, compute
 from attn_gui.engine.kernel.types import Relative
 from attn_gui.engine.kernel.attend import attend
 from attn_gui.engine.kernel.blocks import attend_summarised
-from attn_gui.engine.fields import FIELDS
+from attn_gui.engine.run.fields import FIELDS
 
 CONFIGS = {
     "plain": AttentionConfig(),

@@ -3,9 +3,18 @@ import sys
 
 import pytest
 
-from attn_gui.engine.plan import plan
-from attn_gui.engine import (AttentionConfig, ConfigError, DeviceError, TooLargeError, UserError, check_tokens,
-                             compute, estimate_bytes, tokenize)
+from attn_gui.engine.model.plan import plan
+from attn_gui.engine import (
+    AttentionConfig,
+    ConfigError,
+    DeviceError,
+    TooLargeError,
+    UserError,
+    check_tokens,
+    estimate_bytes,
+    tokenize,
+)
+from attn_gui.engine import compute
 
 
 def test_word_tokenizer_strips_punctuation_and_keeps_case():

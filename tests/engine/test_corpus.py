@@ -14,7 +14,8 @@ import pytest
 import torch
 
 from attn_gui.engine import corpus as C
-from attn_gui.engine.sources import model_spec, source
+from attn_gui.engine.readers.catalog import model_spec
+from attn_gui.engine.model.registry import source
 from corpus_data import WORDS, llama_folder, sentences  # tests/
 
 run = functools.partial(C.run_in_process, threads=1)  # tiny matrices: one thread is the fastest
@@ -349,7 +350,7 @@ def test_the_dla_is_left_out_where_no_sum_of_head_terms_gives_the_logit():
     from dataclasses import replace
 
     from attn_gui.engine.attribution import next_token_refusal
-    from attn_gui.engine.sources.llama import LlamaShape
+    from attn_gui.engine.specs.decoder import LlamaShape
 
     plain = LlamaShape(layers=1, heads=2, kv_heads=1, d_k=4, eps=1e-5)
     assert next_token_refusal(plain) is None

@@ -145,7 +145,7 @@ def test_fifos_and_devices_are_refused_not_read(tmp_path):
 
 
 def test_a_long_passage_is_cut_before_it_is_tokenized_and_stored_cut(model, tmp_path, monkeypatch):
-    from attn_gui.engine.sources import decoder
+    from attn_gui.engine.model.decoder import source as decoder
 
     path, hf = model
     limit = C.passage_limit(C.model_spec(path).max_tokens)  # 64: the folder's max_position_embeddings

@@ -11,13 +11,13 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from attn_gui.engine.plan import plan
+from attn_gui.engine.model.plan import plan
 from attn_gui.engine import AttentionConfig, ConfigError, check_tokens, compute, tokenize
 from attn_gui.engine.kernel.project import sinusoidal_positions
 from attn_gui.engine.kernel.reduce import reduce_matrix
 from test_variants import llama_cos_sin  # Llama's formula, beside it in tests/engine
 
-compute_module = importlib.import_module("attn_gui.engine.compute")
+memory_module = importlib.import_module("attn_gui.engine.run.memory")
 
 TOL = {"float64": 1e-10, "float32": 1e-5}
 DTYPES = {"float64": torch.float64, "float32": torch.float32}
@@ -140,7 +140,7 @@ def test_a_model_keeps_the_second_sentence_inert():
 
 
 def test_streamed_cross_attention_equals_full(monkeypatch):
-    monkeypatch.setitem(compute_module.BLOCK_BYTES, "cpu", 4096)  # many blocks of a few rows
+    monkeypatch.setitem(memory_module.BLOCK_BYTES, "cpu", 4096)  # many blocks of a few rows
     side = 30
     cfg = AttentionConfig(sentence=words(200, "q"), source_sentence=words(45, "k"), d_model=8, d_k=4, d_v=4,
                           heads=2, init="scaled_normal")

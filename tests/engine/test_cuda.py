@@ -9,8 +9,8 @@ import pytest
 import torch
 
 from attn_gui.engine import AttentionConfig, compute
-from attn_gui.engine.decoding import Decoder, generate
-from attn_gui.engine.sources import is_available
+from attn_gui.engine.run.decoding import Decoder, generate
+from attn_gui.engine.model.registry import is_available
 
 SMOLLM2 = "smollm2-135m"
 SENTENCE = "The capital of France is"

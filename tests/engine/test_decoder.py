@@ -10,12 +10,12 @@ sums in another order; the last position's logits within 1e-3, as the issue stat
 import pytest
 import torch
 
-from attn_gui.engine.plan import plan
-from attn_gui.engine import model_spec, AttentionConfig, ConfigError, ModelUnavailable, compute, formula, source
+from attn_gui.engine.model.plan import plan
+from attn_gui.engine import AttentionConfig, ConfigError, ModelUnavailable, compute, formula, model_spec, source
 from attn_gui.engine.kernel.rope import rope_angles, rotate
-from attn_gui.engine.decoding import Decoder, check_steps, generate
-from attn_gui.engine.sources import is_available
-from attn_gui.engine.sources import decoder
+from attn_gui.engine.run.decoding import Decoder, check_steps, generate
+from attn_gui.engine.model.registry import is_available
+from attn_gui.engine.model.decoder import source as decoder
 from attn_gui.engine.readers import bundled as smollm2
 from attn_gui.engine.text.byte_bpe import build_tokenizer, readable
 

@@ -13,7 +13,7 @@ import importlib
 import pytest
 import torch
 
-from attn_gui.engine.plan import plan
+from attn_gui.engine.model.plan import plan
 from attn_gui.engine import AttentionConfig, compute, model_spec, source
 
 import transformers

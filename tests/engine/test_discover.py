@@ -13,7 +13,7 @@ import pytest
 from huggingface_hub import scan_cache_dir  # the peer of the Hugging Face cache's layout (with transformers)
 
 from attn_gui.engine.base.errors import ConfigError
-from attn_gui.engine.sources import model_spec
+from attn_gui.engine.readers.catalog import model_spec
 from attn_gui.engine.readers.discover import MAX_ENTRIES, discover
 
 pytest.importorskip("gguf")  # installed with attn-gui[models], which the test extra includes
@@ -25,7 +25,7 @@ from transformers_peer import alphas_equal_transformers  # noqa: E402
 
 def refusal_whole(path: str) -> str:
     """What opening ``path`` in the window says (``model_whole``: the weights read too)."""
-    from attn_gui.engine.sources.whole import model_whole
+    from attn_gui.engine.model.whole import model_whole
 
     with pytest.raises(ConfigError) as caught:
         model_whole(path)

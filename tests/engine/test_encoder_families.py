@@ -17,9 +17,9 @@ import torch
 import transformers
 from transformers.models.modernbert.modeling_modernbert import apply_rotary_pos_emb
 
-from attn_gui.engine.plan import plan
+from attn_gui.engine.model.plan import plan
 from attn_gui.engine import AttentionConfig, ConfigError, compute, model_spec, source
-from attn_gui.engine.fields import formula
+from attn_gui.engine.run.fields import formula
 from transformers_peer import alphas_equal_transformers  # (tests/)
 
 WORDS = ["the", "cat", "sat", "on", "a", "mat", "and", "dog", "ran"] + [f"w{i}" for i in range(40)]

@@ -6,7 +6,7 @@ import torch
 
 from attn_gui.engine import AttentionConfig, compute, source
 from attn_gui.engine.base import progress
-from attn_gui.engine.sources import decoder, llama
+from attn_gui.engine.model.decoder import source as decoder, forward as llama
 from tiny_decoders import SENTENCE, tiny_decoder  # (tests/)
 
 

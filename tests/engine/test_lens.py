@@ -19,9 +19,10 @@ import transformers
 pytest.importorskip("transformer_lens", reason="the lens extra (pip install attn-gui[lens]) is not installed")
 
 import attn_gui  # noqa: E402
-from attn_gui.engine.plan import plan
-from attn_gui.engine import AttentionConfig, ConfigError, ModelUnavailable, compute, source  # noqa: E402
-from attn_gui.engine.sources import is_available  # noqa: E402
+from attn_gui.engine.model.plan import plan
+from attn_gui.engine import AttentionConfig, ConfigError, ModelUnavailable, source
+from attn_gui.engine import compute  # noqa: E402
+from attn_gui.engine.model.registry import is_available  # noqa: E402
 from lens_bridges import KINDS, boot, tiny_folder  # noqa: E402  tests/
 from tiny_decoders import FAMILIES, SENTENCE, WORDS, tiny_decoder  # noqa: E402  tests/
 
@@ -78,7 +79,7 @@ def test_each_compatibility_setting_is_read_as_the_bridge_computes(tmp_path, pro
 
 
 def test_a_bridges_weights_are_read_without_a_copy(llama):
-    from attn_gui.engine.sources.decoder import load_model
+    from attn_gui.engine.model.decoder.source import load_model
 
     for compat in (False, True):
         bridge = boot(llama, compat)
@@ -94,7 +95,7 @@ def test_generate_and_the_census_run_on_a_bridge_as_on_its_folder(folder, tmp_pa
     from tokenizers import Tokenizer
 
     from attn_gui.engine import corpus as C
-    from attn_gui.engine.decoding import generate
+    from attn_gui.engine.run.decoding import generate
 
     kind, path = folder
     name = attn_gui.register(boot(path), name=f"generating-{kind}")

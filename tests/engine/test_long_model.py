@@ -215,7 +215,7 @@ def test_a_text_past_the_models_length_is_refused_in_one_line(folder, tmp_path, 
 
 
 def test_decoding_after_a_long_prefill_equals_transformers(folder):
-    from attn_gui.engine.decoding import FULL_MAX, Decoder
+    from attn_gui.engine.run.decoding import FULL_MAX, Decoder
 
     path, hf = folder
     text = sentence(FULL_MAX + 88)
@@ -236,7 +236,7 @@ def test_memory_is_estimated_before_computing_and_refused_in_one_line(folder, mo
 
     from attn_gui.engine import TooLargeError
 
-    C = importlib.import_module("attn_gui.engine.compute")  # the module (the package exports the function)
+    C = importlib.import_module("attn_gui.engine.run.compute")  # the module (the package exports the function)
 
     path, _ = folder
     cfg = AttentionConfig(sentence=sentence(4096), model=path)

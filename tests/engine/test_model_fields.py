@@ -17,7 +17,7 @@ import transformers
 from gguf_writing import sentencepiece_vocab, tiny, write_gguf  # tests/
 from transformers_peer import alphas_equal_transformers  # tests/
 
-from attn_gui.engine.plan import plan
+from attn_gui.engine.model.plan import plan
 from attn_gui.engine import AttentionConfig, ConfigError, compute, formula, source
 from attn_gui.engine.specs.families import DECODER_READS, FAMILIES, INERT
 
@@ -242,7 +242,7 @@ def test_a_scaled_rope_equals_transformers(tmp_path, kind):
     if kind in ("yarn", "longrope"):
         assert "cos and sin ×" in formula("q", plan(cfg)) and rotary.attention_scaling != 1.0
     _next_tokens_equal(cfg, out)
-    from attn_gui.engine.decoding import Decoder
+    from attn_gui.engine.run.decoding import Decoder
 
     decoder = Decoder(cfg)  # cached decoding equals a full recompute
     step = decoder.step()

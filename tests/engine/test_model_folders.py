@@ -9,9 +9,9 @@ import json
 import pytest
 import torch
 
-from attn_gui.engine.plan import plan
-from attn_gui.engine import model_spec, AttentionConfig, ConfigError, compute, source
-from attn_gui.engine.decoding import Decoder
+from attn_gui.engine.model.plan import plan
+from attn_gui.engine import AttentionConfig, ConfigError, compute, model_spec, source
+from attn_gui.engine.run.decoding import Decoder
 
 import transformers
 from transformers_peer import top5_equals_transformers  # (tests/)
@@ -150,7 +150,7 @@ def test_weights_keep_their_stored_dtype(tmp_path_factory):
     folder = tmp_path_factory.mktemp("bf16")
     transformers.AutoModelForCausalLM.from_config(cfg).to(torch.bfloat16).save_pretrained(folder)
     _tokenizer(folder)
-    from attn_gui.engine.sources import decoder
+    from attn_gui.engine.model.decoder import source as decoder
 
     assert decoder.load_model(str(folder)).weights["model.layers.0.self_attn.q_proj.weight"].dtype == torch.bfloat16
     assert compute(AttentionConfig(sentence=SENTENCE, model=str(folder))).weights.dtype == torch.float32
@@ -259,7 +259,7 @@ def test_missing_weights_and_truncated_file(tmp_path):
     with pytest.raises(ConfigError, match="has no weights: model.safetensors is missing"):
         compute(AttentionConfig(sentence=SENTENCE, model=path))
     (tmp_path / "no weights" / "model.safetensors").write_bytes(b"\x10\x00\x00\x00\x00\x00\x00\x00{\"a\"")
-    from attn_gui.engine.sources import decoder
+    from attn_gui.engine.model.decoder import source as decoder
 
     with pytest.raises(ConfigError, match="the weights cannot be read"):
         decoder.load_model(path)

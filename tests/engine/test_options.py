@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from attn_gui.engine.plan import plan
+from attn_gui.engine.model.plan import plan
 from attn_gui.engine import MODELS, model_spec, OPTIONS, AttentionConfig, ConfigError, Dims, Option, UserError
 from attn_gui.engine.kernel.reduce import reduce_matrix
 
@@ -174,7 +174,8 @@ def test_config_construction_does_no_io():
     # a model that is not installed, or a sentence of 600 model tokens, is not the config's business
     code = ("import sys; from attn_gui.engine import AttentionConfig; "
             "AttentionConfig(model='minilm-l6', sentence='word ' * 600, layer=5); "
-            "bad = [m for m in ('tokenizers', 'safetensors', 'attn_gui.engine.sources.minilm') if m in sys.modules]; "
+            "bad = [m for m in ('tokenizers', 'safetensors', 'attn_gui.engine.model.encoder.minilm') "
+            "if m in sys.modules]; "
             "print(bad); sys.exit(1 if bad else 0)")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout + proc.stderr

@@ -4,10 +4,10 @@ in it); at its neutral value it changes nothing; a random-weights-only option is
 
 import pytest
 
-from attn_gui.engine import OPTIONS, AttentionConfig, compute
+from attn_gui.engine import AttentionConfig, OPTIONS, compute
 from attn_gui.engine.config.config import WHAT_IF
 from attn_gui.engine.config.options import IN_MODEL, MODEL
-from attn_gui.engine.plan import plan
+from attn_gui.engine.model.plan import plan
 
 MODEL_NAME = "smollm2-135m"
 # a value of each what-if option that changes SmolLM2's forward (a decoder: causal already, no window of its own)

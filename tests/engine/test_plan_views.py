@@ -19,7 +19,7 @@ import transformers
 
 from attn_gui.engine import AttentionConfig, compute, model_spec
 from attn_gui.engine import attribution as A
-from attn_gui.engine.plan import plan
+from attn_gui.engine.model.plan import plan
 from attn_gui.present.insight import query_softmax
 from attn_gui.present.walk import walk_html
 
@@ -246,8 +246,8 @@ def test_a_registered_model_edited_in_place_is_run_again(tmp_path):
 
 
 def test_one_compute_resolves_the_model_once(tmp_path, monkeypatch):
-    import attn_gui.engine.plan as P
-    import attn_gui.engine.sources as S
+    import attn_gui.engine.model.plan as P
+    import attn_gui.engine.model.registry as S
 
     path, _ = tiny("qwen3", tmp_path / "m")
     compute(AttentionConfig(model=path, sentence=SENTENCE))  # loaded, tokenized once

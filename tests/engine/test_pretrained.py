@@ -4,12 +4,12 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from attn_gui.engine.plan import plan
-from attn_gui.engine import (AttentionConfig, ConfigError, Projections, check_tokens, compute, formula, model_spec,
-                             source)
-from attn_gui.engine.sources.base import ModelSource
-from attn_gui.engine.sources import is_available
-from attn_gui.engine.sources.minilm import load_model, model_tokenize, run_encoder, sentence_embedding
+from attn_gui.engine.model.plan import plan
+from attn_gui.engine import AttentionConfig, ConfigError, Projections, check_tokens, formula, model_spec, source
+from attn_gui.engine import compute
+from attn_gui.engine.model.source import ModelSource
+from attn_gui.engine.model.registry import is_available
+from attn_gui.engine.model.encoder.minilm import load_model, model_tokenize, run_encoder, sentence_embedding
 
 pytestmark = pytest.mark.skipif(not is_available("minilm-l6"), reason="the pretrained extra is not installed")
 
@@ -24,8 +24,8 @@ SENTENCES = [
 @pytest.fixture(scope="module")
 def hf_model():
     import transformers
-    from attn_gui.engine.sources import model_spec
-    from attn_gui.engine.sources.minilm import model_dir
+    from attn_gui.engine.readers.catalog import model_spec
+    from attn_gui.engine.model.encoder.minilm import model_dir
 
     folder = model_dir(model_spec("minilm-l6"))
     model = transformers.BertModel.from_pretrained(str(folder), attn_implementation="eager",

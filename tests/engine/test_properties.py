@@ -4,7 +4,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from attn_gui.engine.plan import plan
+from attn_gui.engine.model.plan import plan
 from attn_gui.engine import AttentionConfig, ConfigError, compute
 
 words = st.lists(st.text(alphabet=st.characters(codec="utf-8"), min_size=1, max_size=8), min_size=1, max_size=24)

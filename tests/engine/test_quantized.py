@@ -17,7 +17,8 @@ from gguf.constants import GGML_QUANT_SIZES
 from gguf.quants import quantize
 
 from attn_gui.engine import ConfigError, model_spec, source
-from attn_gui.engine.sources import decoder, is_available
+from attn_gui.engine.model.decoder import source as decoder
+from attn_gui.engine.model.registry import is_available
 from attn_gui.engine.readers import stored
 from gguf_writing import byte_level_vocab, quantized_llama, write_gguf  # (tests/)
 from transformers_peer import alphas_equal_transformers  # (tests/)
@@ -96,7 +97,7 @@ PEAK = """
 import json, resource, sys
 import torch, tokenizers, gguf.quants
 from attn_gui.engine import AttentionConfig, compute, model_spec
-from attn_gui.engine.sources import decoder
+from attn_gui.engine.model.decoder import source as decoder
 from attn_gui.engine.readers import quantized
 from attn_gui.engine.readers.bundled import gguf_path
 quantized.KEEP_SHARE = float(sys.argv[1])  # 0: nothing kept dequantized, one layer at a time

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from attn_gui.engine import AttentionConfig, ConfigError, compute, source
-from attn_gui.engine.sources import model_spec
+from attn_gui.engine.readers.catalog import model_spec
 from attn_gui.engine.readers import stored
 from transformers_peer import alphas_equal_transformers  # tests/
 
@@ -44,7 +44,7 @@ def bf16(tmp_path_factory):
 
 
 def test_a_bf16_folder_is_mapped_and_runs_in_float32_as_transformers(bf16, monkeypatch):
-    from attn_gui.engine.sources import decoder
+    from attn_gui.engine.model.decoder import source as decoder
 
     path, hf = bf16
     monkeypatch.setattr(stored, "ROWS", 7)  # the tied output matrix read in slices of 7 rows
@@ -91,7 +91,7 @@ def test_a_folder_too_large_for_the_free_memory_is_refused_before_loading(bf16, 
 def test_an_empty_weights_file_is_one_line(bf16, tmp_path):
     import shutil
 
-    from attn_gui.engine.sources import decoder
+    from attn_gui.engine.model.decoder import source as decoder
 
     path, _ = bf16
     copy = shutil.copytree(path, tmp_path / "empty")
@@ -140,7 +140,7 @@ def test_an_encoder_pushed_out_of_memory_is_read_again_for_its_weights(tmp_path)
     # another thread may load two more encoders between a forward's model() and its weights:
     # the weights then come from the folder again, equal to the first read (no KeyError)
 
-    from attn_gui.engine.sources import encoder
+    from attn_gui.engine.model.encoder import source as encoder
 
     paths = _three_folders(tmp_path, "bert", transformers.AutoModel)
     first = source(paths[0])
@@ -169,7 +169,7 @@ def _forward_equals_transformers(path: str, hf) -> None:
 def test_converted_weights_are_kept_as_memory_allows_and_equal_transformers(bf16, monkeypatch, free):
     # "all": every bfloat16 weight kept in float32 after the first forward; "none" (a small free-memory
     # figure): each converted as its layer reads it and dropped; "half": kept until the budget ends
-    from attn_gui.engine.sources import decoder
+    from attn_gui.engine.model.decoder import source as decoder
 
     path, hf = bf16
     model = decoder.load_model(path)  # loaded before the free memory shrinks (a folder needing more is refused)
@@ -191,7 +191,7 @@ def test_a_bf16_folder_multiplies_as_stored_in_bfloat16_within_1e_3_of_transform
     """dtype bfloat16: the matmuls read the mapped bfloat16 weights as they are (x rounded to bfloat16, the sums
     float32, each product rounded to bfloat16), nothing converted to float32 is kept, and every layer's α stays within
     1e-3 of transformers' float32 forward on the same weights (measured 2.6e-4), the logits within 1 % (0.3 %)."""
-    from attn_gui.engine.sources import decoder
+    from attn_gui.engine.model.decoder import source as decoder
 
     path, hf = bf16
     out, _, _ = alphas_equal_transformers(path, hf, SENTENCE, atol=1e-3, dtype="bfloat16")

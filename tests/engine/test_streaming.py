@@ -9,12 +9,12 @@ import torch
 import torch.nn.functional as F
 
 from attn_gui.engine import AttentionConfig, Steps, compute
-from attn_gui.engine.compute import _scores_finite
+from attn_gui.engine.run.compute import _scores_finite
 from attn_gui.engine.kernel.reduce import block_edges, reduce_matrix, reduce_row_blocks
 from attn_gui.present.frame import make_frame
 from attn_gui.present.walk import walk_html
 
-compute_module = importlib.import_module("attn_gui.engine.compute")
+memory_module = importlib.import_module("attn_gui.engine.run.memory")
 
 KINDS = {"scores": "signed", "scaled": "signed", "weights": "weights"}
 
@@ -39,7 +39,7 @@ def torch_fields(r, causal, similarity="dot", temperature=1.0):
 @pytest.fixture
 def small_blocks(monkeypatch):
     """Blocks of a few query rows, so a test-sized input is streamed in many blocks."""
-    monkeypatch.setitem(compute_module.BLOCK_BYTES, "cpu", 4096)
+    monkeypatch.setitem(memory_module.BLOCK_BYTES, "cpu", 4096)
 
 
 @pytest.mark.parametrize("T,side,heads", [(450, 384, 2), (700, 64, 3), (97, 10, 1)])
@@ -106,7 +106,7 @@ def test_short_inputs_keep_every_field(small_blocks):
 
 def test_model_mode_is_not_streamed():
     pytest.importorskip("tokenizers")
-    from attn_gui.engine.sources import is_available
+    from attn_gui.engine.model.registry import is_available
 
     if not is_available("minilm-l6"):
         pytest.skip("the pretrained extra is not installed")

@@ -9,7 +9,7 @@ import sys
 import pytest
 import torch
 
-from attn_gui.engine.plan import plan
+from attn_gui.engine.model.plan import plan
 from attn_gui.engine import AttentionConfig, ConfigError
 from attn_gui.engine.readers import checks
 from attn_gui.engine.text.tokenizer_child import Child
@@ -79,8 +79,8 @@ def test_a_garbled_tokenizer_is_one_line(tmp_path):
 def test_a_decoder_folder_tokenizes_in_a_child_that_ends_with_the_model(tmp_path):
     from tokenizers import Tokenizer
 
-    from attn_gui.engine.sources import decoder
-    from attn_gui.engine.sources.loaded import LOADED
+    from attn_gui.engine.model.decoder import source as decoder
+    from attn_gui.engine.model.loaded import LOADED
     from transformers_peer import SENTENCE, word_tokenizer  # tests/
 
     torch.manual_seed(0)

@@ -11,12 +11,12 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from attn_gui.engine.plan import plan
+from attn_gui.engine.model.plan import plan
 from attn_gui.engine import AttentionConfig, ConfigError, check_tokens, compute
 from attn_gui.engine.kernel.scores import alibi_slopes
 from attn_gui.engine.kernel.reduce import reduce_matrix
 
-compute_module = importlib.import_module("attn_gui.engine.compute")
+memory_module = importlib.import_module("attn_gui.engine.run.memory")
 
 TOL = {"float64": 1e-10, "float32": 1e-5}
 DTYPES = {"float64": torch.float64, "float32": torch.float32}
@@ -273,7 +273,7 @@ def test_alibi_matches_blooms_bias(heads, T, causal, dtype):
 
 
 def test_streamed_equals_full_with_window_sinks_and_alibi(monkeypatch):
-    monkeypatch.setitem(compute_module.BLOCK_BYTES, "cpu", 4096)  # many blocks of a few rows
+    monkeypatch.setitem(memory_module.BLOCK_BYTES, "cpu", 4096)  # many blocks of a few rows
     T, side = 300, 40
     cfg = AttentionConfig(sentence=sentence(T), d_model=16, d_k=8, d_v=4, heads=3, causal=True, window=17,
                           sink_tokens=3, positional="alibi", kv_heads=1, init="scaled_normal", temperature=0.7)

@@ -13,7 +13,7 @@ import transformers
 from tokenizers import Tokenizer, models, pre_tokenizers
 
 from attn_gui.engine import AttentionConfig, ConfigError, compute, model_spec
-from attn_gui.engine.plan import plan
+from attn_gui.engine.model.plan import plan
 from transformers_peer import top5_equals_transformers  # (tests/)
 
 WORDS = ["<unk>", "<s>", "</s>"] + [f"w{i}" for i in range(21)] + ["the", "cat", "sat", "on", "a", "mat", "and",
@@ -178,7 +178,7 @@ def test_an_encoder_decoder_is_refused_naming_the_field(tmp_path):
 def test_without_transformers_the_one_line_says_how_to_enable_the_path(outside):
     _, path, _ = outside
     code = ("import sys; sys.modules['transformers'] = None\n"
-            "from attn_gui.engine import AttentionConfig, ConfigError\nfrom attn_gui.engine.plan import plan\n"
+            "from attn_gui.engine import AttentionConfig, ConfigError\nfrom attn_gui.engine.model.plan import plan\n"
             f"try:\n    plan(AttentionConfig(model={path!r}))\nexcept ConfigError as exc:\n    print(exc)\n"
             "print('transformers' in sys.modules and sys.modules['transformers'] is not None)\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
@@ -208,8 +208,8 @@ def test_a_decoder_through_transformers_is_a_decoder_whose_steps_are_named(outsi
     """A causal LM read through transformers predicts (its plan says decoder, its next tokens come from transformers'
     logits); generation, interventions and attribution refuse in one line naming the step they cannot reach."""
     from attn_gui.engine import attribution, interventions
-    from attn_gui.engine.decoding import Decoder
-    from attn_gui.engine.plan import plan
+    from attn_gui.engine.run.decoding import Decoder
+    from attn_gui.engine.model.plan import plan
 
     _, path, _ = outside
     cfg = AttentionConfig(sentence="the cat", model=path)
@@ -230,8 +230,8 @@ def test_a_decoder_through_transformers_gets_one_answer_everywhere(tmp_path):
     and nothing run by attn-gui's own forward; every place that asks (generation, interventions, the census's dla
     column, first maps first) answers the same, each refusal with the row's own line."""
     from attn_gui.engine import corpus, interventions
-    from attn_gui.engine.decoding import decoder_source
-    from attn_gui.engine.plan import plan
+    from attn_gui.engine.run.decoding import decoder_source
+    from attn_gui.engine.model.plan import plan
     from attn_gui.present.runner import first_maps_first
 
     folder = tmp_path / "stablelm"

@@ -2,7 +2,7 @@
 
 import pytest
 
-from attn_gui.engine import FIELDS, AttentionConfig, compute
+from attn_gui.engine import AttentionConfig, FIELDS, compute
 from attn_gui.present.explain import MEANING, _dims_names, explain
 
 

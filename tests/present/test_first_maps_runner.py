@@ -7,10 +7,11 @@ import pytest
 import torch
 
 from attn_gui.engine import AttentionConfig, source
-import attn_gui.engine.plan as planning
-from attn_gui.engine.plan import plan
+import attn_gui.engine.model.plan as planning
+from attn_gui.engine.model.plan import plan
 from attn_gui.engine.base.progress import Watch
-from attn_gui.engine.sources import decoder, model_spec
+from attn_gui.engine.model.decoder import source as decoder
+from attn_gui.engine.readers.catalog import model_spec
 from attn_gui.present import runner
 from gguf_writing import quantized_llama  # (tests/)
 from tiny_decoders import SENTENCE  # (tests/)

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from attn_gui.engine import AttentionConfig, compute, preset
-from attn_gui.engine.sources import is_available
+from attn_gui.engine.model.registry import is_available
 from attn_gui.present.difference import (comparable_fields, config_changes, head_difference, layer_difference,
                                          per_head_fields, pinned_difference)
 from attn_gui.present.frame import make_frame

@@ -6,7 +6,7 @@ import itertools
 import pytest
 
 from attn_gui.engine import FIELDS, AttentionConfig, compute
-from attn_gui.engine.sources import is_available
+from attn_gui.engine.model.registry import is_available
 from attn_gui.present.all_maps import ALL_MAPS_MIN_CELL
 from attn_gui.present.frame import make_frame
 from attn_gui.present.heads import kv_groups

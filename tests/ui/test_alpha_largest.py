@@ -9,7 +9,7 @@ import pytest
 from PySide6 import QtCore
 
 from attn_gui.engine import AttentionConfig
-from attn_gui.engine.sources import is_available
+from attn_gui.engine.model.registry import is_available
 from attn_gui.present.sizes import LINE, MIN_LABEL_PX
 from attn_gui.present.state import ViewState
 from attn_gui.ui import MainWindow

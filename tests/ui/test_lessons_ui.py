@@ -143,7 +143,7 @@ def test_a_lesson_without_scaling_switched_to_a_model_is_a_labelled_what_if(wind
     and the next tokens come from that one changed forward, and the window says so under the sentence and in
     the map titles (issue 44: never a silent mix of a lesson's settings and a model's own forward)."""
     from attn_gui.engine import AttentionConfig, compute
-    from attn_gui.engine.sources import is_available
+    from attn_gui.engine.model.registry import is_available
 
     if not is_available("smollm2-135m"):
         import pytest

@@ -9,7 +9,8 @@ from PySide6.QtTest import QTest
 
 from attn_gui.engine import AttentionConfig
 from attn_gui.engine.base.progress import Cancelled, Watch, watching
-from attn_gui.engine.sources import is_available, model_spec
+from attn_gui.engine.model.registry import is_available
+from attn_gui.engine.readers.catalog import model_spec
 from attn_gui.present.state import ViewState
 from attn_gui.ui import MainWindow
 

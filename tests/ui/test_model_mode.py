@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from attn_gui.engine import AttentionConfig, compute
-from attn_gui.engine.sources import is_available
+from attn_gui.engine.model.registry import is_available
 from attn_gui.present.state import carry_layer
 
 pytestmark = pytest.mark.skipif(not is_available("minilm-l6"), reason="the pretrained extra is not installed")

@@ -22,8 +22,8 @@ import numpy as np
 import pytest
 from PySide6 import QtWidgets
 
-from attn_gui.engine import FIELDS, model_spec, PRESETS, compute
-from attn_gui.engine.sources import is_available
+from attn_gui.engine import FIELDS, PRESETS, compute, model_spec
+from attn_gui.engine.model.registry import is_available
 from attn_gui.present.frame import make_frame
 from attn_gui.present.maps import map_data, map_id
 from attn_gui.present.scales import scale_choices

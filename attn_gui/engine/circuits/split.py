@@ -29,7 +29,10 @@ from ..kernel.scores import alibi_slopes, attention_scores, scaled_scores, score
 from ..kernel.project import context_vectors, project, queries_keys_values
 from ..attribution import head_writes
 from ..base.errors import ConfigError
-from ..sources.llama import BLOCKS, LlamaShape, embed, feed_forward, head_weights, layer_pieces, logits, norm
+from ..specs.wiring import BLOCKS
+from ..specs.decoder import LlamaShape
+from ..model.decoder.parts import embed, feed_forward, head_weights, logits, norm
+from ..model.decoder.forward import layer_pieces
 from .graph import Graph
 from .tasks import Batch, metric_values
 

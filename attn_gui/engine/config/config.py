@@ -15,7 +15,7 @@ from typing import Any
 
 from ..base.errors import ConfigError
 from .options import BOTH, MODEL, RANDOM, Option, _short, declared_options, option
-from ..sources import MODELS
+from ..specs.catalog import MODELS
 
 DEFAULT_SENTENCE = "When in doubt look intelligent"
 MAX_CHARS = 1_000_000
@@ -178,7 +178,7 @@ class AttentionConfig:
     def dims(self) -> Dims:
         """The sizes in use: the model's fixed sizes in model mode (its spec, ``engine.plan``), else this config's."""
         if self.model is not None:
-            from ..sources import model_spec
+            from ..readers.catalog import model_spec
 
             s = model_spec(self.model)
             return Dims(s.d_model, s.heads, s.d_k, s.d_v, True, s.kv_heads)

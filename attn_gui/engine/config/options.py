@@ -246,6 +246,6 @@ def declared_options(cls: type) -> dict[str, Option]:
 
 def _registered(value) -> bool:
     """Whether ``value`` names a model object registered in memory (``engine.sources.memory``)."""
-    from ..sources import REGISTERED
+    from ..specs.catalog import REGISTERED
 
     return isinstance(value, str) and value in REGISTERED

@@ -5,6 +5,7 @@ layer's summaries (``summaries.LayerSums``) as the model's forward streams it.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 import torch
@@ -127,3 +128,68 @@ def pooled_blocks(q, k, v, stream: Stream, options: AttendOptions, slopes: torch
             else:
                 shown[name][:, b0:b1] = reduce_row_blocks(rows[name], edges[b0:b1], start, side, kind)
     return context_vec, Pooled(shown, row_max=row_max)
+
+
+KEPT_BLOCK_BYTES = 16 * 2**20  # ω and α of a block of rows (``kept_attention``): 4 and 64 MiB were slower
+
+
+def kept_attention(x: torch.Tensor, p: Projections, alpha: torch.Tensor, scratch: torch.Tensor,
+                   options: AttendOptions, *, past: tuple[torch.Tensor, torch.Tensor] | None = None, z_hook=None,
+                   summaries: list | None = None) -> Steps:
+    """``attend(x, p, options, past=past)``'s α, q, k, v, z and output, nothing else kept; with ``summaries``,
+    the layer's summaries (``summaries.LayerSums.finish``'s) appended to it.
+
+    A model run keeps only these of every layer; ω and ω′ are the shown layer's alone, which
+    ``attend`` makes again. Here the query rows go a block at a time, each block against the keys
+    up to its last query only (causal: the later keys' α is 0, and is written as 0): its ω made in
+    ``scratch`` (``kept_scratch``'s size, reused layer after layer), divided and masked in place as
+    ``scale_and_mask`` does it, its α written into ``alpha`` (this layer's slice of every layer's α)
+    and its summaries taken while it is in the cache, as the streamed path takes them. No layer
+    allocates a T x T tensor of its own. α and z equal ``attend``'s up to the order of the float
+    sums over the keys (the same keys, fewer masked ones). ``options``: a decoder layer's
+    (``LlamaShape.options``: column layout, its scaling, mask, RoPE, window and soft-cap).
+    """
+    from .summaries import TOP_K, LayerSums, row_stats
+
+    o = options
+    q, k, v, rope, qk_norm = queries_keys_values(x, p, o, past=past)  # (h, n, d_k), (g, P + n, .)
+    heads, n, d_k = q.shape  # heads, new tokens, head size
+    T_k = k.size(-2)  # the cached keys and the new ones
+    P = T_k - n  # cached positions before the new rows
+    k_per_head, v_per_head = repeat_kv(k, heads), repeat_kv(v, heads)  # (h, T_k, .): head i uses K/V i // (h/g)
+    if o.similarity == "cosine":  # the dot product of unit vectors: normalised once, not per block
+        q, k_per_head = F.normalize(q, dim=-1), F.normalize(k_per_head, dim=-1)
+    keys_t = k_per_head.transpose(-2, -1)  # (h, d_k, T_k)
+    context_vec = q.new_empty(heads, n, v.size(-1))  # z (h, n, d_v)
+    sums = LayerSums(heads, n, T_k, q.device, torch.float32 if q.dtype != torch.float64 else q.dtype) \
+        if summaries is not None else None
+    rows = max(1, min(n, scratch.numel() // (2 * heads * T_k)))  # ω and α of a block fit in ``scratch``
+    for start in range(0, n, rows):
+        progress.check()  # a window's Esc stops a long sentence within a block of rows
+        end = min(n, start + rows)
+        # causal: these rows see keys before ``seen`` at most (k top keys: k at least); else every key
+        seen = min(T_k, max(P + end, TOP_K)) if o.causal else T_k
+        size = (heads, end - start, seen)
+        count = math.prod(size)
+        omega = torch.matmul(q[:, start:end], keys_t[..., :seen], out=scratch[:count].view(size))  # ω
+        scaled = scaled_scores(omega, o, d_k, row_start=P + start, in_place=True)  # ω′, masked -inf
+        capped, block = score_weights(scaled, o, out=scratch[count:2 * count].view(size))  # α
+        alpha[:, start:end, :seen] = block
+        alpha[:, start:end, seen:] = 0.0
+        context_vec[:, start:end] = block @ v_per_head[:, :seen]  # z (h, rows, d_v)
+        if sums is not None:
+            hidden = masked_keys(P + start, end - start, seen, o.causal, o.window, o.sink_tokens, x.device)
+            sums.add(row_stats(block, start, hidden, causal=o.causal, width=T_k,
+                               scores=scaled if capped is None else capped), start)  # the softmax's input, overwritten
+    if z_hook is not None:
+        context_vec = z_hook(context_vec)  # an intervention (ablation, patching)
+    concat, output = project_outputs(context_vec, p, "column")  # (n, h d_v), (n, d) with b_O
+    if summaries is not None and sums is not None:
+        summaries.append(sums.finish())
+    return Steps(q, k, v, context_vec, concat, output, weights=alpha, rope=rope, qk_norm=qk_norm)
+
+
+def kept_scratch(heads: int, n: int, T_k: int, element_size: int = 4, block_bytes: int = KEPT_BLOCK_BYTES) -> int:
+    """The elements of ``kept_attention``'s scratch for n new rows over T_k keys: ω and α of its largest block."""
+    rows = max(1, min(n, block_bytes // (2 * heads * T_k * element_size)))
+    return 2 * heads * rows * T_k

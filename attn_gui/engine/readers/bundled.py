@@ -64,7 +64,7 @@ def install_hint(spec: ModelSpec) -> str:
 def read(spec: ModelSpec, progress=None):
     """The bundled model (``decoder.DecoderModel``): its file mapped, its tokenizer cached in its own folder."""
     from .gguf import load as gguf_file
-    from ..sources.decoder import DecoderModel
+    from ..specs.decoder import DecoderModel
 
     path = gguf_path(spec)
     missing = [m for m in NEEDS if importlib.util.find_spec(m) is None]

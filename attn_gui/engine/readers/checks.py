@@ -176,7 +176,7 @@ def decoder_weights(where: str, weights: dict, shape, d_model: int, layers_key: 
 
     ``shape`` is the ``llama.LlamaShape``; ``weights`` are under transformers' Llama names.
     """
-    from ..sources.llama import BLOCKS
+    from ..specs.wiring import BLOCKS
 
     d, h, g, d_k = d_model, shape.heads, shape.kv_heads, shape.d_k
 

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..base.errors import ConfigError
-from ..sources import model_spec
+from .catalog import model_spec
 from ..specs.families import FAMILIES, regular
 
 MAX_ENTRIES = 2000  # models listed from one place at most: a scan stays bounded whatever the disk holds

@@ -6,12 +6,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
-# The module that reads a decoder's files, by ``ModelSpec.reader`` (``sources.decoder.reader`` imports it)
+# The module that reads a decoder's files, by ``ModelSpec.reader`` (``model.decoder.source.reader`` imports it)
 READERS: Mapping[str, str] = MappingProxyType({
     "hf": "attn_gui.engine.readers.hf.weights",
     "gguf_file": "attn_gui.engine.readers.gguf.load",
     "smollm2": "attn_gui.engine.readers.bundled",
-    "memory": "attn_gui.engine.sources.memory",
+    "memory": "attn_gui.engine.model.interop.memory",
 })
 
 
@@ -26,7 +26,7 @@ class ModelSpec:
     label : str
         Human name for menus and messages.
     module : str
-        The module in ``attn_gui.engine.sources`` that implements it; it defines ``Source``
+        The module in ``attn_gui.engine.model.registry`` that implements it; it defines ``Source``
         ("decoder" for every decoder, "encoder" for a BERT-family folder).
     layers, heads, d_model, d_k, d_v : int
         The model's sizes (d_k and d_v per head).

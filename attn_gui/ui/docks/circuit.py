@@ -17,7 +17,7 @@ from ...engine import AttentionConfig
 from ...engine.circuits import BUILT_IN, METHODS, Cancelled, Circuit, circuit, prepare
 from ...engine.circuits.composition import EdgeLook, look
 from ...engine.circuits.split import Split
-from ...engine.plan import plan
+from ...engine.model.plan import plan
 from ...present.state import ViewState
 from ...present.circuits import alpha_svg, faithfulness_svg, graph_svg, pick_edge, pick_writer, top_edges
 from ..worker import TaskThread

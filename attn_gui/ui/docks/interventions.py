@@ -14,7 +14,7 @@ from PySide6 import QtCore, QtWidgets
 
 from ...engine import AttentionConfig, UserError, format_heads, toggle_head
 from ...engine import interventions as I
-from ...engine.plan import plan
+from ...engine.model.plan import plan
 from ...present.maps import MapData
 from ...present.state import ViewState
 from ...render.heatmap import HeatmapView

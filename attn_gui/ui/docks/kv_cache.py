@@ -5,7 +5,7 @@ from __future__ import annotations
 from PySide6 import QtCore, QtWidgets
 
 from ...engine import AttentionConfig
-from ...engine.plan import plan
+from ...engine.model.plan import plan
 from ...present.kv_cache import CacheStep, CacheWalk, cache_maps
 from ...present.state import ViewState
 from ...render.heatmap import HeatmapView

@@ -17,7 +17,7 @@ from PySide6 import QtCore, QtWidgets
 
 from ...engine import AttentionConfig
 from ...engine import attribution as A
-from ...engine.plan import plan
+from ...engine.model.plan import plan
 from ...present import attribution as P
 from ...present.state import ViewState
 from ...render.heatmap import HeatmapView

@@ -165,7 +165,7 @@ NEEDS = ("gguf", "safetensors", "tokenizers", "platformdirs")
 
 def read(spec: ModelSpec, progress=None):
     """The model of a ``--model PATH.gguf`` (``decoder.DecoderModel``): the file mapped, its tokenizer cached."""
-    from ...sources.decoder import DecoderModel
+    from ...specs.decoder import DecoderModel
 
     return DecoderModel(**load(spec, Path(spec.name).expanduser(), progress))
 

@@ -278,7 +278,7 @@ def shape_of(spec: ModelSpec, header: Header, eps: float):
     """The ``llama.LlamaShape`` of the GGUF's decoder (``llama.decoder_shape``, as a folder's): its spec, its
     family's declared differences, and the final soft-cap from the header."""
     from ..hf.spec import ACTIVATIONS
-    from ...sources.llama import decoder_shape
+    from ...specs.decoder import decoder_shape
 
     family = header.family
     assert family is not None  # spec_for has refused a family not read here

@@ -49,7 +49,7 @@ def family_of(cfg: dict, folder: Path) -> Family:
     """The declared family of a config.json; ``ConfigError`` naming the supported ones otherwise."""
     kind = cfg.get("model_type")
     if kind not in FAMILIES:
-        from ...sources.via_transformers import refusal
+        from ..transformers_spec import refusal
 
         raise refusal(kind, folder)
     return FAMILIES[kind]
@@ -243,10 +243,10 @@ def spec_for(path: str) -> ModelSpec:
     if folder.parent.name == "snapshots" and folder.parent.parent.name.startswith("models--"):  # the HF cache's
         name = folder.parent.parent.name.removeprefix("models--").replace("--", "/")  # ORG/NAME, not the commit
     if cfg.get("model_type") not in FAMILIES:  # outside the table: transformers runs it, where it is installed
-        from ...sources import via_transformers
+        from .. import transformers_spec
 
-        if via_transformers.installed():
-            return via_transformers.spec_for(cfg, str(path), folder, name)
+        if transformers_spec.installed():
+            return transformers_spec.spec_for(cfg, str(path), folder, name)
     return config_spec(cfg, str(path), folder, name, lambda: special_tokens(folder))
 
 

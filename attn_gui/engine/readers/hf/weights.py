@@ -138,8 +138,8 @@ def decoder_model(spec: ModelSpec, cfg: dict, weights: dict, tokenizer, folder: 
     """A ``decoder.DecoderModel`` of ``weights`` (transformers' names, any dtype), ``tokenizer`` (a
     ``tokenizers.Tokenizer``) and config ``cfg``, checked against ``spec``; messages name ``folder.name``."""
     from ...text.byte_bpe import readable
-    from ...sources.decoder import DecoderModel
-    from ...sources.llama import decoder_shape
+    from ...specs.decoder import DecoderModel
+    from ...specs.decoder import decoder_shape
 
     family = family_of(cfg, folder)
     headless = "model.embed_tokens.weight" not in weights and "embed_tokens.weight" in weights

@@ -26,7 +26,8 @@ def model_whole(name: str) -> None:
     reads it (memory-mapped: no weight is copied) and stays loaded; a GGUF's header gives every
     tensor's shape and its vocabulary is built, without converting a weight.
     """
-    from . import model_spec, source
+    from ..readers.catalog import model_spec
+    from .registry import source
 
     spec = model_spec(name)
     if spec.module != "gguf_file" or not name.lower().endswith(".gguf"):

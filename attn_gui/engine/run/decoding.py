@@ -1,7 +1,7 @@
 """Greedy decoding with a key/value cache: a decoder model's next tokens, one step at a time.
 
 >>> from attn_gui.engine import AttentionConfig
->>> from attn_gui.engine.decoding import Decoder, generate
+>>> from attn_gui.engine.run.decoding import Decoder, generate
 >>> config = AttentionConfig(sentence="The capital of France is", model="smollm2-135m")
 >>> generate(config, 2).text
 ' Paris.'
@@ -26,15 +26,15 @@ from dataclasses import dataclass
 
 import torch
 
-from .base.devices import DTYPES
-from .config.config import AttentionConfig
-from .base.devices import resolve_device, synchronize
-from .base.errors import ConfigError
+from ..base.devices import DTYPES
+from ..config.config import AttentionConfig
+from ..base.devices import resolve_device, synchronize
+from ..base.errors import ConfigError
 from .inputs import check_tokens
-from .ablation import ablation_hooks
-from .plan import Planned, Request, as_plan
-from .sources.llama import Forward
-from .text.tokens import Tokens
+from ..model.hooks import ablation_hooks
+from ..model.plan import Planned, Request, as_plan
+from ..model.decoder.forward import Forward
+from ..text.tokens import Tokens
 
 # Past this many tokens a whole-sequence run (the prefill, a recompute) is streamed: every layer's
 # maps pooled to STREAM_SIDE per side and summarised, no L x h x T x T tensor kept.
@@ -88,7 +88,7 @@ class Generation:
 
 
 def decoder_source(request: Request) -> Planned:
-    """The source of ``config.model`` as its plan runs it (``engine.plan.Planned``: every forward and decode step
+    """The source of ``config.model`` as its plan runs it (``engine.model.plan.Planned``: every forward and decode step
     with the plan's layers, a what-if included), or ``ConfigError`` when it cannot generate
     (``Capabilities.generate``, ``Plan.refusal``)."""
     return as_plan(request).runner("generate")

@@ -22,12 +22,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..base.errors import ConfigError
-from . import MODELS, REGISTERED, source
+from ...base.errors import ConfigError
+from ...specs.catalog import MODELS, REGISTERED
+from ..registry import source
 from . import bridge as bridge_io
 from .bridge import class_names
-from ..specs.families import FAMILIES
-from ..specs.spec import ModelSpec
+from ...specs.families import FAMILIES
+from ...specs.spec import ModelSpec
 
 if TYPE_CHECKING:
     from tokenizers import Tokenizer
@@ -129,8 +130,8 @@ def register(model, tokenizer=None, name: str | None = None) -> str:
     if family is None or family.path != "decoder":
         raise ConfigError(f"{type(model).__name__} is a {kind!r} model; register() reads the decoders {decoders}")
     where = Path(name)  # messages name it as they name a folder
-    from ..readers.hf.spec import config_spec
-    from ..readers.hf.weights import decoder_model
+    from ...readers.hf.spec import config_spec
+    from ...readers.hf.weights import decoder_model
 
     about = bridge_io.label(bridge, model) if bridge is not None else type(model).__name__
     spec = config_spec(cfg, name, where, f"{name}, {about} in memory", reader="memory")
@@ -169,7 +170,7 @@ def version(spec: ModelSpec) -> tuple:
     cfg, weights, tokenizer, reread = entry
     current = reread()
     if current.keys() != weights.keys() or any(t.data_ptr() != weights[k].data_ptr() for k, t in current.items()):
-        from .loaded import LOADED
+        from ..loaded import LOADED
 
         _MODELS[spec.name] = (cfg, current, tokenizer, reread)  # a tensor replaced: read the new ones
         LOADED.forget(spec.name)
@@ -187,8 +188,8 @@ def registered(name: str) -> tuple[dict, dict, object]:
 
 def _forget(name: str) -> None:
     """Drop what the engine keeps of an earlier model of this name (its source, its loaded copy, its tokens)."""
-    from .decoder import tokenize_with
-    from .loaded import LOADED
+    from ..decoder.source import tokenize_with
+    from ..loaded import LOADED
 
     if name in REGISTERED:
         LOADED.forget(name)
@@ -198,7 +199,7 @@ def _forget(name: str) -> None:
 
 def read(spec: ModelSpec, progress=None):
     """The registered model as a ``decoder.DecoderModel`` (nothing is converted: ``progress`` is never called)."""
-    from ..readers.hf.weights import decoder_model
+    from ...readers.hf.weights import decoder_model
 
     cfg, weights, tokenizer = registered(spec.name)
     return decoder_model(spec, cfg, weights, tokenizer, Path(spec.name))

@@ -26,10 +26,10 @@ from typing import Any
 
 import torch
 
-from ..base.errors import ConfigError, ModelUnavailable
-from . import model_spec
+from ...base.errors import ConfigError, ModelUnavailable
+from ...readers.catalog import model_spec
 from .bridge import same_logits
-from ..specs.families import FAMILIES
+from ...specs.families import FAMILIES
 
 HINT = 'pip install "attn-gui[lens]"'
 GGUF_FAMILIES = ("llama", "qwen2", "qwen3")  # a GGUF's config is written here for these
@@ -75,7 +75,7 @@ def to_lens(name: str, *, device: str = "cpu", dtype: torch.dtype = torch.float3
     """
     if not installed() or importlib.util.find_spec("transformers") is None:
         raise ModelUnavailable(f"to_lens needs transformer-lens (TransformerLens 4), which is not installed: {HINT}")
-    from .decoder import load_model
+    from ..decoder.source import load_model
 
     spec = model_spec(name)
     if spec.module != "decoder" or spec.through:
@@ -98,7 +98,7 @@ def to_lens(name: str, *, device: str = "cpu", dtype: torch.dtype = torch.float3
 def _parts(spec, model) -> tuple[dict, Any]:
     """The transformers config dict and the tensors (transformers' names) of the decoder ``model``."""
     if spec.reader == "hf":
-        from ..readers.hf.weights import read_weights
+        from ...readers.hf.weights import read_weights
 
         folder = Path(spec.name).expanduser()
         return json.loads((folder / "config.json").read_text()), read_weights(folder)
@@ -117,7 +117,7 @@ def _gguf_family(spec) -> str:
     """The model_type of a GGUF decoder's family (the bundled SmolLM2: Llama)."""
     if spec.reader == "smollm2":
         return "llama"
-    from ..readers.gguf.format import read_header
+    from ...readers.gguf.format import read_header
 
     family = read_header(Path(spec.name).expanduser()).family
     return next(kind for kind, f in FAMILIES.items() if f is family)
@@ -189,8 +189,8 @@ def _tokenizer_json(spec) -> str:
 
         tokenizer: Any = registered(spec.name)[2]  # a tokenizers.Tokenizer
         return tokenizer.to_str()
-    from ..readers.cache import cache_root
-    from ..readers.gguf.load import cache_name
+    from ...readers.cache import cache_root
+    from ...readers.gguf.load import cache_name
 
     folder = spec.name if spec.reader == "smollm2" else cache_name(Path(spec.name).expanduser())
     return (cache_root() / folder / "tokenizer.json").read_text(encoding="utf-8")

@@ -14,41 +14,26 @@ import functools
 import importlib
 import threading
 from collections import OrderedDict
-from collections.abc import Mapping
-from dataclasses import dataclass
 from types import ModuleType
 from typing import TYPE_CHECKING
 
 import torch
 
-from ..kernel.types import AttendOptions, Projections
-from ..text.tokens import Tokens
-from ..readers import cache, stored
-from . import model_spec
-from .base import ModelSource, unknown_of
-from .llama import Forward, KVCache, LlamaShape, Run, forward, head_weights
-from .loaded import LOADED
-from ..specs.spec import READERS, ModelSpec
-from ..text.tokenizer_json import wrapped
+from ...kernel.types import AttendOptions, Projections
+from ...readers import cache, stored
+from ...readers.catalog import model_spec
+from ...specs.decoder import LlamaShape
+from ...specs.decoder import DecoderModel
+from ...specs.spec import READERS, ModelSpec
+from ...text.tokenizer_json import wrapped
+from ...text.tokens import Tokens
+from ..loaded import LOADED
+from ..source import ModelSource, unknown_of
+from .forward import Forward, KVCache, Run, forward
+from .parts import head_weights
 
 if TYPE_CHECKING:
-    from tokenizers import Tokenizer
-
-
-@dataclass(frozen=True)
-class DecoderModel:
-    """A loaded decoder: its weights (CPU, transformers' names), tokenizer and constants."""
-
-    spec: ModelSpec
-    shape: LlamaShape
-    weights: Mapping[str, torch.Tensor]  # a dict, or a GGUF's tensors read from its mapped file (quantized.py)
-    tokenizer: Tokenizer
-    vocab: tuple[str, ...]  # readable text of each id
-    special_ids: frozenset[int]
-    eos_id: int
-    add_bos: int | None  # the id to put first, or None (the tokenizer adds none)
-    add_eos: int | None = None  # the id to put last (add_eos_token: an end token after every text), or None
-    predicts: bool = True  # False: no language-model head (a folder saved from AutoModel): no next tokens
+    pass
 
 
 def reader(spec: ModelSpec) -> ModuleType:
@@ -88,7 +73,7 @@ def compute_dtypes(dtype: torch.dtype) -> tuple[torch.dtype, torch.dtype | None]
     return (torch.float32, torch.bfloat16) if dtype == torch.bfloat16 else (dtype, None)
 
 
-Layers = tuple[AttendOptions, ...]  # each layer's attention options (``engine.plan.Plan.layers``)
+Layers = tuple[AttendOptions, ...]  # each layer's attention options (``engine.model.plan.Plan.layers``)
 
 
 def version(spec: ModelSpec) -> tuple:

@@ -28,7 +28,7 @@ from typing import Any
 
 import torch
 
-from ..base.errors import ConfigError
+from ...base.errors import ConfigError
 
 HALF = (torch.float16, torch.bfloat16)
 
@@ -186,8 +186,8 @@ def probe_ids(rows: int, first: int | None) -> list[int]:
 def same_logits(bridge, built, what: str) -> None:
     """Refuse (one line) where the engine's next-token logits of the decoder ``built`` (``decoder.DecoderModel``)
     on a few tokens differ from ``bridge``'s own forward: a step or a setting one computes and the other does not."""
-    from ..readers import stored
-    from .llama import forward
+    from ...readers import stored
+    from ..decoder.forward import forward
 
     ids = probe_ids(built.weights["model.embed_tokens.weight"].shape[0], built.add_bos)
     device = built.weights["model.embed_tokens.weight"].device

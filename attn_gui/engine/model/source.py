@@ -15,8 +15,8 @@ from ..specs.spec import ModelSpec
 class ModelSource(abc.ABC):
     """One pretrained model, run by our own code so every intermediate can be shown.
 
-    A subclass lives in its own module of ``attn_gui.engine.sources`` as ``Source`` and
-    is registered with one ``ModelSpec`` line in ``sources.MODELS``.
+    A subclass lives in its own module of ``attn_gui.engine.model.registry`` as ``Source`` and
+    is registered with one ``ModelSpec`` line in ``specs.catalog.MODELS``.
 
     Attributes
     ----------
@@ -65,7 +65,7 @@ class ModelSource(abc.ABC):
     def layer_inputs(self, token_ids: torch.Tensor, device: torch.device | str, dtype: torch.dtype,
                      layers: tuple[AttendOptions, ...] | None = None) -> tuple[list[torch.Tensor], torch.Tensor]:
         """Run the whole model on ``token_ids`` (T,), each layer's attention with ``layers``' options (the plan's,
-        ``engine.plan.Plan.layers``), else as the model runs it.
+        ``engine.model.plan.Plan.layers``), else as the model runs it.
 
         Returns
         -------

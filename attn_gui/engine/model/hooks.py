@@ -10,7 +10,7 @@ from collections.abc import Callable
 
 import torch
 
-from .base.errors import ConfigError
+from ..base.errors import ConfigError
 
 MODES = ("zero", "mean")
 Head = tuple[int, int]  # (layer, head), 0-based

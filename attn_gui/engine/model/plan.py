@@ -25,16 +25,18 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from .kernel.types import AttendOptions
-from .config.config import OPTIONS, WHAT_IF, AttentionConfig, Dims
-from .base.devices import DTYPES, resolve_device
-from .base.errors import ConfigError
-from .sources import MODELS, model_spec, source
-from .sources.layers import model_layers
-from .specs.spec import ModelSpec
+from ..kernel.types import AttendOptions
+from ..config.config import OPTIONS, WHAT_IF, AttentionConfig, Dims
+from ..base.devices import DTYPES, resolve_device
+from ..base.errors import ConfigError
+from ..specs.catalog import MODELS
+from ..readers.catalog import model_spec
+from .registry import source
+from ..specs.decoder import model_layers
+from ..specs.spec import ModelSpec
 
 if TYPE_CHECKING:
-    from .sources.base import ModelSource
+    from .source import ModelSource
 
 # A model's input up to this many tokens is never streamed (every layer's alpha is kept); past it a decoder
 # without soft-capped scores streams when the caller displays fewer (``Plan.reduce_to``).
@@ -107,7 +109,7 @@ class Capabilities:
 
 def capabilities(spec: ModelSpec | None) -> Capabilities:
     """The capabilities of a model of ``spec`` (None: random weights), with one line per one it lacks."""
-    from .sources.llama import BLOCKS
+    from ..specs.wiring import BLOCKS
 
     name = "random weights" if spec is None else spec.label
     causal = spec is not None and spec.causal
@@ -190,7 +192,7 @@ class Plan:
         The model's norm and its gain convention: "rms" (x̂ γ), "gemma" (x̂ (1 + γ), γ stored zero-centred),
         "layer" (LayerNorm, (x - μ)/σ γ + β); "" for random weights.
     block : str
-        The residual wiring of a decoder layer (``sources.llama.BLOCKS``): "pre", "parallel", "sandwich" or
+        The residual wiring of a decoder layer (``specs.wiring.BLOCKS``): "pre", "parallel", "sandwich" or
         "post"; an encoder's "post_ln" or "pre_ln"; "" for random weights.
     can : Capabilities
         What the model can do here (``capabilities``): every "is it a decoder, can it generate?" reads this.
@@ -213,7 +215,7 @@ class Plan:
 
     @property
     def source(self) -> ModelSource:
-        """The model's source (``sources.source``); model mode only."""
+        """The model's source (``model.registry.source``); model mode only."""
         if self.config.model is None:
             raise ValueError("random weights have no model source")
         return source(self.config.model)
@@ -318,10 +320,10 @@ class Plan:
 class Planned:
     """A decoder's source run as a plan says: every forward, prefill and decode step with the plan's layers
     (``Plan.layers``: a what-if in every layer where the plan has one), so that interventions, attribution and
-    generation compute what the maps show. Everything else is the source's (``sources.decoder.Source``)."""
+    generation compute what the maps show. Everything else is the source's (``model.decoder.source.Source``)."""
 
     def __init__(self, plan: Plan):
-        from .sources.decoder import Source as DecoderSource
+        from .decoder.source import Source as DecoderSource
 
         plan.can.refuse("decoder")
         model = plan.source
@@ -347,7 +349,7 @@ def next_token_refusal(shape, predicts: bool = True) -> str | None:
     """Why ``next_token_attribution`` cannot split a decoder of ``shape`` (one line), or None where it can."""
     if not predicts:
         return "the model has no language-model head (lm_head), so no next-token logit"
-    from .sources.llama import BLOCKS
+    from ..specs.wiring import BLOCKS
 
     if BLOCKS[shape.block].attn_post is not None:
         return "a norm after each attention block (Gemma 2's sandwich, OLMo 2's) stands between a head and the logit"

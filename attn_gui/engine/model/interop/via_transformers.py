@@ -24,7 +24,6 @@ never executes code from a model folder. Nothing is downloaded.
 from __future__ import annotations
 
 import functools
-import importlib.util
 import sys
 import threading
 from collections.abc import Callable
@@ -34,19 +33,18 @@ from typing import Any, cast
 
 import torch
 
-from ..kernel.types import Projections
-from ..base.disk import json_object
-from ..base.errors import ConfigError
-from ..text.tokens import Tokens
-from ..readers import checks
-from . import model_spec
-from .base import ModelSource, unknown_of
-from ..specs.families import MAX_TOKENS
-from .loaded import LOADED
-from ..specs.spec import ModelSpec
-from ..text.tokenizer_json import wrapped
+from ...kernel.types import Projections
+from ...base.disk import json_object
+from ...base.errors import ConfigError
+from ...text.tokens import Tokens
+from ...readers import checks
+from ...readers.catalog import model_spec
+from ...readers.transformers_spec import HINT, installed
+from ..source import ModelSource, unknown_of
+from ..loaded import LOADED
+from ...specs.spec import ModelSpec
+from ...text.tokenizer_json import wrapped
 
-HINT = "pip install attn-gui[transformers]"
 # the child module names of an attention module, per role, as transformers' model files name them
 Q_NAMES, K_NAMES, V_NAMES = ("q_proj", "query", "q"), ("k_proj", "key", "k"), ("v_proj", "value", "v")
 FUSED_NAMES = ("query_key_value", "c_attn", "Wqkv", "qkv_proj", "qkv")
@@ -54,68 +52,6 @@ OUT_NAMES = ("o_proj", "dense", "out_proj", "c_proj", "o", "wo", "out")
 # the steps a layer of this path can show, in data-flow order
 STEPS = ("x", "q_unrotated", "k_unrotated", "q", "k", "v", "scores", "scaled", "weights", "head_outputs", "concat",
          "output")
-
-
-def installed() -> bool:
-    """Whether transformers can be imported here (imports nothing)."""
-    try:
-        return importlib.util.find_spec("transformers") is not None
-    except (ImportError, ValueError):  # sys.modules["transformers"] = None: as if not installed
-        return False
-
-
-def refusal(kind, folder: Path, why: str = "") -> ConfigError:
-    """The one line refusing a folder of model_type ``kind`` (``why``: what transformers says of it): the types
-    the table reads, and how to read others (install transformers; or which it reads)."""
-    from ..specs.families import FAMILIES
-
-    beyond = ("others open through transformers" if installed() else
-              f"other model_types open through transformers once it is installed ({HINT})")
-    return ConfigError(f"{folder.name} is a {kind!r} model; supported model_types: {', '.join(FAMILIES)}; "
-                       f"{beyond}{why}")
-
-
-def spec_for(cfg: dict, path: str, folder: Path, name: str) -> ModelSpec:
-    """The spec of a folder of a model_type outside the table, read by transformers' own config class;
-    ``ConfigError`` in one line for remote code, a model_type transformers lacks or a config it refuses."""
-    kind = cfg.get("model_type")
-    if cfg.get("auto_map"):
-        raise ConfigError(f"{folder.name}: config.json has auto_map: its {kind!r} model runs code from the folder "
-                          "(trust_remote_code), which attn-gui never executes")
-    from transformers import AutoConfig
-    from transformers.models.auto.configuration_auto import CONFIG_MAPPING_NAMES
-
-    if kind not in CONFIG_MAPPING_NAMES:
-        raise refusal(kind, folder, ", not this one: transformers here lacks it")
-    try:
-        config = AutoConfig.from_pretrained(str(folder), local_files_only=True, trust_remote_code=False)
-    except Exception as exc:  # noqa: BLE001  transformers raises many kinds for a bad config: one line
-        raise ConfigError(f"{folder.name}/config.json is refused by transformers: {str(exc).splitlines()[0]:.100}") \
-            from None
-    if getattr(config, "is_encoder_decoder", False):  # two stacks and cross-attention: no one layer list
-        raise refusal(kind, folder, ", not encoder-decoders (is_encoder_decoder)")
-    where = f"{folder.name}/config.json"
-    layers = checks.whole(where, "num_hidden_layers", getattr(config, "num_hidden_layers", None))
-    heads = checks.whole(where, "num_attention_heads", getattr(config, "num_attention_heads", None))
-    d = checks.whole(where, "hidden_size", getattr(config, "hidden_size", None))
-    d_k = int(getattr(config, "head_dim", None) or d // heads)
-    kv_heads = getattr(config, "num_key_value_heads", None)
-    positions = getattr(config, "max_position_embeddings", None) or MAX_TOKENS
-    from ..text.tokenizer_json import special_tokens
-
-    about = (f"read through transformers (eager attention, output_attentions and hooks): attn-gui does not run "
-             f"{kind}'s attention itself",
-             "output is the attention module's output, before the residual")
-    # a causal language model (its architectures name a ForCausalLM) is a decoder: it predicts the next token, and
-    # generation, attribution and interventions say which step of it they cannot reach through transformers
-    causal = any("ForCausalLM" in a for a in cfg.get("architectures") or []) or bool(cfg.get("is_decoder"))
-    return ModelSpec(path, f"{name} ({kind} through transformers)", module="via_transformers", layers=layers,
-                     causal=causal,
-                     heads=heads, d_model=d, d_k=d_k, d_v=d_k, max_tokens=min(MAX_TOKENS, int(positions)),
-                     has_bias=False, special_tokens=special_tokens(folder),
-                     kv_heads=int(kv_heads) if kv_heads else None,
-                     x_is="the attention module's input, as transformers runs it", about=about,
-                     through=f"{kind} through transformers")
 
 
 CAPTURE = "attn_gui_capture"  # the attention implementation that runs the model's eager one and reads q, k
@@ -198,9 +134,9 @@ def attention_modules(model: torch.nn.Module, layers: int, where: str) -> tuple[
 def _read(spec: ModelSpec) -> Held:
     import transformers
 
-    from ..text.byte_bpe import readable
-    from ..readers import stored
-    from ..text.tokenizer_json import added_tokens
+    from ...text.byte_bpe import readable
+    from ...readers import stored
+    from ...text.tokenizer_json import added_tokens
 
     folder = Path(spec.name).expanduser()
     cfg = json_object(folder / "config.json", f"{folder.name}/config.json")

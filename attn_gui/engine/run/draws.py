@@ -23,8 +23,8 @@ from collections import OrderedDict
 
 import torch
 
-from .config.config import AttentionConfig
-from .text.tokens import Tokens
+from ..config.config import AttentionConfig
+from ..text.tokens import Tokens
 
 
 def draw_parameters(config: AttentionConfig, toks: Tokens):

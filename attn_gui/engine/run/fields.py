@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from .plan import Plan
+    from ..model.plan import Plan
 
 
 @dataclass(frozen=True)
@@ -100,8 +100,9 @@ TENSOR_FIELDS: tuple[str, ...] = tuple(FIELDS)
 
 
 def formula(name: str, plan: Plan) -> str:
-    """The formula of ``name`` as the compute of ``plan`` (``engine.plan``) runs the shown layer: layout, biases, q/k
-    norms, RoPE with its scaling and rotated dimensions, the scale the model divides by, mask and soft-cap."""
+    """The formula of ``name`` as the compute of ``plan`` (``engine.model.plan``) runs the shown layer: layout,
+    biases, q/k norms, RoPE with its scaling and rotated dimensions, the scale the model divides by, mask and
+    soft-cap."""
     info = FIELDS[name]
     config, spec, o = plan.config, plan.spec, plan.shown
     col = config.layout == "column"
@@ -176,7 +177,7 @@ def _rope_scaled(options, d_k: int) -> str:
     """", llama3 scaling" (and YaRN's and LongRoPE's factor on cos and sin) for a scaled RoPE; else ""."""
     if not options.rope_scaling:
         return ""
-    from .kernel.rope import inv_freq
+    from ..kernel.rope import inv_freq
 
     scaling = dict(options.rope_scaling)
     factor = inv_freq(options.rope_dims or d_k, options.rope_base, options.rope_scaling)[1]

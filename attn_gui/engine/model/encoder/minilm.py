@@ -14,11 +14,11 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from ..text.tokens import Tokens
-from . import encoder
-from ..readers.bundled import MINILM_HINT as INSTALL_HINT
-from ..readers.bundled import MINILM_PACKAGE as PACKAGE
-from ..readers.bundled import minilm_folder as model_dir  # the folder inside its installed package
+from ...text.tokens import Tokens
+from . import source as encoder
+from ...readers.bundled import MINILM_HINT as INSTALL_HINT
+from ...readers.bundled import MINILM_PACKAGE as PACKAGE
+from ...readers.bundled import minilm_folder as model_dir  # the folder inside its installed package
 
 
 def load_model(name: str) -> encoder.Encoder:
@@ -44,7 +44,7 @@ def sentence_embedding(name: str, sentence: str) -> torch.Tensor:
 
 
 def _source(name: str) -> Source:
-    from . import source
+    from ..registry import source
 
     src = source(name)
     assert isinstance(src, Source)  # a MiniLM name's module is this one

@@ -4,14 +4,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .config.config import AttentionConfig
-from .base.errors import ConfigError
-from .plan import check_model
-from .sources import model_spec, source
-from .text.tokens import Tokens, tokenize
+from ..config.config import AttentionConfig
+from ..base.errors import ConfigError
+from ..model.plan import check_model
+from ..readers.catalog import model_spec
+from ..model.registry import source
+from ..text.tokens import Tokens, tokenize
 
 if TYPE_CHECKING:
-    from .plan import Plan
+    from ..model.plan import Plan
 
 
 def _model(config: AttentionConfig, resolved: Plan | None):

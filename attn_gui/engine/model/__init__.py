@@ -1,0 +1,1 @@
+"""The model room: the registry of sources by name, the plan, and the forwards that run a model."""

@@ -1,0 +1,1 @@
+"""BERT-family encoders run by attn-gui's own forward."""

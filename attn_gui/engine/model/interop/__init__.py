@@ -1,0 +1,1 @@
+"""Models run by other libraries: transformers, a model object in memory, TransformerLens' bridge, the lens."""
