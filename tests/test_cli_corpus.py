@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from attn_gui.cli import main
-from attn_gui.engine import corpus as C
+from attn_gui.engine.analysis.corpus import census as C
 from corpus_data import llama_folder, sentences  # tests/
 
 # The cluster here listens on 127.0.0.1 only; Ray's token authentication is for clusters on a network.
@@ -67,7 +67,7 @@ def _our_actors() -> list[int]:
 
 
 def test_ray_local_with_a_worker_killed_mid_run_gives_the_same_numbers(inputs, plain, tmp_path, monkeypatch):
-    from attn_gui.engine import corpus_ray
+    from attn_gui.engine.analysis.corpus import ray as corpus_ray
 
     for name, value in RAY_ENV.items():
         monkeypatch.setenv(name, value)
@@ -194,7 +194,7 @@ def test_a_server_that_is_not_ray_is_refused_within_the_bound(inputs, tmp_path):
 
     http_address, web = _serving(http.server.BaseHTTPRequestHandler)
     grpc_address, grpc = _serving(Settings)
-    code = ("import sys\nfrom attn_gui.engine import corpus_ray\ncorpus_ray.JOIN_SECONDS = 5\n"
+    code = ("import sys\nfrom attn_gui.engine.analysis.corpus import ray as corpus_ray\ncorpus_ray.JOIN_SECONDS = 5\n"
             "from attn_gui.cli import main\nsys.exit(main(sys.argv[1:]))\n")
     try:
         for address, said in ((http_address, "but not a Ray cluster (it does not speak gRPC)"),

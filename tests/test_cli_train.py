@@ -38,7 +38,7 @@ def test_bad_train_options_print_one_line_and_exit_2(tmp_path, capsys, bad):
 def test_train_runs_on_the_threads_asked_and_gives_the_process_its_own_back(tmp_path, monkeypatch, capsys):
     import torch
 
-    from attn_gui.engine import training
+    from attn_gui.engine.train import model as training
 
     seen, before = [], torch.get_num_threads()
     step = training.Trainer.step
@@ -62,7 +62,7 @@ def _bad_outs(tmp_path):
     "an existing file", "below a file", "below a device", "a virtual file system", "an over-long name", "the root",
     "empty", "a folder of other files"])
 def test_a_bad_out_is_refused_before_the_first_step(tmp_path, capsys, monkeypatch, case):
-    from attn_gui.engine import training
+    from attn_gui.engine.train import model as training
 
     steps = []
     monkeypatch.setattr(training.Trainer, "step", lambda self: steps.append(1))  # a step taken: the test fails

@@ -36,7 +36,7 @@ def add_arguments(c: argparse.ArgumentParser) -> None:
 
 def run_corpus(args: argparse.Namespace) -> int:
     """``attn-gui corpus``: a progress line on a terminal's stderr, the summary on stdout."""
-    from ..engine import corpus
+    from ..engine.analysis.corpus import census as corpus
 
     if args.workers is not None and not 1 <= args.workers <= 4096:
         raise UsageError(f"attn-gui corpus: --workers must be 1 to 4096, not {args.workers}")
@@ -46,7 +46,7 @@ def run_corpus(args: argparse.Namespace) -> int:
     passages = corpus.read_corpus(args.corpus, args.field)
     corpus.check_models(settings)
     if args.ray is not None:
-        from ..engine import corpus_ray
+        from ..engine.analysis.corpus import ray as corpus_ray
 
         runner = corpus_ray.runner(args.ray, args.workers)
         if args.ray != "local":  # refused at once, not after loading the model

@@ -8,7 +8,7 @@ torch.Size([1, 5, 5])
 
 from .kernel.types import AttendOptions, Projections, Steps, Stream
 from .kernel.attend import attend
-from .circuits import Circuit, circuit
+from .analysis.circuits import Circuit, circuit
 from .compute import AttentionResult, as_dict, compute, estimate_bytes
 from .config.config import DEFAULT_SENTENCE, OPTIONS, AttentionConfig, Dims
 from .config.presets import PRESETS, preset
@@ -18,9 +18,9 @@ from .base.errors import ConfigError, DeviceError, ModelUnavailable, TooLargeErr
 from .fields import FIELDS, TENSOR_FIELDS, FieldInfo, formula
 from .config.options import Option, format_heads, parse_heads, toggle_head
 from .inputs import check_tokens, check_tokens_now, tokens_for, unknown_note
-from .metrics import METRICS, causal_visible, head_metrics
-from .rollout import rollout
-from .scaling import EntropySweep, Saturation, entropy_vs_dk, saturation
+from .analysis.metrics import METRICS, causal_visible, head_metrics
+from .analysis.rollout import rollout
+from .analysis.scaling import EntropySweep, Saturation, entropy_vs_dk, saturation
 from .sources import MODELS, ModelSpec, model_spec, source
 from .text.tokens import Tokens, tokenize
 

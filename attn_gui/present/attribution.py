@@ -9,7 +9,7 @@ import re
 
 import numpy as np
 
-from ..engine.attribution import Circuits, Detection, LogitAttribution, ScoreAttribution
+from ..engine.analysis.attribution.trace import Circuits, Detection, LogitAttribution, ScoreAttribution
 from .maps import MapData
 
 _HEAD = re.compile(r"L(\d+)(?:H\d+| attn bias)$")

@@ -13,9 +13,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from html import escape
 
-from ..engine.circuits import Circuit
-from ..engine.circuits.graph import Graph
-from ..engine.circuits.scores import Faithfulness, ranked
+from ..engine.analysis.circuits import Circuit
+from ..engine.analysis.circuits.graph import Graph
+from ..engine.analysis.circuits.scores import Faithfulness, ranked
 
 POSITIVE, NEGATIVE = "#2166ac", "#b2182b"  # RdBu's ends, as the signed maps: blue raises the metric, red lowers it
 PORT = {"q": -0.28, "k": 0.0, "v": 0.28}  # where a head's inputs sit below it, in node widths

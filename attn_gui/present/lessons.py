@@ -25,7 +25,7 @@ import torch
 
 from ..engine import AttentionConfig, UserError, preset
 from ..engine.fields import FIELDS
-from ..engine.training import trained_with
+from ..engine.train.model import trained_with
 from .resources import read_text
 
 

@@ -13,7 +13,7 @@ import pyarrow.parquet as pq
 import pytest
 import torch
 
-from attn_gui.engine import corpus as C
+from attn_gui.engine.analysis.corpus import census as C
 from attn_gui.engine.sources import model_spec, source
 from corpus_data import WORDS, llama_folder, sentences  # tests/
 
@@ -306,8 +306,8 @@ def test_compare_gives_each_heads_jensen_shannon_divergence_and_weight_differenc
 
 
 def test_on_a_trained_induction_model_the_induction_statistic_singles_out_layer_2(tmp_path):
-    from attn_gui.engine.tasks import Task
-    from attn_gui.engine.training import Trainer, TrainConfig
+    from attn_gui.engine.train.tasks import Task
+    from attn_gui.engine.train.model import Trainer, TrainConfig
 
     config = TrainConfig(task="induction", symbols=8, length=16, layers=2, heads=2, d_model=32, batch=64, lr=1e-2)
     before = torch.get_num_threads()
@@ -348,7 +348,7 @@ def test_a_passage_longer_than_the_model_reads_is_cut_and_counted(model, tmp_pat
 def test_the_dla_is_left_out_where_no_sum_of_head_terms_gives_the_logit():
     from dataclasses import replace
 
-    from attn_gui.engine.attribution import next_token_refusal
+    from attn_gui.engine.analysis.attribution.trace import next_token_refusal
     from attn_gui.engine.sources.llama import LlamaShape
 
     plain = LlamaShape(layers=1, heads=2, kv_heads=1, d_k=4, eps=1e-5)

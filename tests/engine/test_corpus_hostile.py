@@ -18,7 +18,7 @@ import pyarrow.parquet as pq
 import pytest
 import torch
 
-from attn_gui.engine import corpus as C
+from attn_gui.engine.analysis.corpus import census as C
 from corpus_data import WORDS, llama_folder, sentences  # tests/
 
 run = functools.partial(C.run_in_process, threads=1)
@@ -126,7 +126,7 @@ def test_fifos_and_devices_are_refused_not_read(tmp_path):
     (tmp_path / "state").mkdir()
     os.mkfifo(tmp_path / "state" / "state.json")
     paths = [tmp_path / n for n in ("corpus.txt", "corpus.jsonl", "corpus.parquet", "ds", "state")] + ["/dev/zero"]
-    code = ("from attn_gui.engine import corpus as C\n"
+    code = ("from attn_gui.engine.analysis.corpus import census as C\n"
             f"for path in {[str(p) for p in paths]!r}:\n"
             "    try:\n"
             "        C.read_corpus(path)\n"

@@ -93,7 +93,7 @@ def test_generate_and_the_census_run_on_a_bridge_as_on_its_folder(folder, tmp_pa
     and tokens, read two ways."""
     from tokenizers import Tokenizer
 
-    from attn_gui.engine import corpus as C
+    from attn_gui.engine.analysis.corpus import census as C
     from attn_gui.engine.decoding import generate
 
     kind, path = folder
@@ -248,7 +248,7 @@ def test_to_lens_of_smollm2():
 
 
 def test_to_lens_of_a_trained_checkpoint(tmp_path):
-    from attn_gui.engine.training import TrainConfig, Trainer
+    from attn_gui.engine.train.model import TrainConfig, Trainer
 
     trainer = Trainer(TrainConfig(symbols=8, length=16, layers=2, heads=2, d_model=32, batch=8, mlp=True))
     list(trainer.run(3))

@@ -18,7 +18,7 @@ import torch
 import transformers
 
 from attn_gui.engine import AttentionConfig, compute, model_spec
-from attn_gui.engine import attribution as A
+from attn_gui.engine.analysis.attribution import trace as A
 from attn_gui.engine.plan import plan
 from attn_gui.present.insight import query_softmax
 from attn_gui.present.walk import walk_html

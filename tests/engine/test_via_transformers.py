@@ -207,7 +207,8 @@ def test_cli_exports_such_a_folder(outside, tmp_path):
 def test_a_decoder_through_transformers_is_a_decoder_whose_steps_are_named(outside):
     """A causal LM read through transformers predicts (its plan says decoder, its next tokens come from transformers'
     logits); generation, interventions and attribution refuse in one line naming the step they cannot reach."""
-    from attn_gui.engine import attribution, interventions
+    from attn_gui.engine.analysis.attribution import trace as attribution
+    from attn_gui.engine.analysis import interventions
     from attn_gui.engine.decoding import Decoder
     from attn_gui.engine.plan import plan
 
@@ -229,7 +230,8 @@ def test_a_decoder_through_transformers_gets_one_answer_everywhere(tmp_path):
     """What a causal LM read through transformers can do is decided once (``Plan.can``): it predicts next tokens
     and nothing run by attn-gui's own forward; every place that asks (generation, interventions, the census's dla
     column, first maps first) answers the same, each refusal with the row's own line."""
-    from attn_gui.engine import corpus, interventions
+    from attn_gui.engine.analysis.corpus import census as corpus
+    from attn_gui.engine.analysis import interventions
     from attn_gui.engine.decoding import decoder_source
     from attn_gui.engine.plan import plan
     from attn_gui.present.runner import first_maps_first

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from PySide6 import QtCore
 
-from attn_gui.engine import corpus as C
+from attn_gui.engine.analysis.corpus import census as C
 from corpus_data import llama_folder, sentences  # tests/
 
 

@@ -11,7 +11,7 @@ import numpy as np
 from PySide6 import QtCore, QtWidgets
 
 from ...engine import UserError
-from ...engine import corpus as C
+from ...engine.analysis.corpus import census as C
 from ...present.maps import MapData
 from ...render.heatmap import HeatmapView
 from ..dock_scroll import grid_height

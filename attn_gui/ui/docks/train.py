@@ -18,8 +18,8 @@ import pyqtgraph as pg
 from PySide6 import QtCore, QtWidgets
 
 from ...engine.base.errors import UserError
-from ...engine.tasks import TASKS
-from ...engine.training import Trainer, TrainConfig, head_scores
+from ...engine.train.tasks import TASKS
+from ...engine.train.model import Trainer, TrainConfig, head_scores
 from ...present.formats import time_left
 from ..worker import TaskThread
 from . import DockPanel

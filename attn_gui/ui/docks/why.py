@@ -16,7 +16,7 @@ from html import escape
 from PySide6 import QtCore, QtWidgets
 
 from ...engine import AttentionConfig
-from ...engine import attribution as A
+from ...engine.analysis.attribution import trace as A
 from ...engine.plan import plan
 from ...present import attribution as P
 from ...present.state import ViewState

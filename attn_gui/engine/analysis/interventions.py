@@ -20,12 +20,12 @@ from dataclasses import dataclass
 
 import torch
 
-from .ablation import Head, by_layer, knock_out, ablation_hooks
-from .config.config import AttentionConfig
-from .base.errors import ConfigError
-from .plan import Plan, Planned, Request, as_plan
-from .specs.families import MAX_TOKENS
-from .sources.llama import decoder_layer, logits, norm
+from ..ablation import Head, by_layer, knock_out, ablation_hooks
+from ..config.config import AttentionConfig
+from ..base.errors import ConfigError
+from ..plan import Plan, Planned, Request, as_plan
+from ..specs.families import MAX_TOKENS
+from ..sources.llama import decoder_layer, logits, norm
 
 
 

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 import torch
 
-from ..sources.llama import gain, head_weights, layer_pieces
+from ...sources.llama import gain, head_weights, layer_pieces
 from .split import Split
 
 KIND_OF = {"q": "Q", "k": "K", "v": "V"}

@@ -32,11 +32,11 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .kernel import project
-from .kernel.types import AttendOptions, Projections
-from .kernel.attend import attend
-from .base.disk import read_regular, save_safetensors
-from .base.errors import ConfigError
+from ..kernel import project
+from ..kernel.types import AttendOptions, Projections
+from ..kernel.attend import attend
+from ..base.disk import read_regular, save_safetensors
+from ..base.errors import ConfigError
 from .tasks import Task
 
 ROPE_BASE = 10000.0

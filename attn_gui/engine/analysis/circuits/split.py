@@ -24,12 +24,12 @@ from dataclasses import dataclass
 
 import torch
 
-from ..kernel.types import AttendOptions, Projections
-from ..kernel.scores import alibi_slopes, attention_scores, scaled_scores, score_weights
-from ..kernel.project import context_vectors, project, queries_keys_values
-from ..attribution import head_writes
-from ..base.errors import ConfigError
-from ..sources.llama import BLOCKS, LlamaShape, embed, feed_forward, head_weights, layer_pieces, logits, norm
+from ...kernel.types import AttendOptions, Projections
+from ...kernel.scores import alibi_slopes, attention_scores, scaled_scores, score_weights
+from ...kernel.project import context_vectors, project, queries_keys_values
+from ..attribution.trace import head_writes
+from ...base.errors import ConfigError
+from ...sources.llama import BLOCKS, LlamaShape, embed, feed_forward, head_weights, layer_pieces, logits, norm
 from .graph import Graph
 from .tasks import Batch, metric_values
 

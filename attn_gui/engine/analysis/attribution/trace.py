@@ -34,13 +34,13 @@ from dataclasses import dataclass
 
 import torch
 
-from .ablation import ablation_hooks
-from .kernel.rope import rope_tables, rotate
-from .base.errors import ConfigError
-from .interventions import _ids, target_id
-from .plan import Plan, Request, as_plan, next_token_refusal  # noqa: F401  (re-exported: the census and its tests ask here)
-from .sources.llama import BLOCKS, decoder_layer, gain, head_weights, layer_pieces, logits, norm
-from .readers.stored import rows
+from ...ablation import ablation_hooks
+from ...kernel.rope import rope_tables, rotate
+from ...base.errors import ConfigError
+from ..interventions import _ids, target_id
+from ...plan import Plan, Request, as_plan, next_token_refusal  # noqa: F401  (re-exported: the census and its tests ask here)
+from ...sources.llama import BLOCKS, decoder_layer, gain, head_weights, layer_pieces, logits, norm
+from ...readers.stored import rows
 
 FINAL = "model.norm"
 

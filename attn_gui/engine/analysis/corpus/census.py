@@ -45,13 +45,13 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from .base import disk
-from .attribution import next_token_attribution
-from .config.config import AttentionConfig
-from .base.errors import UserError
-from .plan import Plan, plan
-from .sources import MODELS
-from .specs.families import MAX_TOKENS
+from ...base import disk
+from ..attribution.trace import next_token_attribution
+from ...config.config import AttentionConfig
+from ...base.errors import UserError
+from ...plan import Plan, plan
+from ...sources import MODELS
+from ...specs.families import MAX_TOKENS
 
 STATS: tuple[str, ...] = ("previous", "duplicate", "induction", "sink", "distance", "entropy")
 STAT_HELP: dict[str, str] = {
