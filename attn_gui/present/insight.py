@@ -13,8 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from ..engine import METRICS, AttentionResult, head_metrics
-from ..engine.analysis import rollout
+from ..engine import METRICS, AttentionResult, head_metrics, rollout
 from ..engine.kernel.scores import alibi_slopes, score_weights, scaled_scores
 from ..engine.analysis.metrics import METRIC_HELP, METRIC_LABELS
 from ..engine.kernel.reduce import reduce_matrix

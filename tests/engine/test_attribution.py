@@ -18,8 +18,10 @@ import torch
 import transformers
 
 from attn_gui.engine import AttentionConfig, ConfigError, compute, source
-from attn_gui.engine.analysis.attribution.trace import (circuits, copying_scores, detect_heads, detector_scores,
-                                                        direct_logit_attribution, logit_lens, score_attribution)
+from attn_gui.engine.analysis.attribution.qkov import circuits, copying_scores
+from attn_gui.engine.analysis.attribution.heads import detect_heads, detector_scores
+from attn_gui.engine.analysis.attribution.logit import direct_logit_attribution, logit_lens
+from attn_gui.engine.analysis.attribution.score import score_attribution
 from tiny_decoders import FAMILIES, SENTENCE, WORDS, tiny_decoder  # tests/
 
 

@@ -19,7 +19,7 @@ import torch
 
 from attn_gui.cli import main
 from attn_gui.engine import AttentionConfig
-from attn_gui.engine.analysis.attribution.trace import detect_heads
+from attn_gui.engine.analysis.attribution.heads import detect_heads
 from attn_gui.engine.analysis.circuits import circuit, exact_edges, prepare
 from attn_gui.engine.analysis.circuits.scores import ranked
 from attn_gui.engine.train.model import probe_sentence

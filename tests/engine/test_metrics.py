@@ -5,8 +5,7 @@ import math
 import pytest
 import torch
 
-from attn_gui.engine import METRICS, AttentionConfig, causal_visible, compute, head_metrics, saturation
-from attn_gui.engine.analysis import rollout
+from attn_gui.engine import METRICS, AttentionConfig, causal_visible, compute, head_metrics, rollout, saturation
 from attn_gui.engine.analysis.scaling import entropy_vs_dk
 
 

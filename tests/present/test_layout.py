@@ -10,7 +10,7 @@ from attn_gui.engine.sources import is_available
 from attn_gui.present.frame import make_frame
 from attn_gui.present.heads import kv_groups
 from attn_gui.present.layout import (ALL_MAPS_MIN_CELL, LABELLED_T, LINE, TOKEN_AXES, VALUE_CELL, VALUE_CELL_H,
-                                     VALUES_T, frame_shapes, lay_out)
+                                    VALUES_T, frame_shapes, lay_out)
 
 # the canvas's share of a 1366 x 768 and a 1920 x 1080 screen: the controls on the left,
 # the menu, the status bar and the docks below take the rest

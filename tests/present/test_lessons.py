@@ -6,8 +6,8 @@ import pytest
 import torch
 
 from attn_gui.engine import ModelUnavailable, compute
-from attn_gui.present.lessons import (Action, LessonError, action_done, answer, fill, judge, lesson_names, load_lesson,
-                                      placeholders)
+from attn_gui.present.lessons import (Action, LessonError, action_done, answer, fill, judge, lesson_names,
+                                      load_lesson, placeholders)
 
 RANDOM_LESSONS = [name for name in lesson_names()]
 # the learner's own sentences and sizes, applied over each lesson's start

@@ -6,7 +6,7 @@ from PySide6 import QtCore, QtWidgets
 
 from ...engine import FIELDS
 from ...present.difference import (comparable_fields, head_difference, layer_difference, per_head_fields,
-                                   pinned_difference, shift_note)
+                                  pinned_difference, shift_note)
 from ...present.maps import special_tokens
 from ...present.frame import Frame
 from ...present.state import ViewState
