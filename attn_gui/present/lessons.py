@@ -25,7 +25,7 @@ import torch
 
 from ..engine import AttentionConfig, UserError, preset
 from ..engine.fields import FIELDS
-from ..engine.train.model import trained_with
+from ..engine.train.checkpoint import trained_with
 from .resources import read_text
 
 

@@ -282,7 +282,8 @@ def test_detector_scores_follow_their_definitions():
 def test_detector_labels_a_trained_induction_model(tmp_path):
     """``attn-gui train --task induction`` (as tests/engine/test_training's run): the detector finds its layer-1
     previous-token head and its layer-2 induction head on the probe sequence."""
-    from attn_gui.engine.train.model import Trainer, TrainConfig
+    from attn_gui.engine.train.loop import Trainer
+    from attn_gui.engine.train.model import TrainConfig
 
     threads = torch.get_num_threads()
     torch.set_num_threads(1)

@@ -311,7 +311,8 @@ def test_compare_gives_each_heads_jensen_shannon_divergence_and_weight_differenc
 
 def test_on_a_trained_induction_model_the_induction_statistic_singles_out_layer_2(tmp_path):
     from attn_gui.engine.train.tasks import Task
-    from attn_gui.engine.train.model import Trainer, TrainConfig
+    from attn_gui.engine.train.loop import Trainer
+    from attn_gui.engine.train.model import TrainConfig
 
     config = TrainConfig(task="induction", symbols=8, length=16, layers=2, heads=2, d_model=32, batch=64, lr=1e-2)
     before = torch.get_num_threads()

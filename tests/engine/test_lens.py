@@ -251,7 +251,8 @@ def test_to_lens_of_smollm2():
 
 
 def test_to_lens_of_a_trained_checkpoint(tmp_path):
-    from attn_gui.engine.train.model import TrainConfig, Trainer
+    from attn_gui.engine.train.model import TrainConfig
+    from attn_gui.engine.train.loop import Trainer
 
     trainer = Trainer(TrainConfig(symbols=8, length=16, layers=2, heads=2, d_model=32, batch=8, mlp=True))
     list(trainer.run(3))

@@ -64,7 +64,7 @@ def test_bad_task_is_a_user_error():
 def test_a_sentence_of_the_tasks_words_tokenizes_back_to_its_ids():
     from tokenizers import Tokenizer
 
-    from attn_gui.engine.train.model import tokenizer_json
+    from attn_gui.engine.train.checkpoint import tokenizer_json
 
     task = Task("copy", 5, 9)
     ids = task.probe().inputs[0]

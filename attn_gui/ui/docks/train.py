@@ -19,7 +19,8 @@ from PySide6 import QtCore, QtWidgets
 
 from ...engine.base.errors import UserError
 from ...engine.train.tasks import TASKS
-from ...engine.train.model import Trainer, TrainConfig, head_scores
+from ...engine.train.loop import Trainer, head_scores
+from ...engine.train.model import TrainConfig
 from ...present.formats import time_left
 from ..worker import TaskThread
 from . import DockPanel
