@@ -1,4 +1,4 @@
-"""``attn-gui circuit``: which heads talk to which, by edge attribution (``engine.circuits``)."""
+"""``attn-gui circuit``: which heads talk to which, by edge attribution (``engine.analysis.circuits``)."""
 
 from __future__ import annotations
 

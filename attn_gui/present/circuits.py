@@ -1,6 +1,6 @@
-"""What a found circuit (``engine.circuits.Circuit``) shows: its edges as rows, the graph laid out layer by layer, and
-the graph and the faithfulness curve as SVG (Qt-free: the export renders the SVG to PNG, the dock draws the same
-layout).
+"""What a found circuit (``engine.analysis.circuits.Circuit``) shows: its edges as rows, the graph laid out layer by
+layer, and the graph and the faithfulness curve as SVG (Qt-free: the export renders the SVG to PNG, the dock draws
+the same layout).
 
 The layout follows the one canvas's conventions: the embedding at the bottom, each layer's heads in a row above the
 layer below, its MLP at the row's right end, the logits at the top. An edge into a head's query, key or value input

@@ -4,7 +4,7 @@ A corpus is cut into shards of passages. A ``ShardWorker`` holds the model once 
 shard into per-(layer, head) sums, row counts and top-k example heaps (never a T x T matrix);
 the driver (``census``) keeps each shard's sums on disk as it arrives and reduces them all in
 shard order, so the numbers do not depend on which worker took which shard, an interrupted run
-resumes where it stopped, and nothing is counted twice. ``corpus_ray`` runs the same workers
+resumes where it stopped, and nothing is counted twice. ``corpus.ray`` runs the same workers
 as Ray actors.
 
 The statistics, each a mean over every counted query row of every passage (positions from 1;
@@ -20,7 +20,7 @@ the first row is never counted: in a decoder it has one key and says nothing):
 - ``distance``: sum_j alpha[i, j] |i - j|, in tokens;
 - ``entropy``: -sum_j alpha[i, j] ln alpha[i, j], in nats;
 - ``dla`` (decoders with a language-model head): the head's direct logit attribution of the actual
-  next token, rows i <= T - 1 scored on token i + 1 (``attribution.next_token_attribution``);
+  next token, rows i <= T - 1 scored on token i + 1 (``attribution.logit.next_token_attribution``);
 - ``jsd`` (``compare``): the Jensen-Shannon divergence (nats) between the two models' rows;
 - ``pattern`` (``Pattern``): the fraction of the (query, key) pairs whose tokens match the
   pattern's two regular expressions that the head weights above its threshold.
@@ -155,7 +155,7 @@ def census(corpus: Corpus, out: str | os.PathLike, settings: Settings, *, runner
     in its place) is computed again, said once through ``notice``. Each new shard is written there
     as it arrives. The outputs (heads.parquet, examples.parquet, then manifest.json with their
     checksums) are written at the end, each whole. ``runner`` computes the missing shards
-    (``run_in_process`` or ``corpus_ray.runner``). A write that fails (a full disk) is a
+    (``run_in_process`` or ``corpus.ray.runner``). A write that fails (a full disk) is a
     ``CorpusError``; the shards written are kept.
     """
     arrow()  # before any compute: the outputs need it

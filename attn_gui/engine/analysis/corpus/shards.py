@@ -176,7 +176,7 @@ def check_models(settings: Settings) -> None:
 class ShardWorker:
     """Holds the model (and the compared model) once and turns shards of passages into ``ShardSums``.
 
-    The same class runs in-process and as a Ray actor (``corpus_ray``); ``threads`` sets torch's
+    The same class runs in-process and as a Ray actor (``corpus.ray``); ``threads`` sets torch's
     CPU threads (a Ray actor takes one core).
     """
 
