@@ -183,7 +183,8 @@ def test_the_plain_training_loop_is_the_apps_model():
     import torch
 
     from attn_gui.bench.training import PlainDecoder
-    from attn_gui.engine.training import TrainConfig, Trainer
+    from attn_gui.engine.train.model import TrainConfig
+    from attn_gui.engine.train.loop import Trainer
 
     c = TrainConfig(task="induction", symbols=8, length=12, layers=2, heads=2, d_model=16, batch=3)
     app = Trainer(c).model

@@ -16,7 +16,10 @@ import numpy as np
 import pytest
 
 from attn_gui.cli import main
-from attn_gui.engine import corpus as C
+from attn_gui.engine.analysis.corpus.census import Progress, census
+from attn_gui.engine.analysis.corpus.shards import Settings
+from attn_gui.engine.analysis.corpus.read import read_corpus
+from attn_gui.engine.analysis.corpus.outputs import read_heads
 from corpus_data import llama_folder, sentences  # tests/
 
 # The cluster here listens on 127.0.0.1 only; Ray's token authentication is for clusters on a network.
@@ -36,7 +39,7 @@ def plain(inputs):
     out = inputs / "plain"
     assert main(["corpus", "--model", str(inputs / "model"), "--corpus", str(inputs / "corpus.txt"), "--out",
                  str(out), "--workers", "1"]) == 0
-    return C.read_heads(out)
+    return read_heads(out)
 
 
 def _run(*args, env=None) -> subprocess.CompletedProcess:
@@ -45,7 +48,7 @@ def _run(*args, env=None) -> subprocess.CompletedProcess:
 
 
 def _agree(out: Path, plain: dict) -> None:
-    heads = C.read_heads(out)
+    heads = read_heads(out)
     assert set(heads) == set(plain)
     for name in plain:
         np.testing.assert_allclose(heads[name], plain[name], atol=1e-6, rtol=0, err_msg=name)
@@ -67,7 +70,7 @@ def _our_actors() -> list[int]:
 
 
 def test_ray_local_with_a_worker_killed_mid_run_gives_the_same_numbers(inputs, plain, tmp_path, monkeypatch):
-    from attn_gui.engine import corpus_ray
+    from attn_gui.engine.analysis.corpus import ray as corpus_ray
 
     for name, value in RAY_ENV.items():
         monkeypatch.setenv(name, value)
@@ -80,9 +83,9 @@ def test_ray_local_with_a_worker_killed_mid_run_gives_the_same_numbers(inputs, p
             os.kill(pids[0], signal.SIGKILL)
             killed.append(pids[0])
 
-    corpus = C.read_corpus(inputs / "corpus.txt")
-    result = C.census(corpus, tmp_path, C.Settings(model=str(inputs / "model"), shard_size=16),
-                      runner=corpus_ray.runner("local", 2), progress=kill_a_worker)
+    corpus = read_corpus(inputs / "corpus.txt")
+    result = census(corpus, tmp_path, Settings(model=str(inputs / "model"), shard_size=16),
+                    runner=corpus_ray.runner("local", 2), progress=kill_a_worker)
     assert killed and result.totals.passages == 200 and result.resumed == 0
     _agree(tmp_path, plain)
 
@@ -140,7 +143,7 @@ def test_bad_inputs_print_one_line_and_exit_2(inputs, tmp_path, capsys, monkeypa
 def test_the_progress_line_says_passages_per_second_and_the_time_left(capsys):
     from attn_gui.cli.corpus import _census_progress
 
-    _census_progress(C.Progress(done=96, total=200, done_now=64, elapsed=2.0))
+    _census_progress(Progress(done=96, total=200, done_now=64, elapsed=2.0))
     assert capsys.readouterr().err == "\rattn-gui corpus: 96 of 200 passages, 32.0 passages/s, 0 min 03 s left\033[K"
 
 
@@ -194,7 +197,7 @@ def test_a_server_that_is_not_ray_is_refused_within_the_bound(inputs, tmp_path):
 
     http_address, web = _serving(http.server.BaseHTTPRequestHandler)
     grpc_address, grpc = _serving(Settings)
-    code = ("import sys\nfrom attn_gui.engine import corpus_ray\ncorpus_ray.JOIN_SECONDS = 5\n"
+    code = ("import sys\nfrom attn_gui.engine.analysis.corpus import ray as corpus_ray\ncorpus_ray.JOIN_SECONDS = 5\n"
             "from attn_gui.cli import main\nsys.exit(main(sys.argv[1:]))\n")
     try:
         for address, said in ((http_address, "but not a Ray cluster (it does not speak gRPC)"),

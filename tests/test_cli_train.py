@@ -38,11 +38,11 @@ def test_bad_train_options_print_one_line_and_exit_2(tmp_path, capsys, bad):
 def test_train_runs_on_the_threads_asked_and_gives_the_process_its_own_back(tmp_path, monkeypatch, capsys):
     import torch
 
-    from attn_gui.engine import training
+    from attn_gui.engine.train.loop import Trainer
 
     seen, before = [], torch.get_num_threads()
-    step = training.Trainer.step
-    monkeypatch.setattr(training.Trainer, "step", lambda self: (seen.append(torch.get_num_threads()), step(self))[1])
+    step = Trainer.step
+    monkeypatch.setattr(Trainer, "step", lambda self: (seen.append(torch.get_num_threads()), step(self))[1])
     assert main([*TINY, "--out", str(tmp_path / "ck")]) == 0
     assert set(seen) == {1} and torch.get_num_threads() == before  # the default: one thread
     assert "left" in capsys.readouterr().err  # the progress bar says the time left
@@ -62,10 +62,10 @@ def _bad_outs(tmp_path):
     "an existing file", "below a file", "below a device", "a virtual file system", "an over-long name", "the root",
     "empty", "a folder of other files"])
 def test_a_bad_out_is_refused_before_the_first_step(tmp_path, capsys, monkeypatch, case):
-    from attn_gui.engine import training
+    from attn_gui.engine.train.loop import Trainer
 
     steps = []
-    monkeypatch.setattr(training.Trainer, "step", lambda self: steps.append(1))  # a step taken: the test fails
+    monkeypatch.setattr(Trainer, "step", lambda self: steps.append(1))  # a step taken: the test fails
     assert main([*TINY, "--out", _bad_outs(tmp_path)[case]]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "Traceback" not in err, err

@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from attn_gui.cli import main
-from attn_gui.engine.scaling import finite_span, saturation
+from attn_gui.engine.analysis.scaling import finite_span, saturation
 
 WORDS = " ".join(f"w{i % 500}" for i in range(10_000))  # 10,000 tokens of the random mode's tokenizer
 

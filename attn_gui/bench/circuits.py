@@ -19,8 +19,8 @@ IG_RATIO_TARGET = 10.0  # EAP-IG with 10 steps: at most 10 times EAP
 
 def bench_circuits(settings: BenchSettings, log: Log) -> tuple[list[Row], list[dict[str, str]]]:
     """EAP and EAP-IG on SmolLM2's IOI pairs, once each (left out in the tiny mode)."""
-    from ..engine.circuits import prepare
-    from ..engine.circuits.scores import edge_scores
+    from ..engine.analysis.circuits import prepare
+    from ..engine.analysis.circuits.scores import edge_scores
     from ..engine.model.registry import is_available
 
     if not is_available(NAME):

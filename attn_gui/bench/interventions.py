@@ -12,7 +12,7 @@ import os
 import time
 
 from ..engine import AttentionConfig
-from ..engine import interventions as I
+from ..engine.analysis import interventions as I
 from .decoder import NAME, _sentence
 from .settings import BenchSettings
 from .timing import Log, Row, Timing

@@ -20,7 +20,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..engine.training import RMS_EPS, ROPE_BASE, TrainConfig, Trainer, loss_and_accuracy
+from ..engine.train.model import RMS_EPS, ROPE_BASE, TrainConfig
+from ..engine.train.loop import Trainer, loss_and_accuracy
 from .settings import BenchSettings
 from .timing import Log, Row, Timing
 

@@ -17,7 +17,7 @@ def add_arguments(a: argparse.ArgumentParser) -> None:
 
 def run_attribute(args: argparse.Namespace) -> int:
     """``attn-gui attribute``: components.csv, heads.csv and dla.png in ``--out``, all or none."""
-    from ..engine.attribution import direct_logit_attribution
+    from ..engine.analysis.attribution.logit import direct_logit_attribution
     from ..export.folder import Target
     from ..present.attribution import top_heads
 

@@ -1,4 +1,4 @@
-"""``attn-gui circuit``: which heads talk to which, by edge attribution (``engine.circuits``)."""
+"""``attn-gui circuit``: which heads talk to which, by edge attribution (``engine.analysis.circuits``)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from .terminal import stage_progress
 
 
 def add_arguments(c: argparse.ArgumentParser) -> None:
-    from ..engine.circuits import BUILT_IN, METHODS, METRICS
+    from ..engine.analysis.circuits import BUILT_IN, METHODS, METRICS
 
     c.add_argument("--model", required=True, metavar="NAME|PATH",
                    help="a decoder: a bundled model, a folder, a .gguf file or an attn-gui train checkpoint")
@@ -33,7 +33,7 @@ def add_arguments(c: argparse.ArgumentParser) -> None:
 
 def run_circuit(args: argparse.Namespace) -> int:
     """``attn-gui circuit``: everything checked before the compute, the files written all or nothing."""
-    from ..engine.circuits import BUILT_IN, circuit
+    from ..engine.analysis.circuits import BUILT_IN, circuit
     from ..export.circuits import check_format, write_circuit
     from ..export.folder import Target
 

@@ -117,7 +117,7 @@ def config_from_args(args: argparse.Namespace, load: bool = True):
     if "ablate" in changes:  # "5.3,12.1", counted from 1
         changes["ablate"] = parse_heads(changes["ablate"])
     if changes.get("model") and "sentence" not in changes:  # a checkpoint of attn-gui train: its task's probe
-        from ..engine.training import probe_sentence
+        from ..engine.train.checkpoint import probe_sentence
 
         changes["sentence"] = probe_sentence(changes["model"]) or base.sentence
     if changes.get("positional") == "rope" and "d_k" not in changes and base.model is None \

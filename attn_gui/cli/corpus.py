@@ -36,23 +36,26 @@ def add_arguments(c: argparse.ArgumentParser) -> None:
 
 def run_corpus(args: argparse.Namespace) -> int:
     """``attn-gui corpus``: a progress line on a terminal's stderr, the summary on stdout."""
-    from ..engine import corpus
+    from ..engine.analysis.corpus.stats import Pattern
+    from ..engine.analysis.corpus.shards import Settings, check_models
+    from ..engine.analysis.corpus.census import census, run_in_process
+    from ..engine.analysis.corpus.read import read_corpus
 
     if args.workers is not None and not 1 <= args.workers <= 4096:
         raise UsageError(f"attn-gui corpus: --workers must be 1 to 4096, not {args.workers}")
-    settings = corpus.Settings(model=args.model, top_k=args.top_k, shard_size=args.shard_size,
-                               pattern=None if args.pattern is None else corpus.Pattern.parse(args.pattern),
-                               compare=args.compare)
-    passages = corpus.read_corpus(args.corpus, args.field)
-    corpus.check_models(settings)
+    settings = Settings(model=args.model, top_k=args.top_k, shard_size=args.shard_size,
+                        pattern=None if args.pattern is None else Pattern.parse(args.pattern),
+                        compare=args.compare)
+    passages = read_corpus(args.corpus, args.field)
+    check_models(settings)
     if args.ray is not None:
-        from ..engine import corpus_ray
+        from ..engine.analysis.corpus import ray as corpus_ray
 
         runner = corpus_ray.runner(args.ray, args.workers)
         if args.ray != "local":  # refused at once, not after loading the model
             corpus_ray.check_address(args.ray)
     else:
-        runner = functools.partial(corpus.run_in_process, threads=args.workers)
+        runner = functools.partial(run_in_process, threads=args.workers)
     for name in filter(None, (args.model, args.compare)):
         load_model(name)  # converted once here, not by every worker at once
     progress = _census_progress if sys.stderr.isatty() else None
@@ -61,8 +64,8 @@ def run_corpus(args: argparse.Namespace) -> int:
         print(f"attn-gui corpus: {one_line(line)}", file=sys.stderr)
 
     with raising_interrupts() if args.ray is not None else contextlib.nullcontext():
-        result = corpus.census(passages, args.out, settings, runner=runner, progress=progress, notice=notice,
-                               about={"ray": args.ray, "workers": args.workers})
+        result = census(passages, args.out, settings, runner=runner, progress=progress, notice=notice,
+                        about={"ray": args.ray, "workers": args.workers})
     m = result.manifest
     rate = f", {m['passages_per_second']:.1f} passages/s" if m["passages_per_second"] else ""
     print(f"wrote heads.parquet, examples.parquet and manifest.json to {one_line(args.out)} ({m['passages']:,} "

@@ -19,7 +19,8 @@ def add_arguments(e: argparse.ArgumentParser) -> None:
 
 def run_effects(args: argparse.Namespace) -> int:
     """``attn-gui effects``: the (layers x heads) grid as effects.csv and effects.png in ``--out``."""
-    from ..engine import interventions
+    from ..engine.analysis import interventions
+
     from ..engine.model.plan import plan
     from ..export.folder import Target
 

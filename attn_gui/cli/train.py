@@ -11,7 +11,7 @@ from .terminal import interrupts
 
 def add_arguments(t: argparse.ArgumentParser) -> None:
     """One flag per field of ``TrainConfig`` that a person sets."""
-    from ..engine.tasks import TASKS
+    from ..engine.train.tasks import TASKS
 
     t.add_argument("--task", default="induction", choices=TASKS, help="the task (default induction)")
     t.add_argument("--layers", type=int, default=2, metavar="N", help="1 to 4 (default 2)")
@@ -39,7 +39,8 @@ def run_train(args: argparse.Namespace) -> int:
     in progress and saves that whole checkpoint (with log.csv) before exiting 130."""
     import torch
 
-    from ..engine.training import TrainConfig, check_checkpoint_folder
+    from ..engine.train.model import TrainConfig
+    from ..engine.train.checkpoint import check_checkpoint_folder
 
     if not 1 <= args.steps <= 10_000_000:
         raise UsageError(f"attn-gui train: --steps must be 1 to 10000000, not {args.steps}")
@@ -59,7 +60,7 @@ def run_train(args: argparse.Namespace) -> int:
 
 def _train(args: argparse.Namespace, config) -> int:
     from ..engine import UserError
-    from ..engine.training import Trainer
+    from ..engine.train.loop import Trainer
     from ..present.formats import time_left
 
     trainer = Trainer(config)

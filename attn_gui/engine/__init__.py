@@ -8,7 +8,7 @@ torch.Size([1, 5, 5])
 
 from .kernel.types import AttendOptions, Projections, Steps, Stream
 from .kernel.attend import attend
-from .circuits import Circuit, circuit
+from .analysis.circuits import Circuit, circuit
 from .run.result import AttentionResult, as_dict
 from .run.compute import compute
 from .run.memory import estimate_bytes
@@ -20,9 +20,9 @@ from .base.errors import ConfigError, DeviceError, ModelUnavailable, TooLargeErr
 from .run.fields import FIELDS, TENSOR_FIELDS, FieldInfo, formula
 from .config.options import Option, format_heads, parse_heads, toggle_head
 from .run.inputs import check_tokens, check_tokens_now, tokens_for, unknown_note
-from .metrics import METRICS, causal_visible, head_metrics
-from .rollout import rollout
-from .scaling import EntropySweep, Saturation, entropy_vs_dk, saturation
+from .analysis.metrics import METRICS, causal_visible, head_metrics
+from .analysis.rollout import rollout
+from .analysis.scaling import EntropySweep, Saturation, entropy_vs_dk, saturation
 from .specs.catalog import MODELS
 from .specs.spec import ModelSpec
 from .readers.catalog import model_spec

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from ..engine.attribution import LogitAttribution
+from ..engine.analysis.attribution.logit import LogitAttribution
 from ..present.attribution import dla_map, dla_rows, what_dla
 from ..render.offscreen import dispose, render_map
 from .folder import Target

@@ -9,7 +9,7 @@ import json
 import os
 from pathlib import Path
 
-from ..engine.circuits import Circuit
+from ..engine.analysis.circuits import Circuit
 from ..present.circuits import edge_rows, faithfulness_svg, graph_size, graph_svg, node_rows
 from .files import ExportError
 from .folder import MANIFEST, Target

@@ -1,4 +1,4 @@
-"""``head_metrics.csv``: one row per layer and head, a column per metric (see ``engine.metrics``). No Qt."""
+"""``head_metrics.csv``: one row per layer and head, a column per metric (see ``engine.analysis.metrics``). No Qt."""
 
 from __future__ import annotations
 

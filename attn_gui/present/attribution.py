@@ -9,7 +9,10 @@ import re
 
 import numpy as np
 
-from ..engine.attribution import Circuits, Detection, LogitAttribution, ScoreAttribution
+from ..engine.analysis.attribution.qkov import Circuits
+from ..engine.analysis.attribution.heads import Detection
+from ..engine.analysis.attribution.logit import LogitAttribution
+from ..engine.analysis.attribution.score import ScoreAttribution
 from .maps import MapData
 
 _HEAD = re.compile(r"L(\d+)(?:H\d+| attn bias)$")

@@ -1,6 +1,6 @@
-"""What a found circuit (``engine.circuits.Circuit``) shows: its edges as rows, the graph laid out layer by layer, and
-the graph and the faithfulness curve as SVG (Qt-free: the export renders the SVG to PNG, the dock draws the same
-layout).
+"""What a found circuit (``engine.analysis.circuits.Circuit``) shows: its edges as rows, the graph laid out layer by
+layer, and the graph and the faithfulness curve as SVG (Qt-free: the export renders the SVG to PNG, the dock draws
+the same layout).
 
 The layout follows the one canvas's conventions: the embedding at the bottom, each layer's heads in a row above the
 layer below, its MLP at the row's right end, the logits at the top. An edge into a head's query, key or value input
@@ -13,9 +13,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from html import escape
 
-from ..engine.circuits import Circuit
-from ..engine.circuits.graph import Graph
-from ..engine.circuits.scores import Faithfulness, ranked
+from ..engine.analysis.circuits import Circuit
+from ..engine.analysis.circuits.graph import Graph
+from ..engine.analysis.circuits.scores import Faithfulness, ranked
 
 POSITIVE, NEGATIVE = "#2166ac", "#b2182b"  # RdBu's ends, as the signed maps: blue raises the metric, red lowers it
 PORT = {"q": -0.28, "k": 0.0, "v": 0.28}  # where a head's inputs sit below it, in node widths

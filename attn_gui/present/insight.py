@@ -15,7 +15,7 @@ import numpy as np
 
 from ..engine import METRICS, AttentionResult, head_metrics, rollout
 from ..engine.kernel.scores import alibi_slopes, score_weights, scaled_scores
-from ..engine.metrics import METRIC_HELP, METRIC_LABELS
+from ..engine.analysis.metrics import METRIC_HELP, METRIC_LABELS
 from ..engine.kernel.reduce import reduce_matrix
 from .formats import nice_ceil
 from .frame import DISPLAY_MAX, Frame

@@ -25,7 +25,7 @@ import torch
 
 from ..engine import AttentionConfig, UserError, preset
 from ..engine.run.fields import FIELDS
-from ..engine.training import trained_with
+from ..engine.train.checkpoint import trained_with
 from .resources import read_text
 
 
@@ -243,7 +243,7 @@ def judge(question: Question, result, column: int) -> tuple[bool, str]:
 def action_done(action: Action, config: AttentionConfig) -> bool:
     """True when ``config`` shows the asked change: each ``when`` entry is a value, or {"min"/"max": n}, or for
     the model {"trained": {"task": "induction", "heads": 1, ...}}: a checkpoint of ``attn-gui train`` (or the Train
-    dock) trained with those settings (``engine.training.trained_with``)."""
+    dock) trained with those settings (``engine.train.checkpoint.trained_with``)."""
     for name, want in action.when.items():
         have = getattr(config, name)
         if isinstance(want, dict) and "trained" in want:

@@ -12,7 +12,7 @@ from typing import Any
 import torch
 
 from ..engine import AttentionResult, causal_visible, saturation
-from ..engine.scaling import ONE_HOT, Saturation, finite_span
+from ..engine.analysis.scaling import ONE_HOT, Saturation, finite_span
 from .formats import nice_ceil
 
 

@@ -10,7 +10,7 @@ from PySide6 import QtCore, QtWidgets
 
 from ..engine import model_spec, UserError, check_tokens_now
 from ..engine.model.whole import model_whole
-from ..engine.training import probe_sentence
+from ..engine.train.checkpoint import probe_sentence
 from ..export import bundle, page
 from ..export.bundle import ExportTooLarge, duration, export_all
 from ..export.files import human

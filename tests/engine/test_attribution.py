@@ -18,8 +18,10 @@ import torch
 import transformers
 
 from attn_gui.engine import AttentionConfig, ConfigError, compute, source
-from attn_gui.engine.attribution import (circuits, copying_scores, detect_heads, detector_scores,
-                                         direct_logit_attribution, logit_lens, score_attribution)
+from attn_gui.engine.analysis.attribution.qkov import circuits, copying_scores
+from attn_gui.engine.analysis.attribution.heads import detect_heads, detector_scores
+from attn_gui.engine.analysis.attribution.logit import direct_logit_attribution, logit_lens
+from attn_gui.engine.analysis.attribution.score import score_attribution
 from tiny_decoders import FAMILIES, SENTENCE, WORDS, tiny_decoder  # tests/
 
 
@@ -280,7 +282,8 @@ def test_detector_scores_follow_their_definitions():
 def test_detector_labels_a_trained_induction_model(tmp_path):
     """``attn-gui train --task induction`` (as tests/engine/test_training's run): the detector finds its layer-1
     previous-token head and its layer-2 induction head on the probe sequence."""
-    from attn_gui.engine.training import Trainer, TrainConfig
+    from attn_gui.engine.train.loop import Trainer
+    from attn_gui.engine.train.model import TrainConfig
 
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
@@ -315,7 +318,7 @@ def test_smollm2_gguf_dla_equals_transformers(smollm2_peer):
 def test_a_forward_step_the_split_does_not_know_is_refused(folder, monkeypatch):
     """If the decoder's layer computes something the components miss (here: the split's head writes made to differ
     from what the layer's W_O wrote), the attribution refuses in one line instead of splitting wrongly."""
-    from attn_gui.engine import attribution
+    from attn_gui.engine.analysis.attribution import trace as attribution
 
     _, path, _ = folder
     real = attribution.head_writes

@@ -20,10 +20,10 @@ import transformers
 from transformers.models.llama.modeling_llama import apply_rotary_pos_emb
 
 from attn_gui.engine import ConfigError
-from attn_gui.engine.circuits import circuit, exact_edges, prepare
-from attn_gui.engine.circuits.graph import Graph
-from attn_gui.engine.circuits.scores import edge_scores, faithfulness, ranked
-from attn_gui.engine.circuits.tasks import Pair, PairTask
+from attn_gui.engine.analysis.circuits import circuit, exact_edges, prepare
+from attn_gui.engine.analysis.circuits.graph import Graph
+from attn_gui.engine.analysis.circuits.scores import edge_scores, faithfulness, ranked
+from attn_gui.engine.analysis.circuits.tasks import Pair, PairTask
 from tiny_decoders import WORDS, tiny_decoder  # tests/
 
 ID = {w: i for i, w in enumerate(WORDS)}

@@ -12,8 +12,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from attn_gui.engine.circuits import circuit, prepare
-from attn_gui.engine.circuits.composition import alphas, composition, look
+from attn_gui.engine.analysis.circuits import circuit, prepare
+from attn_gui.engine.analysis.circuits.composition import alphas, composition, look
 from tiny_decoders import circuit_pairs, tiny_decoder  # tests/
 
 

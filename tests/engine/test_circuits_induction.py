@@ -19,10 +19,10 @@ import torch
 
 from attn_gui.cli import main
 from attn_gui.engine import AttentionConfig
-from attn_gui.engine.attribution import detect_heads
-from attn_gui.engine.circuits import circuit, exact_edges, prepare
-from attn_gui.engine.circuits.scores import ranked
-from attn_gui.engine.training import probe_sentence
+from attn_gui.engine.analysis.attribution.heads import detect_heads
+from attn_gui.engine.analysis.circuits import circuit, exact_edges, prepare
+from attn_gui.engine.analysis.circuits.scores import ranked
+from attn_gui.engine.train.checkpoint import probe_sentence
 
 TRAIN = ["train", "--task", "induction", "--symbols", "8", "--length", "16", "--layers", "2", "--heads", "1",
          "--d-model", "32", "--batch", "64", "--lr", "0.01", "--steps", "300", "--seed", "0", "--threads", "1"]

@@ -16,8 +16,8 @@ import transformers
 
 pytest.importorskip("transformer_lens", reason="the lens extra (pip install attn-gui[lens]) is not installed")
 
-from attn_gui.engine.circuits import circuit  # noqa: E402
-from attn_gui.engine.circuits.tasks import Pair, PairTask  # noqa: E402
+from attn_gui.engine.analysis.circuits import circuit  # noqa: E402
+from attn_gui.engine.analysis.circuits.tasks import Pair, PairTask  # noqa: E402
 from tiny_decoders import WORDS, tiny_decoder  # noqa: E402  tests/
 
 ID = {w: i for i, w in enumerate(WORDS)}

@@ -13,12 +13,16 @@ import pyarrow.parquet as pq
 import pytest
 import torch
 
-from attn_gui.engine import corpus as C
+from attn_gui.engine.analysis.corpus.read import CorpusError, passage_limit, read_corpus
+from attn_gui.engine.analysis.corpus.stats import Pattern, STATS
+from attn_gui.engine.analysis.corpus.shards import Settings, dla_refusal
+from attn_gui.engine.analysis.corpus.census import census, run_in_process
+from attn_gui.engine.analysis.corpus.outputs import read_examples, read_heads
 from attn_gui.engine.readers.catalog import model_spec
 from attn_gui.engine.model.registry import source
 from corpus_data import WORDS, llama_folder, sentences  # tests/
 
-run = functools.partial(C.run_in_process, threads=1)  # tiny matrices: one thread is the fastest
+run = functools.partial(run_in_process, threads=1)  # tiny matrices: one thread is the fastest
 
 
 @pytest.fixture(scope="module")
@@ -42,7 +46,7 @@ def peer(model, text_corpus):
     torch.set_num_threads(1)
     try:
         out = []
-        for text in C.read_corpus(text_corpus).passages:
+        for text in read_corpus(text_corpus).passages:
             ids = list(source(path).tokenize(text).token_ids)
             with torch.no_grad():
                 attentions = hf(torch.tensor([ids]), output_attentions=True).attentions
@@ -77,14 +81,14 @@ def reference(peer):
 
 def test_every_statistic_equals_transformers_attentions(model, text_corpus, peer, tmp_path):
     path, _ = model
-    corpus = C.read_corpus(text_corpus)
+    corpus = read_corpus(text_corpus)
     assert len(corpus.passages) == 200 and corpus.blank == 1
-    result = C.census(corpus, tmp_path / "out", C.Settings(model=path, shard_size=32), runner=run)
+    result = census(corpus, tmp_path / "out", Settings(model=path, shard_size=32), runner=run)
     assert peer[0][0] == [WORDS.index(w) for w in corpus.passages[0].split()]  # the tokens are the words
     want, counts = reference(peer)
-    heads = C.read_heads(tmp_path / "out")
+    heads = read_heads(tmp_path / "out")
     assert heads["layer"][:, 0].tolist() == [1, 2] and heads["head"][0].tolist() == [1, 2, 3, 4]
-    for name in C.STATS:
+    for name in STATS:
         assert result.totals.counts[name] == counts[name], name
         np.testing.assert_allclose(heads[name], want[name], atol=1e-4, rtol=0, err_msg=name)
     assert np.ptp(heads["previous"]) > 0.05  # the heads differ: the check tells them apart
@@ -109,7 +113,7 @@ def hooked(model, text_corpus):
         for i, layer in enumerate(hf.model.layers)]
     out = []
     try:
-        for text in C.read_corpus(text_corpus).passages:
+        for text in read_corpus(text_corpus).passages:
             ids = list(source(path).tokenize(text).token_ids)
             with torch.no_grad():
                 attentions = hf(torch.tensor([ids]), output_attentions=True).attentions
@@ -127,10 +131,10 @@ def test_the_dla_of_the_next_token_equals_one_from_transformers_hooked_values(mo
     columns of W_O, times the final RMSNorm's scale (on the norm's own input) and gain, dotted with the next
     token's lm_head row."""
     path, hf = model
-    corpus = C.read_corpus(text_corpus)
-    settings = C.Settings(model=path)
-    assert "dla" in settings.stats and C.dla_refusal(path) is None
-    result = C.census(corpus, tmp_path, settings, runner=run)
+    corpus = read_corpus(text_corpus)
+    settings = Settings(model=path)
+    assert "dla" in settings.stats and dla_refusal(path) is None
+    result = census(corpus, tmp_path, settings, runner=run)
     d_v, heads = 8, 4  # hidden 32 / 4 heads
     gamma, eps, u = hf.model.norm.weight.detach().double(), hf.config.rms_norm_eps, hf.lm_head.weight.detach().double()
     total, rows = torch.zeros(2, heads, dtype=torch.float64), 0
@@ -147,14 +151,14 @@ def test_the_dla_of_the_next_token_equals_one_from_transformers_hooked_values(mo
                 kv = slice(head // 2 * d_v, (head // 2 + 1) * d_v)  # 4 heads share 2 K/V heads
                 shares[passage, layer, head] = alpha[layer, head, :-1] * (read @ (v[layer][:, kv] @ w_o[:, cols].T).T)
         rows += len(ids) - 1
-    heads_table = C.read_heads(tmp_path)
+    heads_table = read_heads(tmp_path)
     assert result.totals.counts["dla"] == rows
     want = (total / rows).numpy()
     np.testing.assert_allclose(heads_table["dla"], want, atol=1e-4, rtol=0)
     # the default draw's small W_O and lm_head give means of about 1e-3: relative to them too (6e-7 here)
     np.testing.assert_allclose(heads_table["dla"], want, atol=1e-5 * np.abs(want).max(), rtol=0)
     assert np.ptp(heads_table["dla"]) > 0.5 * np.abs(want).max()
-    examples = [e for e in C.read_examples(tmp_path) if e["statistic"] == "dla"]
+    examples = [e for e in read_examples(tmp_path) if e["statistic"] == "dla"]
     assert len(examples) == 2 * heads * 5
     for e in examples:  # the passage's mean, the row with the largest term (one with a next token), its top key
         share = shares[e["passage"] - 1, e["layer"] - 1, e["head"] - 1]  # (T - 1, T)
@@ -165,8 +169,8 @@ def test_the_dla_of_the_next_token_equals_one_from_transformers_hooked_values(mo
 
 def test_examples_are_the_top_passages_with_their_positions(model, text_corpus, peer, tmp_path):
     path, _ = model
-    corpus = C.read_corpus(text_corpus)
-    C.census(corpus, tmp_path, C.Settings(model=path, top_k=3, shard_size=64), runner=run)
+    corpus = read_corpus(text_corpus)
+    census(corpus, tmp_path, Settings(model=path, top_k=3, shard_size=64), runner=run)
     examples = pq.read_table(tmp_path / "examples.parquet").to_pylist()
     mine = [e for e in examples if e["statistic"] == "previous" and e["layer"] == 2 and e["head"] == 3]
     assert [e["rank"] for e in mine] == [1, 2, 3]
@@ -183,9 +187,9 @@ def test_examples_are_the_top_passages_with_their_positions(model, text_corpus, 
 
 def test_a_pattern_counts_its_pairs_over_the_threshold(model, text_corpus, peer, tmp_path):
     path, _ = model
-    corpus = C.read_corpus(text_corpus)
-    pattern = C.Pattern.parse("from ^w1\\d$ to ^(the|cat)$ > 0.2")
-    C.census(corpus, tmp_path, C.Settings(model=path, pattern=pattern), runner=run)
+    corpus = read_corpus(text_corpus)
+    pattern = Pattern.parse("from ^w1\\d$ to ^(the|cat)$ > 0.2")
+    census(corpus, tmp_path, Settings(model=path, pattern=pattern), runner=run)
     matches, pairs = np.zeros((2, 4)), 0
     for text, (_, alpha) in zip(corpus.passages, peer, strict=True):
         words = text.split()
@@ -194,7 +198,7 @@ def test_a_pattern_counts_its_pairs_over_the_threshold(model, text_corpus, peer,
                 if q.startswith("w1") and len(q) == 3 and k in ("the", "cat"):
                     pairs += 1
                     matches += (alpha[:, :, i, j] > 0.2).numpy()
-    heads = C.read_heads(tmp_path)
+    heads = read_heads(tmp_path)
     assert pairs > 20 and (heads["pattern_matches"] == matches).all()
     np.testing.assert_allclose(heads["pattern"], matches / pairs, atol=1e-12)
 
@@ -205,27 +209,27 @@ class Interrupt(Exception):
 
 def test_an_interrupted_run_resumes_to_the_same_numbers(model, text_corpus, tmp_path):
     path, _ = model
-    corpus = C.read_corpus(text_corpus)
-    settings = C.Settings(model=path, shard_size=16)
-    whole = C.census(corpus, tmp_path / "whole", settings, runner=run)
+    corpus = read_corpus(text_corpus)
+    settings = Settings(model=path, shard_size=16)
+    whole = census(corpus, tmp_path / "whole", settings, runner=run)
 
     def stop_after_five(progress):
         if progress.done >= 5 * 16:
             raise Interrupt  # as Ctrl-C arrives: between two shards, the five done kept on disk
 
     with pytest.raises(Interrupt):
-        C.census(corpus, tmp_path / "cut", settings, runner=run, progress=stop_after_five)
+        census(corpus, tmp_path / "cut", settings, runner=run, progress=stop_after_five)
     assert not (tmp_path / "cut" / "heads.parquet").exists()
     assert len(list((tmp_path / "cut" / "shards").glob("shard-*.npz"))) == 5
     seen = []
-    resumed = C.census(corpus, tmp_path / "cut", settings, runner=run, progress=seen.append)
+    resumed = census(corpus, tmp_path / "cut", settings, runner=run, progress=seen.append)
     assert resumed.resumed == 5 and resumed.shards == 13 and resumed.totals.passages == 200
     assert seen[0].done == 6 * 16 and seen[0].done_now == 16 and seen[-1].done == 200
-    for name in C.STATS:
+    for name in STATS:
         assert resumed.totals.counts[name] == whole.totals.counts[name]
         np.testing.assert_allclose(resumed.means[name], whole.means[name], atol=1e-12, rtol=0)
-    with pytest.raises(C.CorpusError, match="holds a census of another corpus, model or settings"):
-        C.census(corpus, tmp_path / "cut", C.Settings(model=path, shard_size=8), runner=run)
+    with pytest.raises(CorpusError, match="holds a census of another corpus, model or settings"):
+        census(corpus, tmp_path / "cut", Settings(model=path, shard_size=8), runner=run)
 
 
 def test_the_four_formats_read_the_same_passages(tmp_path):
@@ -239,9 +243,9 @@ def test_the_four_formats_read_the_same_passages(tmp_path):
     with pa.ipc.new_stream(str(folder / "data-00000-of-00001.arrow"), table.schema) as writer:
         writer.write_table(table)
     (folder / "state.json").write_text(json.dumps({"_data_files": [{"filename": "data-00000-of-00001.arrow"}]}))
-    assert C.read_corpus(tmp_path / "a.txt").passages == tuple(texts)
+    assert read_corpus(tmp_path / "a.txt").passages == tuple(texts)
     for name in ("a.jsonl", "a.parquet", "saved"):
-        corpus = C.read_corpus(tmp_path / name, field="body")
+        corpus = read_corpus(tmp_path / name, field="body")
         assert corpus.passages == tuple(texts) and corpus.field == "body", name
 
 
@@ -261,26 +265,26 @@ def test_bad_corpora_are_refused_in_one_line(tmp_path, write, field, message):
     for candidate in (path, path.with_suffix(".jsonl"), path.with_suffix(".parquet")):
         if candidate.exists():
             path = candidate
-    with pytest.raises(C.CorpusError, match=message) as info:
-        C.read_corpus(path, field)
+    with pytest.raises(CorpusError, match=message) as info:
+        read_corpus(path, field)
     assert "\n" not in str(info.value)
 
 
 @pytest.mark.parametrize("text", ["the to a", "from a to b", "from ( to b > 0.5", "from a to b > 1.5"])
 def test_bad_patterns_are_refused(text):
-    with pytest.raises(C.CorpusError, match="pattern"):
-        C.Pattern.parse(text)
+    with pytest.raises(CorpusError, match="pattern"):
+        Pattern.parse(text)
 
 
 def test_compare_gives_each_heads_jensen_shannon_divergence_and_weight_differences(model, text_corpus, peer,
                                                                                     tmp_path):
     path, hf = model
     other_hf = llama_folder(tmp_path / "other", seed=1)
-    texts = C.read_corpus(text_corpus).passages[:40]
+    texts = read_corpus(text_corpus).passages[:40]
     (tmp_path / "few.txt").write_text("\n".join(texts))
-    settings = C.Settings(model=path, compare=str(tmp_path / "other"))
-    C.census(C.read_corpus(tmp_path / "few.txt"), tmp_path / "out", settings, runner=run)
-    heads = C.read_heads(tmp_path / "out")
+    settings = Settings(model=path, compare=str(tmp_path / "other"))
+    census(read_corpus(tmp_path / "few.txt"), tmp_path / "out", settings, runner=run)
+    heads = read_heads(tmp_path / "out")
     total, rows = 0, 0
     for ids, p in peer[:40]:  # torch's KL divergence against the mixture, row by row
         with torch.no_grad():
@@ -307,8 +311,9 @@ def test_compare_gives_each_heads_jensen_shannon_divergence_and_weight_differenc
 
 
 def test_on_a_trained_induction_model_the_induction_statistic_singles_out_layer_2(tmp_path):
-    from attn_gui.engine.tasks import Task
-    from attn_gui.engine.training import Trainer, TrainConfig
+    from attn_gui.engine.train.tasks import Task
+    from attn_gui.engine.train.loop import Trainer
+    from attn_gui.engine.train.model import TrainConfig
 
     config = TrainConfig(task="induction", symbols=8, length=16, layers=2, heads=2, d_model=32, batch=64, lr=1e-2)
     before = torch.get_num_threads()
@@ -322,19 +327,19 @@ def test_on_a_trained_induction_model_the_induction_statistic_singles_out_layer_
     task = Task("induction", symbols=8, length=16)
     inputs = task.batch(100, torch.Generator().manual_seed(7)).inputs
     (tmp_path / "tasks.txt").write_text("\n".join(task.sentence(row) for row in inputs))
-    C.census(C.read_corpus(tmp_path / "tasks.txt"), tmp_path / "out", C.Settings(model=str(tmp_path / "model")),
-             runner=run)
-    heads = C.read_heads(tmp_path / "out")
+    census(read_corpus(tmp_path / "tasks.txt"), tmp_path / "out", Settings(model=str(tmp_path / "model")),
+           runner=run)
+    heads = read_heads(tmp_path / "out")
     assert heads["induction"][1].max() > 0.5 > 2 * heads["induction"][0].max()  # 0.88 against 0.17 here
     assert heads["previous"][0].max() > heads["previous"][1].max()
 
 
 def test_a_passage_longer_than_the_model_reads_is_cut_and_counted(model, tmp_path):
     path, hf = model
-    limit = C.passage_limit(model_spec(path).max_tokens)  # max_position_embeddings of the folder's config, <= 512
+    limit = passage_limit(model_spec(path).max_tokens)  # max_position_embeddings of the folder's config, <= 512
     long = " ".join(WORDS[3 + i % 40] for i in range(limit + 6))
     (tmp_path / "c.txt").write_text(f"{long}\nthe cat sat on the mat\n")
-    C.census(C.read_corpus(tmp_path / "c.txt"), tmp_path / "out", C.Settings(model=path), runner=run)
+    census(read_corpus(tmp_path / "c.txt"), tmp_path / "out", Settings(model=path), runner=run)
     manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
     assert (manifest["cut"], manifest["max_tokens"], manifest["tokens"]) == (1, limit, limit + 6)
     total, rows = 0, 0
@@ -343,13 +348,13 @@ def test_a_passage_longer_than_the_model_reads_is_cut_and_counted(model, tmp_pat
         with torch.no_grad():
             alpha = torch.stack(hf(torch.tensor([ids]), output_attentions=True).attentions)[:, 0].double()
         total, rows = total + alpha.diagonal(-1, -2, -1).sum(-1), rows + len(ids) - 1
-    np.testing.assert_allclose(C.read_heads(tmp_path / "out")["previous"], (total / rows).numpy(), atol=1e-4)
+    np.testing.assert_allclose(read_heads(tmp_path / "out")["previous"], (total / rows).numpy(), atol=1e-4)
 
 
 def test_the_dla_is_left_out_where_no_sum_of_head_terms_gives_the_logit():
     from dataclasses import replace
 
-    from attn_gui.engine.attribution import next_token_refusal
+    from attn_gui.engine.model.plan import next_token_refusal
     from attn_gui.engine.specs.decoder import LlamaShape
 
     plain = LlamaShape(layers=1, heads=2, kv_heads=1, d_k=4, eps=1e-5)
@@ -358,5 +363,5 @@ def test_the_dla_is_left_out_where_no_sum_of_head_terms_gives_the_logit():
     assert "OLMo 2" in next_token_refusal(replace(plain, block="post"))
     assert "final_logit_softcapping" in next_token_refusal(replace(plain, final_softcap=30.0))
     assert "lm_head" in next_token_refusal(plain, predicts=False)
-    assert "is an encoder" in C.dla_refusal("minilm-l6")  # no weights read: the bundled encoder's spec
-    assert "dla" not in C.Settings(model="minilm-l6").stats
+    assert "is an encoder" in dla_refusal("minilm-l6")  # no weights read: the bundled encoder's spec
+    assert "dla" not in Settings(model="minilm-l6").stats

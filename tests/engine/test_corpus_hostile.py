@@ -18,10 +18,15 @@ import pyarrow.parquet as pq
 import pytest
 import torch
 
-from attn_gui.engine import corpus as C
+from attn_gui.engine.analysis.corpus.read import CHARS_MOST, CorpusError, passage_limit, read_corpus
+from attn_gui.engine.analysis.corpus.stats import STATS
+from attn_gui.engine.analysis.corpus.shards import Settings, ShardSums
+from attn_gui.engine.analysis.corpus.census import census, run_in_process
+from attn_gui.engine.readers.catalog import model_spec
+from attn_gui.engine.analysis.corpus.outputs import read_examples, read_heads, read_manifest
 from corpus_data import WORDS, llama_folder, sentences  # tests/
 
-run = functools.partial(C.run_in_process, threads=1)
+run = functools.partial(run_in_process, threads=1)
 
 
 @pytest.fixture(scope="module")
@@ -41,7 +46,7 @@ def texts(tmp_path_factory):
 def whole(model, texts, tmp_path_factory):
     """A finished census of the 48 sentences, in shards of 16 (its folder)."""
     out = tmp_path_factory.mktemp("whole") / "out"
-    C.census(C.read_corpus(texts), out, C.Settings(model=model[0], shard_size=16), runner=run)
+    census(read_corpus(texts), out, Settings(model=model[0], shard_size=16), runner=run)
     return out
 
 
@@ -72,17 +77,17 @@ def test_a_datasets_folder_never_reads_a_file_outside_itself(tmp_path, name):
     os.symlink(tmp_path / "private" / "secret.arrow", folder / "link.arrow")
     name = str(tmp_path / "private" / "secret.arrow") if name == "ABSOLUTE" else name
     _saved(folder, ["data-00000-of-00001.arrow", name])
-    with pytest.raises(C.CorpusError, match="which is outside the folder; a datasets folder is read only from "
+    with pytest.raises(CorpusError, match="which is outside the folder; a datasets folder is read only from "
                                             "inside itself") as info:
-        C.read_corpus(folder)
+        read_corpus(folder)
     assert "secret text" not in str(info.value)
 
 
 def test_a_data_file_that_is_not_arrow_is_refused_without_quoting_its_bytes(tmp_path):
     folder = _saved(tmp_path / "ds", ["data-00000-of-00001.arrow", "notes.arrow"])
     (folder / "notes.arrow").write_text("root:x:0:0:root:/root:/bin/bash\n")
-    with pytest.raises(C.CorpusError, match="notes.arrow is not an Arrow stream file$") as info:
-        C.read_corpus(folder)
+    with pytest.raises(CorpusError, match="notes.arrow is not an Arrow stream file$") as info:
+        read_corpus(folder)
     assert "root" not in str(info.value).replace(str(tmp_path), "")
 
 
@@ -90,18 +95,18 @@ def test_a_folder_inside_reads_as_before(tmp_path):
     folder = _saved(tmp_path / "ds", ["data-00000-of-00001.arrow", "sub/more.arrow"])
     (folder / "sub").mkdir()
     _arrow_file(folder / "sub" / "more.arrow", "w1 w2")
-    assert C.read_corpus(folder).passages == ("the cat sat", "w1 w2", "w1 w2", "w1 w2")
+    assert read_corpus(folder).passages == ("the cat sat", "w1 w2", "w1 w2", "w1 w2")
 
 
 def test_jsonl_nested_too_deep_is_one_line(tmp_path):
     path = tmp_path / "deep.jsonl"
     path.write_text('{"text": "a"}\n' + '{"text": "b", "x": ' + "[" * 200_000 + "]" * 200_000 + "}\n")
-    with pytest.raises(C.CorpusError, match=r"deep.jsonl, line 2: nested too deeply to read$"):
-        C.read_corpus(path)
+    with pytest.raises(CorpusError, match=r"deep.jsonl, line 2: nested too deeply to read$"):
+        read_corpus(path)
     folder = _saved(tmp_path / "ds", [])
     (folder / "state.json").write_text('{"_data_files": ' + "[" * 200_000 + "]" * 200_000 + "}")
-    with pytest.raises(C.CorpusError, match="is not a folder written by datasets' save_to_disk"):
-        C.read_corpus(folder)
+    with pytest.raises(CorpusError, match="is not a folder written by datasets' save_to_disk"):
+        read_corpus(folder)
 
 
 def _bounded_child(code: str, timeout: float = 90, memory: int | None = None) -> subprocess.CompletedProcess:
@@ -126,12 +131,12 @@ def test_fifos_and_devices_are_refused_not_read(tmp_path):
     (tmp_path / "state").mkdir()
     os.mkfifo(tmp_path / "state" / "state.json")
     paths = [tmp_path / n for n in ("corpus.txt", "corpus.jsonl", "corpus.parquet", "ds", "state")] + ["/dev/zero"]
-    code = ("from attn_gui.engine import corpus as C\n"
+    code = ("from attn_gui.engine.analysis.corpus.read import CorpusError, read_corpus\n"
             f"for path in {[str(p) for p in paths]!r}:\n"
             "    try:\n"
-            "        C.read_corpus(path)\n"
+            "        read_corpus(path)\n"
             "        print('read', path)\n"
-            "    except C.CorpusError as exc:\n"
+            "    except CorpusError as exc:\n"
             "        print(exc)\n")
     out = _bounded_child(code, memory=4 * 2**30)  # /dev/zero read whole would pass 4 GiB
     assert out.returncode == 0 and out.stderr == "", out.stderr[-2000:]
@@ -148,25 +153,25 @@ def test_a_long_passage_is_cut_before_it_is_tokenized_and_stored_cut(model, tmp_
     from attn_gui.engine.model.decoder import source as decoder
 
     path, hf = model
-    limit = C.passage_limit(C.model_spec(path).max_tokens)  # 64: the folder's max_position_embeddings
+    limit = passage_limit(model_spec(path).max_tokens)  # 64: the folder's max_position_embeddings
     words = [WORDS[3 + i % 40] for i in range(300_000)]  # about 1 MB on one line
     (tmp_path / "c.txt").write_text(" ".join(words) + "\nthe cat sat on the mat\n" + "x" * 1_000_000 + "\n")
     seen = []
     tokenize = decoder.Source.tokenize
     monkeypatch.setattr(decoder.Source, "tokenize", lambda self, text: seen.append(len(text)) or tokenize(self, text))
-    C.census(C.read_corpus(tmp_path / "c.txt"), tmp_path / "out", C.Settings(model=path), runner=run)
-    assert max(seen) <= C.CHARS_MOST * limit  # never the whole megabyte
+    census(read_corpus(tmp_path / "c.txt"), tmp_path / "out", Settings(model=path), runner=run)
+    assert max(seen) <= CHARS_MOST * limit  # never the whole megabyte
     manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
     assert (manifest["cut"], manifest["tokens"]) == (2, limit + 6 + 1)  # the word of x's: one unknown token
-    examples = C.read_examples(tmp_path / "out")
-    assert max(len(e["text"]) for e in examples) <= C.CHARS_MOST * limit
+    examples = read_examples(tmp_path / "out")
+    assert max(len(e["text"]) for e in examples) <= CHARS_MOST * limit
     ids = [WORDS.index(w) for w in words[:limit]]
     total, rows = 0, 0
     for ids_ in (ids, [WORDS.index(w) for w in ("the", "cat", "sat", "on", "the", "mat")], [0]):
         with torch.no_grad():  # transformers on the first ``limit`` tokens of each passage
             alpha = torch.stack(hf(torch.tensor([ids_]), output_attentions=True).attentions)[:, 0].double()
         total, rows = total + alpha.diagonal(-1, -2, -1).sum(-1), rows + len(ids_) - 1
-    np.testing.assert_allclose(C.read_heads(tmp_path / "out")["previous"], (total / rows).numpy(), atol=1e-4)
+    np.testing.assert_allclose(read_heads(tmp_path / "out")["previous"], (total / rows).numpy(), atol=1e-4)
     for e in examples:  # the text kept gives the tokens the example names, as the explorer opens it
         if e["passage"] == 1:
             assert e["text"].split()[e["query"] - 1] == e["query_token"] == words[e["query"] - 1]
@@ -174,7 +179,7 @@ def test_a_long_passage_is_cut_before_it_is_tokenized_and_stored_cut(model, tmp_
 
 def test_out_is_written_only_into_an_empty_folder_or_the_same_census(model, texts, whole, tmp_path):
     path, _ = model
-    corpus, settings = C.read_corpus(texts), C.Settings(model=path, shard_size=16)
+    corpus, settings = read_corpus(texts), Settings(model=path, shard_size=16)
     mine = tmp_path / "mine"
     mine.mkdir()
     (mine / "manifest.json").write_text('{"my": "own"}')
@@ -185,31 +190,31 @@ def test_out_is_written_only_into_an_empty_folder_or_the_same_census(model, text
     (export / "weights.npy").write_bytes(b"\x93NUMPY")
     for folder in (mine, export):
         before = {p.name: p.read_bytes() for p in folder.iterdir()}
-        with pytest.raises(C.CorpusError, match="holds files that are not a census .*; give an empty or new folder$"):
-            C.census(corpus, folder, settings, runner=run)
+        with pytest.raises(CorpusError, match="holds files that are not a census .*; give an empty or new folder$"):
+            census(corpus, folder, settings, runner=run)
         assert {p.name: p.read_bytes() for p in folder.iterdir()} == before
-    with pytest.raises(C.CorpusError, match="holds a census of another corpus, model or settings"):
-        C.census(corpus, whole, C.Settings(model=path, shard_size=8), runner=run)
-    again = C.census(corpus, whole, settings, runner=run)  # the same census: resumed whole
+    with pytest.raises(CorpusError, match="holds a census of another corpus, model or settings"):
+        census(corpus, whole, Settings(model=path, shard_size=8), runner=run)
+    again = census(corpus, whole, settings, runner=run)  # the same census: resumed whole
     assert again.resumed == again.shards == 3
     (tmp_path / "empty").mkdir()
-    assert C.census(corpus, tmp_path / "empty", settings, runner=run).shards == 3
+    assert census(corpus, tmp_path / "empty", settings, runner=run).shards == 3
 
 
 def test_a_census_stopped_while_writing_never_reads_as_finished(model, texts, whole, tmp_path, monkeypatch):
     import shutil
 
     path, _ = model
-    corpus, settings = C.read_corpus(texts), C.Settings(model=path, shard_size=16)
-    assert C.read_manifest(whole)["passages"] == 48
+    corpus, settings = read_corpus(texts), Settings(model=path, shard_size=16)
+    assert read_manifest(whole)["passages"] == 48
     other = tmp_path / "other"  # the same sentences read by another model: other numbers
     llama_folder(tmp_path / "model2", seed=3)
-    C.census(corpus, other, C.Settings(model=str(tmp_path / "model2"), shard_size=16), runner=run)
+    census(corpus, other, Settings(model=str(tmp_path / "model2"), shard_size=16), runner=run)
     mixed = tmp_path / "mixed"
     shutil.copytree(whole, mixed)
     shutil.copy(other / "heads.parquet", mixed / "heads.parquet")  # the new heads beside the old manifest
-    with pytest.raises(C.CorpusError, match="heads.parquet is not the file its manifest names"):
-        C.read_manifest(mixed)
+    with pytest.raises(CorpusError, match="heads.parquet is not the file its manifest names"):
+        read_manifest(mixed)
     stopped = tmp_path / "stopped"
     shutil.copytree(whole, stopped)
     calls = []
@@ -222,10 +227,10 @@ def test_a_census_stopped_while_writing_never_reads_as_finished(model, texts, wh
 
     write_table = pq.write_table
     monkeypatch.setattr(pq, "write_table", fails_on_the_second)
-    with pytest.raises(C.CorpusError):
-        C.census(corpus, stopped, settings, runner=run)
-    with pytest.raises(C.CorpusError, match="holds no finished census"):
-        C.read_manifest(stopped)
+    with pytest.raises(CorpusError):
+        census(corpus, stopped, settings, runner=run)
+    with pytest.raises(CorpusError, match="holds no finished census"):
+        read_manifest(stopped)
 
 
 def _truncate(p):
@@ -260,7 +265,7 @@ def _another_shard(p):  # a whole shard, of other passages
 
 
 def _other_shapes(p):  # a whole shard of another model's size
-    s = C.ShardSums.load(p)
+    s = ShardSums.load(p)
     s.sums = {k: np.zeros((3, 3)) for k in s.sums}
     s.save(p)
 
@@ -274,13 +279,13 @@ def test_a_damaged_shard_is_computed_again_and_said_in_one_line(model, texts, wh
     shutil.copytree(whole, out)
     damage(out / "shards" / "shard-000001.npz")
     said = []
-    result = C.census(C.read_corpus(texts), out, C.Settings(model=path, shard_size=16), runner=run,
-                      notice=said.append)
+    result = census(read_corpus(texts), out, Settings(model=path, shard_size=16), runner=run,
+                    notice=said.append)
     assert said[0].startswith("1 stored shard could not be read and is computed again: shard-000001.npz (")
     assert len(said) == 1 and "\n" not in said[0]
     assert result.resumed == 2 and result.shards == 3
-    for name in C.STATS:
-        np.testing.assert_allclose(C.read_heads(out)[name], C.read_heads(whole)[name], atol=1e-12, rtol=0)
+    for name in STATS:
+        np.testing.assert_allclose(read_heads(out)[name], read_heads(whole)[name], atol=1e-12, rtol=0)
 
 
 def _parts(folder: Path) -> list[str]:
@@ -309,8 +314,8 @@ def test_a_full_disk_is_one_line_and_leaves_no_temporary_file(model, texts, tmp_
              "any write": (os, "fsync", fsync)}[where]
     monkeypatch.setattr(*patch)
     out = tmp_path / "out"
-    with pytest.raises(C.CorpusError, match="No space left on device") as info:
-        C.census(C.read_corpus(texts), out, C.Settings(model=path, shard_size=16), runner=run)
+    with pytest.raises(CorpusError, match="No space left on device") as info:
+        census(read_corpus(texts), out, Settings(model=path, shard_size=16), runner=run)
     assert "\n" not in str(info.value)
     assert _parts(out) == [] and not (out / "manifest.json").exists()
 
@@ -318,7 +323,7 @@ def test_a_full_disk_is_one_line_and_leaves_no_temporary_file(model, texts, tmp_
 def test_two_censuses_into_one_folder_both_finish(model, texts, whole, tmp_path, monkeypatch):
     """Census B runs whole while census A is between writing a shard and renaming it into place."""
     path, _ = model
-    corpus, settings = C.read_corpus(texts), C.Settings(model=path, shard_size=16)
+    corpus, settings = read_corpus(texts), Settings(model=path, shard_size=16)
     out = tmp_path / "out"
     replace = os.replace
     other = []
@@ -326,13 +331,13 @@ def test_two_censuses_into_one_folder_both_finish(model, texts, whole, tmp_path,
     def replace_after_b(src, dst):
         if not other and str(dst).endswith("shard-000000.npz"):
             other.append(None)  # B's own renames go straight through
-            other[0] = C.census(corpus, out, settings, runner=run)
+            other[0] = census(corpus, out, settings, runner=run)
         return replace(src, dst)
 
     monkeypatch.setattr(os, "replace", replace_after_b)
-    first = C.census(corpus, out, settings, runner=run)
+    first = census(corpus, out, settings, runner=run)
     assert other and other[0].shards == first.shards == 3
     assert _parts(out) == []
-    for name in C.STATS:
-        np.testing.assert_allclose(C.read_heads(out)[name], C.read_heads(whole)[name], atol=1e-12, rtol=0)
-    assert C.read_manifest(out)["passages"] == 48
+    for name in STATS:
+        np.testing.assert_allclose(read_heads(out)[name], read_heads(whole)[name], atol=1e-12, rtol=0)
+    assert read_manifest(out)["passages"] == 48

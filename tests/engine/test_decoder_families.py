@@ -226,7 +226,8 @@ def test_attribution_splits_pythia_and_olmo2s_post_norms(tmp_path):
     """The split's own check (components summing to every layer's residual and to the model's logits) holds
     for GPT-NeoX's parallel residual, and for OLMo 2, whose norm after each block splits over the heads with its
     scale frozen on the block's real output (``llama.BLOCKS["post"]``)."""
-    from attn_gui.engine.attribution import direct_logit_attribution, trace
+    from attn_gui.engine.analysis.attribution.logit import direct_logit_attribution
+    from attn_gui.engine.analysis.attribution.trace import trace
 
     path, hf = _folder("gpt_neox", tmp_path / "pythia")
     run = trace(AttentionConfig(sentence=SENTENCE, model=path))

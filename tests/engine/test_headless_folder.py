@@ -10,7 +10,7 @@ from safetensors.torch import load_file, save_file
 
 from attn_gui.engine import AttentionConfig, ConfigError, compute, model_spec
 from attn_gui.engine.run.decoding import generate
-from attn_gui.engine.interventions import ablate
+from attn_gui.engine.analysis.interventions import ablate
 from tests.engine.test_model_folders import SENTENCE, WORDS, _tokenizer
 from tests.transformers_peer import alphas_equal_transformers
 

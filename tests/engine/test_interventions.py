@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from attn_gui.engine import AttentionConfig, ConfigError
-from attn_gui.engine import interventions as I
+from attn_gui.engine.analysis import interventions as I
 from attn_gui.engine.model.registry import is_available
 
 NAME = "smollm2-135m"

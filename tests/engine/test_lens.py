@@ -94,7 +94,10 @@ def test_generate_and_the_census_run_on_a_bridge_as_on_its_folder(folder, tmp_pa
     and tokens, read two ways."""
     from tokenizers import Tokenizer
 
-    from attn_gui.engine import corpus as C
+    from attn_gui.engine.analysis.corpus.shards import Settings
+    from attn_gui.engine.analysis.corpus.census import census
+    from attn_gui.engine.analysis.corpus.read import read_corpus
+    from attn_gui.engine.analysis.corpus.outputs import read_heads
     from attn_gui.engine.run.decoding import generate
 
     kind, path = folder
@@ -109,11 +112,11 @@ def test_generate_and_the_census_run_on_a_bridge_as_on_its_folder(folder, tmp_pa
         ids.append(step.token_id)
     text = tmp_path / "corpus.txt"
     text.write_text("the cat sat on a mat\nthe dog ran\nand the cat ran on the mat\n")
-    corpus = C.read_corpus(text)
+    corpus = read_corpus(text)
     attn_gui.register(boot(path), Tokenizer.from_file(f"{path}/tokenizer.json"), name=f"census-{kind}")
-    C.census(corpus, tmp_path / "bridge", C.Settings(model=f"census-{kind}"))
-    C.census(corpus, tmp_path / "folder", C.Settings(model=path))
-    ours, theirs = C.read_heads(tmp_path / "bridge"), C.read_heads(tmp_path / "folder")
+    census(corpus, tmp_path / "bridge", Settings(model=f"census-{kind}"))
+    census(corpus, tmp_path / "folder", Settings(model=path))
+    ours, theirs = read_heads(tmp_path / "bridge"), read_heads(tmp_path / "folder")
     assert sorted(ours) == sorted(theirs)
     for column in ours:
         assert ours[column] == pytest.approx(theirs[column], abs=1e-5), column
@@ -249,7 +252,8 @@ def test_to_lens_of_smollm2():
 
 
 def test_to_lens_of_a_trained_checkpoint(tmp_path):
-    from attn_gui.engine.training import TrainConfig, Trainer
+    from attn_gui.engine.train.model import TrainConfig
+    from attn_gui.engine.train.loop import Trainer
 
     trainer = Trainer(TrainConfig(symbols=8, length=16, layers=2, heads=2, d_model=32, batch=8, mlp=True))
     list(trainer.run(3))

@@ -21,8 +21,8 @@ pytest.importorskip("transformer_lens", reason="the lens extra (pip install attn
 
 import attn_gui  # noqa: E402
 from attn_gui.engine import AttentionConfig, source  # noqa: E402
-from attn_gui.engine.attribution import direct_logit_attribution, logit_lens  # noqa: E402
-from attn_gui.engine.interventions import ablate  # noqa: E402
+from attn_gui.engine.analysis.attribution.logit import direct_logit_attribution, logit_lens  # noqa: E402
+from attn_gui.engine.analysis.interventions import ablate  # noqa: E402
 from lens_bridges import KINDS, boot, tiny_folder  # noqa: E402  tests/
 from tiny_decoders import SENTENCE  # noqa: E402  tests/
 

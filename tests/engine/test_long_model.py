@@ -16,7 +16,7 @@ import torch
 import transformers
 
 from attn_gui.engine import AttentionConfig, ConfigError, compute, model_spec, source
-from attn_gui.engine.metrics import METRICS, causal_visible, head_metrics
+from attn_gui.engine.analysis.metrics import METRICS, causal_visible, head_metrics
 from attn_gui.engine.kernel.summaries import decay_edges
 
 from transformers_peer import WORDS, word_tokenizer  # (tests/)
@@ -252,8 +252,8 @@ def test_memory_is_estimated_before_computing_and_refused_in_one_line(folder, mo
 
 
 def test_interventions_and_attribution_keep_to_512_tokens(folder):
-    from attn_gui.engine.attribution import trace
-    from attn_gui.engine.interventions import ablate
+    from attn_gui.engine.analysis.attribution.trace import trace
+    from attn_gui.engine.analysis.interventions import ablate
 
     path, _ = folder
     cfg = AttentionConfig(sentence=sentence(513), model=path)

@@ -5,8 +5,8 @@ import math
 import pytest
 import torch
 
-from attn_gui.engine import AttentionConfig, METRICS, causal_visible, compute, head_metrics, rollout, saturation
-from attn_gui.engine.scaling import entropy_vs_dk
+from attn_gui.engine import METRICS, AttentionConfig, causal_visible, compute, head_metrics, rollout, saturation
+from attn_gui.engine.analysis.scaling import entropy_vs_dk
 
 
 def uniform(T):

@@ -133,9 +133,9 @@ def test_bfloat16_is_refused_where_it_is_not_run():
 
 
 def test_interventions_attribution_and_circuits_refuse_bfloat16_in_one_line(mixed):
-    from attn_gui.engine.attribution import trace
-    from attn_gui.engine.circuits import prepare
-    from attn_gui.engine.interventions import head_effects
+    from attn_gui.engine.analysis.attribution.trace import trace
+    from attn_gui.engine.analysis.circuits import prepare
+    from attn_gui.engine.analysis.interventions import head_effects
 
     path, _ = mixed
     cfg = AttentionConfig(sentence=SENTENCE, model=path, dtype="bfloat16")

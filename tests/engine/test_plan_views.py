@@ -18,7 +18,9 @@ import torch
 import transformers
 
 from attn_gui.engine import AttentionConfig, compute, model_spec
-from attn_gui.engine import attribution as A
+from attn_gui.engine.analysis.attribution.qkov import circuits
+from attn_gui.engine.analysis.attribution.score import score_attribution
+from attn_gui.engine.analysis.attribution.trace import trace
 from attn_gui.engine.model.plan import plan
 from attn_gui.present.insight import query_softmax
 from attn_gui.present.walk import walk_html
@@ -103,9 +105,9 @@ def test_score_attribution_sums_to_the_score_transformers_computed(model):
     T = len(ids)
     for layer in range(2):
         cfg = AttentionConfig(model=path, sentence=SENTENCE, layer=layer)
-        traced = A.trace(cfg)
+        traced = trace(cfg)
         for head, query, key in ((0, T - 1, T - 3), (3, T - 2, T - 4), (1, 3, 3)):  # within Gemma's window of 4
-            split = A.score_attribution(cfg, head, query, key, traced)
+            split = score_attribution(cfg, head, query, key, traced)
             theirs = float(scores[layer][0, head, query, key])  # the softmax's input: soft-capped in Gemma 2
             total = float(split.matrix.sum())
             assert total == pytest.approx(split.score, abs=1e-4)
@@ -146,7 +148,7 @@ def test_circuits_equal_a_hand_computation_with_the_family_gain(model):
     the gain the family applies: Gemma's 1 + g, none before OLMo 2's attention, the stored g otherwise."""
     case, path, hf = model
     cfg = AttentionConfig(model=path, sentence=SENTENCE, layer=1)
-    c = A.circuits(cfg, 3)
+    c = circuits(cfg, 3)
     distinct = list(dict.fromkeys(_ids(path).tolist()))
     sd = {k: v.double() for k, v in hf.state_dict().items()}
     kind = CASES[case][0]

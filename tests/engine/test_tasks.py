@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from attn_gui.engine import UserError
-from attn_gui.engine.tasks import TASKS, Task
+from attn_gui.engine.train.tasks import TASKS, Task
 
 X = torch.tensor([[3, 1, 2]])
 
@@ -64,7 +64,7 @@ def test_bad_task_is_a_user_error():
 def test_a_sentence_of_the_tasks_words_tokenizes_back_to_its_ids():
     from tokenizers import Tokenizer
 
-    from attn_gui.engine.training import tokenizer_json
+    from attn_gui.engine.train.checkpoint import tokenizer_json
 
     task = Task("copy", 5, 9)
     ids = task.probe().inputs[0]

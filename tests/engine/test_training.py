@@ -8,7 +8,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from attn_gui.engine import UserError
-from attn_gui.engine.training import Trainer, TrainConfig, head_scores
+from attn_gui.engine.train.loop import Trainer, head_scores
+from attn_gui.engine.train.model import TrainConfig
 
 SMALL = TrainConfig(task="induction", symbols=8, length=16, layers=2, heads=2, d_model=32, batch=8, lr=1e-2)
 
@@ -138,7 +139,7 @@ def _per_sequence_forward(model, inputs):
     under ``torch.vmap``; logits (B, T, V) and alpha (L, B, h, T, T)."""
     from attn_gui.engine.kernel.types import AttendOptions
     from attn_gui.engine.kernel.attend import attend
-    from attn_gui.engine.training import ROPE_BASE, rms_norm
+    from attn_gui.engine.train.model import ROPE_BASE, rms_norm
 
     x, alphas = model.embed[inputs], []
     for block in model.blocks:
@@ -264,7 +265,7 @@ def test_a_trained_checkpoint_opens_in_the_explorer_as_transformers_reads_it(tmp
 
 @pytest.mark.parametrize("weight_decay", [0.0, 0.1])
 def test_the_apps_adamw_is_torchs_bit_for_bit(weight_decay):
-    from attn_gui.engine.training import AdamW
+    from attn_gui.engine.train.loop import AdamW
 
     gen = torch.Generator().manual_seed(0)
     ours = [torch.randn(7, 5, generator=gen, requires_grad=True), torch.randn(3, generator=gen, requires_grad=True)]

@@ -207,7 +207,8 @@ def test_cli_exports_such_a_folder(outside, tmp_path):
 def test_a_decoder_through_transformers_is_a_decoder_whose_steps_are_named(outside):
     """A causal LM read through transformers predicts (its plan says decoder, its next tokens come from transformers'
     logits); generation, interventions and attribution refuse in one line naming the step they cannot reach."""
-    from attn_gui.engine import attribution, interventions
+    from attn_gui.engine.analysis.attribution.trace import trace
+    from attn_gui.engine.analysis import interventions
     from attn_gui.engine.run.decoding import Decoder
     from attn_gui.engine.model.plan import plan
 
@@ -218,7 +219,7 @@ def test_a_decoder_through_transformers_is_a_decoder_whose_steps_are_named(outsi
                                           "tokens, and generates through the key/value cache of the models it runs "
                                           "itself"):
         Decoder(cfg)
-    for run in (lambda: interventions.ablate(cfg, [(0, 0)]), lambda: attribution.trace(cfg)):
+    for run in (lambda: interventions.ablate(cfg, [(0, 0)]), lambda: trace(cfg)):
         with pytest.raises(ConfigError, match=r"^interventions change a head's output Z before W_O inside attn-gui's "
                                               "own forward; .* runs in transformers, whose hooks here only read it$"):
             run()
@@ -229,7 +230,8 @@ def test_a_decoder_through_transformers_gets_one_answer_everywhere(tmp_path):
     """What a causal LM read through transformers can do is decided once (``Plan.can``): it predicts next tokens
     and nothing run by attn-gui's own forward; every place that asks (generation, interventions, the census's dla
     column, first maps first) answers the same, each refusal with the row's own line."""
-    from attn_gui.engine import corpus, interventions
+    from attn_gui.engine.analysis.corpus.shards import dla_refusal
+    from attn_gui.engine.analysis import interventions
     from attn_gui.engine.run.decoding import decoder_source
     from attn_gui.engine.model.plan import plan
     from attn_gui.present.runner import first_maps_first
@@ -247,7 +249,7 @@ def test_a_decoder_through_transformers_gets_one_answer_everywhere(tmp_path):
     with pytest.raises(ConfigError) as refused:
         interventions.ablate(cfg, [(0, 0)])
     assert str(refused.value) == can.why_not["intervene"]
-    assert corpus.dla_refusal(str(folder)) == can.why_not["attribute"]
+    assert dla_refusal(str(folder)) == can.why_not["attribute"]
     assert not first_maps_first(cfg)
 
 

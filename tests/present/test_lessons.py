@@ -124,7 +124,8 @@ def test_the_induction_lesson_waits_for_a_model_trained_as_it_asks(tmp_path):
     """The action is done on a checkpoint the Train dock's settings write (task, layers, heads as asked), not on
     another one, a folder that is no checkpoint or random weights. Those settings are the ones
     tests/engine/test_circuits_induction.py trains for 300 steps and finds the L1H1 -> L2H1 k edge in."""
-    from attn_gui.engine.training import Trainer, TrainConfig
+    from attn_gui.engine.train.loop import Trainer
+    from attn_gui.engine.train.model import TrainConfig
 
     step = load_lesson("7-induction").steps[1]
     assert step.action is not None

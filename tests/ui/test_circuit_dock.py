@@ -9,8 +9,8 @@ from PySide6 import QtCore
 from pytestqt.qtbot import QtBot
 
 from attn_gui.engine import AttentionConfig
-from attn_gui.engine.circuits import circuit
-from attn_gui.engine.circuits.composition import composition
+from attn_gui.engine.analysis.circuits import circuit
+from attn_gui.engine.analysis.circuits.composition import composition
 from attn_gui.present.state import ViewState
 from attn_gui.present.circuits import edge_middle, layout, pick_edge, pick_writer, to_pixels
 from attn_gui.ui.docks.circuit import CircuitPanel

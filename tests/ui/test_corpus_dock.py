@@ -8,7 +8,11 @@ import numpy as np
 import pytest
 from PySide6 import QtCore
 
-from attn_gui.engine import corpus as C
+from attn_gui.engine.analysis.corpus.stats import STATS
+from attn_gui.engine.analysis.corpus.shards import Settings
+from attn_gui.engine.analysis.corpus.census import census as run_census, run_in_process
+from attn_gui.engine.analysis.corpus.read import read_corpus
+from attn_gui.engine.analysis.corpus.outputs import read_heads
 from corpus_data import llama_folder, sentences  # tests/
 
 
@@ -17,8 +21,8 @@ def census(tmp_path_factory):
     folder = tmp_path_factory.mktemp("census")
     llama_folder(folder / "model")
     (folder / "corpus.txt").write_text("\n".join(sentences(40)))
-    C.census(C.read_corpus(folder / "corpus.txt"), folder / "out", C.Settings(model=str(folder / "model")),
-             runner=functools.partial(C.run_in_process, threads=1))
+    run_census(read_corpus(folder / "corpus.txt"), folder / "out", Settings(model=str(folder / "model")),
+               runner=functools.partial(run_in_process, threads=1))
     return folder
 
 
@@ -27,8 +31,8 @@ def test_the_dock_shows_each_statistic_and_opens_an_example(window, qtbot, censu
     assert window.show_dock("corpus") is window.docks.docks["corpus"]
     assert window.docks.docks["corpus"].toggleViewAction() in window.menus.view.actions()
     assert panel.load(census / "out")
-    heads = C.read_heads(census / "out")
-    assert [panel.statistic.itemText(i) for i in range(panel.statistic.count())] == [*C.STATS, "dla"]
+    heads = read_heads(census / "out")
+    assert [panel.statistic.itemText(i) for i in range(panel.statistic.count())] == [*STATS, "dla"]
     panel.statistic.setCurrentText("dla")  # signed: a diverging map centred on 0
     assert panel.grid.item.data.kind == "signed" and panel.grid.item.data.scale == "auto"
     assert "rows i &lt;= T-1<br>" in panel.about.text()  # the definition escaped: its "<" starts no tag

@@ -6,7 +6,7 @@ import pytest
 import torch
 from PySide6 import QtCore, QtWidgets
 
-from attn_gui.engine import interventions as I
+from attn_gui.engine.analysis import interventions as I
 from attn_gui.ui.docks.interventions import InterventionsPanel
 
 

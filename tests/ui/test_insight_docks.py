@@ -82,7 +82,7 @@ def test_metrics_grid_opens_a_head_and_rollout_follows_its_slider(window, qtbot)
 
 def test_why_scaling_sweeps_only_even_sizes_with_rope(window, qtbot):
     """RoPE rotates pairs of dimensions: the sweep must not ask for d_k = 1 (found by looking)."""
-    from attn_gui.engine.scaling import sweep_d_ks
+    from attn_gui.engine.analysis.scaling import sweep_d_ks
 
     assert sweep_d_ks(6, top=16, even=True) == (2, 4, 6, 8, 16)
     window.edit_config({"positional": "rope", "d_k": 4, "d_v": 4})

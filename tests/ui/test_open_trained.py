@@ -12,8 +12,8 @@ import pytest
 import torch
 
 from attn_gui.cli import main
-from attn_gui.engine.tasks import Task
-from attn_gui.engine.training import head_scores
+from attn_gui.engine.train.tasks import Task
+from attn_gui.engine.train.loop import head_scores
 
 # tests/engine/test_training.py's run that forms a previous-token head, then an induction head
 TRAIN = ["train", "--task", "induction", "--symbols", "8", "--length", "16", "--layers", "2", "--heads", "2",

@@ -7,7 +7,7 @@ import pytest
 from PySide6 import QtCore
 from pytestqt.qtbot import QtBot
 
-from attn_gui.engine.attribution import direct_logit_attribution, logit_lens
+from attn_gui.engine.analysis.attribution.logit import direct_logit_attribution, logit_lens
 from tiny_decoders import SENTENCE, tiny_decoder  # tests/
 
 

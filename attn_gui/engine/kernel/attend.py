@@ -42,7 +42,7 @@ def attend(x: torch.Tensor, weights: Projections, options: AttendOptions = PLAIN
         RoPE angles and causal mask start at P) and attend to the cached keys and their own.
     z_hook : callable, optional
         Given the per-head outputs Z (h, T, d_v), returns what the concat and W_O read instead
-        (a head ablated or patched, ``engine.interventions``); ``head_outputs`` is its result.
+        (a head ablated or patched, ``engine.analysis.interventions``); ``head_outputs`` is its result.
     stream : Stream, optional
         Keep the T x T fields only as ``reduce_matrix(field, reduce_to, reduce_to)`` would pool them
         (``Steps.pooled``, with each row's largest α), computed per block of query rows of about

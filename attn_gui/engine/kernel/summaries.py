@@ -159,7 +159,8 @@ class LayerSums:
 
     def finish(self) -> dict[str, torch.Tensor]:
         """sink (h,), distance (h,), decay (h, B) (NaN in a bin no query sees), top_weights and top_keys (h, T, k),
-        and the head metrics (``engine.metrics.METRICS``: their definitions, over every query row), as metric_<name>."""
+        and the head metrics (``engine.analysis.metrics.METRICS``: their definitions, over every query row), as
+        metric_<name>."""
         sink = self.sink[:, 1:] if self.T > 1 else self.sink  # the first query sees the first token only
         decay = self.decay_mass / self.decay_pairs.where(self.decay_pairs > 0, torch.nan)
         rows = self.rows
@@ -183,7 +184,7 @@ class Summaries:
     decay : (L, h, B) the mean α of the visible (query, key) pairs in each distance bin; NaN where none
     top_keys : (L, h, T, k) each query's k keys of largest α, largest first; -1 where it sees fewer
     top_weights : (L, h, T, k) their α
-    metrics : metric name -> (L, h): ``engine.metrics.head_metrics``' numbers (its names and definitions)
+    metrics : metric name -> (L, h): ``engine.analysis.metrics.head_metrics``' numbers (its names and definitions)
     maps : (L, h, r, r) each layer's α pooled to the screen's size, a streamed run only (None otherwise)
     """
 

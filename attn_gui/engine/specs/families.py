@@ -43,7 +43,7 @@ INERT = frozenset({
     "return_dict_in_generate", "forced_bos_token_id", "forced_eos_token_id", "remove_invalid_values",
     "exponential_decay_length_penalty", "suppress_tokens", "begin_suppress_tokens", "tf_legacy_loss",
     "cache_implementation", "is_llama_config", "transformers.js_config",
-    # how attn-gui's trainer made the folder (engine/training.py): a record
+    # how attn-gui's trainer made the folder (engine/train/checkpoint.py): a record
     "attn_gui_train", "attn_gui_step", "attn_gui_task",
 })
 # fields transformers' loading reads (from_pretrained: the quantizer rewrites the stored weights), not its modeling

@@ -14,9 +14,9 @@ from PySide6 import QtCore, QtGui, QtWidgets
 from PySide6.QtSvgWidgets import QSvgWidget
 
 from ...engine import AttentionConfig
-from ...engine.circuits import BUILT_IN, METHODS, Cancelled, Circuit, circuit, prepare
-from ...engine.circuits.composition import EdgeLook, look
-from ...engine.circuits.split import Split
+from ...engine.analysis.circuits import BUILT_IN, METHODS, Cancelled, Circuit, circuit, prepare
+from ...engine.analysis.circuits.composition import EdgeLook, look
+from ...engine.analysis.circuits.split import Split
 from ...engine.model.plan import plan
 from ...present.state import ViewState
 from ...present.circuits import alpha_svg, faithfulness_svg, graph_svg, pick_edge, pick_writer, top_edges

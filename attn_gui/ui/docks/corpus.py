@@ -11,7 +11,7 @@ import numpy as np
 from PySide6 import QtCore, QtWidgets
 
 from ...engine import UserError
-from ...engine import corpus as C
+from ...engine.analysis.corpus.outputs import read_examples, read_heads, read_manifest
 from ...present.maps import MapData
 from ...render.heatmap import HeatmapView
 from ..dock_scroll import grid_height
@@ -104,8 +104,8 @@ class CorpusPanel(DockPanel, QtWidgets.QWidget):
     def load(self, folder: str | Path) -> bool:
         """Show the census in ``folder``; a folder that holds none is said in the dock (the last one stays)."""
         try:
-            manifest = C.read_manifest(folder)
-            heads, examples = C.read_heads(folder), C.read_examples(folder)
+            manifest = read_manifest(folder)
+            heads, examples = read_heads(folder), read_examples(folder)
         except (UserError, OSError, ValueError) as exc:  # pyarrow's errors are OSError or ValueError
             self.about.setText(f"Cannot open {folder}: {str(exc).splitlines()[0] if str(exc) else exc}")
             return False

@@ -13,7 +13,7 @@ from html import escape
 from PySide6 import QtCore, QtWidgets
 
 from ...engine import AttentionConfig, UserError, format_heads, toggle_head
-from ...engine import interventions as I
+from ...engine.analysis import interventions as I
 from ...engine.model.plan import plan
 from ...present.maps import MapData
 from ...present.state import ViewState

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 from PySide6 import QtCore, QtWidgets
 
-from ...engine.rollout import FUSIONS
+from ...engine.analysis.rollout import FUSIONS
 from ...present.maps import special_tokens
 from ...present.frame import Frame
 from ...present.insight import rollout_arrays, rollout_map

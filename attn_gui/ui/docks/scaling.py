@@ -5,8 +5,8 @@ from __future__ import annotations
 from PySide6 import QtCore, QtWidgets
 
 from ...engine import UserError, entropy_vs_dk
-from ...engine.metrics import causal_visible, head_metrics
-from ...engine.scaling import EntropySweep, sweep_cost, sweep_d_ks
+from ...engine.analysis.metrics import causal_visible, head_metrics
+from ...engine.analysis.scaling import EntropySweep, sweep_cost, sweep_d_ks
 from ...present.frame import Frame
 from ...present.insight import query_softmax
 from ...present.saturation import SaturationNote

@@ -18,8 +18,9 @@ import pyqtgraph as pg
 from PySide6 import QtCore, QtWidgets
 
 from ...engine.base.errors import UserError
-from ...engine.tasks import TASKS
-from ...engine.training import Trainer, TrainConfig, head_scores
+from ...engine.train.tasks import TASKS
+from ...engine.train.loop import Trainer, head_scores
+from ...engine.train.model import TrainConfig
 from ...present.formats import time_left
 from ..worker import TaskThread
 from . import DockPanel

@@ -16,7 +16,11 @@ from html import escape
 from PySide6 import QtCore, QtWidgets
 
 from ...engine import AttentionConfig
-from ...engine import attribution as A
+from ...engine.analysis.attribution.logit import LogitAttribution, LogitLens, direct_logit_attribution, logit_lens
+from ...engine.analysis.attribution.trace import Trace, trace
+from ...engine.analysis.attribution.qkov import circuits, copying_scores
+from ...engine.analysis.attribution.heads import detect_heads
+from ...engine.analysis.attribution.score import score_attribution
 from ...engine.model.plan import plan
 from ...present import attribution as P
 from ...present.state import ViewState
@@ -60,9 +64,9 @@ class WhyPanel(DockPanel, QtWidgets.QWidget):
         super().__init__(parent)
         self.config: AttentionConfig | None = None
         self.head = 0
-        self.traced: tuple[AttentionConfig, A.Trace] | None = None  # the trace of a config, once computed
+        self.traced: tuple[AttentionConfig, Trace] | None = None  # the trace of a config, once computed
         self.pending = 0  # tasks started and not yet done
-        self.last_dla: A.LogitAttribution | None = None
+        self.last_dla: LogitAttribution | None = None
         self._build_controls()
         self._build_maps()
         layout = QtWidgets.QHBoxLayout(self)
@@ -231,7 +235,7 @@ class WhyPanel(DockPanel, QtWidgets.QWidget):
             self._emit_colours()
             self.explain()
         elif moved:
-            self._start("circuits", lambda: A.circuits(config, head))
+            self._start("circuits", lambda: circuits(config, head))
 
     def input_changed(self, config: AttentionConfig) -> None:
         """The window's input changed while the dock is out of sight: a DLA shown in the model view no longer holds."""
@@ -248,7 +252,7 @@ class WhyPanel(DockPanel, QtWidgets.QWidget):
         self.queryBox.setValue(query + 1)
         self.keyBox.setValue(key + 1)
         self.tabs.setCurrentIndex(1)
-        self._start("score", lambda: A.score_attribution(config, head, query, key, self._trace(config)))
+        self._start("score", lambda: score_attribution(config, head, query, key, self._trace(config)))
 
     def explain(self) -> None:
         """Direct logit attribution of the token in the box (or the top one), the logit lens and the detector."""
@@ -257,16 +261,16 @@ class WhyPanel(DockPanel, QtWidgets.QWidget):
         config, head = self.config, self.head
         token, against = self.tokenBox.text() or None, self.againstBox.text() or None
         self.message.setText("computing…")
-        self._start("dla", lambda: A.direct_logit_attribution(config, token, against, self._trace(config)))
-        self._start("lens", lambda: A.logit_lens(config, traced=self._trace(config)))
-        self._start("detector", lambda: A.detect_heads(config, self._trace(config)))
-        self._start("circuits", lambda: A.circuits(config, head))
+        self._start("dla", lambda: direct_logit_attribution(config, token, against, self._trace(config)))
+        self._start("lens", lambda: logit_lens(config, traced=self._trace(config)))
+        self._start("detector", lambda: detect_heads(config, self._trace(config)))
+        self._start("circuits", lambda: circuits(config, head))
 
     def run_copying(self) -> None:
         if self.config is not None:
             config = self.config
             self.message.setText("computing every head's copying score…")
-            self._start("copying", lambda: A.copying_scores(config))
+            self._start("copying", lambda: copying_scores(config))
 
     def shutdown(self) -> None:
         """Stop the thread (the window closes)."""
@@ -274,11 +278,11 @@ class WhyPanel(DockPanel, QtWidgets.QWidget):
 
     # the thread ------------------------------------------------------------------------------
 
-    def _trace(self, config: AttentionConfig) -> A.Trace:
+    def _trace(self, config: AttentionConfig) -> Trace:
         """The trace of ``config``, computed once (on the thread) and shared by the views of that config."""
         traced = self.traced
         if traced is None or traced[0] != config:
-            traced = self.traced = (config, A.trace(config))
+            traced = self.traced = (config, trace(config))
         return traced[1]
 
     @property
@@ -324,7 +328,7 @@ class WhyPanel(DockPanel, QtWidgets.QWidget):
             self.message.setText("")
         self.shown.emit(kind)
 
-    def _show_dla(self, a: A.LogitAttribution, name) -> None:
+    def _show_dla(self, a: LogitAttribution, name) -> None:
         self.dla.set_data(P.dla_map(a, name))
         self.last_dla = a
         self._emit_colours()
@@ -336,7 +340,7 @@ class WhyPanel(DockPanel, QtWidgets.QWidget):
                              f"{values['embed'] + values.get('positions', 0.0):+.2f}<br>largest heads: {best}")
         self.message.setText("")
 
-    def _show_lens(self, lens: A.LogitLens, tokens) -> None:
+    def _show_lens(self, lens: LogitLens, tokens) -> None:
         layers, n, _ = lens.probs.shape
         self.lens.setRowCount(layers)
         self.lens.setColumnCount(n)

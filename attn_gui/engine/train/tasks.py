@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .base.errors import ConfigError
+from ..base.errors import ConfigError
 
 TASKS: tuple[str, ...] = ("copy", "reverse", "previous", "sort", "induction")
 

@@ -24,15 +24,15 @@ from dataclasses import dataclass
 
 import torch
 
-from ..kernel.types import AttendOptions, Projections
-from ..kernel.scores import alibi_slopes, attention_scores, scaled_scores, score_weights
-from ..kernel.project import context_vectors, project, queries_keys_values
-from ..attribution import head_writes
-from ..base.errors import ConfigError
-from ..specs.wiring import BLOCKS
-from ..specs.decoder import LlamaShape
-from ..model.decoder.parts import embed, feed_forward, head_weights, logits, norm
-from ..model.decoder.forward import layer_pieces
+from ...kernel.types import AttendOptions, Projections
+from ...kernel.scores import alibi_slopes, attention_scores, scaled_scores, score_weights
+from ...kernel.project import context_vectors, project, queries_keys_values
+from ..attribution.trace import head_writes
+from ...base.errors import ConfigError
+from ...specs.wiring import BLOCKS
+from ...specs.decoder import LlamaShape
+from ...model.decoder.parts import embed, feed_forward, head_weights, logits, norm
+from ...model.decoder.forward import layer_pieces
 from .graph import Graph
 from .tasks import Batch, metric_values
 

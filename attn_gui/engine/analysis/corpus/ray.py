@@ -20,7 +20,8 @@ import sys
 import threading
 from collections import deque
 
-from .corpus import INSTALL_HINT, CorpusError, ShardWorker, from_plain
+from .read import INSTALL_HINT, CorpusError
+from .shards import ShardWorker, from_plain
 
 CONNECT_SECONDS = 10  # a cluster address that does not answer within this is refused
 JOIN_SECONDS = 60  # a cluster that answers but does not let the driver join within this is refused

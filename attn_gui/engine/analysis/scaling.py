@@ -12,9 +12,9 @@ from dataclasses import dataclass
 
 import torch
 
-from .kernel.scores import alibi_slopes, scaled_scores, score_weights
-from .run.compute import compute
-from .config.config import AttentionConfig
+from ..kernel.scores import alibi_slopes, scaled_scores, score_weights
+from ..run.compute import compute
+from ..config.config import AttentionConfig
 from .metrics import causal_visible, head_metrics
 
 ONE_HOT = 0.99  # a row whose largest weight reaches this is as good as one-hot

@@ -20,13 +20,13 @@ from dataclasses import dataclass
 
 import torch
 
-from .model.hooks import Head, by_layer, knock_out, ablation_hooks
-from .config.config import AttentionConfig
-from .base.errors import ConfigError
-from .model.plan import Plan, Planned, Request, as_plan
-from .specs.families import MAX_TOKENS
-from .model.decoder.forward import decoder_layer
-from .model.decoder.parts import logits, norm
+from ..model.hooks import Head, by_layer, knock_out, ablation_hooks
+from ..config.config import AttentionConfig
+from ..base.errors import ConfigError
+from ..model.plan import Plan, Planned, Request, as_plan
+from ..specs.families import MAX_TOKENS
+from ..model.decoder.forward import decoder_layer
+from ..model.decoder.parts import logits, norm
 
 
 

@@ -33,7 +33,7 @@ from pathlib import Path
 
 import torch
 
-from ..base.errors import ConfigError
+from ...base.errors import ConfigError
 
 METRICS = ("logit-diff", "logprob", "prob-diff")
 BUILT_IN = ("ioi", "capital", "greater-than", "induction")

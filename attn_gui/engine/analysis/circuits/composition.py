@@ -25,8 +25,8 @@ from dataclasses import dataclass
 
 import torch
 
-from ..model.decoder.parts import gain, head_weights
-from ..model.decoder.forward import layer_pieces
+from ...model.decoder.parts import gain, head_weights
+from ...model.decoder.forward import layer_pieces
 from .split import Split
 
 KIND_OF = {"q": "Q", "k": "K", "v": "V"}

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 import torch
 
-from ..base.errors import ConfigError
+from ...base.errors import ConfigError
 from .split import Patch, Run, Split
 from .tasks import Batch, PairTask
 

@@ -20,9 +20,9 @@ from dataclasses import dataclass
 
 import torch
 
-from ..config.config import AttentionConfig
-from ..base.errors import ConfigError
-from ..model.plan import Plan, as_plan
+from ...config.config import AttentionConfig
+from ...base.errors import ConfigError
+from ...model.plan import Plan, as_plan
 from .graph import Graph
 from .scores import Cancelled, Faithfulness, Pairs, Progress, edge_scores, exact_edges, faithfulness, ranked
 from .split import Split

@@ -1,0 +1,1 @@
+"""The analyses: interventions, attribution, circuits, the corpus census, scaling, metrics, rollout."""

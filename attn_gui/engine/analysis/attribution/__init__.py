@@ -1,0 +1,1 @@
+"""Why a head attends: a traced forward, logit and score attribution, QK/OV circuits, head detectors."""
