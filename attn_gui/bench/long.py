@@ -45,8 +45,8 @@ def measure(run, T):
                model_mib=before / 2**20)
     print(json.dumps(out), flush=True)
 if who == "ours":
-    from ..engine import AttentionConfig, compute, source
-    from ..present.frame import DISPLAY_MAX, make_frame
+    from attn_gui.engine import AttentionConfig, compute, source
+    from attn_gui.present.frame import DISPLAY_MAX, make_frame
     source(path).load()
     def run(T):
         result = compute(AttentionConfig(sentence=sentence(T), model=path, device=device), display_max=DISPLAY_MAX)
@@ -84,8 +84,8 @@ def reset():
         f.write("5")
     return status("VmRSS:")
 if who == "ours":
-    from ..engine import AttentionConfig, compute, source
-    from ..present.frame import DISPLAY_MAX, make_frame
+    from attn_gui.engine import AttentionConfig, compute, source
+    from attn_gui.present.frame import DISPLAY_MAX, make_frame
     source(path).load()
     words = "the cat sat on a mat and the dog ran".split()
     cfg = AttentionConfig(sentence=" ".join(words[i % len(words)] for i in range(T)), model=path)

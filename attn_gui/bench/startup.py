@@ -13,7 +13,7 @@ WINDOW_STARTUP_CODE = """
 import time, sys
 t0 = float(sys.argv[1])
 from PySide6 import QtCore, QtWidgets
-from ..ui.main_window import MainWindow
+from attn_gui.ui.main_window import MainWindow
 app = QtWidgets.QApplication(sys.argv[:1])
 win = MainWindow()
 win.show()
