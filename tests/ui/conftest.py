@@ -20,6 +20,9 @@ def window(qtbot, settings):
     win.resize(1600, 1000)
     win.show()
     qtbot.waitUntil(lambda: win.frame is not None, timeout=10000)
+    # a first start gives the docks a fifth of the height one turn after show (main_window._restore): the maps
+    # are laid out again then, so a test that points at a cell waits for it
+    qtbot.waitUntil(lambda: win.focusDock.height() <= max(150, win.height() // 5), timeout=5000)
     yield win
     win.service.shutdown()
     win.close()
