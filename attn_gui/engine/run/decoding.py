@@ -99,8 +99,8 @@ class Decoder:
 
     Parameters
     ----------
-    config : AttentionConfig
-        Its sentence, model (a decoder), device and dtype are used.
+    request : AttentionConfig or Plan
+        Its sentence, model (a decoder), device and dtype are used (a config is planned once).
 
     Attributes
     ----------
