@@ -211,6 +211,24 @@ class _Ticks:
                    default=0.0) * 1e3
 
 
+def _first_found(modules: tuple[str, ...], name: str) -> Any:
+    """``name`` from the first of ``modules`` that imports: this tree's rooms, then an older tree's path."""
+    import importlib
+
+    for module in modules:
+        try:
+            return getattr(importlib.import_module(module), name)
+        except ImportError:
+            continue
+    raise ImportError(f"{name} is in none of {', '.join(modules)}")
+
+
+def _generate(win: Any) -> None:
+    """One Generate step: ``win.generation`` in this tree, ``win.generate`` before it (cc555a8)."""
+    generation = getattr(win, "generation", None)
+    (generation.generate if generation is not None else win.generate)(1)
+
+
 def _model_memory():
     """``load(name)`` and ``forget(name)`` of the tree's loaded models: this tree's rooms, a tree before them (such as
     cc555a8, with ``sources.decoder``), or one before the model table (such as 3c80476, ``sources.smollm2``)."""
@@ -237,8 +255,7 @@ def measure_decoder_window(rounds: int = 3) -> dict[str, list[float]]:
     The model is dropped from memory before each choice, so each load reads the cache (one
     load first makes sure the cache exists). Returns lists of milliseconds, one per round.
     """
-    from attn_gui.engine.readers.cache import CACHE_ENV
-
+    cache_env = _first_found(("attn_gui.engine.readers.cache", "attn_gui.engine.sources.cache"), "CACHE_ENV")
     load, forget = _model_memory()
     name = "smollm2-135m"
     load(name)  # the cache exists from here on
@@ -259,15 +276,15 @@ def measure_decoder_window(rounds: int = 3) -> dict[str, list[float]]:
 
     try:
         with tempfile.TemporaryDirectory() as empty:
-            kept = os.environ.get(CACHE_ENV)
-            os.environ[CACHE_ENV] = empty
+            kept = os.environ.get(cache_env)
+            os.environ[cache_env] = empty
             try:
                 choose("first_open_ms", "first_open_stall_ms", "first_open_draw_stall_ms")
             finally:
                 if kept is None:
-                    del os.environ[CACHE_ENV]
+                    del os.environ[cache_env]
                 else:
-                    os.environ[CACHE_ENV] = kept
+                    os.environ[cache_env] = kept
         for r in range(rounds):
             choose("choose_ms", "load_stall_ms", "first_draw_stall_ms")
             with _Ticks() as ticks:
@@ -275,7 +292,7 @@ def measure_decoder_window(rounds: int = 3) -> dict[str, list[float]]:
             out["layer_ms"].append(seconds * 1e3)
             out["layer_stall_ms"].append(ticks.worst_ms())
             with _Ticks() as ticks:
-                seconds = h.wait_frame(lambda: h.win.generation.generate(1))
+                seconds = h.wait_frame(lambda: _generate(h.win))
             out["generate_ms"].append(seconds * 1e3)
             out["generate_stall_ms"].append(ticks.worst_ms())
     finally:
@@ -287,8 +304,7 @@ def measure_training_stall(seconds: float) -> tuple[float, float, int]:
     """The GUI thread's longest stalls (5 ms ticks) while the Train dock trains for ``seconds``
     (Start, then Pause): in the first 2 s (the worker's first steps and probe), after them, and
     the steps made."""
-    from attn_gui.ui.docks.train import TrainPanel
-
+    TrainPanel = _first_found(("attn_gui.ui.docks.train", "attn_gui.ui.train_panel"), "TrainPanel")  # noqa: N806
     app = _app()
     panel = TrainPanel()
     panel.resize(900, 600)

@@ -86,3 +86,33 @@ def test_the_logit_lens_equals_accumulated_resid(folder):
     assert torch.allclose(ours.probs, top.values, atol=1e-5, rtol=0)
     src = source(cfg.model)
     assert ours.tokens == [[[src.token_text(i) for i in row] for row in layer] for layer in top.indices.tolist()]
+
+
+POINTS = ("hook_resid_pre", "attn.hook_pattern", "attn.hook_z", "hook_attn_out", "hook_resid_mid", "hook_mlp_out",
+          "hook_resid_post")
+
+
+def test_the_forwards_hook_points_equal_run_with_cache(folder):
+    """The one decoder forward, kept (``forward(..., keep=True)``), names its points as TransformerLens does, and
+    each equals the bridge's cache of the same name (plain mode: no folded norms); its logits are the bridge's."""
+    bridge, cfg, ids, logits, cache = _registered(folder, compat=False)
+    run = source(cfg.model).forward(torch.tensor(ids), "cpu", torch.float32, keep=True)
+    kept = run.activations
+    assert torch.allclose(kept["hook_embed"] + kept.get("hook_pos_embed", 0),
+                          cache["blocks.0.hook_resid_pre"][0], atol=1e-5)
+    for layer in range(bridge.cfg.n_layers):
+        for point in POINTS:
+            name = f"blocks.{layer}.{point}"
+            theirs = cache[name][0]
+            if point == "attn.hook_z":  # TransformerLens: (pos, head, d_head); ours (head, pos, d_v)
+                theirs = theirs.transpose(0, 1)
+            assert kept[name].shape == theirs.shape, name
+            assert _close(kept[name], theirs, 1e-5), name
+    assert _close(run.logits, logits[-1], 1e-5)
+
+
+def test_a_hook_point_that_is_only_read_is_refused_in_one_line(folder):
+    _, cfg, ids, _, _ = _registered(folder, compat=False)
+    with pytest.raises(ValueError, match="blocks.0.attn.hook_pattern is read, not changed"):
+        source(cfg.model).forward(torch.tensor(ids), "cpu", torch.float32,
+                                  hooks={"blocks.0.attn.hook_pattern": lambda a: a})

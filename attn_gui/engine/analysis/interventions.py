@@ -20,7 +20,8 @@ from dataclasses import dataclass
 
 import torch
 
-from ..model.hooks import Head, by_layer, knock_out, ablation_hooks
+from ..model.hooks import Head, ablation_hooks, by_layer, knock_out, z_hooks
+from ..model.wiring import hook_name
 from ..config.config import AttentionConfig
 from ..base.errors import ConfigError
 from ..model.plan import Plan, Planned, Request, as_plan
@@ -79,7 +80,7 @@ def ablate(request: Request, heads, mode: str = "zero") -> Run:
     heads = check_heads(src, heads)
     device, dtype = p.exact_device()
     ids = _ids(src, p.config)
-    run = src.forward(torch.tensor(ids), device, dtype, z_hooks=ablation_hooks(heads, mode))
+    run = src.forward(torch.tensor(ids), device, dtype, hooks=ablation_hooks(heads, mode))
     return Run(run.logits, ids)
 
 
@@ -141,7 +142,7 @@ def _layer_batches(p: Plan, ids: tuple[int, ...], hook_for: Callable[[int, int],
             picks = torch.eye(shape.heads, dtype=dtype, device=device)  # (h, h): row i picks head i
 
             def first(pick, layer=layer, below=below):
-                return decoder_layer(below, w, layer, shape, z_hook=hook_for(layer, pick))[0]
+                return decoder_layer(below, w, layer, shape, hooks=z_hooks({layer: hook_for(layer, pick)}))[0]
             h = torch.vmap(first)(picks)  # (h, n, d)
             for above in range(layer + 1, shape.layers):
                 h = torch.vmap(lambda r, above=above: decoder_layer(r, w, above, shape)[0])(h)
@@ -193,16 +194,14 @@ def _pair(clean: Plan, corrupt: Plan):
 
 
 def clean_z(clean_request: Request, corrupt_request: Request):
-    """Every layer's Z (h, n, d_v) on the clean input, recorded by z_hooks that change nothing."""
+    """Every layer's Z (h, n, d_v) on the clean input: the kept run's ``blocks.{l}.attn.hook_z``."""
     clean_plan = as_plan(clean_request)
     src, clean_ids, corrupt_ids = _pair(clean_plan, as_plan(corrupt_request))
     device, dtype = clean_plan.exact_device()
-    seen: dict[int, torch.Tensor] = {}
-
-    def record(layer):
-        return lambda z: seen.setdefault(layer, z)
-    hooks = {layer: record(layer) for layer in range(src.spec.layers)}
-    clean = src.forward(torch.tensor(clean_ids), device, dtype, z_hooks=hooks)
+    clean = src.forward(torch.tensor(clean_ids), device, dtype, keep=True)
+    kept = clean.activations
+    assert kept is not None  # a kept run
+    seen = {layer: kept[hook_name(layer, "attn.z")] for layer in range(src.spec.layers)}
     return src, clean, seen, corrupt_ids
 
 
@@ -219,8 +218,8 @@ def patch(clean_request: Request, corrupt_request: Request, heads) -> Run:
             z[hs] = seen[layer][hs]
             return z
         return hook
-    hooks = {layer: copy(layer, hs) for layer, hs in by_layer(heads).items()}
-    return Run(src.forward(torch.tensor(corrupt_ids), device, dtype, z_hooks=hooks).logits, corrupt_ids)
+    hooks = z_hooks({layer: copy(layer, hs) for layer, hs in by_layer(heads).items()})
+    return Run(src.forward(torch.tensor(corrupt_ids), device, dtype, hooks=hooks).logits, corrupt_ids)
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,5 @@
-"""Knocking heads out: the ``z_hooks`` of the decoder forward that zero a head's Z, or fill it with its mean.
+"""Knocking heads out: hooks at the decoder forward's ``blocks.{l}.attn.hook_z`` that zero a head's Z, or fill it
+with its mean.
 
 Apart from ``interventions`` (which runs grids of them) so that ``compute`` and ``decoding`` apply
 the config's ``ablate`` without importing what imports them.
@@ -11,6 +12,7 @@ from collections.abc import Callable
 import torch
 
 from ..base.errors import ConfigError
+from .wiring import Hook, hook_name
 
 MODES = ("zero", "mean")
 Head = tuple[int, int]  # (layer, head), 0-based
@@ -35,6 +37,11 @@ def by_layer(heads: tuple[Head, ...]) -> dict[int, list[int]]:
     return layers
 
 
-def ablation_hooks(heads: tuple[Head, ...], mode: str = "zero") -> dict[int, Callable[[torch.Tensor], torch.Tensor]]:
-    """The ``z_hooks`` (layer -> hook) of the decoder forward that knock the (layer, head) pairs out."""
-    return {layer: knock_out(hs, mode) for layer, hs in by_layer(heads).items()}
+def z_hooks(per_layer: dict[int, Hook]) -> dict[str, Hook]:
+    """The forward's ``hooks`` of functions of Z (h, n, d_v) by layer (0-based): each at its ``attn.hook_z``."""
+    return {hook_name(layer, "attn.z"): hook for layer, hook in per_layer.items()}
+
+
+def ablation_hooks(heads: tuple[Head, ...], mode: str = "zero") -> dict[str, Hook]:
+    """The decoder forward's ``hooks`` that knock the (layer, head) pairs out (at each layer's ``attn.hook_z``)."""
+    return z_hooks({layer: knock_out(hs, mode) for layer, hs in by_layer(heads).items()})

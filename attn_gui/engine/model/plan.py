@@ -188,12 +188,6 @@ class Plan:
     what_if : tuple of str
         The config's options that change this compute from the model's own (``OPTIONS`` names), in declaration
         order; () for random weights and a model run as it is.
-    norm : str
-        The model's norm and its gain convention: "rms" (x̂ γ), "gemma" (x̂ (1 + γ), γ stored zero-centred),
-        "layer" (LayerNorm, (x - μ)/σ γ + β); "" for random weights.
-    block : str
-        The residual wiring of a decoder layer (``specs.wiring.BLOCKS``): "pre", "parallel", "sandwich" or
-        "post"; an encoder's "post_ln" or "pre_ln"; "" for random weights.
     can : Capabilities
         What the model can do here (``capabilities``): every "is it a decoder, can it generate?" reads this.
     """
@@ -204,8 +198,6 @@ class Plan:
     layers: tuple[AttendOptions, ...]
     own: tuple[AttendOptions, ...]
     what_if: tuple[str, ...] = ()
-    norm: str = ""
-    block: str = ""
     can: Capabilities = Capabilities()
 
     @property
@@ -371,11 +363,6 @@ def _value(value) -> str:
         else str(value)
 
 
-def _residual(spec: ModelSpec) -> tuple[str, str]:
-    """The model's norm convention and residual wiring, as its spec declares them."""
-    return spec.norm, spec.block
-
-
 def plan(config: AttentionConfig) -> Plan:
     """Resolve ``config``'s model once: its spec, sizes, each layer's options and the what-ifs.
 
@@ -392,9 +379,8 @@ def plan(config: AttentionConfig) -> Plan:
     own = model_layers(spec)
     layers = tuple(what_if(o, config) for o in own)
     changed = tuple(name for name in WHAT_IF if _changes(name, config, own, layers))
-    norm, block = _residual(spec)
     dims = Dims(spec.d_model, spec.heads, spec.d_k, spec.d_v, True, spec.kv_heads)
-    return Plan(config, spec, dims, layers if changed else own, own, changed, norm, block, capabilities(spec))
+    return Plan(config, spec, dims, layers if changed else own, own, changed, capabilities(spec))
 
 
 def _changes(name: str, config: AttentionConfig, own: tuple[AttendOptions, ...],

@@ -18,6 +18,7 @@ from ..base.errors import DeviceError, TooLargeError
 from .draws import draw_parameters, weights_on
 from .inputs import check_tokens, source_tokens_for, unknown_note
 from ..model.hooks import ablation_hooks
+from ..model.wiring import hook_name
 from ..text.tokens import Tokens
 
 from .memory import CHECK_FREE_ABOVE, _block_bytes, _human, estimate_bytes
@@ -130,7 +131,7 @@ def _compute(p: Plan, toks: Tokens, source: Tokens | None, device: torch.device,
     stream = None if reduce_to is None else Stream(reduce_to, _block_bytes(device))
     steps = ready if ready is not None else attend(
         x, weights, options, x_kv=x_source, stream=stream,
-        z_hook=ablation_hooks(config.ablate).get(config.layer) if config.model else None)
+        z_hook=ablation_hooks(config.ablate).get(hook_name(config.layer, "attn.z")) if config.model else None)
     synchronize(device)
     elapsed_ms = (time.perf_counter() - start) * 1e3
 
@@ -243,7 +244,7 @@ def _model_inputs(p: Plan, toks: Tokens, device: torch.device, dtype: torch.dtyp
             return x, shown, ModelRun(pending=done), options, None
     if config.ablate:  # every layer above a struck head reads a changed residual stream, and so does the next token
         decoder = _decoder(p)
-        run = decoder.forward(ids, device, dtype, z_hooks=ablation_hooks(config.ablate), reduce_to=reduce_to,
+        run = decoder.forward(ids, device, dtype, hooks=ablation_hooks(config.ablate), reduce_to=reduce_to,
                               shown_layer=config.layer, layers=layers)
         hidden, layer_weights, next_tokens = run.inputs, run.weights, decoder.top_tokens(run.logits)
         summaries = run.summaries

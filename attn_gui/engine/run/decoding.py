@@ -159,7 +159,7 @@ class Decoder:
         token_id = int(probs.argmax())
         start = time.perf_counter()
         run = self.source.forward(torch.tensor([token_id]), self.device, self.dtype, self.cache,
-                                  z_hooks=self.hooks)
+                                  hooks=self.hooks)
         synchronize(self.device)
         elapsed_ms = (time.perf_counter() - start) * 1e3
         position = len(self.token_ids)
@@ -179,7 +179,7 @@ class Decoder:
     def _run(self):
         """The whole sequence so far, from the start: streamed past ``FULL_MAX`` tokens (no T x T map kept)."""
         long = len(self.token_ids) > FULL_MAX
-        return self.source.forward(torch.tensor(self.token_ids), self.device, self.dtype, z_hooks=self.hooks,
+        return self.source.forward(torch.tensor(self.token_ids), self.device, self.dtype, hooks=self.hooks,
                                    reduce_to=STREAM_SIDE if long else None)
 
     @property

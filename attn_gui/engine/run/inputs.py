@@ -6,9 +6,7 @@ from typing import TYPE_CHECKING
 
 from ..config.config import AttentionConfig
 from ..base.errors import ConfigError
-from ..model.plan import check_model
-from ..readers.catalog import model_spec
-from ..model.registry import source
+from ..model.plan import check_model, plan
 from ..text.tokens import Tokens, tokenize
 
 if TYPE_CHECKING:
@@ -16,9 +14,9 @@ if TYPE_CHECKING:
 
 
 def _model(config: AttentionConfig, resolved: Plan | None):
-    """The config's model source: the plan's where given (resolved once), else looked up."""
+    """The config's model source: the plan's where given (resolved once), else the config's plan's."""
     assert config.model is not None
-    return resolved.source if resolved is not None else source(config.model)
+    return (resolved if resolved is not None else plan(config)).source
 
 
 def tokens_for(config: AttentionConfig, resolved: Plan | None = None) -> Tokens:
@@ -57,7 +55,7 @@ def check_tokens(config: AttentionConfig, resolved: Plan | None = None) -> Token
         raise ConfigError(f"sink_tokens is {config.sink_tokens:,}, more than the {len(toks.tokens):,} tokens "
                           f"of the sentence")
     if config.model is not None:
-        spec = resolved.spec if resolved is not None and resolved.spec is not None else model_spec(config.model)
+        spec = (resolved if resolved is not None else plan(config)).facts
         if len(toks.tokens) > spec.max_tokens:
             raise ConfigError(f"{spec.label} reads at most {spec.max_tokens} tokens; "
                               f"this text has {len(toks.tokens):,}")
@@ -87,7 +85,7 @@ def check_tokens_now(config: AttentionConfig) -> Tokens | None:
     """
     if config.model is not None:
         check_model(config)  # a layer or a struck head the model lacks: refused before any loading
-        model = source(config.model)
+        model = plan(config).source
         if model.available() and not model.loaded():
             return None
     return check_tokens(config)

@@ -10,7 +10,7 @@ import torch
 from ...base.errors import ConfigError
 from ..interventions import target_id
 from ...model.plan import Request, as_plan
-from ...model.decoder.forward import decoder_layer
+from ...model.decoder.forward import forward
 from ...model.decoder.parts import gain, head_weights, logits, norm
 from ...readers.stored import rows
 from .trace import FINAL, Trace, decoder_parts, trace, frozen_norm
@@ -137,20 +137,16 @@ def next_token_attribution(w: dict, shape, ids: torch.Tensor) -> tuple[torch.Ten
     -------
     weights (L, h, n, n), dla (L, h, n - 1) and key (L, h, n - 1), the key with the largest share (0-based).
     """
-    n = ids.numel()
     with torch.no_grad():
-        h = rows(w, "model.embed_tokens.weight", ids)  # (n, d), as llama.forward starts
-        if shape.embed_scale:
-            h = h * h.new_tensor(h.shape[-1] ** 0.5)
-        if "model.embed_positions.weight" in w:
-            h = h + rows(w, "model.embed_positions.weight", torch.arange(n, device=ids.device))
+        kept = forward(w, ids, shape, keep=True).activations  # the one forward, every point kept
+        assert kept is not None  # a kept run
         unembed = "lm_head.weight" if "lm_head.weight" in w else "model.embed_tokens.weight"
         read = rows(w, unembed, ids[1:]) * gain(w, FINAL, shape)  # (n - 1, d): gamma * u_t at each position
         if shape.norm == "layer":
             read = read - read.mean(-1, keepdim=True)
         weights, direct, keys = [], [], []
-        for layer in range(shape.layers):
-            h, _, steps = decoder_layer(h, w, layer, shape)
+        for layer, pieces in enumerate(kept.pieces):
+            steps = pieces.steps
             w_o = head_weights(w, layer, shape).w_o  # (d, h * d_v)
             assert w_o is not None  # a decoder layer has every projection
             alpha, z = steps.alpha, steps.head_outputs  # (h, n, n), (h, n, d_v)
@@ -161,6 +157,7 @@ def next_token_attribution(w: dict, shape, ids: torch.Tensor) -> tuple[torch.Ten
             shares = alpha[:, :-1] * (through @ v.transpose(-2, -1))  # (h, n - 1, n): key j's part of the term
             keys.append(shares.argmax(-1))
             weights.append(alpha)
+        h = kept.pieces[-1].resid_post  # (n, d): what the final norm reads
         if shape.norm == "layer":
             s = torch.rsqrt(h.var(-1, unbiased=False) + shape.eps)  # (n,): the final norm's frozen scale
         else:

@@ -1,6 +1,6 @@
 """Why this head: a traced forward whose residual stream splits into its components.
 
-Every function of ``analysis.attribution`` reads a decoder of the one decoder forward (``sources/llama.py``): the
+Every function of ``analysis.attribution`` reads a decoder of the one decoder forward (``model.decoder.forward``): the
 bundled SmolLM2, Hugging Face folders of every decoder family, GGUF files and the checkpoints of
 ``attn-gui train``. The residual stream is a sum of components, each written by one part of
 the model (Elhage et al. 2021, "A Mathematical Framework for Transformer Circuits"):
@@ -40,8 +40,6 @@ from ..interventions import _ids
 from ...model.plan import Plan, Request, as_plan
 from ...specs.wiring import BLOCKS
 from ...model.decoder.parts import gain, head_weights, logits, norm
-from ...model.decoder.forward import layer_pieces
-from ...readers.stored import rows
 
 
 FINAL = "model.norm"
@@ -115,25 +113,22 @@ def trace(request: Request) -> Trace:
     hooks = ablation_hooks(tuple(config.ablate))  # {} without ablated heads
     block = BLOCKS[shape.block]
     with torch.no_grad():
-        h = rows(w, "model.embed_tokens.weight", token_ids)  # (n, d)
-        if shape.embed_scale:  # Gemma: the embedding times √d, as llama.forward
-            h = h * h.new_tensor(h.shape[-1] ** 0.5)
-        names, parts = ["embed"], [h]
-        if "model.embed_positions.weight" in w:  # GPT-2's learned positions
-            pos = rows(w, "model.embed_positions.weight", torch.arange(len(ids), device=device))
+        run = src.forward(token_ids, device, dtype, hooks=hooks, keep=True)  # the one forward, every point kept
+        kept = run.activations
+        assert kept is not None  # a kept run
+        names, parts = ["embed"], [kept["hook_embed"]]  # (n, d); Gemma's times √d, as the forward embeds
+        if kept.pos_embed is not None:  # GPT-2's learned positions
             names.append("positions")
-            parts.append(pos)
-            h = h + pos
-        residual, entering, weights, scaled = [h], [len(names)], [], []
-        total = h  # the running sum of the components
-        for layer in range(shape.layers):
-            pieces = layer_pieces(h, w, layer, shape, z_hook=hooks.get(layer))
+            parts.append(kept.pos_embed)
+        residual, entering, weights, scaled = [kept["blocks.0.hook_resid_pre"]], [len(names)], [], []
+        total = sum(parts)  # the running sum of the components
+        for layer, pieces in enumerate(kept.pieces):
             steps = pieces.steps
             w_o = head_weights(w, layer, shape).w_o
             assert w_o is not None  # a decoder layer has every projection
             writes = head_writes(steps.head_outputs, w_o)  # (h, n, d): what each head adds to attention's output
             b_o = f"model.layers.{layer}.self_attn.o_proj.bias"
-            bias = w[b_o].expand_as(h)[None] if b_o in w else None
+            bias = w[b_o].expand_as(total)[None] if b_o in w else None
             if block.attn_post is not None:  # a norm after attention: each head's share of its output
                 both = writes if bias is None else torch.cat([writes, bias])
                 shares, beta = frozen_norm(both, steps.output, w, f"model.layers.{layer}.{block.attn_post}", shape)
@@ -148,14 +143,13 @@ def trace(request: Request) -> Trace:
             parts.append(pieces.mlp_write)
             total = total + sum(parts[entering[-1]:])
             _check_sum(total, pieces.resid_post, f"layer {layer + 1}'s output")
-            h = pieces.resid_post
-            residual.append(h)
+            residual.append(pieces.resid_post)
             entering.append(len(names))
             weights.append(steps.alpha)
             assert steps.scaled is not None  # never streamed here
             scaled.append(steps.scaled)
-        model = src.forward(token_ids, device, dtype, z_hooks=hooks).logits  # (V,)
-        _check_sum(logits(norm(h[-1:], w, FINAL, shape), w, shape.final_softcap)[0], model, "the model's logits")
+        model = run.logits  # (V,)
+        _check_sum(logits(norm(total[-1:], w, FINAL, shape), w, shape.final_softcap)[0], model, "the model's logits")
     return Trace(names, torch.stack(parts), entering, residual, torch.stack(weights), torch.stack(scaled), ids,
                  model)
 

@@ -26,7 +26,8 @@ from dataclasses import dataclass
 import torch
 
 from ...model.decoder.parts import gain, head_weights
-from ...model.decoder.forward import layer_pieces
+from ...model.decoder.forward import forward
+from ...model.wiring import hook_name
 from .split import Split
 
 KIND_OF = {"q": "Q", "k": "K", "v": "V"}
@@ -85,16 +86,10 @@ def composition(split: Split, writer: int, reader: int) -> tuple[float, ...]:
 
 def alphas(split: Split, ids: torch.Tensor, heads: list[tuple[int, int]]) -> list[torch.Tensor]:
     """α (n, n) of each (layer, head) (0-based) on prompt ``ids`` (n,), from the one decoder forward."""
-    found: dict[tuple[int, int], torch.Tensor] = {}
-    h = split.embed(ids[None])
     with torch.no_grad():
-        for layer in range(max((layer for layer, _ in heads), default=-1) + 1):
-            pieces = layer_pieces(h, split.w, layer, split.shape)
-            for want in heads:
-                if want[0] == layer:
-                    found[want] = pieces.steps.alpha[0, want[1]].detach().cpu()
-            h = pieces.resid_post
-    return [found[want] for want in heads]
+        kept = forward(split.w, ids, split.shape, keep=True).activations
+    assert kept is not None  # a kept run
+    return [kept[hook_name(layer, "attn.pattern")][head].cpu() for layer, head in heads]
 
 
 @dataclass(frozen=True)

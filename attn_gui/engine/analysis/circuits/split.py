@@ -1,13 +1,13 @@
 """The decoder's forward with every reader's input its own tensor: what edge attribution and edge patching run.
 
-In the one decoder forward (``sources/llama.py``) every reader of a layer reads the same residual. Here each reader
+In the one decoder forward (``model.decoder.forward``) every reader of a layer reads the same residual. Here each reader
 of the circuit graph (``graph.Graph``: a head's query, key and value inputs, an MLP's input, the logits) gets its own
 copy of it, routed through the same functions as the forward: the layer's norm (``llama.norm``), the head's
 projections, biases, q/k norms and RoPE (``attention.queries_keys_values``), the scores scaled, masked, capped and
 turned into α in one place (``attention.scaled_scores``, ``score_weights``), the values (``attention.project``), Z_i
 W_O,i (``attribution.head_writes``), the MLP (``llama.feed_forward``), the final norm and the unembedding
 (``llama.logits``). A copy can be rebuilt with some writers' parts taken from another run (``Patch``): an edge
-patched. With no copy changed the run is the one decoder forward itself (``llama.layer_pieces``), and the split
+patched. With no copy changed the run is the one decoder forward itself (``model.decoder.forward``, kept), and the split
 forward must give its logits (``check``).
 
 The gradient with respect to each reader's input (``gradients``) comes from the one forward's backward: dm/dy at the
@@ -32,7 +32,8 @@ from ...base.errors import ConfigError
 from ...specs.wiring import BLOCKS
 from ...specs.decoder import LlamaShape
 from ...model.decoder.parts import embed, feed_forward, head_weights, logits, norm
-from ...model.decoder.forward import layer_pieces
+from ...model.decoder.forward import forward
+from ...model.wiring import hook_name
 from .graph import Graph
 from .tasks import Batch, metric_values
 
@@ -148,13 +149,16 @@ class Split:
                    self._metric(final[:, 0], batch).detach())
 
     def _plain(self, first: torch.Tensor, batch: Batch, outputs: list | None = None) -> Run:
-        """``run`` with every reader reading the residual as it is: the one decoder forward (``llama.layer_pieces``),
-        each head's write Z_i W_O,i taken from its steps. ``outputs``: each layer's readers' outputs (q and k before
-        RoPE and the q/k norms, v, the MLP's normed input) are appended to it, then the final residual, and the
-        run's metric keeps its graph (``gradients``)."""
+        """``run`` with every reader reading the residual as it is: the one decoder forward, kept (its hook points
+        read by name), each head's write Z_i W_O,i taken from its steps. ``outputs``: each layer's readers' outputs
+        (q and k before RoPE and the q/k norms, v, the MLP's normed input) are appended to it, then the final
+        residual, and the run's metric keeps its graph (``gradients``)."""
+        start = {hook_name(0, "resid_pre"): lambda _: first}  # the run begins at ``first``, not at the ids' rows
+        ids = torch.zeros(first.shape[:-1], dtype=torch.long, device=first.device)
+        kept = forward(self.w, ids, self.shape, hooks=start, keep=True).activations  # the one decoder forward
+        assert kept is not None  # a kept run
         writes, bases, h = [first], [], first
-        for layer in range(self.shape.layers):
-            pieces = layer_pieces(h, self.w, layer, self.shape)
+        for layer, pieces in enumerate(kept.pieces):
             steps = pieces.steps
             w_o = head_weights(self.w, layer, self.shape).w_o
             assert w_o is not None  # a decoder layer has every projection
@@ -165,9 +169,7 @@ class Split:
                 if steps.rope is None and steps.qk_norm is not None:
                     raise ConfigError("q/k norms without RoPE keep no query before its norm: circuits cannot split "
                                       "this model's queries")
-                rope = steps.rope
-                q, k = (rope.q_unrotated, rope.k_unrotated) if rope is not None else (steps.q, steps.k)
-                outputs += [q, k, steps.v, pieces.mlp_in]
+                outputs += [pieces.point("attn.q"), pieces.point("attn.k"), steps.v, pieces.mlp_in]
             h = pieces.resid_post
         bases.append(h)
         metric = self._metric(h, batch)

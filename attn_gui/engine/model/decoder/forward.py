@@ -21,6 +21,7 @@ of the new tokens only and attends to the cached keys and values plus its own.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import torch
@@ -32,8 +33,8 @@ from ...kernel.summaries import Summaries
 from ...kernel.types import Steps, Stream
 from ...specs.decoder import LlamaShape
 from ...specs.wiring import BLOCKS
-from ..wiring import LayerPieces
-from .parts import embed, feed_forward, head_weights, logits, norm
+from ..wiring import Hook, HookCache, LayerPieces, at, check_hooks
+from .parts import embed_parts, feed_forward, head_weights, logits, norm
 
 
 @dataclass(frozen=True)
@@ -79,6 +80,8 @@ class Forward:
     shown : (layer, steps), or None
         Streamed with ``shown_layer``: that layer's ``attend_summarised`` steps, its ω,
         scaled scores and α pooled, so that the window's shown layer is not computed again.
+    activations : HookCache, or None
+        Kept (``forward(..., keep=True)``): every hook point by TransformerLens' name (``model.wiring``).
 
     A streamed run (``forward(..., reduce_to=r)``) keeps no T x T map: ``weights`` is None and
     ``residual`` holds the final norm's output only.
@@ -92,13 +95,15 @@ class Forward:
     summaries: Summaries | None = None
     last_weights: torch.Tensor | None = None
     shown: tuple[int, Steps] | None = None
+    activations: HookCache | None = None
 
 
 def layer_pieces(h: torch.Tensor, w: dict, layer: int, shape: LlamaShape,
-                 past: tuple[torch.Tensor, torch.Tensor] | None = None, *, z_hook=None,
+                 past: tuple[torch.Tensor, torch.Tensor] | None = None, *, hooks: Mapping[str, Hook] | None = None,
                  reduce_to: int | None = None, block_bytes: int = 8 * 2**20, shown: bool = False,
                  into: tuple[torch.Tensor, torch.Tensor, list | None] | None = None) -> LayerPieces:
-    """One layer over the new rows ``h`` (n, d), wired as ``BLOCKS[shape.block]`` says, every piece named.
+    """One layer over the new rows ``h`` (n, d), wired as ``BLOCKS[shape.block]`` says, every piece named; each
+    hook point of ``hooks`` (``model.wiring.HOOKABLE``, by TransformerLens' name) passes through its hook.
 
     ``reduce_to``: attention streamed by blocks of query rows of about ``block_bytes`` (``attend``);
     ``shown``: this layer's ω and scaled scores pooled too (``attend_summarised``).
@@ -107,7 +112,10 @@ def layer_pieces(h: torch.Tensor, w: dict, layer: int, shape: LlamaShape,
     (``kept_attention``), as a model run keeps them."""
     p = f"model.layers.{layer}"
     block = BLOCKS[shape.block]
+    h = at(hooks, layer, "resid_pre", h)
     x = h if block.attn_norm is None else norm(h, w, f"{p}.{block.attn_norm}", shape)  # X: what attention reads
+    x = at(hooks, layer, "attn_in", x)
+    z_hook = None if not hooks else hooks.get(f"blocks.{layer}.attn.hook_z")
     options = shape.options(layer)
     if reduce_to is not None:  # streamed: no T x T map kept (softcap refused where streaming is: engine.model.plan)
         steps = attend_summarised(x, head_weights(w, layer, shape, True), options, Stream(reduce_to, block_bytes),
@@ -119,12 +127,16 @@ def layer_pieces(h: torch.Tensor, w: dict, layer: int, shape: LlamaShape,
     else:
         steps = attend(x, head_weights(w, layer, shape, True), options, past=past, z_hook=z_hook)
     attn_write = steps.output if block.attn_post is None else norm(steps.output, w, f"{p}.{block.attn_post}", shape)
-    mid = h + attn_write
+    attn_write = at(hooks, layer, "attn_out", attn_write)
+    mid = at(hooks, layer, "resid_mid", h + attn_write)
     mlp_reads = h if block.parallel else mid
     mlp_in = mlp_reads if block.mlp_norm is None else norm(mlp_reads, w, f"{p}.{block.mlp_norm}", shape)
+    mlp_in = at(hooks, layer, "mlp_in", mlp_in)
     mlp_out = feed_forward(mlp_in, w, layer, shape)
     mlp_write = mlp_out if block.mlp_post is None else norm(mlp_out, w, f"{p}.{block.mlp_post}", shape)
-    return LayerPieces(h, x, steps, attn_write, mid, mlp_in, mlp_out, mlp_write, mid + mlp_write)
+    mlp_write = at(hooks, layer, "mlp_out", mlp_write)
+    post = at(hooks, layer, "resid_post", mid + mlp_write)
+    return LayerPieces(h, x, steps, attn_write, mid, mlp_in, mlp_out, mlp_write, post)
 
 
 def decoder_layer(h: torch.Tensor, w: dict, layer: int, shape: LlamaShape,
@@ -136,9 +148,14 @@ def decoder_layer(h: torch.Tensor, w: dict, layer: int, shape: LlamaShape,
 
 
 def forward(w: dict, ids: torch.Tensor, shape: LlamaShape, cache: KVCache | None = None, *,
-            z_hooks: dict | None = None, reduce_to: int | None = None, block_bytes: int = 8 * 2**20,
-            shown_layer: int | None = None) -> Forward:
+            hooks: Mapping[str, Hook] | None = None, keep: bool = False, reduce_to: int | None = None,
+            block_bytes: int = 8 * 2**20, shown_layer: int | None = None) -> Forward:
     """Run the model on the new token ids (n,), after the ``cache`` of the tokens before (if any).
+
+    ``hooks`` change the hook points they name (TransformerLens' names, ``model.wiring``: a head knocked out is a
+    hook at ``blocks.{l}.attn.hook_z``); ``keep`` keeps every point, read by name in ``Forward.activations``
+    (every layer's scores and α whole: the analyses' run, not the window's). Kept, ``ids`` may be a batch
+    (B, n): every tensor gains the leading B axis.
 
     ``reduce_to`` streams every layer's attention (no cache): each layer's T x T maps are made a
     block of query rows at a time (about ``block_bytes`` of scores), kept only pooled to
@@ -147,11 +164,9 @@ def forward(w: dict, ids: torch.Tensor, shape: LlamaShape, cache: KVCache | None
 
     Learned positions (GPT-2's ``model.embed_positions.weight``) are added to the token
     embedding, counted from the cache's length. Only the last row's logits are computed
-    (``logits``), as the next token needs no others. ``z_hooks`` maps a layer (0-based) to a function of its per-head
-    outputs Z (h, n, d_v) returning what W_O reads instead (``engine.interventions``). ``Run`` is the same pass
-    run a layer at a time.
+    (``logits``), as the next token needs no others. ``Run`` is the same pass run a layer at a time.
     """
-    return Run(w, ids, shape, cache, z_hooks=z_hooks, reduce_to=reduce_to, block_bytes=block_bytes,
+    return Run(w, ids, shape, cache, hooks=hooks, keep=keep, reduce_to=reduce_to, block_bytes=block_bytes,
                shown_layer=shown_layer).finish()
 
 
@@ -168,12 +183,18 @@ class Run:
     """
 
     def __init__(self, w: dict, ids: torch.Tensor, shape: LlamaShape, cache: KVCache | None = None, *,
-                 z_hooks: dict | None = None, reduce_to: int | None = None, block_bytes: int = 8 * 2**20,
-                 shown_layer: int | None = None):
-        if reduce_to is not None and cache is not None:
-            raise ValueError("a run after a key/value cache is not streamed")
-        h = embed(w, ids, shape, 0 if cache is None else cache.length)  # (n, d)
-        self.w, self.shape, self.cache, self.z_hooks = w, shape, cache, z_hooks or {}
+                 hooks: Mapping[str, Hook] | None = None, keep: bool = False, reduce_to: int | None = None,
+                 block_bytes: int = 8 * 2**20, shown_layer: int | None = None):
+        if reduce_to is not None and (cache is not None or keep):
+            raise ValueError("a run after a key/value cache, or one keeping every point, is not streamed")
+        if ids.dim() != 1 and not keep:
+            raise ValueError("only a kept run reads a batch of token ids")
+        check_hooks(hooks or {}, shape.layers)
+        tokens, positions = embed_parts(w, ids, shape, 0 if cache is None else cache.length)
+        h = tokens if positions is None else tokens + positions  # (n, d)
+        self.w, self.shape, self.cache, self.hooks = w, shape, cache, dict(hooks or {})
+        self.embedded = (tokens, positions) if keep else None  # the kept run's hook_embed and hook_pos_embed
+        self.pieces: list[LayerPieces] = []  # kept: each layer's
         self.reduce_to, self.block_bytes, self.shown_layer = reduce_to, block_bytes, shown_layer
         self.h = h  # the residual entering layer ``done``
         self.done = 0
@@ -186,7 +207,7 @@ class Run:
         self.sums: list[dict[str, torch.Tensor]] = []  # every layer's summaries
         self.alphas: torch.Tensor | None = None  # every layer's α, filled layer by layer (``kept_attention``)
         self.into: list[tuple[torch.Tensor, torch.Tensor, list | None] | None] = [None] * shape.layers
-        if reduce_to is None:
+        if reduce_to is None and not keep:
             n = ids.shape[0]
             T_k = n + (0 if cache is None else cache.length)
             self.alphas = h.new_empty(shape.layers, shape.heads, n, T_k)
@@ -205,18 +226,21 @@ class Run:
             summed = len(self.sums)
             past = None if self.cache is None else (self.cache.keys[layer], self.cache.values[layer])
             try:
-                h, x, steps = decoder_layer(self.h, self.w, layer, shape, past, z_hook=self.z_hooks.get(layer),
-                                            reduce_to=reduce_to, block_bytes=self.block_bytes,
-                                            shown=reduce_to is not None and layer == self.shown_layer,
-                                            into=self.into[layer])
+                pieces = layer_pieces(self.h, self.w, layer, shape, past, hooks=self.hooks, reduce_to=reduce_to,
+                                      block_bytes=self.block_bytes,
+                                      shown=reduce_to is not None and layer == self.shown_layer,
+                                      into=self.into[layer])
             except BaseException:
                 del self.sums[summed:]  # this layer's summaries, appended before it stopped
                 raise
+            h, x, steps = pieces.resid_post, pieces.attn_in, pieces.steps
+            if self.embedded is not None:
+                self.pieces.append(pieces)
             if reduce_to is not None and layer == self.shown_layer:
                 self.kept = (layer, steps)
             if reduce_to is None:  # streamed, only the last residual is kept (memory follows T d, not L T d)
                 self.residual.append(h)
-                self.last.append(steps.alpha[:, -1])  # the summaries went into ``sums`` (``kept_attention``)
+                self.last.append(steps.alpha[..., -1, :])  # the summaries went into ``sums`` (``kept_attention``)
             else:
                 pooled = steps.pooled
                 assert pooled is not None and pooled.summaries is not None and pooled.last_row is not None
@@ -249,8 +273,14 @@ class Run:
         T_k = self.keys[0].size(-2)
         summaries = Summaries.stack(self.sums, T_k, self.maps if reduce_to is not None else None) \
             if self.sums else None
-        self.result = Forward(residual, self.inputs, self.alphas, KVCache(tuple(self.keys), tuple(self.values)),
-                              logits(final[-1], w, shape.final_softcap), summaries, torch.stack(self.last), self.kept)
+        alphas = self.alphas
+        kept = None
+        if self.embedded is not None:
+            alphas = torch.stack([pieces.steps.alpha for pieces in self.pieces], -4)  # (..., L, h, n, P + n)
+            kept = HookCache(*self.embedded, tuple(self.pieces), final)
+        self.result = Forward(residual, self.inputs, alphas, KVCache(tuple(self.keys), tuple(self.values)),
+                              logits(final[..., -1, :], w, shape.final_softcap), summaries,
+                              torch.stack(self.last, -3), self.kept, kept)
         return self.result
 
 

@@ -91,16 +91,24 @@ def feed_forward(x: torch.Tensor, w: dict, layer: int, shape: LlamaShape) -> tor
                    f"{p}.down_proj")
 
 
-def embed(w: dict, ids: torch.Tensor, shape: LlamaShape, start: int = 0) -> torch.Tensor:
-    """What a layer-0 residual starts as: the token embedding of ``ids`` (..., n), times √d for Gemma, plus GPT-2's
-    learned positions counted from ``start``.  -> (..., n, d)"""
+def embed_parts(w: dict, ids: torch.Tensor, shape: LlamaShape,
+                start: int = 0) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """The two writers a layer-0 residual starts as: the token embedding of ``ids`` (..., n), times √d for Gemma
+    (TransformerLens' hook_embed), and GPT-2's learned positions counted from ``start`` (hook_pos_embed; None for
+    the families without).  -> (..., n, d), (n, d) or None"""
     h = rows(w, "model.embed_tokens.weight", ids.reshape(-1)).unflatten(0, ids.shape)  # a GGUF reads rows of ids
     if shape.embed_scale:  # Gemma: the embedding times √d
         h = h * h.new_tensor(h.shape[-1] ** 0.5)
-    if "model.embed_positions.weight" in w:  # learned absolute positions (GPT-2)
-        n = ids.shape[-1]
-        h = h + rows(w, "model.embed_positions.weight", torch.arange(start, start + n, device=ids.device))
-    return h
+    if "model.embed_positions.weight" not in w:
+        return h, None
+    n = ids.shape[-1]  # learned absolute positions (GPT-2)
+    return h, rows(w, "model.embed_positions.weight", torch.arange(start, start + n, device=ids.device))
+
+
+def embed(w: dict, ids: torch.Tensor, shape: LlamaShape, start: int = 0) -> torch.Tensor:
+    """What a layer-0 residual starts as: ``embed_parts``' sum.  -> (..., n, d)"""
+    h, positions = embed_parts(w, ids, shape, start)
+    return h if positions is None else h + positions
 
 
 def logits(last: torch.Tensor, w: dict, softcap: float | None = None) -> torch.Tensor:

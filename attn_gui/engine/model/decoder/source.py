@@ -14,6 +14,7 @@ import functools
 import importlib
 import threading
 from collections import OrderedDict
+from collections.abc import Mapping
 from types import ModuleType
 from typing import TYPE_CHECKING
 
@@ -29,6 +30,7 @@ from ...text.tokenizer_json import wrapped
 from ...text.tokens import Tokens
 from ..loaded import LOADED
 from ..source import ModelSource, unknown_of
+from ..wiring import Hook
 from .forward import Forward, KVCache, Run, forward
 from .parts import head_weights
 
@@ -262,15 +264,17 @@ class Source(ModelSource):
         return tuple((vocab[i], float(p)) for p, i in zip(top.values.tolist(), top.indices.tolist(), strict=True))
 
     def forward(self, token_ids: torch.Tensor, device, dtype, cache: KVCache | None = None, *,
-                z_hooks: dict | None = None, reduce_to: int | None = None, shown_layer: int | None = None,
+                hooks: Mapping[str, Hook] | None = None, keep: bool = False, reduce_to: int | None = None,
+                shown_layer: int | None = None,
                 layers: Layers | None = None) -> Forward:
         """Run the model on new ``token_ids`` (n,) after ``cache`` (None: from the start); nothing is kept.
 
-        ``z_hooks`` (layer -> function of Z) intervene on heads; ``reduce_to`` streams, keeping ``shown_layer``'s
+        ``hooks`` change hook points (TransformerLens' names: ``model.wiring``), ``keep`` keeps every point
+        (``Forward.activations``); ``reduce_to`` streams, keeping ``shown_layer``'s
         steps (``llama.forward``); ``layers``: each layer's attention options (the plan's), else the model's."""
         with torch.no_grad():
             return forward(weights_on(self.spec, str(device), dtype), token_ids.to(device),
-                           shaped(self.spec, layers), cache, z_hooks=z_hooks, reduce_to=reduce_to,
+                           shaped(self.spec, layers), cache, hooks=hooks, keep=keep, reduce_to=reduce_to,
                            shown_layer=shown_layer)
 
     def decoder(self, device, dtype, layers: Layers | None = None) -> tuple[dict[str, torch.Tensor], LlamaShape]:
