@@ -2,7 +2,8 @@
 
 import torch
 
-from attn_gui.engine import AttentionConfig, compute, source
+from attn_gui.engine import AttentionConfig, compute
+from attn_gui.engine.model.registry import source
 
 
 def alphas_equal_transformers(path: str, hf, sentence: str, layers: int = 2, atol: float = 1e-5,

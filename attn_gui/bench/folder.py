@@ -151,7 +151,8 @@ def app_child(path: str, lengths: dict[int, int], keep: bool = True) -> dict:
     """Body of the app's subprocess: the load (and its longest lock hold), forwards of each length
     ``lengths`` (T: repeats) on ``THREADS`` threads, the peak RSS (KiB). ``keep=False``: the weights
     upcast per layer (as when the free memory is short)."""
-    from ..engine import AttentionConfig, source
+    from ..engine import AttentionConfig
+    from ..engine.model.registry import source
     from ..engine.readers import stored
     from ..engine.model.decoder.source import load_model
     from ..engine.readers.hf.weights import weight_files

@@ -45,7 +45,8 @@ def measure(run, T):
                model_mib=before / 2**20)
     print(json.dumps(out), flush=True)
 if who == "ours":
-    from attn_gui.engine import AttentionConfig, compute, source
+    from attn_gui.engine import AttentionConfig, compute
+    from attn_gui.engine.model.registry import source
     from attn_gui.present.frame import DISPLAY_MAX, make_frame
     source(path).load()
     def run(T):
@@ -84,7 +85,8 @@ def reset():
         f.write("5")
     return status("VmRSS:")
 if who == "ours":
-    from attn_gui.engine import AttentionConfig, compute, source
+    from attn_gui.engine import AttentionConfig, compute
+    from attn_gui.engine.model.registry import source
     from attn_gui.present.frame import DISPLAY_MAX, make_frame
     source(path).load()
     words = "the cat sat on a mat and the dog ran".split()

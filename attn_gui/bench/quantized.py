@@ -35,7 +35,8 @@ def quantized_child(repeats: int, keep_share: float) -> dict:
     import tokenizers  # noqa: F401
     import torch
 
-    from ..engine import model_spec, source
+    from ..engine import model_spec
+    from ..engine.model.registry import source
     from ..engine.readers import quantized
     from ..engine.model.decoder.source import load_model
     from ..engine.readers.bundled import gguf_path

@@ -26,7 +26,6 @@ from .analysis.scaling import EntropySweep, Saturation, entropy_vs_dk, saturatio
 from .specs.catalog import MODELS
 from .specs.spec import ModelSpec
 from .readers.catalog import model_spec
-from .model.registry import source
 from .text.tokens import Tokens, tokenize
 
 __all__ = [
@@ -35,7 +34,7 @@ __all__ = [
     "UserError", "ConfigError", "DeviceError", "TooLargeError", "ModelUnavailable",
     "available_devices", "FIELDS", "TENSOR_FIELDS", "FieldInfo", "formula",
     "Tokens", "tokenize", "tokens_for", "check_tokens", "check_tokens_now", "unknown_note",
-    "Projections", "AttendOptions", "Stream", "Steps", "attend", "MODELS", "ModelSpec", "model_spec", "source",
+    "Projections", "AttendOptions", "Stream", "Steps", "attend", "MODELS", "ModelSpec", "model_spec",
     "METRICS", "head_metrics", "causal_visible", "rollout", "Saturation", "saturation",
     "EntropySweep", "entropy_vs_dk", "Decoder", "DecodeStep", "Generation", "generate", "Circuit", "circuit",
 ]

@@ -17,7 +17,8 @@ import pytest
 import torch
 import transformers
 
-from attn_gui.engine import AttentionConfig, ConfigError, compute, source
+from attn_gui.engine import AttentionConfig, ConfigError, compute
+from attn_gui.engine.model.registry import source
 from attn_gui.engine.analysis.attribution.qkov import circuits, copying_scores
 from attn_gui.engine.analysis.attribution.heads import detect_heads, detector_scores
 from attn_gui.engine.analysis.attribution.logit import direct_logit_attribution, logit_lens

@@ -14,7 +14,8 @@ import pytest
 import torch
 
 from attn_gui.engine.model.plan import plan
-from attn_gui.engine import AttentionConfig, compute, model_spec, source
+from attn_gui.engine import AttentionConfig, compute, model_spec
+from attn_gui.engine.model.registry import source
 
 import transformers
 

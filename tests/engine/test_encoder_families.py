@@ -18,7 +18,8 @@ import transformers
 from transformers.models.modernbert.modeling_modernbert import apply_rotary_pos_emb
 
 from attn_gui.engine.model.plan import plan
-from attn_gui.engine import AttentionConfig, ConfigError, compute, model_spec, source
+from attn_gui.engine import AttentionConfig, ConfigError, compute, model_spec
+from attn_gui.engine.model.registry import source
 from attn_gui.engine.run.fields import formula
 from transformers_peer import alphas_equal_transformers  # (tests/)
 

@@ -16,7 +16,8 @@ import pytest
 import torch
 import transformers
 
-from attn_gui.engine import AttentionConfig, compute, model_spec, source
+from attn_gui.engine import AttentionConfig, compute, model_spec
+from attn_gui.engine.model.registry import source
 from attn_gui.engine.model.plan import plan
 from attn_gui.engine.specs.encoder_config import FIELDS as ENCODER_FIELDS
 from attn_gui.engine.specs.families import FAMILIES, INERT

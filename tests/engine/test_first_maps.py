@@ -4,7 +4,8 @@ model's whole forward (``llama.forward``) and transformers' eager attentions; th
 import pytest
 import torch
 
-from attn_gui.engine import AttentionConfig, compute, source
+from attn_gui.engine import AttentionConfig, compute
+from attn_gui.engine.model.registry import source
 from attn_gui.engine.base import progress
 from attn_gui.engine.model.decoder import source as decoder, forward as llama
 from tiny_decoders import SENTENCE, tiny_decoder  # (tests/)
@@ -20,13 +21,13 @@ def model(tmp_path_factory):
 def counted(monkeypatch):
     """The layers the decoder runs, as a list of their indices."""
     ran = []
-    layer = llama.decoder_layer
+    layer = llama.layer_pieces
 
     def counting(h, w, index, *args, **kwargs):
         ran.append(index)
         return layer(h, w, index, *args, **kwargs)
 
-    monkeypatch.setattr(llama, "decoder_layer", counting)
+    monkeypatch.setattr(llama, "layer_pieces", counting)
     decoder._run.cache_clear()
     return ran
 
@@ -60,18 +61,18 @@ def test_a_run_stopped_midway_goes_on_from_its_last_whole_layer(model, counted, 
     whole = llama.forward(w, ids, shape)
     run = llama.Run(w, ids, shape)
     run.advance(2)
-    layer = llama.decoder_layer
+    layer = llama.layer_pieces
 
     def interrupted(h, w, index, *args, into=None, **kwargs):
         if into is not None:
             into[2].append({"half": "written"})  # as kept_attention appends the layer's summaries, then stopped
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(llama, "decoder_layer", interrupted)
+    monkeypatch.setattr(llama, "layer_pieces", interrupted)
     with pytest.raises(KeyboardInterrupt):
         run.advance(4)
     assert run.done == 2 and len(run.sums) == 2 and len(run.inputs) == 2
-    monkeypatch.setattr(llama, "decoder_layer", layer)
+    monkeypatch.setattr(llama, "layer_pieces", layer)
     done = []
     with progress.watching(progress.Watch(lambda n, total: done.append((n, total)))):
         resumed = run.finish()

@@ -16,7 +16,8 @@ import transformers
 from transformers_peer import alphas_equal_transformers, residuals_equal_transformers  # tests/
 
 from attn_gui.engine.model.plan import plan
-from attn_gui.engine import AttentionConfig, compute, formula, model_spec, source
+from attn_gui.engine import AttentionConfig, compute, formula, model_spec
+from attn_gui.engine.model.registry import source
 from attn_gui.engine.run.decoding import Decoder
 
 WORDS = ["<pad>", "<eos>", "<bos>", "<unk>", "the", "cat", "sat", "on", "a", "mat", "and", "dog", "ran"]

@@ -18,7 +18,8 @@ import torch
 import transformers
 
 from attn_gui.engine.model.plan import plan
-from attn_gui.engine import AttentionConfig, ConfigError, compute, model_spec, source
+from attn_gui.engine import AttentionConfig, ConfigError, compute, model_spec
+from attn_gui.engine.model.registry import source
 from gguf_writing import byte_level_vocab, sentencepiece_vocab, write_converted, write_vocab  # (tests/)
 from transformers_peer import (alphas_equal_transformers, cached_steps_equal_recomputing,  # (tests/)
                                residuals_equal_transformers)

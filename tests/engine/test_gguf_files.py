@@ -16,7 +16,8 @@ import torch
 import transformers
 
 from attn_gui.engine.model.plan import plan
-from attn_gui.engine import AttentionConfig, ConfigError, compute, model_spec, source
+from attn_gui.engine import AttentionConfig, ConfigError, compute, model_spec
+from attn_gui.engine.model.registry import source
 from attn_gui.engine.run.decoding import Decoder
 from attn_gui.engine.model.decoder import source as decoder
 from attn_gui.engine.readers.gguf import load as gguf_load, spec as gguf_spec, vocab as gguf_vocab

@@ -20,7 +20,8 @@ pytest.importorskip("transformer_lens", reason="the lens extra (pip install attn
 
 import attn_gui  # noqa: E402
 from attn_gui.engine.model.plan import plan
-from attn_gui.engine import AttentionConfig, ConfigError, ModelUnavailable, source
+from attn_gui.engine import AttentionConfig, ConfigError, ModelUnavailable
+from attn_gui.engine.model.registry import source
 from attn_gui.engine import compute  # noqa: E402
 from attn_gui.engine.model.registry import is_available  # noqa: E402
 from lens_bridges import KINDS, boot, tiny_folder  # noqa: E402  tests/

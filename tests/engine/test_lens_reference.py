@@ -20,7 +20,8 @@ import torch
 pytest.importorskip("transformer_lens", reason="the lens extra (pip install attn-gui[lens]) is not installed")
 
 import attn_gui  # noqa: E402
-from attn_gui.engine import AttentionConfig, source  # noqa: E402
+from attn_gui.engine import AttentionConfig  # noqa: E402
+from attn_gui.engine.model.registry import source
 from attn_gui.engine.analysis.attribution.logit import direct_logit_attribution, logit_lens  # noqa: E402
 from attn_gui.engine.analysis.interventions import ablate  # noqa: E402
 from lens_bridges import KINDS, boot, tiny_folder  # noqa: E402  tests/

@@ -15,7 +15,8 @@ import pytest
 import torch
 import transformers
 
-from attn_gui.engine import AttentionConfig, ConfigError, compute, model_spec, source
+from attn_gui.engine import AttentionConfig, ConfigError, compute, model_spec
+from attn_gui.engine.model.registry import source
 from attn_gui.engine.analysis.metrics import METRICS, causal_visible, head_metrics
 from attn_gui.engine.kernel.summaries import decay_edges
 
@@ -165,7 +166,8 @@ def test_the_streamed_shown_layer_is_made_once_with_its_maps(run_1024, monkeypat
 
 PEAK = """
 import json, resource, sys, torch
-from attn_gui.engine import AttentionConfig, compute, source
+from attn_gui.engine import AttentionConfig, compute
+from attn_gui.engine.model.registry import source
 path, T = sys.argv[1], int(sys.argv[2])
 words = {words!r}
 text = " ".join(words[3 + (i * 7919) % (len(words) - 3)] for i in range(T))

@@ -9,7 +9,8 @@ import transformers
 
 import attn_gui
 from attn_gui.engine.model.plan import plan
-from attn_gui.engine import AttentionConfig, ConfigError, compute, source
+from attn_gui.engine import AttentionConfig, ConfigError, compute
+from attn_gui.engine.model.registry import source
 from transformers_peer import WORDS, alphas_equal_transformers, tiny_qwen2, word_tokenizer  # tests/
 
 SENTENCE = "the cat sat on a mat"

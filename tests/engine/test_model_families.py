@@ -11,7 +11,8 @@ import pytest
 import torch
 
 from attn_gui.engine.model.plan import plan
-from attn_gui.engine import AttentionConfig, ConfigError, compute, model_spec, source
+from attn_gui.engine import AttentionConfig, ConfigError, compute, model_spec
+from attn_gui.engine.model.registry import source
 from attn_gui.engine.run.decoding import Decoder
 from attn_gui.engine.model.registry import is_available
 

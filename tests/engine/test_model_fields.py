@@ -18,7 +18,8 @@ from gguf_writing import sentencepiece_vocab, tiny, write_gguf  # tests/
 from transformers_peer import alphas_equal_transformers  # tests/
 
 from attn_gui.engine.model.plan import plan
-from attn_gui.engine import AttentionConfig, ConfigError, compute, formula, source
+from attn_gui.engine import AttentionConfig, ConfigError, compute, formula
+from attn_gui.engine.model.registry import source
 from attn_gui.engine.specs.families import DECODER_READS, FAMILIES, INERT
 
 WORDS = ["<unk>", "<s>", "</s>", "the", "cat", "sat", "on", "a", "mat", "and", "dog", "ran"]

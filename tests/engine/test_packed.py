@@ -16,7 +16,8 @@ import torch
 from gguf.constants import GGML_QUANT_SIZES
 from gguf.quants import dequantize, quantize
 
-from attn_gui.engine import AttentionConfig, ConfigError, source
+from attn_gui.engine import AttentionConfig, ConfigError
+from attn_gui.engine.model.registry import source
 from attn_gui.engine.readers import packed
 from gguf_writing import quantized_llama  # (tests/)
 from transformers_peer import alphas_equal_transformers  # (tests/)

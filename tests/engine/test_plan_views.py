@@ -91,7 +91,7 @@ def softmax_inputs():
 
 
 def _ids(path):
-    from attn_gui.engine import source
+    from attn_gui.engine.model.registry import source
 
     return torch.tensor(source(path).tokenize(SENTENCE).token_ids)
 

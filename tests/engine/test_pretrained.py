@@ -5,7 +5,8 @@ import torch
 import torch.nn.functional as F
 
 from attn_gui.engine.model.plan import plan
-from attn_gui.engine import AttentionConfig, ConfigError, Projections, check_tokens, formula, model_spec, source
+from attn_gui.engine import AttentionConfig, ConfigError, Projections, check_tokens, formula, model_spec
+from attn_gui.engine.model.registry import source
 from attn_gui.engine import compute
 from attn_gui.engine.model.source import ModelSource
 from attn_gui.engine.model.registry import is_available

@@ -17,7 +17,8 @@ import pytest
 import torch
 import transformers
 
-from attn_gui.engine import AttentionConfig, compute, source
+from attn_gui.engine import AttentionConfig, compute
+from attn_gui.engine.model.registry import source
 from transformers_peer import SENTENCE, WORDS, word_tokenizer  # (tests/)
 
 DATA = Path(__file__).parents[1] / "data" / "published_configs"

@@ -16,7 +16,8 @@ import torch
 from gguf.constants import GGML_QUANT_SIZES
 from gguf.quants import quantize
 
-from attn_gui.engine import ConfigError, model_spec, source
+from attn_gui.engine import ConfigError, model_spec
+from attn_gui.engine.model.registry import source
 from attn_gui.engine.model.decoder import source as decoder
 from attn_gui.engine.model.registry import is_available
 from attn_gui.engine.readers import stored

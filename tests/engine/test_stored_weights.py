@@ -8,7 +8,8 @@ free is refused in one line before loading.
 import pytest
 import torch
 
-from attn_gui.engine import AttentionConfig, ConfigError, compute, source
+from attn_gui.engine import AttentionConfig, ConfigError, compute
+from attn_gui.engine.model.registry import source
 from attn_gui.engine.readers.catalog import model_spec
 from attn_gui.engine.readers import stored
 from transformers_peer import alphas_equal_transformers  # tests/

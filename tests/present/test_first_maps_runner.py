@@ -6,7 +6,8 @@ import gguf
 import pytest
 import torch
 
-from attn_gui.engine import AttentionConfig, source
+from attn_gui.engine import AttentionConfig
+from attn_gui.engine.model.registry import source
 import attn_gui.engine.model.plan as planning
 from attn_gui.engine.model.plan import plan
 from attn_gui.engine.base.progress import Watch

@@ -79,7 +79,7 @@ SHOWN = """
 import sys
 from PySide6 import QtCore
 from attn_gui import cli
-from attn_gui.engine import source
+from attn_gui.engine.model.registry import source
 from attn_gui.ui.main_window import MainWindow
 
 init = MainWindow.__init__

@@ -6,7 +6,7 @@ import gguf
 import pytest
 import torch
 
-from attn_gui.engine import source
+from attn_gui.engine.model.registry import source
 import attn_gui.engine.model.plan as planning
 from attn_gui.engine.model.decoder import source as decoder
 from attn_gui.present import runner
@@ -58,14 +58,14 @@ def test_escape_stops_the_rest_of_the_run_and_f5_goes_on_from_there(window, qtbo
     from attn_gui.engine.model.decoder import forward as llama
 
     path, out = q4
-    held, layer = threading.Event(), llama.decoder_layer
+    held, layer = threading.Event(), llama.layer_pieces
 
     def holding(h, w, index, *args, **kwargs):  # the rest's layer waits until Esc is pressed
         if index == 1:
             held.wait(60)
         return layer(h, w, index, *args, **kwargs)
 
-    monkeypatch.setattr(llama, "decoder_layer", holding)
+    monkeypatch.setattr(llama, "layer_pieces", holding)
     shown = []
     window.frameShown.connect(lambda frame: shown.append(frame) if frame.result.config.model == path else None)
     failed = []
