@@ -62,3 +62,20 @@ def test_titles_and_the_strips_labels_are_drawn_after_each_keystroke(window, qtb
         titles = [canvas.item_of("weights:0"), *canvas.strip[:4]]
         blank = [item.name for item in titles if ink(canvas, item.plot.titleLabel.item) < 20]
         assert not blank, (typed, blank)
+
+
+def test_a_lesson_in_progress_stays_in_front_of_the_walk_and_the_model_view(window, qtbot, deep_llama):
+    # Help → Lessons from a model: the lesson's random weights raised the walk over it; a model opened during a
+    # lesson (lesson 7's "Open in the explorer") raised the model view over it
+    assert window.edit_config({"model": deep_llama, "sentence": "the cat sat on a mat"})
+    qtbot.waitUntil(lambda: window.frame.result.config.model == deep_llama and in_sight(window.modelDock),
+                    timeout=30000)
+    window.menus.lessons.trigger()
+    qtbot.waitUntil(lambda: window.frame.result.config.model is None and not window.canvas.busy, timeout=30000)
+    dock = window.lessonsDock
+    assert in_sight(dock) and current_tab(window, "Lessons") and not in_sight(window.focusDock)
+    window.docks.show_dock("train")  # the learner goes to the Train dock, as lesson 7's step 2 says
+    assert window.edit_config({"model": deep_llama})  # and opens the trained model in the explorer
+    qtbot.waitUntil(lambda: window.frame.result.config.model == deep_llama and not window.canvas.busy,
+                    timeout=30000)
+    assert in_sight(dock) and current_tab(window, "Lessons") and not in_sight(window.modelDock)

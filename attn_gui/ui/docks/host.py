@@ -241,20 +241,29 @@ class DockHost(QtCore.QObject):
 
     def show_model_dock(self, show: bool, result) -> None:
         """Entering model mode: the grid of every head, in front (behind the dock the command line
-        asked for, if any); leaving it: the walk comes back."""
+        asked for, or an open lesson, if any); leaving it: the walk comes back (or the lesson stays in front).
+
+        A lesson open is a step in progress: Help → Lessons on a model computes the lesson's random weights,
+        lesson 7's "Open in the explorer" a model, and either put the walk or the grid over the step's text."""
         asked, model, walk, win = self.asked, self.docks["model-view"], self.docks["walk"], self.window
+        lesson = self.docks.get("lessons")
+        lesson = lesson if lesson is not None and not lesson.isHidden() and asked is None else None
         if not show:  # the grid, opened by hand or by --dock, stays while the weights are random
             if asked is model or model.isHidden():
                 return
             model.hide()
+            if lesson is not None:
+                lesson.raise_()
+                return
             self.front = None  # the walk comes back as at the opening: its fifth, not a dock's room
             (asked or walk).raise_()
             win.resizeDocks([walk], [max(150, win.height() // 5)], Vertical)
             return
         self.model_room = False
         model.show()
-        if asked is not None and asked is not model:
-            asked.raise_()
+        keep = asked or lesson
+        if keep is not None and keep is not model:
+            keep.raise_()
             return
         model.raise_()
         self._give_model_view_room(result)
