@@ -1,5 +1,7 @@
 """The first hour, third round (issue 62): what a new user met in the window."""
 
+import re
+
 import numpy as np
 from PySide6 import QtGui, QtWidgets
 
@@ -79,3 +81,18 @@ def test_a_lesson_in_progress_stays_in_front_of_the_walk_and_the_model_view(wind
     qtbot.waitUntil(lambda: window.frame.result.config.model == deep_llama and not window.canvas.busy,
                     timeout=30000)
     assert in_sight(dock) and current_tab(window, "Lessons") and not in_sight(window.modelDock)
+
+
+def test_every_view_item_a_lesson_names_is_in_the_view_menu(window):
+    # lesson 7 said "View → Train" (Qt's toggle hid the tab) and "View → Circuit"; every one is an entry that
+    # brings its dock in front
+    from attn_gui.present.lessons import lesson_names, load_lesson
+
+    titles = {a.text() for a in window.menus.view.actions()}
+    named = set()
+    for name in lesson_names():
+        lesson = load_lesson(name)
+        for step in lesson.steps:
+            text = step.text + (" " + step.action.ask if step.action is not None else "")
+            named |= set(re.findall(r"View → ([A-Z][\w ]*?)\)", text))
+    assert {"Train", "Circuit"} <= named and named <= titles, named - titles
