@@ -96,3 +96,34 @@ def test_every_view_item_a_lesson_names_is_in_the_view_menu(window):
             text = step.text + (" " + step.action.ask if step.action is not None else "")
             named |= set(re.findall(r"View → ([A-Z][\w ]*?)\)", text))
     assert {"Train", "Circuit"} <= named and named <= titles, named - titles
+
+
+def test_a_first_start_at_1366_shows_the_walks_table_and_the_whole_model_name(qtbot, settings):
+    # the walk opened 127 px tall, its table's header cut; the Source combo read "random weights (" beside Open…
+    from attn_gui.present.state import ViewState
+    from attn_gui.ui import MainWindow
+
+    win = MainWindow(ViewState(focus="weights"), settings=settings)  # no saved settings: a first start
+    qtbot.addWidget(win)
+    win.resize(1366, 768)
+    with qtbot.waitExposed(win):
+        win.show()
+    qtbot.waitUntil(lambda: win.frame is not None, timeout=30000)
+    walk = win.docks.panel("walk")
+    header = walk.document().find("term by term")  # the scores table's header row
+    assert not header.isNull()
+    qtbot.waitUntil(lambda: win.focusDock.height() <= 768 // 5 + 40)  # its first size (MainWindow._restore)
+    qtbot.waitUntil(lambda: win.canvas._planned_for == win.canvas.viewport().size().toTuple())  # laid out
+    assert walk.cursorRect(header).bottom() <= walk.viewport().height(), (walk.cursorRect(header), walk.height())
+    combo = win.panel.sourceCombo
+    field = combo.style().subControlRect(QtWidgets.QStyle.ComplexControl.CC_ComboBox, _combo_option(combo),
+                                         QtWidgets.QStyle.SubControl.SC_ComboBoxEditField, combo)
+    for i in range(combo.count()):  # every bundled model's name and random weights, whole in the field
+        assert combo.fontMetrics().horizontalAdvance(combo.itemText(i)) <= field.width(), combo.itemText(i)
+    win.stop_workers()
+
+
+def _combo_option(combo) -> QtWidgets.QStyleOptionComboBox:
+    option = QtWidgets.QStyleOptionComboBox()
+    option.initFrom(combo)
+    return option

@@ -308,6 +308,12 @@ class DockHost(QtCore.QObject):
             return
         self._raise_height(dock, DOCK_OPEN_H)
 
+    def first_height(self, dock: QtWidgets.QDockWidget, wanted: int) -> None:
+        """A first start's height of ``dock`` (the walk): ``wanted`` for the dock itself, the tab bar below it on
+        top (asked of the tab group, it left the walk 127 px at 1366 x 768, its table's header cut)."""
+        self.window.resizeDocks([dock], [wanted], Vertical)
+        self._raise_height(dock, wanted)
+
     def _raise_height(self, dock: QtWidgets.QDockWidget, wanted: int) -> None:
         win = self.window
         wanted = min(wanted, round(win.height() * DOCK_MOST))
