@@ -146,7 +146,7 @@ class MapItem(pg.GraphicsLayout):
         all_finite = bool(finite.all())
         scale = colour_scale(m, data.kind, data.scale, len(data.col_labels) or C, faint=not self.compact)
         levels, shown = scale.levels, scale.image
-        cmap = pg.colormap.get(WEIGHTS_CMAP if data.kind == "weights" else SIGNED_CMAP)
+        cmap = pg.colormap.get(SIGNED_CMAP if data.kind == "signed" else WEIGHTS_CMAP)  # an angle: 0 to its max
         note = f"<br>{scale.note}" if scale.note and not self.compact else ""
         self.image.setImage(shown, autoLevels=False, levels=levels)
         # Only what changed is touched: typing changes numbers far more often than shapes,
