@@ -9,6 +9,7 @@ ends below the head, left, middle or right, so that K- and Q-composition are tol
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from html import escape
@@ -99,6 +100,7 @@ def _frame(width: int, height: int, body: list[str], title: str) -> str:
             + "\n".join(body) + "\n</svg>\n")
 
 
+DIGIT_PX = 6.5  # the width of a digit at font-size 10 in a sans-serif font (DejaVu Sans: 6.36)
 MARGINS = (60, 20, 40, 30)  # left, right, top, bottom of the graph picture, in pixels
 
 
@@ -206,10 +208,14 @@ def faithfulness_svg(curve: Faithfulness, width: int = 640, height: int = 400, t
     pts = [point(i, v) for i, v in enumerate(curve.recovered) if v == v]
     body.append('<polyline fill="none" stroke="#2166ac" stroke-width="2" points="'
                 + " ".join(f"{x:.1f},{y:.1f}" for x, y in pts) + '"/>')
+    # every ``step``-th k labelled, so that no two labels run together ("2000500010000200005000070651" in a dock)
+    spacing = (width - left - right) / max(1, n - 1)
+    step = max(1, math.ceil((DIGIT_PX * max((len(str(k)) for k in curve.ks), default=1) + 8) / spacing))
     for i, k in enumerate(curve.ks):
         x, y = point(i, curve.recovered[i] if curve.recovered[i] == curve.recovered[i] else 0.0)
-        body.append(f'<circle cx="{x:.1f}" cy="{y:.1f}" r="3" fill="#2166ac"/>'
-                    f'<text x="{x:.1f}" y="{height - bottom + 16}" text-anchor="middle" font-size="10">{k}</text>')
+        body.append(f'<circle cx="{x:.1f}" cy="{y:.1f}" r="3" fill="#2166ac"/>')
+        if i % step == 0:
+            body.append(f'<text x="{x:.1f}" y="{height - bottom + 16}" text-anchor="middle" font-size="10">{k}</text>')
     body.append(f'<text x="{width / 2:.1f}" y="{height - 8}" text-anchor="middle">edges kept (k)</text>')
     smallest = (f"smallest circuit recovering {curve.target:.0%}: {curve.smallest} edges" if curve.smallest
                 is not None else f"no circuit recovers {curve.target:.0%}")

@@ -127,3 +127,22 @@ def _combo_option(combo) -> QtWidgets.QStyleOptionComboBox:
     option = QtWidgets.QStyleOptionComboBox()
     option.initFrom(combo)
     return option
+
+
+def test_the_faithfulness_curves_k_labels_never_run_together(qtbot):
+    # SmolLM2's curve in the dock read "2000500010000200005000070651": every k labelled 29 px apart
+    from attn_gui.engine.analysis.circuits.scores import Faithfulness
+    from attn_gui.present.circuits import faithfulness_svg
+
+    ks = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000, 20000, 50000, 70651)  # 70,651 edges
+    curve = Faithfulness(ks, tuple(np.linspace(0.0, 1.0, len(ks))), clean=1.0, corrupt=0.0)
+    for width in (520, 800):
+        svg = faithfulness_svg(curve, width, 240)
+        labels = re.findall(r'<text x="([\d.]+)" y="206" text-anchor="middle" font-size="10">(\d+)</text>', svg)
+        font = QtGui.QFont("DejaVu Sans")
+        font.setPixelSize(10)  # the picture's font-size 10, in its own pixels
+        metrics = QtGui.QFontMetricsF(font)
+        placed = [(float(x), metrics.horizontalAdvance(text)) for x, text in labels]
+        assert len(placed) >= 3 and labels[0][1] == "1"
+        for (x0, w0), (x1, w1) in zip(placed, placed[1:]):  # centred labels: apart by half of each, and a gap
+            assert x1 - x0 >= (w0 + w1) / 2 + 2, (width, labels)
