@@ -144,5 +144,5 @@ def test_the_faithfulness_curves_k_labels_never_run_together(qtbot):
         metrics = QtGui.QFontMetricsF(font)
         placed = [(float(x), metrics.horizontalAdvance(text)) for x, text in labels]
         assert len(placed) >= 3 and labels[0][1] == "1"
-        for (x0, w0), (x1, w1) in zip(placed, placed[1:]):  # centred labels: apart by half of each, and a gap
+        for (x0, w0), (x1, w1) in zip(placed[:-1], placed[1:], strict=True):  # centred: half of each apart, and a gap
             assert x1 - x0 >= (w0 + w1) / 2 + 2, (width, labels)
