@@ -133,10 +133,16 @@ def pick_writer(g: Graph, x: float, y: float, width: int, height: int) -> int | 
     return best
 
 
+def readable_size(g: Graph) -> tuple[int, int]:
+    """The smallest picture that keeps every node and label apart: 90 pixels a column and 24 a half-row (SmolLM2's
+    30 x 9 heads: 980 x 1534 pixels; drawn into a dock's 797 x 302 its nodes ran together)."""
+    return 90 * (g.heads + 1) + 80, 24 * (2 * g.layers + 1) + 70
+
+
 def graph_size(g: Graph) -> tuple[int, int]:
-    """The picture size that keeps every node apart: 900 x 700 at least, 90 pixels a column and 24 a half-row
-    (a 30-layer model: 1534 pixels high)."""
-    return max(900, 90 * (g.heads + 1) + 80), max(700, 24 * (2 * g.layers + 1) + 70)
+    """The picture size of a file: ``readable_size``, 900 x 700 at least."""
+    width, height = readable_size(g)
+    return max(900, width), max(700, height)
 
 
 def graph_svg(found: Circuit, k: int = 20, width: int = 900, height: int = 700, short: bool = False,

@@ -146,3 +146,33 @@ def test_the_faithfulness_curves_k_labels_never_run_together(qtbot):
         assert len(placed) >= 3 and labels[0][1] == "1"
         for (x0, w0), (x1, w1) in zip(placed[:-1], placed[1:], strict=True):  # centred: half of each apart, and a gap
             assert x1 - x0 >= (w0 + w1) / 2 + 2, (width, labels)
+
+
+def test_a_30_layer_circuit_graph_keeps_its_nodes_and_labels_apart_in_the_dock(qtbot, tmp_path):
+    # SmolLM2's 30 x 9 heads drawn into the dock's 797 x 302 px ran into solid columns, labels overprinted
+    from attn_gui.engine.analysis.circuits import circuit
+    from attn_gui.present.circuits import layout, node_radius, to_pixels
+    from attn_gui.ui.docks.circuit import CircuitPanel
+    from tiny_decoders import circuit_pairs, tiny_decoder  # tests/
+
+    tiny_decoder("llama", tmp_path, layers=30)  # SmolLM2's 30 layers (of 4 heads)
+    found = circuit(str(tmp_path), circuit_pairs(tmp_path), "eap", pairs=1, faithful=False)
+    panel = CircuitPanel()
+    qtbot.addWidget(panel)
+    panel.resize(797, 302)
+    panel.show()
+    panel.show_circuit(found)
+    g, graph = found.graph, panel.graph
+    assert (g.layers, g.heads) == (30, 4)
+    qtbot.waitUntil(lambda: graph.height() > 1000)  # laid out at its own size, in the scroll area
+    point, unit = to_pixels(layout(g), graph.width(), graph.height())
+    r = node_radius(unit)
+    font = QtGui.QFont("DejaVu Sans")
+    font.setPixelSize(10)  # the picture's labels, font-size 10
+    label = max(QtGui.QFontMetricsF(font).horizontalAdvance(name) for name in g.writer_names)
+    x0, y0 = point(*layout(g).writers[g.head(29, 0)])
+    x1, _ = point(*layout(g).writers[g.head(29, 1)])
+    _, y1 = point(*layout(g).writers[g.head(28, 0)])
+    assert x1 - x0 >= 2 * r + 3 + label  # a head, its label, the next head: apart
+    assert y1 - y0 >= 2 * r + 4  # one layer's heads clear of the next's
+    assert panel.graphScroll.verticalScrollBar().maximum() > 0  # the view scrolls over the rest
