@@ -1,5 +1,6 @@
 """The first hour, third round (issue 62): what a new user met in the window."""
 
+import gc
 import re
 
 import numpy as np
@@ -120,7 +121,9 @@ def test_a_first_start_at_1366_shows_the_walks_table_and_the_whole_model_name(qt
                                          QtWidgets.QStyle.SubControl.SC_ComboBoxEditField, combo)
     for i in range(combo.count()):  # every bundled model's name and random weights, whole in the field
         assert combo.fontMetrics().horizontalAdvance(combo.itemText(i)) <= field.width(), combo.itemText(i)
-    win.stop_workers()
+    win.service.shutdown()
+    win.close()
+    gc.collect()  # its Qt wrappers die here, on the main thread (tests/ui/conftest.py's window does the same)
 
 
 def _combo_option(combo) -> QtWidgets.QStyleOptionComboBox:
@@ -176,3 +179,4 @@ def test_a_30_layer_circuit_graph_keeps_its_nodes_and_labels_apart_in_the_dock(q
     assert x1 - x0 >= 2 * r + 3 + label  # a head, its label, the next head: apart
     assert y1 - y0 >= 2 * r + 4  # one layer's heads clear of the next's
     assert panel.graphScroll.verticalScrollBar().maximum() > 0  # the view scrolls over the rest
+    panel.shutdown()
