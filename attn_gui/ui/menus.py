@@ -73,6 +73,7 @@ def build_menus(win: Any) -> Menus:  # a MainWindow: importing it here would clo
     view_menu = win.menuBar().addMenu("&View")
     for entry in win.docks.view_actions("docks"):  # an entry for each row of the dock table with one
         view_menu.addAction(entry)
+    view_menu.addSeparator()
     _action(view_menu, "Focus on α (its neighbours beside it)", lambda: win.focus_on("weights"), "focusAlphaAction")
     _action(view_menu, "All maps", lambda: win.focus_on(None), "allMapsAction")
     view_menu.addSeparator()
