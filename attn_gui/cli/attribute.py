@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from .common import Command, config_from_args, load_model, one_line
+from .common import Command, config_from_args, load_model, one_line, sentence_note
 
 
 def add_arguments(a: argparse.ArgumentParser) -> None:
@@ -34,6 +34,9 @@ def run_attribute(args: argparse.Namespace) -> int:
 
     ensure_app(offscreen=True)
     folder = write_attribution(a, planned.source.token_text, args.out, args.overwrite)
+    note = sentence_note(args, config.sentence)
+    if note:
+        print(note)
     best = ", ".join(f"{name} ({value:+.3f})" for name, value in top_heads(a.heads.numpy(), 3))
     print(f"logit {a.logit:.4f}; largest heads {best}; wrote {one_line(str(folder))}")
     return 0

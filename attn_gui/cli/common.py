@@ -101,6 +101,15 @@ def given_options(args: argparse.Namespace) -> dict:
     return {name: getattr(args, name) for name in OPTIONS if getattr(args, name, None) is not None}
 
 
+def sentence_note(args: argparse.Namespace, sentence: str) -> str | None:
+    """The line that names the sentence a command ran on when the command line gave none (the toy default, or a
+    checkpoint's probe): a continuation or a logit of a sentence nobody typed read as the person's own. None
+    when ``--sentence`` was given."""
+    if getattr(args, "sentence", None) is not None:
+        return None
+    return f"sentence: {sentence!r} (no --sentence given)"
+
+
 def config_from_args(args: argparse.Namespace, load: bool = True):
     """The AttentionConfig the options describe; UsageError or UserError with a readable message.
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from .common import Command, UsageError, config_from_args, given_options
+from .common import Command, UsageError, config_from_args, given_options, sentence_note
 
 
 def add_arguments(g: argparse.ArgumentParser) -> None:
@@ -29,6 +29,9 @@ def run_generate(args: argparse.Namespace) -> int:
     config = config_from_args(args)
     check_steps(config, args.steps)
     result = generate(config, args.steps)
+    note = sentence_note(args, config.sentence)
+    if note:
+        print(note)
     for step in result.steps:  # positions counted from 1, as the window's x₁ … x_T
         print(f"step {step.position - len(result.prompt.tokens) + 1:>3}  position {step.position + 1:>3}  "
               f"{step.token:<16} p = {step.probability:.4f}  ({step.elapsed_ms:.0f} ms)")

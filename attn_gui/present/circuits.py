@@ -9,6 +9,7 @@ ends below the head, left, middle or right, so that K- and Q-composition are tol
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from html import escape
@@ -99,6 +100,7 @@ def _frame(width: int, height: int, body: list[str], title: str) -> str:
             + "\n".join(body) + "\n</svg>\n")
 
 
+DIGIT_PX = 6.5  # the width of a digit at font-size 10 in a sans-serif font (DejaVu Sans: 6.36)
 MARGINS = (60, 20, 40, 30)  # left, right, top, bottom of the graph picture, in pixels
 
 
@@ -131,10 +133,16 @@ def pick_writer(g: Graph, x: float, y: float, width: int, height: int) -> int | 
     return best
 
 
+def readable_size(g: Graph) -> tuple[int, int]:
+    """The smallest picture that keeps every node and label apart: 90 pixels a column and 24 a half-row (SmolLM2's
+    30 x 9 heads: 980 x 1534 pixels; drawn into a dock's 797 x 302 its nodes ran together)."""
+    return 90 * (g.heads + 1) + 80, 24 * (2 * g.layers + 1) + 70
+
+
 def graph_size(g: Graph) -> tuple[int, int]:
-    """The picture size that keeps every node apart: 900 x 700 at least, 90 pixels a column and 24 a half-row
-    (a 30-layer model: 1534 pixels high)."""
-    return max(900, 90 * (g.heads + 1) + 80), max(700, 24 * (2 * g.layers + 1) + 70)
+    """The picture size of a file: ``readable_size``, 900 x 700 at least."""
+    width, height = readable_size(g)
+    return max(900, width), max(700, height)
 
 
 def graph_svg(found: Circuit, k: int = 20, width: int = 900, height: int = 700, short: bool = False,
@@ -206,10 +214,14 @@ def faithfulness_svg(curve: Faithfulness, width: int = 640, height: int = 400, t
     pts = [point(i, v) for i, v in enumerate(curve.recovered) if v == v]
     body.append('<polyline fill="none" stroke="#2166ac" stroke-width="2" points="'
                 + " ".join(f"{x:.1f},{y:.1f}" for x, y in pts) + '"/>')
+    # every ``step``-th k labelled, so that no two labels run together ("2000500010000200005000070651" in a dock)
+    spacing = (width - left - right) / max(1, n - 1)
+    step = max(1, math.ceil((DIGIT_PX * max((len(str(k)) for k in curve.ks), default=1) + 8) / spacing))
     for i, k in enumerate(curve.ks):
         x, y = point(i, curve.recovered[i] if curve.recovered[i] == curve.recovered[i] else 0.0)
-        body.append(f'<circle cx="{x:.1f}" cy="{y:.1f}" r="3" fill="#2166ac"/>'
-                    f'<text x="{x:.1f}" y="{height - bottom + 16}" text-anchor="middle" font-size="10">{k}</text>')
+        body.append(f'<circle cx="{x:.1f}" cy="{y:.1f}" r="3" fill="#2166ac"/>')
+        if i % step == 0:
+            body.append(f'<text x="{x:.1f}" y="{height - bottom + 16}" text-anchor="middle" font-size="10">{k}</text>')
     body.append(f'<text x="{width / 2:.1f}" y="{height - 8}" text-anchor="middle">edges kept (k)</text>')
     smallest = (f"smallest circuit recovering {curve.target:.0%}: {curve.smallest} edges" if curve.smallest
                 is not None else f"no circuit recovers {curve.target:.0%}")

@@ -1,7 +1,7 @@
 """The dock table: one row per dock below the maps (no Qt: the CLI's ``--dock`` and the tests read it).
 
 The window builds every dock from these rows (``ui.docks.host.DockHost``): the dock itself, its View-menu
-toggle, its ``--dock`` choice, ``show_dock``'s entry, what it follows and its shutdown. A new dock is one row
+entry, its ``--dock`` choice, ``show_dock``'s entry, what it follows and its shutdown. A new dock is one row
 here, one entry of ``ui.docks.FACTORIES`` and its module in ``ui/docks/``.
 """
 
@@ -19,7 +19,7 @@ class DockRow:
     name : str
         The ``--dock`` choice ("circuit") and the key of ``ui.docks.FACTORIES``.
     title : str
-        The dock's title and its View-menu toggle's text.
+        The dock's title and its View-menu entry's text.
     object_name : str
         The QDockWidget's object name: the saved window state and the tests find it by it.
     follows : frozenset of str
@@ -31,8 +31,8 @@ class DockRow:
     needs : str
         The capability of the model's plan the dock needs (a ``Plan.can`` field: "intervene"), "" for none.
     view_menu : str
-        Where its toggle is in the View menu: "docks" (at the top), "insight" (after the view actions), or ""
-        for none (Lessons, which Help opens).
+        Where its entry is in the View menu (it brings the dock in front): "docks" (at the top), "insight"
+        (after the view actions), or "" for none.
     lazy : bool
         Made on first use (Lessons), not when the window opens.
     worker : bool
@@ -66,7 +66,7 @@ DOCK_ROWS: tuple[DockRow, ...] = (
     DockRow("difference", "Difference maps", "differenceDock", _FRAME, view_menu="insight"),
     DockRow("rollout", "Attention rollout", "rolloutDock", _FRAME, view_menu="insight"),
     DockRow("why-scaling", "Why scaling", "scalingDock", _FRAME, view_menu="insight"),
-    DockRow("lessons", "Lessons", "lessonsDock", _STATE | _FRAME, sight=False, view_menu="", lazy=True),
+    DockRow("lessons", "Lessons", "lessonsDock", _STATE | _FRAME, sight=False, lazy=True),
 )
 
 ROWS: dict[str, DockRow] = {row.name: row for row in DOCK_ROWS}

@@ -55,7 +55,7 @@ class MapData:
     ----------
     matrix : (R, C) float array, possibly reduced from a larger one
     title : str
-    kind : "weights" (fixed 0..1) or "signed" (diverging, centred on 0)
+    kind : "weights" (fixed 0..1), "signed" (diverging, centred on 0) or "angle" (0 to its max)
     row_labels, col_labels : labels of the full axes (before reduction)
     row_blocks, col_blocks : [start, end) of the full axis each displayed row/column covers
     symbol : name used in read-outs, e.g. "α"

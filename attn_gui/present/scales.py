@@ -6,7 +6,8 @@ shows a uniform block; the automatic scale then spans 0 to the map's max and say
 A person can choose per map: fixed 0 to 1, 0 to the map's max, or each row to its own max
 (a query's strongest key is always the brightest colour, whatever the row's spread).
 Signed maps (scores, Q, K, V, ...) are centred on 0: the map's largest magnitude, or each
-row's. Only the colours change: cell values and read-outs stay the real numbers.
+row's. RoPE's angles are never negative: 0 to the map's max, or each row's. Only the colours
+change: cell values and read-outs stay the real numbers.
 """
 
 from __future__ import annotations
@@ -31,8 +32,8 @@ SIGNED_SCALES = ("auto", "row")  # centred on 0: the map's largest |value| (auto
 
 
 def scale_choices(kind: str) -> tuple[str, ...]:
-    """The scale modes a map of ``kind`` ("weights" or "signed") offers."""
-    return WEIGHT_SCALES if kind == "weights" else SIGNED_SCALES
+    """The scale modes a map of ``kind`` ("weights", "signed" or "angle") offers."""
+    return WEIGHT_SCALES if kind == "weights" else SIGNED_SCALES  # an angle's: 0 to the map's max, or each row's
 
 
 @dataclass(frozen=True)
@@ -75,7 +76,7 @@ def colour_scale(matrix: np.ndarray, kind: str, mode: str = "auto", keys: int | 
     Parameters
     ----------
     matrix : (R, C) array, may hold -inf (masked scores) or nan
-    kind : "weights" (0 to 1) or "signed" (centred on 0)
+    kind : "weights" (0 to 1), "signed" (centred on 0) or "angle" (0 to the map's max: never negative)
     mode : one of ``scale_choices(kind)``; another mode counts as "auto"
     keys : the number of keys (T), for the title's "mean α = 1/T"; default C
     faint : the automatic scale of faint weights may span 0 to their max (thumbnails keep 0 to 1)
@@ -85,8 +86,8 @@ def colour_scale(matrix: np.ndarray, kind: str, mode: str = "auto", keys: int | 
     if mode not in scale_choices(kind):
         mode = "auto"
     if mode == "row":
-        image, levels = _per_row(m, finite, signed=kind != "weights")
-        where = "0 to its max" if kind == "weights" else "± its largest |value|"
+        image, levels = _per_row(m, finite, signed=kind == "signed")
+        where = "± its largest |value|" if kind == "signed" else "0 to its max"
         return ColourScale(image, levels, f"colour: each row {where}", per_row=True)
     note = ""
     if kind == "weights":
@@ -97,11 +98,14 @@ def colour_scale(matrix: np.ndarray, kind: str, mode: str = "auto", keys: int | 
             note = f"colour scale 0 to max ({levels[1]:g})"
             if mode == "auto":  # a long input: every weight is near 1/T on the 0-1 scale
                 note = f"mean α = 1/T = {1 / (keys or m.shape[1]):.2g}; " + note
+    elif kind == "angle":
+        top = float(np.max(m[finite])) if finite.any() else 0.0
+        levels = (0.0, nice_ceil(top) if top > 0 else 1.0)
     else:
         big = float(np.max(np.abs(m[finite]))) if finite.any() else 1.0
         top = nice_ceil(big)
         levels = (-top, top)
-    image = m if finite.all() else np.where(finite, m, levels[0] if kind == "weights" else 0.0)
+    image = m if finite.all() else np.where(finite, m, 0.0 if kind == "signed" else levels[0])
     return ColourScale(image, levels, note)
 
 

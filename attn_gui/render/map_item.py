@@ -146,7 +146,7 @@ class MapItem(pg.GraphicsLayout):
         all_finite = bool(finite.all())
         scale = colour_scale(m, data.kind, data.scale, len(data.col_labels) or C, faint=not self.compact)
         levels, shown = scale.levels, scale.image
-        cmap = pg.colormap.get(WEIGHTS_CMAP if data.kind == "weights" else SIGNED_CMAP)
+        cmap = pg.colormap.get(SIGNED_CMAP if data.kind == "signed" else WEIGHTS_CMAP)  # an angle: 0 to its max
         note = f"<br>{scale.note}" if scale.note and not self.compact else ""
         self.image.setImage(shown, autoLevels=False, levels=levels)
         # Only what changed is touched: typing changes numbers far more often than shapes,
@@ -281,6 +281,11 @@ class MapItem(pg.GraphicsLayout):
             option.setWrapMode(QtGui.QTextOption.WrapMode.WordWrap)
             title.item.document().setDefaultTextOption(option)
         title.updateMin()
+        # Its text kept as pixels (``keep_text_drawn``) is drawn again whole. Each new layout of the title's
+        # text (``setTextWidth`` lays it out even unchanged) asks Qt to draw again an area of 10^9 px; the
+        # device cache then paints the item clipped to that area, which overflows Qt's integer rectangles:
+        # nothing was drawn, and a title of the same size as before was blank after typing (issue 62)
+        title.item.update()
 
     def _fit_columns(self) -> None:
         self.colAxis.fit(self.plot.getViewBox().width() or max(40, self.size().width() - 120))

@@ -123,7 +123,7 @@ class ControlPanel(QtWidgets.QWidget):
                                         "*.safetensors, tokenizer.json); File → Open GGUF file… opens a llama.cpp "
                                         ".gguf, and File → Recent models lists the last ones")
         self.openModelButton.clicked.connect(self.openModelRequested)
-        self.sourceCombo.setMinimumContentsLength(4)  # with Open… beside it, within the panel's width
+        self.sourceCombo.setMinimumContentsLength(4)  # within the panel's width
         self.hideSpecialCheck = QtWidgets.QCheckBox("hide [CLS] and [SEP] in the maps")
         self.hideSpecialCheck.setObjectName("hideSpecialCheck")
         self.hideSpecialCheck.setToolTip("Special tokens often soak up attention; hiding them shows the rest "
@@ -166,11 +166,14 @@ class ControlPanel(QtWidgets.QWidget):
             form.addRow(label)
             form.addRow(widget)
             form.addRow(self.sourceChips)
-        elif name in ("seed", "model"):  # a button beside it: Re-roll, Open…
+        elif name == "seed":  # a button beside it: Re-roll
             row = QtWidgets.QHBoxLayout()
             row.addWidget(widget, 1)
-            row.addWidget(self.rerollButton if name == "seed" else self.openModelButton)
+            row.addWidget(self.rerollButton)
             form.addRow(LABELS.get(name, name), row)
+        elif name == "model":  # the field's whole width for the model's name ("SmolLM2-135M (c" beside Open…)
+            form.addRow(LABELS[name], widget)
+            form.addRow("", self.openModelButton)
         elif isinstance(widget, QtWidgets.QCheckBox):
             form.addRow("", widget)
         else:

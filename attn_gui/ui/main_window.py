@@ -35,6 +35,7 @@ from .generation import Generation
 
 
 MODEL_READERS = ("gguf.quants", "safetensors.torch")  # what a model's first open imports (the models extra)
+FIRST_DOCK_H = 160  # a first start's walk at least this tall: its first table's header in view at 1366 x 768
 # the handle between the maps and the docks: 1 px was missed, and the drag caught the dock's title bar instead
 SEPARATOR_STYLE = ("QMainWindow::separator { background: #dcdce4; width: 7px; height: 7px; }"
                    "QMainWindow::separator:hover { background: #a8b4d0; }")
@@ -331,8 +332,8 @@ class MainWindow(QtWidgets.QMainWindow):
             screen = self.screen().availableGeometry()
             self.resize(min(1600, screen.width()), min(1000, screen.height()))
         if self.settings.get("window_state").isEmpty():  # the docks below take a fifth of the height
-            QtCore.QTimer.singleShot(0, lambda: self.resizeDocks(
-                [self.focusDock], [max(150, self.height() // 5)], QtCore.Qt.Orientation.Vertical))
+            QtCore.QTimer.singleShot(0, lambda: self.docks.first_height(self.focusDock, max(FIRST_DOCK_H,
+                                                                                           self.height() // 5)))
         # alpha is what a learner came for: a new start shows it first, its neighbours beside it
         if isinstance(start, AttentionConfig):  # options on the command line
             start = ViewState(start, focus="weights")

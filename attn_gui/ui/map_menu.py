@@ -68,7 +68,8 @@ def canvas_menu(owner: QtWidgets.QWidget, data: MapData,
         scales.setObjectName("colourScaleMenu")
         group = QtGui.QActionGroup(scales)
         for mode in scale_choices(data.kind):
-            label = SCALES[mode] if data.kind == "weights" or mode != "auto" else "Automatic (± the map's largest)"
+            label = (SCALES[mode] if data.kind == "weights" or mode != "auto" else "Automatic (0 to the map's max)"
+                     if data.kind == "angle" else "Automatic (± the map's largest)")
             action = scales.addAction(label, lambda mode=mode: choose_scale(mode))
             action.setCheckable(True)
             action.setChecked(mode == data.scale)

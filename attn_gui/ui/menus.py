@@ -71,8 +71,9 @@ def build_menus(win: Any) -> Menus:  # a MainWindow: importing it here would clo
     file_menu.addAction("Quit", win.close, keys.StandardKey.Quit)
 
     view_menu = win.menuBar().addMenu("&View")
-    for toggle in win.docks.toggles("docks"):  # a toggle for each row of the dock table with one
-        view_menu.addAction(toggle)
+    for entry in win.docks.view_actions("docks"):  # an entry for each row of the dock table with one
+        view_menu.addAction(entry)
+    view_menu.addSeparator()
     _action(view_menu, "Focus on α (its neighbours beside it)", lambda: win.focus_on("weights"), "focusAlphaAction")
     _action(view_menu, "All maps", lambda: win.focus_on(None), "allMapsAction")
     view_menu.addSeparator()
@@ -80,8 +81,8 @@ def build_menus(win: Any) -> Menus:  # a MainWindow: importing it here would clo
     _action(view_menu, "Compute again", win.recompute, "recomputeAction", keys("F5"),
             "Compute the input again (after Esc stopped it, or a failure)")
     view_menu.addSeparator()
-    for toggle in win.docks.toggles("insight"):
-        view_menu.addAction(toggle)
+    for entry in win.docks.view_actions("insight"):
+        view_menu.addAction(entry)
 
     presets = win.menuBar().addMenu("&Presets")
     for name in PRESETS:

@@ -29,7 +29,7 @@ def census(tmp_path_factory):
 def test_the_dock_shows_each_statistic_and_opens_an_example(window, qtbot, census):
     panel = window.docks.panels["corpus"]
     assert window.show_dock("corpus") is window.docks.docks["corpus"]
-    assert window.docks.docks["corpus"].toggleViewAction() in window.menus.view.actions()
+    assert window.docks.entries["corpus"] in window.menus.view.actions()
     assert panel.load(census / "out")
     heads = read_heads(census / "out")
     assert [panel.statistic.itemText(i) for i in range(panel.statistic.count())] == [*STATS, "dla"]

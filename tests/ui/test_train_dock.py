@@ -18,7 +18,7 @@ def test_head_mosaic_puts_layers_down_and_heads_across():
 
 def test_train_dock_steps_runs_pauses_and_resets(window, qtbot):
     panel = window.docks.panels["train"]
-    assert window.docks.docks["train"].toggleViewAction() in window.menus.view.actions()
+    assert window.docks.entries["train"] in window.menus.view.actions()
     panel.layers.setValue(1)
     panel.d_model.setValue(16)
     with qtbot.waitSignal(panel.stopped, timeout=20000):

@@ -32,7 +32,8 @@ class FieldInfo:
         the second sentence's in cross-attention), "dim", "pair" (RoPE's dimension pairs),
         or "one" (the single row of a bias, added to every token's row).
     kind : str
-        "weights" (fixed 0..1 scale), "signed" (diverging map centred on 0).
+        "weights" (fixed 0..1 scale), "signed" (diverging map centred on 0), "angle" (never negative: 0 to the
+        map's max, RoPE's θ).
     kept : str
         Where ``AttentionResult`` keeps it: "" for an attribute of its own (the core: x, q, k, v, the
         scores, ...), else "group.attribute" in the group that produces it ("rope.angles": RoPE's
@@ -64,9 +65,9 @@ FIELDS: dict[str, FieldInfo] = {
         FieldInfo("b_k", "b_k", "b_k: key bias", True, "one", "dim", kept="projections.b_k"),
         FieldInfo("b_v", "b_v", "b_v: value bias", True, "one", "dim", kept="projections.b_v"),
         FieldInfo("rope_angles", "θ", "θ = p · base^(−2i/d_k): RoPE's angle of pair i at position p", False,
-                  "token", "pair", kept="rope.angles"),
+                  "token", "pair", kind="angle", kept="rope.angles"),
         FieldInfo("rope_angles_plain", "θ (unscaled)", "θ = p · base^(−2i/d_k): the angles before the model's "
-                  "RoPE scaling", False, "token", "pair", kept="rope.angles_plain"),
+                  "RoPE scaling", False, "token", "pair", kind="angle", kept="rope.angles_plain"),
         FieldInfo("q_unrotated", "Q (before RoPE)", "Q = X W_q, before the rotation", True, "token", "dim",
                   kept="rope.q_unrotated"),
         FieldInfo("k_unrotated", "K (before RoPE)", "K = X W_k, before the rotation", True, "source", "dim",

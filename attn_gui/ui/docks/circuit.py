@@ -19,7 +19,8 @@ from ...engine.analysis.circuits.composition import EdgeLook, look
 from ...engine.analysis.circuits.split import Split
 from ...engine.model.plan import plan
 from ...present.state import ViewState
-from ...present.circuits import alpha_svg, faithfulness_svg, graph_svg, pick_edge, pick_writer, top_edges
+from ...present.circuits import (alpha_svg, faithfulness_svg, graph_svg, pick_edge, pick_writer, readable_size,
+                                 top_edges)
 from ..worker import TaskThread
 from . import DockPanel
 
@@ -123,6 +124,10 @@ class CircuitPanel(DockPanel, QtWidgets.QWidget):
         self.graph = _Picture(self._graph_svg)
         self.graph.setObjectName("circuitGraph")
         self.graph.setMinimumSize(320, 220)
+        self.graphScroll = QtWidgets.QScrollArea()  # a large model's graph at a readable size, scrolled
+        self.graphScroll.setObjectName("circuitGraphScroll")
+        self.graphScroll.setWidgetResizable(True)  # at least the view's size; a circuit found asks for its own
+        self.graphScroll.setWidget(self.graph)
         self.curve = _Picture(self._curve_svg)
         self.curve.setObjectName("circuitCurve")
         self.curve.setMinimumSize(260, 150)
@@ -164,7 +169,7 @@ class CircuitPanel(DockPanel, QtWidgets.QWidget):
         side.addWidget(self.tabs, 1)
         side.addWidget(self.edgesLabel)
         body = QtWidgets.QHBoxLayout()
-        body.addWidget(self.graph, 3)
+        body.addWidget(self.graphScroll, 3)
         body.addLayout(side, 2)
         layout = QtWidgets.QVBoxLayout(self)
         layout.addLayout(run)
@@ -266,6 +271,7 @@ class CircuitPanel(DockPanel, QtWidgets.QWidget):
         self.kSlider.setRange(1, max(1, min(200, found.graph.n_edges)))
         self.kSlider.setValue(min(DEFAULT_K, self.kSlider.maximum()))
         self.kSlider.blockSignals(False)
+        self.graph.setMinimumSize(*readable_size(found.graph))  # its nodes and labels apart: the view scrolls
         self._show_k()
         self.curve.redraw()
         self.edgeInfo.setText(ASK)

@@ -3,8 +3,10 @@
 For each row of ``present.docks.DOCK_ROWS`` the host makes the panel (``FACTORIES``) and its QDockWidget, keeps
 it following the window's state and frames while in sight, brings it in front (``show_dock``, ``--dock``), gives
 it room when it comes in front, and shuts its thread down when the window closes. The window's menus put each
-row's toggle in View (``toggles``). A panel's requests (``editRequested``, ``stateRequested``, ``headPicked``)
-reach the window through the ``Requests`` it hands the host; the host does not import the window.
+row's entry in View (``view_actions``): it brings the dock in front, never hides it (Qt's own toggle hid a dock
+that was a tab behind another, and a second click brought it back still behind). A panel's requests
+(``editRequested``, ``stateRequested``, ``headPicked``) reach the window through the ``Requests`` it hands the
+host; the host does not import the window.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from PySide6 import QtCore, QtWidgets
+from PySide6 import QtCore, QtGui, QtWidgets
 
 from ...present.docks import DOCK_ROWS, ROWS, DockRow
 from ...present.frame import Frame
@@ -61,6 +63,13 @@ class DockHost(QtCore.QObject):
         self.model_room = False  # whether the model view had its room since the window entered model mode
         self.fixButton = SaturationFix()  # the saturation note's fix, for the window's status bar
         self.fixButton.editRequested.connect(requests.edit_config)
+        self.entries: dict[str, QtGui.QAction] = {}  # the View menu's entry of each row with one, made or not
+        for row in DOCK_ROWS:
+            if row.view_menu:
+                entry = self.entries[row.name] = QtGui.QAction(row.title, self)
+                entry.setObjectName(f"view-{row.name}")
+                entry.setToolTip(f"Bring the {row.title} dock in front")
+                entry.triggered.connect(lambda _=False, name=row.name: self.show_dock(name))
         for row in DOCK_ROWS:
             if not row.lazy:
                 self.make(row)
@@ -78,11 +87,10 @@ class DockHost(QtCore.QObject):
         """Row ``name``'s dock (None for a lazy dock not made yet)."""
         return self.docks.get(name)
 
-    def toggles(self, section: str) -> list:
-        """The View menu's toggles of the docks in ``section`` ("docks", "insight"), made or not, in the rows' order:
-        a lazy dock's toggle comes with it (none today: Help opens Lessons)."""
-        return [self.docks[r.name].toggleViewAction() for r in DOCK_ROWS
-                if r.view_menu == section and r.name in self.docks]
+    def view_actions(self, section: str) -> list[QtGui.QAction]:
+        """The View menu's entries of the docks in ``section`` ("docks", "insight"), in the rows' order: each
+        shows its dock and brings its tab in front (a lazy dock is made then)."""
+        return [self.entries[r.name] for r in DOCK_ROWS if r.view_menu == section]
 
     # making a dock ------------------------------------------------------------------------------
 
@@ -233,20 +241,29 @@ class DockHost(QtCore.QObject):
 
     def show_model_dock(self, show: bool, result) -> None:
         """Entering model mode: the grid of every head, in front (behind the dock the command line
-        asked for, if any); leaving it: the walk comes back."""
+        asked for, or an open lesson, if any); leaving it: the walk comes back (or the lesson stays in front).
+
+        A lesson open is a step in progress: Help → Lessons on a model computes the lesson's random weights,
+        lesson 7's "Open in the explorer" a model, and either put the walk or the grid over the step's text."""
         asked, model, walk, win = self.asked, self.docks["model-view"], self.docks["walk"], self.window
+        lesson = self.docks.get("lessons")
+        lesson = lesson if lesson is not None and not lesson.isHidden() and asked is None else None
         if not show:  # the grid, opened by hand or by --dock, stays while the weights are random
             if asked is model or model.isHidden():
                 return
             model.hide()
+            if lesson is not None:
+                lesson.raise_()
+                return
             self.front = None  # the walk comes back as at the opening: its fifth, not a dock's room
             (asked or walk).raise_()
             win.resizeDocks([walk], [max(150, win.height() // 5)], Vertical)
             return
         self.model_room = False
         model.show()
-        if asked is not None and asked is not model:
-            asked.raise_()
+        keep = asked or lesson
+        if keep is not None and keep is not model:
+            keep.raise_()
             return
         model.raise_()
         self._give_model_view_room(result)
@@ -290,6 +307,12 @@ class DockHost(QtCore.QObject):
             self._give_model_view_room()
             return
         self._raise_height(dock, DOCK_OPEN_H)
+
+    def first_height(self, dock: QtWidgets.QDockWidget, wanted: int) -> None:
+        """A first start's height of ``dock`` (the walk): ``wanted`` for the dock itself, the tab bar below it on
+        top (asked of the tab group, it left the walk 127 px at 1366 x 768, its table's header cut)."""
+        self.window.resizeDocks([dock], [wanted], Vertical)
+        self._raise_height(dock, wanted)
 
     def _raise_height(self, dock: QtWidgets.QDockWidget, wanted: int) -> None:
         win = self.window

@@ -108,10 +108,7 @@ def _spec_of(header: Header, name: str) -> ModelSpec:
     if unread is not None:
         raise ConfigError(f"{file} stores {unread.name} as {quantized.unread([unread.kind])}, which attn-gui does not "
                           f"compute (it reads {', '.join(quantized.READ.values())})")
-    stored_kinds = quantized_types(header)
-    weights = (f"the weights stay quantized ({', '.join(stored_kinds)}) in the mapped file and are dequantized to "
-               "float32 layer by layer as the forward reads them, as llama.cpp's own dequantization gives "
-               "them") if stored_kinds else ""
+    weights = weights_note(quantized_types(header))
     softcap = header.arch_key("attn_logit_softcapping") if family.softcap else None  # Gemma 3's is never applied
     return decoder_spec(name, f"{header.path.name} ({family.label} decoder, GGUF)", "gguf_file", family,
                         parallel=bool(header.arch_key("use_parallel_residual", True)),
@@ -285,3 +282,23 @@ def shape_of(spec: ModelSpec, header: Header, eps: float):
     final = header.arch_key("final_logit_softcapping")
     return decoder_shape(spec, family, eps, ACTIVATIONS[family.act],
                          None if final is None else checks.positive(header.path.name, "final_logit_softcapping", final))
+
+
+def weights_note(kinds: list[str]) -> str:
+    """What the window says of quantized weights of types ``kinds`` ("Q4_K", "Q6_K"), in each dtype as the forward
+    multiplies them (``quantized.QuantizedWeights``: ``read`` in float32 and float64, ``matrix`` in bfloat16); ""
+    for none. The bfloat16 run's note said "dequantized to float32 layer by layer", which it never did."""
+    if not kinds:
+        return ""
+    from .. import packed, quantized  # here, not above: they import torch
+
+    int4 = [k for k in kinds if k in packed.INT4.values()]
+    int8 = [k for k in kinds if k in {quantized.QUANTS[t] for t in packed.INT8}]
+    kept = [f"{', '.join(int4)} packed for PyTorch's int4 kernel"] if int4 else []
+    kept += [f"{', '.join(int8)} as int8 values with their scales"] if int8 else []
+    rest = " (any other type dequantized and rounded to bfloat16 as it multiplies)" if kept else \
+        " are dequantized and rounded to bfloat16 as each matrix multiplies"
+    bf16 = f"in bfloat16 the matrices multiply {' and '.join(kept)}{rest}" if kept else f"in bfloat16 they{rest}"
+    return (f"the weights stay quantized ({', '.join(kinds)}) in the mapped file; in float32 and float64 each "
+            f"layer's are dequantized to float32 as the forward reads them, as llama.cpp's own dequantization gives "
+            f"them; {bf16}")
