@@ -2,6 +2,11 @@
 leaves no hidden folder; a task file is read as a corpus is (regular, bounded) and bad values are one line."""
 
 import json
+import os
+import subprocess
+import sys
+
+import pytest
 
 from attn_gui.export.folder import MANIFEST, Target
 
@@ -57,8 +62,6 @@ sys.exit(launch.main())
 
 
 def test_sigterm_during_the_circuit_write_leaves_no_hidden_folder(tmp_path):
-    import subprocess
-    import sys
 
     from tiny_decoders import circuit_pairs, tiny_decoder  # tests/
 
@@ -72,3 +75,79 @@ def test_sigterm_during_the_circuit_write_leaves_no_hidden_folder(tmp_path):
     assert done.returncode == 130, done.stderr
     assert done.stderr.strip().splitlines()[-1].startswith("attn-gui:") and "Traceback" not in done.stderr
     assert list((tmp_path / "runs").iterdir()) == []  # before: .c.attn-gui-PID-XXXXXXXX.partial stayed
+
+
+@pytest.fixture(scope="module")
+def llama(tmp_path_factory):
+    from tiny_decoders import tiny_decoder  # tests/
+
+    path = tmp_path_factory.mktemp("llama")
+    tiny_decoder("llama", path)
+    return str(path)
+
+
+def _task_refused(capsys, model, task, out) -> str:
+    from attn_gui.cli import main
+
+    assert main(["circuit", "--model", model, "--task", str(task), "--no-faithfulness", "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "Traceback" not in err, err
+    assert not out.exists()
+    return err
+
+
+GOOD = {"clean": "the cat sat", "corrupt": "the dog sat", "answer": " on"}
+
+
+@pytest.mark.parametrize("line, said", [
+    (json.dumps({**GOOD, "clean": None}), "line 1: 'clean' is null, not text"),  # before: the prompt "None"
+    (json.dumps({**GOOD, "answer": {"a": 1}}), "line 1: 'answer' is an object, not text"),
+    (json.dumps({**GOOD, "corrupt": True}), "line 1: 'corrupt' is true, not text"),  # before: "True"
+    ('{"clean": "the cat sat", "corrupt": "the dog sat", "answer": NaN}', "line 1: 'answer' is NaN, not text"),
+    (json.dumps({**GOOD, "wrong": 3}), "line 1: 'wrong' is 3, not text"),
+    ("[" * 200_000 + "]" * 200_000, "line 1: nested too deeply to read"),  # before: RecursionError
+    (json.dumps({**GOOD, "clean": "", "corrupt": ""}), "line 1: 'clean' is empty"),  # before: IndexError
+    ('{"clean": "the cat \\ud800", "corrupt": "the dog sat", "answer": " on"}',
+     "line 1: 'clean' holds a lone surrogate"),  # before: TypeError in the tokenizer
+    (json.dumps({**GOOD, "clean": "a " * 2_000_000}), "line 1: 4,000,"),  # before: ChildFailed (50 MB: the same)
+])
+def test_bad_task_values_are_one_line_naming_the_line_and_field(llama, tmp_path, capsys, line, said):
+    task = tmp_path / "task.jsonl"
+    task.write_text(line + "\n", encoding="utf-8")
+    assert said in _task_refused(capsys, llama, task, tmp_path / "c")
+
+
+def test_a_task_files_name_with_a_terminal_escape_is_shown_escaped(llama, tmp_path, capsys):
+    task = tmp_path / "\x1b[2Jx.jsonl"
+    task.write_text('{"clean": null}\n')
+    err = _task_refused(capsys, llama, task, tmp_path / "c")
+    assert "\x1b" not in err and "\\x1b[2Jx.jsonl line 1" in err  # before: the escape reached the terminal raw
+
+
+READ = """
+import resource, sys
+resource.setrlimit(resource.RLIMIT_AS, (3 << 30, 3 << 30))  # before: /dev/zero was read until memory ran out
+from attn_gui.engine.base.errors import ConfigError
+from attn_gui.engine.analysis.circuits.pairs_file import read_rows
+try:
+    read_rows(sys.argv[1])
+except ConfigError as exc:
+    print(exc)
+"""
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="a FIFO")
+@pytest.mark.parametrize("kind", ["fifo", "/dev/zero", "/dev/urandom"])
+def test_a_fifo_or_a_device_as_the_task_is_refused_at_once(tmp_path, kind):
+    task = tmp_path / "x.jsonl"
+    if kind == "fifo":
+        os.mkfifo(task)
+    else:
+        task.symlink_to(kind)
+    try:  # before: the FIFO blocked forever (here: until the timeout)
+        done = subprocess.run([sys.executable, "-c", READ, str(task)], capture_output=True, text=True, timeout=120)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"reading {kind} as the task did not return")
+    assert done.stdout.strip() == (f"cannot read pairs from x.jsonl: it is a "
+                                   f"{'pipe (FIFO)' if kind == 'fifo' else 'device'}, not a regular file"), \
+        done.stderr[-500:]
