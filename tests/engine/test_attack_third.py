@@ -2,6 +2,8 @@
 a process the person (or another model) started meanwhile."""
 
 import os
+
+import numpy as np
 import subprocess
 
 import pytest
@@ -39,3 +41,92 @@ def test_a_process_started_during_a_local_census_survives_its_cleanup(tmp_path, 
         for proc in mine:
             proc.kill()
             proc.wait()
+
+
+@pytest.mark.parametrize("kind_name, at, value", [("Q8_0", 0, np.nan), ("Q4_1", 2, np.inf), ("Q4_0", 0, -np.inf)])
+def test_a_non_finite_block_scale_in_a_gguf_is_named_at_open(tmp_path, kind_name, at, value):
+    """ggml's block_q8_0 is {float16 d; int8 qs[32]}, block_q4_1 {float16 d, m; uint8 qs[16]}: the scale at byte
+    ``at`` of block 3 of layer 1's W_q set to ``value``. Before: opened without a word, and α all NaN."""
+    import gguf
+    from gguf.constants import GGML_QUANT_SIZES
+    from gguf.quants import quantize
+
+    from attn_gui.engine import ConfigError
+    from attn_gui.engine.model.decoder import source as decoder
+    from gguf_writing import quantized_llama  # tests/
+
+    kind = gguf.GGMLQuantizationType[kind_name]
+    size = GGML_QUANT_SIZES[kind][1]
+
+    def blocks(w, kind, rng):
+        raw = quantize(w, kind)
+        if blocks.key == "model.layers.1.self_attn.q_proj.weight":
+            raw[0, 3 * size + at:3 * size + at + 2] = np.array([value], np.float16).view(np.uint8)
+        return raw
+
+    def kind_of(key):
+        blocks.key = key
+        return kind
+
+    with np.errstate(invalid="ignore"):  # the float peer's dequantize: inf times a zero quant is NaN
+        path, _ = quantized_llama(tmp_path / f"{kind_name}.gguf", kind_of, blocks)
+    with pytest.raises(ConfigError) as info:
+        decoder.load_model(path)
+    said = str(info.value)
+    shown = "NaN" if np.isnan(value) else ("inf" if value > 0 else "-inf")
+    assert "\n" not in said and f"tensor blk.1.attn_q.weight ({kind_name}) has {shown}" in said
+    assert "block 3 of" in said
+
+
+@pytest.fixture(scope="module")
+def lens_llama(tmp_path_factory):
+    pytest.importorskip("transformer_lens", reason="the lens extra (pip install attn-gui[lens]) is not installed")
+    from lens_bridges import tiny_folder  # tests/
+
+    return tiny_folder("llama", tmp_path_factory.mktemp("lens"))
+
+
+def _absent_devices() -> list[str]:
+    import torch
+
+    return [d for d, there in (("cuda", torch.cuda.is_available()), ("mps", torch.backends.mps.is_available()))
+            if not there]
+
+
+@pytest.mark.parametrize("dtype, device, said", [
+    ("int8", "cpu", "dtype must be torch.float32, torch.float64, torch.float16, torch.bfloat16, not torch.int8"),
+    ("bool", "cpu", "not torch.bool"), ("complex64", "cpu", "not torch.complex64"),
+    ("'float32'", "cpu", "not 'float32'"),
+    ("float32", "meta", "device must be cpu, cuda, cuda:N or mps, not 'meta'"),
+    ("float32", "nonsense", "not 'nonsense'"), ("float32", "cuda:x", "not 'cuda:x'"),
+    *[("float32", d, "is not available on this machine") for d in _absent_devices()],
+])
+def test_to_lens_refuses_a_dtype_or_device_it_cannot_use_in_one_line(lens_llama, dtype, device, said):
+    import torch
+
+    import attn_gui
+    from attn_gui.engine import ConfigError
+
+    value = dtype.strip("'") if dtype.startswith("'") else getattr(torch, dtype)
+    with pytest.raises(ConfigError) as info:  # before: torch's and transformers' own errors, several lines
+        attn_gui.to_lens(lens_llama, device=device, dtype=value)
+    assert said in str(info.value) and "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_to_lens_in_a_half_dtype_equals_the_float32_bridge_within_its_precision(lens_llama, dtype):
+    """Before: refused ("the bridge computes a step or a setting the engine does not"), the check held to float32's
+    1e-4. Peer: the float32 bridge (itself checked equal to the engine's logits, tests/engine/test_lens.py); bound:
+    8 units of the dtype's rounding (torch.finfo(dtype).eps) of the largest logit."""
+    import torch
+
+    import attn_gui
+
+    half = getattr(torch, dtype)
+    full, bridge = attn_gui.to_lens(lens_llama), attn_gui.to_lens(lens_llama, dtype=half)
+    ids = torch.tensor([[1, 5, 7, 9, 3, 11, 2]])
+    with torch.no_grad():
+        ours, theirs = bridge(ids)[0], full(ids)[0]
+    assert ours.dtype == half
+    bound = 8 * torch.finfo(half).eps * max(1.0, float(theirs.abs().max()))
+    assert float((ours.float() - theirs).abs().max()) <= bound
