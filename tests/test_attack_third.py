@@ -151,3 +151,21 @@ def test_a_fifo_or_a_device_as_the_task_is_refused_at_once(tmp_path, kind):
     assert done.stdout.strip() == (f"cannot read pairs from x.jsonl: it is a "
                                    f"{'pipe (FIFO)' if kind == 'fifo' else 'device'}, not a regular file"), \
         done.stderr[-500:]
+
+
+def test_a_compare_folder_name_with_a_newline_keeps_the_bench_table_whole():
+    from attn_gui import bench
+
+    label = "trees\nbroken \x1b[31m"  # before: the header split over two lines and the escape reached the terminal
+    row = {"section": "window", "name": "update latency", "size": "T=5", "median": 2.0, "p95": 3.0, "unit": "ms",
+           "runs": 2, "ratio": 1.0, "ratio_to": label, "target": None, "met": None,
+           "extra": {"compared_median": 2.0, "compared_p95": 3.0, "load": [[0.1, 0.2]], "compared_load": [[0.1, 0.2]]}}
+    report = {"meta": {"date": "-", "device": "cpu", "device_name": "-", "cpu_count": 2, "torch_threads": 1,
+                       "torch": "-"}, "settings": {"mode": "tiny"}, "rows": [row],
+              "profiles": [], "notes": [f"slower than {label}: update latency"], "skipped": []}
+    table = bench.format_report(report)
+    assert "\x1b" not in table and "trees\\nbroken \\x1b[31m median" in table
+    header = next(line for line in table.splitlines() if line.lstrip().startswith("name"))
+    rule = table.splitlines()[table.splitlines().index(header) + 1]
+    assert len(header.rstrip()) == len(rule.rstrip())  # the columns still line up under their rule
+    assert "note: slower than trees\\nbroken \\x1b[31m: update latency" in table
