@@ -130,3 +130,51 @@ def test_to_lens_in_a_half_dtype_equals_the_float32_bridge_within_its_precision(
     assert ours.dtype == half
     bound = 8 * torch.finfo(half).eps * max(1.0, float(theirs.abs().max()))
     assert float((ours.float() - theirs).abs().max()) <= bound
+
+
+def test_a_text_corpus_passage_is_a_line_ending_in_a_newline_only(tmp_path):
+    """Python's str.splitlines (the peer of what not to do) splits at a form feed, U+2028 and \\x1c too."""
+    text = "one\x0cstill one\r\ntwo\u2028still two\nthree\x1cstill three\n"
+    (tmp_path / "corpus.txt").write_text(text, encoding="utf-8", newline="")
+    corpus = read_corpus(tmp_path / "corpus.txt")
+    assert len(text.splitlines()) == 6  # before: 6 passages
+    assert corpus.passages == ("one\x0cstill one", "two\u2028still two", "three\x1cstill three")
+
+
+def test_a_raw_line_separator_inside_a_json_string_is_valid(tmp_path):
+    (tmp_path / "corpus.jsonl").write_text('{"text": "a\u2028b"}\n{"text": "c"}\n', encoding="utf-8")
+    assert read_corpus(tmp_path / "corpus.jsonl").passages == ("a\u2028b", "c")  # before: "not JSON" on line 1
+
+
+def test_the_ray_address_check_is_bounded_as_a_whole(monkeypatch):
+    """A server that answers one byte a second: each read is within the bound, the nine of a frame's header are
+    not. Before: the header read whole (about 9 s) and called "not a Ray cluster"; now: refused at the bound."""
+    import socket
+    import threading
+    import time
+
+    from attn_gui.engine.analysis.corpus import ray as corpus_ray
+    from attn_gui.engine.analysis.corpus.read import CorpusError
+
+    server = socket.create_server(("127.0.0.1", 0))
+    port = server.getsockname()[1]
+
+    def drip() -> None:
+        conn, _ = server.accept()
+        with conn:
+            for byte in b"\x00\x00\x00\x01\x00\x00\x00\x00\x00":  # a frame header, not SETTINGS
+                try:
+                    conn.sendall(bytes([byte]))
+                except OSError:
+                    return
+                time.sleep(1)
+
+    thread = threading.Thread(target=drip, daemon=True)
+    thread.start()
+    monkeypatch.setattr(corpus_ray, "CONNECT_SECONDS", 3)
+    try:
+        with pytest.raises(CorpusError) as info:
+            corpus_ray.check_address(f"127.0.0.1:{port}")
+    finally:
+        server.close()
+    assert f"no Ray cluster answers at 127.0.0.1:{port} (no answer)" in str(info.value)

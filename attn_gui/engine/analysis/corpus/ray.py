@@ -18,6 +18,7 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 from collections import deque
 
 from .read import INSTALL_HINT, CorpusError
@@ -58,11 +59,16 @@ def check_address(address: str) -> tuple[str, int]:
     ``CorpusError`` otherwise, within ``CONNECT_SECONDS``."""
     host, port = parse_address(address)
     fix = "start one with `ray start --head` or use --ray local"
+    deadline = time.monotonic() + CONNECT_SECONDS  # the whole check's: a server that drips a byte at a time too
     try:
         with socket.create_connection((host, port), timeout=CONNECT_SECONDS) as s:
             s.sendall(PREFACE)
             answer = b""
             while len(answer) < 9:  # a frame's header: length (3), type (1), flags (1), stream (4)
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise TimeoutError
+                s.settimeout(left)
                 chunk = s.recv(9 - len(answer))
                 if not chunk:
                     break
