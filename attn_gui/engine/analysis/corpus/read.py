@@ -126,7 +126,7 @@ def read_corpus(path: str | os.PathLike, field: str | None = None) -> Corpus:
     name = field or "text"
     try:
         if kind == "text":
-            texts = _bounded(Path(path)).decode("utf-8").splitlines()
+            texts = lines(_bounded(Path(path)).decode("utf-8"))
         elif kind == "jsonl":
             texts = _read_jsonl(Path(path), name)
         else:
@@ -143,6 +143,16 @@ def read_corpus(path: str | os.PathLike, field: str | None = None) -> Corpus:
     return Corpus(str(path), kind, None if kind == "text" else name, passages, len(texts) - len(passages))
 
 
+def lines(text: str) -> list[str]:
+    """``text``'s lines: each ends in ``\\n`` (a ``\\r`` before it dropped), nothing else; a form feed, U+2028
+    or ``\\x1c`` is inside its line, as a raw U+2028 is inside a JSON string (``str.splitlines`` splits at
+    all of them)."""
+    parts = text.split("\n")
+    if parts[-1] == "":
+        parts.pop()
+    return [part.removesuffix("\r") for part in parts]
+
+
 def _bounded(path: Path, limit: int = MAX_CORPUS_BYTES) -> bytes:
     """The bytes of the regular file ``path``; ``CorpusError`` past ``limit``."""
     try:
@@ -155,7 +165,7 @@ def _bounded(path: Path, limit: int = MAX_CORPUS_BYTES) -> bytes:
 
 def _read_jsonl(path: Path, name: str) -> list[str]:
     texts = []
-    for number, line in enumerate(_bounded(path).decode("utf-8").splitlines(), 1):
+    for number, line in enumerate(lines(_bounded(path).decode("utf-8")), 1):
         if not line.strip():
             continue
         try:
