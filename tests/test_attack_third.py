@@ -169,3 +169,35 @@ def test_a_compare_folder_name_with_a_newline_keeps_the_bench_table_whole():
     rule = table.splitlines()[table.splitlines().index(header) + 1]
     assert len(header.rstrip()) == len(rule.rstrip())  # the columns still line up under their rule
     assert "note: slower than trees\\nbroken \\x1b[31m: update latency" in table
+
+
+def test_a_raw_line_separator_inside_a_task_string_is_one_line(tmp_path):
+    from attn_gui.engine.analysis.circuits.pairs_file import read_rows
+
+    task = tmp_path / "t.jsonl"
+    task.write_text('{"clean": "a\u2028b", "corrupt": "c d", "answer": " e"}\r\n', encoding="utf-8", newline="")
+    assert read_rows(task) == [("t.jsonl line 1", "a\u2028b", "c d", " e", None)]  # before: "not JSON" on line 1
+
+
+def test_a_full_disk_during_circuit_is_one_line_and_keeps_the_old_export(llama, tmp_path, capsys, monkeypatch):
+    import errno
+
+    from attn_gui.cli import main
+    from attn_gui.export import circuits
+    from tiny_decoders import circuit_pairs  # tests/
+
+    pairs = circuit_pairs(tmp_path)
+    out = tmp_path / "c"
+    args = ["circuit", "--model", llama, "--task", pairs, "--no-faithfulness", "--out", str(out)]
+    assert main(args) == 0
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    capsys.readouterr()
+
+    def full(svg, path):
+        raise OSError(errno.ENOSPC, "No space left on device")
+    monkeypatch.setattr(circuits, "svg_png", full)
+    assert main(args) == 2  # before: OSError's traceback
+    err = capsys.readouterr().err.strip().splitlines()[-1]  # after the progress lines
+    assert err == f"attn-gui: cannot write to {out}: No space left on device; nothing was changed there"
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["c", "pairs.jsonl"]

@@ -8,7 +8,7 @@ from pathlib import Path
 from ..engine.analysis.attribution.logit import LogitAttribution
 from ..present.attribution import dla_map, dla_rows, what_dla
 from ..render.offscreen import dispose, render_map
-from .folder import Target
+from .folder import Target, unwritable
 from .images import export_image
 
 NAMES = ["components.csv", "heads.csv", "dla.png"]
@@ -35,6 +35,9 @@ def write_attribution(a: LogitAttribution, token_text, folder: str | os.PathLike
             export_image(view, stage / "dla.png")
         finally:
             dispose(view)
+    except OSError as exc:  # a full disk: one line, the previous export kept
+        target.abort()
+        raise unwritable(exc, target) from None
     except BaseException:
         target.abort()
         raise

@@ -13,7 +13,7 @@ from pathlib import Path
 from ..engine.analysis.circuits import Circuit
 from ..present.circuits import edge_rows, faithfulness_svg, graph_size, graph_svg, node_rows
 from .files import ExportError
-from .folder import MANIFEST, Cancelled, Target
+from .folder import MANIFEST, Cancelled, Target, unwritable
 
 EDGE_FORMATS = ("csv", "parquet")
 EDGE_COLUMNS = ("rank", "writer", "reader", "reader_kind", "score")
@@ -124,6 +124,9 @@ def write_circuit(found: Circuit, folder: str | os.PathLike, fmt: str = "csv", k
         manifest = {"attn_gui_export": 1, "files": files[:-1], "circuit": summary(found)}
         (stage / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n", encoding="utf-8")
         check()
+    except OSError as exc:  # a full disk: one line, the previous export kept
+        target.abort()
+        raise unwritable(exc, target) from None
     except BaseException:
         target.abort()
         raise

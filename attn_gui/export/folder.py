@@ -301,6 +301,14 @@ class Target:
                               f"its files' names: they are kept in {kept}") from None
 
 
+def unwritable(exc: OSError, target: Target) -> WriteError:
+    """``exc`` (a full disk, a file system gone read-only) while an export is written, as one line naming the
+    target; a ``WriteError`` as it is."""
+    if isinstance(exc, WriteError):
+        return exc
+    return WriteError(f"cannot write to {target.shown}: {exc.strerror or exc}; nothing was changed there")
+
+
 _RENAME_EXCHANGE = 2
 _AT_FDCWD = -100
 
