@@ -178,3 +178,16 @@ def test_the_ray_address_check_is_bounded_as_a_whole(monkeypatch):
     finally:
         server.close()
     assert f"no Ray cluster answers at 127.0.0.1:{port} (no answer)" in str(info.value)
+
+
+def test_a_datasets_state_naming_a_null_byte_is_one_line(tmp_path):
+    import json
+
+    from attn_gui.engine.analysis.corpus.read import CorpusError
+
+    folder = tmp_path / "ds"
+    folder.mkdir()
+    (folder / "state.json").write_text(json.dumps({"_data_files": [{"filename": "a\0b.arrow"}]}))
+    with pytest.raises(CorpusError) as info:  # before: ValueError: embedded null byte
+        read_corpus(folder)
+    assert "state.json names 'a\\x00b.arrow', which is no file name" in str(info.value)

@@ -235,6 +235,9 @@ def _data_files(folder: Path) -> list[Path]:
     root = Path(os.path.realpath(folder))
     files = []
     for name in names:
+        if isinstance(name, str) and ("\0" in name or not name.isprintable()):  # realpath: "embedded null byte"
+            raise CorpusError(f"{folder}/state.json names {name!r:.80}, which is no file name; a datasets folder "
+                              f"names its Arrow files")
         real = Path(os.path.realpath(folder / name)) if isinstance(name, str) and name else None
         if real is None or os.path.isabs(name) or real == root or not real.is_relative_to(root):
             raise CorpusError(f"{folder}/state.json names {str(name)!r:.80}, which is outside the folder; a "
