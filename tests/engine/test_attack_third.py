@@ -191,3 +191,26 @@ def test_a_datasets_state_naming_a_null_byte_is_one_line(tmp_path):
     with pytest.raises(CorpusError) as info:  # before: ValueError: embedded null byte
         read_corpus(folder)
     assert "state.json names 'a\\x00b.arrow', which is no file name" in str(info.value)
+
+
+def test_a_resealed_cache_with_a_begin_token_past_the_vocabulary_is_one_line(tmp_path):
+    import json
+    from pathlib import Path
+
+    from attn_gui.engine import ConfigError, model_spec
+    from attn_gui.engine.readers import cache
+    from attn_gui.engine.readers.gguf import load as gguf_load
+    from gguf_writing import byte_level_vocab, tiny, write_gguf  # tests/
+
+    hf = tiny("llama", len(byte_level_vocab()[0]), seed=3)
+    path = write_gguf(tmp_path / "resealed.gguf", hf, "llama", "byte", "Resealed")
+    spec = model_spec(path)
+    gguf_load.load(spec, Path(path))
+    manifest_path = cache.cache_root() / gguf_load.cache_name(Path(path)) / "manifest.json"
+    manifest = json.loads(manifest_path.read_text())
+    manifest["meta"].update(add_bos=True, bos_id=4_000_000_000)
+    manifest["sha256"] = cache._sealed(manifest)  # sealed again, as the attack did
+    manifest_path.write_text(json.dumps(manifest))
+    with pytest.raises(ConfigError) as info:  # before: IndexError
+        gguf_load.load(spec, Path(path))
+    assert "gives bos_id 4,000,000,000, past the model's" in str(info.value) and "\n" not in str(info.value)

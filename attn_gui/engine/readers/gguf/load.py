@@ -155,6 +155,11 @@ def load(spec: ModelSpec, path: Path, progress=None, cache_folder: str | None = 
     texts = [f"<unused {i}>" for i in range(max(max(ids.values()) + 1, rows))]
     for tok, i in ids.items():  # a Python loop, not sorted(): other threads run meanwhile
         texts[i] = shown(tok, i in special)
+    for key in ("bos_id", "eos_id", "special_ids"):  # a cache edited and sealed again: refused, never an IndexError
+        past = [i for i in (meta[key] if key == "special_ids" else [meta[key]]) if i >= len(texts)]
+        if past:
+            raise ConfigError(f"{path.name}'s cache ({folder}) gives {key} {past[0]:,}, past the model's "
+                              f"{len(texts):,} tokens; delete that folder and open the file again")
     shape = shape_of(spec, header, meta["eps"])
     checks.decoder_weights(path.name, stored_weights.shapes(), shape, spec.d_model)
     checks.token_ids(path.name, ids, rows)
