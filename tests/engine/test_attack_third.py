@@ -214,3 +214,28 @@ def test_a_resealed_cache_with_a_begin_token_past_the_vocabulary_is_one_line(tmp
     with pytest.raises(ConfigError) as info:  # before: IndexError
         gguf_load.load(spec, Path(path))
     assert "gives bos_id 4,000,000,000, past the model's" in str(info.value) and "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize("edit, said", [
+    (lambda t: t.drop(["layer"]), "no layer or head column"),  # before: KeyError, past the dock's loader
+    (lambda t: t.set_column(t.column_names.index("entropy"), "entropy", t.column("entropy").cast("string")),
+     "its column 'entropy' holds string, not numbers"),  # before: read as objects, drawn by nothing
+    (lambda t: t.slice(0, t.num_rows - 1), "its rows are not each layer's heads once"),
+])
+def test_a_census_table_that_is_not_a_censuss_is_one_line(tmp_path, edit, said):
+    import pyarrow.parquet as pq
+
+    from attn_gui.engine.analysis.corpus.census import run_in_process
+    from attn_gui.engine.analysis.corpus.outputs import read_heads
+    from attn_gui.engine.analysis.corpus.read import CorpusError
+
+    llama_folder(tmp_path / "model")
+    (tmp_path / "corpus.txt").write_text("\n".join(sentences(8)))
+    census(read_corpus(tmp_path / "corpus.txt"), tmp_path / "out", Settings(model=str(tmp_path / "model")),
+           runner=lambda *a: run_in_process(*a, threads=1))
+    table = pq.read_table(tmp_path / "out" / "heads.parquet")
+    assert "entropy" in table.column_names
+    pq.write_table(edit(table), tmp_path / "out" / "heads.parquet")
+    with pytest.raises(CorpusError) as info:  # a UserError: the Corpus dock says it where it shows the census
+        read_heads(tmp_path / "out")
+    assert said in str(info.value) and "\n" not in str(info.value)
