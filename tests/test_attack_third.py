@@ -201,3 +201,28 @@ def test_a_full_disk_during_circuit_is_one_line_and_keeps_the_old_export(llama, 
     assert err == f"attn-gui: cannot write to {out}: No space left on device; nothing was changed there"
     assert {p.name: p.read_bytes() for p in out.iterdir()} == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["c", "pairs.jsonl"]
+
+
+SIGNAL_MID_ATTRIBUTE = """
+import os, pathlib, signal, sys
+import attn_gui.launch as launch
+real = pathlib.Path.write_text
+def write_text(self, *args, **kwargs):  # SIGTERM arrives as components.csv is written
+    if self.name == "components.csv":
+        os.kill(os.getpid(), signal.SIGTERM)
+    return real(self, *args, **kwargs)
+pathlib.Path.write_text = write_text
+sys.argv = ["attn-gui", *sys.argv[1:]]
+sys.exit(launch.main())
+"""
+
+
+def test_sigterm_during_the_attribute_write_leaves_no_hidden_folder(llama, tmp_path):
+    from tiny_decoders import SENTENCE  # tests/
+
+    (tmp_path / "runs").mkdir()
+    done = subprocess.run([sys.executable, "-c", SIGNAL_MID_ATTRIBUTE, "attribute", "--model", llama, "--sentence",
+                           SENTENCE, "--token", "mat", "--out", str(tmp_path / "runs" / "a")], capture_output=True,
+                          text=True, timeout=300, env={**os.environ, "QT_QPA_PLATFORM": "offscreen"})
+    assert done.returncode == 130, done.stderr
+    assert list((tmp_path / "runs").iterdir()) == []  # before: .a.attn-gui-PID-XXXXXXXX.partial stayed
