@@ -81,8 +81,18 @@ def _fmt(value: float | None, unit: str) -> str:
     return f"{value:.3f} ms" if value < 10 else f"{value:.1f} ms"
 
 
+def _shown(text: str) -> str:
+    """``text`` on one line: a newline, a terminal's escape or any other unprintable character as its Python
+    escape (a ``--compare`` folder's name is the user's, and a table's cell)."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else c.encode("unicode_escape", "backslashreplace").decode("ascii")
+                   for c in text)
+
+
 def _columns(table: Sequence[tuple[str, ...]]) -> list[str]:
     """``table`` (a header, then rows of cells) in aligned columns: the first two left, the rest right."""
+    table = [tuple(_shown(c) for c in row) for row in table]
     widths = [max(len(row[i]) for row in table) for i in range(len(table[0]))]
     lines = []
     for i, row in enumerate(table):
@@ -104,13 +114,13 @@ def _table(rows: list[dict[str, Any]]) -> list[str]:
         table.append((r["name"], r["size"], _fmt(r["median"], r["unit"]), _fmt(r["p95"], r["unit"]),
                       str(r["runs"]), ratio, met))
     lines = _columns(table)
-    ratio_notes = sorted({f"{r['name']}: ratio to {r['ratio_to']}" for r in rows if r["ratio_to"]})
+    ratio_notes = sorted({_shown(f"{r['name']}: ratio to {r['ratio_to']}") for r in rows if r["ratio_to"]})
     return lines + [f"  ({note})" for note in ratio_notes]
 
 
 def _compare_table(rows: list[dict[str, Any]]) -> list[str]:
     """Rows timed against another tree (``--compare``): both medians and p95s, the ratios, the target."""
-    label = next((r["ratio_to"] for r in rows if r["ratio_to"]), "the tree compared with")
+    label = _shown(next((r["ratio_to"] for r in rows if r["ratio_to"]), "the tree compared with"))
     header = ("name", "size", "median", "p95", f"{label} median", f"{label} p95", "ratio", "p95 ratio",
               "CPU ratio", "target", "met")
     table = [header]
@@ -154,10 +164,10 @@ def format_report(report: dict[str, Any]) -> str:
         lines += [f"  {e['share'] * 100:5.1f}%  {e['ms']:9.3f} ms  {e['function']}" for e in prof["top"]]
     if report["notes"]:
         lines.append("")
-        lines += [f"note: {n}" for n in report["notes"]]
+        lines += [f"note: {_shown(n)}" for n in report["notes"]]
     if report["skipped"]:
         lines.append("")
-        lines += [f"skipped: {s['name']}: {s['reason']}" for s in report["skipped"]]
+        lines += [_shown(f"skipped: {s['name']}: {s['reason']}") for s in report["skipped"]]
     return "\n".join(lines)
 
 

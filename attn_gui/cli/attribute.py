@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from .common import Command, config_from_args, load_model, one_line, sentence_note
+from .terminal import Stop, interrupts
 
 
 def add_arguments(a: argparse.ArgumentParser) -> None:
@@ -16,7 +17,20 @@ def add_arguments(a: argparse.ArgumentParser) -> None:
 
 
 def run_attribute(args: argparse.Namespace) -> int:
-    """``attn-gui attribute``: components.csv, heads.csv and dla.png in ``--out``, all or none."""
+    """``attn-gui attribute``: components.csv, heads.csv and dla.png in ``--out``, all or none; Ctrl-C or
+    SIGTERM while they are written stops between two (``Cancelled``), the hidden folder removed."""
+    from ..export.folder import Cancelled
+
+    with interrupts() as stop:
+        try:
+            return _attribute(args, stop)
+        except KeyboardInterrupt:
+            if not stop.writing:
+                raise  # during the compute: "interrupted", as before
+            raise Cancelled(args.out) from None
+
+
+def _attribute(args: argparse.Namespace, stop: Stop) -> int:
     from ..engine.analysis.attribution.logit import direct_logit_attribution
     from ..export.folder import Target
     from ..present.attribution import top_heads
@@ -33,7 +47,8 @@ def run_attribute(args: argparse.Namespace) -> int:
     from ..render.offscreen import ensure_app
 
     ensure_app(offscreen=True)
-    folder = write_attribution(a, planned.source.token_text, args.out, args.overwrite)
+    stop.writing = True
+    folder = write_attribution(a, planned.source.token_text, args.out, args.overwrite, cancel=stop.is_set)
     note = sentence_note(args, config.sentence)
     if note:
         print(note)

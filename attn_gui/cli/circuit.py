@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 
 from .common import Command, UsageError, load_model, one_line
-from .terminal import stage_progress
+from .terminal import Stop, interrupts, stage_progress
 
 
 def add_arguments(c: argparse.ArgumentParser) -> None:
@@ -32,7 +32,21 @@ def add_arguments(c: argparse.ArgumentParser) -> None:
 
 
 def run_circuit(args: argparse.Namespace) -> int:
-    """``attn-gui circuit``: everything checked before the compute, the files written all or nothing."""
+    """``attn-gui circuit``: everything checked before the compute, the files written all or nothing; Ctrl-C or
+    SIGTERM while they are written stops between two (``Cancelled``: the hidden folder removed, the target as
+    it was), never ends the program with the hidden folder left."""
+    from ..export.folder import Cancelled
+
+    with interrupts() as stop:
+        try:
+            return _circuit(args, stop)
+        except KeyboardInterrupt:
+            if not stop.writing:
+                raise  # during the compute: "interrupted", as before
+            raise Cancelled(args.out) from None
+
+
+def _circuit(args: argparse.Namespace, stop: Stop) -> int:
     from ..engine.analysis.circuits import BUILT_IN, circuit
     from ..export.circuits import check_format, write_circuit
     from ..export.folder import Target
@@ -50,7 +64,8 @@ def run_circuit(args: argparse.Namespace) -> int:
     found = circuit(args.model, args.task, args.method, pairs=args.pairs, steps=args.steps, seed=args.seed,
                     metric=args.metric, faithful=not args.no_faithfulness, device=args.device, dtype=args.dtype,
                     progress=stage_progress())
-    folder = write_circuit(found, args.out, args.format, args.top, args.overwrite)
+    stop.writing = True
+    folder = write_circuit(found, args.out, args.format, args.top, args.overwrite, cancel=stop.is_set)
     best = ", ".join(f"{w} -> {r} ({v:+.3g})" for w, r, v in found.top(3))
     f = found.faithfulness
     small = "" if f is None else (f"; {f.smallest} edges recover {f.target:.0%}" if f.smallest is not None

@@ -38,8 +38,12 @@ class Parser(argparse.ArgumentParser):
 
 
 def one_line(text: str, limit: int = 300) -> str:
-    """``text`` on one line (newlines shown as \\n), cut to ``limit`` characters."""
-    text = text.replace("\r", "\\r").replace("\n", "\\n")
+    """``text`` on one line, cut to ``limit`` characters: newlines shown as \\n, and every other character that
+    is not printable (a terminal's escape \\x1b, a lone surrogate) as its Python escape, so a file's name
+    never moves the cursor, recolours or clears the terminal the line is printed to."""
+    if not text.isprintable():
+        text = "".join(c if c.isprintable() else c.encode("unicode_escape", "backslashreplace").decode("ascii")
+                       for c in text)
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 

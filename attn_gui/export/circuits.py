@@ -7,12 +7,13 @@ import csv
 import io
 import json
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 from ..engine.analysis.circuits import Circuit
 from ..present.circuits import edge_rows, faithfulness_svg, graph_size, graph_svg, node_rows
 from .files import ExportError
-from .folder import MANIFEST, Target
+from .folder import MANIFEST, Cancelled, Target, unwritable
 
 EDGE_FORMATS = ("csv", "parquet")
 EDGE_COLUMNS = ("rank", "writer", "reader", "reader_kind", "score")
@@ -90,10 +91,16 @@ def summary(found: Circuit) -> dict:
 
 
 def write_circuit(found: Circuit, folder: str | os.PathLike, fmt: str = "csv", k: int = 20,
-                  overwrite: bool = False) -> Path:
+                  overwrite: bool = False, cancel: Callable[[], bool] | None = None) -> Path:
     """Write ``found`` into ``folder``: edges.{csv,parquet} (every edge, largest |score| first), nodes.csv, the
     graph of the top ``k`` edges (SVG and PNG), the faithfulness curve (CSV, SVG, PNG) when measured and
-    manifest.json. In a hidden folder first: the target gets every file or none."""
+    manifest.json. In a hidden folder first: the target gets every file or none. ``cancel`` (Ctrl-C, SIGTERM),
+    asked between files: ``Cancelled``, the hidden folder removed and the target as it was."""
+
+    def check() -> None:
+        if cancel is not None and cancel():
+            raise Cancelled(folder)
+
     check_format(fmt)
     target = Target(folder, overwrite)
     files = names(fmt, found.faithfulness is not None)
@@ -101,10 +108,12 @@ def write_circuit(found: Circuit, folder: str | os.PathLike, fmt: str = "csv", k
     stage = target.open()
     try:
         _edges(found, stage / files[0], fmt)
+        check()
         (stage / "nodes.csv").write_bytes(_csv(["writer", "score"], [(n, f"{v:.9g}") for n, v in node_rows(found)]))
         svg = graph_svg(found, k, *graph_size(found.graph))
         (stage / "graph.svg").write_text(svg, encoding="utf-8")
         svg_png(svg, stage / "graph.png")
+        check()
         curve = found.faithfulness
         if curve is not None:
             rows = [(k_, f"{v:.9g}") for k_, v in zip(curve.ks, curve.recovered, strict=True)]
@@ -114,6 +123,10 @@ def write_circuit(found: Circuit, folder: str | os.PathLike, fmt: str = "csv", k
             svg_png(svg, stage / "faithfulness.png")
         manifest = {"attn_gui_export": 1, "files": files[:-1], "circuit": summary(found)}
         (stage / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n", encoding="utf-8")
+        check()
+    except OSError as exc:  # a full disk: one line, the previous export kept
+        target.abort()
+        raise unwritable(exc, target) from None
     except BaseException:
         target.abort()
         raise

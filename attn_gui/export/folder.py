@@ -85,9 +85,15 @@ def owned_files(folder: Path) -> set[str] | None:
     return {*files, MANIFEST}
 
 
-def _entries(folder: Path) -> list[str]:
-    """The names in ``folder``, less the temporary files a killed ``atomic_write`` left."""
-    return sorted(n for n in os.listdir(folder) if not is_temp_name(n))
+def _ours_temp(name: str, owned: set[str] | None) -> bool:
+    """A temporary file a killed ``atomic_write`` of the export's own files left (``.<owned name>.<8 hex>.tmp``);
+    a person's ``.draft.0123abcd.tmp`` is not."""
+    return is_temp_name(name) and name[1:].rsplit(".", 2)[0] in (owned or set()) | {MANIFEST}
+
+
+def _entries(folder: Path, owned: set[str] | None = None) -> list[str]:
+    """The names in ``folder``, less the temporary files a killed ``atomic_write`` of the export's files left."""
+    return sorted(n for n in os.listdir(folder) if not _ours_temp(n, owned))
 
 
 def _plain_file(path: Path) -> bool:
@@ -150,6 +156,7 @@ class Target:
             raise ExportError(f"cannot export into {text}: choose a folder inside it")
         self.path, self.overwrite = path, overwrite
         self.stage: Path | None = None
+        self.owned: set[str] = set()  # the names the previous export there owns
         self._check()
 
     def _check(self) -> None:
@@ -165,8 +172,9 @@ class Target:
             raise ExportError(f"cannot write to {text}: it is a file, not a folder")
         if not os.access(path, os.W_OK | os.X_OK):
             raise WriteError(f"cannot write to {text}: Permission denied")
-        names = _entries(path)
         owned = owned_files(path)
+        names = _entries(path, owned)
+        self.owned = owned if owned is not None else set()
         if not names:
             self.kind = "empty"
         elif owned is not None and set(names) <= owned and all(_plain_file(path / n) for n in names):
@@ -208,7 +216,7 @@ class Target:
         if self.path.is_dir():
             owned = owned_files(self.path) or set()
             for name in os.listdir(self.path):
-                if is_temp_name(name) and name[1:].rsplit(".", 2)[0] in owned | {MANIFEST}:
+                if _ours_temp(name, owned):
                     _remove(self.path / name)
 
     def open(self) -> Path:
@@ -265,11 +273,40 @@ class Target:
                 raise FolderInUse(f"{self.shown} was filled by something else during the export; "
                                   f"nothing was changed there")
         if _exchange(stage, path):
-            return  # the stage holds the previous export now; abort() removes it
+            self.stage = None
+            self._retire(stage)  # the stage holds the previous export now
+            return
         old = path.parent / f".{path.name}.attn-gui-{os.getpid()}-{uuid.uuid4().hex[:8]}.old"
         os.rename(path, old)
         os.rename(stage, path)
-        self.stage = old
+        self.stage = None
+        self._retire(old)
+
+    def _retire(self, old: Path) -> None:
+        """Remove the previous export moved out of the target: only the names it owned (and the temporary
+        files of those); anything else found there (a file saved into the folder during the export) goes back
+        into the target, or, where the new export took its name, stays in ``old`` and is said."""
+        for name in os.listdir(old):
+            if (name in self.owned or _ours_temp(name, self.owned)) and _plain_file(old / name):
+                _remove(old / name)
+        for name in os.listdir(old):
+            if not os.path.lexists(self.path / name):
+                os.rename(old / name, self.path / name)
+        try:
+            os.rmdir(old)
+        except OSError:
+            kept = self.path.parent / f"{self.path.name}.kept-{uuid.uuid4().hex[:8]}"
+            os.rename(old, kept)
+            raise ExportError(f"the export was written to {self.shown}, but files saved there during it had "
+                              f"its files' names: they are kept in {kept}") from None
+
+
+def unwritable(exc: OSError, target: Target) -> WriteError:
+    """``exc`` (a full disk, a file system gone read-only) while an export is written, as one line naming the
+    target; a ``WriteError`` as it is."""
+    if isinstance(exc, WriteError):
+        return exc
+    return WriteError(f"cannot write to {target.shown}: {exc.strerror or exc}; nothing was changed there")
 
 
 _RENAME_EXCHANGE = 2

@@ -25,7 +25,6 @@ Each pair's metric is the mean over its scored positions; a task's metric is the
 
 from __future__ import annotations
 
-import json
 import os
 import random
 from dataclasses import dataclass
@@ -34,6 +33,7 @@ from pathlib import Path
 import torch
 
 from ...base.errors import ConfigError
+from .pairs_file import read_rows
 
 METRICS = ("logit-diff", "logprob", "prob-diff")
 BUILT_IN = ("ioi", "capital", "greater-than", "induction")
@@ -340,32 +340,21 @@ def induction(words: Words, n: int, seed: int, half: int = INDUCTION_HALF) -> Pa
 
 
 def read_pairs(path: str | os.PathLike, words: Words) -> PairTask:
-    """A JSONL file of pairs (module docstring); refused in one line naming the line that is wrong."""
+    """A JSONL file of pairs (module docstring); refused in one line naming the line (and field) that is wrong."""
     file = Path(path)
-    try:
-        lines = file.read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"cannot read pairs from {file}: {exc}") from None
     pairs, with_wrong = [], set()
-    for number, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-            clean, corrupt, answer = str(row["clean"]), str(row["corrupt"]), str(row["answer"])
-            wrong = row.get("wrong")
-        except (ValueError, KeyError, TypeError) as exc:
-            raise ConfigError(f"{file.name} line {number}: not a JSON object with clean, corrupt and answer "
-                              f"({type(exc).__name__}: {exc})") from None
+    for where, clean, corrupt, answer, wrong in read_rows(file):
         ids, bad = words.ids(clean), words.ids(corrupt)
         if len(ids) != len(bad):
-            raise ConfigError(f"{file.name} line {number}: the clean prompt has {len(ids)} tokens, the corrupted "
+            raise ConfigError(f"{where}: the clean prompt has {len(ids)} tokens, the corrupted "
                               f"one {len(bad)}; a pair needs as many")
+        if not ids:
+            raise ConfigError(f"{where}: the prompts are no tokens of {words.src.spec.label}")
         a = words.single(answer)
-        w = None if wrong is None else words.single(str(wrong))
+        w = None if wrong is None else words.single(wrong)
         if a is None or (wrong is not None and w is None):
             bad_word = answer if a is None else wrong
-            raise ConfigError(f"{file.name} line {number}: {bad_word!r:.40} is not one token of "
+            raise ConfigError(f"{where}: {bad_word!r:.40} is not one token of "
                               f"{words.src.spec.label} (give it with its leading space: ' Paris')")
         with_wrong.add(wrong is not None)
         pairs.append(Pair(ids, bad, (len(ids) - 1,), ((a,),), (() if w is None else (w,),), clean, corrupt))

@@ -64,10 +64,24 @@ def write_outputs(out: Path, corpus: Corpus, settings: Settings, totals: ShardSu
 
 
 def read_heads(out: str | os.PathLike) -> dict[str, np.ndarray]:
-    """heads.parquet of a census folder as {column: (L, h) array} (layer and head from 1 as written)."""
+    """heads.parquet of a census folder as {column: (L, h) array} (layer and head from 1 as written).
+
+    ``CorpusError`` in one line for a table that is not a census's: no layer or head column, a statistic that
+    is not numbers, or rows that are not every (layer, head) once."""
     pa = arrow()
     table = pa.parquet.read_table(Path(out) / "heads.parquet")
-    L, h = int(max(table.column("layer").to_pylist())), int(max(table.column("head").to_pylist()))
+    bad = next((n for n in table.column_names if not pa.types.is_integer(table.column(n).type)
+                and not pa.types.is_floating(table.column(n).type)), None)
+    if "layer" not in table.column_names or "head" not in table.column_names or bad is not None:
+        raise CorpusError(f"{out}: heads.parquet is not a census's table (" + (
+            f"its column {bad!r:.40} holds {table.column(bad).type}, not numbers)" if bad is not None
+            else "no layer or head column)"))
+    layers, heads = table.column("layer").to_numpy(), table.column("head").to_numpy()
+    L, h = (int(layers.max()), int(heads.max())) if table.num_rows else (0, 0)
+    if L * h != table.num_rows or L < 1 or h < 1 or not np.array_equal(
+            (layers - 1) * h + (heads - 1), np.arange(table.num_rows)):
+        raise CorpusError(f"{out}: heads.parquet is not a census's table (its rows are not each layer's heads "
+                          f"once, in order)")
     return {name: np.asarray(table.column(name).to_numpy()).reshape(L, h) for name in table.column_names}
 
 

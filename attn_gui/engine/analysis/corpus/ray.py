@@ -18,6 +18,7 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 from collections import deque
 
 from .read import INSTALL_HINT, CorpusError
@@ -58,11 +59,16 @@ def check_address(address: str) -> tuple[str, int]:
     ``CorpusError`` otherwise, within ``CONNECT_SECONDS``."""
     host, port = parse_address(address)
     fix = "start one with `ray start --head` or use --ray local"
+    deadline = time.monotonic() + CONNECT_SECONDS  # the whole check's: a server that drips a byte at a time too
     try:
         with socket.create_connection((host, port), timeout=CONNECT_SECONDS) as s:
             s.sendall(PREFACE)
             answer = b""
             while len(answer) < 9:  # a frame's header: length (3), type (1), flags (1), stream (4)
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise TimeoutError
+                s.settimeout(left)
                 chunk = s.recv(9 - len(answer))
                 if not chunk:
                     break
@@ -88,6 +94,7 @@ def _start(ray, address: str, workers: int | None) -> int:
             ray.init(address="local", num_cpus=count, **quiet)  # a new Ray, even beside a running cluster
         finally:
             os.environ.pop(MARK, None)  # processes this one starts later (a tokenizer) are not Ray's
+        _tell_reaper(ray)
         return count
     check_address(address)
     _probe(address)
@@ -143,67 +150,101 @@ def _join(ray, address: str, quiet: dict) -> None:
 
 MARK = "ATTN_GUI_RAY_RUN"  # in the environment of every process of a local Ray this program started
 # Ends what is left of a local Ray once its driver (this process, the reaper's parent) has ended: closed its
-# standard input, or was killed. Every 2 s until then it notes the driver's descendants started after itself
-# (Ray's: the driver's earlier children, a tokenizer, are not), with their start times; then it kills those
-# still running and every process whose environment holds argv[1]=argv[2], again until a look half a second
-# after the last finds none. Ray's agents, their titles set over their environment, are found by the first
-# way; a worker the driver's end caught starting, by the second.
+# standard input, or was killed. Ray's own processes of this run are those Ray reports once it has started
+# (its GCS, raylet, monitors: "PID START" lines on the standard input) and their descendants (its agents and
+# workers), noted every 2 s with their start times, and the processes whose environment holds argv[1]=argv[2]
+# (the driver's while Ray started: a worker the driver's end caught starting), less those already running
+# outside Ray's processes when Ray reported them (another thread's child) and their descendants. At the end it
+# stops (SIGSTOP) what it noted, again while a look finds more (a stopped process starts none), then kills them.
+# Nothing else is ever signalled: not the driver's other children, started before or after.
 REAPER = """
-import os, select, signal, sys, time
+import os, select, signal, sys
 
 def stat(pid):
     with open("/proc/%s/stat" % pid, "rb") as f:
         fields = f.read().rsplit(b")", 1)[1].split()
     return int(fields[1]), fields[19], fields[0]  # the parent, the start time, the state (Z: ended)
 
-driver, me = os.getppid(), os.getpid()
-born = stat(me)[1]
+me = os.getpid()
 mark = ("\\0%s=%s\\0" % tuple(sys.argv[1:3])).encode()
-noted = {}
+ray, foreign, told = {}, {}, False
 
-def note():
-    children = {}
+def look():
+    procs = {}
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
-            parent, start, _ = stat(pid)
+            parent, start, state = stat(pid)
+            with open("/proc/%s/environ" % pid, "rb") as f:
+                marked = mark in b"\\0" + f.read()
         except (OSError, IndexError, ValueError):
             continue
-        children.setdefault(parent, []).append((int(pid), start))
-    stack = [driver]
-    while stack:
-        for pid, start in children.get(stack.pop(), ()):
-            if pid != me and int(start) >= int(born):
-                noted[pid] = start
-                stack.append(pid)
+        if state != b"Z" and int(pid) != me:
+            procs[int(pid)] = (parent, start, marked)
+    return procs
 
-def reap():
-    found = 0
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            _, start, state = stat(pid)
-            if state == b"Z":
-                continue
-            if noted.get(int(pid)) == start:
-                hit = True
-            else:
-                with open("/proc/%s/environ" % pid, "rb") as f:
-                    hit = mark in b"\\0" + f.read()
-            if hit and int(pid) != me:
-                os.kill(int(pid), signal.SIGKILL)
-                found += 1
-        except (OSError, IndexError, ValueError):
-            pass
-    return found
+def note():
+    procs = look()
 
-while not select.select([0], [], [], 2.0)[0] or os.read(0, 4096):
-    note()
-for _ in range(20):
-    for _ in range(100):  # again while any is found: a process killed is seen until it has ended
-        if not reap():
+    def under(group, pid):  # a child of a process noted in group (its start time the same: not a reused id)
+        parent = procs[pid][0]
+        return parent in group and parent in procs and procs[parent][1] == group[parent]
+
+    for phase in ("trees", "marks"):  # Ray's trees first, then what is marked outside them
+        grown = True
+        while grown:
+            grown = False
+            for pid, (_, start, marked) in procs.items():
+                if pid in ray or pid in foreign:
+                    continue
+                if under(ray, pid) or phase == "marks" and marked and told and not under(foreign, pid):
+                    ray[pid] = start
+                elif under(foreign, pid):
+                    foreign[pid] = start
+                else:
+                    continue
+                grown = True
+    return procs
+
+def signal_all(sig):
+    sent = 0
+    for pid, (_, start, _) in look().items():
+        if ray.get(pid) == start:
+            try:
+                os.kill(pid, sig)
+                sent += 1
+            except OSError:
+                pass
+    return sent
+
+buffer = b""
+while True:
+    if select.select([0], [], [], 2.0)[0]:
+        chunk = os.read(0, 4096)
+        if not chunk:
             break
-    time.sleep(0.5)
-    if not reap():
+        buffer += chunk
+        while b"\\n" in buffer:
+            line, buffer = buffer.split(b"\\n", 1)
+            if line == b"told":  # Ray has reported all: what is marked and not Ray's is another's
+                for pid, (_, start, marked) in note().items():
+                    if marked and pid not in ray:
+                        foreign[pid] = start
+                told = True
+            elif line:
+                pid, start = line.split()
+                ray[int(pid)] = start
+    note()
+known = -1
+for _ in range(100):  # stop them all, and again while a look finds one more: none starts another then
+    note()
+    if len(ray) == known:
         break
+    known = len(ray)
+    signal_all(signal.SIGSTOP)
+for _ in range(20):
+    if not signal_all(signal.SIGKILL):
+        break
+    select.select([], [], [], 0.5)
 """
 _reapers: list = []  # the reaper of each local Ray started here, its standard input held open
 
@@ -220,11 +261,28 @@ def _reaper() -> str:
     return mark
 
 
+def _tell_reaper(ray) -> None:
+    """Hand the newest reaper the processes the local Ray just started reports (its GCS, raylet, monitors)."""
+    if not _reapers:
+        return
+    lines = []
+    node = getattr(getattr(getattr(ray, "_private", None), "worker", None), "_global_node", None)
+    for infos in (getattr(node, "all_processes", None) or {}).values():
+        for info in infos:
+            pid = getattr(getattr(info, "process", None), "pid", None)
+            with contextlib.suppress(OSError, IndexError, TypeError), open(f"/proc/{pid}/stat", "rb") as f:
+                lines.append(f"{pid} {f.read().rsplit(b')', 1)[1].split()[19].decode()}\n")
+    with contextlib.suppress(OSError):
+        _reapers[-1].stdin.write(("".join(lines) + "told\n").encode())
+        _reapers[-1].stdin.flush()
+
+
 def _reap() -> None:
     """After Ray's shutdown: the reapers end what is left of the local Rays (nothing, mostly) and are waited for."""
     while _reapers:
         proc = _reapers.pop()
-        proc.stdin.close()
+        with contextlib.suppress(OSError):
+            proc.stdin.close()
         try:
             proc.wait(timeout=CONNECT_SECONDS)
         except subprocess.TimeoutExpired:

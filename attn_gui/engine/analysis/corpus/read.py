@@ -126,7 +126,7 @@ def read_corpus(path: str | os.PathLike, field: str | None = None) -> Corpus:
     name = field or "text"
     try:
         if kind == "text":
-            texts = _bounded(Path(path)).decode("utf-8").splitlines()
+            texts = lines(_bounded(Path(path)).decode("utf-8"))
         elif kind == "jsonl":
             texts = _read_jsonl(Path(path), name)
         else:
@@ -143,6 +143,16 @@ def read_corpus(path: str | os.PathLike, field: str | None = None) -> Corpus:
     return Corpus(str(path), kind, None if kind == "text" else name, passages, len(texts) - len(passages))
 
 
+def lines(text: str) -> list[str]:
+    """``text``'s lines: each ends in ``\\n`` (a ``\\r`` before it dropped), nothing else; a form feed, U+2028
+    or ``\\x1c`` is inside its line, as a raw U+2028 is inside a JSON string (``str.splitlines`` splits at
+    all of them)."""
+    parts = text.split("\n")
+    if parts[-1] == "":
+        parts.pop()
+    return [part.removesuffix("\r") for part in parts]
+
+
 def _bounded(path: Path, limit: int = MAX_CORPUS_BYTES) -> bytes:
     """The bytes of the regular file ``path``; ``CorpusError`` past ``limit``."""
     try:
@@ -155,7 +165,7 @@ def _bounded(path: Path, limit: int = MAX_CORPUS_BYTES) -> bytes:
 
 def _read_jsonl(path: Path, name: str) -> list[str]:
     texts = []
-    for number, line in enumerate(_bounded(path).decode("utf-8").splitlines(), 1):
+    for number, line in enumerate(lines(_bounded(path).decode("utf-8")), 1):
         if not line.strip():
             continue
         try:
@@ -225,6 +235,9 @@ def _data_files(folder: Path) -> list[Path]:
     root = Path(os.path.realpath(folder))
     files = []
     for name in names:
+        if isinstance(name, str) and ("\0" in name or not name.isprintable()):  # realpath: "embedded null byte"
+            raise CorpusError(f"{folder}/state.json names {name!r:.80}, which is no file name; a datasets folder "
+                              f"names its Arrow files")
         real = Path(os.path.realpath(folder / name)) if isinstance(name, str) and name else None
         if real is None or os.path.isabs(name) or real == root or not real.is_relative_to(root):
             raise CorpusError(f"{folder}/state.json names {str(name)!r:.80}, which is outside the folder; a "

@@ -200,10 +200,11 @@ def same_logits(bridge, built, what: str) -> None:
             ours = forward(weights, torch.tensor(ids, device=device), built.shape).logits
     finally:
         bridge.train(training)
+    half = theirs.dtype in HALF or built.weights["model.embed_tokens.weight"].dtype in HALF  # to_lens(dtype=...)
     theirs = theirs.float().to(ours.device)
     rows = min(theirs.shape[-1], ours.shape[-1])  # TransformerLens may pad d_vocab
     diff = float((theirs[:rows] - ours[:rows]).abs().max())
-    tolerance = 2e-2 if built.weights["model.embed_tokens.weight"].dtype in HALF else 1e-4
+    tolerance = 2e-2 if half else 1e-4
     if not diff <= tolerance * max(1.0, float(theirs.abs().max())):
         raise ConfigError(f"{what}: the engine's logits differ from the TransformerLens bridge's by {diff:.3g}: the "
                           "bridge computes a step or a setting the engine does not; nothing was registered")

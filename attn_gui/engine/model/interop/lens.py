@@ -21,12 +21,14 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import re
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from ...base.errors import ConfigError, ModelUnavailable
+from ...base.devices import resolve_device
+from ...base.errors import ConfigError, DeviceError, ModelUnavailable
 from ...readers.catalog import model_spec
 from .bridge import same_logits
 from ...specs.families import FAMILIES
@@ -75,6 +77,7 @@ def to_lens(name: str, *, device: str = "cpu", dtype: torch.dtype = torch.float3
     """
     if not installed() or importlib.util.find_spec("transformers") is None:
         raise ModelUnavailable(f"to_lens needs transformer-lens (TransformerLens 4), which is not installed: {HINT}")
+    device = _checked(device, dtype)
     from ..decoder.source import load_model
 
     spec = model_spec(name)
@@ -93,6 +96,28 @@ def to_lens(name: str, *, device: str = "cpu", dtype: torch.dtype = torch.float3
     bridge.cfg.default_prepend_bos = model.add_bos is not None  # to_tokens gives the engine's ids
     same_logits(bridge, model, spec.label)
     return bridge
+
+
+DTYPES = {torch.float32: "torch.float32", torch.float64: "torch.float64", torch.float16: "torch.float16",
+          torch.bfloat16: "torch.bfloat16"}
+DEVICE = re.compile(r"cpu|mps|cuda(?::[0-9]+)?")  # [0-9], not \d: "cuda:٣" is no device
+
+
+def _checked(device, dtype) -> str:
+    """``device`` as a string where the bridge can live there and ``dtype`` is one it computes in; ``ConfigError``
+    in one line otherwise (an int8, bool or complex dtype, the string "float32", the meta device, a device this
+    machine lacks), before anything is built."""
+    if not isinstance(dtype, torch.dtype) or dtype not in DTYPES:
+        raise ConfigError(f"to_lens: dtype must be {', '.join(DTYPES.values())}, not {dtype!r:.60}")
+    if isinstance(device, torch.device):
+        device = str(device)
+    if not isinstance(device, str) or not DEVICE.fullmatch(device):
+        raise ConfigError(f"to_lens: device must be cpu, cuda, cuda:N or mps, not {device!r:.60}")
+    try:
+        resolve_device(device)
+    except DeviceError as exc:
+        raise ConfigError(f"to_lens: {exc}") from None
+    return device
 
 
 def _parts(spec, model) -> tuple[dict, Any]:

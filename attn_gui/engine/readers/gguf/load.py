@@ -26,8 +26,9 @@ and rope_factors_long; ``rope_of``). Refused in one line: any other architecture
 scaling or a scaled RoPE over part of each head, an ``{arch}.*`` key the
 family does not read (``check_keys``), a RoPE over part of each head outside Phi-3 and GPT-NeoX, a
 tokenizer other than those two, tensors the family's decoder does not have or lacks, a truncated
-or corrupt file, a tensor type not dequantized here (``quantized.READ``), a FIFO or device (never
-opened), and a file that, mapped, with a layer in float32, needs more memory than is free. A
+or corrupt file, a tensor type not dequantized here (``quantized.READ``), a NaN or infinite block scale
+(``finite.py``: the tensor and block named), a FIFO or device (never opened), and a file that,
+mapped, with a layer in float32, needs more memory than is free. A
 Llama or Qwen file's sliding window is not applied, as llama.cpp and transformers run such a file
 (the notes say so; ``layer_attention``). The tokenizer adds what the file asks for: a first token
 (``add_bos_token``; a SentencePiece vocabulary's default) and an end token (``add_eos_token``),
@@ -45,14 +46,16 @@ from pathlib import Path
 from ...base.errors import ConfigError
 from .. import checks
 from ...specs.spec import ModelSpec
+from .finite import check_finite
 from .format import Header
 from .spec import checked_header, shape_of, spec_of
 from .tensors import convert, mapped_weights
 
 
-CACHE_VERSION = 4  # change it when the conversion changes: older caches are rebuilt (1: SmolLM2's own reader;
+CACHE_VERSION = 5  # change it when the conversion changes: older caches are rebuilt (1: SmolLM2's own reader;
 # 2: every tensor dequantized into the cache; 3: the tokenizer and metadata only, the weights read from the file;
-# 4: SentencePiece's "▁" before every stretch of text, as llama.cpp puts it; add_eos_token in the metadata)
+# 4: SentencePiece's "▁" before every stretch of text, as llama.cpp puts it; add_eos_token in the metadata;
+# 5: the block scales checked finite as the cache is built, finite.py)
 
 
 def cached_facts(converted) -> bool:
@@ -128,6 +131,7 @@ def load(spec: ModelSpec, path: Path, progress=None, cache_folder: str | None = 
     check_memory(path.name, mapped, matrix_bytes(header), free)
 
     def build(report):
+        check_finite(path, header)  # once per file: the cache is keyed by its size and modification time
         try:
             return convert(spec, header, report)
         except ConfigError:
@@ -151,6 +155,11 @@ def load(spec: ModelSpec, path: Path, progress=None, cache_folder: str | None = 
     texts = [f"<unused {i}>" for i in range(max(max(ids.values()) + 1, rows))]
     for tok, i in ids.items():  # a Python loop, not sorted(): other threads run meanwhile
         texts[i] = shown(tok, i in special)
+    for key in ("bos_id", "eos_id", "special_ids"):  # a cache edited and sealed again: refused, never an IndexError
+        past = [i for i in (meta[key] if key == "special_ids" else [meta[key]]) if i >= len(texts)]
+        if past:
+            raise ConfigError(f"{path.name}'s cache ({folder}) gives {key} {past[0]:,}, past the model's "
+                              f"{len(texts):,} tokens; delete that folder and open the file again")
     shape = shape_of(spec, header, meta["eps"])
     checks.decoder_weights(path.name, stored_weights.shapes(), shape, spec.d_model)
     checks.token_ids(path.name, ids, rows)
