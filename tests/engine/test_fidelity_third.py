@@ -2,7 +2,6 @@
 lens through its final soft-cap, the defaults of fields a config.json leaves out, a registered model checked
 against its own forward, a bridge read with TransformerLens' own tokens, a folder rewritten in place."""
 
-import pytest
 import torch
 import transformers
 from tiny_decoders import SENTENCE, WORDS  # tests/
