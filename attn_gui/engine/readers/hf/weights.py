@@ -12,6 +12,7 @@ from ...base.disk import json_object
 from ...base.errors import ConfigError
 from .. import checks
 from ...text import tokenizer_child
+from ...specs.defaults import completed
 from ...specs.families import regular
 from ...specs.spec import ModelSpec
 from ...text.tokenizer_json import added_tokens
@@ -141,6 +142,7 @@ def decoder_model(spec: ModelSpec, cfg: dict, weights: dict, tokenizer, folder: 
     from ...specs.decoder import DecoderModel
     from ...specs.decoder import decoder_shape
 
+    cfg = completed(cfg)  # a field left out: transformers' default for the family
     family = family_of(cfg, folder)
     headless = "model.embed_tokens.weight" not in weights and "embed_tokens.weight" in weights
     if headless:  # saved from AutoModel (an embedding model's decoder): the same tensors, no lm_head
