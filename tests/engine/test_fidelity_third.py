@@ -162,3 +162,30 @@ def test_a_bridge_is_read_with_its_own_tokens(tmp_path):
         assert torch.allclose(ours.weights, cache[f"blocks.{layer}.attn.hook_pattern"][0], atol=1e-5, rtol=0)
     top = torch.softmax(logits[0, -1].double(), -1).topk(5)
     assert [t for t, _ in ours.next_tokens] == [WORDS[i] for i in top.indices.tolist()]
+
+
+def test_a_folder_rewritten_in_place_is_read_again(tmp_path):
+    """Before, the spec was cached by path and the loaded model by name: after new weights, and after an edited
+    config.json, the window kept the first reading (α up to 0.98 off). Now both equal transformers on the new
+    files."""
+    import json
+
+    from attn_gui.engine import compute
+
+    _build("llama", tmp_path)
+    first = compute(AttentionConfig(sentence=SENTENCE, model=str(tmp_path)))
+    hf = _build("llama", tmp_path, hidden_act="gelu")  # another config.json, and other weights (scaled below)
+    with torch.no_grad():
+        for w in hf.state_dict().values():
+            w.mul_(1.5)
+    hf.save_pretrained(tmp_path)
+    alphas_equal_transformers(str(tmp_path), hf, SENTENCE, layers=2)
+    assert not torch.allclose(first.weights, compute(AttentionConfig(sentence=SENTENCE, model=str(tmp_path))).weights,
+                              atol=1e-3)
+    config = json.loads((tmp_path / "config.json").read_text())
+    config["rope_parameters"] = {"rope_type": "default", "rope_theta": 50.0}
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    hf = transformers.AutoModelForCausalLM.from_pretrained(tmp_path, attn_implementation="eager").eval()
+    _, cfg, _ = alphas_equal_transformers(str(tmp_path), hf, SENTENCE, layers=2)
+    with torch.no_grad():
+        top5_equals_transformers(cfg, hf(_ids()[None]).logits[0, -1], WORDS)

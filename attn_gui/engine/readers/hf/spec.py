@@ -227,8 +227,9 @@ def position_offset(cfg: dict) -> int:
 
 
 @functools.cache
-def spec_for(path: str) -> ModelSpec:
-    """The spec of the model folder at ``path``, from its config.json; ``ConfigError`` in one line otherwise."""
+def spec_for(path: str, stamp: tuple = ()) -> ModelSpec:
+    """The spec of the model folder at ``path``, from its config.json; ``ConfigError`` in one line otherwise.
+    ``stamp``: the files' identity (``catalog.files_identity``), so that a folder rewritten in place is read again."""
     checks.model_path(path)
     folder = Path(path).expanduser()
     if not folder.is_dir():
