@@ -189,3 +189,17 @@ def test_a_folder_rewritten_in_place_is_read_again(tmp_path):
     _, cfg, _ = alphas_equal_transformers(str(tmp_path), hf, SENTENCE, layers=2)
     with torch.no_grad():
         top5_equals_transformers(cfg, hf(_ids()[None]).logits[0, -1], WORDS)
+
+
+def test_register_says_in_one_line_when_the_models_own_forward_fails():
+    """The check runs the object's forward: one that raises (transformers 5's Qwen2 with config.return_dict False
+    unpacks a tuple as an output) is one ConfigError, no traceback from inside transformers."""
+    import attn_gui
+    from transformers_peer import tiny_qwen2
+
+    from attn_gui.engine import ConfigError
+
+    model = tiny_qwen2()
+    model.config.return_dict = False
+    with pytest.raises(ConfigError, match=r"^tuple: the model's own forward fails on a few tokens \(AttributeError"):
+        attn_gui.register(model, word_tokenizer(), name="tuple")

@@ -291,7 +291,10 @@ def same_as_model(model, built, what: str) -> None:
     try:
         model.eval()
         with torch.no_grad():
-            out = model(torch.tensor([ids], device=built.weights["model.embed_tokens.weight"].device))
+            out = model(torch.tensor([ids], device=built.weights["model.embed_tokens.weight"].device), return_dict=True)
+    except (RuntimeError, AttributeError, TypeError, ValueError, IndexError) as exc:  # the object's own forward
+        raise ConfigError(f"{what}: the model's own forward fails on a few tokens ({type(exc).__name__}: {exc!s:.80}),"
+                          " so the engine's reading of it cannot be checked; nothing was registered") from None
     finally:
         model.train(training)
     theirs = out.logits[0, -1] if built.predicts else out.last_hidden_state[0, -1]
