@@ -104,9 +104,8 @@ def register(model, tokenizer=None, name: str | None = None) -> str:
     ConfigError
         In one line: an unsupported object or family, weights on the meta device or split
         across devices, a tokenizer that does not fit the model, or a name taken by a bundled
-        model; a model whose logits differ from the engine's on a few tokens (a step the engine
-        does not compute, or a config edited after the model was built); for a bridge, hooks on it,
-        or a text it reads as other tokens than the engine.
+        model; logits that differ from the engine's on a few tokens (a step the engine does not
+        compute, a config edited after the model was built); a bridge's hooks (``_checked``).
     """
     name = DEFAULT_NAME if name is None else name
     if not isinstance(name, str) or not name.strip() or "/" in name or "\\" in name or name.endswith(".gguf"):
@@ -156,16 +155,23 @@ def register(model, tokenizer=None, name: str | None = None) -> str:
     if top >= rows:
         raise ConfigError(f"{name}: the tokenizer's ids go up to {top:,}, past the model's {rows:,} embedding rows: "
                           f"it is not this model's tokenizer")
-    ends: Ends = None
-    if bridge is not None:  # with its own tokenizer: read a text as bridge.to_tokens reads it, checked from text
-        ends = bridge_io.bridge_ends(bridge, built, name) if own else None
-        bridge_io.same_logits(bridge, _ended(built, ends), name, from_text=own)
-    else:
-        bridge_io.same_as_model(model, built, name)
+    ends = _checked(bridge, model, built, own, name)
     _forget(name)
     REGISTERED[name] = spec
     _MODELS[name] = (cfg, weights, backend, reread, ends)
     return name
+
+
+def _checked(bridge, model, built, own: bool, name: str) -> Ends:
+    """Refuse (one line) a model the engine does not read as it runs: a bridge's logits from a text (with its own
+    tokenizer, read as ``bridge.to_tokens`` reads it: the tokens returned) or from ids, a transformers model's
+    against its own forward."""
+    if bridge is None:
+        bridge_io.same_as_model(model, built, name)
+        return None
+    ends = bridge_io.bridge_ends(bridge, built, name) if own else None
+    bridge_io.same_logits(bridge, _ended(built, ends), name, from_text=own)
+    return ends
 
 
 def version(spec: ModelSpec) -> tuple:
