@@ -203,3 +203,25 @@ def test_register_says_in_one_line_when_the_models_own_forward_fails():
     model.config.return_dict = False
     with pytest.raises(ConfigError, match=r"^tuple: the model's own forward fails on a few tokens \(AttributeError"):
         attn_gui.register(model, word_tokenizer(), name="tuple")
+
+
+def test_gpt_neox_without_attention_biases_equals_transformers(tmp_path):
+    """GPT-NeoX with attention_bias false has no Q/K/V or output biases: before, refused in one line (the weights
+    lack q_proj.bias) though transformers runs it; now α and the next-token top 5 equal transformers'. One that
+    says true and lacks them is still refused."""
+    import json
+
+    from attn_gui.engine import ConfigError, model_spec
+    from attn_gui.engine.model.decoder.source import load_model
+
+    hf = _build("gpt_neox", tmp_path / "plain", attention_bias=False, num_key_value_heads=None)
+    assert not any("query_key_value.bias" in k for k in hf.state_dict())
+    _, cfg, _ = alphas_equal_transformers(str(tmp_path / "plain"), hf, SENTENCE, layers=2)
+    with torch.no_grad():
+        top5_equals_transformers(cfg, hf(_ids()[None]).logits[0, -1], WORDS)
+    config = json.loads((tmp_path / "plain" / "config.json").read_text())
+    config.pop("attention_bias")  # GPTNeoXConfig's default: true
+    (tmp_path / "plain" / "config.json").write_text(json.dumps(config))
+    with pytest.raises(ConfigError, match="config.json has attention_bias = true, the weights lack"):
+        load_model(str(tmp_path / "plain"))
+    assert model_spec(str(tmp_path / "plain")).layers == 2

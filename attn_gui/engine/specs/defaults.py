@@ -30,8 +30,8 @@ DEFAULTS: dict[str, dict[str, object]] = {  # by model_type: field -> the config
                     "rope_theta": 1e6, "rope_local_base_freq": ROPE},
     "gpt2": {"layer_norm_epsilon": 1e-5, "n_positions": 1024, "scale_attn_weights": True,
              "scale_attn_by_inverse_layer_idx": False},
-    "gpt_neox": {"layer_norm_eps": 1e-5, "max_position_embeddings": 2048,
-                 "use_parallel_residual": True},
+    "gpt_neox": {"layer_norm_eps": 1e-5, "max_position_embeddings": 2048, "use_parallel_residual": True,
+                 "attention_bias": True},  # its Q/K/V and output biases, required where it says so
     "bert": {"layer_norm_eps": 1e-12, "max_position_embeddings": 512},
     "roberta": {"layer_norm_eps": 1e-12, "max_position_embeddings": 512},
     "distilbert": {"max_position_embeddings": 512},  # its LayerNorms' eps is 1e-12 in the modeling code
@@ -52,7 +52,7 @@ LEFT_OUT = {
     "head_dim": "hidden_size / heads where the class derives it so (Llama, Mistral, Qwen2, OLMo 2, Phi-3)",
     "hidden_act": "Family.act, the class's default (checked beside the table)",
     "hidden_activation": "Family.act", "activation_function": "Family.act", "activation": "Family.act",
-    "attention_bias": "read from the weights (a bias is applied where the weights hold one)",
+    "attention_bias": "read from the weights (a bias is applied where the weights hold one; GPT-NeoX's tabled)",
     "mlp_bias": "read from the weights",
     "rope_parameters": "absent: the plain RoPE at rope_theta's default", "rope_scaling": "absent: no scaling",
     "original_max_position_embeddings": "only for a scaled RoPE, whose rope_scaling names it",

@@ -159,7 +159,8 @@ def decoder_model(spec: ModelSpec, cfg: dict, weights: dict, tokenizer, folder: 
                               f"(they hold {held}{' …' if len(weights) > 3 else ''})")
     check_shape(folder, weights["model.layers.0.self_attn.q_proj.weight"].shape, (spec.heads * spec.d_k, spec.d_model))
     for field, key in (("attention_bias", "self_attn.q_proj.bias"), ("mlp_bias", "mlp.down_proj.bias")):
-        if cfg.get(field) and family.norm == "rms" and f"model.layers.0.{key}" not in weights:
+        if cfg.get(field) and (family.norm == "rms" or field == "attention_bias") and \
+                f"model.layers.0.{key}" not in weights:
             raise ConfigError(f"{folder.name}: config.json has {field} = true, the weights lack model.layers.0.{key}")
     if spec.qk_norm and "model.layers.0.self_attn.q_norm.weight" not in weights:
         raise ConfigError(f"{folder.name}: the weights lack q_norm and k_norm for a {family.label} model")
