@@ -14,7 +14,7 @@ import importlib
 from typing import TYPE_CHECKING
 
 from ..base.errors import ConfigError
-from ..readers.catalog import model_spec
+from ..readers.catalog import model_spec, on_change
 
 if TYPE_CHECKING:
     from .source import ModelSource
@@ -35,6 +35,15 @@ def source(name: str) -> ModelSource:
     s = model_spec(name)
     module = importlib.import_module(MODULES[s.module], __package__)
     return module.Source(s)
+
+
+@on_change
+def _changed(name: str) -> None:
+    """The files of the model at path ``name`` changed: drop its source and its loaded copy (read again)."""
+    from .loaded import LOADED
+
+    source.cache_clear()
+    LOADED.forget(name)
 
 
 def decoder_of(name: str) -> DecoderSource:

@@ -204,7 +204,7 @@ def decoder_weights(where: str, weights: dict, shape, d_model: int, layers_key: 
             need(f"{p}.{norm}.weight", (d,))
             if shape.norm == "layer":
                 need(f"{p}.{norm}.bias", (d,))
-        if f"{p}.self_attn.q_proj.bias" in weights or shape.norm == "layer":
+        if f"{p}.self_attn.q_proj.bias" in weights:  # one said and missing: hf.weights.decoder_model refuses
             for name, rows in (("q", h * d_k), ("k", g * d_k), ("v", g * d_k)):
                 need(f"{p}.self_attn.{name}_proj.bias", (rows,))
         if "model.layers.0.self_attn.q_norm.weight" in weights:  # per head (Qwen3), or over all heads (OLMo 2)

@@ -98,7 +98,9 @@ LENS_ROWS = 256  # residual rows unembedded at a time: (256, V) logits
 
 
 def logit_lens(request: Request, k: int = 5, traced: Trace | None = None) -> LogitLens:
-    """Each layer's residual stream through the final norm (its own scale) and the unembedding: top k tokens."""
+    """Each layer's residual stream through the final norm (its own scale), the unembedding and the model's own
+    output transform (Gemma 2's soft-cap c tanh(./c), as its forward applies it): top k tokens. The last row is
+    the model's own next-token distribution."""
     planned = as_plan(request)
     src, w, shape, _, _ = decoder_parts(planned)
     t = traced or trace(planned)
@@ -106,7 +108,7 @@ def logit_lens(request: Request, k: int = 5, traced: Trace | None = None) -> Log
     values, indices = [], []
     with torch.no_grad():
         for start in range(0, normed.size(0), LENS_ROWS):
-            p = torch.softmax(logits(normed[start:start + LENS_ROWS], w).double(), -1)  # (rows, V)
+            p = torch.softmax(logits(normed[start:start + LENS_ROWS], w, shape.final_softcap).double(), -1)  # (rows, V)
             top = p.topk(min(k, p.size(-1)), -1)
             values.append(top.values.cpu())
             indices.append(top.indices.cpu())

@@ -22,7 +22,7 @@ import torch
 
 from ...kernel.types import AttendOptions, Projections
 from ...readers import cache, stored
-from ...readers.catalog import model_spec
+from ...readers.catalog import model_spec, on_change
 from ...specs.decoder import LlamaShape
 from ...specs.decoder import DecoderModel
 from ...specs.spec import READERS, ModelSpec
@@ -177,6 +177,7 @@ def _drop_streamed() -> None:
         _STREAMED.clear()
 
 
+on_change(lambda name: tokenize_with.cache_clear())  # a folder rewritten in place: its tokens read again
 LOADED.on_drop(_weights_on.cache_clear)  # a model leaving memory takes its kept runs along
 LOADED.on_drop(_run.cache_clear)
 LOADED.on_drop(_layer_weights.cache_clear)

@@ -23,6 +23,7 @@ from ...text.byte_bpe import readable
 from ...readers.hf.spec import family_of
 from ...readers.hf.weights import check_shape, read_weights
 from ...specs.decoder import model_layers
+from ...specs.defaults import completed
 from ..loaded import LOADED
 from .forward import EncoderShape, encoder_shape, head_weights, layer_options, run
 from ...specs.spec import ModelSpec
@@ -114,7 +115,7 @@ def read(spec: ModelSpec, folder: Path) -> Encoder:
     """The encoder in ``folder``: config.json, safetensors weights and tokenizer.json; ``ConfigError`` in one line."""
     from ...readers import checks
 
-    cfg = json_object(folder / "config.json", f"{folder.name}/config.json")
+    cfg = completed(json_object(folder / "config.json", f"{folder.name}/config.json"))  # transformers' defaults
     family = family_of(cfg, folder)
     weights = bert_names(read_weights(folder), cfg["model_type"])  # family_of has checked it
     key = "encoder.layer.0.attention.self.query.weight"

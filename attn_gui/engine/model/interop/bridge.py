@@ -17,9 +17,12 @@ What a bridge changes is honoured or refused in one line:
   has no place for: the final norm's bias and the unembedding carry it, exactly, as the norm's
   output is centred (``carry_unembedding_bias``; a copy of W_U).
 - Hooks on the bridge's hook points may edit activations the engine does not compute: refused.
-- Anything else is caught by ``same_logits``: once registered, the engine's next-token logits on a
-  few tokens must equal the bridge's own forward, or the model is refused (relative 1e-4; 2e-2 for
-  half-precision weights, which TransformerLens runs in half and the engine in float32).
+- A text is read as ``bridge.to_tokens`` reads it (``bridge_ends``: ``cfg.default_prepend_bos`` is False for
+  Qwen2, Qwen3 and GPT-NeoX, whose tokenizer may add a BOS the bridge strips).
+- Anything else is caught by ``same_logits``: once registered, the engine must read a text as the same tokens
+  as ``bridge.to_tokens`` and give the same next-token logits as ``bridge(text)``, or the model is refused
+  (relative 1e-4; 2e-2 for half-precision weights, which TransformerLens runs in half and the engine in float32).
+  A transformers model is checked alike against its own forward (``same_as_model``).
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from typing import Any
 import torch
 
 from ...base.errors import ConfigError
+from ...text.tokenizer_json import wrapped
 
 HALF = (torch.float16, torch.bfloat16)
 
@@ -183,28 +187,116 @@ def probe_ids(rows: int, first: int | None) -> list[int]:
     return ([] if first is None else [first]) + spread
 
 
-def same_logits(bridge, built, what: str) -> None:
-    """Refuse (one line) where the engine's next-token logits of the decoder ``built`` (``decoder.DecoderModel``)
-    on a few tokens differ from ``bridge``'s own forward: a step or a setting one computes and the other does not."""
+def probe_text(built) -> str:
+    """A text of a few ordinary tokens spread over the vocabulary of ``built`` (``decoder.DecoderModel``), each one
+    whose text reads back as itself (no "<s>" that one tokenizer knows as special and another splits): what the
+    checks read from text, as a user's sentence is read."""
+    tok = built.tokenizer
+    held = set(tok.get_vocab(with_added_tokens=True).values())
+    words: list[str] = []
+    for i in torch.linspace(0, max(held), 64).long().tolist():
+        if i in held and i not in built.special_ids:
+            word = tok.decode([i], skip_special_tokens=True)
+            if word.strip() and tok.encode(word, add_special_tokens=False).ids == [i]:
+                words.append(word)
+        if len(words) == 6:
+            break
+    text = tok.decode(tok.encode(" ".join(w.strip() for w in words), add_special_tokens=False).ids).strip()
+    return text or "the"
+
+
+def engine_ids(built, text: str) -> list[int]:
+    """The ids the engine reads ``text`` as (``decoder.source.tokenize_with``'s: the tokens it adds around it)."""
+    return wrapped(built.tokenizer.encode(text, add_special_tokens=False).ids, built.add_bos, built.add_eos)
+
+
+def bridge_ends(bridge, built, name: str) -> tuple[int | None, int | None]:
+    """The tokens ``bridge.to_tokens`` puts before and after a text (None: none), as the engine must read a text
+    to read what the bridge runs: ``cfg.default_prepend_bos`` (False for Qwen2, Qwen3, GPT-NeoX) adds or strips
+    the tokenizer's BOS, ``cfg.tokenizer_appends_eos`` strips its EOS. ``ConfigError`` where to_tokens differs
+    from the tokenizer by more than those."""
+    text = probe_text(built)
+    core = built.tokenizer.encode(text, add_special_tokens=False).ids
+    theirs = [int(i) for i in bridge.to_tokens(text)[0].tolist()]
+    for first, last in ((None, None), (theirs[0], None), (None, theirs[-1]), (theirs[0], theirs[-1])):
+        if wrapped(core, first, last) == theirs:
+            return first, last
+    raise ConfigError(f"{name}: the bridge's to_tokens reads {text[:30]!r} as {len(theirs)} tokens and its tokenizer "
+                      f"as {len(core)}, not the same tokens with one added before or after; nothing was registered")
+
+
+def engine_output(built, ids: list[int]) -> torch.Tensor:
+    """The engine's next-token logits (V,) after ``ids``, in float32; its last hidden state (d,) for a decoder
+    without a language-model head."""
     from ...readers import stored
     from ..decoder.forward import forward
 
-    ids = probe_ids(built.weights["model.embed_tokens.weight"].shape[0], built.add_bos)
     device = built.weights["model.embed_tokens.weight"].device
     weights: Any = stored.weights_on(built.weights, str(device), torch.float32)  # converted as each layer reads
-    training = bridge.training
-    try:
-        bridge.eval()
-        with torch.no_grad():
-            theirs = bridge(torch.tensor([ids], device=bridge.cfg.device), return_type="logits")[0, -1]
-            ours = forward(weights, torch.tensor(ids, device=device), built.shape).logits
-    finally:
-        bridge.train(training)
-    half = theirs.dtype in HALF or built.weights["model.embed_tokens.weight"].dtype in HALF  # to_lens(dtype=...)
+    with torch.no_grad():
+        run = forward(weights, torch.tensor(ids, device=device), built.shape)
+    return run.logits if built.predicts else run.residual[-1][-1]
+
+
+def _compare(theirs: torch.Tensor, ours: torch.Tensor, built, what: str, whose: str) -> None:
+    """Refuse (one line) where ``ours`` differs from ``theirs`` by more than 1e-4 of the largest (2e-2 for half-
+    precision weights or a bridge run in half (``to_lens(dtype=...)``), which the engine runs in float32)."""
+    half = theirs.dtype in HALF or built.weights["model.embed_tokens.weight"].dtype in HALF
     theirs = theirs.float().to(ours.device)
     rows = min(theirs.shape[-1], ours.shape[-1])  # TransformerLens may pad d_vocab
     diff = float((theirs[:rows] - ours[:rows]).abs().max())
     tolerance = 2e-2 if half else 1e-4
     if not diff <= tolerance * max(1.0, float(theirs.abs().max())):
-        raise ConfigError(f"{what}: the engine's logits differ from the TransformerLens bridge's by {diff:.3g}: the "
-                          "bridge computes a step or a setting the engine does not; nothing was registered")
+        raise ConfigError(f"{what}: the engine's {'logits' if built.predicts else 'hidden states'} differ from "
+                          f"{whose} by {diff:.3g}: it computes a step or a setting the engine does not (or its "
+                          "config no longer says what its weights compute); nothing was registered")
+
+
+def same_logits(bridge, built, what: str, from_text: bool = True) -> None:
+    """Refuse (one line) where the engine, reading a text as it reads a sentence, runs other tokens than
+    ``bridge.to_tokens`` or gives other next-token logits than ``bridge(text)``: a step, a setting or a token the
+    one reads and the other does not. ``from_text`` False (a tokenizer other than the bridge's): the logits of
+    the same few ids."""
+    if not from_text:
+        ids = probe_ids(built.weights["model.embed_tokens.weight"].shape[0], built.add_bos)
+        _compare(_run_eval(bridge, torch.tensor([ids], device=bridge.cfg.device)), engine_output(built, ids), built,
+                 what, "the TransformerLens bridge's")
+        return
+    text = probe_text(built)
+    ours_ids, theirs_ids = engine_ids(built, text), [int(i) for i in bridge.to_tokens(text)[0].tolist()]
+    if ours_ids != theirs_ids:
+        pairs = zip([*ours_ids, None], [*theirs_ids, None], strict=False)  # None: past the shorter one's end
+        at = next(i for i, (a, b) in enumerate(pairs) if a != b)
+        raise ConfigError(f"{what}: the engine reads {text[:30]!r} as {len(ours_ids)} tokens, the bridge's "
+                          f"to_tokens as {len(theirs_ids)}, first apart at token {at + 1}; nothing was registered")
+    _compare(_run_eval(bridge, text), engine_output(built, ours_ids), built, what, "the TransformerLens bridge's")
+
+
+def _run_eval(bridge, given) -> torch.Tensor:
+    """The bridge's next-token logits (V,) after ``given`` (a text, or ids (1, n)), run in eval mode."""
+    training = bridge.training
+    try:
+        bridge.eval()
+        with torch.no_grad():
+            return bridge(given, return_type="logits")[0, -1]
+    finally:
+        bridge.train(training)
+
+
+def same_as_model(model, built, what: str) -> None:
+    """Refuse (one line) where the engine's next-token logits (last hidden state, without an LM head) of the
+    decoder ``built`` on a few tokens differ from the transformers ``model``'s own forward: a config edited after
+    the model was built (rope_theta), or a step one computes and the other does not."""
+    ids = probe_ids(built.weights["model.embed_tokens.weight"].shape[0], built.add_bos)
+    training = model.training
+    try:
+        model.eval()
+        with torch.no_grad():
+            out = model(torch.tensor([ids], device=built.weights["model.embed_tokens.weight"].device), return_dict=True)
+    except (RuntimeError, AttributeError, TypeError, ValueError, IndexError) as exc:  # the object's own forward
+        raise ConfigError(f"{what}: the model's own forward fails on a few tokens ({type(exc).__name__}: {exc!s:.80}),"
+                          " so the engine's reading of it cannot be checked; nothing was registered") from None
+    finally:
+        model.train(training)
+    theirs = out.logits[0, -1] if built.predicts else out.last_hidden_state[0, -1]
+    _compare(theirs, engine_output(built, ids), built, what, "the model's own forward")

@@ -19,6 +19,7 @@ past the model's embedding rows.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -34,8 +35,9 @@ if TYPE_CHECKING:
     from tokenizers import Tokenizer
 
 DEFAULT_NAME = "in-memory"
-# name: (config dict, weights, tokenizer, a function reading the weights that run now)
-_MODELS: dict[str, tuple[dict, dict, object, Callable[[], dict]]] = {}
+Ends = tuple[int | None, int | None] | None  # a bridge's tokens around a text (bridge.to_tokens'), else None
+# name: (config dict, weights, tokenizer, a function reading the weights that run now, a bridge's ends)
+_MODELS: dict[str, tuple[dict, dict, object, Callable[[], dict], Ends]] = {}
 
 
 def _tokenizer(tokenizer) -> Tokenizer:
@@ -91,7 +93,8 @@ def register(model, tokenizer=None, name: str | None = None) -> str:
         are read as they are; hooks on it are refused).
     tokenizer : transformers tokenizer (fast) or tokenizers.Tokenizer, optional
         Its ids must index the model's embedding. Needed with a transformers model; a bridge's
-        own (``bridge.tokenizer``) by default.
+        own (``bridge.tokenizer``) by default, and then a text is read as ``bridge.to_tokens``
+        reads it (its ``cfg.default_prepend_bos``: no BOS for Qwen2, Qwen3, GPT-NeoX).
     name : str, optional
         What ``AttentionConfig(model=...)`` calls it (default "in-memory"); registering a name
         again replaces the model it names.
@@ -101,8 +104,8 @@ def register(model, tokenizer=None, name: str | None = None) -> str:
     ConfigError
         In one line: an unsupported object or family, weights on the meta device or split
         across devices, a tokenizer that does not fit the model, or a name taken by a bundled
-        model; for a bridge, hooks on it or a step the engine does not compute (its logits
-        differ from the engine's).
+        model; logits that differ from the engine's on a few tokens (a step the engine does not
+        compute, a config edited after the model was built); a bridge's hooks (``_checked``).
     """
     name = DEFAULT_NAME if name is None else name
     if not isinstance(name, str) or not name.strip() or "/" in name or "\\" in name or name.endswith(".gguf"):
@@ -114,6 +117,7 @@ def register(model, tokenizer=None, name: str | None = None) -> str:
         raise ConfigError("a TransformerLens 3 HookedTransformer is not read: register a TransformerLens 4 "
                           "TransformerBridge, or the transformers model it was made from")
     bridge = model if bridge_io.is_bridge(model) else None
+    own = tokenizer is None  # a bridge's own tokenizer: a text is read as bridge.to_tokens reads it
     if bridge is not None:
         model, tokenizer = bridge_io.unwrap(bridge, tokenizer, name)
         classes = class_names(model)
@@ -151,12 +155,23 @@ def register(model, tokenizer=None, name: str | None = None) -> str:
     if top >= rows:
         raise ConfigError(f"{name}: the tokenizer's ids go up to {top:,}, past the model's {rows:,} embedding rows: "
                           f"it is not this model's tokenizer")
-    if bridge is not None:
-        bridge_io.same_logits(bridge, built, name)
+    ends = _checked(bridge, model, built, own, name)
     _forget(name)
     REGISTERED[name] = spec
-    _MODELS[name] = (cfg, weights, backend, reread)
+    _MODELS[name] = (cfg, weights, backend, reread, ends)
     return name
+
+
+def _checked(bridge, model, built, own: bool, name: str) -> Ends:
+    """Refuse (one line) a model the engine does not read as it runs: a bridge's logits from a text (with its own
+    tokenizer, read as ``bridge.to_tokens`` reads it: the tokens returned) or from ids, a transformers model's
+    against its own forward."""
+    if bridge is None:
+        bridge_io.same_as_model(model, built, name)
+        return None
+    ends = bridge_io.bridge_ends(bridge, built, name) if own else None
+    bridge_io.same_logits(bridge, _ended(built, ends), name, from_text=own)
+    return ends
 
 
 def version(spec: ModelSpec) -> tuple:
@@ -167,12 +182,12 @@ def version(spec: ModelSpec) -> tuple:
     entry = _MODELS.get(spec.name)
     if entry is None:
         return ()
-    cfg, weights, tokenizer, reread = entry
+    cfg, weights, tokenizer, reread, ends = entry
     current = reread()
     if current.keys() != weights.keys() or any(t.data_ptr() != weights[k].data_ptr() for k, t in current.items()):
         from ..loaded import LOADED
 
-        _MODELS[spec.name] = (cfg, current, tokenizer, reread)  # a tensor replaced: read the new ones
+        _MODELS[spec.name] = (cfg, current, tokenizer, reread, ends)  # a tensor replaced: read the new ones
         LOADED.forget(spec.name)
     return tuple((t._version, t.data_ptr()) for t in current.values())
 
@@ -202,7 +217,12 @@ def read(spec: ModelSpec, progress=None):
     from ...readers.hf.weights import decoder_model
 
     cfg, weights, tokenizer = registered(spec.name)
-    return decoder_model(spec, cfg, weights, tokenizer, Path(spec.name))
+    return _ended(decoder_model(spec, cfg, weights, tokenizer, Path(spec.name)), _MODELS[spec.name][4])
+
+
+def _ended(built, ends: Ends):
+    """``built`` (``decoder.DecoderModel``) adding ``ends`` around a text (a bridge's), or as its tokenizer adds."""
+    return built if ends is None else replace(built, add_bos=ends[0], add_eos=ends[1])
 
 
 def available(spec: ModelSpec) -> bool:

@@ -18,8 +18,9 @@ from .vocab import TOKENIZERS, check_token_ids, special_tokens
 
 
 @functools.cache
-def spec_for(path: str) -> ModelSpec:
-    """The spec of the GGUF at ``path``, from its header; ``ConfigError`` in one line otherwise."""
+def spec_for(path: str, stamp: tuple = ()) -> ModelSpec:
+    """The spec of the GGUF at ``path``, from its header; ``ConfigError`` in one line otherwise.
+    ``stamp``: the file's identity (``catalog.files_identity``), so that a file rewritten in place is read again."""
     checks.model_path(path)
     file = Path(path).expanduser()
     if not file.exists():

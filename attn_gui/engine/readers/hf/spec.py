@@ -29,6 +29,7 @@ from pathlib import Path
 from ...base.disk import json_object
 from ...base.errors import ConfigError
 from .. import checks
+from ...specs.defaults import completed
 from ...specs.families import FAMILIES, LOADING_REFUSES, MAX_TOKENS, Family, decoder_spec, regular
 from ...specs.spec import ModelSpec
 from ...text.tokenizer_json import special_tokens
@@ -226,8 +227,9 @@ def position_offset(cfg: dict) -> int:
 
 
 @functools.cache
-def spec_for(path: str) -> ModelSpec:
-    """The spec of the model folder at ``path``, from its config.json; ``ConfigError`` in one line otherwise."""
+def spec_for(path: str, stamp: tuple = ()) -> ModelSpec:
+    """The spec of the model folder at ``path``, from its config.json; ``ConfigError`` in one line otherwise.
+    ``stamp``: the files' identity (``catalog.files_identity``), so that a folder rewritten in place is read again."""
     checks.model_path(path)
     folder = Path(path).expanduser()
     if not folder.is_dir():
@@ -253,7 +255,9 @@ def spec_for(path: str) -> ModelSpec:
 def config_spec(cfg: dict, path: str, folder: Path, name: str, special=tuple, reader: str = "hf") -> ModelSpec:
     """The spec of a model of config ``cfg`` (config.json's dict, or ``model.config.to_dict()``), named
     ``path`` and labelled ``name``; ``special()`` gives an encoder's special tokens, ``reader`` is the
-    module that reads a decoder's weights (``memory`` for a model object). Messages name ``folder.name``."""
+    module that reads a decoder's weights (``memory`` for a model object). Messages name ``folder.name``.
+    A field ``cfg`` leaves out is read at transformers' default for the family (``defaults.completed``)."""
+    cfg = completed(cfg)
     try:
         family = family_of(cfg, folder)
         check_fields(cfg, family, folder)

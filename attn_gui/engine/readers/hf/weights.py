@@ -12,6 +12,7 @@ from ...base.disk import json_object
 from ...base.errors import ConfigError
 from .. import checks
 from ...text import tokenizer_child
+from ...specs.defaults import completed
 from ...specs.families import regular
 from ...specs.spec import ModelSpec
 from ...text.tokenizer_json import added_tokens
@@ -141,6 +142,7 @@ def decoder_model(spec: ModelSpec, cfg: dict, weights: dict, tokenizer, folder: 
     from ...specs.decoder import DecoderModel
     from ...specs.decoder import decoder_shape
 
+    cfg = completed(cfg)  # a field left out: transformers' default for the family
     family = family_of(cfg, folder)
     headless = "model.embed_tokens.weight" not in weights and "embed_tokens.weight" in weights
     if headless:  # saved from AutoModel (an embedding model's decoder): the same tensors, no lm_head
@@ -157,7 +159,8 @@ def decoder_model(spec: ModelSpec, cfg: dict, weights: dict, tokenizer, folder: 
                               f"(they hold {held}{' …' if len(weights) > 3 else ''})")
     check_shape(folder, weights["model.layers.0.self_attn.q_proj.weight"].shape, (spec.heads * spec.d_k, spec.d_model))
     for field, key in (("attention_bias", "self_attn.q_proj.bias"), ("mlp_bias", "mlp.down_proj.bias")):
-        if cfg.get(field) and family.norm == "rms" and f"model.layers.0.{key}" not in weights:
+        if cfg.get(field) and (family.norm == "rms" or field == "attention_bias") and \
+                f"model.layers.0.{key}" not in weights:
             raise ConfigError(f"{folder.name}: config.json has {field} = true, the weights lack model.layers.0.{key}")
     if spec.qk_norm and "model.layers.0.self_attn.q_norm.weight" not in weights:
         raise ConfigError(f"{folder.name}: the weights lack q_norm and k_norm for a {family.label} model")
