@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from .common import Command, UsageError, load_model, one_line
@@ -31,6 +32,19 @@ def add_arguments(c: argparse.ArgumentParser) -> None:
     c.add_argument("--overwrite", action="store_true", help="write among other files in the folder")
 
 
+def curve_estimate(seconds: float, points: int) -> str:
+    """The faithfulness curve's cost, said once its first point is measured (the CLI's line, the dock's message)."""
+    took = f"{seconds:.0f} s" if seconds < 90 else f"{seconds / 60:.1f} min"
+    return f"the faithfulness curve: about {took} more (about {points} more points)"
+
+
+def say_estimate(seconds: float, points: int) -> None:
+    """``curve_estimate`` on stderr, a line of its own (over a terminal's progress line)."""
+    start = "\r\033[K" if sys.stderr.isatty() else ""
+    sys.stderr.write(f"{start}attn-gui circuit: {curve_estimate(seconds, points)}; --no-faithfulness skips it\n")
+    sys.stderr.flush()
+
+
 def run_circuit(args: argparse.Namespace) -> int:
     """``attn-gui circuit``: everything checked before the compute, the files written all or nothing."""
     from ..engine.analysis.circuits import BUILT_IN, circuit
@@ -49,7 +63,7 @@ def run_circuit(args: argparse.Namespace) -> int:
     load_model(args.model)
     found = circuit(args.model, args.task, args.method, pairs=args.pairs, steps=args.steps, seed=args.seed,
                     metric=args.metric, faithful=not args.no_faithfulness, device=args.device, dtype=args.dtype,
-                    progress=stage_progress())
+                    progress=stage_progress(), estimate=say_estimate)
     folder = write_circuit(found, args.out, args.format, args.top, args.overwrite)
     best = ", ".join(f"{w} -> {r} ({v:+.3g})" for w, r, v in found.top(3))
     f = found.faithfulness

@@ -221,7 +221,7 @@ class _Points:
         self.pairs, self.order, self.clean, self.corrupt = pairs, order, clean, corrupt
         self.progress, self.cancelled, self.estimate = progress, cancelled, estimate
         self.values: dict[int, float] = {}
-        self.done, self.total = 0, 0
+        self.done, self.total, self.said = 0, 0, 0  # points measured, expected, and the total last said
         self.work, self.spent = 0, 0.0  # layers run so far (each point's, plus 1 for its logits), and their seconds
         self.per = min(per_forward(pairs.split, b) for b in pairs.batches)
 
@@ -246,8 +246,9 @@ class _Points:
         out = [(float(s) / self.pairs.count - self.corrupt) / gap for s in sums]
         self.values.update(zip(ks, out, strict=True))
         self.done += len(ks)
+        self.said = max(self.total, self.done)
         if self.progress is not None:
-            self.progress(self.done, max(self.total, self.done), "faithfulness points")
+            self.progress(self.done, self.said, "faithfulness points")
         return out
 
     def say(self, work_left: int, points_left: int) -> None:
@@ -310,6 +311,8 @@ def faithfulness(pairs: Pairs, scores: torch.Tensor, ks: tuple[int, ...] | None 
                 else:
                     low = mid
             smallest = high
+        if points.said != points.done and progress is not None:  # the search took fewer points than said
+            progress(points.done, points.done, "faithfulness points")
     except Cancelled:
         seen = [k for k in ks if k in points.values]
         return Faithfulness(tuple(seen), tuple(points.values[k] for k in seen), clean, corrupt, target, None, False)
