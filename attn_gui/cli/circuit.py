@@ -32,14 +32,10 @@ def add_arguments(c: argparse.ArgumentParser) -> None:
     c.add_argument("--overwrite", action="store_true", help="write among other files in the folder")
 
 
-def curve_estimate(seconds: float, points: int) -> str:
-    """The faithfulness curve's cost, said once its first point is measured (the CLI's line, the dock's message)."""
-    took = f"{seconds:.0f} s" if seconds < 90 else f"{seconds / 60:.1f} min"
-    return f"the faithfulness curve: about {took} more (about {points} more points)"
-
-
 def say_estimate(seconds: float, points: int) -> None:
-    """``curve_estimate`` on stderr, a line of its own (over a terminal's progress line)."""
+    """``present.circuits.curve_estimate`` on stderr, a line of its own (over a terminal's progress line)."""
+    from ..present.circuits import curve_estimate
+
     start = "\r\033[K" if sys.stderr.isatty() else ""
     sys.stderr.write(f"{start}attn-gui circuit: {curve_estimate(seconds, points)}; --no-faithfulness skips it\n")
     sys.stderr.flush()
