@@ -15,6 +15,7 @@ what writer u adds in this run less what it adds in the corrupted one (the same 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 import torch
@@ -78,11 +79,11 @@ def _mix(base: torch.Tensor, total: torch.Tensor, delta: torch.Tensor, keep: tor
     return out + sign * part
 
 
-def patched_metrics(split: Split, batch: Batch, keeps: torch.Tensor, corrupt: Run,
-                    clean: Callable[[], Run]) -> torch.Tensor:
+def patched_metrics(split: Split, batch: Batch, keeps: torch.Tensor, corrupt: Run, clean: Callable[[], Run],
+                    room: list[torch.Tensor] | None = None) -> torch.Tensor:
     """The metric (K, B) of ``batch``'s pairs with, for each of K variants, the edges of ``keeps`` (K, W, R) read from
     this run and every other edge from ``corrupt``; ``clean()``: the clean prompts' run, asked for where a run begins
-    from it."""
+    from it. ``room``: a list holding the δ's memory from one call to the next (fresh pages cost the kernel's time)."""
     g, shape, w = split.graph, split.shape, split.w
     K = keeps.size(0)
     keeps = keeps.to(corrupt.writes.device) & g.allowed.to(corrupt.writes.device)
@@ -91,14 +92,21 @@ def patched_metrics(split: Split, batch: Batch, keeps: torch.Tensor, corrupt: Ru
     kept_any, dropped_any = keeps.any(1).any(0), (allowed & ~keeps).any(1).any(0)
     from_corrupt = int(layers[kept_any].min()) if bool(kept_any.any()) else g.layers
     from_clean = int(layers[dropped_any].min()) if bool(dropped_any.any()) else g.layers
-    delta = torch.zeros(K, g.n_writers, *corrupt.writes.shape[1:], dtype=corrupt.writes.dtype,
-                        device=corrupt.writes.device)  # (K, W, B, n, d)
+    size = (K, g.n_writers, *corrupt.writes.shape[1:])  # (K, W, B, n, d); every row is written before it is read
+    if room and room[0].numel() >= math.prod(size) and room[0].dtype == corrupt.writes.dtype \
+            and room[0].device == corrupt.writes.device:
+        delta = room[0][:math.prod(size)].view(size)
+    else:
+        delta = torch.empty(size, dtype=corrupt.writes.dtype, device=corrupt.writes.device)
+        if room is not None:
+            room[:] = [delta.view(-1)]
     if from_clean > from_corrupt:
         begin = from_clean
         below = g.writers_before(begin)  # every writer at the logits (layer L)
         delta[:, :below] = clean().writes[:below] - corrupt.writes[:below]
     else:
         begin = from_corrupt
+        delta[:, :g.writers_before(begin)] = 0
         delta[:, 0] = split.embed(batch.clean) - corrupt.writes[0]
     total = delta[:, :g.writers_before(begin)].sum(1)  # (K, B, n, d): Σ δ of the writers so far
     stacked = _stacked(batch, K)

@@ -224,6 +224,7 @@ class _Points:
         self.done, self.total, self.said = 0, 0, 0  # points measured, expected, and the total last said
         self.work, self.spent = 0, 0.0  # layers run so far (each point's, plus 1 for its logits), and their seconds
         self.per = min(per_forward(pairs.split, b) for b in pairs.batches)
+        self.room: list[torch.Tensor] = []  # the δ's memory, kept from one forward to the next
 
     def cost(self, k: int) -> int:
         return layers_run(self.pairs.split, self.order, k) + 1
@@ -238,7 +239,7 @@ class _Points:
             _check(self.cancelled)
             with torch.no_grad():
                 metric = patched_metrics(split, batch, keeps, self.pairs.run("corrupt", i),
-                                         functools.partial(self.pairs.run, "clean", i))
+                                         functools.partial(self.pairs.run, "clean", i), self.room)
             sums += metric.double().sum(1).cpu()
         self.spent += time.perf_counter() - began
         self.work += sum(self.cost(k) for k in ks)
