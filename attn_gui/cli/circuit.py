@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from .common import Command, UsageError, load_model, one_line
@@ -29,6 +30,15 @@ def add_arguments(c: argparse.ArgumentParser) -> None:
     c.add_argument("--device", default="cpu", metavar="DEVICE", help="cpu, cuda, cuda:N or mps (default cpu)")
     c.add_argument("--dtype", default="float32", choices=("float32", "float64"), help="default float32")
     c.add_argument("--overwrite", action="store_true", help="write among other files in the folder")
+
+
+def say_estimate(seconds: float, points: int) -> None:
+    """``present.circuits.curve_estimate`` on stderr, a line of its own (over a terminal's progress line)."""
+    from ..present.circuits import curve_estimate
+
+    start = "\r\033[K" if sys.stderr.isatty() else ""
+    sys.stderr.write(f"{start}attn-gui circuit: {curve_estimate(seconds, points)}; --no-faithfulness skips it\n")
+    sys.stderr.flush()
 
 
 def run_circuit(args: argparse.Namespace) -> int:
@@ -63,7 +73,7 @@ def _circuit(args: argparse.Namespace, stop: Stop) -> int:
     load_model(args.model)
     found = circuit(args.model, args.task, args.method, pairs=args.pairs, steps=args.steps, seed=args.seed,
                     metric=args.metric, faithful=not args.no_faithfulness, device=args.device, dtype=args.dtype,
-                    progress=stage_progress())
+                    progress=stage_progress(), estimate=say_estimate)
     stop.writing = True
     folder = write_circuit(found, args.out, args.format, args.top, args.overwrite, cancel=stop.is_set)
     best = ", ".join(f"{w} -> {r} ({v:+.3g})" for w, r, v in found.top(3))

@@ -193,6 +193,12 @@ def graph_svg(found: Circuit, k: int = 20, width: int = 900, height: int = 700, 
     return _frame(width, height, body, title)
 
 
+def curve_estimate(seconds: float, points: int) -> str:
+    """The faithfulness curve's cost, said once its first point is measured (the CLI's line, the Circuit dock's)."""
+    took = f"{seconds:.0f} s" if seconds < 90 else f"{seconds / 60:.1f} min"
+    return f"the faithfulness curve: about {took} more (about {points} more points)"
+
+
 def faithfulness_svg(curve: Faithfulness, width: int = 640, height: int = 400, title: str = "") -> str:
     """The recovered fraction over k (the ks evenly spaced, labelled), the target dashed, the smallest circuit
     marked."""

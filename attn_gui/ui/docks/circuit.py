@@ -19,8 +19,8 @@ from ...engine.analysis.circuits.composition import EdgeLook, look
 from ...engine.analysis.circuits.split import Split
 from ...engine.model.plan import plan
 from ...present.state import ViewState
-from ...present.circuits import (alpha_svg, faithfulness_svg, graph_svg, pick_edge, pick_writer, readable_size,
-                                 top_edges)
+from ...present.circuits import (alpha_svg, curve_estimate, faithfulness_svg, graph_svg, pick_edge, pick_writer,
+                                 readable_size, top_edges)
 from ..worker import TaskThread
 from . import DockPanel
 
@@ -61,12 +61,17 @@ class CircuitPanel(DockPanel, QtWidgets.QWidget):
         An edge clicked is shown in the Edge tab (its writer's and reader's names), or why it cannot be.
     circuitDone()
         A run ended: shown, failed (the message says why) or cancelled.
+    curveEstimated(str)
+        The edges are scored and the faithfulness curve's first point measured: what the rest should take, shown in
+        the message.
     """
 
     headPicked = QtCore.Signal(int, int)
     edgeShown = QtCore.Signal(str, str)
     circuitDone = QtCore.Signal()
+    curveEstimated = QtCore.Signal(str)
     _progress = QtCore.Signal(int, int, str)
+    _estimated = QtCore.Signal(float, int)
 
     def __init__(self, parent: QtWidgets.QWidget | None = None):
         super().__init__(parent)
@@ -181,6 +186,7 @@ class CircuitPanel(DockPanel, QtWidgets.QWidget):
         self.tasks = TaskThread("attn-gui circuit", self)
         self.tasks.done.connect(self._on_done)
         self._progress.connect(self._on_progress)
+        self._estimated.connect(self._on_estimate)
         self.runButton.clicked.connect(self.run)
         self.cancelButton.clicked.connect(self.cancel)
         self.kSlider.valueChanged.connect(self._show_k)
@@ -220,7 +226,7 @@ class CircuitPanel(DockPanel, QtWidgets.QWidget):
             try:
                 prepared = prepare(model, task, pairs=pairs)
                 found = circuit(model, task, method, pairs=pairs, progress=self._progress.emit,
-                                cancelled=lambda: self._cancel, prepared=prepared)
+                                cancelled=lambda: self._cancel, prepared=prepared, estimate=self._estimated.emit)
             except Cancelled:
                 return None
             ids = prepared.task.pairs[0].clean
@@ -229,8 +235,17 @@ class CircuitPanel(DockPanel, QtWidgets.QWidget):
         self.tasks.start("circuit", work)
 
     def cancel(self) -> None:
-        """Stop the run after the forward in work; the last circuit stays shown."""
+        """Stop the run after the forward in work: while the edges are scored the last circuit stays shown; once they
+        are, they are shown with the faithfulness curve's points measured so far."""
         self._cancel = True
+
+    @QtCore.Slot(float, int)
+    def _on_estimate(self, seconds: float, points: int) -> None:
+        if not self._running:
+            return
+        text = f"Edges found; {curve_estimate(seconds, points)}. Cancel keeps the edges and the points measured."
+        self.message.setText(text)
+        self.curveEstimated.emit(text)
 
     @QtCore.Slot(int, int, str)
     def _on_progress(self, done: int, total: int, what: str) -> None:
@@ -256,6 +271,10 @@ class CircuitPanel(DockPanel, QtWidgets.QWidget):
         else:
             found, self._prompt = outcome
             self.show_circuit(found)
+            f = found.faithfulness
+            if f is not None and not f.complete:
+                self.message.setText(f"Cancelled: the edges found are shown, with the faithfulness curve's "
+                                     f"{len(f.ks)} points measured by then (no smallest circuit searched).")
         self.circuitDone.emit()
 
     def show_circuit(self, found: Circuit) -> None:

@@ -24,7 +24,7 @@ from ...config.config import AttentionConfig
 from ...base.errors import ConfigError
 from ...model.plan import Plan, as_plan
 from .graph import Graph
-from .scores import Cancelled, Faithfulness, Pairs, Progress, edge_scores, exact_edges, faithfulness, ranked
+from .scores import Cancelled, Estimate, Faithfulness, Pairs, Progress, edge_scores, exact_edges, faithfulness, ranked
 from .split import Split
 from .tasks import BUILT_IN, METRICS, PairTask, make_task
 
@@ -121,7 +121,7 @@ def circuit(model: str | AttentionConfig | Plan, task: str | os.PathLike | PairT
             pairs: int = 50, steps: int = 10, seed: int = 0, metric: str | None = None, faithful: bool = True,
             ks: tuple[int, ...] | None = None, device: str = "cpu", dtype: str = "float32",
             progress: Progress | None = None, cancelled: Callable[[], bool] | None = None,
-            prepared: Pairs | None = None) -> Circuit:
+            prepared: Pairs | None = None, estimate: Estimate | None = None) -> Circuit:
     """Find the circuit of ``model`` on ``task``: every edge's score, each node's, and the faithfulness curve.
 
     Parameters
@@ -134,8 +134,11 @@ def circuit(model: str | AttentionConfig | Plan, task: str | os.PathLike | PairT
     pairs, seed : how many pairs a built-in task makes, and from which seed
     metric : "logit-diff", "logprob" or "prob-diff"; None: the task's own
     faithful : measure the faithfulness curve over ``ks`` (default: 0, 1, 2, 3, 5, 10, 20, 50, ..., every edge)
-    progress : called as progress(done, total, what)
-    cancelled : returns True to stop (raises ``scores.Cancelled``)
+    progress : called as progress(done, total, what); the curve counts its points
+    cancelled : returns True to stop: ``scores.Cancelled`` raised while the edges are scored; once they are, the
+        circuit with the curve's points measured by then (``Faithfulness.complete`` False)
+    estimate : called once as estimate(seconds, points) with what the rest of the curve should take, after its
+        first point
     prepared : ``prepare``'s result, to run several methods on one model and task
 
     Raises
@@ -155,11 +158,12 @@ def circuit(model: str | AttentionConfig | Plan, task: str | os.PathLike | PairT
         scores = route_scores(found, progress, cancelled)
     else:
         scores = edge_scores(found, steps if method == "eap-ig" else 0, progress, cancelled)
-    curve = faithfulness(found, scores, ks, progress=progress, cancelled=cancelled) if faithful else None
+    curve = faithfulness(found, scores, ks, progress=progress, cancelled=cancelled,  # cancelled: the points so far
+                         estimate=estimate) if faithful else None
     clean, corrupt = (curve.clean, curve.corrupt) if curve is not None else found.metrics()
     return Circuit(graph, scores, scores.sum(1), method, found.task.name, found.task.metric, found.count, clean,
                    corrupt, curve, found.label)
 
 
-__all__ = ["BUILT_IN", "METHODS", "METRICS", "Cancelled", "Circuit", "Faithfulness", "Graph", "PairTask", "Pairs",
-           "circuit", "exact_edges", "make_task", "prepare"]
+__all__ = ["BUILT_IN", "METHODS", "METRICS", "Cancelled", "Circuit", "Estimate", "Faithfulness", "Graph", "PairTask",
+           "Pairs", "circuit", "exact_edges", "make_task", "prepare"]

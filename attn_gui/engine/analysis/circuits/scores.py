@@ -18,6 +18,9 @@ With a_clean[u] and a_corrupt[u] what writer u adds on the clean and on the corr
 
 from __future__ import annotations
 
+import functools
+import math
+import time
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -25,12 +28,14 @@ from dataclasses import dataclass
 import torch
 
 from ...base.errors import ConfigError
+from .curve import layers_run, patched_metrics, per_forward
 from .split import Patch, Run, Split
 from .tasks import Batch, PairTask
 
 Progress = Callable[[int, int, str], None]  # (done, total, what)
+Estimate = Callable[[float, int], None]  # (seconds, points): what the rest of the faithfulness curve should take
 BATCH_BYTES = 384 * 2**20  # a batch of pairs' writes and gradient graph, about
-CACHE_BYTES = 768 * 2**20  # the corrupted and clean runs kept between passes over the pairs
+CACHE_BYTES = 1024 * 2**20  # the corrupted and clean runs kept between passes over the pairs (the corrupted first)
 
 
 class Cancelled(Exception):
@@ -65,6 +70,11 @@ class Pairs:
         with torch.no_grad():
             run = self.split.run(self.split.embed(batch.clean if which == "clean" else batch.corrupt), batch)
         size = run.writes.numel() * run.writes.element_size() + run.bases.numel() * run.bases.element_size()
+        while which == "corrupt" and self._bytes + size > CACHE_BYTES and any(w == "clean" for w, _ in self._kept):
+            old = next(key for key in self._kept if key[0] == "clean")  # every point of a curve reads the corrupted
+            gone = self._kept.pop(old)
+            self._bytes -= gone.writes.numel() * gone.writes.element_size() + \
+                gone.bases.numel() * gone.bases.element_size()
         if self._bytes + size <= CACHE_BYTES:
             self._kept[key] = run
             self._bytes += size
@@ -176,6 +186,7 @@ class Faithfulness:
     recover ``target`` (None if even every edge does not).
 
     clean, corrupt : the mean metric of the clean and the corrupted prompts (the fraction's 1 and 0)
+    complete : False where the run was cancelled: ``ks`` holds the points measured by then and ``smallest`` is None
     """
 
     ks: tuple[int, ...]
@@ -184,6 +195,7 @@ class Faithfulness:
     corrupt: float
     target: float = 0.8
     smallest: int | None = None
+    complete: bool = True
 
     def at(self, k: int) -> float | None:
         return dict(zip(self.ks, self.recovered, strict=True)).get(k)
@@ -198,31 +210,82 @@ def default_ks(edges: int) -> tuple[int, ...]:
     return tuple(sorted({k for k in ks if k < edges} | {edges}))
 
 
-def _fractions(pairs: Pairs, order: torch.Tensor, ks: list[int], clean: float, corrupt: float,
-               progress: Progress | None, cancelled, done: int = 0, total: int = 0) -> list[float]:
-    split = pairs.split
-    shape = tuple(split.graph.allowed.shape)
-    sums = [0.0] * len(ks)
-    for i, batch in enumerate(pairs.batches):
-        other = pairs.run("corrupt", i)
-        first = split.embed(batch.clean)
-        for j, k in enumerate(ks):
-            _check(cancelled)
+
+
+class _Points:
+    """The curve's points measured over every batch of pairs, several k in one forward (``curve.patched_metrics``),
+    counted for the progress and timed for the estimate."""
+
+    def __init__(self, pairs: Pairs, order: torch.Tensor, clean: float, corrupt: float, progress: Progress | None,
+                 cancelled: Callable[[], bool] | None, estimate: Estimate | None):
+        self.pairs, self.order, self.clean, self.corrupt = pairs, order, clean, corrupt
+        self.progress, self.cancelled, self.estimate = progress, cancelled, estimate
+        self.values: dict[int, float] = {}
+        self.done, self.total, self.said = 0, 0, 0  # points measured, expected, and the total last said
+        self.work, self.spent = 0, 0.0  # layers run so far (each point's, plus 1 for its logits), and their seconds
+        self.per = min(per_forward(pairs.split, b) for b in pairs.batches)
+        self.room: list[torch.Tensor] = []  # the δ's memory, kept from one forward to the next
+
+    def cost(self, k: int) -> int:
+        return layers_run(self.pairs.split, self.order, k) + 1
+
+    def measure(self, ks: list[int]) -> list[float]:
+        """The recovered fraction at each of ``ks``, in one forward per batch of pairs."""
+        split, shape = self.pairs.split, tuple(self.pairs.split.graph.allowed.shape)
+        keeps = torch.stack([keep_top(self.order, k, shape) for k in ks])  # type: ignore[arg-type]
+        sums = torch.zeros(len(ks), dtype=torch.float64)
+        began = time.perf_counter()
+        for i, batch in enumerate(self.pairs.batches):
+            _check(self.cancelled)
             with torch.no_grad():
-                run = split.run(first, batch, patch=Patch(keep_top(order, k, shape), other))  # type: ignore[arg-type]
-            sums[j] += float(run.metric.double().sum())
-            done += 1
-            if progress is not None:
-                progress(done, total, "faithfulness")
-    gap = clean - corrupt
-    return [(s / pairs.count - corrupt) / gap if gap != 0 else float("nan") for s in sums]
+                metric = patched_metrics(split, batch, keeps, self.pairs.run("corrupt", i),
+                                         functools.partial(self.pairs.run, "clean", i), self.room)
+            sums += metric.double().sum(1).cpu()
+        self.spent += time.perf_counter() - began
+        self.work += sum(self.cost(k) for k in ks)
+        gap = self.clean - self.corrupt
+        out = [(float(s) / self.pairs.count - self.corrupt) / gap for s in sums]
+        self.values.update(zip(ks, out, strict=True))
+        self.done += len(ks)
+        self.said = max(self.total, self.done)
+        if self.progress is not None:
+            self.progress(self.done, self.said, "faithfulness points")
+        return out
+
+    def say(self, work_left: int, points_left: int) -> None:
+        """Tell the estimate of the rest (once), from the seconds a layer took so far."""
+        if self.estimate is not None and self.work > len(self.values):  # a point that ran a layer or more
+            self.estimate(self.spent / self.work * work_left, points_left)
+            self.estimate = None
+
+    def curve(self, ks: tuple[int, ...], bisect: int) -> None:
+        """Measure every k of ``ks``: those that run no layer first, then one point alone (the estimate, which counts
+        ``bisect`` more points of the search), then the rest, K at a time, those of one depth together."""
+        self.total = len(ks) + bisect
+        costs = {k: self.cost(k) for k in ks}
+        free = [k for k in ks if costs[k] == 1]
+        rest = sorted((k for k in ks if costs[k] > 1), key=lambda k: (-costs[k], k))
+        if free:
+            self.measure(free)
+        full = self.pairs.split.graph.layers + 1
+        if rest:
+            self.measure(rest[:1])
+            self.say(sum(costs[k] for k in rest[1:]) + bisect * full, len(rest) - 1 + bisect)
+        for start in range(1, len(rest), self.per):
+            self.measure(rest[start:start + self.per])
 
 
 def faithfulness(pairs: Pairs, scores: torch.Tensor, ks: tuple[int, ...] | None = None, target: float = 0.8,
-                 progress: Progress | None = None, cancelled: Callable[[], bool] | None = None) -> Faithfulness:
+                 progress: Progress | None = None, cancelled: Callable[[], bool] | None = None,
+                 estimate: Estimate | None = None) -> Faithfulness:
     """The faithfulness curve of the edges ranked by |``scores``| over ``ks`` (``default_ks``), and the smallest k
     recovering ``target``: bisected between the curve's last k below it and its first k at or above it (the
-    recovered fraction need not grow with k; the bisection finds a k where it crosses, the curve shows the rest)."""
+    recovered fraction need not grow with k; the bisection finds a k where it crosses, the curve shows the rest).
+
+    ``progress`` counts the points measured (the curve's and the bisection's); ``estimate(seconds, points)`` is
+    called once, after the first point that runs a layer, with the time the rest should take. Cancelled: the points
+    measured by then, ``complete`` False.
+    """
     g = pairs.split.graph
     order = ranked(scores, g.allowed)
     ks = tuple(sorted(set(default_ks(len(order)) if ks is None else ks)))
@@ -230,19 +293,28 @@ def faithfulness(pairs: Pairs, scores: torch.Tensor, ks: tuple[int, ...] | None 
     if clean == corrupt:
         raise ConfigError(f"the clean and the corrupted prompts give the same mean metric ({clean:.4g}): there is no "
                           "difference for a circuit to recover")
-    values = _fractions(pairs, order, list(ks), clean, corrupt, progress, cancelled,
-                        total=len(ks) * len(pairs.batches))
-    smallest = None
-    above = [k for k, v in zip(ks, values, strict=True) if v >= target]
-    if above:
-        high = above[0]
-        lows = [k for k in ks if k < high]
-        low = lows[-1] if lows else -1
-        while high - low > 1:  # recovered(low) < target <= recovered(high)
-            mid = (low + high) // 2
-            if _fractions(pairs, order, [mid], clean, corrupt, None, cancelled)[0] >= target:
-                high = mid
-            else:
-                low = mid
-        smallest = high
+    gaps = [high - low for low, high in zip(ks, ks[1:], strict=False)] or [1]
+    points = _Points(pairs, order, clean, corrupt, progress, cancelled, estimate)
+    try:
+        points.curve(ks, max(0, math.ceil(math.log2(max(gaps)))))
+        values = [points.values[k] for k in ks]
+        smallest = None
+        above = [k for k, v in zip(ks, values, strict=True) if v >= target]
+        if above:
+            high = above[0]
+            lows = [k for k in ks if k < high]
+            low = lows[-1] if lows else -1
+            points.total = points.done + max(0, math.ceil(math.log2(max(1, high - low))))
+            while high - low > 1:  # recovered(low) < target <= recovered(high)
+                mid = (low + high) // 2
+                if points.measure([mid])[0] >= target:
+                    high = mid
+                else:
+                    low = mid
+            smallest = high
+        if points.said != points.done and progress is not None:  # the search took fewer points than said
+            progress(points.done, points.done, "faithfulness points")
+    except Cancelled:
+        seen = [k for k in ks if k in points.values]
+        return Faithfulness(tuple(seen), tuple(points.values[k] for k in seen), clean, corrupt, target, None, False)
     return Faithfulness(ks, tuple(values), clean, corrupt, target, smallest)
