@@ -51,3 +51,28 @@ def test_the_stated_bfloat16_accuracy_is_the_measured_one():
         text = (ROOT / doc).read_text()
         assert BFLOAT16_ERROR in " ".join(text.split()), doc
         assert "α within about 1e-3" not in text, doc
+
+
+def test_phi3_longrope_beyond_the_original_length_equals_transformers(tmp_path):
+    """A text longer than original_max_position_embeddings: transformers' Phi-3 turns to LongRoPE's long factors for
+    every position of that run (``longrope_frequency_update``); the engine computed the short ones only and refused
+    such a text (max tokens the original length). Peer: transformers' eager Phi-3, α of every layer and the logits."""
+    from test_model_fields import _folder  # tests/engine/
+    from transformers_peer import alphas_equal_transformers  # tests/
+
+    short, long = [1.0, 1.5, 2.0, 3.0], [2.0, 3.0, 4.0, 6.0]  # head_dim 8: 4 pairs
+    path, hf = _folder(tmp_path, "phi3", original_max_position_embeddings=4, pad_token_id=0,
+                       rope_parameters={"rope_type": "longrope", "rope_theta": 500.0, "short_factor": short,
+                                        "long_factor": long})
+    T = len(SENTENCE.split())
+    assert T > 4
+    out, cfg, results = alphas_equal_transformers(path, hf, SENTENCE, layers=3)
+    rotary = hf.model.rotary_emb
+    rotary(results[0].x[None], torch.arange(T)[None])  # transformers switches its inv_freq to the long factors
+    angles = torch.arange(T, dtype=torch.float32)[:, None] * rotary.inv_freq
+    assert torch.allclose(results[0].rope_angles, angles, atol=1e-6, rtol=1e-6)
+    want = 1.0 / (torch.tensor(long) * 500.0 ** (torch.arange(0, 8, 2).float() / 8))
+    assert torch.allclose(rotary.inv_freq, want)  # the long factors, as the issue asks
+    probs = torch.softmax(out.logits[0, -1].double(), -1)
+    mine = compute(cfg).model_run.next_tokens
+    assert mine is not None and mine[0][1] == pytest.approx(float(probs.max()), abs=1e-5)
