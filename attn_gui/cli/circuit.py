@@ -11,7 +11,7 @@ from .terminal import Stop, interrupts, stage_progress
 
 
 def add_arguments(c: argparse.ArgumentParser) -> None:
-    from ..engine.analysis.circuits import BUILT_IN, METHODS, METRICS
+    from ..engine.analysis.circuits import BUILT_IN, GRADIENT_AT, METHODS, METRICS
 
     c.add_argument("--model", required=True, metavar="NAME|PATH",
                    help="a decoder: a bundled model, a folder, a .gguf file or an attn-gui train checkpoint")
@@ -21,6 +21,9 @@ def add_arguments(c: argparse.ArgumentParser) -> None:
     c.add_argument("--out", required=True, metavar="DIR", help="folder to write (created if missing)")
     c.add_argument("--pairs", type=int, default=50, metavar="N", help="prompt pairs a built-in task makes, 1 to "
                                                                       "10000 (default 50)")
+    c.add_argument("--gradient-at", default="clean", choices=GRADIENT_AT,
+                   help="where EAP takes its gradient: clean (Syed et al., Hanna et al.; the default) or corrupted "
+                        "(TransformerLens' attribution patching); EAP-IG averages it over the line between them")
     c.add_argument("--steps", type=int, default=10, metavar="N", help="EAP-IG's points, 1 to 100 (default 10)")
     c.add_argument("--seed", type=int, default=0, help="seeds a built-in task's pairs (default 0)")
     c.add_argument("--metric", choices=METRICS, help="default: the task's own")
@@ -73,15 +76,16 @@ def _circuit(args: argparse.Namespace, stop: Stop) -> int:
     load_model(args.model)
     found = circuit(args.model, args.task, args.method, pairs=args.pairs, steps=args.steps, seed=args.seed,
                     metric=args.metric, faithful=not args.no_faithfulness, device=args.device, dtype=args.dtype,
-                    progress=stage_progress(), estimate=say_estimate)
+                    progress=stage_progress(), estimate=say_estimate, gradient_at=args.gradient_at)
     stop.writing = True
     folder = write_circuit(found, args.out, args.format, args.top, args.overwrite, cancel=stop.is_set)
     best = ", ".join(f"{w} -> {r} ({v:+.3g})" for w, r, v in found.top(3))
     f = found.faithfulness
     small = "" if f is None else (f"; {f.smallest} edges recover {f.target:.0%}" if f.smallest is not None
                                   else f"; no circuit recovers {f.target:.0%}")
-    print(f"{found.method} on {found.task}, {found.pairs} pairs: metric {found.clean:.4g} clean, {found.corrupt:.4g} "
-          f"corrupted; largest {best}{small}; wrote {one_line(str(folder))}")
+    at = f" (gradient at the {found.gradient_at} prompt)" if found.method == "eap" else ""
+    print(f"{found.method}{at} on {found.task}, {found.pairs} pairs: metric {found.clean:.4g} clean, "
+          f"{found.corrupt:.4g} corrupted; largest {best}{small}; wrote {one_line(str(folder))}")
     return 0
 
 

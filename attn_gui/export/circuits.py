@@ -86,6 +86,7 @@ def summary(found: Circuit) -> dict:
     """The run's figures, as the manifest keeps them."""
     f = found.faithfulness
     return {"model": found.model, "task": found.task, "method": found.method, "metric": found.metric,
+            "gradient_at": found.gradient_at if found.method == "eap" else None,
             "pairs": found.pairs, "clean": found.clean, "corrupt": found.corrupt, "edges": found.graph.n_edges,
             "smallest_circuit": None if f is None else f.smallest, "target": None if f is None else f.target}
 

@@ -112,7 +112,7 @@ def mixed(request, tmp_path_factory):
 
 
 def test_bfloat16_matmuls_give_alpha_and_logits_within_bfloat16s_rounding(mixed):
-    """Every layer's α (the model view's and the shown layer's, which is made again in float32 from its X) within 1e-2
+    """Every layer's α (the model view's and the shown layer's, from one forward) within 1e-2
     of transformers in float32 on the dequantized weights, the logits within 2 % of their largest: what bfloat16's
     8 bits give through 2 layers (measured: α 2e-4 to 6e-4 with Q4_0, Q4_1 and Q8_0, up to 8.5e-3 with the
     K-quants' random scales, which make sharper scores; the logits 6e-3 to 7e-3)."""

@@ -27,6 +27,12 @@ MAX_LAYERS = 1024  # more than any released model has (Llama 3.1 405B: 126)
 AUTO_UNIFORM_MAX = 8
 RANDOM_ONLY = frozenset({RANDOM})
 MODEL_ONLY = frozenset({MODEL})
+# what dtype "bfloat16" gives against float32, measured (tools/bfloat16_error.py; docs/benchmarks.md, "bfloat16
+# matmuls against float32"): the largest α and logit differences over SmolLM2-135M and tiny Q4_0, Q8_0, Q4_K files
+BFLOAT16_ERROR = ("α up to 0.07 off float32's, the logits up to 0.022 of the largest, the same top next token in "
+                  "20 of 20 sentences (docs/benchmarks.md)")
+BFLOAT16_NOTE = ("bfloat16 matmuls: every layer's α, this map's and the model view's, from one forward: x W for "
+                 "q, k, v and W_O in bfloat16, the scores, softmax and the rest in float32; " + BFLOAT16_ERROR)
 
 
 @dataclass(frozen=True)
@@ -137,7 +143,7 @@ class AttentionConfig:
                         choices=(("bfloat16", "bfloat16 matmuls"), ("float32", "float32"), ("float64", "float64")),
                         help="Floating-point precision of the compute. bfloat16: a decoder model's weight matmuls "
                              "in bfloat16 on its stored weights, on the CPU (PyTorch's int4 kernels for a 4-bit "
-                             "GGUF), several times faster; the rest in float32, α within about 1e-3.")
+                             "GGUF), several times faster; the rest in float32: " + BFLOAT16_ERROR + ".")
     model: str | None = option(None, kind="model", nullable=True, label="weights", model="model",
                                choices=((None, "random weights (seeded)"),
                                         *((name, spec.label) for name, spec in MODELS.items())),

@@ -29,8 +29,10 @@ def plain_inv_freq(d_k: int, base: float) -> torch.Tensor:
     return 1.0 / (base ** (torch.arange(0, d_k, 2, dtype=torch.int64).to(dtype=torch.float) / d_k))
 
 
-def inv_freq(d_k: int, base: float, scaling: tuple[tuple[str, object], ...]) -> tuple[torch.Tensor, float]:
-    """The scaled inverse frequencies (d_k/2,) float32 and the attention factor of ``scaling``."""
+def inv_freq(d_k: int, base: float, scaling: tuple[tuple[str, object], ...],
+             seq_len: int | None = None) -> tuple[torch.Tensor, float]:
+    """The scaled inverse frequencies (d_k/2,) float32 and the attention factor of ``scaling``; ``seq_len``, the
+    positions the run reaches (LongRoPE's long factors beyond the original length; None: within it)."""
     p: dict[str, Any] = dict(scaling)  # numbers and lists, checked where the config is read
     kind = p["rope_type"]
     plain = plain_inv_freq(d_k, base)
@@ -45,7 +47,7 @@ def inv_freq(d_k: int, base: float, scaling: tuple[tuple[str, object], ...]) -> 
     if kind == "yarn":
         return _yarn(d_k, base, p)
     if kind == "longrope":
-        return _longrope(d_k, base, p)
+        return _longrope(d_k, base, p, seq_len)
     raise ValueError(f"unknown RoPE scaling {kind!r}")
 
 
@@ -94,15 +96,17 @@ def _yarn(dim: int, base: float, p: dict) -> tuple[torch.Tensor, float]:
     return interpolation * (1 - keep) + extrapolation * keep, attention_factor
 
 
-def _longrope(dim: int, base: float, p: dict) -> tuple[torch.Tensor, float]:
-    """LongRoPE (Phi-3): each frequency divided by its own short factor; cos and sin scaled by
-    √(1 + ln(factor) / ln(original length))."""
+def _longrope(dim: int, base: float, p: dict, seq_len: int | None = None) -> tuple[torch.Tensor, float]:
+    """LongRoPE (Phi-3): each frequency divided by its own factor, the short factors while the run's positions stay
+    within the original length, the long ones where they go beyond it (transformers' ``longrope_frequency_update``:
+    every position of that run); cos and sin scaled by √(1 + ln(factor) / ln(original length))."""
     old = p["original_max_position_embeddings"]
     factor = p.get("factor") or p["max_position_embeddings"] / old
     attention_factor = p.get("attention_factor")
     if attention_factor is None:
         attention_factor = 1.0 if factor <= 1.0 else math.sqrt(1 + math.log(factor) / math.log(old))
-    ext = torch.tensor(p["short_factor"], dtype=torch.float32)
+    long = seq_len is not None and seq_len > old
+    ext = torch.tensor(p["long_factor" if long else "short_factor"], dtype=torch.float32)
     shape = torch.arange(0, dim, 2, dtype=torch.int64).float() / dim
     return 1.0 / (ext * base**shape), attention_factor
 
@@ -119,7 +123,7 @@ def scaled_rope_theta(T: int, d_k: int, base: float, scaling: tuple, dtype=torch
     """The angles of a scaled RoPE (``inv_freq``: Llama 3.1, YaRN …) at positions offset ...
     offset + T − 1, computed in float32 as transformers computes them, in ``dtype``; and the attention factor
     cos and sin are multiplied by.  (T, d_k/2)"""
-    frequencies, factor = inv_freq(d_k, base, scaling)  # (d_k/2,)
+    frequencies, factor = inv_freq(d_k, base, scaling, offset + T)  # (d_k/2,)
     positions = torch.arange(offset, offset + T, dtype=torch.float32).unsqueeze(1)  # (T, 1)
     return (positions * frequencies).to(dtype=dtype, device=device), factor
 

@@ -11,7 +11,7 @@ import torch
 from ..kernel.attend import attend
 from ..kernel.project import sinusoidal_positions
 from ..kernel.types import AttendOptions, Pooled, Projections, Rotary, Steps, Stream
-from ..config.config import AttentionConfig
+from ..config.config import BFLOAT16_NOTE, AttentionConfig
 from ..model.plan import Plan, plan
 from ..base.devices import DTYPES, free_bytes, resolve_device, synchronize
 from ..base.errors import DeviceError, TooLargeError
@@ -127,7 +127,8 @@ def _compute(p: Plan, toks: Tokens, source: Tokens | None, device: torch.device,
     else:
         x, weights, run, options, ready = _model_inputs(p, toks, device, dtype, reduce_to, first)
         unknown = unknown_note(config, toks, p)
-        notes = [*([unknown] if unknown else []), *([p.what_if_text()] if p.what_if else []), *p.spec.about]
+        notes = [*([unknown] if unknown else []), *([p.what_if_text()] if p.what_if else []), *p.spec.about,
+                 *([BFLOAT16_NOTE] if config.dtype == "bfloat16" else [])]  # the arithmetic that drew every α
     stream = None if reduce_to is None else Stream(reduce_to, _block_bytes(device))
     steps = ready if ready is not None else attend(
         x, weights, options, x_kv=x_source, stream=stream,

@@ -14,7 +14,7 @@ from PySide6 import QtCore, QtGui, QtWidgets
 from PySide6.QtSvgWidgets import QSvgWidget
 
 from ...engine import AttentionConfig
-from ...engine.analysis.circuits import BUILT_IN, METHODS, Cancelled, Circuit, circuit, prepare
+from ...engine.analysis.circuits import BUILT_IN, GRADIENT_AT, METHODS, Cancelled, Circuit, circuit, prepare
 from ...engine.analysis.circuits.composition import EdgeLook, look
 from ...engine.analysis.circuits.split import Split
 from ...engine.model.plan import plan
@@ -99,6 +99,14 @@ class CircuitPanel(DockPanel, QtWidgets.QWidget):
         self.methodBox = QtWidgets.QComboBox()
         self.methodBox.setObjectName("circuitMethod")
         self.methodBox.addItems(list(METHODS))
+        self.gradientBox = QtWidgets.QComboBox()  # where EAP takes its gradient (EAP-IG: the line; routes: none)
+        self.gradientBox.setObjectName("circuitGradientAt")
+        for at in GRADIENT_AT:
+            self.gradientBox.addItem(f"gradient at {at}", at)
+        self.gradientBox.setToolTip("Where EAP takes dm/d(input): on the clean prompt (Syed et al., Hanna et al.; "
+                                    "the default) or on the corrupted one (TransformerLens' attribution patching). "
+                                    "EAP-IG averages it over the line between them.")
+        self.methodBox.currentTextChanged.connect(lambda m: self.gradientBox.setEnabled(m == "eap"))
         self.pairsBox = QtWidgets.QSpinBox()
         self.pairsBox.setObjectName("circuitPairs")
         self.pairsBox.setRange(1, 1000)
@@ -150,7 +158,7 @@ class CircuitPanel(DockPanel, QtWidgets.QWidget):
     def _lay_out(self) -> None:
         """The run line on top, the message, then the graph beside k and the tabs."""
         run = QtWidgets.QHBoxLayout()
-        for w in (self.taskBox, self.methodBox, self.pairsBox, self.runButton):
+        for w in (self.taskBox, self.methodBox, self.gradientBox, self.pairsBox, self.runButton):
             run.addWidget(w)
         run.addWidget(self.progress, 1)
         run.addWidget(self.cancelButton)
@@ -216,6 +224,7 @@ class CircuitPanel(DockPanel, QtWidgets.QWidget):
         model, task, method, pairs = (config.model, self.taskBox.currentText().strip(),
                                       self.methodBox.currentText(), self.pairsBox.value())
         assert model is not None  # follow keeps a config only with a decoder model
+        at = self.gradientBox.currentData() if method == "eap" else "clean"
         self._running, self._cancel = True, False
         self.runButton.setEnabled(False)
         self.cancelButton.setEnabled(True)
@@ -226,7 +235,8 @@ class CircuitPanel(DockPanel, QtWidgets.QWidget):
             try:
                 prepared = prepare(model, task, pairs=pairs)
                 found = circuit(model, task, method, pairs=pairs, progress=self._progress.emit,
-                                cancelled=lambda: self._cancel, prepared=prepared, estimate=self._estimated.emit)
+                                cancelled=lambda: self._cancel, prepared=prepared, estimate=self._estimated.emit,
+                                gradient_at=at)
             except Cancelled:
                 return None
             ids = prepared.task.pairs[0].clean
@@ -283,7 +293,8 @@ class CircuitPanel(DockPanel, QtWidgets.QWidget):
         f = found.faithfulness
         small = "" if f is None else (f"; {f.smallest} edges recover {f.target:.0%}" if f.smallest is not None
                                       else f"; no circuit recovers {f.target:.0%}")
-        self.message.setText(f"{found.method} on {found.task}, {found.pairs} pairs: {found.metric} "
+        at = f" (gradient at the {found.gradient_at} prompt)" if found.method == "eap" else ""
+        self.message.setText(f"{found.method}{at} on {found.task}, {found.pairs} pairs: {found.metric} "
                              f"{found.clean:.3g} clean, {found.corrupt:.3g} corrupted{small}. Click a head to "
                              f"open its maps.")
         self.kSlider.blockSignals(True)

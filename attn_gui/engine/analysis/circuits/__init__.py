@@ -24,7 +24,8 @@ from ...config.config import AttentionConfig
 from ...base.errors import ConfigError
 from ...model.plan import Plan, as_plan
 from .graph import Graph
-from .scores import Cancelled, Estimate, Faithfulness, Pairs, Progress, edge_scores, exact_edges, faithfulness, ranked
+from .scores import (GRADIENT_AT, Cancelled, Estimate, Faithfulness, Pairs, Progress, edge_scores, exact_edges,
+                     faithfulness, ranked)
 from .split import Split
 from .tasks import BUILT_IN, METRICS, PairTask, make_task
 
@@ -54,6 +55,9 @@ class Circuit:
         The recovered fraction over k and the smallest circuit recovering 80 % (None when not measured).
     model : str
         The model's label.
+    gradient_at : str
+        Where EAP took its gradient: "clean" (Syed et al.; Hanna et al.) or "corrupted" (TransformerLens);
+        EAP-IG's is averaged over the line between them, routes take none ("clean" then).
     """
 
     graph: Graph
@@ -67,6 +71,7 @@ class Circuit:
     corrupt: float
     faithfulness: Faithfulness | None = None
     model: str = ""
+    gradient_at: str = "clean"
 
     def top(self, k: int = 10) -> list[tuple[str, str, float]]:
         """The ``k`` edges of largest |score|, as (writer, reader, score)."""
@@ -121,7 +126,7 @@ def circuit(model: str | AttentionConfig | Plan, task: str | os.PathLike | PairT
             pairs: int = 50, steps: int = 10, seed: int = 0, metric: str | None = None, faithful: bool = True,
             ks: tuple[int, ...] | None = None, device: str = "cpu", dtype: str = "float32",
             progress: Progress | None = None, cancelled: Callable[[], bool] | None = None,
-            prepared: Pairs | None = None, estimate: Estimate | None = None) -> Circuit:
+            prepared: Pairs | None = None, estimate: Estimate | None = None, gradient_at: str = "clean") -> Circuit:
     """Find the circuit of ``model`` on ``task``: every edge's score, each node's, and the faithfulness curve.
 
     Parameters
@@ -140,6 +145,8 @@ def circuit(model: str | AttentionConfig | Plan, task: str | os.PathLike | PairT
     estimate : called once as estimate(seconds, points) with what the rest of the curve should take, after its
         first point
     prepared : ``prepare``'s result, to run several methods on one model and task
+    gradient_at : where EAP takes its gradient, "clean" (Syed et al. 2023, Hanna et al. 2024) or "corrupted"
+        (TransformerLens' attribution patching); EAP only
 
     Raises
     ------
@@ -150,6 +157,11 @@ def circuit(model: str | AttentionConfig | Plan, task: str | os.PathLike | PairT
         raise ConfigError(f"method must be one of {', '.join(METHODS)}; got {method!r}")
     if method == "eap-ig" and not 1 <= steps <= 100:
         raise ConfigError(f"steps must be 1 to 100, not {steps}")
+    if gradient_at not in GRADIENT_AT:
+        raise ConfigError(f"the gradient is taken at one of {', '.join(GRADIENT_AT)}; got {gradient_at!r}")
+    if gradient_at != "clean" and method != "eap":
+        raise ConfigError(f"the gradient point is EAP's; {method} takes "
+                          f"{'none' if method == 'routes' else 'the mean over the line from corrupted to clean'}")
     found = prepared or prepare(model, task, pairs=pairs, seed=seed, metric=metric, device=device, dtype=dtype)
     graph = found.split.graph
     if method == "routes":
@@ -157,13 +169,14 @@ def circuit(model: str | AttentionConfig | Plan, task: str | os.PathLike | PairT
 
         scores = route_scores(found, progress, cancelled)
     else:
-        scores = edge_scores(found, steps if method == "eap-ig" else 0, progress, cancelled)
+        scores = edge_scores(found, steps if method == "eap-ig" else 0, progress, cancelled,
+                             gradient_at if method == "eap" else "clean")
     curve = faithfulness(found, scores, ks, progress=progress, cancelled=cancelled,  # cancelled: the points so far
                          estimate=estimate) if faithful else None
     clean, corrupt = (curve.clean, curve.corrupt) if curve is not None else found.metrics()
     return Circuit(graph, scores, scores.sum(1), method, found.task.name, found.task.metric, found.count, clean,
-                   corrupt, curve, found.label)
+                   corrupt, curve, found.label, gradient_at if method == "eap" else "clean")
 
 
-__all__ = ["BUILT_IN", "METHODS", "METRICS", "Cancelled", "Circuit", "Estimate", "Faithfulness", "Graph", "PairTask",
-           "Pairs", "circuit", "exact_edges", "make_task", "prepare"]
+__all__ = ["BUILT_IN", "GRADIENT_AT", "METHODS", "METRICS", "Cancelled", "Circuit", "Estimate", "Faithfulness",
+           "Graph", "PairTask", "Pairs", "circuit", "exact_edges", "make_task", "prepare"]

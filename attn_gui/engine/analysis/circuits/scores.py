@@ -6,6 +6,9 @@ With a_clean[u] and a_corrupt[u] what writer u adds on the clean and on the corr
   score(u -> r) = (a_clean[u] - a_corrupt[u]) . dm/d input_r, the gradient taken on the clean prompt, summed over
   positions and averaged over pairs: one corrupted forward, one clean forward and one backward per batch of pairs.
   It is the first-order estimate of m(clean) - m(clean with that one edge read from the corrupted prompt).
+  ``at="corrupted"`` takes the gradient on the corrupted prompt instead (TransformerLens' and Syed et al.'s
+  attribution patching, the clean edge's effect on the corrupted run): the first-order estimate of
+  m(corrupted with that one edge read from the clean prompt) - m(corrupted). The two agree to first order only.
 - EAP-IG (Hanna et al. 2024, "Have Faith in Faithfulness"): the same with dm/d input_r averaged over m points of
   the straight line from the corrupted to the clean embedding, at k/m for k = 1 ... m.
 - Node attribution (attribution patching of a writer): (a_clean[u] - a_corrupt[u]) . dm/d a[u], which is the sum of
@@ -105,18 +108,27 @@ def _product(scores: torch.Tensor, diff: torch.Tensor, grads: torch.Tensor, g, s
         scores[:count, r0:r1] += part.double() * scale
 
 
+GRADIENT_AT = ("clean", "corrupted")  # where EAP takes its gradient (``edge_scores(at=)``)
+
+
 def edge_scores(pairs: Pairs, steps: int = 0, progress: Progress | None = None,
-                cancelled: Callable[[], bool] | None = None) -> torch.Tensor:
+                cancelled: Callable[[], bool] | None = None, at: str = "clean") -> torch.Tensor:
     """EAP (``steps`` 0) or EAP-IG with ``steps`` points: every edge's score, (W, R) float64, 0 off the graph.
 
     Per batch: the corrupted run (no gradient), then a forward and a backward from the clean embedding (its writes
     are a_clean, ``Split.gradients``); for EAP-IG, the other steps - 1 points of the line, each one forward and one
-    backward, their gradients summed before the product with the writers' differences.
+    backward, their gradients summed before the product with the writers' differences. EAP with ``at``
+    "corrupted": the backward from the corrupted embedding, a_clean from the clean run (no gradient).
     """
+    if at not in GRADIENT_AT:
+        raise ConfigError(f"the gradient is taken at one of {', '.join(GRADIENT_AT)}; got {at!r}")
+    if steps and at != "clean":
+        raise ConfigError("EAP-IG averages the gradient over the line from the corrupted to the clean prompt; "
+                          "a gradient point is EAP's alone")
     split = pairs.split
     g = split.graph
     scores = torch.zeros(g.n_writers, g.n_readers, dtype=torch.float64)
-    points = [1.0] if steps == 0 else [k / steps for k in range(steps, 0, -1)]  # the clean end first: a_clean
+    points = [1.0 if at == "clean" else 0.0] if steps == 0 else [k / steps for k in range(steps, 0, -1)]
     total = len(pairs.batches) * len(points)
     for i, batch in enumerate(pairs.batches):
         corrupt = pairs.run("corrupt", i)
@@ -126,8 +138,9 @@ def edge_scores(pairs: Pairs, steps: int = 0, progress: Progress | None = None,
         for k, alpha in enumerate(points):
             _check(cancelled)
             run, grads = split.gradients(e_corrupt + alpha * (e_clean - e_corrupt), batch)
-            if k == 0:
-                diff = run.writes - corrupt.writes  # (W, B, n, d)
+            if k == 0:  # the clean end first: a_clean, or the clean run's where the gradient is the corrupted one's
+                clean = run.writes if alpha == 1.0 else pairs.run("clean", i).writes
+                diff = clean - corrupt.writes  # (W, B, n, d)
             summed = grads if summed is None else summed.add_(grads)
             if progress is not None:
                 progress(i * len(points) + k + 1, total, "EAP-IG" if steps else "EAP")

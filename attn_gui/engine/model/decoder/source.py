@@ -10,6 +10,7 @@ The forward pass is ``llama.py``.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import importlib
 import threading
@@ -121,8 +122,13 @@ def kept_run(spec: ModelSpec, ids: tuple[int, ...], device: str, dtype: torch.dt
 @functools.lru_cache(maxsize=1)
 def _layer_weights(spec: ModelSpec, layer: int, device: str, dtype: torch.dtype, changed: tuple = ()) -> Projections:
     """The shown layer's projections, kept: another head or token of it reads no weight again (a quantized model's
-    are dequantized as they are read, a layer of an 8 B model in about a second)."""
-    return head_weights(weights_on(spec, device, dtype), layer, loaded_model(spec).shape)
+    are dequantized as they are read, a layer of an 8 B model in about a second). With bfloat16 matmuls they carry
+    the forward's own matrices (``Projections.matmuls``), so the shown layer's α is made by the same arithmetic as
+    the model view's (one α per layer); the W fields hold the weights in float32, for showing them."""
+    w, shape = weights_on(spec, device, dtype), loaded_model(spec).shape
+    shown = head_weights(w, layer, shape)
+    own = head_weights(w, layer, shape, multiply=True).matmuls if compute_dtypes(dtype)[1] is not None else None
+    return shown if own is None else dataclasses.replace(shown, matmuls=own)
 
 
 _RUN_LOCK = threading.RLock()  # one thread advances the kept runs at a time (``llama.Run`` is not thread-safe)

@@ -96,8 +96,6 @@ def _spec_of(header: Header, name: str) -> ModelSpec:
     if scaling and rotated != d_k:  # its scaled frequencies are over every dimension here, as for a folder
         raise ConfigError(f"{file} rotates {rotated} of each head's {d_k} dimensions with a scaled RoPE "
                           f"({dict(scaling)['rope_type']}), which attn-gui does not apply yet")
-    if dict(scaling).get("rope_type") == "longrope":  # its short factors hold up to the original length
-        positions = min(positions, dict(scaling)["original_max_position_embeddings"])
     window, windows, bases, scalings = layer_attention(header, family, layers, rope_base, scaling)
     unapplied = header.arch_key("attention.sliding_window") if family.window in ("", "layers") else None
     notes = (f"attention.sliding_window = {int(unapplied)} is not applied: llama.cpp runs every layer of a "

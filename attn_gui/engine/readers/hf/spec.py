@@ -273,8 +273,6 @@ def config_spec(cfg: dict, path: str, folder: Path, name: str, special=tuple, re
         if dims is not None and scaling:  # its scaled frequencies are over every dimension here
             raise ConfigError(f"{folder.name} rotates {dims} of each head's {d_k} dimensions with a scaled RoPE "
                               f"({dict(scaling)['rope_type']}), which attn-gui does not apply yet")
-        if dict(scaling).get("rope_type") == "longrope":  # its short factors hold up to the original length
-            positions = min(positions, dict(scaling)["original_max_position_embeddings"])
         # a decoder streams (engine.compute) up to its own length; an encoder and soft-capped scores keep their maps
         softcap = optional_float(cfg.get("attn_logit_softcapping")) if family.softcap else None
         limit = positions if family.path != "encoder" and softcap is None else min(MAX_TOKENS, positions)
