@@ -5,6 +5,7 @@ edited through ``.data`` is seen, and hooks added to a bridge after ``register()
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from attn_gui.engine import model_spec
@@ -39,3 +40,50 @@ def test_a_resealed_cache_is_checked_against_the_files_header(tmp_path, facts):
         first["add_bos"], first["eos_id"], first["special_ids"])
     meta = json.loads(manifest_path.read_text())["meta"]  # the cache was rebuilt from the file
     assert all(meta[k] != v for k, v in facts.items())
+
+
+def _nan_sums(s):
+    s.sums = {k: np.where(np.arange(v.size).reshape(v.shape) == 0, np.nan, v) for k, v in s.sums.items()}
+
+
+def _tokens(s):
+    s.tokens = 10**30
+
+
+def _counts(s):
+    s.counts = {k: 10**30 for k in s.counts}
+
+
+@pytest.mark.parametrize("edit, why", [(_nan_sums, "sums are not finite"),
+                                       (_tokens, "its tokens are more than its passages can hold"),
+                                       (_counts, "count more rows than its passages hold")])
+def test_a_shard_out_of_range_is_computed_again_and_named(tmp_path, edit, why):
+    """A shard whose numbers cannot be a census's (NaN sums, 10^30 tokens) is computed again, named in one line
+    (before: read, its NaN and its counts in the census's means)."""
+    import functools
+
+    from attn_gui.engine.analysis.corpus.census import census, run_in_process
+    from attn_gui.engine.analysis.corpus.outputs import read_heads
+    from attn_gui.engine.analysis.corpus.read import read_corpus
+    from attn_gui.engine.analysis.corpus.shards import Settings, ShardSums
+    from corpus_data import llama_folder, sentences  # tests/
+
+    run = functools.partial(run_in_process, threads=1)
+    llama_folder(tmp_path / "model")
+    texts = tmp_path / "corpus.txt"
+    texts.write_text("\n".join(sentences(32)))
+    settings = Settings(model=str(tmp_path / "model"), shard_size=16)
+    census(read_corpus(texts), tmp_path / "whole", settings, runner=run)
+    out = tmp_path / "out"
+    census(read_corpus(texts), out, settings, runner=run)
+    shard = out / "shards" / "shard-000001.npz"
+    sums = ShardSums.load(shard)
+    edit(sums)
+    sums.save(shard)
+    said: list[str] = []
+    census(read_corpus(texts), out, settings, runner=run, notice=said.append)
+    assert len(said) == 1 and said[0].startswith("1 stored shard could not be read and is computed again: "
+                                                 "shard-000001.npz (") and why in said[0]
+    for name, value in read_heads(out).items():  # the census of an untouched run, computed the same way
+        if value.dtype.kind == "f":
+            np.testing.assert_allclose(value, read_heads(tmp_path / "whole")[name], atol=1e-12, rtol=0)
