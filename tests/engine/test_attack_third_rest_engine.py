@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import numpy as np
+import torch
 import pytest
 
 from attn_gui.engine import model_spec
@@ -87,3 +88,43 @@ def test_a_shard_out_of_range_is_computed_again_and_named(tmp_path, edit, why):
     for name, value in read_heads(out).items():  # the census of an untouched run, computed the same way
         if value.dtype.kind == "f":
             np.testing.assert_allclose(value, read_heads(tmp_path / "whole")[name], atol=1e-12, rtol=0)
+
+
+def test_a_registered_model_edited_through_data_is_seen():
+    """``param.data.mul_(3)`` bumps no version counter: the kept prefill is keyed on the weights themselves
+    (before: layer 1's α after layer 0 was edited was the α of the kept run, the edit never seen)."""
+    import attn_gui
+    from attn_gui.engine import AttentionConfig, compute
+    from attn_gui.engine.model.registry import source
+    from transformers_peer import tiny_qwen2, word_tokenizer  # tests/
+
+    sentence = "the cat sat on a mat"
+    hf = tiny_qwen2()
+    attn_gui.register(hf, word_tokenizer(), name="edited-data")
+    first = compute(AttentionConfig(sentence=sentence, model="edited-data", layer=1))  # layer 0's output kept
+    hf.model.layers[0].self_attn.v_proj.weight.data.mul_(10)  # layer 0 edited: what layer 1 reads changes
+    second = compute(AttentionConfig(sentence=sentence, model="edited-data", layer=1))
+    with torch.no_grad():
+        out = hf(torch.tensor([source("edited-data").tokenize(sentence).token_ids]), output_attentions=True)
+    assert torch.allclose(second.weights, out.attentions[1][0], atol=1e-5, rtol=0)  # transformers' α, edited
+    assert not torch.allclose(first.weights, second.weights, atol=1e-3)
+
+
+def test_a_hook_added_to_a_registered_bridge_is_refused(tmp_path):
+    """A hook added to a bridge after ``register()`` is refused at the next compute as one at registration is
+    (before: ignored silently, the engine's α and logits not the bridge's)."""
+    pytest.importorskip("transformer_lens", reason="the lens extra (pip install attn-gui[lens]) is not installed")
+    import attn_gui
+    from attn_gui.engine import AttentionConfig, ConfigError, compute
+    from lens_bridges import boot, tiny_folder  # tests/
+    from tiny_decoders import SENTENCE
+
+    bridge = boot(tiny_folder("llama", tmp_path))
+    attn_gui.register(bridge, name="hooked-later")
+    compute(AttentionConfig(sentence=SENTENCE, model="hooked-later"))
+    bridge.add_hook("blocks.0.attn.hook_z", lambda z, hook: z * 0)
+    with pytest.raises(ConfigError, match=r"^hooked-later: the bridge has hooks on blocks\.0\.attn\.hook_z since it "
+                                          r"was registered, .* \(bridge\.reset_hooks\(\)\) to run it$"):
+        compute(AttentionConfig(sentence=SENTENCE, model="hooked-later"))
+    bridge.reset_hooks()
+    compute(AttentionConfig(sentence=SENTENCE, model="hooked-later"))

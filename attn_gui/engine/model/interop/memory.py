@@ -18,6 +18,8 @@ past the model's embedding rows.
 
 from __future__ import annotations
 
+import torch
+
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -138,6 +140,8 @@ def register(model, tokenizer=None, name: str | None = None) -> str:
     def reread() -> dict:  # the tensors that run now (``version`` reads them again to see a change)
         if bridge is None:
             return _weights(model.state_dict(), name)
+        if name in _MODELS:  # registered: a hook added since is refused as one at registration is
+            bridge_io.refuse_hooks(bridge, name, after=True)
         tensors = bridge_io.hf_tensors(model)  # transformers' own, GPT-2's Q/K/V and TransformerLens' b_U settled
         _one_device(tensors, name)
         tensors = bridge_io.fused_qkv(bridge, tensors, str(kind), name)
@@ -174,7 +178,26 @@ def version(spec: ModelSpec) -> tuple:
 
         _MODELS[spec.name] = (cfg, current, tokenizer, reread)  # a tensor replaced: read the new ones
         LOADED.forget(spec.name)
-    return tuple((t._version, t.data_ptr()) for t in current.values())
+    return (*((t._version, t.data_ptr()) for t in current.values()), _checksum(current))
+
+
+SAMPLE = 4096  # elements of each weight summed by ``_checksum``
+
+
+def _checksum(tensors: dict) -> tuple[float, ...]:
+    """A sum of a strided sample of each tensor (at most ``SAMPLE`` elements, its first and last among them): an
+    edit through ``.data`` (``param.data.mul_(3)``) bumps no version counter, so the weights themselves are looked
+    at. One copy to the host for all of them; an edit of a few elements between the samples is not seen."""
+    with torch.no_grad():
+        sums = []
+        for t in tensors.values():
+            flat = t.detach().reshape(-1)
+            n = flat.numel()
+            if n == 0:
+                continue
+            step = max(1, n // SAMPLE)
+            sums.append(flat[::step].float().sum() + flat[-1].float())
+        return tuple(torch.stack(sums).cpu().tolist()) if sums else ()
 
 
 def registered(name: str) -> tuple[dict, dict, object]:
