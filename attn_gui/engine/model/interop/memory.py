@@ -185,19 +185,20 @@ SAMPLE = 4096  # elements of each weight summed by ``_checksum``
 
 
 def _checksum(tensors: dict) -> tuple[float, ...]:
-    """A sum of a strided sample of each tensor (at most ``SAMPLE`` elements, its first and last among them): an
+    """A sum of a strided sample of each tensor (about ``SAMPLE`` elements, its first among them): an
     edit through ``.data`` (``param.data.mul_(3)``) bumps no version counter, so the weights themselves are looked
     at. One copy to the host for all of them; an edit of a few elements between the samples is not seen."""
     with torch.no_grad():
-        sums = []
-        for t in tensors.values():
-            flat = t.detach().reshape(-1)
-            n = flat.numel()
-            if n == 0:
-                continue
-            step = max(1, n // SAMPLE)
-            sums.append(flat[::step].float().sum() + flat[-1].float())
+        sums = [_sample(t).sum(dtype=torch.float32) for t in tensors.values() if t.numel()]
         return tuple(torch.stack(sums).cpu().tolist()) if sums else ()
+
+
+def _sample(t: torch.Tensor) -> torch.Tensor:
+    """About ``SAMPLE`` elements of ``t`` as a view (no copy): strided over the whole of a contiguous tensor, over
+    the rows of another (a transposed or split weight, which ``reshape`` would copy whole)."""
+    if t.is_contiguous():
+        return t.view(-1)[::max(1, t.numel() // SAMPLE)]
+    return t[::max(1, min(t.shape[0], t.numel() // SAMPLE))] if t.dim() else t
 
 
 def registered(name: str) -> tuple[dict, dict, object]:
