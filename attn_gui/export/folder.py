@@ -10,8 +10,14 @@ same time). An export owns the files its ``manifest.json`` names:
   then the export's files are moved in among the others one by one, the manifest last,
   and nothing else there is deleted or changed.
 
-A killed run leaves ``.<target>.attn-gui-<pid>-<hex>.partial`` beside the target; the
-next export there removes it (its process is gone). No Qt here.
+A target that cannot be renamed (a mount point, such as a Docker ``-v`` folder: ``EBUSY``)
+is written into instead: the export is staged inside it and its files are moved in one by
+one, the manifest last; the previous export's files that the new one lacks are removed,
+and nothing else there.
+
+A killed run leaves ``.<target>.attn-gui-<pid>-<hex>.partial`` beside the target (or, for
+a mount point, inside it); the next export there removes it (its process is gone). No Qt
+here.
 """
 
 from __future__ import annotations
@@ -33,6 +39,7 @@ from .files import ExportError
 
 MANIFEST = "manifest.json"
 MAX_MANIFEST = 64 << 20
+_UNMOVABLE = (errno.EBUSY, errno.EXDEV, errno.EPERM)  # the target itself cannot be renamed (a mount point)
 _LEFTOVER = re.compile(r"\.(?P<name>.+)\.attn-gui-(?P<pid>\d+)-[0-9a-f]{8}\.(?P<kind>partial|old)")
 
 
@@ -93,7 +100,13 @@ def _ours_temp(name: str, owned: set[str] | None) -> bool:
 
 def _entries(folder: Path, owned: set[str] | None = None) -> list[str]:
     """The names in ``folder``, less the temporary files a killed ``atomic_write`` of the export's files left."""
-    return sorted(n for n in os.listdir(folder) if not _ours_temp(n, owned))
+    return sorted(n for n in os.listdir(folder) if not _ours_temp(n, owned) and not _stage_of(n, folder))
+
+
+def _stage_of(name: str, folder: Path) -> bool:
+    """True for the hidden folder an export to ``folder`` (a mount point) writes in inside it."""
+    m = _LEFTOVER.fullmatch(name)
+    return m is not None and m["name"] == folder.name and m["kind"] == "partial"
 
 
 def _plain_file(path: Path) -> bool:
@@ -156,6 +169,7 @@ class Target:
             raise ExportError(f"cannot export into {text}: choose a folder inside it")
         self.path, self.overwrite = path, overwrite
         self.stage: Path | None = None
+        self.inside = False  # a mount point: staged and written inside it (it cannot be renamed)
         self.owned: set[str] = set()  # the names the previous export there owns
         self._check()
 
@@ -164,7 +178,7 @@ class Target:
         try:
             mode = os.stat(path).st_mode
         except FileNotFoundError:
-            self.kind = "new"
+            self.kind, self.inside = "new", False
             return
         except OSError as exc:
             raise WriteError(f"cannot write to {text}: {exc.strerror or exc}") from None
@@ -172,6 +186,7 @@ class Target:
             raise ExportError(f"cannot write to {text}: it is a file, not a folder")
         if not os.access(path, os.W_OK | os.X_OK):
             raise WriteError(f"cannot write to {text}: Permission denied")
+        self.inside = os.path.ismount(path)  # a mount point is written into, not renamed
         owned = owned_files(path)
         names = _entries(path, owned)
         self.owned = owned if owned is not None else set()
@@ -204,6 +219,11 @@ class Target:
             siblings = os.listdir(parent)
         except OSError:
             return
+        if self.path.is_dir():  # a mount point's own hidden folders
+            for name in os.listdir(self.path):
+                m = _LEFTOVER.fullmatch(name)
+                if _stage_of(name, self.path) and m is not None and not _alive(int(m["pid"])):
+                    _remove(self.path / name)
         for name in siblings:
             m = _LEFTOVER.fullmatch(name)
             if m is None or m["name"] != self.path.name or _alive(int(m["pid"])):
@@ -220,9 +240,9 @@ class Target:
                     _remove(self.path / name)
 
     def open(self) -> Path:
-        """Make the hidden folder to write in (beside the target) and return it."""
+        """Make the hidden folder to write in (beside the target, or inside a mount point) and return it."""
         self.clean_leftovers()
-        parent = self.path.parent
+        parent = self.path if self.inside else self.path.parent
         name = f".{self.path.name}.attn-gui-{os.getpid()}-{uuid.uuid4().hex[:8]}.partial"
         try:
             parent.mkdir(parents=True, exist_ok=True)
@@ -241,21 +261,43 @@ class Target:
 
     def commit(self, names: list[str]) -> None:
         """Move the written export into place (``names`` in order, the manifest last)."""
-        stage, path = self.stage, self.path
+        stage = self.stage
         assert stage is not None, "commit() after open()"
         try:
-            if self.kind == "among":
-                for name in names:
-                    os.replace(stage / name, path / name)
-                _remove(stage)
+            if self.kind == "among" or self.inside:
+                self._move_in(names)
             else:
-                self._replace_whole()
+                try:
+                    self._replace_whole()
+                except OSError as exc:  # nothing was moved: the target itself cannot be renamed
+                    if exc.errno not in _UNMOVABLE or self.stage is None:
+                        raise
+                    self._move_in(names)
         except OSError as exc:
             if isinstance(exc, ExportError):
                 raise
             raise WriteError(f"cannot move the export into {self.shown}: {exc.strerror or exc}") from None
         finally:
             self.abort()
+
+    def _move_in(self, names: list[str]) -> None:
+        """Move the export's files into the target one by one (the manifest last); then remove the previous
+        export's files that the new one lacks (not among others' files: ``overwrite`` keeps what it finds)."""
+        stage, path = self.stage, self.path
+        assert stage is not None
+        for name in names:
+            try:
+                os.replace(stage / name, path / name)
+            except OSError as exc:
+                if exc.errno != errno.EXDEV:
+                    raise
+                tmp = path / f".{name}.{uuid.uuid4().hex[:8]}.tmp"  # another file system: copy, then rename
+                shutil.copyfile(stage / name, tmp)
+                os.replace(tmp, path / name)
+        if self.kind == "export":
+            for name in sorted(self.owned - set(names)):
+                if _plain_file(path / name):
+                    _remove(path / name)
 
     def _replace_whole(self) -> None:
         stage, path = self.stage, self.path

@@ -3,10 +3,12 @@ standard model_type, and what the app reads back of one of ours."""
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import shutil
 import tempfile
+import uuid
 from dataclasses import asdict
 from pathlib import Path
 
@@ -196,12 +198,40 @@ def _check_ours(target: Path, text: str) -> None:
 
 
 def _replace_folder(stage: Path, target: Path) -> None:
-    """Put ``stage`` where ``target`` is; an old checkpoint is moved aside first and removed after."""
+    """Put ``stage`` where ``target`` is; an old checkpoint is moved aside first and removed after. A target that
+    cannot be renamed (a mount point, such as a Docker ``-v`` folder) is written into instead (``_move_in``)."""
     if not target.exists():
         os.rename(stage, target)
         return
     _check_ours(target, str(target))
-    old = Path(tempfile.mkdtemp(prefix=f".{target.name}.old.", dir=target.parent))
-    os.rename(target, old / "x")  # the old checkpoint, out of the way in one step
-    os.rename(stage, target)
-    shutil.rmtree(old, ignore_errors=True)
+    if not os.path.ismount(target):
+        old = Path(tempfile.mkdtemp(prefix=f".{target.name}.old.", dir=target.parent))
+        try:
+            os.rename(target, old / "x")  # the old checkpoint, out of the way in one step
+        except OSError as exc:
+            os.rmdir(old)
+            if exc.errno not in (errno.EBUSY, errno.EXDEV, errno.EPERM):
+                raise
+        else:
+            os.rename(stage, target)
+            shutil.rmtree(old, ignore_errors=True)
+            return
+    _move_in(stage, target)
+
+
+def _move_in(stage: Path, target: Path) -> None:
+    """Move the checkpoint's files into ``target`` one by one (config.json, which marks it ours, last; across file
+    systems by a copy renamed into place); the old checkpoint's files the new one lacks are removed, nothing else."""
+    names = sorted(p.name for p in stage.iterdir())
+    for name in sorted(names, key=lambda n: n == "config.json"):
+        try:
+            os.replace(stage / name, target / name)
+        except OSError as exc:
+            if exc.errno != errno.EXDEV:
+                raise
+            tmp = target / f".{name}.{uuid.uuid4().hex[:8]}.tmp"
+            shutil.copyfile(stage / name, tmp)
+            os.replace(tmp, target / name)
+    for name in sorted(CHECKPOINT_FILES - set(names)):
+        (target / name).unlink(missing_ok=True)
+    shutil.rmtree(stage, ignore_errors=True)

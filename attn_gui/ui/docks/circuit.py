@@ -5,7 +5,9 @@ The dock reads the view state's model only; it asks the window to open a head (`
 so the maps and the Why dock follow the one truth. An edge clicked is looked at closely in the Edge tab
 (``engine.circuits.composition``): the writer head's and the reader head's α on the task's first clean prompt side
 by side, the edge's score and its composition score (Elhage et al. 2021). A run can be cancelled between its
-forwards; a failed run says why in one line and leaves the last circuit shown.
+forwards; a failed run says why in one line and leaves the last circuit shown. A run and its circuit belong to the
+model they started on: when the view's model changes, the circuit shown is dropped and a run under way is cancelled
+(its result, should it still come, is dropped), so no head of another model is ever offered.
 """
 
 from __future__ import annotations
@@ -81,6 +83,8 @@ class CircuitPanel(DockPanel, QtWidgets.QWidget):
         self._prompt: tuple[Split, tuple[int, ...], list[str]] | None = None  # the found circuit's first clean prompt
         self._running = False
         self._cancel = False
+        self._found_model: str | None = None  # the model the circuit shown was found on
+        self._run_model: str | None = None  # the model the run under way started on
         self._build_run_controls()
         self._build_views()
         self._lay_out()
@@ -208,6 +212,12 @@ class CircuitPanel(DockPanel, QtWidgets.QWidget):
         """Take the view state's model; a model that is not a decoder disables Run and says why."""
         decoder = config is not None and plan(config).can.intervene
         self.config = config if decoder else None
+        model = self.config.model if self.config is not None else None
+        if self._running and model != self._run_model:  # its circuit would belong to another model
+            self._cancel = True
+        if self.found is not None and model != self._found_model:
+            self._drop()
+            self.message.setText("The model changed; the circuit of the last one is dropped.")
         self.runButton.setEnabled(decoder and not self._running)
         if not decoder:
             self.message.setText("Circuits need a decoder model: they patch what each head writes into what each "
@@ -225,7 +235,7 @@ class CircuitPanel(DockPanel, QtWidgets.QWidget):
                                       self.methodBox.currentText(), self.pairsBox.value())
         assert model is not None  # follow keeps a config only with a decoder model
         at = self.gradientBox.currentData() if method == "eap" else "clean"
-        self._running, self._cancel = True, False
+        self._running, self._cancel, self._run_model = True, False, model
         self.runButton.setEnabled(False)
         self.cancelButton.setEnabled(True)
         self.progress.setRange(0, 0)
@@ -242,7 +252,7 @@ class CircuitPanel(DockPanel, QtWidgets.QWidget):
             ids = prepared.task.pairs[0].clean
             vocab = plan(config).source.tokenize("").vocab
             return found, (prepared.split, ids, [vocab[i] if i < len(vocab) else str(i) for i in ids])
-        self.tasks.start("circuit", work)
+        self.tasks.start(("circuit", model), work)
 
     def cancel(self) -> None:
         """Stop the run after the forward in work: while the edges are scored the last circuit stays shown; once they
@@ -265,16 +275,19 @@ class CircuitPanel(DockPanel, QtWidgets.QWidget):
 
     @QtCore.Slot(object, object)
     def _on_done(self, token, outcome) -> None:
-        if token != "circuit":
+        if token[0] != "circuit":
             self._on_edge(token, outcome)
             return
+        model = self.config.model if self.config is not None else None
         self._running = False
         self.runButton.setEnabled(self.config is not None)
         self.cancelButton.setEnabled(False)
         self.progress.setRange(0, 1)
         self.progress.setValue(0)
         self.progress.setFormat("")
-        if outcome is None:
+        if token[1] != model:  # the model changed during the run: its circuit is not this model's
+            self.message.setText("The model changed during the run; its circuit is dropped.")
+        elif outcome is None:
             self.message.setText("Cancelled; the last circuit stays.")
         elif isinstance(outcome, Exception):  # a UserError names what is wrong; the last good circuit stays
             self.message.setText(str(outcome).splitlines()[0])
@@ -290,6 +303,7 @@ class CircuitPanel(DockPanel, QtWidgets.QWidget):
     def show_circuit(self, found: Circuit) -> None:
         """Draw ``found``: the slider runs over its edges (at most 200), the curve beside."""
         self.found, self.seen = found, None
+        self._found_model = None if self.config is None else self.config.model  # the view's model found it
         f = found.faithfulness
         small = "" if f is None else (f"; {f.smallest} edges recover {f.target:.0%}" if f.smallest is not None
                                       else f"; no circuit recovers {f.target:.0%}")
@@ -307,6 +321,14 @@ class CircuitPanel(DockPanel, QtWidgets.QWidget):
         self.edgeInfo.setText(ASK)
         self.writerAlpha.redraw()
         self.readerAlpha.redraw()
+
+    def _drop(self) -> None:
+        """Show no circuit (the one shown belongs to a model the view left)."""
+        self.found, self.seen, self._prompt, self._found_model = None, None, None, None
+        self.edgesLabel.setText("")
+        self.edgeInfo.setText(ASK)
+        for picture in (self.graph, self.curve, self.writerAlpha, self.readerAlpha):
+            picture.redraw()
 
     def _show_k(self) -> None:
         k = self.kSlider.value()

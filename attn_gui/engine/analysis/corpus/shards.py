@@ -20,6 +20,7 @@ from ...base.errors import UserError
 from ...model.plan import Plan, plan
 from ...specs.catalog import MODELS
 from .read import FORMAT, passage_limit, read_passage, CorpusError, Corpus
+from ...specs.families import MAX_TOKENS
 from .stats import Pattern, STATS, passage_stats, pattern_stats
 
 
@@ -147,6 +148,10 @@ class ShardSums:
             raise ValueError("its counts are not counts")
         if self.passages != passages:
             raise ValueError(f"it holds {self.passages} passages, not {passages}")
+        if self.tokens > passages * MAX_TOKENS or self.empty > passages:  # a passage is read to 512 tokens at most
+            raise ValueError("its tokens are more than its passages can hold")
+        if any(n > passages * MAX_TOKENS ** 2 for n in self.counts.values()):  # a row or pair of a passage at most
+            raise ValueError("its statistics count more rows than its passages hold")
         if set(self.counts) != set(stats) or set(self.sums) != set(stats) or set(self.heaps) != set(stats):
             raise ValueError("its statistics differ from this run's")
         for name in stats:
@@ -155,6 +160,8 @@ class ShardSums:
                 raise ValueError(f"its {name} is not {shape[0]} x {shape[1]} sums")
             if any(heap[part].shape != (*shape, k) or heap[part].dtype != dtype for part, dtype in HEAP.items()):
                 raise ValueError(f"its {name} examples are not {k} per head")
+            if not np.isfinite(self.sums[name]).all():
+                raise ValueError(f"its {name} sums are not finite")
             found = heap["passage"][heap["passage"] >= 0]
             if ((found < first) | (found >= first + passages)).any():
                 raise ValueError(f"its {name} examples name passages of another shard")

@@ -55,16 +55,24 @@ def unwrap(bridge, tokenizer, name: str) -> tuple[Any, Any]:
     except AttributeError:
         raise ConfigError(f"{name}: this TransformerBridge runs no torch model here (a vLLM or remote driver); "
                           "register() reads a bridge around a transformers model") from None
-    hooked = hooked_points(bridge)
-    if hooked:
-        more = f" and {len(hooked) - 1} more" if len(hooked) > 1 else ""
-        raise ConfigError(f"{name}: the bridge has hooks on {hooked[0]}{more}, which may change activations the "
-                          "engine does not compute; remove them (bridge.reset_hooks()) before registering it")
+    refuse_hooks(bridge, name)
     if tokenizer is None:
         tokenizer = getattr(bridge, "tokenizer", None)
         if tokenizer is None:
             raise ConfigError(f"{name}: the bridge has no tokenizer; pass one: register(bridge, tokenizer)")
     return model, tokenizer
+
+
+def refuse_hooks(bridge, name: str, after: bool = False) -> None:
+    """``ConfigError`` in one line where the bridge has hooks of the user's (at ``register``, or ``after`` it: a
+    hook added to a registered bridge is refused as one there at registration is, at the next compute)."""
+    hooked = hooked_points(bridge)
+    if hooked:
+        more = f" and {len(hooked) - 1} more" if len(hooked) > 1 else ""
+        when = "since it was registered" if after else ""
+        raise ConfigError(f"{name}: the bridge has hooks on {hooked[0]}{more}{' ' if when else ''}{when}, which may "
+                          "change activations the engine does not compute; remove them (bridge.reset_hooks()) "
+                          f"{'to run it' if after else 'before registering it'}")
 
 
 def _users(fn) -> bool:

@@ -18,6 +18,8 @@ past the model's embedding rows.
 
 from __future__ import annotations
 
+import torch
+
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
@@ -142,6 +144,8 @@ def register(model, tokenizer=None, name: str | None = None) -> str:
     def reread() -> dict:  # the tensors that run now (``version`` reads them again to see a change)
         if bridge is None:
             return _weights(model.state_dict(), name)
+        if name in _MODELS:  # registered: a hook added since is refused as one at registration is
+            bridge_io.refuse_hooks(bridge, name, after=True)
         tensors = bridge_io.hf_tensors(model)  # transformers' own, GPT-2's Q/K/V and TransformerLens' b_U settled
         _one_device(tensors, name)
         tensors = bridge_io.fused_qkv(bridge, tensors, str(kind), name)
@@ -189,7 +193,27 @@ def version(spec: ModelSpec) -> tuple:
 
         _MODELS[spec.name] = (cfg, current, tokenizer, reread, ends)  # a tensor replaced: read the new ones
         LOADED.forget(spec.name)
-    return tuple((t._version, t.data_ptr()) for t in current.values())
+    return (*((t._version, t.data_ptr()) for t in current.values()), _checksum(current))
+
+
+SAMPLE = 4096  # elements of each weight summed by ``_checksum``
+
+
+def _checksum(tensors: dict) -> tuple[float, ...]:
+    """A sum of a strided sample of each tensor (about ``SAMPLE`` elements, its first among them): an
+    edit through ``.data`` (``param.data.mul_(3)``) bumps no version counter, so the weights themselves are looked
+    at. One copy to the host for all of them; an edit of a few elements between the samples is not seen."""
+    with torch.no_grad():
+        sums = [_sample(t).sum(dtype=torch.float32) for t in tensors.values() if t.numel()]
+        return tuple(torch.stack(sums).cpu().tolist()) if sums else ()
+
+
+def _sample(t: torch.Tensor) -> torch.Tensor:
+    """About ``SAMPLE`` elements of ``t`` as a view (no copy): strided over the whole of a contiguous tensor, over
+    the rows of another (a transposed or split weight, which ``reshape`` would copy whole)."""
+    if t.is_contiguous():
+        return t.view(-1)[::max(1, t.numel() // SAMPLE)]
+    return t[::max(1, min(t.shape[0], t.numel() // SAMPLE))] if t.dim() else t
 
 
 def registered(name: str) -> tuple[dict, dict, object]:

@@ -49,6 +49,7 @@ from ...specs.spec import ModelSpec
 from .finite import check_finite
 from .format import Header
 from .spec import checked_header, shape_of, spec_of
+from .vocab import header_facts
 from .tensors import convert, mapped_weights
 
 
@@ -140,7 +141,13 @@ def load(spec: ModelSpec, path: Path, progress=None, cache_folder: str | None = 
             raise ConfigError(f"{path.name}: its vocabulary cannot be read ({exc!s:.100})") from None
 
     folder = cache.cache_root() / (cache_folder or cache_name(path))
-    converted = cache.load_or_build(folder, cache.fingerprint(path), CACHE_VERSION, build, progress, cached_facts)
+    facts = header_facts(header)  # a cache whose facts are not the file's (edited, sealed again) is rebuilt
+
+    def check(converted) -> bool:
+        return cached_facts(converted) and converted.meta == facts
+    converted = cache.load_or_build(folder, cache.fingerprint(path), CACHE_VERSION, build, progress, check)
+    if converted.meta != facts:  # built just now from the same header: never, unless the file changed meanwhile
+        raise ConfigError(f"{path.name} changed while it was read; open it again")
     meta = converted.meta
     with checks.tokenizer_errors(f"{path.name}'s cached vocabulary"):  # built in a child: the lock stays free
         tokenizer = tokenizer_child.Child(text=converted.texts["tokenizer.json"]).wait()

@@ -79,15 +79,25 @@ def vocabulary(header: Header, progress) -> tuple[dict[str, str], dict]:
     with checks.tokenizer_errors(f"{header.path.name}'s vocabulary"):
         tokenizer, kind = build_tokenizer(full)
     progress(1, 2)  # only once the vocabulary makes a tokenizer: a refused file prints its one line alone
-    field = full.get
-    add_bos = field("tokenizer.ggml.add_bos_token")
-    meta = {"eps": float(full.arch_key(eps_key(family), 1e-6)),
-            "eos_id": token_id(full, "eos"), "bos_id": token_id(full, "bos"),
-            "add_bos": bool(kind == "llama" if add_bos is None else add_bos),  # as transformers and llama.cpp
-            "add_eos": bool(field("tokenizer.ggml.add_eos_token")),  # llama.cpp: an end token after the text
-            "special_ids": special_ids(full), "tokenizer": kind}
+    meta = header_facts(full)
+    assert meta["tokenizer"] == kind
     progress(2, 2)
     return {"tokenizer.json": tokenizer.to_str()}, meta
+
+
+def header_facts(header: Header) -> dict:
+    """The facts the cache keeps, as the header says them (cheap: no tokenizer is built), so that a cache opened
+    is checked against the file on every open (``load.load``): a cache edited and sealed again is rebuilt."""
+    family = header.family
+    assert family is not None  # spec_for has refused a family not read here
+    field = header.get
+    kind = field("tokenizer.ggml.model")
+    add_bos = field("tokenizer.ggml.add_bos_token")
+    return {"eps": float(header.arch_key(eps_key(family), 1e-6)),
+            "eos_id": token_id(header, "eos"), "bos_id": token_id(header, "bos"),
+            "add_bos": bool(kind == "llama" if add_bos is None else add_bos),  # as transformers and llama.cpp
+            "add_eos": bool(field("tokenizer.ggml.add_eos_token")),  # llama.cpp: an end token after the text
+            "special_ids": special_ids(header), "tokenizer": kind}
 
 
 def build_tokenizer(header: Header):
