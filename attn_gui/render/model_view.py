@@ -97,6 +97,7 @@ class ModelView(pg.GraphicsLayoutWidget):
         self.side: tuple[np.ndarray, str] | None = None  # a signed (L, H) grid shown instead of the sink mass
         self.groups = 1  # query heads per key/value head
         self._rows = self._cols = np.zeros(0, dtype=int)
+        self.stale = False  # the grid is another text's than the one computed or asked (``set_stale``)
         self.scene().sigMouseClicked.connect(self._on_click)
         self.scene().sigMouseMoved.connect(self._on_hover)
         self.setToolTip("α of every layer and head, both numbered from 1: click one to open it")
@@ -173,6 +174,11 @@ class ModelView(pg.GraphicsLayoutWidget):
         """A thumbnail's side on screen now, in pixels."""
         t = self.cell - GAP
         return t / self.plot.getViewBox().viewPixelSize()[0] if self.shape != (0, 0) else 0.0
+
+    def set_stale(self, stale: bool) -> None:
+        """Grey the grid while it is another text's than the one computed (or stopped, or failed)."""
+        self.stale = stale
+        self.ci.setOpacity(0.3 if stale else 1.0)
 
     def show_empty(self, text: str) -> None:
         """No grid (random weights have no layers): ``text`` says what the view needs instead."""
