@@ -254,7 +254,8 @@ class ModelView(pg.GraphicsLayoutWidget):
 
     def _room(self, ticks: list[tuple[float, str]], axis: pg.AxisItem, plot: pg.PlotItem | None = None) -> bool:
         """Whether every label of ``ticks`` fits beside its neighbours along ``axis`` at the grid's scale now
-        (before a first layout: at ``MIN_THUMB``, the least the view allows); ``plot``: the grid's (None) or the sink map."""
+        (before a first layout: at ``MIN_THUMB``, the least the view allows); ``plot``: the grid's (None) or the
+        sink map."""
         if len(ticks) < 2:
             return True
         metrics = QtGui.QFontMetricsF(axis.style.get("tickFont") or axis.font())
