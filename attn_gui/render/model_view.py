@@ -325,6 +325,9 @@ class ModelView(pg.GraphicsLayoutWidget):
                 y0, x0 = self._origin(i, j)
                 block[y0:y0 + t, x0:x0 + t] = colors[i, j]
         self.sinkImage.setImage(block, autoLevels=False)
+        # layers down (the 8B's 32 x 32), the sink map is narrower than the grid: its rows span the grid's height
+        # (its cells not square), level with the layer numbers; layers across, it is as large as the grid, square
+        self.sinkPlot.setAspectLocked(self.across)
         self.sinkPlot.getViewBox().setRange(xRange=(0, block.shape[1]), yRange=(0, block.shape[0]), padding=0.015)
         top = self._show_sink_ticks()
         if side is not None:
