@@ -98,6 +98,7 @@ class ModelView(pg.GraphicsLayoutWidget):
         self.groups = 1  # query heads per key/value head
         self._rows = self._cols = np.zeros(0, dtype=int)
         self.stale = False  # the grid is another text's than the one computed or asked (``set_stale``)
+        self.plot.getViewBox().sigYRangeChanged.connect(self._follow_rows)
         self.scene().sigMouseClicked.connect(self._on_click)
         self.scene().sigMouseMoved.connect(self._on_hover)
         self.setToolTip("α of every layer and head, both numbered from 1: click one to open it")
@@ -329,6 +330,7 @@ class ModelView(pg.GraphicsLayoutWidget):
         # (its cells not square), level with the layer numbers; layers across, it is as large as the grid, square
         self.sinkPlot.setAspectLocked(self.across)
         self.sinkPlot.getViewBox().setRange(xRange=(0, block.shape[1]), yRange=(0, block.shape[0]), padding=0.015)
+        self._follow_rows(self.plot.getViewBox(), self.plot.getViewBox().viewRange()[1])
         top = self._show_sink_ticks()
         if side is not None:
             self._name(top, f"{side[1]}, per layer", side[1])
@@ -339,6 +341,12 @@ class ModelView(pg.GraphicsLayoutWidget):
         self._name(top, f"sink mass: mean α on token 1{per}", f"sink mass{per}", "sink mass")
         self.sinkPlot.setToolTip("sink mass: each head's mean α on the first token (over the queries after it), "
                                  "in the grid's rows and columns; hover for the number")
+
+    def _follow_rows(self, _box, rows) -> None:
+        """Layers down, the sink map shows the grid's rows as the grid does (one way: the grid keeps its square
+        thumbnails), level with the layer numbers however the grid's range was fitted."""
+        if not self.across and self.sinkPlot.isVisible():
+            self.sinkPlot.getViewBox().setYRange(*rows, padding=0)
 
     def _show_sink_ticks(self) -> pg.AxisItem:
         """The sink map's top axis numbers the layers as the grid's does."""

@@ -206,3 +206,35 @@ def _with_title(body: QtGui.QImage, title: str, subtitle: str) -> QtGui.QImage:
     finally:
         painter.end()
     return image
+
+
+MODEL_VIEW_SIZE = (1600, 900)  # the exported model view's least size (a grid of many heads asks for more)
+
+
+def render_model_view(frame: Frame, head: int = 0) -> QtGui.QImage | None:
+    """Every layer's and head's α of a model-mode ``frame`` as the Model view dock draws it (the shown layer's
+    ``head`` outlined, the sink mass beside), or None where the frame holds no layer's maps but its own."""
+    import numpy as np
+
+    from .model_view import ModelView
+
+    weights = frame.arrays.get("layer_weights")
+    if weights is None:
+        return None
+    ensure_app()
+    result = frame.result
+    t = weights.shape[-1]
+    scaled = frame.arrays.get("scaled")  # the shown layer's mask, as the dock draws it (ui.docks.host)
+    masked = np.asarray(np.isneginf(scaled).all(axis=0)) if scaled is not None else None
+    view = ModelView()
+    try:
+        view.set_weights(weights, result.config.layer, head, (), result.seq_len, masked,
+                         other_layers=np.triu(np.ones((t, t), dtype=bool), 1) if result.resolved.causal else None,
+                         kv_heads=result.resolved.dims.kv_heads, sink=frame.arrays.get("sink_mass"))
+        view.resize(max(MODEL_VIEW_SIZE[0], view.minimumWidth()), max(MODEL_VIEW_SIZE[1], view.minimumHeight()))
+        view.show()
+        for _ in range(3):  # the grid is fitted to the view's size, then its labels to the grid's
+            QtWidgets.QApplication.processEvents()
+        return view.grab().toImage()
+    finally:
+        dispose(view)
