@@ -32,3 +32,15 @@ def test_a_models_export_holds_its_model_view(qapp, tmp_path, model):
     # viridis' top colour (#fde725, matplotlib's table) in every thumbnail
     yellow = np.all(np.abs(pixels.astype(int) - (0xFD, 0xE7, 0x25)) <= 3, axis=-1)
     assert yellow.sum() > 0
+
+
+def test_export_all_writes_the_figure_as_svg_too(qapp, tmp_path):
+    # issue 62: the menu promises the figure in PNG and SVG; only figure.png was written
+    import xml.etree.ElementTree as ET
+
+    written = bundle.export_all(make_frame(0, compute(AttentionConfig(sentence=SENTENCE))), tmp_path / "out",
+                                formats="png,svg")
+    assert {"figure.png", "figure.svg"} <= {p.name for p in written}
+    root = ET.parse(tmp_path / "out" / "figure.svg").getroot()  # well-formed XML
+    texts = "".join(el.text or "" for el in root.iter() if el.tag.endswith("text"))
+    assert SENTENCE in texts and "ω" in texts  # the title and a map's title, as text

@@ -11,6 +11,8 @@ What ``export_all`` writes (formats permitting):
 ``figure.png``
     The whole figure under a title (the sentence, the sizes, the head shown): every map,
     laid out as the data flows, without the window's outlines and hints.
+``figure.svg``
+    The same figure as an SVG (its text stays text).
 ``model_view.png``
     A model's result with every layer's maps: the Model view, every layer's and head's alpha
     (and each head's sink mass beside), as the dock draws it.
@@ -181,8 +183,8 @@ def _check_room(folder: Path, need_disk: int, need_memory: int) -> None:
 
 def _write_images(frame: Frame, folder: Path, keys, images: list[str], width: int | None,
                   figure: Any, done: Callable[[Path], None], head: int = 0) -> None:
-    from ..render.offscreen import dispose, ensure_app, render_figure, render_map, render_model_view
-    from .images import export_image, png_bytes
+    from ..render.offscreen import dispose, ensure_app, render_figure, render_figure_svg, render_map, render_model_view
+    from .images import export_image, png_bytes, readable_svg
 
     ensure_app()
     scales = dict(figure.scales) if figure is not None else {}  # the window's colour scale choices
@@ -202,6 +204,10 @@ def _write_images(frame: Frame, folder: Path, keys, images: list[str], width: in
             path = folder / "model_view.png"
             atomic_write(path, png_bytes(grid))
             done(path)
+    if "svg" in images:
+        path = folder / "figure.svg"
+        atomic_write(path, readable_svg(render_figure_svg(frame, figure, head)))
+        done(path)
 
 
 def export_all(frame: Frame, folder: str | os.PathLike, formats: str | Iterable[str] = FORMATS,
@@ -331,6 +337,7 @@ def _names_and_manifest(frame: Frame, formats: tuple[str, ...], width: int | Non
     names = [f"{stem}.{fmt}" for stem, _, _ in keys for fmt in images]
     names += ["figure.png"] if "png" in formats else []
     names += ["model_view.png"] if "png" in formats and has_grid(frame) else []
+    names += ["figure.svg"] if "svg" in formats else []
     names += array_files(result, formats)
     info = manifest(result, names, formats, width)
     try:

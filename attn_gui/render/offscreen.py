@@ -154,6 +154,16 @@ def render_figure(frame: Frame, figure: Canvas | None = None, head: int = 0) -> 
     head : int
         The head shown (0-based) when there is no ``figure``.
     """
+    view, head = _figure_canvas(frame, figure, head)
+    try:
+        body = view.render_scene()
+    finally:
+        dispose(view)
+    return _with_title(body, *figure_caption(frame.result, head))
+
+
+def _figure_canvas(frame: Frame, figure: Canvas | None, head: int) -> tuple[Canvas, int]:
+    """``render_figure``'s canvas, laid out and drawn (the caller disposes of it), and the head it shows."""
     width, height = FIGURE_SIZE
     hidden: tuple[int, ...] = ()
     focus: str | None = "weights"
@@ -167,10 +177,50 @@ def render_figure(frame: Frame, figure: Canvas | None = None, head: int = 0) -> 
         lay_out(view, width, height - TITLE_H)
         view.show_frame(frame, head, None, hidden, focus, scales)
         QtWidgets.QApplication.processEvents()
-        body = view.render_scene()
+    except BaseException:
+        dispose(view)
+        raise
+    return view, head
+
+
+def render_figure_svg(frame: Frame, figure: Canvas | None = None, head: int = 0) -> bytes:
+    """``render_figure`` as an SVG document (its text stays text, its maps drawn by Qt's SVG generator), UTF-8
+    bytes: the title and the sizes above the maps, cropped to them as the PNG is."""
+    from PySide6 import QtSvg
+
+    view, head = _figure_canvas(frame, figure, head)
+    try:
+        size = view.render_scene().size()  # the maps' box (the layout's, with its margin)
+        title, subtitle = figure_caption(frame.result, head)
+        page = QtCore.QRectF(0, 0, size.width(), size.height() + TITLE_H)
+        buffer = QtCore.QBuffer()
+        buffer.open(QtCore.QIODevice.OpenModeFlag.WriteOnly)
+        generator = QtSvg.QSvgGenerator()
+        generator.setOutputDevice(buffer)
+        generator.setSize(page.size().toSize())
+        generator.setViewBox(page)
+        generator.setResolution(96)
+        generator.setTitle(title)
+        painter = QtGui.QPainter(generator)
+        try:
+            painter.fillRect(page, QtGui.QColor("white"))
+            font = QtGui.QFont()
+            font.setPointSizeF(13)
+            font.setBold(True)
+            painter.setFont(font)
+            painter.drawText(QtCore.QPointF(12, 22), title)
+            font.setPointSizeF(10)
+            font.setBold(False)
+            painter.setFont(font)
+            painter.drawText(QtCore.QRectF(12, 28, size.width() - 24, TITLE_H - 28),
+                             int(QtCore.Qt.TextFlag.TextWordWrap), subtitle)
+            source = QtCore.QRectF(0, 0, size.width(), size.height())
+            view.scene().render(painter, source.translated(0, TITLE_H), source)
+        finally:
+            painter.end()
     finally:
         dispose(view)
-    return _with_title(body, *figure_caption(frame.result, head))
+    return bytes(buffer.data().data())
 
 
 def _with_title(body: QtGui.QImage, title: str, subtitle: str) -> QtGui.QImage:
