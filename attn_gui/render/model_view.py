@@ -97,6 +97,8 @@ class ModelView(pg.GraphicsLayoutWidget):
         self.side: tuple[np.ndarray, str] | None = None  # a signed (L, H) grid shown instead of the sink mass
         self.groups = 1  # query heads per key/value head
         self._rows = self._cols = np.zeros(0, dtype=int)
+        self.stale = False  # the grid is another text's than the one computed or asked (``set_stale``)
+        self.plot.getViewBox().sigYRangeChanged.connect(self._follow_rows)
         self.scene().sigMouseClicked.connect(self._on_click)
         self.scene().sigMouseMoved.connect(self._on_hover)
         self.setToolTip("α of every layer and head, both numbered from 1: click one to open it")
@@ -166,13 +168,18 @@ class ModelView(pg.GraphicsLayoutWidget):
         rather than shrink them to a smudge; with the layers across, the sink map beside takes as much."""
         w, h = self.grid_size
         scale = MIN_THUMB / t  # screen pixels per image pixel
-        grids = 2 if self.across and self.sinkPlot.isVisible() else 1
+        grids = 1 + self._sink_share() / (1 - self._sink_share()) if self.sinkPlot.isVisible() else 1
         self.setMinimumSize(round(grids * (w * scale + AXIS_ROOM[0]) + BAR_ROOM), round(h * scale + AXIS_ROOM[1]))
 
     def thumb_px(self) -> float:
         """A thumbnail's side on screen now, in pixels."""
         t = self.cell - GAP
         return t / self.plot.getViewBox().viewPixelSize()[0] if self.shape != (0, 0) else 0.0
+
+    def set_stale(self, stale: bool) -> None:
+        """Grey the grid while it is another text's than the one computed (or stopped, or failed)."""
+        self.stale = stale
+        self.ci.setOpacity(0.3 if stale else 1.0)
 
     def show_empty(self, text: str) -> None:
         """No grid (random weights have no layers): ``text`` says what the view needs instead."""
@@ -221,29 +228,47 @@ class ModelView(pg.GraphicsLayoutWidget):
         left, top = self.plot.getAxis("left"), self.plot.getAxis("top")
         layers = [(s + t / 2, str(i + 1)) for i, s in enumerate(self.layer_starts())]
         always = [tick for i, tick in enumerate(layers) if i == 0 or (i + 1) % 5 == 0]
-        layer_levels = [layers] if self._room(layers, top if self.across else left) else [always]
-        # the first head of each K/V group (or heads 1, 5, 10, ...) always; the others where there is room
+        layer_axis, head_axis = (top, left) if self.across else (left, top)
+        layer_levels = [layers if self._room(layers, layer_axis) else self._thinned(always, layer_axis)]
+        # every head where there is room; else the first of each K/V group (or heads 1, 5, 10, ...), named
+        # "K/V 2 · 5", else "K/V 2", else every second (third, ...) of those: never one over another (the 8B's
+        # 32 heads in 8 groups read "K/V 2 · 5K/V 3 · 9K/V 4 ...")
         heads = [(s + t / 2, head_label(j)) for j, s in enumerate(self.head_starts())]
         first = [tick for j, tick in enumerate(heads)
                  if (j % self.groups == 0 if grouped else j == 0 or (j + 1) % 5 == 0)]
-        head_levels = [heads] if self._room(heads, left if self.across else top) else [first]
+        short = [(x, label.split(" · ")[0]) for x, label in first]
+        head_levels = [heads if self._room(heads, head_axis) else first if self._room(first, head_axis)
+                       else self._thinned(short, head_axis)]
         head_names = ("query head, by K/V head", "query head", "head") if grouped else ("head",)
         left.setTicks(head_levels if self.across else layer_levels)
         top.setTicks(layer_levels if self.across else head_levels)
         self._name(left, *(head_names if self.across else ("layer",)))
         self._name(top, *(("layer",) if self.across else head_names))
 
-    def _room(self, ticks: list[tuple[float, str]], axis: pg.AxisItem) -> bool:
+    def _thinned(self, ticks: list[tuple[float, str]], axis: pg.AxisItem,
+                 plot: pg.PlotItem | None = None) -> list[tuple[float, str]]:
+        """Every ``k``-th of ``ticks``, the first included, ``k`` the least at which they fit beside each other."""
+        k = 1
+        while k < len(ticks) and not self._room(ticks[::k], axis, plot):
+            k += 1
+        return ticks[::k]
+
+    def _room(self, ticks: list[tuple[float, str]], axis: pg.AxisItem, plot: pg.PlotItem | None = None) -> bool:
         """Whether every label of ``ticks`` fits beside its neighbours along ``axis`` at the grid's scale now
-        (before a first layout: at ``MIN_THUMB``, the least the view allows)."""
+        (before a first layout: at ``MIN_THUMB``, the least the view allows); ``plot``: the grid's (None) or the
+        sink map."""
         if len(ticks) < 2:
             return True
         metrics = QtGui.QFontMetricsF(axis.style.get("tickFont") or axis.font())
         t = self.cell - GAP
-        scale = 1 / self.plot.getViewBox().viewPixelSize()[0] if self.plot.getViewBox().width() > 1 else MIN_THUMB / t
-        pitch = (ticks[1][0] - ticks[0][0]) * scale
-        need = metrics.height() if axis.orientation == "left" else max(metrics.horizontalAdvance(s) for _, s in ticks)
-        return pitch >= need + 4
+        box = (plot or self.plot).getViewBox()
+        scale = 1 / box.viewPixelSize()[0] if box.width() > 1 else MIN_THUMB / t
+        if axis.orientation == "left":
+            pitch = min(b[0] - a[0] for a, b in zip(ticks[:-1], ticks[1:], strict=True)) * scale
+            return pitch >= metrics.height() + 4
+        # centred labels: each pair apart by half of each, and a gap
+        return all((b[0] - a[0]) * scale >= (metrics.horizontalAdvance(a[1]) + metrics.horizontalAdvance(b[1])) / 2 + 4
+                   for a, b in zip(ticks[:-1], ticks[1:], strict=True))
 
     def _name(self, axis: pg.AxisItem, *names: str) -> None:
         """Name ``axis`` with the longest of ``names`` (the longest first) that fits along it, the last where none
@@ -284,7 +309,7 @@ class ModelView(pg.GraphicsLayoutWidget):
         """Each head's sink mass, or ``side``, beside the grid (layers across only): a square per thumbnail."""
         side = self._side()
         values = self.sink if side is None else side[0]
-        show = self.across and values is not None and values.shape == self.shape
+        show = values is not None and values.shape == self.shape  # whatever way the layers run (the 8B's 32 x 32)
         self.sinkPlot.setVisible(show)
         if not show or values is None:
             return
@@ -301,21 +326,35 @@ class ModelView(pg.GraphicsLayoutWidget):
                 y0, x0 = self._origin(i, j)
                 block[y0:y0 + t, x0:x0 + t] = colors[i, j]
         self.sinkImage.setImage(block, autoLevels=False)
+        # layers down (the 8B's 32 x 32), the sink map is narrower than the grid: its rows span the grid's height
+        # (its cells not square), level with the layer numbers; layers across, it is as large as the grid, square
+        self.sinkPlot.setAspectLocked(self.across)
         self.sinkPlot.getViewBox().setRange(xRange=(0, block.shape[1]), yRange=(0, block.shape[0]), padding=0.015)
+        self._follow_rows(self.plot.getViewBox(), self.plot.getViewBox().viewRange()[1])
         top = self._show_sink_ticks()
         if side is not None:
             self._name(top, f"{side[1]}, per layer", side[1])
             self.sinkPlot.setToolTip(f"{side[1]}: each head's value in the grid's rows and columns, blue below 0, "
                                      f"white at 0, red above (not alpha's colour bar); hover for the number")
             return
-        self._name(top, "sink mass: mean α on token 1, per layer", "sink mass, per layer", "sink mass")
+        per = ", per layer" if self.across else ""  # layers across: the grid's columns
+        self._name(top, f"sink mass: mean α on token 1{per}", f"sink mass{per}", "sink mass")
         self.sinkPlot.setToolTip("sink mass: each head's mean α on the first token (over the queries after it), "
                                  "in the grid's rows and columns; hover for the number")
+
+    def _follow_rows(self, _box, rows) -> None:
+        """Layers down, the sink map shows the grid's rows as the grid does (one way: the grid keeps its square
+        thumbnails), level with the layer numbers however the grid's range was fitted."""
+        if not self.across and self.sinkPlot.isVisible():
+            self.sinkPlot.getViewBox().setYRange(*rows, padding=0)
 
     def _show_sink_ticks(self) -> pg.AxisItem:
         """The sink map's top axis numbers the layers as the grid's does."""
         top = self.sinkPlot.getAxis("top")
-        top.setTicks(self.plot.getAxis("top")._tickLevels)
+        levels = self.plot.getAxis("top")._tickLevels
+        if levels and not self._room(levels[0], top, self.sinkPlot):  # narrower than the grid: fewer, shorter
+            levels = [self._thinned([(x, label.split(" · ")[0]) for x, label in levels[0]], top, self.sinkPlot)]
+        top.setTicks(levels)
         return top
 
     def resizeEvent(self, ev) -> None:
@@ -326,13 +365,14 @@ class ModelView(pg.GraphicsLayoutWidget):
     def _fit_width(self) -> None:
         """As wide as square thumbnails need, so the numbers and the colour bar sit beside them.
 
-        With the layers across, the grid and the sink map share the width half and half instead.
+        With the sink map beside, the grid and the sink map share the width half and half instead.
         """
-        if self.across:
-            half = max(120.0, (self.width() - 90) / 2)  # less the colour bar
-            for plot in (self.plot, self.sinkPlot):
-                plot.setPreferredWidth(half)
-                plot.setMaximumWidth(half)
+        if self.across or self.sinkPlot.isVisible():
+            room = self.width() - 90  # less the colour bar
+            share = self._sink_share() if self.sinkPlot.isVisible() else 0.5
+            for plot, part in ((self.plot, 1 - share), (self.sinkPlot, share)):
+                plot.setPreferredWidth(max(120.0, room * part))
+                plot.setMaximumWidth(max(120.0, room * part))
         else:
             grid_h, grid_w = self.image.image.shape[:2]
             view_h = self.plot.getViewBox().height() or self.height()
@@ -351,6 +391,11 @@ class ModelView(pg.GraphicsLayoutWidget):
         if self.shape != (0, 0):  # the labels that have room at this scale
             self._label_axes(self.cell - GAP)
             self._show_sink_ticks()
+
+    def _sink_share(self) -> float:
+        """The sink map's part of the width: half with the layers across (as wide as the grid); a third beside a grid
+        of layers down (the 8B's 32 x 32: one colour per head needs less than the thumbnails)."""
+        return 0.5 if self.across else 1 / 3
 
     def _repaint_all(self) -> None:
         self.viewport().update()

@@ -154,6 +154,16 @@ def render_figure(frame: Frame, figure: Canvas | None = None, head: int = 0) -> 
     head : int
         The head shown (0-based) when there is no ``figure``.
     """
+    view, head = _figure_canvas(frame, figure, head)
+    try:
+        body = view.render_scene()
+    finally:
+        dispose(view)
+    return _with_title(body, *figure_caption(frame.result, head))
+
+
+def _figure_canvas(frame: Frame, figure: Canvas | None, head: int) -> tuple[Canvas, int]:
+    """``render_figure``'s canvas, laid out and drawn (the caller disposes of it), and the head it shows."""
     width, height = FIGURE_SIZE
     hidden: tuple[int, ...] = ()
     focus: str | None = "weights"
@@ -167,10 +177,50 @@ def render_figure(frame: Frame, figure: Canvas | None = None, head: int = 0) -> 
         lay_out(view, width, height - TITLE_H)
         view.show_frame(frame, head, None, hidden, focus, scales)
         QtWidgets.QApplication.processEvents()
-        body = view.render_scene()
+    except BaseException:
+        dispose(view)
+        raise
+    return view, head
+
+
+def render_figure_svg(frame: Frame, figure: Canvas | None = None, head: int = 0) -> bytes:
+    """``render_figure`` as an SVG document (its text stays text, its maps drawn by Qt's SVG generator), UTF-8
+    bytes: the title and the sizes above the maps, cropped to them as the PNG is."""
+    from PySide6 import QtSvg
+
+    view, head = _figure_canvas(frame, figure, head)
+    try:
+        size = view.render_scene().size()  # the maps' box (the layout's, with its margin)
+        title, subtitle = figure_caption(frame.result, head)
+        page = QtCore.QRectF(0, 0, size.width(), size.height() + TITLE_H)
+        buffer = QtCore.QBuffer()
+        buffer.open(QtCore.QIODevice.OpenModeFlag.WriteOnly)
+        generator = QtSvg.QSvgGenerator()
+        generator.setOutputDevice(buffer)
+        generator.setSize(page.size().toSize())
+        generator.setViewBox(page)
+        generator.setResolution(96)
+        generator.setTitle(title)
+        painter = QtGui.QPainter(generator)
+        try:
+            painter.fillRect(page, QtGui.QColor("white"))
+            font = QtGui.QFont()
+            font.setPointSizeF(13)
+            font.setBold(True)
+            painter.setFont(font)
+            painter.drawText(QtCore.QPointF(12, 22), title)
+            font.setPointSizeF(10)
+            font.setBold(False)
+            painter.setFont(font)
+            painter.drawText(QtCore.QRectF(12, 28, size.width() - 24, TITLE_H - 28),
+                             int(QtCore.Qt.TextFlag.TextWordWrap), subtitle)
+            source = QtCore.QRectF(0, 0, size.width(), size.height())
+            view.scene().render(painter, source.translated(0, TITLE_H), source)
+        finally:
+            painter.end()
     finally:
         dispose(view)
-    return _with_title(body, *figure_caption(frame.result, head))
+    return bytes(buffer.data().data())
 
 
 def _with_title(body: QtGui.QImage, title: str, subtitle: str) -> QtGui.QImage:
@@ -206,3 +256,35 @@ def _with_title(body: QtGui.QImage, title: str, subtitle: str) -> QtGui.QImage:
     finally:
         painter.end()
     return image
+
+
+MODEL_VIEW_SIZE = (1600, 900)  # the exported model view's least size (a grid of many heads asks for more)
+
+
+def render_model_view(frame: Frame, head: int = 0) -> QtGui.QImage | None:
+    """Every layer's and head's α of a model-mode ``frame`` as the Model view dock draws it (the shown layer's
+    ``head`` outlined, the sink mass beside), or None where the frame holds no layer's maps but its own."""
+    import numpy as np
+
+    from .model_view import ModelView
+
+    weights = frame.arrays.get("layer_weights")
+    if weights is None:
+        return None
+    ensure_app()
+    result = frame.result
+    t = weights.shape[-1]
+    scaled = frame.arrays.get("scaled")  # the shown layer's mask, as the dock draws it (ui.docks.host)
+    masked = np.asarray(np.isneginf(scaled).all(axis=0)) if scaled is not None else None
+    view = ModelView()
+    try:
+        view.set_weights(weights, result.config.layer, head, (), result.seq_len, masked,
+                         other_layers=np.triu(np.ones((t, t), dtype=bool), 1) if result.resolved.causal else None,
+                         kv_heads=result.resolved.dims.kv_heads, sink=frame.arrays.get("sink_mass"))
+        view.resize(max(MODEL_VIEW_SIZE[0], view.minimumWidth()), max(MODEL_VIEW_SIZE[1], view.minimumHeight()))
+        view.show()
+        for _ in range(3):  # the grid is fitted to the view's size, then its labels to the grid's
+            QtWidgets.QApplication.processEvents()
+        return view.grab().toImage()
+    finally:
+        dispose(view)

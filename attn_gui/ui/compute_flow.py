@@ -126,9 +126,8 @@ class ComputeFlow(QtCore.QObject):
         w = self.window
         if w.frame is None:
             self.label.setText("computing the first result…")
-        else:
-            base = self.label.text().split("  ·  computing…")[0]
-            self.label.setText(base + "  ·  computing… (the maps show the previous result)")
+        else:  # the shown frame's line, never a stop's or a failure's from before this compute
+            self.label.setText(frame_status(w.frame) + "  ·  computing… (the maps show the previous result)")
         tokens = self.asked_tokens if self.loading is None else None
         what = (f"loading {self.name}, then computing" if tokens is None
                 else f"computing T = {len(tokens.tokens):,} tokens with {self.name}")
@@ -137,12 +136,16 @@ class ComputeFlow(QtCore.QObject):
             if self.progress[1]:
                 w.cover.set_progress(*self.progress)
         w.panel.decoderPanel.set_stale(True)
+        w.modelView.set_stale(True)  # its grid is the previous text's
         w.focus.setEnabled(False)  # the walk too shows the previous result
 
     def uncover(self) -> None:
         w = self.window
         w.cover.uncover()
         w.panel.decoderPanel.set_stale(False)
+        # after a stop or a failure the grid stays greyed while it is another text's than the one asked
+        w.modelView.set_stale(w.frame is not None and w.failed_config is not None
+                              and w.frame.result.config != w.failed_config)
         w.focus.setEnabled(True)
 
     def loaded(self) -> None:

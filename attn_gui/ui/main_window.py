@@ -236,6 +236,7 @@ class MainWindow(QtWidgets.QMainWindow):
 
     def recompute(self) -> None:
         """Compute the shown config again (after a failure or a stop, or to time it)."""
+        self.panel.show_message("")  # a stop's or a failure's line goes: this compute says how it ends
         self.flow.submit(self._state.config, check_tokens_now(self._state.config))
 
     def stop_compute(self) -> bool:

@@ -158,3 +158,20 @@ def test_the_grid_keeps_readable_thumbnails_at_every_dock_height_and_never_overl
             for i, a in enumerate(rects):
                 assert not any(a.intersects(b) for b in rects[i + 1:]), (height, axis.orientation,
                                                                            [r.x() for r in rects])
+
+
+@pytest.mark.parametrize("size", [(390, 340), (1366, 300), (1920, 430)])
+def test_the_8bs_32_by_32_heads_keep_their_labels_apart_and_show_the_sink_mass(qtbot, size):
+    # issue 62: Llama-3-8B's 32 layers x 32 heads (8 K/V heads) printed "K/V 2 · 5K/V 3 · 9K/V 4 ..." over each
+    # other, and its sink mass had no map (only a grid with the layers across had one)
+    rng = np.random.default_rng(0)
+    weights = rng.dirichlet(np.ones(T), size=(32, 32, T))
+    view = _view(qtbot, size)
+    view.set_weights(weights, layer=3, head=4, kv_heads=8, sink=weights[:, :, 1:, 0].mean(-1))
+    qtbot.waitUntil(lambda: view.thumb_px() > 0)
+    assert view.sinkPlot.isVisible() and not view.across  # layers down, the sink mass beside
+    for axis in (view.plot.getAxis("top"), view.plot.getAxis("left"), view.sinkPlot.getAxis("top")):
+        rects = sorted(_text_rects(axis), key=lambda r: (r.left(), r.top()))
+        assert rects
+        for a, b in zip(rects[:-1], rects[1:], strict=True):
+            assert not a.intersects(b), (a, b)  # measured as pyqtgraph draws them, with its font

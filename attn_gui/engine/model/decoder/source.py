@@ -150,32 +150,35 @@ def first_input(spec: ModelSpec, ids: tuple[int, ...], device: str, dtype: torch
         return run.input_of(layer), run.done
 
 
-_STREAMED: OrderedDict[tuple, Forward] = OrderedDict()  # the last streamed run (each holds L T d of inputs)
+_STREAMED: OrderedDict[tuple, Run] = OrderedDict()  # the last streamed run (each holds L T d of inputs)
 STREAMED_KEPT = 1
 _STREAMED_LOCK = threading.Lock()
 
 
 def _streamed(spec: ModelSpec, ids: tuple[int, ...], device: str, dtype: torch.dtype, reduce_to: int,
               block_bytes: int, layer: int | None, layers: Layers | None = None) -> Forward:
-    """The last streamed run (``llama.forward(reduce_to=)``), kept as ``_prefill``'s are: every layer's maps
-    pooled to ``reduce_to`` per side. A run made here keeps ``layer``'s steps (``Forward.shown``); a kept run
-    is given as it is, whichever layer it kept."""
+    """The last streamed run (``llama.Run(reduce_to=)``), kept as ``_run``'s are, as far as it went: every layer's
+    maps pooled to ``reduce_to`` per side. A run stopped between layers (Esc) goes on from its last whole layer
+    when asked again. A run made here keeps ``layer``'s steps (``Forward.shown``); a kept run is given as it is,
+    whichever layer it kept."""
     key = (spec, ids, device, dtype, reduce_to, block_bytes, layers, version(spec))
     with _STREAMED_LOCK:
         run = _STREAMED.get(key)
         if run is not None:
             _STREAMED.move_to_end(key)
-            return run
-        while len(_STREAMED) >= STREAMED_KEPT:  # the older runs go before this one is made
-            _STREAMED.popitem(last=False)
-    with torch.no_grad():
-        run = forward(weights_on(spec, device, dtype), torch.tensor(ids, device=device), shaped(spec, layers),
+        else:
+            while len(_STREAMED) >= STREAMED_KEPT:  # the older runs go before this one is made
+                _STREAMED.popitem(last=False)
+    if run is None:
+        with torch.no_grad():
+            run = Run(weights_on(spec, device, dtype), torch.tensor(ids, device=device), shaped(spec, layers),
                       reduce_to=reduce_to, block_bytes=block_bytes, shown_layer=layer)
-    with _STREAMED_LOCK:
-        _STREAMED[key] = run
-        while len(_STREAMED) > STREAMED_KEPT:
-            _STREAMED.popitem(last=False)
-    return run
+        with _STREAMED_LOCK:
+            _STREAMED[key] = run
+            while len(_STREAMED) > STREAMED_KEPT:
+                _STREAMED.popitem(last=False)
+    with _RUN_LOCK, torch.no_grad():
+        return run.finish()
 
 
 def _drop_streamed() -> None:
