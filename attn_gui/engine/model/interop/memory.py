@@ -109,11 +109,7 @@ def register(model, tokenizer=None, name: str | None = None) -> str:
         model; logits that differ from the engine's on a few tokens (a step the engine does not
         compute, a config edited after the model was built); a bridge's hooks (``_checked``).
     """
-    name = DEFAULT_NAME if name is None else name
-    if not isinstance(name, str) or not name.strip() or "/" in name or "\\" in name or name.endswith(".gguf"):
-        raise ConfigError(f"a registered model's name is a word, no path; got {name!r:.40}")
-    if name in MODELS or name in ("none",):
-        raise ConfigError(f"{name!r} is a bundled model's name; choose another")
+    name = _checked_name(name)
     classes = class_names(model)
     if "HookedTransformer" in classes:
         raise ConfigError("a TransformerLens 3 HookedTransformer is not read: register a TransformerLens 4 "
@@ -141,6 +137,7 @@ def register(model, tokenizer=None, name: str | None = None) -> str:
 
     about = bridge_io.label(bridge, model) if bridge is not None else type(model).__name__
     spec = config_spec(cfg, name, where, f"{name}, {about} in memory", reader="memory")
+
     def reread() -> dict:  # the tensors that run now (``version`` reads them again to see a change)
         if bridge is None:
             return _weights(model.state_dict(), name)
@@ -163,6 +160,16 @@ def register(model, tokenizer=None, name: str | None = None) -> str:
     _forget(name)
     REGISTERED[name] = spec
     _MODELS[name] = (cfg, weights, backend, reread, ends)
+    return name
+
+
+def _checked_name(name: str | None) -> str:
+    """``name`` (None: the default) where it can name a registered model; ``ConfigError`` in one line otherwise."""
+    name = DEFAULT_NAME if name is None else name
+    if not isinstance(name, str) or not name.strip() or "/" in name or "\\" in name or name.endswith(".gguf"):
+        raise ConfigError(f"a registered model's name is a word, no path; got {name!r:.40}")
+    if name in MODELS or name in ("none",):
+        raise ConfigError(f"{name!r} is a bundled model's name; choose another")
     return name
 
 
