@@ -36,6 +36,6 @@ def generate_step(config: AttentionConfig) -> GenerationStep:
 
     Raises ``ConfigError`` for an encoder or random weights, or when the sequence is full.
     """
-    decoder = Decoder(config)
+    decoder = Decoder(config, kept=True)  # the prefill the shown frame was made of, where still kept
     step = decoder.step()
     return GenerationStep(config.sentence + step.text, step, step.token_id == decoder.source.eos_id)

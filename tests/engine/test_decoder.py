@@ -212,6 +212,23 @@ def test_greedy_generation_equals_transformers(smollm2_peer):
     assert ours.text == tokenizer.decode(theirs)
 
 
+def test_a_step_after_the_shown_frame_equals_transformers(smollm2_peer):
+    """The window's Generate takes the prefill from the run its maps were made of (``kept``): the token, its
+    probability and the logits after it are transformers' (the kept run is the same forward, not a stale one)."""
+    hf, tokenizer = smollm2_peer
+    config = AttentionConfig(sentence="The capital of France is", model=NAME, layer=4)
+    compute(config)  # the maps: this run is kept
+    decoder = Decoder(config, kept=True)
+    step = decoder.step()
+    ids = torch.tensor([tokenizer("The capital of France is")["input_ids"]])
+    with torch.no_grad():
+        before = hf(ids).logits[0, -1].double()
+        after = hf(torch.cat([ids, torch.tensor([[step.token_id]])], 1)).logits[0, -1]
+    assert step.token_id == int(before.argmax())
+    assert step.probability == pytest.approx(float(torch.softmax(before, -1).max()), abs=1e-4)
+    assert torch.allclose(decoder.logits, after, atol=1e-3 * after.abs().max(), rtol=0)
+
+
 @pytest.mark.parametrize("model, steps, message", [
     (NAME, 0, "steps must be a whole number from 1 to 512"),
     (NAME, 600, "steps must be a whole number"),

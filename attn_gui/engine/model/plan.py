@@ -333,6 +333,13 @@ class Planned:
     def next_tokens(self, token_ids, device, dtype, k: int = 5):
         return self.source.next_tokens(token_ids, device, dtype, k, layers=self.plan.layers)
 
+    def prefilled(self, token_ids, device, dtype):
+        """The whole run over ``token_ids`` (n,) with the plan's layers and no hooks: the one the window's maps
+        were made from where it is still kept (``decoder.source.prefill``), else run now and kept."""
+        from .decoder.source import prefill
+
+        return prefill(self.source.spec, tuple(token_ids.tolist()), str(device), dtype, self.plan.layers)
+
     def __getattr__(self, name: str):
         return getattr(self.source, name)
 

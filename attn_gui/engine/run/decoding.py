@@ -101,6 +101,10 @@ class Decoder:
     ----------
     request : AttentionConfig or Plan
         Its sentence, model (a decoder), device and dtype are used (a config is planned once).
+    kept : bool
+        Take the prefill from the whole run the window's maps were made of, where it is still kept (the same
+        forward: the plan's layers, no struck heads), instead of running the sentence again; its time is then
+        not the prefill's (the KV cache dock, which shows that time, runs it).
 
     Attributes
     ----------
@@ -120,7 +124,7 @@ class Decoder:
         The model is not installed.
     """
 
-    def __init__(self, request: Request):
+    def __init__(self, request: Request, kept: bool = False):
         p = as_plan(request)
         self.source = decoder_source(p)
         self.config = config = p.config
@@ -129,7 +133,7 @@ class Decoder:
         self.dtype = DTYPES[config.dtype]
         self.token_ids = list(self.prompt.token_ids)
         self.hooks = ablation_hooks(config.ablate)  # the struck heads stay struck at every new token
-        self.prefill = self._run()
+        self.prefill = self._run(kept)
         self._last = self.prefill
         self.steps: list[DecodeStep] = []
 
@@ -176,10 +180,15 @@ class Decoder:
         """The whole sequence so far run again from the start, without the cache (for comparison)."""
         return self._run()
 
-    def _run(self):
-        """The whole sequence so far, from the start: streamed past ``FULL_MAX`` tokens (no T x T map kept)."""
+    def _run(self, kept: bool = False):
+        """The whole sequence so far, from the start: streamed past ``FULL_MAX`` tokens (no T x T map kept).
+        ``kept``: the prefill, taken from the run the window's maps were made of where it is kept (the same
+        forward: the plan's layers, no hooks), so a Generate step does not run the prompt again."""
+        ids = torch.tensor(self.token_ids)
         long = len(self.token_ids) > FULL_MAX
-        return self.source.forward(torch.tensor(self.token_ids), self.device, self.dtype, hooks=self.hooks,
+        if kept and not long and not self.hooks:
+            return self.source.prefilled(ids, self.device, self.dtype)
+        return self.source.forward(ids, self.device, self.dtype, hooks=self.hooks,
                                    reduce_to=STREAM_SIDE if long else None)
 
     @property
