@@ -17,7 +17,7 @@ ifeq ($(origin TORCH)$(TORCH_INDEX),file)
 AUTO_CPU := $(if $(shell command -v nvidia-smi 2>/dev/null),,1)
 endif
 
-.PHONY: run test test-latest lock bench docs screenshots export clean
+.PHONY: run test test-latest lock bench bench-compare docs screenshots export clean
 
 # PRETRAINED=0 skips the MiniLM-L6 model (83 MB) and SmolLM2-135M (98 MB): model mode then says how to enable them.
 PRETRAINED ?= 1
@@ -115,6 +115,14 @@ lock:
 
 bench: $(STAMP)
 	$(BIN)/attn-gui bench
+
+# the window's hot path against a commit, in turns, in fresh interpreters (docs/benchmarks.md, "The window's
+# baseline"): `make bench-compare` against that baseline, `make bench-compare REV=abc1234` against another;
+# every change to the hot path gives the ratios in its note. Run on a quiet machine (the load is printed).
+WINDOW_BASELINE = $(shell sed -n 's/^Window baseline: `\([0-9a-f]*\)`.*/\1/p' docs/benchmarks.md)
+bench-compare: $(STAMP)
+	@uptime
+	$(BIN)/attn-gui bench --quick --only window --compare $(or $(REV),$(WINDOW_BASELINE))
 
 $(VENV)/.docs: $(STAMP)
 	$(BIN)/python -m pip install -q -e ".[docs]"

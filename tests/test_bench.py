@@ -313,6 +313,11 @@ def test_window_part_measures_latency_and_stalls(qtbot, monkeypatch, tmp_path):
     assert len(stalls) == 2 and all(r.median >= 0 and r.met is (r.median <= r.target) for r in stalls)
     train = [r for r in rows if "Train dock" in r.name]  # Start's first 2 s, then training
     assert len(train) == 2 and all(r.median > 0 and r.target == 50.0 for r in train)
+    floor = [r for r in rows if "repaint" in r.name]  # nothing changed, every item drawn again; two window sizes
+    assert {(r.name.split(", ")[1], r.size) for r in floor} == {
+        (what, size) for what in ("nothing changed (the floor)", "every item drawn again (the floor)")
+        for size in ("1366 x 768", "1920 x 1080")}
+    assert all(r.median > 0 and r.extra["cpu_median"] > 0 for r in floor)
 
 
 @pytest.mark.parametrize("only", ["nope", "engine,nope", ",", ""])

@@ -26,6 +26,7 @@ CONTROLS = ("seed", "d_k")  # the spinners turned (``window_actions.CONTROLS``)
 STALL_TARGET_MS = 25.0
 TYPING_TARGET_MS = 33.0  # p95: two frames at 60 Hz, a character's maps appear with it
 DECODER_STALL_MS = 50.0  # issue 13: the GUI never stalls over 50 ms in decoder mode
+REPAINT_SIZES = [[1366, 768], [1920, 1080]]  # the floor of a frame: the window repainted, nothing changed
 RATIO_CALLED_OUT = 1.1  # a row this much slower than the tree compared with is named in the notes
 
 DECODER_ROWS = (
@@ -71,6 +72,7 @@ def plan(settings: BenchSettings, rounds: int = 1) -> list[dict[str, Any]]:
 
     if not tiny and is_available("smollm2-135m"):
         actions.append({"kind": "decoder", "rounds": max(1, 3 // rounds)})
+    actions.append({"kind": "repaint", "sizes": REPAINT_SIZES, "repeats": 3 if tiny else max(5, 20 // rounds)})
     actions.append({"kind": "training", "seconds": 2.5 if tiny else 8.0})
     return actions
 
@@ -113,6 +115,12 @@ def window_rows(actions: list[dict[str, Any]], results: list[dict[str, Any]]) ->
         elif kind == "decoder":
             for key, label, target in DECODER_ROWS:
                 rows.append(_timed(label, "T=5", result[key], target, worst=True))
+        elif kind == "repaint":
+            for w, h in action["sizes"]:
+                for suffix, what in (("", "nothing changed"), (", every item", "every item drawn again")):
+                    size = f"{w} x {h}{suffix}"
+                    rows.append(_timed(f"one repaint of the window, {what} (the floor)", f"{w} x {h}",
+                                       result[size], None, cpu=result.get(size + CPU)))
         elif kind == "training":
             steps = int(np.median(result["steps"]))
             size = f"{action['seconds']:g} s, {steps} steps, the dock's defaults"
@@ -125,7 +133,7 @@ def window_rows(actions: list[dict[str, Any]], results: list[dict[str, Any]]) ->
 def _log_line(action: dict[str, Any]) -> str:
     what = {"update": f"update latency, {action.get('control')} changed", "typing": f"typing ({action.get('size')})",
             "stalls": f"GUI stalls while {action.get('size')} computes", "decoder": "decoder mode (SmolLM2-135M)",
-            "training": "the Train dock training"}
+            "training": "the Train dock training", "repaint": "one repaint, nothing changed"}
     return f"window: {what[action['kind']]} ..."
 
 
@@ -189,6 +197,7 @@ def _action_of(actions: list[dict[str, Any]], row: Row) -> int:
                 or kind == "typing" and row.name == "keystroke to frame" and row.size == action["size"]
                 or kind == "stalls" and row.size == action["size"]
                 or kind == "decoder" and row.size == "T=5"
-                or kind == "training" and "Train dock" in row.name):
+                or kind == "training" and "Train dock" in row.name
+                or kind == "repaint" and "repaint" in row.name):
             return i
     raise ValueError(f"no action made {row.name!r}")

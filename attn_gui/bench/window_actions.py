@@ -327,12 +327,48 @@ def measure_training_stall(seconds: float) -> tuple[float, float, int]:
         panel.close()
 
 
+def measure_repaint(sizes: list[list[int]], repeats: int = 20) -> dict[str, list[float]]:
+    """The floor of a frame, at each window size (width, height), default config and every map shown: the window
+    and its canvas repainted now (``QWidget.repaint``) with nothing changed (the items' cached pictures reused),
+    and with every item of the scene to draw again (``update()``: its text and images drawn anew, as a frame whose
+    every map changed needs, without any layout). Keyed "W x H" and "W x H, every item"; the GUI thread's CPU
+    time of each beside it (``CPU``)."""
+    h = _Harness()
+    out: dict[str, list[float]] = {}
+
+    def repaint(every: bool) -> None:
+        if every:
+            for item in h.win.canvas.scene().items():
+                item.update()
+        h.win.repaint()
+        h.win.canvas.viewport().repaint()
+
+    try:
+        for w, ht in sizes:
+            h.win.resize(w, ht)
+            h.wait_frame(lambda: h.show(AttentionConfig()))
+            for every in (False, True):
+                for _ in range(3):  # caches and the glyph atlas filled
+                    repaint(every)
+                wall, cpu = [], []
+                for _ in range(repeats):
+                    start, c = time.perf_counter(), time.thread_time()
+                    repaint(every)
+                    wall.append((time.perf_counter() - start) * 1e3)
+                    cpu.append((time.thread_time() - c) * 1e3)
+                key = f"{w} x {ht}" + (", every item" if every else "")
+                out[key], out[key + CPU] = wall, cpu
+    finally:
+        h.close()
+    return out
+
+
 def run_action(action: dict[str, Any]) -> dict[str, Any]:
     """Run one action of ``bench/window.py``'s plan; its samples (ms) by what they measure.
 
     ``action["kind"]`` is "update" (``control``, ``configs``: name -> AttentionConfig keywords,
     ``repeats``), "typing" (``config``, ``typed``), "stalls" (``config``, ``rounds``), "decoder"
-    (``rounds``) or "training" (``seconds``).
+    (``rounds``), "repaint" (``sizes``, ``repeats``) or "training" (``seconds``).
     """
     kind = action["kind"]
     if kind == "update":
@@ -345,6 +381,8 @@ def run_action(action: dict[str, Any]) -> dict[str, Any]:
         return {key: [value] for key, value in stalls.items()}
     if kind == "decoder":
         return measure_decoder_window(action["rounds"])
+    if kind == "repaint":
+        return measure_repaint(action["sizes"], action["repeats"])
     if kind == "training":
         first, steady, steps = measure_training_stall(action["seconds"])
         return {"first_ms": [first], "steady_ms": [steady], "steps": [float(steps)]}
