@@ -18,8 +18,9 @@ PyTorch's int4 kernel and Q8_0 and Q6_K kept as int8 values with their scales; e
 pages of the file are then given back, so the process holds the packed model, about the
 file's size, and nothing in float32.
 
-Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, the K-quants Q2_K to Q6_K and the IQ types are dequantized by the
-``gguf`` package's ``dequantize`` (numpy, ggml's ``dequantize_row_*`` written out): torch written
+Q4_0, Q4_1 and Q8_0 are dequantized here, over all blocks at once in numpy (``_blocks_32``: the ``gguf``
+package's arithmetic, equal bit for bit, in a third of its time); Q5_0, Q5_1, the K-quants Q2_K to Q6_K and
+the IQ types by the ``gguf`` package's ``dequantize`` (numpy, ggml's ``dequantize_row_*`` written out): torch written
 over whole tensors with the same arithmetic (equal bit for bit) was no faster on an 8 B model's
 matrices and 30 to 100 times slower on SmolLM2's small ones on this loaded 2-core machine (each
 operation waits for its second thread; docs/benchmarks.md). F32, F16 and BF16 tensors are handed
@@ -64,11 +65,41 @@ def dequantize(raw: np.ndarray, kind: int, width: int) -> torch.Tensor:
     """Rows of ggml type ``kind`` (``raw``: (n, bytes per row) uint8) as float32 (n, ``width``)."""
     if kind not in QUANTS:
         raise ValueError(f"the ggml type {unread([kind])} is not read")
+    if kind in BLOCKS_32:
+        return torch.from_numpy(_blocks_32(raw, kind)).reshape(raw.shape[0], width)
     from gguf.constants import GGMLQuantizationType
     from gguf.quants import dequantize as gguf_dequantize
 
     rows = gguf_dequantize(raw, GGMLQuantizationType(kind))  # (n, width) float32
     return torch.from_numpy(np.asarray(rows, dtype=np.float32)).reshape(raw.shape[0], width)
+
+
+BLOCKS_32 = {2: 18, 3: 20, 8: 34}  # Q4_0, Q4_1, Q8_0: bytes per block of 32 values
+
+
+def _blocks_32(raw: np.ndarray, kind: int) -> np.ndarray:
+    """Q4_0, Q4_1 or Q8_0 blocks as float32 (blocks, 32): ggml's ``dequantize_row_q4_0`` / ``q4_1`` / ``q8_0``,
+    the ``gguf`` package's arithmetic (d * (q - 8), d * q + m, d * q in float32: equal bit for bit) done over
+    every block at once, without its grouping of rows (a third of its time on SmolLM2's matrices, which its
+    splitting and copying per group of rows otherwise dominates; docs/benchmarks.md)."""
+    size = BLOCKS_32[kind]
+    blocks = np.ascontiguousarray(raw).reshape(-1, size)
+    d = blocks[:, 0:2].copy().view(np.float16).astype(np.float32)  # (blocks, 1)
+    out = np.empty((blocks.shape[0], 32), np.float32)
+    if kind == 8:  # Q8_0: d, then 32 int8
+        out[:] = blocks[:, 2:].view(np.int8)
+        out *= d
+        return out
+    qs = blocks[:, size - 16:]  # 16 bytes: value j in the low nibble of byte j, value 16 + j in its high one
+    np.bitwise_and(qs, 15, out=out[:, :16], casting="unsafe")
+    np.right_shift(qs, 4, out=out[:, 16:], casting="unsafe")
+    if kind == 2:  # Q4_0: d * (q - 8)
+        out -= 8
+        out *= d
+    else:  # Q4_1: d, m, then d * q + m
+        out *= d
+        out += blocks[:, 2:4].copy().view(np.float16).astype(np.float32)
+    return out
 
 
 class Quantized(Mapping):
