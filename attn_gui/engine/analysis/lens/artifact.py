@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import pickle
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -97,7 +98,7 @@ def load(path: str | os.PathLike) -> Lens:
         payload = torch.load(str(p), map_location="cpu", weights_only=True)
     except FileNotFoundError:
         raise LensError(f"no lens at {p}") from None
-    except (OSError, RuntimeError, EOFError, ValueError, KeyError) as exc:  # pickle errors are RuntimeError here
+    except (OSError, RuntimeError, EOFError, ValueError, KeyError, pickle.UnpicklingError) as exc:
         said = (str(exc).splitlines() or [""])[0]
         raise LensError(f"{p} is not a lens torch.load can read safely ({said[:80] or type(exc).__name__})") from None
     if not isinstance(payload, dict) or not ({"J", "jacobian_sum"} & set(payload)):
