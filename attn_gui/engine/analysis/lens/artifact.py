@@ -108,7 +108,7 @@ def load(path: str | os.PathLike) -> Lens:
             jacobians = {int(layer): m.float() for layer, m in payload["J"].items()}
             n, meta = int(payload.get("n_prompts", 0)), dict(payload.get("metadata") or {})
         else:
-            n = int(payload.get("n_done", payload.get("n_prompts", 0)))
+            n = int(payload.get("n_done", payload.get("n_prompts")) or 0)
             if n <= 0:
                 raise LensError(f"{p} is a fit checkpoint of {n} prompts")
             jacobians = {int(layer): m.float() / n for layer, m in payload["jacobian_sum"].items()}

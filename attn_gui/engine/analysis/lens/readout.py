@@ -78,7 +78,7 @@ def read_lens(request: Request, lens: Lens, k: int = 5) -> LensReadout:
     with torch.no_grad():
         kept = forward(w, torch.tensor(ids, device=device), shape, keep=True).activations
         assert kept is not None
-        read = {"logit": ([], []), "jacobian": ([], [])}
+        read: dict[str, tuple[list[torch.Tensor], list[torch.Tensor]]] = {"logit": ([], []), "jacobian": ([], [])}
         for layer in layers:
             h = kept[hook(layer)].float()  # (n, d)
             moved = h if layer == last else h @ lens.jacobians[layer].to(h.device).T  # J_l h at every position
