@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import warnings
 
+import numpy as np
 import pytest
 import torch
 
@@ -183,3 +184,20 @@ def test_ray_local_gives_the_same_matrices(fitted, tmp_path):
     assert on_ray.shards == 2
     for layer in ours.lens.source_layers:  # the same shards' sums, reduced in the same order: the same numbers
         assert torch.equal(on_ray.lens.jacobians[layer], ours.lens.jacobians[layer])
+
+
+def test_a_4_bit_file_fits_in_float32_and_its_packed_bfloat16_is_refused_in_one_line(tmp_path):
+    """A Q4_0 GGUF: float32 dequantizes its matrices, whose gradients flow; bfloat16 runs them packed through
+    PyTorch's int4 kernel, which has no derivative: refused in one line, not a traceback from autograd."""
+    from gguf.constants import GGMLQuantizationType as Q
+
+    from attn_gui.engine.analysis.lens.jacobian import LensWorker
+    from gguf_writing import quantized_llama  # tests/
+
+    path, _ = quantized_llama(tmp_path / "q4.gguf", lambda _: Q.Q4_0)
+    passage = ["the cat sat on a mat and the dog ran over the hill today"]
+    sums = LensWorker(LensSettings(model=str(path), skip_first_positions=2, dim_batch=64)).shard(0, passage)
+    assert sums.prompts == 1 and np.isfinite(sums.sums[0]).all()
+    packed = LensWorker(LensSettings(model=str(path), skip_first_positions=2, dim_batch=64, dtype="bfloat16"))
+    with pytest.raises(CorpusError, match="int4 kernel .* has none: fit with --dtype float32"):
+        packed.shard(0, passage)

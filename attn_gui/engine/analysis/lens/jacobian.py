@@ -117,10 +117,22 @@ def prompt_jacobian(w: dict, shape: LlamaShape, ids: Sequence[int], layers: Sequ
             k = min(dim_batch, d - start)
             cotangent.zero_()
             cotangent[batch[:k, None], valid[None, :].to(target.device), start + batch[:k, None]] = 1.0
-            grads = torch.autograd.grad(target, sources, cotangent, retain_graph=i < passes - 1)
+            grads = _grad(target, sources, cotangent, retain_graph=i < passes - 1)
             for layer, g in zip(layers, grads, strict=True):  # g (B, n, d): row start + b of J_l in batch row b
                 out[layer][start:start + k] = g[:k, valid.to(g.device)].float().mean(1).cpu()
     return out
+
+
+def _grad(target: torch.Tensor, sources: list[torch.Tensor], cotangent: torch.Tensor, retain_graph: bool):
+    """``torch.autograd.grad``; ``CorpusError`` in one line where a matmul has no derivative (the int4 kernel that
+    runs a 4-bit GGUF's bfloat16 matmuls packed)."""
+    try:
+        return torch.autograd.grad(target, sources, cotangent, retain_graph=retain_graph)
+    except RuntimeError as exc:
+        if "derivative for" not in str(exc) or "not implemented" not in str(exc):
+            raise
+        raise CorpusError("the Jacobian lens needs the gradient of every matmul, and PyTorch's int4 kernel (this "
+                          "file's packed bfloat16 matmuls) has none: fit with --dtype float32") from None
 
 
 def _device(w) -> torch.device:
