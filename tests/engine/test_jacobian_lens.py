@@ -1,14 +1,16 @@
 """The Jacobian lens (issue 60) against its reference, TransformerLens 4.3's ``JacobianLens`` (Gurnee et al. 2026),
-on tiny random Llama, Qwen2 and GPT-2 decoders of three layers: TransformerLens boots its bridge from the very
-folder the engine reads, so both read the same weights and (BOS left off on both sides) the same tokens.
+on tiny random Llama, Qwen2, GPT-2 and Gemma 2 (its final logits soft-capped) decoders of three layers:
+TransformerLens boots its bridge from the very folder the engine reads and is given the engine's token ids, so
+both read the same weights and the same tokens.
 
 - ``fit_lens`` over a corpus file equals ``JacobianLens.fit`` over the same prompts with the same options (a
   ``dim_batch`` that does not divide d, truncation by ``max_seq_len``, a prompt too short, skipped): 1e-4 relative;
 - ``read_lens``'s top-5 tokens and p equal the softmax of ``JacobianLens.readout``'s full logits, J-lens and logit
   lens (``use_jacobian=False``), within 1e-5;
-- a lens saved here loads in TransformerLens (``JacobianLens.load``, ``weights_only=True``) and reads there as here;
+- a lens saved here loads in TransformerLens (``JacobianLens.load``, ``weights_only=True``) and reads there;
   TransformerLens' saved lens (float16 and float32) loads here; a lens of another model is refused in one line;
-- a fit stopped midway resumes from its shards, and ``--ray local`` gives the in-process matrices (1e-6).
+- a fit stopped midway resumes from its shards, and ``--ray local`` gives the in-process matrices exactly;
+- a 4-bit GGUF fits in float32; its packed bfloat16 (no derivative) is refused in one line.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from attn_gui.engine.analysis.lens.readout import read_lens  # noqa: E402
 from attn_gui.engine.model.plan import plan  # noqa: E402
 from lens_bridges import tiny_folder  # noqa: E402  tests/
 
-KINDS = ("llama", "qwen2", "gpt2")
+KINDS = ("llama", "qwen2", "gpt2", "gemma2")
 PROMPTS = [
     "the cat sat on a mat and the dog ran w1 w2 w3 w4 w5 w6 w7 w8 w9",  # 19 tokens: cut to 16
     "a dog ran on the mat w4 w5 w6 and the cat sat w10 w11",
@@ -46,11 +48,12 @@ SENTENCE = "the cat sat on a mat and the dog ran w7 w8"
 def fitted(request, tmp_path_factory):
     """(folder, its bridge, TransformerLens' lens, ours (fit_lens), the fit's folder, the corpus)."""
     root = tmp_path_factory.mktemp(request.param)
-    folder = tiny_folder(request.param, root / "model", layers=3)
+    folder = tiny_folder(request.param, root / "model", layers=3) if request.param != "gemma2" else _gemma2(root)
+    return (folder, *_fit_both(folder, root))
+
+
+def _fit_both(folder: str, root):
     bridge = _boot(folder)
-    src = plan(AttentionConfig(model=folder)).source
-    for prompt in PROMPTS:  # the precondition of the comparison: the same tokens on both sides
-        assert bridge.to_tokens(prompt)[0].tolist() == list(src.tokenize(prompt).token_ids)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # TransformerLens warns of the short prompt it skips
         theirs = JacobianLens.fit(bridge, PROMPTS, corpus="tiny", show_progress=False, **OPTIONS)
@@ -58,20 +61,47 @@ def fitted(request, tmp_path_factory):
     corpus = read_corpus(root / "corpus.txt")
     settings = LensSettings(model=folder, shard_size=3, **_ours(OPTIONS))
     ours = fit.fit_lens(corpus, root / "lens", settings)
-    return folder, bridge, theirs, ours, root / "lens", corpus
+    return bridge, theirs, ours, root / "lens", corpus
+
+
+def _gemma2(root) -> str:
+    """A tiny random Gemma 2 (3 layers, a window of 3, attention and final logits soft-capped at 2 and 3, random
+    gains, weights of std 0.2 so that the caps bite), with the word-level tokenizer of ``tiny_decoders``."""
+    import transformers
+
+    from tiny_decoders import WORDS  # tests/
+
+    torch.manual_seed(0)
+    config = transformers.AutoConfig.for_model(
+        "gemma2", vocab_size=len(WORDS), hidden_size=32, intermediate_size=48, num_hidden_layers=3,
+        num_attention_heads=4, num_key_value_heads=2, head_dim=8, max_position_embeddings=64, sliding_window=3,
+        query_pre_attn_scalar=12, final_logit_softcapping=3.0, attn_logit_softcapping=2.0, pad_token_id=0,
+        eos_token_id=2, bos_token_id=1)
+    hf = transformers.AutoModelForCausalLM.from_config(config, attn_implementation="eager").eval()
+    with torch.no_grad():
+        for w in hf.state_dict().values():
+            w.normal_(0, 1.0 if w.ndim == 1 else 0.2)
+    folder = root / "model"
+    hf.save_pretrained(folder)
+    tiny_folder("llama", root / "words")  # its tokenizer files, for the Gemma's folder
+    for name in ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"):
+        if (root / "words" / name).exists():
+            (folder / name).write_bytes((root / "words" / name).read_bytes())
+    return str(folder)
 
 
 def _boot(folder: str):
-    """TransformerLens' bridge around the model in ``folder``, tokenizing with the word-level tokenizer the engine
-    reads (a bridge of Qwen2 swaps the tokenizer it is given for Qwen2's byte-level class, which reads these words
-    as unknown tokens): the tokens are the comparison's input, not what it compares."""
+    """TransformerLens' bridge around the model in ``folder``, given the engine's token ids of each prompt (a bridge
+    of Qwen2 swaps the tokenizer it is given for Qwen2's byte-level class, which reads these words as unknown
+    tokens): the tokens are the comparison's input, not what it compares."""
     import transformers
     from transformer_lens.model_bridge import TransformerBridge
 
     hf = transformers.AutoModelForCausalLM.from_pretrained(folder, attn_implementation="eager").eval()
     words = transformers.PreTrainedTokenizerFast.from_pretrained(folder)
     bridge = TransformerBridge.boot_transformers(folder, hf_model=hf, tokenizer=words)
-    bridge.to_tokens = lambda text, *_, **__: torch.tensor([words(text, add_special_tokens=False).input_ids])
+    src = plan(AttentionConfig(model=folder)).source
+    bridge.to_tokens = lambda text, *_, **__: torch.tensor([list(src.tokenize(text).token_ids)])
     return bridge
 
 
