@@ -77,6 +77,8 @@ def test_bad_inputs_print_one_line_and_exit_2(inputs, tmp_path, capsys):
                                                                           "--skip-first", "20")
     assert "--dim-batch must be 1 to 65536" in _refused(capsys, *fit, tmp_path / "a", "--dim-batch", "0")
     assert "--ray takes local or a cluster's HOST:PORT" in _refused(capsys, *fit, tmp_path / "a", "--ray", "x:y")
+    assert "device must be cpu, cuda, cuda:N or mps" in _refused(capsys, *fit, tmp_path / "a", "--device", "tpu")
+    assert not (tmp_path / "a").exists()  # nothing refused made the folder
     assert _fit(inputs, tmp_path / "jl") == 0
     capsys.readouterr()
     read = ("read", "--sentence", "the cat")

@@ -34,12 +34,14 @@ def add_arguments(c: argparse.ArgumentParser) -> None:
     f.add_argument("--shard-size", type=int, default=8, metavar="N", help="passages per shard (default 8)")
     f.add_argument("--dtype", default="float32", choices=("float32", "float64", "bfloat16"),
                    help="float32 (default), float64, or bfloat16 matmuls on the stored weights (CPU)")
+    f.add_argument("--device", default="cpu", metavar="D", help="where the fit runs: cpu (default), cuda, cuda:N, mps")
     f.set_defaults(run=run_fit)
     r = sub.add_parser("read", help="a sentence's top tokens at every layer and position, logit lens and J-lens")
     r.add_argument("--model", required=True, metavar="NAME|PATH", help="the model the lens was fitted on")
     r.add_argument("--lens", required=True, metavar="DIR|FILE", help="a fit's folder or a lens .pt file")
     r.add_argument("--sentence", required=True, metavar="S", help="the text to read")
     r.add_argument("--top-k", type=int, default=1, metavar="K", help="tokens shown per cell, 1 to 10 (default 1)")
+    r.add_argument("--device", default="cpu", metavar="D", help="where the read runs: cpu (default), cuda, cuda:N, mps")
     r.set_defaults(run=run_read)
 
 
@@ -63,7 +65,7 @@ def run_fit(args: argparse.Namespace) -> int:
         raise UsageError(f"attn-gui lens fit: --workers must be 1 to 4096, not {args.workers}")
     settings = LensSettings(model=args.model, dim_batch=args.dim_batch, max_seq_len=args.max_seq_len,
                             skip_first_positions=args.skip_first, source_layers=_layers(args.layers),
-                            shard_size=args.shard_size, dtype=args.dtype)
+                            shard_size=args.shard_size, dtype=args.dtype, device=args.device)
     passages = read_corpus(args.corpus, args.field)
     settings.layers  # noqa: B018  the model resolved and its layers checked before any compute
     if args.ray is not None:
@@ -108,7 +110,7 @@ def run_read(args: argparse.Namespace) -> int:
     if not args.sentence.strip():
         raise UsageError("attn-gui lens read: --sentence is empty")
     lens = load(args.lens)
-    r = read_lens(AttentionConfig(model=args.model, sentence=args.sentence), lens, args.top_k)
+    r = read_lens(AttentionConfig(model=args.model, sentence=args.sentence, device=args.device), lens, args.top_k)
     for title, tokens, probs in (("logit lens", r.logit_tokens, r.logit_probs),
                                  ("Jacobian lens", r.jacobian_tokens, r.jacobian_probs)):
         print(f"{title} (layer: the top {args.top_k} at each position, with p)")

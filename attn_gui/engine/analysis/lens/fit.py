@@ -22,6 +22,7 @@ import numpy as np
 import torch
 
 from ...base import disk
+from ...base.devices import resolve_device
 from ..corpus.census import Progress, RunFolder
 from ..corpus.read import CorpusError, Corpus
 from ..corpus.shards import _model_identity
@@ -115,6 +116,7 @@ def fit_lens(corpus: Corpus, out: str | os.PathLike, settings: LensSettings, *, 
     out/shards, the lens in out/lens.pt, what was done in out/manifest.json. ``CorpusError`` in one line for a
     folder that holds anything else, a write that fails, or a corpus of no prompt long enough."""
     layers, d = settings.layers, settings.model_plan.facts.d_model
+    resolve_device(settings.model_plan.config.device)  # a device that cannot run is refused before DIR is made
     run_key = key(settings, corpus)
     folder = RunFolder(out, run_key, what="Jacobian lens fit")
     size, n = settings.shard_size, len(corpus.passages)
