@@ -200,6 +200,12 @@ def test_a_stopped_fit_resumes_from_its_shards(fitted, tmp_path):
     assert calls == [[0, 1], [1]] and again.resumed == 1
     for layer in ours.lens.source_layers:
         assert torch.equal(again.lens.jacobians[layer], ours.lens.jacobians[layer])
+    (tmp_path / "lens" / "shards" / "shard-000001.npz").write_bytes(b"garbled")  # damaged: said, computed again
+    said: list[str] = []
+    again = fit.fit_lens(corpus, tmp_path / "lens", settings, runner=counted, notice=said.append)
+    assert calls[-1] == [1] and again.resumed == 1 and len(said) == 1 and "shard-000001.npz" in said[0]
+    for layer in ours.lens.source_layers:
+        assert torch.equal(again.lens.jacobians[layer], ours.lens.jacobians[layer])
     with pytest.raises(CorpusError, match="holds a Jacobian lens fit of another corpus, model or settings"):
         fit.fit_lens(corpus, tmp_path / "lens", LensSettings(model=folder, shard_size=3, dim_batch=4,
                                                               max_seq_len=16, skip_first_positions=3))
