@@ -20,10 +20,15 @@ def reference() -> str:
 
     parser = build_parser()
     out = ["## attn-gui", "", "```text", parser.format_help().rstrip(), "```", ""]
-    for action in parser._actions:
-        if isinstance(action, argparse._SubParsersAction):
-            for name, sub in action.choices.items():
-                out += [f"## attn-gui {name}", "", "```text", sub.format_help().rstrip(), "```", ""]
+
+    def commands(parser: argparse.ArgumentParser, prefix: str) -> None:  # a command's own subcommands too
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for name, sub in action.choices.items():
+                    out.extend([f"## {prefix} {name}", "", "```text", sub.format_help().rstrip(), "```", ""])
+                    commands(sub, f"{prefix} {name}")
+
+    commands(parser, "attn-gui")
     return "\n".join(out)
 
 

@@ -11,11 +11,11 @@ from tiny_decoders import tiny_decoder  # tests/
 KINDS = ("llama", "gpt2")  # two families: RMSNorm, RoPE, grouped-query; LayerNorm, learned positions, biases
 
 
-def tiny_folder(kind: str, folder: Path) -> str:
-    """A tiny random decoder of ``kind`` saved in ``folder`` with a transformers tokenizer (BOS added) around
-    its word-level tokenizer.json; returns the folder as a string. GPT-2's matrices are scaled by 10: at
+def tiny_folder(kind: str, folder: Path, layers: int = 2) -> str:
+    """A tiny random decoder of ``kind`` (``layers`` layers) saved in ``folder`` with a transformers tokenizer (BOS
+    added) around its word-level tokenizer.json; returns the folder as a string. GPT-2's matrices are scaled by 10: at
     transformers' initial 0.02 its attention is near uniform and a head's ablation moves a logit by 1e-4."""
-    hf = tiny_decoder(kind, folder)
+    hf = tiny_decoder(kind, folder, layers)
     if kind == "gpt2":
         with torch.no_grad():
             for p in hf.parameters():

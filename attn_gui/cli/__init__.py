@@ -14,7 +14,7 @@ import sys
 import threading
 
 from .. import __version__
-from . import attribute, bench, circuit, corpus, effects, export, generate, gui, models, terminal, train
+from . import attribute, bench, circuit, corpus, effects, export, generate, gui, lens, models, terminal, train
 from .common import Command, Parser, UsageError, add_engine_options, config_from_args, given_options, one_line
 
 # Nothing heavy is imported here: main() installs its signal handling before torch and Qt
@@ -26,7 +26,7 @@ __all__ = ["COMMANDS", "Command", "UsageError", "add_engine_options", "build_par
 # The commands in the order ``attn-gui --help`` lists them.
 COMMANDS: tuple[Command, ...] = (gui.COMMAND, export.COMMAND, generate.COMMAND, effects.COMMAND, attribute.COMMAND,
                                  train.COMMAND, circuit.COMMAND, gui.LESSONS, gui.LESSON, corpus.COMMAND,
-                                 models.COMMAND, bench.COMMAND)
+                                 lens.COMMAND, models.COMMAND, bench.COMMAND)
 DEFAULT = gui.COMMAND  # attn-gui [options] is attn-gui gui [options]
 
 

@@ -87,7 +87,7 @@ class RunFolder:
     file a person wrote, and no other census, is ever replaced.
     """
 
-    def __init__(self, out: str | os.PathLike, key: dict):
+    def __init__(self, out: str | os.PathLike, key: dict, what: str = "census"):
         self.out = Path(out)
         self.shards = self.out / "shards"
         if self.out.exists() and not self.out.is_dir():
@@ -97,10 +97,10 @@ class RunFolder:
             old = json_or_none(stored) if os.path.lexists(stored) else json_or_none(self.out / "manifest.json", "run")
             if old is None and not os.path.lexists(stored) and self._holds_files():
                 names = sorted(p.name for p in self.out.iterdir())
-                raise CorpusError(f"--out {out} holds files that are not a census ({', '.join(names[:3])}"
+                raise CorpusError(f"--out {out} holds files that are not a {what} ({', '.join(names[:3])}"
                                   f"{', ...' if len(names) > 3 else ''}); give an empty or new folder")
             if old is not None and old != key:
-                raise CorpusError(f"{out} holds a census of another corpus, model or settings; give another --out, "
+                raise CorpusError(f"{out} holds a {what} of another corpus, model or settings; give another --out, "
                                   f"or delete the folder to start again")
         try:
             self.shards.mkdir(parents=True, exist_ok=True)

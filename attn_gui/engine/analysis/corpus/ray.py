@@ -313,9 +313,11 @@ def _end_with_parent() -> None:
     threading.Thread(target=watch, name="attn-gui: end with the Ray node", daemon=True).start()
 
 
-def runner(address: str, workers: int | None = None):
+def runner(address: str, workers: int | None = None, worker: type | None = None, decode=None):
     """A ``corpus.census`` runner on Ray: ``address`` is ``local`` (a Ray of ``workers`` cores, default
-    every core here) or a running cluster's HOST:PORT (``workers`` actors, default one per CPU).
+    every core here) or a running cluster's HOST:PORT (``workers`` actors, default one per CPU). ``worker``: the
+    actor's class (default ``RayWorker``; the Jacobian lens's ``lens.fit.RayLensWorker``), ``decode`` turning its
+    ``run``'s plain data into the shard's result (default ``shards.from_plain``).
 
     Ray's own SIGTERM handler (a stack dump, exit 15) is taken back after the start: the caller's
     handlers stay in force, and a ``KeyboardInterrupt`` they raise while the shards are computed
@@ -327,7 +329,7 @@ def runner(address: str, workers: int | None = None):
         try:
             count = _start(ray, address, workers)
             _restore(handlers)
-            actor = ray.remote(num_cpus=1, max_restarts=3, max_task_retries=3)(RayWorker)
+            actor = ray.remote(num_cpus=1, max_restarts=3, max_task_retries=3)(worker or RayWorker)
             actors = [actor.remote(settings, 1) for _ in range(min(count, len(shards)))]
             queue = deque(shards)
             pending = {}
@@ -355,7 +357,7 @@ def runner(address: str, workers: int | None = None):
                     if isinstance(cause, CorpusError) or cause is not None and isinstance(cause, ValueError):
                         raise CorpusError(str(cause)) from None
                     raise
-                on_shard(index, from_plain(data))
+                on_shard(index, (decode or from_plain)(data))
                 give(a)
         finally:
             _quietly(ray.shutdown, handlers)
