@@ -51,6 +51,7 @@ from .folder import bench_folder
 from .heavy import bench_heavy
 from .interventions import bench_interventions
 from .circuits import bench_circuits
+from .lens import bench_lens
 from .training import bench_training
 from .window import slower_notes
 from .memory import bench_memory
@@ -83,7 +84,7 @@ def _bench_window(settings: BenchSettings, log: Log) -> tuple[list[Row], list[di
 SECTIONS = {
     "model": bench_model, "folder": bench_folder, "decoder": bench_decoder, "quantized": bench_quantized,
     "long": bench_long, "interventions": bench_interventions, "circuits": bench_circuits, "training": bench_training,
-    "window": _bench_window, "startup": bench_startup, "heavy": bench_heavy,
+    "lens": bench_lens, "window": _bench_window, "startup": bench_startup, "heavy": bench_heavy,
 }
 SECTION_NAMES = ("engine", "display", "memory", *SECTIONS)
 

@@ -17,7 +17,7 @@ def add_arguments(b: argparse.ArgumentParser) -> None:
     b.add_argument("--engine-only", action="store_true", help="skip the parts that need Qt")
     b.add_argument("--only", metavar="SECTION[,SECTION...]",
                    help="run only these sections: engine, display, memory, model, folder, decoder, quantized, "
-                        "long, interventions, circuits, training, window, startup, heavy")
+                        "long, interventions, circuits, training, lens, window, startup, heavy")
     b.add_argument("--heavy", action="store_true",
                    help="also measure Llama-3-8B-shaped files (minutes; 26 GB of disk; kept in $ATTN_GUI_HEAVY_DIR)")
     b.add_argument("--compare", metavar="REV",
