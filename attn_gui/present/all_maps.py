@@ -9,7 +9,7 @@ from dataclasses import replace
 
 from ..engine import FIELDS
 from .maps import STAGES
-from .sizes import (LABEL_CELL, LABELLED_T, PAD, READABLE_T, SMALLER, TOKEN_AXES, VALUE_CELL_H, VALUES_T, Box,
+from .sizes import (LABEL_CELL, LABELLED_T, MAX_CELL, PAD, READABLE_T, SMALLER, TOKEN_AXES, VALUE_CELL_H, VALUES_T, Box,
                     Layout, MapShape, box_for, label_px_for, largest_cell)
 
 ALL_MAPS_SIDE = 420  # "All maps": a long axis is about this many pixels at scale 1
@@ -70,7 +70,9 @@ def lay_out_all(maps: list[MapShape], top: float, width: float, height: float, b
         return min(box.cell_w, box.cell_h) < _alpha_floor(alpha)
 
     least = min(ALL_MAPS_MAX_SCALE, _bisect(comfortable) * 1.02)
-    a = max(_bisect(fits), least)
+    # as large as the focused alpha at most (``MAX_CELL``): the width beyond goes to the other maps' labels
+    a = max(min(_bisect(fits), _bisect(lambda x: max(alpha_box(x).cell_w, alpha_box(x).cell_h) <= MAX_CELL)),
+            least)
     wide = lambda x: _columns(columns, top, scales(x), {})[0] > width - 2  # noqa: E731
     if wide(a):  # alpha gives way to spare the others a scroll, down to a comfortable size
         a = least if wide(least) else max(least, _bisect(lambda x: fits(x) and not wide(x), hi=a))
