@@ -129,8 +129,10 @@ def _focused(maps: list[MapShape], focus: str, present: tuple[str, ...], top: fl
     cw, ch, px = fit_cells(main, width - side_w - 2 * PAD, room_h, largest_cell(main) * grow, square_cells(main))
     if max(main.rows, main.cols) <= VALUES_T and min(cw, ch) < VALUE_CELL:  # too low for square cells
         wide = fit_cells(main, width - side_w - 2 * PAD, room_h, largest_cell(main), False)  # with values:
-        if wide[0] >= VALUE_CELL and wide[1] >= VALUE_CELL_H:  # cells as wide as a value, as tall as fits
-            cw, ch, px = max(VALUE_CELL, wide[1]), wide[1], wide[2]
+        narrow = max(VALUE_CELL, wide[1])  # its title wraps over these cells, perhaps in one line more than over wide's
+        tall = min(wide[1], (room_h - box_for(main, 0.0, 0.0, narrow, 0.0, wide[2]).h) / main.rows)
+        if wide[0] >= VALUE_CELL and tall >= VALUE_CELL_H:  # cells as wide as a value, as tall as fits
+            cw, ch, px = narrow, tall, wide[2]
     cw, ch, px = _readable(main, cw, ch, px)  # a short view scrolls rather than make the main map a smudge
     focus_box = box_for(main, 0.0, top, cw, ch, px)
     # the neighbours share what is left beside it; the focused map stays in the middle

@@ -115,3 +115,16 @@ def test_all_maps_in_a_large_view_gives_the_small_maps_readable_labels():
     others = [layout.boxes[mid] for mid in shapes if not mid.startswith("weights")]
     assert min(b.label_px for b in others) >= 9, sorted(b.label_px for b in others)
     assert all(alpha.w * alpha.h > b.w * b.h for b in others)  # alpha still the largest
+
+
+def test_all_maps_alpha_does_not_dwarf_the_others_at_13_tokens():
+    """Issue 62, item 8: "All maps" with 4 heads and 13 tokens at 1920 x 1080 gave alpha 43 px cells and every
+    other map 10 px cells with 7 px labels, omega's thinned to every other row. Alpha's cells are at most three
+    times the others' (where they fit at all: a long d axis aside)."""
+    sentence = "the animal did not cross the street because it was too tired today"
+    shapes, layout = _laid_out(AttentionConfig(heads=4, sentence=sentence), None, "1920x1080")
+    alpha = layout.boxes["weights:0"]
+    token_cells = [b.cell_h for mid, b in layout.boxes.items() if mid in shapes and not mid.startswith("weights")
+                   and FIELDS[shapes[mid][0].field].rows in TOKEN_AXES]
+    assert alpha.cell_h <= 3.05 * min(token_cells), (alpha.cell_h, min(token_cells))
+    assert min(b.label_px for mid, b in layout.boxes.items() if mid in shapes) >= 8
