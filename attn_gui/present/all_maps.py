@@ -9,21 +9,23 @@ from dataclasses import replace
 
 from ..engine import FIELDS
 from .maps import STAGES
-from .sizes import (LABEL_CELL, LABELLED_T, PAD, READABLE_T, SMALLER, TOKEN_AXES, VALUE_CELL_H, VALUES_T, Box,
+from .sizes import (LABEL_CELL, LABELLED_T, MAX_CELL, PAD, READABLE_T, SMALLER, TOKEN_AXES, VALUE_CELL_H, VALUES_T, Box,
                     Layout, MapShape, box_for, label_px_for, largest_cell)
 
 ALL_MAPS_SIDE = 420  # "All maps": a long axis is about this many pixels at scale 1
 ALL_MAPS_MIN_SCALE, ALL_MAPS_MAX_SCALE = 0.3, 6.0  # "All maps" scales its cells within these to fill the view
 ALL_MAPS_MIN_CELL = 10  # "All maps": the least cell of a token axis up to READABLE_T (labels at 7 px)
 ALPHA_SHARE = 1.7  # "All maps": alpha's cells are this much larger than the others' at one scale
+ALPHA_OVER = 3.0  # "All maps": alpha's cells at most this many times the others' (their labels readable)
 ALPHA_WIDTH_SHARE = 0.5  # "All maps": alpha grows as tall as the view, up to this share of its width
 
 
 def lay_out_all(maps: list[MapShape], top: float, width: float, height: float, boxes: dict[str, Box]) -> Layout:
     """Every map, a column per stage of the data flow, alpha in a column of its own, scaled to fill the viewport.
 
-    Alpha is sized first: as tall as the viewport allows (within ``ALPHA_WIDTH_SHARE`` of its width), smaller
-    only where the other columns would not fit beside it even at the least scale. Each other column's cells
+    Alpha is sized first: as tall as the viewport allows (within ``ALPHA_WIDTH_SHARE`` of its width), its cells
+    no larger than focused (``MAX_CELL``) nor ``ALPHA_OVER`` times the others' beside it, smaller only where the
+    other columns would not fit beside it even at the least scale. Each other column's cells
     grow by the largest factor with which it fits the height, and every column by one more factor until together
     they fill the width beside alpha; no map grows larger than alpha (its box's area). A column that does not fit
     even at the least scale scrolls. The factors are found by bisection on pure arithmetic: no map is drawn
@@ -48,11 +50,14 @@ def lay_out_all(maps: list[MapShape], top: float, width: float, height: float, b
         _column([alpha], 0.0, top, scale, placed)
         return placed[alpha.id]
 
+    def beside(a: float) -> float:
+        """The scale with which the other columns fill the width beside alpha at ``a``."""
+        room = width - alpha_box(a).w - PAD
+        return _bisect(lambda s: _columns(others, top, [min(s, t) for t in tall], {})[0] <= room)
+
     def scales(a: float) -> list[float]:
         """Each column's scale beside alpha at ``a``: the others fill the width left, none larger than alpha."""
-        box = alpha_box(a)
-        room = width - box.w - PAD
-        s = _bisect(lambda s: _columns(others, top, [min(s, t) for t in tall], {})[0] <= room)
+        box, s = alpha_box(a), beside(a)
         out = []
         for c, t in zip(others, tall, strict=True):
             smaller = lambda x, c=c: all(b.w * b.h <= SMALLER * box.w * box.h  # noqa: E731
@@ -70,7 +75,10 @@ def lay_out_all(maps: list[MapShape], top: float, width: float, height: float, b
         return min(box.cell_w, box.cell_h) < _alpha_floor(alpha)
 
     least = min(ALL_MAPS_MAX_SCALE, _bisect(comfortable) * 1.02)
-    a = max(_bisect(fits), least)
+    # as large as the focused alpha at most (``MAX_CELL``), its cells at most ``ALPHA_OVER`` times the others' (as
+    # they are beside it: where it shrinks they grow), the width beyond to the other maps' labels
+    a = min(_bisect(fits), _bisect(lambda x: max(alpha_box(x).cell_w, alpha_box(x).cell_h) <= MAX_CELL))
+    a = max(least, _bisect(lambda x: x <= ALPHA_OVER / ALPHA_SHARE * min(beside(x), *tall), hi=a, steps=6))
     wide = lambda x: _columns(columns, top, scales(x), {})[0] > width - 2  # noqa: E731
     if wide(a):  # alpha gives way to spare the others a scroll, down to a comfortable size
         a = least if wide(least) else max(least, _bisect(lambda x: fits(x) and not wide(x), hi=a))
@@ -95,12 +103,13 @@ def _placed(column: list[MapShape], top: float, scale: float) -> dict[str, Box]:
     return placed
 
 
-def _bisect(fits, hi: float = ALL_MAPS_MAX_SCALE) -> float:
-    """The largest scale in [``ALL_MAPS_MIN_SCALE``, ``hi``] that ``fits`` (the least if none)."""
+def _bisect(fits, hi: float = ALL_MAPS_MAX_SCALE, steps: int = 10) -> float:
+    """The largest scale in [``ALL_MAPS_MIN_SCALE``, ``hi``] that ``fits`` (the least if none), to within
+    ``2 ** -steps`` of the range."""
     lo = ALL_MAPS_MIN_SCALE
     if fits(hi):
         return hi
-    for _ in range(10):
+    for _ in range(steps):
         mid = (lo + hi) / 2
         lo, hi = (mid, hi) if fits(mid) else (lo, mid)
     return lo

@@ -119,11 +119,12 @@ def node_radius(unit: float) -> float:
     return max(6.0, min(16.0, unit * 0.3))
 
 
-def pick_writer(g: Graph, x: float, y: float, width: int, height: int) -> int | None:
-    """The writer whose node holds the pixel (``x``, ``y``) of a ``width`` x ``height`` graph picture, or None."""
+def pick_writer(g: Graph, x: float, y: float, width: int, height: int, middle: bool = False) -> int | None:
+    """The writer whose node holds the pixel (``x``, ``y``) of a ``width`` x ``height`` graph picture, or None;
+    ``middle``: only within half its radius (a click on an edge drawn over it picks the edge elsewhere)."""
     at = layout(g)
     point, unit = to_pixels(at, width, height)
-    reach = node_radius(unit) + 3  # a few pixels of slack round the circle
+    reach = node_radius(unit) / 2 if middle else node_radius(unit) + 3  # a few pixels of slack round the circle
     best, where = None, reach * reach
     for u, (wx, wy) in enumerate(at.writers):
         px, py = point(wx, wy)
@@ -181,8 +182,10 @@ def graph_svg(found: Circuit, k: int = 20, width: int = 900, height: int = 700, 
                         f'fill="#555">{kind}</text>')
     for u, (x, y) in enumerate(at.writers):
         cx, cy = point(x, y)
-        fill = "#fde68a" if u in used else "#eeeeee"
-        body.append(f'<circle cx="{cx:.1f}" cy="{cy:.1f}" r="{r:.1f}" fill="{fill}" stroke="#444"/>')
+        if u not in used:  # a node no drawn edge touches: a dot, unnamed (30 x 9 named heads ran together)
+            body.append(f'<circle cx="{cx:.1f}" cy="{cy:.1f}" r="2" fill="#cccccc"/>')
+            continue
+        body.append(f'<circle cx="{cx:.1f}" cy="{cy:.1f}" r="{r:.1f}" fill="#fde68a" stroke="#444"/>')
         name = "MLP" if g.writer_head(u) is None and u else g.writer_names[u]
         body.append(f'<text x="{cx + r + 3:.1f}" y="{cy + 4:.1f}" font-size="10">{escape(name)}</text>')
     lx, ly = point(at.width / 2, at.height)

@@ -27,6 +27,11 @@ from .sizes import (BRACKET_H, EVERY_LABEL_T, LABEL_CELL, LABELLED_T, MAX_CELL, 
                     largest_cell, square_cells)
 
 
+NEIGHBOUR_CELL = 28.0  # a neighbour's largest cell (times the view's room to grow)
+NEIGHBOUR_VALUE_W = 28.0  # a neighbour's cell that holds its values ("-1.6" at 8.5 pt and 4 px)
+MIN_GROW, MAX_GROW = 1.05, 2.0  # a view with room for cells this much larger lays them out so (``lay_out``)
+
+
 def flow_order(maps: list[MapShape]) -> list[MapShape]:
     """``maps`` in data-flow order (``STAGES``), each field's heads together."""
     rank = {f: i for i, f in enumerate(f for _, names, _ in STAGES for f in names)}
@@ -91,16 +96,43 @@ def lay_out(maps: list[MapShape], focus: str | None, width: float, height: float
     maps = [m if m.field == main_field else replace(m, title_words=m.brief_words) for m in maps]
     if focus is None or focus not in present:
         return lay_out_all(flow_order(maps), top, width, height, boxes)
+    layout = _focused(maps, focus, present, top, width, height, dict(boxes), 1.0)
+    grow = _room_to_grow(layout, present, top, width, height)
+    for g in (grow, 1 + (grow - 1) / 2) if grow > MIN_GROW else ():  # a large view: the maps grow to fill it
+        larger = _focused(maps, focus, present, top, width, height, dict(boxes), g)
+        if larger.width <= width + 0.5 and larger.height <= height + 0.5:
+            return larger
+    return layout
+
+
+def _room_to_grow(layout: Layout, present: tuple[str, ...], top: float, width: float, height: float) -> float:
+    """By how much the cells of the focused map and its neighbours may grow (at most ``MAX_GROW``) for them and
+    the thumbnails below to fill the viewport: 1 where they fill it already or scroll. The margins do not grow
+    with the cells, so cells this much larger lay out within the viewport, labels of the same size aside."""
+    shown = [b for mid, b in layout.boxes.items() if not b.thumb and not mid.startswith(("strip:", "group:"))]
+    if not shown or layout.height > height + 0.5:
+        return 1.0
+    right, bottom = max(b.right for b in shown), max(b.bottom for b in shown)
+    below = max(b.bottom for b in layout.boxes.values()) + PAD - bottom  # the thumbnails' rows and their pad
+    return max(1.0, min(MAX_GROW, (width - PAD) / right, (height - top - below) / max(1.0, bottom - top)))
+
+
+def _focused(maps: list[MapShape], focus: str, present: tuple[str, ...], top: float, width: float, height: float,
+             boxes: dict[str, Box], grow: float) -> Layout:
+    """``focus``'s map large, its neighbours beside it, every other map a thumbnail below; each cell at most
+    ``grow`` times its usual largest (``lay_out``)."""
     by_field = {m.field: m for m in maps}
     before, after = neighbours(focus, present, 2)
     main = by_field[focus]
     side_w = SIDE_MIN * (bool(before) + bool(after))
     room_h = height - top - PAD
-    cw, ch, px = fit_cells(main, width - side_w - 2 * PAD, room_h, largest_cell(main), square_cells(main))
+    cw, ch, px = fit_cells(main, width - side_w - 2 * PAD, room_h, largest_cell(main) * grow, square_cells(main))
     if max(main.rows, main.cols) <= VALUES_T and min(cw, ch) < VALUE_CELL:  # too low for square cells
         wide = fit_cells(main, width - side_w - 2 * PAD, room_h, largest_cell(main), False)  # with values:
-        if wide[0] >= VALUE_CELL and wide[1] >= VALUE_CELL_H:  # cells as wide as a value, as tall as fits
-            cw, ch, px = max(VALUE_CELL, wide[1]), wide[1], wide[2]
+        narrow = max(VALUE_CELL, wide[1])  # its title wraps over these cells, perhaps in one line more than over wide's
+        tall = min(wide[1], (room_h - box_for(main, 0.0, 0.0, narrow, 0.0, wide[2]).h) / main.rows)
+        if wide[0] >= VALUE_CELL and tall >= VALUE_CELL_H:  # cells as wide as a value, as tall as fits
+            cw, ch, px = narrow, tall, wide[2]
     cw, ch, px = _readable(main, cw, ch, px)  # a short view scrolls rather than make the main map a smudge
     focus_box = box_for(main, 0.0, top, cw, ch, px)
     # the neighbours share what is left beside it; the focused map stays in the middle
@@ -116,7 +148,7 @@ def lay_out(maps: list[MapShape], focus: str | None, width: float, height: float
         share = room_h / max(1, len(names))
         for name in names:
             m = by_field[name]
-            box = _neighbour(m, x, y, w, share - PAD, SMALLER * focus_box.w * focus_box.h)
+            box = _neighbour(m, x, y, w, share - PAD, SMALLER * focus_box.w * focus_box.h, NEIGHBOUR_CELL * grow)
             if side == "left":  # next to the focused map, not at the canvas's edge
                 box = Box(x0 - PAD - box.w, box.y, box.w, box.h, box.cell_w, box.cell_h, box.label_px, box.thumb)
             boxes[m.id] = box
@@ -129,7 +161,7 @@ def lay_out(maps: list[MapShape], focus: str | None, width: float, height: float
     rest = [m for m in flow_order(maps) if m.id not in shown]
     bottom = max(b.bottom for b in boxes.values())
     bottom = _thumbs(rest, bottom + PAD, width, boxes) if rest else bottom  # below the fold where it must
-    return Layout(boxes, width, max(height, bottom + PAD))
+    return Layout(boxes, max(width, max(b.right for b in boxes.values())), max(height, bottom + PAD))
 
 
 def _readable(m: MapShape, cw: float, ch: float, px: int) -> tuple[float, float, int]:
@@ -148,15 +180,21 @@ def _readable(m: MapShape, cw: float, ch: float, px: int) -> tuple[float, float,
     return max(cw, min(MAX_CELL, FOCUS_TITLE_W / m.cols)), ch, px
 
 
-def _neighbour(m: MapShape, x: float, y: float, w: float, h: float, most: float = math.inf) -> Box:
-    """A neighbour of the focused map: readable in ``w`` x ``h`` and no larger than ``most`` (the focused map's
-    area), else a thumbnail."""
-    cw, ch, px = fit_cells(m, w, h, 28.0, square_cells(m))
+def _neighbour(m: MapShape, x: float, y: float, w: float, h: float, most: float = math.inf,
+               largest: float = 28.0) -> Box:
+    """A neighbour of the focused map: readable in ``w`` x ``h``, cells up to ``largest``, and no larger than
+    ``most`` (the focused map's area), else a thumbnail. Where square cells would be too narrow for its values
+    (up to ``VALUES_T`` a side) and cells wider than tall hold them, it gets those."""
+    cw, ch, px = fit_cells(m, w, h, largest, square_cells(m))
+    if max(m.rows, m.cols) <= VALUES_T and cw < NEIGHBOUR_VALUE_W:
+        wide = fit_cells(m, w, h, largest, False)
+        if wide[0] >= NEIGHBOUR_VALUE_W and wide[1] >= VALUE_CELL_H:
+            cw, ch, px = NEIGHBOUR_VALUE_W, min(wide[1], NEIGHBOUR_VALUE_W), wide[2]
     area = box_for(m, x, y, cw, ch, px).w * box_for(m, x, y, cw, ch, px).h
     if area > most:  # smaller, by the ratio of the areas (twice: the margins do not shrink with the cells)
         for _ in range(2):
             shrink = math.sqrt(most / area) * 0.97
-            cw, ch, px = fit_cells(m, w * shrink, h * shrink, 28.0, square_cells(m))
+            cw, ch, px = fit_cells(m, w * shrink, h * shrink, largest, square_cells(m))
             box = box_for(m, x, y, cw, ch, px)
             area = box.w * box.h
             if area <= most:

@@ -19,7 +19,9 @@ TITLE_H = 34  # a title of up to two lines at 9 pt
 TITLE_LINE = 16  # a title line's height at 9 pt
 TITLE_ONE = 24  # a title of one line, with the text item's margins
 TITLE_CHAR_W = 7.0  # a title character's width at 9 pt (with some slack)
+TITLE_WORD_W = 2.0  # and each word's more: a one-letter symbol is wider (Z, V: 8.2 px; =: 10 px)
 TITLE_BAR_W = 75  # the colour bar's width that the title leaves (render.heatmap)
+TITLE_MARGIN = 4  # the title's text document's margin on each side (QTextDocument.documentMargin's default)
 BAR_W = 62  # the colour bar and its tick labels
 PAD = 6  # between boxes
 CHAR_W = 0.62  # a label character's width, per pixel of font size
@@ -132,9 +134,9 @@ def _title_lines(words: tuple[tuple[int, ...], ...], width: float) -> int:
     for line in words:
         lines, used = lines + 1, 0.0
         for n in line:
-            need = n * TITLE_CHAR_W + (TITLE_CHAR_W / 2 if used else 0.0)
+            need = n * TITLE_CHAR_W + TITLE_WORD_W + (TITLE_CHAR_W / 2 if used else 0.0)
             if used and used + need > width:
-                lines, used = lines + 1, n * TITLE_CHAR_W
+                lines, used = lines + 1, n * TITLE_CHAR_W + TITLE_WORD_W
             else:
                 used += need
     return lines
@@ -153,7 +155,7 @@ def _margins(m: MapShape, cell_w: float, px: int) -> tuple[float, float]:
     left = m.row_chars * CHAR_W * px + 8
     side_by_side = m.col_chars * CHAR_W * px + 6 <= cell_w
     top = (LINE * px if side_by_side else m.col_chars * CHAR_W * px) + 8
-    lines = _title_lines(m.title_words, max(50.0, m.cols * cell_w - (TITLE_BAR_W - BAR_W)))
+    lines = _title_lines(m.title_words, max(50.0, m.cols * cell_w - (TITLE_BAR_W - BAR_W)) - 2 * TITLE_MARGIN)
     return left + BAR_W, (TITLE_ONE if lines == 1 else max(TITLE_H, lines * TITLE_LINE + 4)) + top
 
 

@@ -17,6 +17,21 @@ MAX_KEYS = 16  # keys listed in full; longer inputs list the strongest
 MAX_TERMS = 4  # terms of a dot product written out
 
 
+# alpha's colour map (viridis, render.style.WEIGHTS_CMAP) at 0, 1/16, ..., 1, as pyqtgraph gives it
+VIRIDIS = ("#440154", "#481769", "#472c7a", "#423f85", "#3b518b", "#33628d", "#2c718e", "#26818e", "#21908c",
+           "#1f9f88", "#27ad80", "#3dbc73", "#5cc862", "#81d34c", "#aadc31", "#d5e219", "#fde725")
+
+
+def alpha_colour(value: float) -> str:
+    """The colour of ``value`` on alpha's fixed 0 to 1 scale, as the maps draw it ("#rrggbb"; between two of
+    ``VIRIDIS``'s stops, linearly)."""
+    x = min(1.0, max(0.0, value if np.isfinite(value) else 0.0)) * (len(VIRIDIS) - 1)
+    i = min(int(x), len(VIRIDIS) - 2)
+    lo, hi = (np.array([int(c[k:k + 2], 16) for k in (1, 3, 5)]) for c in VIRIDIS[i:i + 2])
+    r, g, b = np.round(lo + (hi - lo) * (x - i)).astype(int)
+    return f"#{r:02x}{g:02x}{b:02x}"
+
+
 def _vec(v: np.ndarray, limit: int = 12) -> str:
     items = [format_value(float(a)) for a in v[:limit]]
     more = f", … ({len(v)} values)" if len(v) > limit else ""
@@ -154,7 +169,8 @@ def _score_table(result: AttentionResult, token: int, s: _Slices, order: np.ndar
         why = "key after the query" if j > token else "outside the window"  # a causal mask, or the window's
         terms = f"masked ({why})" if masked else (
             "cosine of the angle" if options.similarity == "cosine" else _terms(s.q, s.k[j]))
-        bar = f"<span style='background:#440154;color:white'>{'&nbsp;' * max(0, int(round(alpha[j] * 20)))}</span>"
+        bar = (f"<span style='background:{alpha_colour(float(alpha[j]))}'>"
+               f"{'&nbsp;' * max(0, int(round(alpha[j] * 20)))}</span>")
         rows.append(
             f"<tr><td>{j + 1}</td><td>{html.escape(result.key_tokens[j])}</td><td>{terms}</td>"
             f"<td align=right>{format_value(float(s.omega[j]))}</td>"

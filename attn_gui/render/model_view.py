@@ -17,6 +17,7 @@ from .style import SIGNED_CMAP, WEIGHTS_CMAP, highlight_rect, mask_items, mask_r
 
 GAP = 2  # white pixels between thumbnails
 MIN_THUMB = 12  # the least thumbnail on screen: below it the view asks for more room and its dock scrolls
+FILL_THUMB = 24  # layers down, thumbnails grow up to this to fill the width (the dock scrolls down the layers)
 AXIS_ROOM = (92, 78)  # beside and above a grid: the left axis (numbers, name), the top axis and the margins
 BAR_ROOM = 90  # the colour bar and its numbers
 MAX_HATCHED = 400  # masked runs hatched at most (30 x 9 causal thumbnails have over a thousand)
@@ -71,6 +72,7 @@ class ModelView(pg.GraphicsLayoutWidget):
         self.sinkPlot.setAspectLocked(True)
         self.sinkPlot.setMouseEnabled(False, False)
         self.sinkPlot.showAxis("top")
+        self.sinkPlot.getAxis("top").setStyle(hideOverlappingLabels=False)  # "K/V 1" runs past its left edge
         self.sinkPlot.hideAxis("bottom")
         self.sinkPlot.hideAxis("left")
         self.sinkImage = pg.ImageItem(axisOrder="row-major")
@@ -169,7 +171,11 @@ class ModelView(pg.GraphicsLayoutWidget):
         w, h = self.grid_size
         scale = MIN_THUMB / t  # screen pixels per image pixel
         grids = 1 + self._sink_share() / (1 - self._sink_share()) if self.sinkPlot.isVisible() else 1
-        self.setMinimumSize(round(grids * (w * scale + AXIS_ROOM[0]) + BAR_ROOM), round(h * scale + AXIS_ROOM[1]))
+        # layers down (the 8B's 32 x 32), the grid is as tall as it is wide: taller where its width allows, up to
+        # FILL_THUMB px thumbnails, rather than a third of the width with two thirds blank beside
+        fill = ((self.width() - BAR_ROOM) / grids - AXIS_ROOM[0]) / w if not self.across else 0.0
+        tall = max(scale, min(fill, FILL_THUMB / t))
+        self.setMinimumSize(round(grids * (w * scale + AXIS_ROOM[0]) + BAR_ROOM), round(h * tall + AXIS_ROOM[1]))
 
     def thumb_px(self) -> float:
         """A thumbnail's side on screen now, in pixels."""
@@ -360,6 +366,8 @@ class ModelView(pg.GraphicsLayoutWidget):
     def resizeEvent(self, ev) -> None:
         super().resizeEvent(ev)
         if getattr(self, "shape", (0, 0)) != (0, 0):
+            if ev.size().width() != ev.oldSize().width() and not self.across:
+                self._ask_room(self.cell - GAP)
             self._fit_width()
 
     def _fit_width(self) -> None:

@@ -73,3 +73,58 @@ def test_all_maps_keeps_data_flow_order_and_readable_cells():
         box, info = layout.boxes[s.id], FIELDS[s.field]
         assert box.cell_h >= ALL_MAPS_MIN_CELL or info.rows not in TOKEN_AXES, s
         assert box.cell_w >= ALL_MAPS_MIN_CELL or info.cols not in TOKEN_AXES, s
+
+
+def _laid_out(config, focus, size):
+    frame = make_frame(0, compute(config))
+    shapes = frame_shapes(frame)
+    width, height = VIEWPORTS[size]
+    result = frame.result
+    return shapes, lay_out([s for s, _ in shapes.values()], focus, width, height, result.heads, kv_groups(result))
+
+
+def test_a_large_view_is_filled_by_the_focused_map_and_its_neighbours():
+    """Issue 62, item 8: a first start at 1920 x 1080 drew alpha at 48 px cells with the right half and the
+    bottom of the canvas blank. The maps grow until they fill one of the view's sides (all but a thumbnail's
+    pad), and alpha stays the largest."""
+    width, height = VIEWPORTS["1920x1080"]
+    _, layout = _laid_out(AttentionConfig(), "weights", "1920x1080")
+    right = max(b.right for b in layout.boxes.values())
+    bottom = max(b.bottom for b in layout.boxes.values())
+    assert right >= 0.85 * width or bottom >= 0.85 * height, (right, bottom)
+    assert (layout.width, layout.height) == (width, height)  # and nothing scrolls
+    alpha = layout.boxes["weights:0"]
+    assert all(alpha.cell_w >= b.cell_w for b in layout.boxes.values())
+
+
+def test_neighbours_keep_their_values_at_1366_with_heads():
+    """Issue 62, item 8: at 1366 x 768 with 4 heads omega and omega' beside alpha lost their numbers (square cells
+    22.8 and 20.4 px, under a value's width); cells wider than tall hold them."""
+    _, layout = _laid_out(AttentionConfig(heads=4), "weights", "1366x768")
+    for mid in ("scores:0", "scaled:0"):
+        box = layout.boxes[mid]
+        assert not box.thumb and box.cell_w >= VALUE_CELL and box.cell_h >= VALUE_CELL_H, (mid, box)
+
+
+def test_all_maps_in_a_large_view_gives_the_small_maps_readable_labels():
+    """Issue 62, item 8: "All maps" with 4 heads at 1920 x 1080 gave alpha 81 px cells and every other map 8 px
+    labels (the issue measured ~6 px on its canvas). Alpha grows no larger than focused (48 px cells, a value's
+    room twice); the width left goes to the others' labels: 9 px at least, as the walk's table."""
+    shapes, layout = _laid_out(AttentionConfig(heads=4), None, "1920x1080")
+    alpha = layout.boxes["weights:0"]
+    others = [layout.boxes[mid] for mid in shapes if not mid.startswith("weights")]
+    assert min(b.label_px for b in others) >= 9, sorted(b.label_px for b in others)
+    assert all(alpha.w * alpha.h > b.w * b.h for b in others)  # alpha still the largest
+
+
+def test_all_maps_alpha_does_not_dwarf_the_others_at_13_tokens():
+    """Issue 62, item 8: "All maps" with 4 heads and 13 tokens at 1920 x 1080 gave alpha 43 px cells and every
+    other map 10 px cells with 7 px labels, omega's thinned to every other row. Alpha's cells are at most three
+    times the others' (where they fit at all: a long d axis aside)."""
+    sentence = "the animal did not cross the street because it was too tired today"
+    shapes, layout = _laid_out(AttentionConfig(heads=4, sentence=sentence), None, "1920x1080")
+    alpha = layout.boxes["weights:0"]
+    token_cells = [b.cell_h for mid, b in layout.boxes.items() if mid in shapes and not mid.startswith("weights")
+                   and FIELDS[shapes[mid][0].field].rows in TOKEN_AXES]
+    assert alpha.cell_h <= 3.05 * min(token_cells), (alpha.cell_h, min(token_cells))
+    assert min(b.label_px for mid, b in layout.boxes.items() if mid in shapes) >= 8

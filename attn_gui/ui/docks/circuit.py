@@ -39,6 +39,7 @@ class _Picture(QSvgWidget):
     def __init__(self, make=None, parent: QtWidgets.QWidget | None = None):
         super().__init__(parent)
         self.make = make  # (width, height) -> SVG text, or None for an empty picture
+        self.zoom, self.readable = 1.0, (0, 0)
 
     def redraw(self) -> None:
         svg = self.make(self.width(), self.height()) if self.make is not None else None
@@ -50,6 +51,20 @@ class _Picture(QSvgWidget):
 
     def mousePressEvent(self, event: QtGui.QMouseEvent) -> None:  # noqa: N802 (Qt's name)
         self.clicked.emit(event.position().x(), event.position().y())
+
+    def set_readable(self, width: int, height: int) -> None:
+        """Draw at ``width`` x ``height`` at least (times the zoom; its scroll area scrolls)."""
+        self.readable = (width, height)
+        self.setMinimumSize(round(width * self.zoom), round(height * self.zoom))
+
+    def wheelEvent(self, event: QtGui.QWheelEvent) -> None:  # noqa: N802 (Qt's name)
+        """Ctrl + wheel zooms (from half to four times the readable size); the wheel alone scrolls."""
+        if not event.modifiers() & QtCore.Qt.KeyboardModifier.ControlModifier or not event.angleDelta().y():
+            super().wheelEvent(event)
+            return
+        self.zoom = min(4.0, max(0.5, self.zoom * (1.25 if event.angleDelta().y() > 0 else 0.8)))
+        self.set_readable(*self.readable)
+        event.accept()
 
 
 class CircuitPanel(DockPanel, QtWidgets.QWidget):
@@ -140,7 +155,7 @@ class CircuitPanel(DockPanel, QtWidgets.QWidget):
         self.edgesLabel.setTextInteractionFlags(QtCore.Qt.TextInteractionFlag.TextSelectableByMouse)
         self.graph = _Picture(self._graph_svg)
         self.graph.setObjectName("circuitGraph")
-        self.graph.setMinimumSize(320, 220)
+        self.graph.set_readable(320, 220)
         self.graphScroll = QtWidgets.QScrollArea()  # a large model's graph at a readable size, scrolled
         self.graphScroll.setObjectName("circuitGraphScroll")
         self.graphScroll.setWidgetResizable(True)  # at least the view's size; a circuit found asks for its own
@@ -315,7 +330,7 @@ class CircuitPanel(DockPanel, QtWidgets.QWidget):
         self.kSlider.setRange(1, max(1, min(200, found.graph.n_edges)))
         self.kSlider.setValue(min(DEFAULT_K, self.kSlider.maximum()))
         self.kSlider.blockSignals(False)
-        self.graph.setMinimumSize(*readable_size(found.graph))  # its nodes and labels apart: the view scrolls
+        self.graph.set_readable(*readable_size(found.graph))  # its nodes and labels apart: the view scrolls
         self._show_k()
         self.curve.redraw()
         self.edgeInfo.setText(ASK)
@@ -353,13 +368,13 @@ class CircuitPanel(DockPanel, QtWidgets.QWidget):
         if self.found is None:
             return
         g = self.found.graph
-        u = pick_writer(g, x, y, self.graph.width(), self.graph.height())
+        edge = pick_edge(self.found, self.kSlider.value(), x, y, self.graph.width(), self.graph.height())
+        # over an edge, only a node's middle opens its head: an edge's click opened the head under it
+        u = pick_writer(g, x, y, self.graph.width(), self.graph.height(), middle=edge is not None)
         head = None if u is None else g.writer_head(u)
         if u is not None and head is not None:
             self.headPicked.emit(g.writer_layer(u), head)
-            return
-        edge = pick_edge(self.found, self.kSlider.value(), x, y, self.graph.width(), self.graph.height())
-        if edge is not None:
+        elif edge is not None:
             self.show_edge(*edge)
 
     def show_edge(self, writer: int, reader: int) -> None:
