@@ -219,9 +219,15 @@ class Split:
 
     def _back_through_norm(self, x: torch.Tensor, upstream: torch.Tensor, name: str | None, layer: int) -> torch.Tensor:
         """The gradient at the residual x (B, n, d) of each reader's copy of the norm ``name`` of layer ``layer``,
-        given the gradient at each copy's output, upstream (B, R, n, d)."""
+        given the gradient at each copy's output, upstream (B, R, n, d): RMSNorm's written out (its autograd, mapped
+        over the readers, took 3 to 10 times as long), Gemma's and LayerNorm's through their autograd."""
         assert name is not None  # refused where a block reads the residual without a norm (``refusal``)
-        back = torch.func.vjp(lambda h: norm(h, self.w, f"model.layers.{layer}.{name}", self.shape), x.detach())[1]
+        prefix = f"model.layers.{layer}.{name}"
+        if self.shape.norm == "rms":  # y = g x r, r = (mean x² + eps)^-1/2: dx = r g u - x r³ mean(g u x)
+            r = torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.shape.eps)[:, None]  # (B, 1, n, 1)
+            gu, x = upstream * self.w[prefix + ".weight"], x[:, None]  # (B, R, n, d), (B, 1, n, d)
+            return (r * gu - x * r.pow(3) * (gu * x).mean(-1, keepdim=True)).to(upstream.dtype)
+        back = torch.func.vjp(lambda h: norm(h, self.w, prefix, self.shape), x.detach())[1]  # Gemma's, LayerNorm
         (found,) = torch.vmap(back, in_dims=1, out_dims=1)(upstream)  # one copy per reader, the same norm
         return found
 
