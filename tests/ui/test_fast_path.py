@@ -38,6 +38,18 @@ def test_the_parameter_count_is_transformers(llama):
     assert source.parameters() == count
 
 
+def test_a_gguf_files_count_is_read_from_its_shapes(tmp_path):
+    import gguf
+
+    from gguf_writing import quantized_llama  # (tests/)
+
+    path, hf = quantized_llama(tmp_path / "q4_0.gguf", lambda _: gguf.GGMLQuantizationType.Q4_0)
+    source = plan(AttentionConfig(model=path)).source
+    assert source.parameters() is None  # not in memory: nothing is loaded to answer
+    source.load()
+    assert source.parameters() == hf.num_parameters()
+
+
 def test_a_large_model_is_offered_bfloat16_and_one_click_switches_and_is_remembered(window, qtbot, lowered,
                                                                                      settings):
     path, count = lowered
