@@ -165,6 +165,8 @@ def map_data(frame: Frame, name: str, head: int | None = None, hidden: tuple[int
     if (r_shown, c_shown) != (R, C):
         shape.append(f"shown {r_shown} × {c_shown}")
     layer_txt = f"layer {cfg.layer + 1}: " if cfg.model is not None else ""  # counted from 1
+    if cfg.dtype == "bfloat16":  # the arithmetic that drew it, in every title (``BFLOAT16_NOTE``)
+        layer_txt = f"bfloat16 matmuls, {layer_txt}"
     if result.resolved.what_if:  # a model's forward changed by an option it lacks: every map of it says so
         layer_txt = f"what-if ({', '.join(result.resolved.what_if)}), {layer_txt}"
     # a title may wrap between its words and after a comma, never inside "5 × 3"

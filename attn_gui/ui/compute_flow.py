@@ -156,6 +156,7 @@ class ComputeFlow(QtCore.QObject):
             self.window.panel.show_tokens(config, tokens)
             self.asked_tokens = tokens
             self.show_loading(None)
+        self.window.fastPath.check(config)  # before the first sentence's run ends: the fast path, where it helps
 
     def on_layer_progress(self, done: int, total: int) -> None:
         self.progress = (done, total)

@@ -88,6 +88,11 @@ class ControlPanel(QtWidgets.QWidget):
         self.loadNote.setWordWrap(True)
         self.loadNote.setStyleSheet("color: #1a4c8c; font-weight: 600;")
         self.loadNote.hide()
+        self.offerNote = QtWidgets.QLabel()  # the fast path offered (ui/fast_path.py): one line, two links
+        self.offerNote.setObjectName("offerNote")
+        self.offerNote.setWordWrap(True)
+        self.offerNote.setStyleSheet("color: #1a4c8c;")
+        self.offerNote.hide()
         self.decoderPanel = DecoderPanel()
         self.decoderPanel.hide()
         self.tokenChips = QtWidgets.QLabel()
@@ -133,7 +138,7 @@ class ControlPanel(QtWidgets.QWidget):
         self.modelNote.setObjectName("modelNote")
         self.modelNote.setWordWrap(True)
         self.modelNote.setStyleSheet("color:#445;")
-        for label in (self.messageLabel, self.loadNote, self.tokenChips, self.modelNote):
+        for label in (self.messageLabel, self.loadNote, self.offerNote, self.tokenChips, self.modelNote):
             # wrapped text takes the panel's width, never widens it: a long word would push the
             # controls' right edge (spin-box arrows) out of sight and let Tab scroll sideways
             label.setSizePolicy(QtWidgets.QSizePolicy.Policy.Ignored, QtWidgets.QSizePolicy.Policy.Preferred)
@@ -158,6 +163,7 @@ class ControlPanel(QtWidgets.QWidget):
             form.addRow(widget)
             form.addRow(self.messageLabel)
             form.addRow(self.loadNote)
+            form.addRow(self.offerNote)
             form.addRow(self.tokenChips)
             form.addRow(self.decoderPanel)
         elif name == "source_sentence":  # under the first: its keys and values (cross-attention)

@@ -27,6 +27,7 @@ from .compute_flow import ComputeFlow, frame_status
 from .controls import ControlPanel
 from .docks.host import DockHost, Requests
 from .docks.lessons import LessonsPanel
+from .fast_path import FastPath
 from .file_actions import FileActions
 from .sight import in_sight
 from .menus import build_menus
@@ -108,6 +109,7 @@ class MainWindow(QtWidgets.QMainWindow):
         self.service, self.statusLabel, self.loadBar = self.flow.service, self.flow.label, self.flow.bar
         self._model_mode: bool | None = None  # whether the last frame drawn came from a model (None: no frame yet)
         self.files = FileActions(self)  # sessions, models, exports
+        self.fastPath = FastPath(self)  # bfloat16 matmuls offered for a large model on the CPU
         self.menus = build_menus(self)
 
         self.generation = Generation(self)
@@ -367,6 +369,7 @@ class MainWindow(QtWidgets.QMainWindow):
             self.stateChanged.emit(fitted)
         self._draw(started)
         self.statusLabel.setText(frame_status(frame))
+        self.fastPath.check(result.config)
         if self._invalid:  # a frame still in flight must not hide a newer problem
             self._show_invalid(self._invalid)
         elif result.config.model is not None:  # a sentence the model cannot read: said where the person types

@@ -20,6 +20,7 @@ from typing import Any
 from PySide6 import QtCore
 
 from ..engine import UserError, check_tokens_now
+from ..present.fast_path import read_choices
 from ..present.session import MAX_BYTES, old_state, with_old_defaults
 from ..present.state import ViewState
 
@@ -35,7 +36,9 @@ _DEFAULTS: dict[str, Any] = {
     "recent_sessions": "[]",  # JSON list of paths, newest first
     "recent_models": "[]",  # JSON list of model folders opened, newest first
     "lesson": "",  # the open lesson and step, "name:step" (step from 1)
+    "matmuls": "{}",  # JSON: model -> "bfloat16" or "float32", the matmuls chosen for it (present.fast_path)
 }
+MAX_CHOICES = 64  # models whose matmuls are remembered (the newest kept)
 MAX_RECENT = 8
 MAX_FILE_BYTES = 4 * MAX_BYTES  # the state, the old config and the layout, each as large as a session
 MAX_PATH = 4096
@@ -186,6 +189,16 @@ class Settings:
         """Put ``path`` first among the recent ``kind`` ("sessions" or "models")."""
         paths = [path] + [p for p in self.recent(kind) if p != path]
         self.set(f"recent_{kind}", json.dumps(paths[:MAX_RECENT]))
+
+    def matmuls(self, model: str) -> str | None:
+        """The matmuls chosen for ``model`` ("bfloat16" or "float32"), None where none was."""
+        return read_choices(self.get("matmuls")).get(model)
+
+    def set_matmuls(self, model: str, choice: str) -> None:
+        choices = read_choices(self.get("matmuls"))
+        choices.pop(model, None)
+        choices[model] = choice
+        self.set("matmuls", json.dumps(dict(list(choices.items())[-MAX_CHOICES:])))
 
     def sync(self) -> None:
         self._qs.sync()

@@ -21,6 +21,7 @@ from transformers.models.llama.modeling_llama import apply_rotary_pos_emb
 
 from attn_gui.engine import ConfigError
 from attn_gui.engine.analysis.circuits import circuit, exact_edges, prepare
+from attn_gui.engine.analysis.circuits import scores
 from attn_gui.engine.analysis.circuits.graph import Graph
 from attn_gui.engine.analysis.circuits.scores import edge_scores, faithfulness, ranked
 from attn_gui.engine.analysis.circuits.tasks import Pair, PairTask
@@ -180,7 +181,11 @@ def test_eap_equals_autograd_of_the_decomposed_forward(llama):
     assert want.abs().max() > 1e-2 and (found.scores[~g.allowed] == 0).all()
 
 
-def test_eap_ig_of_one_step_is_eap_and_of_three_the_mean_gradient(llama):
+@pytest.mark.parametrize("together", [1, 2, 3])
+def test_eap_ig_of_one_step_is_eap_and_of_three_the_mean_gradient(llama, together, monkeypatch):
+    """The points run one per forward, two (a forward of two, then one of one) or all three in one forward and one
+    backward: each equals the mean of transformers' per-reader gradients (autograd of the decomposed forward)."""
+    monkeypatch.setattr(scores, "points_at_once", lambda split, batch: together)
     folder, hf = llama
     pairs = prepare(folder, TASK, dtype="float64", batch=2)
     eap = edge_scores(pairs)

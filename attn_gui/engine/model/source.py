@@ -49,6 +49,11 @@ class ModelSource(abc.ABC):
         """Whether the model is in memory already (then tokenizing and computing start at once)."""
         return True
 
+    def parameters(self) -> int | None:
+        """How many numbers the model's weights hold (a GGUF's quantized ones counted as values), read from the
+        weights' shapes; None where the model is not in memory (nothing is loaded to answer) or not counted."""
+        return None
+
     @abc.abstractmethod
     def tokenize(self, sentence: str) -> Tokens:
         """The model's tokens of ``sentence`` (special tokens included); ids are vocabulary ids.

@@ -109,6 +109,20 @@ def _product(scores: torch.Tensor, diff: torch.Tensor, grads: torch.Tensor, g, s
 
 
 GRADIENT_AT = ("clean", "corrupted")  # where EAP takes its gradient (``edge_scores(at=)``)
+POINTS_BYTES = 1024 * 2**20  # EAP-IG's points of a batch run together: their forward's graph, about
+
+
+def points_at_once(split: Split, batch: Batch) -> int:
+    """How many of EAP-IG's points one forward and one backward take together (``Split.gradients``' points):
+    within ``POINTS_BYTES``, each point's kept forward for the batch's prompts, about 20 residual-sized tensors
+    and 4 of the MLP's hidden size a layer (SmolLM2-135M, 4 IOI pairs of 14 tokens: 118 MB a point, measured
+    about 100 to 120 MB as the peak's rise over ten points: 8 points at once)."""
+    g, (b, n) = split.graph, batch.clean.shape
+    d = split.w["model.embed_tokens.weight"].shape[1]
+    down = "model.layers.0.mlp.down_proj.weight"
+    hidden = split.w[down].shape[-1] if down in split.w else 4 * d
+    per_point = b * n * 4 * g.layers * (20 * d + 4 * hidden)
+    return max(1, POINTS_BYTES // per_point)
 
 
 def edge_scores(pairs: Pairs, steps: int = 0, progress: Progress | None = None,
@@ -116,9 +130,10 @@ def edge_scores(pairs: Pairs, steps: int = 0, progress: Progress | None = None,
     """EAP (``steps`` 0) or EAP-IG with ``steps`` points: every edge's score, (W, R) float64, 0 off the graph.
 
     Per batch: the corrupted run (no gradient), then a forward and a backward from the clean embedding (its writes
-    are a_clean, ``Split.gradients``); for EAP-IG, the other steps - 1 points of the line, each one forward and one
-    backward, their gradients summed before the product with the writers' differences. EAP with ``at``
-    "corrupted": the backward from the corrupted embedding, a_clean from the clean run (no gradient).
+    are a_clean, ``Split.gradients``); for EAP-IG, the points of the line clean end first, several in one forward
+    and one backward (``points_at_once``), their gradients summed before the product with the writers'
+    differences. EAP with ``at`` "corrupted": the backward from the corrupted embedding, a_clean from the clean run
+    (no gradient).
     """
     if at not in GRADIENT_AT:
         raise ConfigError(f"the gradient is taken at one of {', '.join(GRADIENT_AT)}; got {at!r}")
@@ -135,15 +150,18 @@ def edge_scores(pairs: Pairs, steps: int = 0, progress: Progress | None = None,
         e_clean, e_corrupt = split.embed(batch.clean), split.embed(batch.corrupt)
         summed: torch.Tensor | None = None
         diff = corrupt.writes
-        for k, alpha in enumerate(points):
+        together = points_at_once(split, batch)
+        for k in range(0, len(points), together):
             _check(cancelled)
-            run, grads = split.gradients(e_corrupt + alpha * (e_clean - e_corrupt), batch)
+            alphas = points[k:k + together]
+            line = torch.cat([e_corrupt + alpha * (e_clean - e_corrupt) for alpha in alphas])  # (points B, n, d)
+            run, grads = split.gradients(line, batch, len(alphas))
             if k == 0:  # the clean end first: a_clean, or the clean run's where the gradient is the corrupted one's
-                clean = run.writes if alpha == 1.0 else pairs.run("clean", i).writes
+                clean = run.writes if alphas[0] == 1.0 else pairs.run("clean", i).writes
                 diff = clean - corrupt.writes  # (W, B, n, d)
             summed = grads if summed is None else summed.add_(grads)
             if progress is not None:
-                progress(i * len(points) + k + 1, total, "EAP-IG" if steps else "EAP")
+                progress(i * len(points) + k + len(alphas), total, "EAP-IG" if steps else "EAP")
         assert summed is not None
         _product(scores, diff, summed, g, 1.0 / (pairs.count * len(points)))
     return scores * g.allowed

@@ -148,22 +148,24 @@ class Split:
         return Run(torch.stack([part.detach() for part in writes]), torch.stack(bases),
                    self._metric(final[:, 0], batch).detach())
 
-    def _plain(self, first: torch.Tensor, batch: Batch, outputs: list | None = None) -> Run:
+    def _plain(self, first: torch.Tensor, batch: Batch, outputs: list | None = None, rows: int | None = None) -> Run:
         """``run`` with every reader reading the residual as it is: the one decoder forward, kept (its hook points
         read by name), each head's write Z_i W_O,i taken from its steps. ``outputs``: each layer's readers' outputs
         (q and k before RoPE and the q/k norms, v, the MLP's normed input) are appended to it, then the final
-        residual, and the run's metric keeps its graph (``gradients``)."""
+        residual, and the run's metric keeps its graph (``gradients``). ``rows``: the writes of the first ``rows``
+        prompts only (the others' are not made)."""
         start = {hook_name(0, "resid_pre"): lambda _: first}  # the run begins at ``first``, not at the ids' rows
         ids = torch.zeros(first.shape[:-1], dtype=torch.long, device=first.device)
         kept = forward(self.w, ids, self.shape, hooks=start, keep=True).activations  # the one decoder forward
         assert kept is not None  # a kept run
-        writes, bases, h = [first], [], first
+        some = slice(None) if rows is None else slice(0, rows)
+        writes, bases, h = [first[some]], [], first
         for layer, pieces in enumerate(kept.pieces):
             steps = pieces.steps
             w_o = head_weights(self.w, layer, self.shape).w_o
             assert w_o is not None  # a decoder layer has every projection
-            writes += list(head_writes(steps.head_outputs, w_o).transpose(0, 1))
-            writes.append(pieces.mlp_write)
+            writes += list(head_writes(steps.head_outputs[some], w_o).transpose(0, 1))
+            writes.append(pieces.mlp_write[some])
             bases += [h, h if self.block.parallel else pieces.resid_mid]
             if outputs is not None:
                 if steps.rope is None and steps.qk_norm is not None:
@@ -178,22 +180,29 @@ class Split:
             return Run(torch.stack(writes).detach(), torch.stack(bases).detach(), metric)
         return Run(torch.stack(writes), torch.stack(bases), metric)
 
-    def gradients(self, first: torch.Tensor, batch: Batch) -> tuple[Run, torch.Tensor]:
-        """The run from ``first`` (B, n, d) and dm/d input_r of every reader r (R, B, n, d), m summed over the
-        batch: each reader's as if it alone read its copy of the residual.
+    def gradients(self, first: torch.Tensor, batch: Batch, points: int = 1) -> tuple[Run, torch.Tensor]:
+        """The run from ``first`` (points B, n, d) and dm/d input_r of every reader r (R, B, n, d), m summed over
+        the batch and over the ``points`` copies of it that ``first`` stacks (EAP-IG's points of the line, one
+        after another): each reader's as if it alone read its copy of the residual. The run's writes are the
+        first copy's; its bases and metric every copy's.
 
         One forward and one backward of the one decoder forward give dm/dy at each reader's own output y: a head's
         query and key before RoPE and the q/k norms, its value, the MLP's normed input, the final residual (which
         the logits alone read). A projection y = W x̂ + b hands W^T dm/dy to the normed input x̂ it reads; the norm
-        hands that back to the residual through its own autograd (``llama.norm``), each reader's apart.
+        hands that back to the residual through its own autograd (``llama.norm``), each reader's apart; the points'
+        gradients are summed as each layer's are made.
         """
         g, shape = self.graph, self.shape
+        size = first.size(0) // points  # B
         outputs: list[torch.Tensor] = []
         with torch.enable_grad():
             first = first.detach().requires_grad_()
-            run = self._plain(first, batch, outputs)
+            run = self._plain(first, batch if points == 1 else batch.repeat(points), outputs, size)
             found = torch.autograd.grad(run.metric.sum(), outputs, allow_unused=True, materialize_grads=True)
-        grads = torch.empty(g.n_readers, *first.shape, dtype=first.dtype, device=first.device)
+
+        def summed(t: torch.Tensor) -> torch.Tensor:  # (points B, ...) -> (B, ...), the points added
+            return t if points == 1 else t.unflatten(0, (points, size)).sum(0)
+        grads = torch.empty(g.n_readers, size, *first.shape[1:], dtype=first.dtype, device=first.device)
         for layer in range(shape.layers):
             gq, gk, gv, gm = found[4 * layer:4 * layer + 4]
             p = head_weights(self.w, layer, shape)
@@ -201,18 +210,24 @@ class Split:
             normed = torch.cat([torch.einsum("bhnk,hkd->bhnd", gy, w) for gy, w in ((gq, p.w_q), (gk, p.w_k),
                                                                                      (gv, p.w_v))], 1)  # W^T dm/dy
             start = g.reader(layer, "q")
-            grads[start:start + normed.size(1)] = self._back_through_norm(
-                run.bases[2 * layer], normed, self.block.attn_norm, layer).transpose(0, 1)
-            grads[g.reader(layer, "mlp")] = self._back_through_norm(
-                run.bases[2 * layer + 1], gm[:, None], self.block.mlp_norm, layer)[:, 0]
-        grads[g.logits] = found[-1]
+            grads[start:start + normed.size(1)] = summed(self._back_through_norm(
+                run.bases[2 * layer], normed, self.block.attn_norm, layer)).transpose(0, 1)
+            grads[g.reader(layer, "mlp")] = summed(self._back_through_norm(
+                run.bases[2 * layer + 1], gm[:, None], self.block.mlp_norm, layer)[:, 0])
+        grads[g.logits] = summed(found[-1])
         return Run(run.writes, run.bases, run.metric.detach()), grads
 
     def _back_through_norm(self, x: torch.Tensor, upstream: torch.Tensor, name: str | None, layer: int) -> torch.Tensor:
         """The gradient at the residual x (B, n, d) of each reader's copy of the norm ``name`` of layer ``layer``,
-        given the gradient at each copy's output, upstream (B, R, n, d)."""
+        given the gradient at each copy's output, upstream (B, R, n, d): RMSNorm's written out (its autograd, mapped
+        over the readers, took 3 to 10 times as long), Gemma's and LayerNorm's through their autograd."""
         assert name is not None  # refused where a block reads the residual without a norm (``refusal``)
-        back = torch.func.vjp(lambda h: norm(h, self.w, f"model.layers.{layer}.{name}", self.shape), x.detach())[1]
+        prefix = f"model.layers.{layer}.{name}"
+        if self.shape.norm == "rms":  # y = g x r, r = (mean x² + eps)^-1/2: dx = r g u - x r³ mean(g u x)
+            r = torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.shape.eps)[:, None]  # (B, 1, n, 1)
+            gu, x = upstream * self.w[prefix + ".weight"], x[:, None]  # (B, R, n, d), (B, 1, n, d)
+            return (r * gu - x * r.pow(3) * (gu * x).mean(-1, keepdim=True)).to(upstream.dtype)
+        back = torch.func.vjp(lambda h: norm(h, self.w, prefix, self.shape), x.detach())[1]  # Gemma's, LayerNorm
         (found,) = torch.vmap(back, in_dims=1, out_dims=1)(upstream)  # one copy per reader, the same norm
         return found
 

@@ -103,6 +103,13 @@ class Batch:
     def size(self) -> int:
         return self.clean.size(0)
 
+    def repeat(self, times: int) -> Batch:
+        """The batch ``times`` over, one copy after another (B ``times`` rows): EAP-IG's points in one forward."""
+        def rows(t: torch.Tensor) -> torch.Tensor:
+            return t.repeat(times, *[1] * (t.dim() - 1))
+        return Batch(rows(self.clean), rows(self.corrupt), rows(self.positions), rows(self.answers),
+                     rows(self.answer_mask), rows(self.wrongs), rows(self.wrong_mask), self.index * times)
+
     def part(self, start: int, end: int) -> Batch:
         """Pairs ``start`` to ``end`` of the batch."""
         s = slice(start, end)

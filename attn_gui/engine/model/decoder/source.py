@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import importlib
+import math
 import threading
 from collections import OrderedDict
 from collections.abc import Mapping
@@ -214,6 +215,13 @@ class Source(ModelSource):
 
     def loaded(self) -> bool:
         return self.spec.name in LOADED
+
+    def parameters(self) -> int | None:
+        if not self.loaded():
+            return None
+        weights = loaded_model(self.spec).weights
+        shape = getattr(weights, "shape", None)  # a GGUF's tensors: their shapes without dequantizing them
+        return sum(math.prod(shape(key)) if shape is not None else weights[key].numel() for key in weights)
 
     def tokenize(self, sentence: str) -> Tokens:
         return tokenize_with(self.spec, sentence)
