@@ -40,6 +40,16 @@ def breakable(text: str, every: int = 12) -> str:
     return "\u200b".join(text[i:i + every] for i in range(0, len(text), every))
 
 
+
+def _note(name: str, style: str) -> QtWidgets.QLabel:
+    """A hidden, word-wrapped one-line note of the panel (a message, the load's note, the fast path's offer)."""
+    label = QtWidgets.QLabel()
+    label.setObjectName(name)
+    label.setWordWrap(True)
+    label.setStyleSheet(style)
+    label.hide()
+    return label
+
 class ControlPanel(QtWidgets.QWidget):
     """All inputs of one attention computation, made from the config's declarations.
 
@@ -78,21 +88,9 @@ class ControlPanel(QtWidgets.QWidget):
     def _build(self) -> None:
         outer = QtWidgets.QVBoxLayout(self)
         outer.setContentsMargins(6, 6, 6, 6)
-        self.messageLabel = QtWidgets.QLabel()
-        self.messageLabel.setObjectName("messageLabel")
-        self.messageLabel.setWordWrap(True)
-        self.messageLabel.setStyleSheet("color: #b00020; font-weight: 600;")
-        self.messageLabel.hide()
-        self.loadNote = QtWidgets.QLabel()
-        self.loadNote.setObjectName("loadNote")
-        self.loadNote.setWordWrap(True)
-        self.loadNote.setStyleSheet("color: #1a4c8c; font-weight: 600;")
-        self.loadNote.hide()
-        self.offerNote = QtWidgets.QLabel()  # the fast path offered (ui/fast_path.py): one line, two links
-        self.offerNote.setObjectName("offerNote")
-        self.offerNote.setWordWrap(True)
-        self.offerNote.setStyleSheet("color: #1a4c8c;")
-        self.offerNote.hide()
+        self.messageLabel = _note("messageLabel", "color: #b00020; font-weight: 600;")
+        self.loadNote = _note("loadNote", "color: #1a4c8c; font-weight: 600;")
+        self.offerNote = _note("offerNote", "color: #1a4c8c;")  # the fast path offered (ui/fast_path.py)
         self.decoderPanel = DecoderPanel()
         self.decoderPanel.hide()
         self.tokenChips = QtWidgets.QLabel()
