@@ -295,10 +295,10 @@ class _Points:
             self.estimate = None
 
     def curve(self, ks: tuple[int, ...], target: float, stop: bool) -> None:
-        """Measure ``ks``: those that run no layer first, then one point (the estimate, which counts the search for
-        the smallest circuit at its longest), then the rest. ``stop``: the rest one at a time from the smallest k,
-        none above a k already at ``target`` (the curve's flat end: every edge alone stays); else every k, K at a
-        time, those of one depth together."""
+        """Measure ``ks``: those that run no layer first, then the rest; the estimate after the first that runs
+        half the layers or more (it counts the search for the smallest circuit at its longest). ``stop``: the rest
+        one at a time from the smallest k, none above a k already at ``target`` (the curve's flat end: every edge
+        alone stays); else every k, K at a time, those of one depth together."""
         full = self.pairs.split.graph.layers + 1
         search = max(_search(low, high) for low, high in zip((-1, *ks), ks, strict=False))
         self.total = len(ks) + search
@@ -315,8 +315,8 @@ class _Points:
                 self.measure([k])
             elif (i - 1) % self.per == 0:
                 self.measure(rest[i:i + self.per])
-            if i == 0:
-                self.say(sum(costs[k] for k in rest[1:]) + search * full, len(rest) - 1 + search)
+            if 2 * costs[k] > full or i == len(rest) - 1:  # a deep point: a layer's seconds without the fixed cost
+                self.say(sum(costs[j] for j in rest[i + 1:]) + search * full, len(rest) - 1 - i + search)
 
     def smallest(self, target: float) -> int | None:
         """The smallest k recovering ``target``: bisected between the largest k measured below it and the smallest
