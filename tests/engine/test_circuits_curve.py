@@ -14,7 +14,8 @@ import transformers
 
 from attn_gui.engine.analysis.circuits import Cancelled, circuit, prepare
 from attn_gui.engine.analysis.circuits.curve import patched_metrics, starts
-from attn_gui.engine.analysis.circuits.scores import default_ks, edge_scores, faithfulness, keep_top, ranked
+from attn_gui.engine.analysis.circuits.scores import (default_ks, edge_scores, faithfulness, keep_top, ranked,
+                                                        sweep_ks)
 from attn_gui.engine.analysis.circuits.split import Patch
 from test_circuits import TASK  # tests/engine/
 from tiny_decoders import WORDS, tiny_decoder  # tests/
@@ -79,8 +80,35 @@ def test_the_curve_equals_the_dense_patched_runs_and_its_bisection(pairs):
     g = pairs.split.graph
     scores = edge_scores(pairs)
     dense = _dense(pairs, ranked(scores, g.allowed))
+    every = [dense(k) for k in range(g.n_edges + 1)]  # the dense sweep: a patched split forward at every k
+    once = 0
     for target in (0.5, 0.8, 0.95):
         curve = faithfulness(pairs, scores, target=target)
+        assert curve.complete and set(curve.ks) <= set(sweep_ks(g.n_edges)) | {curve.smallest}
+        assert max(abs(a - every[k]) for k, a in zip(curve.ks, curve.recovered, strict=True)) < 1e-9
+        reached = [k for k in sweep_ks(g.n_edges)[:-1] if every[k] >= target]
+        if reached:  # the decades above the first that reaches the target are not measured (the flat end)
+            assert max(k for k in curve.ks if k < g.n_edges) <= max(reached[0], curve.smallest or 0)
+        first = next((k for k, v in enumerate(every) if v >= target), None)
+        if first is None:
+            assert curve.smallest is None
+            continue
+        assert curve.smallest is not None  # where it crosses: below the target at k - 1, at or above it at k
+        assert every[curve.smallest] >= target and (curve.smallest == 0 or every[curve.smallest - 1] < target)
+        crossings = sum((a < target) != (b < target) for a, b in zip(every, every[1:], strict=False))
+        if crossings == 1:  # the curve crosses the target once: the bisection's k is the dense sweep's smallest
+            assert curve.smallest == first
+            once += 1
+    assert once >= 1  # the check compared one smallest circuit at least
+    assert len(set(round(v, 6) for v in every)) > 3  # the curve is not flat: the check reads something
+
+
+def test_given_ks_are_measured_each_and_bisected_between(pairs):
+    g = pairs.split.graph
+    scores = edge_scores(pairs)
+    dense = _dense(pairs, ranked(scores, g.allowed))
+    for target in (0.5, 0.8, 0.95):
+        curve = faithfulness(pairs, scores, target=target, ks=default_ks(g.n_edges))
         assert curve.ks == default_ks(g.n_edges) and curve.complete
         want = [dense(k) for k in curve.ks]
         assert max(abs(a - b) for a, b in zip(curve.recovered, want, strict=True)) < 1e-9
@@ -94,7 +122,6 @@ def test_the_curve_equals_the_dense_patched_runs_and_its_bisection(pairs):
             mid = (low + high) // 2
             high, low = (mid, low) if dense(mid) >= target else (high, mid)
         assert curve.smallest == high
-    assert len(set(round(v, 6) for v in curve.recovered)) > 3  # the curve is not flat: the check reads something
 
 
 def test_several_k_in_one_forward_equal_each_alone_and_begin_where_they_differ(pairs):
@@ -121,11 +148,13 @@ def test_progress_counts_points_and_the_estimate_comes_once(pairs):
     seen: list[tuple[int, int, str]] = []
     told: list[tuple[float, int]] = []
     curve = faithfulness(pairs, scores, progress=lambda d, t, w: seen.append((d, t, w)),
-                         estimate=lambda s, n: told.append((s, n)))
+                         estimate=lambda s, n: told.append((s, n, seen[-1][0])))
     assert {w for _, _, w in seen} == {"faithfulness points"}
     assert [d for d, _, _ in seen] == sorted(d for d, _, _ in seen) and seen[-1][0] == seen[-1][1]
     assert seen[-1][0] >= len(curve.ks) and all(d <= t for d, t, _ in seen)
-    assert len(told) == 1 and told[0][0] >= 0 and 0 <= told[0][1] < seen[-1][1]
+    assert len(told) == 1 and told[0][0] >= 0
+    seconds, points, done = told[0]  # the rest at its longest: the powers of ten to every edge, the widest search
+    assert seen[-1][0] - done <= points <= seen[0][1] - done
 
 
 def test_a_cancelled_curve_keeps_the_edges_and_the_points_measured(pairs):

@@ -23,7 +23,7 @@ import torch
 from ...model.decoder.parts import feed_forward, head_weights
 from ..attribution.trace import head_writes
 from .split import Run, Split
-from .tasks import Batch
+from .tasks import Batch, PairTask
 
 ROWS_BYTES = 384 * 2**20  # the δ of one batched forward (K variants x the batch's pairs), about
 
@@ -51,6 +51,16 @@ def per_forward(split: Split, batch: Batch) -> int:
     return max(1, ROWS_BYTES // one)
 
 
+def pairs_per_forward(split: Split, task: PairTask) -> int:
+    """How many pairs one point's forward takes: their δ (every writer's part, at the longest prompt's length)
+    within ``ROWS_BYTES``. One forward of many pairs costs much less than as many forwards of a few (the matrix
+    products are larger; issue 63 measured two to three times less a pair at 29 pairs than at 4)."""
+    n = max(len(p.clean) for p in task.pairs)
+    weight = split.w["model.embed_tokens.weight"]
+    one = split.graph.n_writers * n * weight.shape[1] * weight.element_size()
+    return max(1, ROWS_BYTES // one)
+
+
 def _stacked(batch: Batch, k: int) -> Batch:
     """``batch`` repeated ``k`` times along its batch axis (variant-major)."""
     def rep(t: torch.Tensor) -> torch.Tensor:
@@ -72,8 +82,10 @@ def _mix(base: torch.Tensor, total: torch.Tensor, delta: torch.Tensor, keep: tor
     out = out[:, :, None].expand(-1, -1, R, -1, -1)
     if len(rows) == 0:
         return out
-    chosen = delta[:, :U].index_select(1, rows) if len(rows) < U else delta[:, :U]
-    m = mask[:, rows].to(delta.dtype).transpose(1, 2)  # (K, R, U')
+    if 2 * len(rows) < U:  # a few writers: their δ copied together, the product over them alone
+        chosen, m = delta[:, :U].index_select(1, rows), mask[:, rows].to(delta.dtype).transpose(1, 2)  # (K, R, U')
+    else:  # most writers: the product over every one (a zero where not read), no copy of δ
+        chosen, m = delta[:, :U], mask.to(delta.dtype).transpose(1, 2)
     shape = total.shape
     part = torch.bmm(m, chosen.flatten(2)).view(K, R, *shape[1:]).transpose(1, 2)  # (K, B, R, n, d)
     return out + sign * part

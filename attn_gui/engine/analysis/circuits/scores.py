@@ -31,7 +31,7 @@ from dataclasses import dataclass
 import torch
 
 from ...base.errors import ConfigError
-from .curve import layers_run, patched_metrics, per_forward
+from .curve import layers_run, pairs_per_forward, patched_metrics, per_forward
 from .split import Patch, Run, Split
 from .tasks import Batch, PairTask
 
@@ -82,6 +82,16 @@ class Pairs:
             self._kept[key] = run
             self._bytes += size
         return run
+
+    def grouped(self, size: int) -> Pairs:
+        """The same pairs in batches of at most ``size`` (itself where they are so already); its runs are let go
+        when another takes its place (they are computed again when asked for)."""
+        other = Pairs(self.split, self.task, size, self.label)
+        if [b.index for b in other.batches] == [b.index for b in self.batches]:
+            return self
+        self._kept.clear()
+        self._bytes = 0
+        return other
 
     def metrics(self) -> tuple[float, float]:
         """The mean metric over the pairs, clean and corrupted."""
@@ -233,7 +243,8 @@ class Faithfulness:
 
 
 def default_ks(edges: int) -> tuple[int, ...]:
-    """0, 1, 2, 3, 5, 10, 20, 50 ... up to and with every edge."""
+    """0, 1, 2, 3, 5, 10, 20, 50 ... up to and with every edge (the curve before issue 63, and a denser one asked
+    for by ``faithfulness(ks=)``)."""
     ks, step = [0, 1, 2, 3, 5], 10
     while step < edges:
         ks += [step, 2 * step, 5 * step]
@@ -241,11 +252,23 @@ def default_ks(edges: int) -> tuple[int, ...]:
     return tuple(sorted({k for k in ks if k < edges} | {edges}))
 
 
+def sweep_ks(edges: int) -> tuple[int, ...]:
+    """The default curve's points: 0, 1, 10, 100 ... below ``edges``, and every edge."""
+    ks, step = [0], 1
+    while step < edges:
+        ks.append(step)
+        step *= 10
+    return (*ks, edges)
+
+
+def _search(low: int, high: int) -> int:
+    """The points a bisection from ``low`` (below the target) to ``high`` (at or above) measures, at most."""
+    return max(0, math.ceil(math.log2(max(1, high - low))))
 
 
 class _Points:
-    """The curve's points measured over every batch of pairs, several k in one forward (``curve.patched_metrics``),
-    counted for the progress and timed for the estimate."""
+    """The curve's points measured over every batch of pairs (``curve.patched_metrics``), counted for the progress
+    and timed for the estimate."""
 
     def __init__(self, pairs: Pairs, order: torch.Tensor, clean: float, corrupt: float, progress: Progress | None,
                  cancelled: Callable[[], bool] | None, estimate: Estimate | None):
@@ -289,63 +312,82 @@ class _Points:
             self.estimate(self.spent / self.work * work_left, points_left)
             self.estimate = None
 
-    def curve(self, ks: tuple[int, ...], bisect: int) -> None:
-        """Measure every k of ``ks``: those that run no layer first, then one point alone (the estimate, which counts
-        ``bisect`` more points of the search), then the rest, K at a time, those of one depth together."""
-        self.total = len(ks) + bisect
+    def curve(self, ks: tuple[int, ...], target: float, stop: bool) -> None:
+        """Measure ``ks``: those that run no layer first, then the rest; the estimate after the first that runs
+        half the layers or more (it counts the search for the smallest circuit at its longest). ``stop``: the rest
+        one at a time from the smallest k, none above a k already at ``target`` (the curve's flat end: every edge
+        alone stays); else every k, K at a time, those of one depth together."""
+        full = self.pairs.split.graph.layers + 1
+        search = max(_search(low, high) for low, high in zip((-1, *ks), ks, strict=False))
+        self.total = len(ks) + search
         costs = {k: self.cost(k) for k in ks}
         free = [k for k in ks if costs[k] == 1]
-        rest = sorted((k for k in ks if costs[k] > 1), key=lambda k: (-costs[k], k))
+        rest = sorted((k for k in ks if costs[k] > 1), key=(lambda k: k) if stop else (lambda k: (-costs[k], k)))
         if free:
             self.measure(free)
-        full = self.pairs.split.graph.layers + 1
-        if rest:
-            self.measure(rest[:1])
-            self.say(sum(costs[k] for k in rest[1:]) + bisect * full, len(rest) - 1 + bisect)
-        for start in range(1, len(rest), self.per):
-            self.measure(rest[start:start + self.per])
+        for i, k in enumerate(rest):
+            if stop and any(v >= target for j, v in self.values.items() if j < k):
+                self.total = self.done + search  # the points above: dropped
+                return
+            if i == 0 or stop:
+                self.measure([k])
+            elif (i - 1) % self.per == 0:
+                self.measure(rest[i:i + self.per])
+            if 2 * costs[k] > full or i == len(rest) - 1:  # a deep point: a layer's seconds without the fixed cost
+                self.say(sum(costs[j] for j in rest[i + 1:]) + search * full, len(rest) - 1 - i + search)
+
+    def smallest(self, target: float) -> int | None:
+        """The smallest k recovering ``target``: bisected between the largest k measured below it and the smallest
+        at or above it (the fraction need not grow with k; the bisection finds a k where it crosses)."""
+        above = [k for k, v in self.values.items() if v >= target]
+        if not above:
+            return None
+        high = min(above)
+        low = max((k for k in self.values if k < high), default=-1)
+        self.total = self.done + _search(low, high)
+        while high - low > 1:  # recovered(low) < target <= recovered(high)
+            mid = (low + high) // 2
+            if self.measure([mid])[0] >= target:
+                high = mid
+            else:
+                low = mid
+            left = _search(low, high)  # the estimate, where no point of the curve ran a layer
+            self.say(left * (self.pairs.split.graph.layers + 1), left)
+        if self.said != self.done and self.progress is not None:  # the search took fewer points than said
+            self.progress(self.done, self.done, "faithfulness points")
+        return high
 
 
 def faithfulness(pairs: Pairs, scores: torch.Tensor, ks: tuple[int, ...] | None = None, target: float = 0.8,
                  progress: Progress | None = None, cancelled: Callable[[], bool] | None = None,
                  estimate: Estimate | None = None) -> Faithfulness:
-    """The faithfulness curve of the edges ranked by |``scores``| over ``ks`` (``default_ks``), and the smallest k
-    recovering ``target``: bisected between the curve's last k below it and its first k at or above it (the
-    recovered fraction need not grow with k; the bisection finds a k where it crosses, the curve shows the rest).
+    """The faithfulness curve of the edges ranked by |``scores``|, and the smallest k recovering ``target``.
+
+    ``ks`` None: 0, 1, 10, 100 ... (``sweep_ks``) up to the first k recovering ``target``, every edge, and the
+    smallest circuit, bisected between the last k below the target and that one; the points above it are not
+    measured. ``ks`` given: every k of it, and the smallest circuit bisected the same way (not among the ks).
+    The pairs run in batches as large as one point's memory allows (``curve.pairs_per_forward``).
 
     ``progress`` counts the points measured (the curve's and the bisection's); ``estimate(seconds, points)`` is
-    called once, after the first point that runs a layer, with the time the rest should take. Cancelled: the points
-    measured by then, ``complete`` False.
+    called once, after the first point that runs a layer, with the time the rest should take at most. Cancelled:
+    the points measured by then, ``complete`` False.
     """
     g = pairs.split.graph
     order = ranked(scores, g.allowed)
-    ks = tuple(sorted(set(default_ks(len(order)) if ks is None else ks)))
-    clean, corrupt = pairs.metrics()
+    asked = None if ks is None else tuple(sorted(set(ks)))
+    grouped = pairs.grouped(pairs_per_forward(pairs.split, pairs.task))
+    clean, corrupt = grouped.metrics()
     if clean == corrupt:
         raise ConfigError(f"the clean and the corrupted prompts give the same mean metric ({clean:.4g}): there is no "
                           "difference for a circuit to recover")
-    gaps = [high - low for low, high in zip(ks, ks[1:], strict=False)] or [1]
-    points = _Points(pairs, order, clean, corrupt, progress, cancelled, estimate)
+    points = _Points(grouped, order, clean, corrupt, progress, cancelled, estimate)
     try:
-        points.curve(ks, max(0, math.ceil(math.log2(max(gaps)))))
-        values = [points.values[k] for k in ks]
-        smallest = None
-        above = [k for k, v in zip(ks, values, strict=True) if v >= target]
-        if above:
-            high = above[0]
-            lows = [k for k in ks if k < high]
-            low = lows[-1] if lows else -1
-            points.total = points.done + max(0, math.ceil(math.log2(max(1, high - low))))
-            while high - low > 1:  # recovered(low) < target <= recovered(high)
-                mid = (low + high) // 2
-                if points.measure([mid])[0] >= target:
-                    high = mid
-                else:
-                    low = mid
-            smallest = high
-        if points.said != points.done and progress is not None:  # the search took fewer points than said
-            progress(points.done, points.done, "faithfulness points")
+        points.curve(asked or sweep_ks(len(order)), target, stop=asked is None)
+        shown = sorted(points.values) if asked is None else list(asked)
+        smallest = points.smallest(target)
     except Cancelled:
-        seen = [k for k in ks if k in points.values]
+        seen = [k for k in (asked or sorted(points.values)) if k in points.values]
         return Faithfulness(tuple(seen), tuple(points.values[k] for k in seen), clean, corrupt, target, None, False)
-    return Faithfulness(ks, tuple(values), clean, corrupt, target, smallest)
+    if asked is None and smallest is not None:
+        shown = sorted({*shown, smallest})
+    return Faithfulness(tuple(shown), tuple(points.values[k] for k in shown), clean, corrupt, target, smallest)
