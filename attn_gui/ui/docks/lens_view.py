@@ -95,7 +95,10 @@ class LensView(QtWidgets.QWidget):
         self.fits = TaskThread("attn-gui lens fit", self)
         self.fits.done.connect(self._on_fit)
         self.progressed.connect(self._on_progress)
-        self.loadButton.clicked.connect(self._choose_lens)
+        menu = QtWidgets.QMenu(self.loadButton)
+        menu.addAction("A fit's folder…", self._choose_folder)
+        menu.addAction("A lens .pt file…", self._choose_file)
+        self.loadButton.setMenu(menu)
         self.fitButton.clicked.connect(self._choose_fit)
         self.cancelButton.clicked.connect(self.cancel)
         for table in (self.logit, self.jacobian):
@@ -300,11 +303,15 @@ class LensView(QtWidgets.QWidget):
         self._mark()
         self.layerPicked.emit(self.tables[0].layers[row])
 
-    def _choose_lens(self) -> None:
-        path, _ = QtWidgets.QFileDialog.getOpenFileName(self, "Load a Jacobian lens", "",
+    def _choose_folder(self) -> None:
+        path = QtWidgets.QFileDialog.getExistingDirectory(self, "Load a Jacobian lens: a folder attn-gui lens fit "
+                                                                "wrote")
+        if path:
+            self.load(path)
+
+    def _choose_file(self) -> None:
+        path, _ = QtWidgets.QFileDialog.getOpenFileName(self, "Load a Jacobian lens file", "",
                                                         "Lens files (*.pt);;All files (*)")
-        if not path:  # a folder written by attn-gui lens fit
-            path = QtWidgets.QFileDialog.getExistingDirectory(self, "…or a folder written by attn-gui lens fit")
         if path:
             self.load(path)
 
