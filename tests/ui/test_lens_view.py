@@ -2,8 +2,8 @@
 
 - The logit lens's cells equal the engine's logit lens (``attribution.logit_lens``, itself checked against
   TransformerLens' ``accumulated_resid`` in tests/engine/test_lens_reference.py): the output of block l is what
-  enters layer l + 1. The Jacobian lens's cells are ``read_lens``'s, as a display check only: ``read_lens`` is
-  checked against TransformerLens 4.3's ``JacobianLens.readout`` in tests/engine/test_jacobian_lens.py.
+  enters layer l + 1. The Jacobian lens's cells are ``read_lens``'s top 5 (a display check), and their top token and
+  p (to the two places shown) TransformerLens 4.3's ``JacobianLens.readout`` of the same lens file, loaded there.
 - A click on a cell selects its position in both tables and shows that layer in the window.
 - A lens of another model is refused in one line in the view; the last good one stays.
 - Cancel stops a fit after the shard in progress, its shards kept; the same fit again resumes from them and gives
@@ -25,7 +25,9 @@ from attn_gui.engine.analysis.lens import artifact
 from attn_gui.engine.analysis.lens.fit import fit_lens
 from attn_gui.engine.analysis.lens.jacobian import LensSettings
 from attn_gui.engine.analysis.lens.readout import read_lens
-from tiny_decoders import SENTENCE, tiny_decoder  # tests/
+from attn_gui.engine.model.plan import plan
+from lens_bridges import tiny_folder  # tests/
+from tiny_decoders import SENTENCE  # tests/
 
 PASSAGES = ["the cat sat on a mat and the dog ran w1 w2", "a dog ran on the mat w4 w5 w6 and the cat sat",
             "the mat the cat the dog sat ran on w12 w13", "w3 w2 w1 the dog sat on a cat and ran w9"]
@@ -36,7 +38,7 @@ OPTIONS = dict(dim_batch=8, max_seq_len=16, skip_first_positions=2, shard_size=1
 def fitted(tmp_path_factory):
     """(the model's folder, the corpus file, a fit's folder)."""
     root = tmp_path_factory.mktemp("lens-view")
-    tiny_decoder("llama", root / "model", layers=3)
+    tiny_folder("llama", root / "model", layers=3)
     (root / "corpus.txt").write_text("\n".join(PASSAGES) + "\n")
     model = str(root / "model")
     fit_lens(read_corpus(root / "corpus.txt"), root / "lens", LensSettings(model=model, **OPTIONS))
@@ -75,6 +77,31 @@ def test_both_lenses_shown_as_the_engine_reads_them(window, fitted, qtbot: QtBot
                 r.jacobian_tokens[row][pos], r.jacobian_probs[row, pos].tolist(), strict=True)]
     assert view.logit.verticalHeaderItem(0).text().startswith("▶")  # the window shows layer 1
     assert "fitted on" in view.message.text() and "4 prompts" in view.message.text()
+
+
+def test_the_jacobian_cells_are_transformerlens_readout(window, fitted, qtbot: QtBot):
+    pytest.importorskip("transformer_lens", reason="the lens extra (pip install attn-gui[lens]) is not installed")
+    import transformers
+    from transformer_lens.model_bridge import TransformerBridge
+    from transformer_lens.tools.analysis import JacobianLens
+
+    model, _, folder = fitted
+    panel, view = _open(window, qtbot, model)
+    with qtbot.waitSignal(view.shown, timeout=30000, check_params_cb=lambda kind: kind == "read"):
+        view.load(str(folder))
+    src = plan(window.state.config).source
+    hf = transformers.AutoModelForCausalLM.from_pretrained(model, attn_implementation="eager").eval()
+    bridge = TransformerBridge.boot_transformers(model, hf_model=hf, tokenizer=transformers.AutoTokenizer
+                                                 .from_pretrained(model))
+    bridge.to_tokens = lambda text, *_, **__: torch.tensor([list(src.tokenize(text).token_ids)])  # the same ids
+    theirs = JacobianLens.load(str(folder / "lens.pt"))
+    reference = theirs.readout(bridge, SENTENCE, use_jacobian=True, top_k=1, return_full_logits=True)
+    assert sorted(reference.lens_logits) == [0, 1, 2]
+    for row, layer in enumerate(sorted(reference.lens_logits)):
+        top = torch.softmax(reference.lens_logits[layer].double(), -1).max(-1)
+        for pos in range(view.jacobian.columnCount()):
+            assert view.jacobian.item(row, pos).text() == (f"{src.token_text(int(top.indices[pos]))} "
+                                                            f"{float(top.values[pos]):.2f}")
 
 
 def test_a_click_on_a_cell_shows_its_layer_and_follows_its_position(window, fitted, qtbot: QtBot):
