@@ -162,7 +162,8 @@ class LensView(QtWidgets.QWidget):
         self.bar.setRange(0, 0)  # busy until the first shard is kept
         self._fitting(True)
         self.message.setText(f"fitting the Jacobian lens of {html.escape(model)} over "
-                             f"{html.escape(corpus)} into {html.escape(out)}…")
+                             f"{html.escape(corpus)} into {html.escape(out)}; the bar moves as each shard of "
+                             f"{options.get('shard_size', LensSettings.shard_size)} passages is kept…")
 
         def report(p: Progress) -> None:
             self.progressed.emit(p.done, p.total)
