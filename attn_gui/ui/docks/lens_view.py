@@ -103,6 +103,9 @@ class LensView(QtWidgets.QWidget):
         self.cancelButton.clicked.connect(self.cancel)
         for table in (self.logit, self.jacobian):
             table.cellClicked.connect(self.pick)
+        for a, b in ((self.logit, self.jacobian), (self.jacobian, self.logit)):  # the same positions in sight
+            a.horizontalScrollBar().valueChanged.connect(b.horizontalScrollBar().setValue)
+            a.verticalScrollBar().valueChanged.connect(b.verticalScrollBar().setValue)
         self._fitting(False)
         self._show_tables(False)
 
@@ -263,6 +266,11 @@ class LensView(QtWidgets.QWidget):
                     item.setToolTip(cell.tooltip)
                     table.setItem(row, pos, item)
             table.resizeColumnsToContents()
+        for pos in range(len(self.tables[0].columns)):  # a column as wide in both: the positions line up
+            width = max(self.logit.columnWidth(pos), self.jacobian.columnWidth(pos))
+            for table in (self.logit, self.jacobian):
+                table.setColumnWidth(pos, width)
+        for table in (self.logit, self.jacobian):
             table.scrollToBottom()  # the last layers, where the answer forms
         self.logitTitle.setText(f"<b>{self.tables[0].title}</b>")
         self.jacobianTitle.setText(f"<b>{self.tables[1].title}</b>")
