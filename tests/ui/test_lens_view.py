@@ -5,7 +5,8 @@
   enters layer l + 1. The Jacobian lens's cells are ``read_lens``'s top 5 (a display check), and their top token and
   p (to the two places shown) TransformerLens 4.3's ``JacobianLens.readout`` of the same lens file, loaded there.
 - A click on a cell selects its position in both tables and shows that layer in the window.
-- A lens of another model is refused in one line in the view; the last good one stays.
+- A lens of another model is refused in one line in the view, the last good one staying; a model the loaded lens
+  does not fit is said the same way, and no table of the other model is left shown.
 - Cancel stops a fit after the shard in progress, its shards kept; the same fit again resumes from them and gives
   the lens ``fit_lens`` gives in one go; the view then opens with it.
 """
@@ -139,6 +140,10 @@ def test_a_lens_of_another_model_is_refused_in_one_line(window, fitted, qtbot: Q
         view.load(str(tmp_path / "narrow.pt"))
     assert view.message.text().startswith("the lens is 16 wide and") and "another model" in view.message.text()
     assert view.lens is good and view.jacobian.item(0, 0).text() == cells and view.jacobian.isVisible()
+    other_model = tiny_folder("qwen2", tmp_path / "other-model", layers=3)  # the same sizes, other weights
+    with qtbot.waitSignal(view.shown, timeout=30000, check_params_cb=lambda kind: kind == "refused"):
+        assert window.edit_config({"model": other_model})
+    assert "whose weights are not those of" in view.message.text() and not view.jacobian.isVisible()
 
 
 def test_cancel_stops_a_fit_and_keeps_its_shards(window, fitted, qtbot: QtBot, tmp_path):
