@@ -82,9 +82,11 @@ class LensView(QtWidgets.QWidget):
         self.bar = QtWidgets.QProgressBar()
         self.bar.setObjectName("lensFitProgress")
         self.bar.setFormat("%v of %m passages")
+        self.bar.setMinimumWidth(220)  # its text whole
         self.message = QtWidgets.QLabel(NO_LENS)
         self.message.setObjectName("lensMessage")
         self.message.setWordWrap(True)
+        self.message.setAlignment(QtCore.Qt.AlignmentFlag.AlignTop | QtCore.Qt.AlignmentFlag.AlignLeft)  # no table
         self.message.setTextInteractionFlags(QtCore.Qt.TextInteractionFlag.TextSelectableByMouse)
         self.logit, self.jacobian = _table("logitLensTable"), _table("jacobianLensTable")
         self.logitTitle, self.jacobianTitle = QtWidgets.QLabel("<b>Logit lens</b>"), QtWidgets.QLabel(
