@@ -3,10 +3,11 @@
 Shows ``engine.attribution`` for the window's decoder and sentence, computed on a ``TaskThread``
 (never on the GUI thread): the layer x head direct logit attribution on a diverging scale (hover
 for values, click to open that head), one score's attribution matrix (click a cell of alpha in
-the window, or pick query and key here), the logit lens as a layer x position table, the QK and OV
-circuits of the shown head with every head's copying score, and the head detector's labels.
+the window, or pick query and key here), the logit lens as a layer x position table (and beside a
+fitted Jacobian lens in the Lenses view), the QK and OV circuits of the shown head with every head's
+copying score, and the head detector's labels.
 Like the Interventions dock it holds signals and view state only: the window calls ``follow`` and
-``show_score`` and listens to ``headPicked``.
+``show_score`` and listens to ``headPicked`` (also sent by a click in the Lenses view: ``lens_view``).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from ...present.state import ViewState
 from ...render.heatmap import HeatmapView
 from ..worker import TaskThread
 from . import DockPanel
+from .lens_view import LensView
 
 
 def _map(name: str) -> HeatmapView:
@@ -125,6 +127,8 @@ class WhyPanel(DockPanel, QtWidgets.QWidget):
         self.scoreButton.setObjectName("scoreButton")
         self.lens = QtWidgets.QTableWidget()
         self.lens.setObjectName("logitLens")
+        self.lenses = LensView()  # the logit lens beside a fitted Jacobian lens
+        self.lenses.setObjectName("lensView")
         self.qk = _map("qkCircuit")
         self.ov = _map("ovCircuit")
         self.copying = _map("copyingGrid")
@@ -186,6 +190,7 @@ class WhyPanel(DockPanel, QtWidgets.QWidget):
         self.tabs.addTab(self.dla, "Logit attribution")
         self.tabs.addTab(score_tab, "Score attribution")
         self.tabs.addTab(self.lens, "Logit lens")
+        self.tabs.addTab(self.lenses, "Lenses")
         self.tabs.addTab(circuits_tab, "Circuits")
         return self.tabs
 
@@ -199,6 +204,8 @@ class WhyPanel(DockPanel, QtWidgets.QWidget):
         self.scoreButton.clicked.connect(lambda: self.show_score(self.head, self.queryBox.value() - 1,
                                                                  self.keyBox.value() - 1))
         self.copyingButton.clicked.connect(self.run_copying)
+        self.lenses.layerPicked.connect(lambda layer: self.headPicked.emit(layer, self.head))
+        self.lenses.shown.connect(lambda kind: kind == "fitted" and self.tabs.setCurrentWidget(self.lenses))
         self.colourBox.toggled.connect(lambda _: self._emit_colours())
         self.dla.scene().sigMouseClicked.connect(lambda event: self._pick(self.dla, event))
         self.copying.scene().sigMouseClicked.connect(lambda event: self._pick(self.copying, event))
@@ -221,6 +228,7 @@ class WhyPanel(DockPanel, QtWidgets.QWidget):
             w.setEnabled(decoder)
         for w in (self.tools, self.summary, self.detector, self.tabs):  # no blank panel: the message says why
             w.setVisible(decoder)
+        self.lenses.follow(config if decoder else None)
         if not decoder:
             self.config = self.last_dla = None
             self._emit_colours()
@@ -273,8 +281,9 @@ class WhyPanel(DockPanel, QtWidgets.QWidget):
             self._start("copying", lambda: copying_scores(config))
 
     def shutdown(self) -> None:
-        """Stop the thread (the window closes)."""
+        """Stop the threads (the window closes)."""
         self.tasks.shutdown()
+        self.lenses.shutdown()
 
     # the thread ------------------------------------------------------------------------------
 
