@@ -160,7 +160,8 @@ def test_token_ids_are_made_once_and_remade_after_a_change():
     assert compute(cfg).token_ids.tolist() == [0, 1, 0, 2]
 
 
-@pytest.mark.parametrize("big,expected", [(1.0, True), (1e38, True), (3e38, False), (float("inf"), False)])
+@pytest.mark.parametrize("big,expected", [(1.0, True), (1e38, True), (3e38, False), (float("inf"), False),
+                                          (-3e38, False), (-1e38, True), (float("nan"), False)])
 def test_overflow_check_agrees_with_a_full_scan(big, expected):
     # 1e38: the bound d_k max|q| max|k| = 4e38 overflows, the scores (at most 2e38) do not
     q = torch.randn(2, 6, 4)

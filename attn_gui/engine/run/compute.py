@@ -189,7 +189,11 @@ def _scores_finite(steps: Steps, config: AttentionConfig) -> bool:
     |q_i . k_j| <= d_k max|q| max|k|, and a cosine is at most 1 when q and k are finite.
     """
     q, k = steps.q, steps.k
-    big = torch.stack([q.abs().amax(), k.abs().amax()]).tolist()  # one copy to the host
+    q_range, k_range = torch.aminmax(q), torch.aminmax(k)  # one pass each, no |q| made
+    lo_q, hi_q, lo_k, hi_k = torch.stack([*q_range, *k_range]).tolist()  # one copy to the host
+    big = [max(-lo_q, hi_q), max(-lo_k, hi_k)]  # max |q|, max |k| (NaN compares false: caught below)
+    if any(math.isnan(v) for v in (lo_q, hi_q, lo_k, hi_k)):
+        big = [math.nan, math.nan]
     d_k = q.shape[-1]
     bound = 1.0 if config.similarity == "cosine" else d_k * big[0] * big[1]
     if math.isfinite(big[0]) and math.isfinite(big[1]) and bound < torch.finfo(q.dtype).max / 2:
