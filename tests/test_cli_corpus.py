@@ -140,10 +140,13 @@ def test_bad_inputs_print_one_line_and_exit_2(inputs, tmp_path, capsys, monkeypa
                                                          "--ray", "local")
 
 
-def test_the_progress_line_says_passages_per_second_and_the_time_left(capsys):
-    from attn_gui.cli.corpus import _census_progress
+def test_the_progress_line_says_passages_per_second_and_the_time_left(capsys, monkeypatch):
+    from attn_gui.cli.terminal import passages_progress
 
-    _census_progress(Progress(done=96, total=200, done_now=64, elapsed=2.0))
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True)  # the line is drawn on a terminal only
+    progress = passages_progress("corpus", rate=True)
+    assert progress is not None
+    progress(Progress(done=96, total=200, done_now=64, elapsed=2.0))
     assert capsys.readouterr().err == "\rattn-gui corpus: 96 of 200 passages, 32.0 passages/s, 0 min 03 s left\033[K"
 
 

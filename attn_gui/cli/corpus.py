@@ -8,7 +8,7 @@ import functools
 import sys
 
 from .common import Command, UsageError, load_model, one_line
-from .terminal import raising_interrupts
+from .terminal import passages_progress, raising_interrupts
 
 
 def add_arguments(c: argparse.ArgumentParser) -> None:
@@ -58,7 +58,7 @@ def run_corpus(args: argparse.Namespace) -> int:
         runner = functools.partial(run_in_process, threads=args.workers)
     for name in filter(None, (args.model, args.compare)):
         load_model(name)  # converted once here, not by every worker at once
-    progress = _census_progress if sys.stderr.isatty() else None
+    progress = passages_progress("corpus", rate=True)
 
     def notice(line: str) -> None:
         print(f"attn-gui corpus: {one_line(line)}", file=sys.stderr)
@@ -74,15 +74,6 @@ def run_corpus(args: argparse.Namespace) -> int:
     if m["dla_not_computed"]:
         print(f"no dla column: {m['dla_not_computed']}")
     return 0
-
-
-def _census_progress(p) -> None:
-    """One self-overwriting line on a terminal's stderr: passages done, their rate and the time left."""
-    left = "" if p.left is None else f", {int(p.left) // 60} min {int(p.left) % 60:02d} s left"
-    sys.stderr.write(f"\rattn-gui corpus: {p.done:,} of {p.total:,} passages, {p.rate:.1f} passages/s{left}\033[K")
-    if p.done == p.total:
-        sys.stderr.write("\r\033[K")
-    sys.stderr.flush()
 
 
 COMMAND = Command("corpus", "per-head statistics (previous-token, duplicate, induction, sink, distance, entropy, "

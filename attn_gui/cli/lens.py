@@ -9,7 +9,7 @@ import functools
 import sys
 
 from .common import Command, UsageError, load_model, one_line
-from .terminal import raising_interrupts
+from .terminal import passages_progress, raising_interrupts
 
 
 def add_arguments(c: argparse.ArgumentParser) -> None:
@@ -83,20 +83,12 @@ def run_fit(args: argparse.Namespace) -> int:
 
     with raising_interrupts() if args.ray is not None else contextlib.nullcontext():
         done = fit.fit_lens(passages, args.out, settings, runner=runner, notice=notice,
-                            progress=_progress if sys.stderr.isatty() else None)
+                            progress=passages_progress("lens"))
     m = done.manifest
     print(f"wrote lens.pt and manifest.json to {one_line(args.out)}: layers {done.lens.source_layers[0]} to "
           f"{done.lens.source_layers[-1]}, {m['prompts']:,} prompts ({m['skipped_short']:,} too short skipped), "
           f"{done.shards} shards, {done.resumed} resumed")
     return 0
-
-
-def _progress(p) -> None:
-    left = "" if p.left is None else f", {int(p.left) // 60} min {int(p.left) % 60:02d} s left"
-    sys.stderr.write(f"\rattn-gui lens: {p.done:,} of {p.total:,} passages{left}\033[K")
-    if p.done == p.total:
-        sys.stderr.write("\r\033[K")
-    sys.stderr.flush()
 
 
 def run_read(args: argparse.Namespace) -> int:

@@ -8,6 +8,7 @@ import os
 import signal
 import sys
 import threading
+from typing import Any
 from collections.abc import Callable, Iterator
 
 from .common import UsageError, one_line
@@ -82,6 +83,23 @@ def tty_progress(done: int, total: int) -> None:
     if done == total:
         sys.stderr.write("\r\033[K")  # the bar goes; the summary line follows on stdout
     sys.stderr.flush()
+
+
+def passages_progress(command: str, rate: bool = False) -> Callable[[Any], None] | None:
+    """A run over passages' progress (``engine.analysis.corpus.census.Progress``): one self-overwriting line on a
+    terminal's stderr, passages done (their rate where ``rate``) and the time left; None off a terminal."""
+    if not sys.stderr.isatty():
+        return None
+
+    def progress(p) -> None:
+        left = "" if p.left is None else f", {int(p.left) // 60} min {int(p.left) % 60:02d} s left"
+        speed = f", {p.rate:.1f} passages/s" if rate else ""
+        sys.stderr.write(f"\rattn-gui {command}: {p.done:,} of {p.total:,} passages{speed}{left}\033[K")
+        if p.done == p.total:
+            sys.stderr.write("\r\033[K")
+        sys.stderr.flush()
+
+    return progress
 
 
 def stage_progress() -> Callable[[int, int, str], None]:

@@ -36,6 +36,7 @@ import zipfile
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -133,6 +134,30 @@ class RunFolder:
 Runner = Callable[[Settings, list[tuple[int, int, tuple[str, ...]]], Callable[[int, ShardSums], None]], None]
 
 
+
+class ShardKeeper:
+    """What a run does with each shard's sums as a worker hands them over (called with its index and sums): saved in
+    ``folder`` (a write that fails: ``CorpusError`` in one line, the shards written kept), counted (``done`` of
+    ``total`` passages, ``now`` in this run, since ``began``) and reported to ``progress``. The census's and the lens
+    fit's."""
+
+    def __init__(self, folder: RunFolder, save: Callable[[Any, Path], None], total: int, done: int,
+                 progress: Callable[[Progress], None] | None):
+        self.folder, self.save, self.total, self.progress = folder, save, total, progress
+        self.done, self.now, self.began = done, 0, time.perf_counter()
+
+    def __call__(self, index: int, sums: Any) -> None:
+        try:
+            self.save(sums, self.folder.path(index))
+        except OSError as exc:
+            raise CorpusError(f"cannot write {self.folder.path(index)}: {exc.strerror or exc}; the shards written "
+                              f"are kept: run the same command again to resume") from None
+        self.done += sums.passages
+        self.now += sums.passages
+        if self.progress is not None:
+            self.progress(Progress(self.done, self.total, self.now, time.perf_counter() - self.began))
+
+
 def run_in_process(settings: Settings, shards, on_shard, threads: int | None = None) -> None:
     """Compute ``shards`` (index, start, passages) one after another in this process, on ``threads``
     of torch's CPU threads (None: torch's default; set back afterwards)."""
@@ -185,19 +210,7 @@ def census(corpus: Corpus, out: str | os.PathLike, settings: Settings, *, runner
                f"{'are' if len(damaged) > 1 else 'is'} computed again: {', '.join(damaged[:3])}"
                f"{', ...' if len(damaged) > 3 else ''}")
     done = n - sum(len(p) for _, _, p in todo)
-    began = time.perf_counter()
-    state = {"done": done, "now": 0}
-
-    def on_shard(index: int, sums: ShardSums) -> None:
-        try:
-            sums.save(folder.path(index))
-        except OSError as exc:
-            raise CorpusError(f"cannot write {folder.path(index)}: {exc.strerror or exc}; the shards written are "
-                              f"kept: run the same command again to resume") from None
-        state["done"] += sums.passages
-        state["now"] += sums.passages
-        if progress is not None:
-            progress(Progress(state["done"], n, state["now"], time.perf_counter() - began))
+    on_shard = ShardKeeper(folder, lambda sums, path: sums.save(path), n, done, progress)
 
     if todo:
         runner(settings, todo, on_shard)
@@ -211,11 +224,11 @@ def census(corpus: Corpus, out: str | os.PathLike, settings: Settings, *, runner
     means = totals.means()
     if settings.compare_plan is not None:
         means.update(weight_differences(settings.model_plan, settings.compare_plan))
-    elapsed = time.perf_counter() - began
+    elapsed = time.perf_counter() - on_shard.began
     manifest = {
         **_manifest(corpus, settings, totals), "shards": len(starts), "shard_size": size,
         "shards_resumed": len(starts) - len(todo), "shards_damaged": len(damaged),
-        "seconds": round(elapsed, 3), "passages_per_second": round(state["now"] / elapsed, 3) if state["now"] else None,
+        "seconds": round(elapsed, 3), "passages_per_second": round(on_shard.now / elapsed, 3) if on_shard.now else None,
         **(about or {}), "run": key,
     }
     try:

@@ -23,7 +23,7 @@ import torch
 
 from ...base import disk
 from ...base.devices import resolve_device
-from ..corpus.census import Progress, RunFolder
+from ..corpus.census import Progress, RunFolder, ShardKeeper
 from ..corpus.read import CorpusError, Corpus
 from ..corpus.shards import _model_identity
 from .artifact import LENS_FILE, Lens, identity
@@ -137,18 +137,7 @@ def fit_lens(corpus: Corpus, out: str | os.PathLike, settings: LensSettings, *, 
         todo.append((i, start, corpus.passages[start:start + size]))
     if damaged and notice is not None:
         notice(f"{len(damaged)} stored shard(s) could not be read and are computed again: {', '.join(damaged[:3])}")
-    began, state = time.perf_counter(), {"done": n - sum(len(p) for _, _, p in todo), "now": 0}
-
-    def on_shard(index: int, sums: LensSums) -> None:
-        try:
-            save_sums(sums, folder.path(index))
-        except OSError as exc:
-            raise CorpusError(f"cannot write {folder.path(index)}: {exc.strerror or exc}; the shards written are "
-                              f"kept: run the same command again to resume") from None
-        state["done"] += sums.passages
-        state["now"] += sums.passages
-        if progress is not None:
-            progress(Progress(state["done"], n, state["now"], time.perf_counter() - began))
+    on_shard = ShardKeeper(folder, save_sums, n, n - sum(len(p) for _, _, p in todo), progress)
 
     if todo:
         runner(settings, todo, on_shard)
@@ -167,7 +156,7 @@ def fit_lens(corpus: Corpus, out: str | os.PathLike, settings: LensSettings, *, 
     manifest = {"model": settings.model, "corpus": corpus.path, "format": corpus.format, "field": corpus.field,
                 "passages": n, "prompts": totals.prompts, "skipped_short": totals.skipped, "tokens": totals.tokens,
                 "shards": len(starts), "shards_resumed": len(starts) - len(todo), "shards_damaged": len(damaged),
-                "seconds": round(time.perf_counter() - began, 3), "lens": LENS_FILE, "run": run_key}
+                "seconds": round(time.perf_counter() - on_shard.began, 3), "lens": LENS_FILE, "run": run_key}
     try:
         lens.save(folder.out / f"{LENS_FILE}.part")
         os.replace(folder.out / f"{LENS_FILE}.part", folder.out / LENS_FILE)
