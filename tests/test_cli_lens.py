@@ -89,3 +89,50 @@ def test_bad_inputs_print_one_line_and_exit_2(inputs, tmp_path, capsys):
                                              tmp_path / "jl")
     assert "--top-k must be 1 to 10" in _refused(capsys, *read, "--model", model, "--lens", tmp_path / "jl",
                                                  "--top-k", "11")
+
+
+@pytest.fixture
+def two_nodes():
+    """A Ray cluster of two nodes on this machine (a head and a second node joined to it, one CPU each), listening
+    on 127.0.0.1 only; stopped after the test."""
+    import os
+    import shutil
+    import socket
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    pytest.importorskip("ray", reason="the corpus extra (pip install attn-gui[corpus]) is not installed")
+    ray = shutil.which("ray", path=str(Path(sys.executable).parent)) or shutil.which("ray")
+    env = {**os.environ, "RAY_AUTH_MODE": "disabled"}
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    common = ["--num-cpus", "1", "--node-ip-address", "127.0.0.1", "--disable-usage-stats"]
+    try:
+        subprocess.run([ray, "start", "--head", "--port", str(port), "--include-dashboard=false", *common],
+                       check=True, capture_output=True, env=env, timeout=120)
+        subprocess.run([ray, "start", "--address", f"127.0.0.1:{port}", *common], check=True,
+                       capture_output=True, env=env, timeout=120)
+        yield f"127.0.0.1:{port}", env
+    finally:
+        subprocess.run([ray, "stop"], capture_output=True, env=env, timeout=120)
+
+
+def test_a_two_node_cluster_gives_the_in_process_matrices(inputs, tmp_path, two_nodes):
+    """``--ray HOST:PORT`` on two nodes: each worker's sums reduced in shard order, the same matrices as in process
+    (1e-6, the issue's; they are equal here)."""
+    import subprocess
+    import sys
+
+    address, env = two_nodes
+    assert _fit(inputs, tmp_path / "plain") == 0
+    done = subprocess.run([sys.executable, "-m", "attn_gui", "lens", "fit", "--model", str(inputs / "model"),
+                           "--corpus", str(inputs / "corpus.txt"), "--out", str(tmp_path / "ray"), "--skip-first",
+                           "3", "--shard-size", "2", "--ray", address], capture_output=True, text=True, env=env,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr
+    plain, on_ray = load(tmp_path / "plain"), load(tmp_path / "ray")
+    assert on_ray.source_layers == plain.source_layers == [0, 1] and on_ray.n_prompts == plain.n_prompts == 3
+    for layer in plain.source_layers:
+        assert torch.allclose(on_ray.jacobians[layer], plain.jacobians[layer], atol=1e-6, rtol=0), layer

@@ -237,3 +237,42 @@ def test_a_4_bit_file_fits_in_float32_and_its_packed_bfloat16_is_refused_in_one_
     packed = LensWorker(LensSettings(model=str(path), skip_first_positions=2, dim_batch=64, dtype="bfloat16"))
     with pytest.raises(CorpusError, match="int4 kernel .* has none: fit with --dtype float32"):
         packed.shard(0, passage)
+
+
+SMOLLM2_PROMPTS = ["When Mary and John went to the store, John gave a drink to Mary"]  # one: 9 backward passes
+SMOLLM2_OPTIONS = dict(dim_batch=64, max_seq_len=10, skip_first_positions=2)
+
+
+def test_smollm2s_lens_equals_transformerlens(smollm2_peer, tmp_path):
+    """The bundled SmolLM2-135M (its Q4_1 GGUF, float32): TransformerLens' bridge around transformers' reading of the
+    same file, fed the engine's token ids; every one of its 29 source layers' J_l within 1e-4 relative, and the
+    J-lens readout's top-5 ids and p within 1e-5."""
+    from transformer_lens.model_bridge import TransformerBridge
+
+    from attn_gui.engine.readers.bundled import gguf_path
+    from attn_gui.engine.readers.catalog import model_spec
+
+    hf, tokenizer = smollm2_peer
+    name = "smollm2-135m"
+    src = plan(AttentionConfig(model=name)).source
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        bridge = TransformerBridge.boot_transformers(str(gguf_path(model_spec(name)).parent), hf_model=hf,
+                                                     tokenizer=tokenizer)
+        bridge.to_tokens = lambda text, *_, **__: torch.tensor([list(src.tokenize(text).token_ids)])
+        theirs = JacobianLens.fit(bridge, SMOLLM2_PROMPTS, corpus="smollm2", show_progress=False, **SMOLLM2_OPTIONS)
+    (tmp_path / "corpus.txt").write_text("\n".join(SMOLLM2_PROMPTS) + "\n")
+    ours = fit.fit_lens(read_corpus(tmp_path / "corpus.txt"), tmp_path / "lens",
+                        LensSettings(model=name, shard_size=1, **SMOLLM2_OPTIONS))
+    assert ours.lens.source_layers == theirs.source_layers == list(range(29))
+    for layer in theirs.source_layers:
+        assert _relative(ours.lens.jacobians[layer], theirs.jacobians[layer]) <= 1e-4, layer
+    sentence = SMOLLM2_PROMPTS[0]
+    read = read_lens(AttentionConfig(model=name, sentence=sentence), ours.lens, k=5)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        reference = theirs.readout(bridge, sentence, use_jacobian=True, top_k=5, return_full_logits=True)
+    for row, layer in enumerate(read.layers):
+        top = torch.softmax(reference.lens_logits[layer].double(), -1).topk(5, -1)
+        assert torch.allclose(read.jacobian_probs[row], top.values, atol=1e-5, rtol=0), layer
+        assert torch.equal(read.jacobian_ids[row], top.indices), layer
