@@ -252,8 +252,10 @@ def test_smollm2s_lens_equals_transformerlens(smollm2_peer, tmp_path):
     from attn_gui.engine.readers.bundled import gguf_path
     from attn_gui.engine.readers.catalog import model_spec
 
-    hf, tokenizer = smollm2_peer
-    name = "smollm2-135m"
+    import copy
+
+    hf, tokenizer = (copy.deepcopy(x) for x in smollm2_peer)  # a bridge's boot edits the model and tokenizer it is
+    name = "smollm2-135m"  # given: the session's transformers peer stays as other tests read it
     src = plan(AttentionConfig(model=name)).source
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
